@@ -1,0 +1,397 @@
+/**
+ * One agent's lifecycle (DESIGN §2). Pure: the turn itself is the `runTurn` actor, supplied by the
+ * runtime with `.provide()`; this machine only decides what each outcome, message, stop and timer
+ * means. Every status change of an agent goes through here.
+ *
+ * States = statuses: running, waiting (agents | user), stalled, budgetPaused, completed, stopped,
+ * failed, crashed. Terminal states are not XState final states: an interactive user can revive
+ * them, and failed/crashed agents wake on a user message in every mode.
+ * @module
+ */
+import { and, assign, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import {
+  DEFAULT_IDLE_LIMIT,
+  DEFAULT_IDLE_RESUME_MS,
+  DEFAULT_RECOVERY_LIMIT,
+  type AgentPolicy,
+  type AgentStatus,
+  type CompletionReport,
+  type PendingWait,
+  type SerializedError,
+  type StopReason,
+  type TurnOutcome,
+  type WaitKind,
+  type WakeReason,
+} from './types.js';
+
+/** The persisted part of an agent's lifecycle: enough to re-create it after a restart. */
+export interface AgentLifecycleState {
+  turns: number;
+  stintTurns: number;
+  recoveries: number;
+  idleResumes: number;
+  waitKind: WaitKind | null;
+  waitTimeoutMs: number | null;
+  waitingSince: number | null;
+  pendingWait: PendingWait | null;
+  stopReason: StopReason | null;
+  error: SerializedError | null;
+  report: CompletionReport | null;
+  lastTool: string | null;
+  budgetEpoch: number;
+}
+
+export interface AgentInput {
+  id: string;
+  name: string;
+  parentId: string | null;
+  policy?: Partial<AgentPolicy>;
+  /** Restore: the status to start in (default `running`) and the lifecycle state to resume from. */
+  status?: AgentStatus;
+  state?: Partial<AgentLifecycleState>;
+  /** Restore of a wait on agents: the idle timer's remaining delay (re-armed from `waitingSince`). */
+  idleTimerMs?: number;
+}
+
+export interface AgentContext extends AgentPolicy, AgentLifecycleState {
+  id: string;
+  name: string;
+  parentId: string | null;
+  initialStatus: AgentStatus;
+  /** What the pending idle timer was armed with (the remaining delay after a restart). */
+  idleTimerMs: number;
+  /** Why the agent is running again; consumed by the next turn. */
+  wake: WakeReason | null;
+  /** A stop that waits for the end of the current turn. */
+  stopRequested: StopReason | null;
+}
+
+/** Input of the invoked turn: everything the runtime needs, as JSON. */
+export interface TurnInput {
+  agentId: string;
+  /** 1-based turn number within this stint. */
+  stintTurn: number;
+  wake: WakeReason | null;
+  pendingWait: PendingWait | null;
+  /** Set when the previous turn ended in plain text: the nudge to persist first. */
+  nudge: { attempt: number; limit: number } | null;
+  budgetEpoch: number;
+}
+
+export type AgentEvent =
+  /** A message to this agent is committed to its mailbox. */
+  | { type: 'agent.message'; from: string; user: boolean }
+  /** Stop: at once when parked, after the current turn when running. */
+  | { type: 'agent.stop'; reason: StopReason }
+  /** The budget resume epoch advanced (pause policy). */
+  | { type: 'budget.resume'; epoch: number }
+  | DoneActorEvent<TurnOutcome, 'turn'>
+  | ErrorActorEvent<unknown, 'turn'>;
+
+const notProvided = async (): Promise<never> => {
+  throw new Error('runTurn was not provided: use agentMachine.provide({ actors: { runTurn } })');
+};
+
+function outcomeOf(event: AgentEvent): TurnOutcome | null {
+  return event.type === 'xstate.done.actor.turn' ? event.output : null;
+}
+
+function serializeUnknown(error: unknown): SerializedError {
+  const message = error instanceof Error ? error.message : String(error);
+  const code =
+    typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string'
+      ? (error as { code: string }).code
+      : 'INTERNAL';
+  return { code, message, retryable: false };
+}
+
+export const agentMachine = setup({
+  types: {
+    context: {} as AgentContext,
+    events: {} as AgentEvent,
+    input: {} as AgentInput,
+  },
+  actors: {
+    runTurn: fromPromise<TurnOutcome, TurnInput>(notProvided),
+  },
+  delays: {
+    idleResume: ({ context }) => context.idleTimerMs,
+  },
+  guards: {
+    bootsAs: ({ context }, params: { status: AgentStatus; waitKind?: WaitKind }) =>
+      context.initialStatus === params.status &&
+      (params.waitKind === undefined || context.waitKind === params.waitKind),
+    isOutcome: ({ event }, params: { kind: TurnOutcome['kind'] }) => outcomeOf(event)?.kind === params.kind,
+    isWaitFor: ({ event }, params: { waitKind: WaitKind }) => {
+      const outcome = outcomeOf(event);
+      return outcome?.kind === 'wait' && outcome.waitKind === params.waitKind;
+    },
+    isStopRequested: ({ context }) => context.stopRequested !== null,
+    /** This plain-text turn is the last one recovery allows. */
+    isRecoveryExhausted: ({ context, event }) =>
+      outcomeOf(event)?.kind === 'plainText' && context.recoveries + 1 >= context.recoveryLimit,
+    isInteractive: ({ context }) => context.interactive,
+    /** The turn just finished used up the stint (checked before another turn starts). */
+    isTurnLimitAfterThisTurn: ({ context }) => context.stintTurns + 1 >= context.maxTurns,
+    /** A parked agent waking now would exceed the stint's turns. */
+    isTurnLimitReached: ({ context }) => context.stintTurns >= context.maxTurns,
+    /** This timeout is the idleLimit-th in a row without a real message. */
+    isIdleExhausted: ({ context }) => context.idleResumes + 1 >= context.idleLimit,
+    isFromUser: ({ event }) => event.type === 'agent.message' && event.user,
+    isNewerEpoch: ({ context, event }) => event.type === 'budget.resume' && event.epoch > context.budgetEpoch,
+  },
+  actions: {
+    /** Book-keeping common to every finished turn. */
+    recordTurn: assign(({ context, event }) => {
+      const outcome = outcomeOf(event);
+      const kind = outcome?.kind;
+      return {
+        turns: context.turns + 1,
+        stintTurns: context.stintTurns + 1,
+        recoveries: kind === 'plainText' ? context.recoveries + 1 : kind === 'interrupted' ? context.recoveries : 0,
+        lastTool:
+          outcome?.kind === 'continue' && outcome.lastTool !== null
+            ? outcome.lastTool
+            : outcome?.kind === 'wait'
+              ? outcome.tool
+              : context.lastTool,
+        wake: null,
+        pendingWait: null,
+      };
+    }),
+    enterWait: assign(({ context, event }) => {
+      const outcome = outcomeOf(event);
+      if (outcome?.kind !== 'wait') return {};
+      const timer = outcome.timeoutMs ?? context.idleResumeMs;
+      return {
+        waitKind: outcome.waitKind,
+        pendingWait: { callId: outcome.callId, tool: outcome.tool },
+        waitTimeoutMs: timer,
+        idleTimerMs: timer,
+        waitingSince: outcome.at,
+      };
+    }),
+    recordReport: assign(({ event }) => {
+      const outcome = outcomeOf(event);
+      return outcome?.kind === 'finish' ? { report: outcome.report } : {};
+    }),
+    recordOutcomeError: assign(({ event }) => {
+      const outcome = outcomeOf(event);
+      return outcome?.kind === 'failed' || outcome?.kind === 'crashed' ? { error: outcome.error } : {};
+    }),
+    recordTurnCrash: assign(({ context, event }) => ({
+      turns: context.turns + 1,
+      stintTurns: context.stintTurns + 1,
+      wake: null,
+      pendingWait: null,
+      error: serializeUnknown(event.type === 'xstate.error.actor.turn' ? event.error : event),
+    })),
+    recordRecoveryExhausted: assign(({ context }) => ({
+      error: {
+        code: 'RECOVERY_EXHAUSTED',
+        message: `ended ${context.recoveryLimit} turns in a row without calling a tool`,
+        retryable: false,
+      },
+    })),
+    recordStop: assign((_, params: { reason: StopReason }) => ({ stopReason: params.reason, stopRequested: null })),
+    recordOutcomeStop: assign(({ event }) => {
+      const outcome = outcomeOf(event);
+      return outcome?.kind === 'stopped' ? { stopReason: outcome.reason, stopRequested: null } : {};
+    }),
+    recordRequestedStop: assign(({ context }) => ({ stopReason: context.stopRequested, stopRequested: null })),
+    requestStop: assign(({ context, event }) =>
+      event.type === 'agent.stop' && context.stopRequested === null ? { stopRequested: event.reason } : {},
+    ),
+    stopNow: assign(({ event }) => (event.type === 'agent.stop' ? { stopReason: event.reason, stopRequested: null } : {})),
+    enterBudgetPause: assign(({ event }) => {
+      const outcome = outcomeOf(event);
+      return outcome?.kind === 'budgetPaused' ? { budgetEpoch: outcome.epoch } : {};
+    }),
+    resumeFromBudget: assign(({ event }) =>
+      event.type === 'budget.resume' ? { budgetEpoch: event.epoch, wake: 'budgetResumed' as const } : {},
+    ),
+    /** A real message ends the idle and plain-text streaks. */
+    wakeByMessage: assign({
+      wake: 'message' as const,
+      recoveries: 0,
+      idleResumes: 0,
+      waitKind: null,
+      waitingSince: null,
+      waitTimeoutMs: null,
+    }),
+    wakeByTimeout: assign(({ context }) => ({
+      wake: 'timeout' as const,
+      idleResumes: context.idleResumes + 1,
+      waitKind: null,
+      waitingSince: null,
+      waitTimeoutMs: null,
+    })),
+    /** The idle timer ran out for the last time: stall, keeping the wait call for the wake. */
+    stallFromIdle: assign(({ context }) => ({ idleResumes: context.idleResumes + 1 })),
+    /** A user message clears the streaks (and, through a revival, the error). */
+    noteUserMessage: assign({ recoveries: 0, idleResumes: 0 }),
+    /** A new stint: a revived terminal agent starts with fresh turns and no error. */
+    revive: assign({
+      wake: 'revived' as const,
+      stintTurns: 0,
+      recoveries: 0,
+      idleResumes: 0,
+      error: null,
+      report: null,
+      stopReason: null,
+      stopRequested: null,
+      waitKind: null,
+      waitingSince: null,
+      waitTimeoutMs: null,
+    }),
+  },
+}).createMachine({
+  id: 'agent',
+  context: ({ input }) => {
+    const policy: AgentPolicy = {
+      interactive: input.policy?.interactive ?? false,
+      maxTurns: input.policy?.maxTurns ?? 100,
+      idleResumeMs: input.policy?.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS,
+      recoveryLimit: input.policy?.recoveryLimit ?? DEFAULT_RECOVERY_LIMIT,
+      idleLimit: input.policy?.idleLimit ?? DEFAULT_IDLE_LIMIT,
+    };
+    const s = input.state ?? {};
+    const waitTimeoutMs = s.waitTimeoutMs ?? null;
+    return {
+      ...policy,
+      id: input.id,
+      name: input.name,
+      parentId: input.parentId,
+      initialStatus: input.status ?? 'running',
+      turns: s.turns ?? 0,
+      stintTurns: s.stintTurns ?? 0,
+      recoveries: s.recoveries ?? 0,
+      idleResumes: s.idleResumes ?? 0,
+      waitKind: s.waitKind ?? null,
+      waitTimeoutMs,
+      idleTimerMs: input.idleTimerMs ?? waitTimeoutMs ?? policy.idleResumeMs,
+      waitingSince: s.waitingSince ?? null,
+      pendingWait: s.pendingWait ?? null,
+      stopReason: s.stopReason ?? null,
+      error: s.error ?? null,
+      report: s.report ?? null,
+      lastTool: s.lastTool ?? null,
+      budgetEpoch: s.budgetEpoch ?? 0,
+      wake: null,
+      stopRequested: null,
+    };
+  },
+  initial: 'boot',
+  states: {
+    /** Picks the starting state: `running` for a new agent, the persisted one after a restart. */
+    boot: {
+      always: [
+        { guard: { type: 'bootsAs', params: { status: 'waiting', waitKind: 'user' } }, target: 'waiting.user' },
+        { guard: { type: 'bootsAs', params: { status: 'waiting' } }, target: 'waiting.agents' },
+        { guard: { type: 'bootsAs', params: { status: 'stalled' } }, target: 'stalled' },
+        { guard: { type: 'bootsAs', params: { status: 'budgetPaused' } }, target: 'budgetPaused' },
+        { guard: { type: 'bootsAs', params: { status: 'completed' } }, target: 'completed' },
+        { guard: { type: 'bootsAs', params: { status: 'stopped' } }, target: 'stopped' },
+        { guard: { type: 'bootsAs', params: { status: 'failed' } }, target: 'failed' },
+        { guard: { type: 'bootsAs', params: { status: 'crashed' } }, target: 'crashed' },
+        { target: 'running' },
+      ],
+    },
+    running: {
+      invoke: {
+        id: 'turn',
+        src: 'runTurn',
+        input: ({ context }): TurnInput => ({
+          agentId: context.id,
+          stintTurn: context.stintTurns + 1,
+          wake: context.wake,
+          pendingWait: context.pendingWait,
+          nudge: context.recoveries > 0 ? { attempt: context.recoveries, limit: context.recoveryLimit } : null,
+          budgetEpoch: context.budgetEpoch,
+        }),
+        onDone: [
+          { guard: { type: 'isOutcome', params: { kind: 'finish' } }, target: 'completed', actions: ['recordTurn', 'recordReport'] },
+          { guard: { type: 'isOutcome', params: { kind: 'failed' } }, target: 'failed', actions: ['recordTurn', 'recordOutcomeError'] },
+          { guard: { type: 'isOutcome', params: { kind: 'crashed' } }, target: 'crashed', actions: ['recordTurn', 'recordOutcomeError'] },
+          { guard: { type: 'isOutcome', params: { kind: 'stopped' } }, target: 'stopped', actions: ['recordTurn', 'recordOutcomeStop'] },
+          { guard: 'isStopRequested', target: 'stopped', actions: ['recordTurn', 'recordRequestedStop'] },
+          { guard: { type: 'isOutcome', params: { kind: 'budgetPaused' } }, target: 'budgetPaused', actions: ['recordTurn', 'enterBudgetPause'] },
+          { guard: and(['isRecoveryExhausted', 'isInteractive']), target: 'stalled', actions: 'recordTurn' },
+          { guard: 'isRecoveryExhausted', target: 'crashed', actions: ['recordTurn', 'recordRecoveryExhausted'] },
+          { guard: { type: 'isWaitFor', params: { waitKind: 'agents' } }, target: 'waiting.agents', actions: ['recordTurn', 'enterWait'] },
+          { guard: { type: 'isWaitFor', params: { waitKind: 'user' } }, target: 'waiting.user', actions: ['recordTurn', 'enterWait'] },
+          {
+            guard: 'isTurnLimitAfterThisTurn',
+            target: 'stopped',
+            actions: ['recordTurn', { type: 'recordStop', params: { reason: 'maxTurns' } }],
+          },
+          { target: 'running', reenter: true, actions: 'recordTurn' },
+        ],
+        onError: { target: 'crashed', actions: 'recordTurnCrash' },
+      },
+      on: {
+        'agent.stop': { actions: 'requestStop' },
+        'agent.message': { guard: 'isFromUser', actions: 'noteUserMessage' },
+      },
+    },
+    waiting: {
+      // Always entered through an explicit child target; `agents` is only the required default.
+      initial: 'agents',
+      on: {
+        'agent.message': [
+          { guard: 'isTurnLimitReached', target: 'stopped', actions: { type: 'recordStop', params: { reason: 'maxTurns' } } },
+          { target: 'running', actions: 'wakeByMessage' },
+        ],
+        'agent.stop': { target: 'stopped', actions: 'stopNow' },
+      },
+      states: {
+        /** Waiting on other agents: the only wait with an idle timer. */
+        agents: {
+          after: {
+            idleResume: [
+              { guard: 'isIdleExhausted', target: '#agent.stalled', actions: 'stallFromIdle' },
+              {
+                guard: 'isTurnLimitReached',
+                target: '#agent.stopped',
+                actions: { type: 'recordStop', params: { reason: 'maxTurns' } },
+              },
+              { target: '#agent.running', actions: 'wakeByTimeout' },
+            ],
+          },
+        },
+        /** Waiting on a human: never woken by a timer. */
+        user: {},
+      },
+    },
+    /** Parked until a message arrives (never on a timer); the parent has had a stall notice. */
+    stalled: {
+      on: {
+        'agent.message': [
+          { guard: 'isTurnLimitReached', target: 'stopped', actions: { type: 'recordStop', params: { reason: 'maxTurns' } } },
+          { target: 'running', actions: 'wakeByMessage' },
+        ],
+        'agent.stop': { target: 'stopped', actions: 'stopNow' },
+      },
+    },
+    /** Parked before a paid call; retries the same call when the resume epoch advances. */
+    budgetPaused: {
+      on: {
+        'budget.resume': { guard: 'isNewerEpoch', target: 'running', actions: 'resumeFromBudget' },
+        'agent.stop': { target: 'stopped', actions: 'stopNow' },
+      },
+    },
+    completed: {
+      on: { 'agent.message': { guard: 'isInteractive', target: 'running', actions: 'revive' } },
+    },
+    stopped: {
+      on: { 'agent.message': { guard: 'isInteractive', target: 'running', actions: 'revive' } },
+    },
+    /** Failed and crashed agents are user-gated: peer mail queues but never wakes them. */
+    failed: {
+      on: { 'agent.message': { guard: 'isFromUser', target: 'running', actions: 'revive' } },
+    },
+    crashed: {
+      on: { 'agent.message': { guard: 'isFromUser', target: 'running', actions: 'revive' } },
+    },
+  },
+});

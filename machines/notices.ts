@@ -1,0 +1,67 @@
+/**
+ * Texts the coordinator sends to parents. Each notice names the child and says plainly whether a
+ * report is still coming, so a parent never waits on a child that will not answer.
+ * @module
+ */
+import type { CompletionReport, SerializedError, StopReason } from './types.js';
+
+/** Notice kinds, which are also the `type` of the mailbox message that carries them. */
+export type NoticeKind = 'completion' | 'completed' | 'failed' | 'crashed' | 'stopped' | 'stalled' | 'budget_reserve_stop';
+
+export interface NoticeSubject {
+  id: string;
+  name: string;
+  task: string;
+}
+
+const label = (s: NoticeSubject) => `${s.name} (${s.id})`;
+
+const STOP_WHY: Record<StopReason, string> = {
+  requested: 'an explicit stop',
+  maxTurns: 'its turn limit',
+  budget: 'the run budget being spent',
+  reserve: 'the sub-agent budget reserve',
+};
+
+export function completionReportText(child: NoticeSubject, report: CompletionReport, at: number): string {
+  const bullets = (items: string[]) => (items.length > 0 ? items.map((i) => `- ${i}`).join('\n') : '- (none)');
+  const lines = [
+    `== Completion report from ${label(child)} ==`,
+    `Status: ${report.success ? 'SUCCESS' : 'FAILED'}`,
+    `Time: ${new Date(at).toISOString()}`,
+  ];
+  if (child.task) lines.push(`Task: ${child.task}`);
+  lines.push('', 'Summary:', report.summary || '(none)');
+  if (report.findings.length > 0) lines.push('', 'Findings:', bullets(report.findings));
+  lines.push('', 'Open items (unresolved, need follow-up):', bullets(report.openItems));
+  return lines.join('\n');
+}
+
+export function terminalNoticeText(
+  child: NoticeSubject,
+  status: 'completed' | 'failed' | 'crashed' | 'stopped',
+  detail: { error: SerializedError | null; stopReason: StopReason | null },
+): string {
+  const why = detail.error ? ` Last error: ${detail.error.code}: ${detail.error.message}` : '';
+  switch (status) {
+    case 'completed':
+      return `[Agent completed] ${label(child)} has finished and is no longer running, but sent no completion report. Stop waiting on it; ask it directly if you need its results.`;
+    case 'failed':
+      return `[Agent failed] ${label(child)} stopped with an error and will not send a report. Stop waiting on it unless you message it again.${why}`;
+    case 'crashed':
+      return `[Agent crashed] ${label(child)} terminated unexpectedly and will not send a report. Stop waiting on it unless you intend to message it again.${why}`;
+    case 'stopped':
+      return `[Agent stopped] ${label(child)} was stopped by ${STOP_WHY[detail.stopReason ?? 'requested']} before it finished. No report is coming; account for its unfinished subtask and move on.`;
+  }
+}
+
+export function stallNoticeText(child: NoticeSubject, cause: 'plainText' | 'idle'): string {
+  const what =
+    cause === 'plainText'
+      ? 'kept ending turns without a tool call'
+      : 'kept waiting on other agents without hearing from any';
+  return `[Agent stalled] ${label(child)} ${what} and is parked until it gets a message. It will not report by itself: either send it a concrete next step, or stop waiting and account for its subtask.`;
+}
+
+export const RESERVE_NOTICE_TEXT =
+  '[Budget reserve reached] The run has spent its sub-agent share of the budget. Every sub-agent is being stopped as soon as its current turn ends, and none of them will send a report. Do not wait on or spawn sub-agents: wrap up with what you have and call finish now.';

@@ -1,0 +1,104 @@
+/**
+ * The public face of a run: start a root agent, message agents, watch and stop them.
+ * @module
+ */
+import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
+import { TroupeError } from '../errors.js';
+import type { MessagePriority, MessageRow, Store } from '../store/types.js';
+import type { Registry, TreeNode } from './registry.js';
+import { Runtime, type AgentInfo, type TroupeEvent } from './runtime.js';
+import type { CoordinatorOptions } from './options.js';
+
+export interface SendOptions {
+  content: string;
+  /** Messages from the API come from `user` (default) or `system`; agents message through tools. */
+  from?: 'user' | 'system';
+  type?: string;
+  priority?: MessagePriority;
+}
+
+export interface Coordinator extends AsyncDisposable {
+  readonly runId: string;
+  readonly store: Store;
+  /** The `@xstate/store` read model: subscribe instead of polling. */
+  readonly registry: Registry;
+  /** Register and start the root agent; resolves with its id. */
+  start(root: { name: string; task: string; skills?: string[] }): Promise<string>;
+  /** Queue a message; resolves once it is committed to the agent's mailbox. */
+  send(to: string, message: SendOptions): Promise<Pick<MessageRow, 'id' | 'to' | 'from' | 'createdAt'>>;
+  get(id: string): AgentInfo;
+  list(): AgentInfo[];
+  tree(): TreeNode[];
+  /** Resolves when the agent is in one of `statuses`; rejects with WAIT_TIMEOUT after `timeoutMs`. */
+  waitFor(id: string, statuses: readonly AgentStatus[], options?: { timeoutMs?: number }): Promise<AgentInfo>;
+  /** Stop after the current turn (with cascade, descendants first); resolves with the stopped ids once they are terminal. */
+  stop(id: string, options?: { cascade?: boolean }): Promise<string[]>;
+  /** Resolves when no agent is running: every agent is terminal or parked. */
+  whenIdle(): Promise<void>;
+  /** Run-wide budget state. */
+  budget(): { spentUsd: number; limitUsd: number | null; policy: 'stop' | 'pause'; budgetStopped: boolean; reserveStopped: boolean; paused: boolean };
+  subscribe(listener: (event: TroupeEvent) => void): () => void;
+  /** Stop every actor; persisted statuses stay as they are, so a later resume continues the run. */
+  shutdown(): Promise<void>;
+}
+
+/** Synchronous throws become rejections, so every async method fails the same way. */
+const settle = <T>(fn: () => T | Promise<T>): Promise<T> => {
+  try {
+    return Promise.resolve(fn());
+  } catch (err) {
+    return Promise.reject(err);
+  }
+};
+
+/**
+ * Create a coordinator for one run.
+ * @example
+ * const coordinator = createCoordinator({ model: scriptedModel(script) });
+ * const rootId = await coordinator.start({ name: 'lead', task: 'Review this repo' });
+ * await coordinator.waitFor(rootId, ['completed', 'failed', 'crashed', 'stopped']);
+ * await coordinator.shutdown();
+ */
+export function createCoordinator(options: CoordinatorOptions): Coordinator {
+  const rt = new Runtime(options);
+  return {
+    runId: rt.runId,
+    store: rt.store,
+    registry: rt.registry,
+    start: (root) => settle(() => rt.startRoot(root).id),
+    send: (to, message) =>
+      settle(() => {
+        if (typeof message !== 'object' || message === null) {
+          throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
+        }
+        const row = rt.sendExternal(to, message);
+        return { id: row.id, to: row.to, from: row.from, createdAt: row.createdAt };
+      }),
+    get: (id) => rt.info(id),
+    list: () => rt.list(),
+    tree: () => rt.tree(),
+    waitFor: (id, statuses, opts) => settle(() => rt.waitFor(id, statuses, opts?.timeoutMs)),
+    stop: (id, opts) =>
+      settle(async () => {
+        const target = rt.resolve(id);
+        const ids = rt.requestStop(target, opts?.cascade ?? true);
+        await Promise.all(ids.map((stopped) => rt.waitFor(stopped, [...TERMINAL_STATUSES])));
+        return ids;
+      }),
+    whenIdle: () => rt.whenIdle(),
+    budget: () => {
+      const flags = rt.budgetFlags();
+      return {
+        spentUsd: rt.spentUsd,
+        limitUsd: rt.options.budget.limitUsd,
+        policy: rt.options.budget.policy,
+        budgetStopped: flags.budgetStopped,
+        reserveStopped: flags.reserveStopped,
+        paused: flags.paused,
+      };
+    },
+    subscribe: (listener) => rt.subscribe(listener),
+    shutdown: () => rt.shutdown(),
+    [Symbol.asyncDispose]: () => rt.shutdown(),
+  };
+}

@@ -1,0 +1,171 @@
+/**
+ * createCoordinator's options: validated up front, before any actor starts or any row is written,
+ * with messages that say what was expected and what was given.
+ * @module
+ */
+import type { InspectionEvent, Observer } from 'xstate';
+import type { Logger } from 'pino';
+import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
+import type { Clock } from '../clock.js';
+import { ConfigError } from '../errors.js';
+import type { Model } from '../model/types.js';
+import type { Store } from '../store/types.js';
+import type { Tool } from '../tools/defineTool.js';
+
+export interface Limits {
+  /** Deepest level below the root (root = 0). Default 4. */
+  maxDepth: number;
+  /** Active children per agent at once. Default 8. */
+  maxChildren: number;
+  /** Agents registered per run, root included. Default 64. */
+  maxAgents: number;
+  /** Turns per stint before the agent is stopped. Default 100. */
+  maxTurns: number;
+  /** Bytes (UTF-8) per message. Default 65,536. */
+  maxMessageBytes: number;
+  /** Undelivered messages per mailbox; senders are told when it is full. Default 1,000. */
+  maxMailbox: number;
+}
+
+export interface BudgetOptions {
+  limitUsd?: number;
+  /** Share of the limit at which every sub-agent is stopped. Default 0.9. */
+  reserveFraction?: number;
+  policy?: 'stop' | 'pause';
+}
+
+export type InspectOption = Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+
+export interface CoordinatorOptions {
+  model: Model;
+  /** Defaults to an in-memory store. */
+  store?: Store;
+  tools?: Tool[];
+  /** A human is attached: agents park instead of ending, terminal agents can be revived. */
+  interactive?: boolean;
+  budget?: BudgetOptions;
+  limits?: Partial<Limits>;
+  /** Idle auto-resume delay of waits on agents (when the model gives no timeout). Default 300 s. */
+  idleResumeMs?: number;
+  /** Default per-tool timeout. Default 120 s. */
+  toolTimeoutMs?: number;
+  concurrency?: { model?: number; tools?: number };
+  /** `family` (default): parent, children, siblings. `any`: every agent of the run. */
+  messagePolicy?: 'family' | 'any';
+  /** Whether user and peer messages cut a running model call short. Default: `interactive`. */
+  interruptOnMessage?: boolean;
+  /** Transient model errors: retries per turn and backoff. Defaults 5, 2 s, 90 s. */
+  retry?: { maxRetries?: number; baseDelayMs?: number; maxDelayMs?: number };
+  /** Appended to every agent's system prompt. */
+  systemPrompt?: string;
+  clock?: Clock;
+  logger?: Logger;
+  /** The XState inspection observer, passed to the coordinator and every agent actor. */
+  inspect?: InspectOption;
+  runId?: string;
+}
+
+export interface ResolvedOptions {
+  interactive: boolean;
+  limits: Limits;
+  budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause' };
+  idleResumeMs: number;
+  toolTimeoutMs: number;
+  concurrency: { model: number; tools: number };
+  messagePolicy: 'family' | 'any';
+  interruptOnMessage: boolean;
+  retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
+  systemPrompt: string | undefined;
+}
+
+export const DEFAULT_LIMITS: Limits = {
+  maxDepth: 4,
+  maxChildren: 8,
+  maxAgents: 64,
+  maxTurns: 100,
+  maxMessageBytes: 65_536,
+  maxMailbox: 1_000,
+};
+
+const show = (value: unknown) => `${typeof value === 'string' ? JSON.stringify(value) : String(value)} (${typeof value})`;
+
+function integer(name: string, value: unknown, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new ConfigError(`Expected ${name} to be an integer >= ${min}, got ${show(value)}`);
+  }
+  return value;
+}
+
+function positive(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new ConfigError(`Expected ${name} to be a finite number > 0, got ${show(value)}`);
+  }
+  return value;
+}
+
+function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (!allowed.includes(value as T)) {
+    throw new ConfigError(`Expected ${name} to be one of ${allowed.map((a) => `"${a}"`).join(', ')}, got ${show(value)}`);
+  }
+  return value as T;
+}
+
+function boolean(name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new ConfigError(`Expected ${name} to be a boolean, got ${show(value)}`);
+  return value;
+}
+
+export function resolveBudget(budget: BudgetOptions | undefined): ResolvedOptions['budget'] {
+  const limitUsd = budget?.limitUsd === undefined ? null : positive('budget.limitUsd', budget.limitUsd, 1);
+  const reserveFraction = positive('budget.reserveFraction', budget?.reserveFraction, 0.9);
+  if (reserveFraction > 1) throw new ConfigError(`Expected budget.reserveFraction to be <= 1, got ${show(reserveFraction)}`);
+  return { limitUsd, reserveFraction, policy: oneOf('budget.policy', budget?.policy, ['stop', 'pause'], 'stop') };
+}
+
+/** Validate every option; throws ConfigError naming the first invalid one. */
+export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
+  if (typeof options !== 'object' || options === null) throw new ConfigError(`Expected an options object, got ${show(options)}`);
+  const model = options.model as unknown;
+  if (typeof model !== 'object' || model === null || typeof (model as Model).complete !== 'function') {
+    throw new ConfigError(`Expected model to be an object with a complete(request, { signal }) method, got ${show(model)}`);
+  }
+  if (options.tools !== undefined && !Array.isArray(options.tools)) {
+    throw new ConfigError(`Expected tools to be an array, got ${show(options.tools)}`);
+  }
+  const l = options.limits ?? {};
+  const known = new Set(Object.keys(DEFAULT_LIMITS));
+  for (const key of Object.keys(l)) if (!known.has(key)) throw new ConfigError(`Unknown option limits.${key}`);
+  const limits: Limits = {
+    maxDepth: integer('maxDepth', l.maxDepth, DEFAULT_LIMITS.maxDepth, 0),
+    maxChildren: integer('maxChildren', l.maxChildren, DEFAULT_LIMITS.maxChildren, 0),
+    maxAgents: integer('maxAgents', l.maxAgents, DEFAULT_LIMITS.maxAgents, 1),
+    maxTurns: integer('maxTurns', l.maxTurns, DEFAULT_LIMITS.maxTurns, 1),
+    maxMessageBytes: integer('maxMessageBytes', l.maxMessageBytes, DEFAULT_LIMITS.maxMessageBytes, 1),
+    maxMailbox: integer('maxMailbox', l.maxMailbox, DEFAULT_LIMITS.maxMailbox, 1),
+  };
+  const interactive = boolean('interactive', options.interactive, false);
+  const retry = options.retry ?? {};
+  return {
+    interactive,
+    limits,
+    budget: resolveBudget(options.budget),
+    idleResumeMs: integer('idleResumeMs', options.idleResumeMs, DEFAULT_IDLE_RESUME_MS, 1),
+    toolTimeoutMs: integer('toolTimeoutMs', options.toolTimeoutMs, 120_000, 1),
+    concurrency: {
+      model: integer('concurrency.model', options.concurrency?.model, 8, 1),
+      tools: integer('concurrency.tools', options.concurrency?.tools, 16, 1),
+    },
+    messagePolicy: oneOf('messagePolicy', options.messagePolicy, ['family', 'any'], 'family'),
+    interruptOnMessage: boolean('interruptOnMessage', options.interruptOnMessage, interactive),
+    retry: {
+      maxRetries: integer('retry.maxRetries', retry.maxRetries, 5, 0),
+      baseDelayMs: integer('retry.baseDelayMs', retry.baseDelayMs, 2_000, 0),
+      maxDelayMs: integer('retry.maxDelayMs', retry.maxDelayMs, 90_000, 0),
+    },
+    systemPrompt: options.systemPrompt,
+  };
+}

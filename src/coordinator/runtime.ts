@@ -1,0 +1,909 @@
+/**
+ * The runtime behind `createCoordinator`: it owns the coordinator actor, one root actor per agent
+ * (addressed `agent:<id>`; not XState children, see DESIGN §11), the queues, the read model and
+ * the store, and turns machine decisions into committed rows and wake-ups.
+ *
+ * Ordering rule: every coordinator event is sent inside `commit()`, whose store transaction holds
+ * the status change together with the notice rows it causes; wake-ups of other actors run only
+ * after that transaction commits (`afterCommit`), so mail is delivered from committed rows only
+ * and the coordinator is never re-entered.
+ * @module
+ */
+import { customAlphabet } from 'nanoid';
+import PQueue from 'p-queue';
+import { pino, type Logger } from 'pino';
+import { createActor, fromPromise, type Actor, type SnapshotFrom } from 'xstate';
+import { agentMachine, type AgentLifecycleState, type TurnInput } from '../../machines/agentMachine.js';
+import {
+  activeAgentsExcept,
+  coordinatorMachine,
+  getAgentRecord,
+  spawnRejection,
+  type BudgetFlags,
+  type CoordinatorEmitted,
+} from '../../machines/coordinatorMachine.js';
+import { isActive, type AgentStatus, type TurnOutcome, type TurnUsage, type WaitKind } from '../../machines/types.js';
+import { systemClock, type Clock } from '../clock.js';
+import { ConfigError, TroupeError } from '../errors.js';
+import type { Model, ModelRequest } from '../model/types.js';
+import { FailureTracker } from '../run/failureTracker.js';
+import { INTERRUPTED, runTurn } from '../run/runTurn.js';
+import { childFirstInput, inheritedContext, rootFirstInput, systemPrompt } from '../run/texts.js';
+import { memoryStore } from '../store/memoryStore.js';
+import type { AgentRow, MessagePriority, MessageRow, NewMessage, Store } from '../store/types.js';
+import { BUILTIN_TOOLS } from '../tools/builtin.js';
+import { compileTool, toToolSpec, type CompiledTool, type ToolContext } from '../tools/defineTool.js';
+import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
+import { resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
+
+const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 10);
+
+type AgentLogic = typeof agentMachine;
+type AgentSnapshot = SnapshotFrom<AgentLogic>;
+
+/** The runtime's live view of one agent. */
+export interface AgentHandle {
+  readonly id: string;
+  readonly name: string;
+  readonly parentId: string | null;
+  readonly depth: number;
+  readonly task: string;
+  readonly skills: string[];
+  readonly createdAt: number;
+  readonly children: string[];
+  readonly logger: Logger;
+  readonly tracker: FailureTracker;
+  actor: Actor<AgentLogic>;
+  status: AgentStatus;
+  waitKind: WaitKind | null;
+  recoveries: number;
+  idleResumes: number;
+  turns: number;
+  lastTool: string | null;
+  spentUsd: number;
+  /** Aborts the in-flight model call when a message interrupts the turn. */
+  interrupt: AbortController | null;
+  /** The strategy-rotation prompt to inject before the next model call. */
+  strategyPrompt: string | null;
+  /** Plain text of the last plain-text turn (respond_to_user may deliver it). */
+  lastText: string | null;
+}
+
+/** What `get(id)` returns. */
+export interface AgentInfo extends AgentView {
+  task: string;
+  skills: string[];
+  error: { code: string; message: string } | null;
+  stopReason: string | null;
+  report: { summary: string; findings: string[]; openItems: string[]; success: boolean } | null;
+  pendingMessages: number;
+  createdAt: number;
+}
+
+/** Events for views and scripts (`coordinator.subscribe`). */
+export type TroupeEvent =
+  | { type: 'agent.status'; agentId: string; name: string; from: AgentStatus | null; to: AgentStatus; at: number }
+  | { type: 'agent.said'; agentId: string; name: string; text: string; at: number };
+
+interface StatusWaiter {
+  id: string;
+  statuses: ReadonlySet<AgentStatus>;
+  resolve: (info: AgentInfo) => void;
+  reject: (err: Error) => void;
+}
+
+const statusOf = (snap: AgentSnapshot): AgentStatus => {
+  const value = snap.value;
+  return typeof value === 'string' ? (value as AgentStatus) : 'waiting';
+};
+
+function lifecycleOf(ctx: AgentSnapshot['context']): AgentLifecycleState {
+  return {
+    turns: ctx.turns,
+    stintTurns: ctx.stintTurns,
+    recoveries: ctx.recoveries,
+    idleResumes: ctx.idleResumes,
+    waitKind: ctx.waitKind,
+    waitTimeoutMs: ctx.waitTimeoutMs,
+    waitingSince: ctx.waitingSince,
+    pendingWait: ctx.pendingWait,
+    stopReason: ctx.stopReason,
+    error: ctx.error,
+    report: ctx.report,
+    lastTool: ctx.lastTool,
+    budgetEpoch: ctx.budgetEpoch,
+  };
+}
+
+export class Runtime {
+  readonly runId: string;
+  readonly store: Store;
+  readonly model: Model;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly options: ResolvedOptions;
+  readonly tools: ReadonlyMap<string, CompiledTool>;
+  readonly modelQueue: PQueue;
+  readonly toolQueue: PQueue;
+  readonly registry: Registry;
+  readonly coordinator: Actor<typeof coordinatorMachine>;
+
+  readonly #inspect: InspectOption | undefined;
+  readonly #agentLogic: AgentLogic;
+  readonly #agents = new Map<string, AgentHandle>();
+  readonly #statusWaiters = new Set<StatusWaiter>();
+  readonly #idleWaiters = new Set<{ resolve: () => void; reject: (err: Error) => void }>();
+  readonly #listeners = new Set<(event: TroupeEvent) => void>();
+  #running = 0;
+  #spentUsd = 0;
+  #pending: (() => void)[] | null = null;
+  #shutdown = false;
+  #idleCheckQueued = false;
+
+  constructor(options: CoordinatorOptions) {
+    this.options = resolveOptions(options);
+    this.model = options.model;
+    this.store = options.store ?? memoryStore();
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? pino({ level: 'silent' });
+    this.runId = options.runId ?? `run_${newId()}`;
+    this.#inspect = options.inspect;
+    const tools = new Map<string, CompiledTool>();
+    for (const tool of options.tools ?? []) {
+      const compiled = compileTool(tool);
+      if (BUILTIN_TOOLS.has(compiled.name) || tools.has(compiled.name)) {
+        throw new ConfigError(`Expected tool names to be unique and not shadow a built-in, got "${compiled.name}" twice`);
+      }
+      tools.set(compiled.name, compiled);
+    }
+    this.tools = tools;
+    this.modelQueue = new PQueue({ concurrency: this.options.concurrency.model });
+    this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
+    this.registry = createRegistry();
+    this.#agentLogic = agentMachine.provide({
+      actors: { runTurn: fromPromise<TurnOutcome, TurnInput>(({ input, signal }) => runTurn(this, input, signal)) },
+    });
+
+    this.coordinator = createActor(coordinatorMachine, {
+      id: 'coordinator',
+      systemId: 'coordinator',
+      input: { runId: this.runId, limits: this.options.limits },
+      clock: this.clock,
+      ...(this.#inspect ? { inspect: this.#inspect } : {}),
+    });
+    this.coordinator.subscribe({ error: (err) => this.logger.fatal({ err }, 'coordinator actor failed') });
+    this.coordinator.on('notice', (e) => this.#deliverNotice(e));
+    this.coordinator.on('agents.stop', (e) =>
+      this.afterCommit(() => {
+        for (const id of e.ids) this.#agents.get(id)?.actor.send({ type: 'agent.stop', reason: e.reason });
+      }),
+    );
+    this.coordinator.on('budget.resumed', (e) =>
+      this.afterCommit(() => {
+        for (const h of this.#agents.values()) if (h.status === 'budgetPaused') h.actor.send({ type: 'budget.resume', epoch: e.epoch });
+      }),
+    );
+    this.coordinator.on('register.rejected', (e) => this.logger.warn({ ...e }, 'registration rejected'));
+    this.coordinator.start();
+    this.store.insertRun({
+      id: this.runId,
+      createdAt: this.clock.now(),
+      interactive: this.options.interactive,
+      rootId: null,
+      budget: this.coordinator.getSnapshot().context.budget,
+    });
+  }
+
+  // ── transactions ────────────────────────────────────────────────────────────────────────────
+
+  /** Run `fn` in one store transaction; effects queued with `afterCommit` run once it committed. */
+  commit<T>(fn: () => T): T {
+    if (this.#pending) return this.store.transaction(fn);
+    this.#pending = [];
+    let result: T;
+    try {
+      result = this.store.transaction(fn);
+    } catch (err) {
+      this.#pending = null;
+      throw err;
+    }
+    const effects = this.#pending;
+    this.#pending = null;
+    for (const effect of effects) effect();
+    return result;
+  }
+
+  afterCommit(effect: () => void): void {
+    if (this.#pending) this.#pending.push(effect);
+    else effect();
+  }
+
+  // ── agents ──────────────────────────────────────────────────────────────────────────────────
+
+  handle(id: string): AgentHandle {
+    const h = this.#agents.get(id);
+    if (!h) throw new TroupeError('AGENT_NOT_FOUND', `No agent with id ${id}`);
+    return h;
+  }
+
+  /** Resolve an id, or a name that is unique among `candidates` (all agents by default). */
+  resolve(ref: string, candidates?: Iterable<AgentHandle>): AgentHandle {
+    const byId = this.#agents.get(ref);
+    if (byId) return byId;
+    const named = [...(candidates ?? this.#agents.values())].filter((h) => h.name === ref);
+    if (named.length === 1) return named[0]!;
+    if (named.length > 1) {
+      throw new TroupeError('AGENT_NOT_FOUND', `"${ref}" names ${named.length} agents: use an id (${named.map((h) => h.id).join(', ')})`);
+    }
+    throw new TroupeError('AGENT_NOT_FOUND', `No agent with id or name "${ref}"`);
+  }
+
+  startRoot(req: { name: string; task: string; skills?: string[] }): AgentHandle {
+    if (this.#shutdown) throw new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
+    const { name, task, skills } = this.#checkSpawnRequest(req);
+    const rejection = spawnRejection(this.coordinator.getSnapshot().context, null);
+    if (rejection) throw new TroupeError(rejection.code, rejection.reason);
+    const id = newId();
+    const h = this.#register({ id, name, parentId: null, depth: 0, task, skills }, rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills));
+    this.store.updateRun(this.runId, { rootId: id });
+    return h;
+  }
+
+  spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean }): AgentHandle {
+    const { name, task, skills } = this.#checkSpawnRequest(req);
+    const rejection = spawnRejection(this.coordinator.getSnapshot().context, parent.id);
+    if (rejection) throw new TroupeError(rejection.code, rejection.reason);
+    const id = newId();
+    const identity = { id, name, parentId: parent.id, parentName: parent.name };
+    const background = req.inheritContext ? inheritedContext(this.store.loadSession(parent.id)) : null;
+    const first = childFirstInput(identity, task, skills, background);
+    const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills }, first);
+    parent.children.push(child.id);
+    return child;
+  }
+
+  #checkSpawnRequest(req: { name: string; task: string; skills?: string[] }) {
+    const { name, task, skills = [] } = req as { name: unknown; task: unknown; skills?: unknown };
+    if (typeof name !== 'string' || name.trim() === '' || name.length > 64 || /[\n\r]/.test(name)) {
+      throw new TroupeError('CONFIG_INVALID', `Expected name to be a one-line string of 1..64 characters, got ${JSON.stringify(name)}`);
+    }
+    if (typeof task !== 'string' || task.trim() === '') {
+      throw new TroupeError('CONFIG_INVALID', `Expected task to be a non-empty string, got ${JSON.stringify(task)}`);
+    }
+    if (Buffer.byteLength(task) > this.options.limits.maxMessageBytes) {
+      throw new TroupeError('MESSAGE_TOO_LARGE', `The task is ${Buffer.byteLength(task)} bytes; maxMessageBytes is ${this.options.limits.maxMessageBytes}`);
+    }
+    if (!Array.isArray(skills) || skills.length > 5 || skills.some((s) => typeof s !== 'string')) {
+      throw new TroupeError('CONFIG_INVALID', `Expected skills to be at most 5 strings, got ${JSON.stringify(skills)}`);
+    }
+    return { name: name.trim(), task, skills: skills as string[] };
+  }
+
+  #register(
+    reg: { id: string; name: string; parentId: string | null; depth: number; task: string; skills: string[] },
+    firstInput: ReturnType<typeof rootFirstInput>,
+  ): AgentHandle {
+    const at = this.clock.now();
+    const row: AgentRow = {
+      ...reg,
+      runId: this.runId,
+      status: 'running',
+      noticeClaimed: false,
+      createdAt: at,
+      updatedAt: at,
+      turns: 0,
+      stintTurns: 0,
+      recoveries: 0,
+      idleResumes: 0,
+      waitKind: null,
+      waitTimeoutMs: null,
+      waitingSince: null,
+      pendingWait: null,
+      stopReason: null,
+      error: null,
+      report: null,
+      lastTool: null,
+      budgetEpoch: 0,
+    };
+    // Registration and the first input are one transaction: an agent never exists without its identity.
+    this.commit(() => {
+      this.store.registerAgent(row, [firstInput]);
+      this.coordinator.send({ type: 'agent.register', id: reg.id, name: reg.name, parentId: reg.parentId });
+      if (!getAgentRecord(this.coordinator.getSnapshot().context, reg.id)) {
+        throw new TroupeError('INTERNAL', `the coordinator did not register ${reg.id}`);
+      }
+      this.store.appendEvent({ runId: this.runId, agentId: reg.id, type: 'agent.registered', data: { parentId: reg.parentId, name: reg.name }, at });
+    });
+    return this.#startActor(row);
+  }
+
+  #startActor(row: AgentRow): AgentHandle {
+    const handle: AgentHandle = {
+      id: row.id,
+      name: row.name,
+      parentId: row.parentId,
+      depth: row.depth,
+      task: row.task,
+      skills: row.skills,
+      createdAt: row.createdAt,
+      children: [],
+      logger: this.logger.child({ agentId: row.id, runId: this.runId }),
+      tracker: new FailureTracker(3),
+      actor: undefined as unknown as Actor<AgentLogic>,
+      status: row.status,
+      waitKind: row.waitKind,
+      recoveries: row.recoveries,
+      idleResumes: row.idleResumes,
+      turns: row.turns,
+      lastTool: row.lastTool,
+      spentUsd: 0,
+      interrupt: null,
+      strategyPrompt: null,
+      lastText: null,
+    };
+    handle.actor = createActor(this.#agentLogic, {
+      id: `agent:${row.id}`,
+      systemId: `agent:${row.id}`,
+      input: {
+        id: row.id,
+        name: row.name,
+        parentId: row.parentId,
+        policy: {
+          interactive: this.options.interactive,
+          maxTurns: this.options.limits.maxTurns,
+          idleResumeMs: this.options.idleResumeMs,
+        },
+      },
+      clock: this.clock,
+      ...(this.#inspect ? { inspect: this.#inspect } : {}),
+    });
+    this.#agents.set(row.id, handle);
+    if (row.status === 'running') this.#running += 1;
+    handle.actor.subscribe({
+      next: (snap) => this.#onSnapshot(handle, snap),
+      error: (err) => this.#onActorError(handle, err),
+    });
+    this.registry.trigger.upsert({ view: this.#view(handle) });
+    this.#emit({ type: 'agent.status', agentId: handle.id, name: handle.name, from: null, to: row.status, at: row.createdAt });
+    handle.logger.info({ name: row.name, parentId: row.parentId, depth: row.depth }, 'agent registered');
+    handle.actor.start();
+    return handle;
+  }
+
+  /** Every agent transition lands here: persist it, tell the coordinator, update the read model. */
+  #onSnapshot(h: AgentHandle, snap: AgentSnapshot): void {
+    if (this.#shutdown || snap.status !== 'active') return;
+    const ctx = snap.context;
+    const status = statusOf(snap);
+    const waitKind = status === 'waiting' ? ctx.waitKind : null;
+    const lifecycleChanged =
+      status !== h.status || waitKind !== h.waitKind || ctx.recoveries !== h.recoveries || ctx.idleResumes !== h.idleResumes;
+    if (!lifecycleChanged && ctx.turns === h.turns && ctx.lastTool === h.lastTool) return;
+    const prev = h.status;
+    if (prev === 'running' && status !== 'running') this.#running -= 1;
+    if (prev !== 'running' && status === 'running') this.#running += 1;
+    h.status = status;
+    h.waitKind = waitKind;
+    h.recoveries = ctx.recoveries;
+    h.idleResumes = ctx.idleResumes;
+    h.turns = ctx.turns;
+    h.lastTool = ctx.lastTool;
+    const at = this.clock.now();
+
+    if (lifecycleChanged) {
+      this.commit(() => {
+        this.coordinator.send({
+          type: 'agent.changed',
+          id: h.id,
+          status,
+          waitKind,
+          recoveries: ctx.recoveries,
+          idleResumes: ctx.idleResumes,
+          error: ctx.error,
+          stopReason: ctx.stopReason,
+          report: ctx.report,
+          task: h.task,
+          at,
+        });
+        const record = getAgentRecord(this.coordinator.getSnapshot().context, h.id);
+        this.store.updateAgent(h.id, { ...lifecycleOf(ctx), status, noticeClaimed: record?.noticeClaimed ?? false, updatedAt: at });
+        if (status !== prev) {
+          this.store.appendEvent({ runId: this.runId, agentId: h.id, type: 'agent.status', data: { from: prev, to: status, waitKind, error: ctx.error }, at });
+          if (status === 'budgetPaused') this.#resumeIfEpochMoved(h, ctx.budgetEpoch);
+          if (status !== 'running') this.#rewakeIfMail(h, status);
+        }
+      });
+    } else {
+      this.store.updateAgent(h.id, { turns: ctx.turns, stintTurns: ctx.stintTurns, lastTool: ctx.lastTool, updatedAt: at });
+    }
+    this.registry.trigger.upsert({ view: this.#view(h) });
+    if (status !== prev) {
+      h.logger.debug({ from: prev, to: status, waitKind, error: ctx.error ?? undefined }, 'status');
+      this.#emit({ type: 'agent.status', agentId: h.id, name: h.name, from: prev, to: status, at });
+      this.#checkWaiters(h);
+    }
+  }
+
+  /**
+   * A parked agent must not sleep on mail that arrived while it was finishing its turn (the
+   * message was sent while it was still `running`, so it did not wake it): re-deliver the wake.
+   */
+  #rewakeIfMail(h: AgentHandle, status: AgentStatus): void {
+    const pending = this.store.pendingMessages(h.id);
+    if (pending.length === 0) return;
+    const gated = status === 'failed' || status === 'crashed';
+    const waker = gated ? pending.find((m) => m.from === 'user') : pending[0];
+    if (!waker) return;
+    if ((status === 'completed' || status === 'stopped') && !this.options.interactive) return;
+    if (status === 'budgetPaused') return;
+    this.afterCommit(() => h.actor.send({ type: 'agent.message', from: waker.from, user: waker.from === 'user' }));
+  }
+
+  /** Pause policy: a resume that landed between the park decision and the park is not lost. */
+  #resumeIfEpochMoved(h: AgentHandle, parkedEpoch: number): void {
+    const epoch = this.coordinator.getSnapshot().context.budget.resumeEpoch;
+    if (epoch > parkedEpoch) this.afterCommit(() => h.actor.send({ type: 'budget.resume', epoch }));
+  }
+
+  #onActorError(h: AgentHandle, err: unknown): void {
+    // The machine never throws by design; if it does, the agent is crashed and its parent told.
+    h.logger.error({ err }, 'agent actor failed');
+    if (this.#shutdown) return;
+    const at = this.clock.now();
+    const prev = h.status;
+    if (prev === 'running') this.#running -= 1;
+    h.status = 'crashed';
+    const error = { code: 'INTERNAL', message: err instanceof Error ? err.message : String(err), retryable: false };
+    this.commit(() => {
+      this.coordinator.send({ type: 'agent.changed', id: h.id, status: 'crashed', waitKind: null, recoveries: h.recoveries, idleResumes: h.idleResumes, error, stopReason: null, report: null, task: h.task, at });
+      this.store.updateAgent(h.id, { status: 'crashed', error, noticeClaimed: true, updatedAt: at });
+    });
+    this.registry.trigger.upsert({ view: this.#view(h) });
+    this.#checkWaiters(h);
+  }
+
+  // ── messages ────────────────────────────────────────────────────────────────────────────────
+
+  #deliverNotice(e: Extract<CoordinatorEmitted, { type: 'notice' }>): void {
+    const from = e.from === 'system' ? null : this.#agents.get(e.from);
+    const row = this.store.enqueueMessage({
+      id: `msg_${newId()}`,
+      runId: this.runId,
+      to: e.to,
+      from: e.from,
+      fromName: from?.name ?? 'system',
+      type: e.kind,
+      priority: 'high',
+      content: e.content,
+      // Notices never cut into the parent's turn.
+      interrupt: false,
+      createdAt: this.clock.now(),
+    });
+    const target = this.#agents.get(e.to);
+    if (target) this.afterCommit(() => this.#wake(target, row));
+  }
+
+  #wake(target: AgentHandle, row: MessageRow): void {
+    target.actor.send({ type: 'agent.message', from: row.from, user: row.from === 'user' });
+    if (row.interrupt && this.options.interruptOnMessage && target.interrupt) target.interrupt.abort(INTERRUPTED);
+  }
+
+  #checkMessage(target: AgentHandle, content: unknown): string {
+    if (typeof content !== 'string' || content.length === 0) {
+      throw new TroupeError('CONFIG_INVALID', `Expected content to be a non-empty string, got ${JSON.stringify(content)}`);
+    }
+    const bytes = Buffer.byteLength(content);
+    if (bytes > this.options.limits.maxMessageBytes) {
+      throw new TroupeError('MESSAGE_TOO_LARGE', `The message is ${bytes} bytes; maxMessageBytes is ${this.options.limits.maxMessageBytes}`);
+    }
+    if (!this.options.interactive && (target.status === 'completed' || target.status === 'stopped')) {
+      throw new TroupeError(
+        'AGENT_NOT_REACHABLE',
+        `${target.name} (${target.id}) is ${target.status} and this run is not interactive: nothing will read the message. Use its report or notice instead.`,
+      );
+    }
+    if (this.store.pendingCount(target.id) >= this.options.limits.maxMailbox) {
+      throw new TroupeError('MAILBOX_FULL', `${target.name} (${target.id}) already has ${this.options.limits.maxMailbox} undelivered messages; try again later`);
+    }
+    return content;
+  }
+
+  #enqueue(message: Omit<NewMessage, 'id' | 'runId' | 'createdAt'>): MessageRow {
+    const target = this.handle(message.to);
+    const row = this.commit(() => {
+      const stored = this.store.enqueueMessage({ ...message, id: `msg_${newId()}`, runId: this.runId, createdAt: this.clock.now() });
+      this.afterCommit(() => this.#wake(target, stored));
+      return stored;
+    });
+    return row;
+  }
+
+  /** A message from outside the team (`user` by default). Acknowledged once committed. */
+  sendExternal(to: string, msg: { content: string; from?: 'user' | 'system'; type?: string; priority?: MessagePriority }): MessageRow {
+    if (this.#shutdown) throw new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
+    const target = this.resolve(to);
+    const from = msg.from ?? 'user';
+    if (from !== 'user' && from !== 'system') {
+      throw new TroupeError('CONFIG_INVALID', `Expected from to be "user" or "system", got ${JSON.stringify(from)}`);
+    }
+    const content = this.#checkMessage(target, msg.content);
+    return this.#enqueue({
+      to: target.id,
+      from,
+      fromName: from,
+      type: msg.type ?? 'instruction',
+      priority: msg.priority ?? 'normal',
+      content,
+      interrupt: true,
+    });
+  }
+
+  /** Agents an agent may message: parent, children and siblings (or everyone with messagePolicy "any"). */
+  recipientsOf(agent: AgentHandle): AgentHandle[] {
+    if (this.options.messagePolicy === 'any') return [...this.#agents.values()].filter((h) => h.id !== agent.id);
+    const out: AgentHandle[] = [];
+    const parent = agent.parentId === null ? undefined : this.#agents.get(agent.parentId);
+    if (parent) {
+      out.push(parent);
+      for (const id of parent.children) if (id !== agent.id) out.push(this.handle(id));
+    }
+    for (const id of agent.children) out.push(this.handle(id));
+    return out;
+  }
+
+  sendFromAgent(from: AgentHandle, to: string, content: string, opts: { type: string; priority: MessagePriority }) {
+    const allowed = this.recipientsOf(from);
+    const target = this.resolve(to, this.options.messagePolicy === 'any' ? undefined : allowed);
+    if (target.id === from.id) {
+      throw new TroupeError('RECIPIENT_NOT_ALLOWED', 'You cannot message yourself; continue your work or call a lifecycle tool.');
+    }
+    if (!allowed.includes(target)) {
+      throw new TroupeError(
+        'RECIPIENT_NOT_ALLOWED',
+        `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`,
+      );
+    }
+    const body = this.#checkMessage(target, content);
+    const message = this.#enqueue({ to: target.id, from: from.id, fromName: from.name, type: opts.type, priority: opts.priority, content: body, interrupt: true });
+    return { message, target };
+  }
+
+  /** The agent said something to the user (respond_to_user). */
+  said(agent: AgentHandle, text: string): void {
+    this.store.appendEvent({ runId: this.runId, agentId: agent.id, type: 'agent.said', data: { text }, at: this.clock.now() });
+    this.#emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at: this.clock.now() });
+  }
+
+  // ── graph queries used by the built-in tools ───────────────────────────────────────────────
+
+  budgetFlags(): BudgetFlags {
+    return this.coordinator.getSnapshot().context.budget;
+  }
+
+  isStopRequested(agent: AgentHandle): boolean {
+    return agent.actor.getSnapshot().context.stopRequested !== null;
+  }
+
+  /** Active agents that could still message `agent`: its active children, and its parent. */
+  agentsThatCanAnswer(agent: AgentHandle): AgentHandle[] {
+    const out = agent.children.map((id) => this.handle(id)).filter((c) => isActive(c.status));
+    const parent = agent.parentId === null ? undefined : this.#agents.get(agent.parentId);
+    if (parent && isActive(parent.status)) out.push(parent);
+    return out;
+  }
+
+  childrenSummary(agent: AgentHandle) {
+    return agent.children.map((id) => {
+      const c = this.handle(id);
+      return { agent_id: c.id, name: c.name, status: c.status };
+    });
+  }
+
+  /** finish / agent_finish are refused while the caller's work is still running below it. */
+  assertNoActiveChildren(agent: AgentHandle): void {
+    const flags = this.budgetFlags();
+    if (flags.reserveStopped || flags.budgetStopped) return;
+    const active =
+      agent.parentId === null
+        ? activeAgentsExcept(this.coordinator.getSnapshot().context, agent.id)
+        : agent.children.map((id) => this.handle(id)).filter((c) => isActive(c.status));
+    if (active.length > 0) {
+      throw new TroupeError(
+        'FINISH_REFUSED',
+        `Other agents are still active: ${active.map((a) => `${a.name} (${a.id}) [${a.status}]`).join(', ')}. Wait for their reports, message stalled ones, or stop them first.`,
+        { details: { active_agents: active.map((a) => ({ agent_id: a.id, name: a.name, status: a.status })) } },
+      );
+    }
+  }
+
+  stopFromAgent(caller: AgentHandle, ref: string, cascade: boolean): string[] {
+    const target = this.resolve(ref);
+    if (target.id === caller.id) throw new TroupeError('TOOL_NOT_ALLOWED', 'You cannot stop yourself; call your finish tool instead.');
+    if (caller.parentId !== null && !this.#isDescendant(target, caller)) {
+      throw new TroupeError('TOOL_NOT_ALLOWED', `You may stop only your own sub-agents; ${target.name} (${target.id}) is not one of them.`);
+    }
+    if (!isActive(target.status)) {
+      throw new TroupeError('TOOL_NOT_ALLOWED', `${target.name} (${target.id}) is already ${target.status}.`, {
+        details: { current_status: target.status },
+      });
+    }
+    return this.requestStop(target, cascade);
+  }
+
+  #isDescendant(agent: AgentHandle, ancestor: AgentHandle): boolean {
+    for (let p = agent.parentId; p !== null; p = this.#agents.get(p)?.parentId ?? null) if (p === ancestor.id) return true;
+    return false;
+  }
+
+  /** Ask `target` (and with cascade its subtree, leaves first) to stop after the current turn. */
+  requestStop(target: AgentHandle, cascade: boolean): string[] {
+    const order: AgentHandle[] = [];
+    const visit = (h: AgentHandle) => {
+      if (cascade) for (const id of h.children) visit(this.handle(id));
+      order.push(h);
+    };
+    visit(target);
+    const stopping = order.filter((h) => isActive(h.status));
+    for (const h of stopping) h.actor.send({ type: 'agent.stop', reason: 'requested' });
+    return stopping.map((h) => h.id);
+  }
+
+  graphView(caller: AgentHandle) {
+    const lines: string[] = [];
+    const summary: Record<string, number> = { total: 0 };
+    const walk = (nodes: TreeNode[], indent: string) => {
+      for (const n of nodes) {
+        summary.total = (summary.total ?? 0) + 1;
+        summary[n.status] = (summary[n.status] ?? 0) + 1;
+        const wait = n.status === 'waiting' && n.waitKind ? `/${n.waitKind}` : '';
+        lines.push(`${indent}- ${n.name} (${n.id}) [${n.status}${wait}]${n.id === caller.id ? ' ← you' : ''}`);
+        walk(n.children, `${indent}  `);
+      }
+    };
+    walk(this.tree(), '');
+    return { success: true, graph_structure: lines.join('\n'), summary };
+  }
+
+  toolNames(agent: AgentHandle): string[] {
+    return this.toolSpecs(agent).map((t) => t.name);
+  }
+
+  toolSpecs(agent: AgentHandle) {
+    const specs = [];
+    for (const tool of BUILTIN_TOOLS.values()) if (tool.offeredTo(agent, this.options.interactive)) specs.push(toToolSpec(tool as never));
+    for (const tool of this.tools.values()) specs.push(toToolSpec(tool));
+    return specs;
+  }
+
+  buildRequest(agent: AgentHandle, turn: number): ModelRequest {
+    const parent = agent.parentId === null ? undefined : this.#agents.get(agent.parentId);
+    return {
+      agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
+      system: systemPrompt(
+        { id: agent.id, name: agent.name, parentId: agent.parentId, parentName: parent?.name ?? null },
+        this.options.interactive,
+        this.options.systemPrompt,
+      ),
+      messages: this.store.loadSession(agent.id),
+      tools: this.toolSpecs(agent),
+      turn,
+    };
+  }
+
+  /** Run a user tool through the tool queue with its timeout and the agent's signal. */
+  async runUserTool(tool: CompiledTool, args: Record<string, unknown>, agent: AgentHandle, signal: AbortSignal): Promise<unknown> {
+    const timeoutMs = tool.timeoutMs ?? this.options.toolTimeoutMs;
+    const controller = new AbortController();
+    const forward = () => controller.abort(signal.reason);
+    signal.addEventListener('abort', forward, { once: true });
+    const timer = this.clock.setTimeout(
+      () => controller.abort(new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const context: ToolContext = {
+      agentId: agent.id,
+      agentName: agent.name,
+      runId: this.runId,
+      signal: controller.signal,
+      logger: agent.logger.child({ tool: tool.name }),
+    };
+    // A tool that ignores its signal is abandoned, not awaited forever.
+    const aborted = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true });
+    });
+    aborted.catch(() => {});
+    try {
+      return await this.toolQueue.add(() => Promise.race([Promise.resolve().then(() => tool.execute(args, context)), aborted]), {
+        signal: controller.signal,
+      });
+    } catch (err) {
+      if (controller.signal.aborted && !signal.aborted) throw controller.signal.reason;
+      throw err;
+    } finally {
+      this.clock.clearTimeout(timer);
+      signal.removeEventListener('abort', forward);
+    }
+  }
+
+  // ── budget ──────────────────────────────────────────────────────────────────────────────────
+
+  /** Record one call's usage in the ledger and trip the reserve or the budget stop when due. */
+  recordUsage(agent: AgentHandle, usage: Partial<TurnUsage> | undefined): void {
+    const row = {
+      inputTokens: usage?.inputTokens ?? 0,
+      outputTokens: usage?.outputTokens ?? 0,
+      cachedInputTokens: usage?.cachedInputTokens ?? 0,
+      costUsd: usage?.costUsd ?? 0,
+    };
+    agent.spentUsd += row.costUsd;
+    this.#spentUsd += row.costUsd;
+    const { limitUsd, reserveFraction, policy } = this.options.budget;
+    this.commit(() => {
+      this.store.recordUsage({ ...row, runId: this.runId, agentId: agent.id, purpose: 'main', model: this.model.name ?? 'model', at: this.clock.now() });
+      if (limitUsd === null || policy !== 'stop') return;
+      if (this.#spentUsd >= limitUsd) this.coordinator.send({ type: 'budget.stop' });
+      else if (this.#spentUsd >= reserveFraction * limitUsd) this.coordinator.send({ type: 'budget.reserveTrip' });
+      this.store.updateRun(this.runId, { budget: this.budgetFlags() });
+    });
+  }
+
+  /** Gate before a paid call: a stopped budget ends the turn, the pause policy parks it. */
+  budgetGate(agent: AgentHandle): TurnOutcome | null {
+    const flags = this.budgetFlags();
+    const { limitUsd, policy } = this.options.budget;
+    if (flags.budgetStopped) return { kind: 'stopped', reason: 'budget' };
+    if (flags.reserveStopped && agent.parentId !== null) return { kind: 'stopped', reason: 'reserve' };
+    if (policy === 'pause' && (flags.paused || (limitUsd !== null && this.#spentUsd >= limitUsd))) {
+      return { kind: 'budgetPaused', epoch: flags.resumeEpoch };
+    }
+    return null;
+  }
+
+  get spentUsd(): number {
+    return this.#spentUsd;
+  }
+
+  // ── views and waiting ───────────────────────────────────────────────────────────────────────
+
+  #view(h: AgentHandle): AgentView {
+    return {
+      id: h.id,
+      name: h.name,
+      parentId: h.parentId,
+      depth: h.depth,
+      status: h.status,
+      waitKind: h.waitKind,
+      turns: h.turns,
+      lastTool: h.lastTool,
+      spentUsd: h.spentUsd,
+    };
+  }
+
+  info(id: string): AgentInfo {
+    const h = this.resolve(id);
+    const ctx = h.actor.getSnapshot().context;
+    return {
+      ...this.#view(h),
+      task: h.task,
+      skills: [...h.skills],
+      error: ctx.error ? { code: ctx.error.code, message: ctx.error.message } : null,
+      stopReason: ctx.stopReason,
+      report: ctx.report ? { ...ctx.report } : null,
+      pendingMessages: this.store.pendingCount(h.id),
+      createdAt: h.createdAt,
+    };
+  }
+
+  list(): AgentInfo[] {
+    return [...this.#agents.keys()].map((id) => this.info(id));
+  }
+
+  tree(): TreeNode[] {
+    return toTree(this.registry.getSnapshot().context.agents);
+  }
+
+  subscribe(listener: (event: TroupeEvent) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #emit(event: TroupeEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.logger.error({ err }, 'event listener threw');
+      }
+    }
+  }
+
+  waitFor(id: string, statuses: readonly AgentStatus[], timeoutMs?: number): Promise<AgentInfo> {
+    const h = this.resolve(id);
+    const wanted = new Set(statuses);
+    if (wanted.has(h.status)) return Promise.resolve(this.info(h.id));
+    if (this.#shutdown) return Promise.reject(new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
+    return new Promise((resolve, reject) => {
+      let timer: unknown;
+      const waiter: StatusWaiter = {
+        id: h.id,
+        statuses: wanted,
+        resolve: (info) => {
+          if (timer !== undefined) this.clock.clearTimeout(timer);
+          resolve(info);
+        },
+        reject: (err) => {
+          if (timer !== undefined) this.clock.clearTimeout(timer);
+          reject(err);
+        },
+      };
+      this.#statusWaiters.add(waiter);
+      if (timeoutMs !== undefined) {
+        timer = this.clock.setTimeout(() => {
+          this.#statusWaiters.delete(waiter);
+          reject(new TroupeError('WAIT_TIMEOUT', `${h.name} (${h.id}) did not reach ${statuses.join('|')} within ${timeoutMs} ms (it is ${h.status})`));
+        }, timeoutMs);
+      }
+    });
+  }
+
+  /** Resolves when no agent is running: every agent is terminal or parked. */
+  whenIdle(): Promise<void> {
+    if (this.#shutdown) return Promise.reject(new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
+    return new Promise((resolve, reject) => {
+      this.#idleWaiters.add({ resolve, reject });
+      this.#queueIdleCheck();
+    });
+  }
+
+  get runningCount(): number {
+    return this.#running;
+  }
+
+  #checkWaiters(h: AgentHandle): void {
+    for (const w of this.#statusWaiters) {
+      if (w.id === h.id && w.statuses.has(h.status)) {
+        this.#statusWaiters.delete(w);
+        w.resolve(this.info(h.id));
+      }
+    }
+    if (this.#running === 0) this.#queueIdleCheck();
+  }
+
+  /** Idle is judged after the current synchronous cascade of wake-ups has settled. */
+  #queueIdleCheck(): void {
+    if (this.#idleCheckQueued) return;
+    this.#idleCheckQueued = true;
+    queueMicrotask(() => {
+      this.#idleCheckQueued = false;
+      if (this.#running !== 0 || this.#idleWaiters.size === 0) return;
+      const waiters = [...this.#idleWaiters];
+      this.#idleWaiters.clear();
+      for (const w of waiters) w.resolve();
+    });
+  }
+
+  get isShutdown(): boolean {
+    return this.#shutdown;
+  }
+
+  /** Stop every actor and abort in-flight turns. Persisted statuses are left as they are. */
+  async shutdown(): Promise<void> {
+    if (this.#shutdown) return;
+    this.#shutdown = true;
+    for (const h of this.#agents.values()) h.actor.stop();
+    this.coordinator.stop();
+    this.modelQueue.clear();
+    this.toolQueue.clear();
+    const err = new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
+    for (const w of this.#statusWaiters) w.reject(err);
+    this.#statusWaiters.clear();
+    for (const w of this.#idleWaiters) w.reject(err);
+    this.#idleWaiters.clear();
+    await Promise.allSettled([this.modelQueue.onIdle(), this.toolQueue.onIdle()]);
+  }
+
+  /** @internal for tests: every handle. */
+  handles(): IterableIterator<AgentHandle> {
+    return this.#agents.values();
+  }
+}

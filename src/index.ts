@@ -1,0 +1,25 @@
+/**
+ * troupe: a durable, actor-model coordinator for teams of LLM agents.
+ * @module
+ */
+export { createCoordinator } from './coordinator/createCoordinator.js';
+export type { Coordinator, SendOptions } from './coordinator/createCoordinator.js';
+export type { AgentInfo, TroupeEvent } from './coordinator/runtime.js';
+export type { AgentView, Registry, TreeNode } from './coordinator/registry.js';
+export { DEFAULT_LIMITS } from './coordinator/options.js';
+export type { BudgetOptions, CoordinatorOptions, InspectOption, Limits } from './coordinator/options.js';
+export { systemClock } from './clock.js';
+export type { Clock } from './clock.js';
+export { ConfigError, ERROR_CODES, isTroupeError, ProviderError, serializeError, TroupeError } from './errors.js';
+export type { ErrorCode } from './errors.js';
+export { createLogger, REDACT_PATHS } from './logging/createLogger.js';
+export { scriptedModel } from './model/scriptedModel.js';
+export type { Script, ScriptStep, ScriptedModel, ScriptedCall } from './model/scriptedModel.js';
+export type { ContentPart, JsonSchema, Model, ModelRequest, ModelTurn, SessionItem, ToolCall, ToolSpec } from './model/types.js';
+export { FailureTracker } from './run/failureTracker.js';
+export { memoryStore } from './store/memoryStore.js';
+export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, UsageRow } from './store/types.js';
+export { defineTool } from './tools/defineTool.js';
+export type { Tool, ToolContext, ToolRisk } from './tools/defineTool.js';
+export { agentMachine, coordinatorMachine } from '../machines/index.js';
+export type { AgentStatus, CompletionReport, WaitKind } from '../machines/index.js';

@@ -1,0 +1,267 @@
+/**
+ * One turn of one agent (DESIGN §4): answer tool calls left open (the lifecycle wait that parked
+ * the agent, or calls a crash cut off) → persist the plain-text nudge → drain the mailbox into the
+ * session → budget gate → model call through the shared queue, with retries → tools in order
+ * through the tool queue → everything appended to the session. It returns a `TurnOutcome`; the
+ * agent machine decides what it means.
+ * @module
+ */
+import type { TurnInput } from '../../machines/agentMachine.js';
+import type { TurnOutcome, WakeReason } from '../../machines/types.js';
+import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import { sleep } from '../clock.js';
+import { ProviderError, serializeError, TroupeError, toError } from '../errors.js';
+import type { ModelTurn, SessionItem, ToolCall } from '../model/types.js';
+import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
+import type { CompiledTool } from '../tools/defineTool.js';
+import { messageToItem, nudgeText } from './texts.js';
+
+/** The abort reason used when a message cuts a running model call short. */
+export const INTERRUPTED = Symbol('troupe.interrupted');
+
+/** Tool calls of the last assistant message that have no result yet. */
+export function openToolCalls(session: readonly SessionItem[]): ToolCall[] {
+  const answered = new Set<string>();
+  for (let i = session.length - 1; i >= 0; i--) {
+    const item = session[i]!;
+    if (item.role === 'tool') answered.add(item.toolCallId);
+    else if (item.role === 'assistant') return (item.toolCalls ?? []).filter((c) => !answered.has(c.id));
+  }
+  return [];
+}
+
+function waitResult(tool: string, wake: WakeReason | null, pending: number): string {
+  if (tool === 'respond_to_user') {
+    return JSON.stringify({ status: wake === 'message' || wake === 'revived' ? 'message_arrived' : 'resumed' });
+  }
+  switch (wake) {
+    case 'message':
+      return JSON.stringify({ wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' });
+    case 'timeout':
+      return JSON.stringify({
+        wait_outcome: 'timeout',
+        note: 'No message arrived before the wait timed out. Continue your work, check on your agents with view_agent_graph, or finish; wait again only if an agent still owes you an answer.',
+      });
+    case 'revived':
+      return JSON.stringify({ wait_outcome: 'stopped', note: 'You were stopped while waiting; a new message revived you.' });
+    default:
+      return JSON.stringify({ wait_outcome: 'resumed' });
+  }
+}
+
+const interruptedResult = (call: ToolCall): SessionItem => ({
+  role: 'tool',
+  toolCallId: call.id,
+  name: call.name,
+  content: JSON.stringify({ success: false, error: { code: 'INTERNAL', message: 'The turn was interrupted before this call finished; its outcome is unknown.' } }),
+  isError: true,
+});
+
+/** Delay before retry `retry` (1-based): min(base·2^(retry-1), max), or what the server asked for. */
+export function backoffMs(retry: number, base: number, max: number, retryAfterMs: number | undefined): number {
+  return retryAfterMs ?? Math.min(base * 2 ** (retry - 1), max);
+}
+
+export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal): Promise<TurnOutcome> {
+  // Never run inside the transition that started this turn.
+  await Promise.resolve();
+  const live = () => {
+    if (signal.aborted) throw signal.reason ?? new TroupeError('COORDINATOR_SHUT_DOWN', 'the agent was stopped');
+  };
+  live();
+  const agent = rt.handle(input.agentId);
+  prepareSession(rt, agent, input);
+
+  const gate = rt.budgetGate(agent);
+  if (gate) return gate;
+
+  const call = await callModel(rt, agent, input, signal);
+  if ('outcome' in call) return call.outcome;
+  live();
+  const turn = call.turn;
+  rt.recordUsage(agent, turn.usage);
+
+  if (turn.refusal) {
+    rt.store.appendSession(agent.id, [{ role: 'assistant', content: turn.text, refusal: turn.refusal }]);
+    return { kind: 'failed', error: { code: 'PROVIDER_REFUSAL', message: `The model refused: ${turn.refusal}`, retryable: false } };
+  }
+  rt.store.appendSession(agent.id, [
+    turn.toolCalls.length > 0
+      ? { role: 'assistant', content: turn.text, toolCalls: turn.toolCalls }
+      : { role: 'assistant', content: turn.text },
+  ]);
+  if (turn.toolCalls.length === 0) {
+    agent.lastText = turn.text;
+    return { kind: 'plainText' };
+  }
+  return runTools(rt, agent, turn, signal);
+}
+
+/** Everything that must be in the session before the model sees it, in one transaction. */
+function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput): void {
+  const { store } = rt;
+  rt.commit(() => {
+    const pending = store.pendingCount(agent.id);
+    const items: SessionItem[] = openToolCalls(store.loadSession(agent.id)).map((c) =>
+      input.pendingWait?.callId === c.id
+        ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending) }
+        : interruptedResult(c),
+    );
+    if (input.nudge) {
+      items.push({
+        role: 'user',
+        content: nudgeText(agent.parentId === null, rt.options.interactive, input.nudge.attempt, input.nudge.limit),
+      });
+    }
+    if (items.length > 0) store.appendSession(agent.id, items);
+    store.drainMailbox(agent.id, messageToItem, rt.clock.now());
+    if (agent.strategyPrompt) {
+      store.appendSession(agent.id, [{ role: 'user', content: agent.strategyPrompt }]);
+      agent.strategyPrompt = null;
+    }
+  });
+}
+
+type ModelCall = { turn: ModelTurn } | { outcome: TurnOutcome };
+
+async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, signal: AbortSignal): Promise<ModelCall> {
+  const { maxRetries, baseDelayMs, maxDelayMs } = rt.options.retry;
+  const controller = new AbortController();
+  const forward = () => controller.abort(signal.reason);
+  signal.addEventListener('abort', forward, { once: true });
+  agent.interrupt = controller;
+  try {
+    for (let retry = 0; ; retry++) {
+      try {
+        const request = rt.buildRequest(agent, input.stintTurn);
+        const turn = await rt.modelQueue.add(() => rt.model.complete(request, { signal: controller.signal }), {
+          signal: controller.signal,
+        });
+        if (!turn || !Array.isArray(turn.toolCalls)) {
+          throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
+        }
+        return { turn };
+      } catch (err) {
+        if (signal.aborted) throw err;
+        if (controller.signal.reason === INTERRUPTED) return { outcome: { kind: 'interrupted' } };
+        if (err instanceof ProviderError && err.retryable && retry < maxRetries) {
+          const delay = backoffMs(retry + 1, baseDelayMs, maxDelayMs, err.retryAfterMs);
+          agent.logger.warn({ err, retry: retry + 1, delayMs: delay }, 'transient model error; retrying');
+          try {
+            await sleep(rt.clock, delay, controller.signal);
+          } catch (abort) {
+            if (signal.aborted) throw abort;
+            return { outcome: { kind: 'interrupted' } };
+          }
+          continue;
+        }
+        agent.logger.warn({ err }, 'model call failed');
+        if (err instanceof ProviderError) {
+          const error = serializeError(err);
+          if (retry > 0) error.message = `${error.message} (after ${retry} retries)`;
+          return { outcome: { kind: 'failed', error } };
+        }
+        return { outcome: { kind: 'crashed', error: serializeError(err) } };
+      }
+    }
+  } finally {
+    signal.removeEventListener('abort', forward);
+    agent.interrupt = null;
+  }
+}
+
+async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal: AbortSignal): Promise<TurnOutcome> {
+  // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
+  const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
+  agent.lastText = null;
+  let lastTool: string | null = null;
+  for (const call of turn.toolCalls) {
+    if (signal.aborted) throw signal.reason;
+    if (state.settled) {
+      rt.store.appendSession(agent.id, [
+        toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true),
+      ]);
+      continue;
+    }
+    const { content, isError, deferred } = await executeCall(rt, agent, call, state, signal);
+    lastTool = call.name;
+    if (!deferred) rt.store.appendSession(agent.id, [{ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) }]);
+    if (isError) {
+      if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
+    } else agent.tracker.recordSuccess(call.name);
+  }
+  return state.settled ?? { kind: 'continue', lastTool };
+}
+
+const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem => ({
+  role: 'tool',
+  toolCallId: call.id,
+  name: call.name,
+  content: typeof result === 'string' ? result : JSON.stringify(result),
+  ...(isError ? { isError } : {}),
+});
+
+const errorContent = (err: unknown) => {
+  const e = serializeError(err);
+  return JSON.stringify({ success: false, error: { code: e.code, message: e.message } });
+};
+
+interface CallResult {
+  content: string;
+  isError: boolean;
+  deferred: boolean;
+}
+
+async function executeCall(
+  rt: Runtime,
+  agent: AgentHandle,
+  call: ToolCall,
+  state: TurnToolState,
+  signal: AbortSignal,
+): Promise<CallResult> {
+  const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false });
+  const builtin = BUILTIN_TOOLS.get(call.name);
+  const user = builtin ? undefined : rt.tools.get(call.name);
+  if (!builtin && !user) {
+    return fail(
+      new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${call.name}". Available tools: ${rt.toolNames(agent).join(', ')}`),
+    );
+  }
+  let args: unknown;
+  try {
+    args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+  } catch (err) {
+    return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} are not valid JSON: ${(err as Error).message}`));
+  }
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+    return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} must be a JSON object`));
+  }
+  const invalid = (builtin ?? user)!.validate(args);
+  if (invalid) return fail(invalid);
+
+  if (builtin) {
+    try {
+      const out = builtin.run(args as Record<string, unknown>, { rt, agent, callId: call.id, state });
+      if ('deferred' in out) {
+        state.settled = out.deferred;
+        state.settledBy = call.name;
+        return { content: '', isError: false, deferred: true };
+      }
+      if (out.settle) {
+        state.settled = out.settle;
+        state.settledBy = call.name;
+      }
+      return { content: JSON.stringify(out.result), isError: false, deferred: false };
+    } catch (err) {
+      return fail(err);
+    }
+  }
+  try {
+    const result = await rt.runUserTool(user as CompiledTool, args as Record<string, unknown>, agent, signal);
+    return { content: result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result), isError: false, deferred: false };
+  } catch (err) {
+    if (signal.aborted) throw err;
+    agent.logger.warn({ err: toError(err), tool: call.name }, 'tool failed');
+    return fail(err instanceof TroupeError ? err : new TroupeError('TOOL_FAILED', `${call.name} failed: ${toError(err).message}`, { cause: err }));
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * What agents read: system prompts, first inputs, nudges, mail headers.
+ * @module
+ */
+import type { SessionItem } from '../model/types.js';
+import type { MessageRow } from '../store/types.js';
+
+export interface AgentIdentity {
+  id: string;
+  name: string;
+  parentId: string | null;
+  parentName: string | null;
+}
+
+export function systemPrompt(agent: AgentIdentity, interactive: boolean, extra: string | undefined): string {
+  const role =
+    agent.parentId === null
+      ? 'You lead a team of agents. Split the work with spawn_agent, collect reports, and call finish with the final answer when everything is done.'
+      : `You are a sub-agent working for ${agent.parentName} (${agent.parentId}). Do your task, then call agent_finish with a report.`;
+  const lines = [
+    `You are ${agent.name} (id ${agent.id}), an agent in a troupe team.`,
+    role,
+    'Every turn must end with a tool call: plain text alone neither ends your work nor reaches anyone.',
+    'Use wait_for_agents only to wait on agents you have spawned or messaged, never on a long task of your own.',
+  ];
+  if (interactive) lines.push('A human is attached: use respond_to_user to answer them and hand control back.');
+  if (extra) lines.push('', extra);
+  return lines.join('\n');
+}
+
+export function rootFirstInput(agent: AgentIdentity, task: string, skills: string[]): SessionItem {
+  const parts = [`You are agent ${agent.name} (${agent.id}), the root of this team. Call finish when the whole task is done.`];
+  if (skills.length > 0) parts.push(`Skills: ${skills.join(', ')}`);
+  parts.push(`Task:\n${task}`);
+  return { role: 'user', content: parts.join('\n\n') };
+}
+
+/** Text of the parent's conversation shown to a child as background (images are never copied). */
+export function inheritedContext(parentSession: readonly SessionItem[]): string {
+  const lines: string[] = [];
+  for (const item of parentSession) {
+    if (item.role === 'tool') lines.push(`[tool ${item.name} result] ${item.content}`);
+    else if (item.role === 'assistant') {
+      if (item.content) lines.push(`[assistant] ${item.content}`);
+      for (const call of item.toolCalls ?? []) lines.push(`[assistant called ${call.name}] ${call.arguments}`);
+    } else {
+      const text =
+        typeof item.content === 'string'
+          ? item.content
+          : item.content.map((p) => (p.type === 'text' ? p.text : '[screenshot omitted from inherited context]')).join(' ');
+      lines.push(`[user] ${text}`);
+    }
+  }
+  return lines.join('\n');
+}
+
+/** A child's first input: one user message (strict-alternation providers reject two). */
+export function childFirstInput(
+  agent: AgentIdentity,
+  task: string,
+  skills: string[],
+  background: string | null,
+): SessionItem {
+  const parts: string[] = [];
+  if (background) {
+    parts.push(
+      '=== Inherited context from parent (background only) ===',
+      background,
+      '=== End of inherited context ===',
+      'Treat the context above as background only; do not continue the parent\'s work.',
+    );
+  }
+  parts.push(
+    `You are agent ${agent.name} (${agent.id}); your parent is ${agent.parentName} (${agent.parentId}). Keep your own identity. Call agent_finish when your task is done.`,
+  );
+  if (skills.length > 0) parts.push(`Skills: ${skills.join(', ')}`);
+  parts.push(`Task:\n${task}`);
+  return { role: 'user', content: parts.join('\n\n') };
+}
+
+export function nudgeText(isRoot: boolean, interactive: boolean, attempt: number, limit: number): string {
+  const finishTool = isRoot ? 'finish' : 'agent_finish';
+  const lines = [
+    'Your last turn ended without a tool call. Plain text does not end your work',
+    interactive ? 'and does not hand control to the user.' : 'and plain-text final answers are ignored.',
+    'Call exactly one tool now.',
+  ];
+  if (interactive) {
+    lines.push('If you have something for the user and nothing to do until they answer, call respond_to_user.');
+  }
+  lines.push(
+    'If you are blocked on another agent, call wait_for_agents.',
+    `If the whole job is done, call ${finishTool}.`,
+    `(recovery attempt ${attempt}/${limit})`,
+  );
+  return lines.join(' ');
+}
+
+/** A mailbox message as the agent reads it. User text is passed through unchanged. */
+export function messageToItem(message: MessageRow): SessionItem {
+  if (message.from === 'user') return { role: 'user', content: message.content };
+  const who = message.from === 'system' ? 'system' : `${message.fromName} (${message.from})`;
+  return {
+    role: 'user',
+    content: `[Message from ${who} | type=${message.type} | priority=${message.priority}]\n${message.content}`,
+  };
+}

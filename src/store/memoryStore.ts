@@ -1,0 +1,175 @@
+/**
+ * An in-memory `Store`, for tests, simulations and benchmarks. Nothing survives the process, but
+ * the semantics match the SQLite store: transactions roll back on a throw, the mailbox is FIFO
+ * with O(1) pending counts, and rows are copied on the way in and out so callers cannot mutate
+ * stored state behind the store's back.
+ * @module
+ */
+import type { SessionItem } from '../model/types.js';
+import type { AgentRow, EventRow, MessageRow, NewMessage, RunRow, Store, UsageRow } from './types.js';
+import { TroupeError } from '../errors.js';
+
+interface Mailbox {
+  queue: MessageRow[];
+  /** Index of the first undelivered message; the prefix is compacted away lazily. */
+  head: number;
+}
+
+interface State {
+  runs: Map<string, RunRow>;
+  agents: Map<string, AgentRow>;
+  mailboxes: Map<string, Mailbox>;
+  sessions: Map<string, SessionItem[]>;
+  usage: UsageRow[];
+  events: EventRow[];
+  seq: number;
+}
+
+const copy = <T>(value: T): T => structuredClone(value);
+
+/** Create an in-memory store. */
+export function memoryStore(): Store {
+  const state: State = {
+    runs: new Map(),
+    agents: new Map(),
+    mailboxes: new Map(),
+    sessions: new Map(),
+    usage: [],
+    events: [],
+    seq: 0,
+  };
+  /** Undo log of the current transaction (null outside one). */
+  let undo: (() => void)[] | null = null;
+  const onRollback = (fn: () => void) => undo?.push(fn);
+
+  const mailbox = (agentId: string): Mailbox => {
+    let box = state.mailboxes.get(agentId);
+    if (!box) {
+      box = { queue: [], head: 0 };
+      state.mailboxes.set(agentId, box);
+    }
+    return box;
+  };
+  const session = (agentId: string): SessionItem[] => {
+    let items = state.sessions.get(agentId);
+    if (!items) {
+      items = [];
+      state.sessions.set(agentId, items);
+    }
+    return items;
+  };
+  const requireAgent = (id: string): AgentRow => {
+    const row = state.agents.get(id);
+    if (!row) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${id}`);
+    return row;
+  };
+  const append = (agentId: string, items: SessionItem[]) => {
+    const list = session(agentId);
+    const before = list.length;
+    for (const item of items) list.push(copy(item));
+    onRollback(() => (list.length = before));
+  };
+
+  return {
+    transaction<T>(fn: () => T): T {
+      if (undo) return fn();
+      const log: (() => void)[] = [];
+      undo = log;
+      try {
+        return fn();
+      } catch (err) {
+        for (let i = log.length - 1; i >= 0; i--) log[i]!();
+        throw err;
+      } finally {
+        undo = null;
+      }
+    },
+
+    insertRun(run) {
+      if (state.runs.has(run.id)) throw new TroupeError('CONFIG_INVALID', `store: run ${run.id} exists`);
+      state.runs.set(run.id, copy(run));
+      onRollback(() => state.runs.delete(run.id));
+    },
+    getRun: (id) => {
+      const run = state.runs.get(id);
+      return run && copy(run);
+    },
+    updateRun(id, patch) {
+      const run = state.runs.get(id);
+      if (!run) throw new TroupeError('CONFIG_INVALID', `store: no run ${id}`);
+      state.runs.set(id, { ...run, ...copy(patch) });
+      onRollback(() => state.runs.set(id, run));
+    },
+
+    registerAgent(agent, firstInput) {
+      if (state.agents.has(agent.id)) throw new TroupeError('AGENT_EXISTS', `store: agent ${agent.id} exists`);
+      state.agents.set(agent.id, copy(agent));
+      onRollback(() => state.agents.delete(agent.id));
+      append(agent.id, firstInput);
+    },
+    updateAgent(id, patch) {
+      const row = requireAgent(id);
+      state.agents.set(id, { ...row, ...copy(patch) });
+      onRollback(() => state.agents.set(id, row));
+    },
+    getAgent: (id) => {
+      const row = state.agents.get(id);
+      return row && copy(row);
+    },
+    listAgents: (runId) => [...state.agents.values()].filter((a) => a.runId === runId).map(copy),
+
+    enqueueMessage(message: NewMessage): MessageRow {
+      requireAgent(message.to);
+      const row: MessageRow = { ...copy(message), seq: ++state.seq, deliveredAt: null };
+      const box = mailbox(message.to);
+      box.queue.push(row);
+      onRollback(() => box.queue.pop());
+      return copy(row);
+    },
+    pendingMessages: (agentId) => {
+      const box = state.mailboxes.get(agentId);
+      return box ? box.queue.slice(box.head).map(copy) : [];
+    },
+    pendingCount: (agentId) => {
+      const box = state.mailboxes.get(agentId);
+      return box ? box.queue.length - box.head : 0;
+    },
+    drainMailbox(agentId, toItem, at) {
+      const box = state.mailboxes.get(agentId);
+      if (!box || box.head === box.queue.length) return [];
+      const taken = box.queue.slice(box.head);
+      append(agentId, taken.map(toItem));
+      const { queue, head } = box;
+      box.head = box.queue.length;
+      for (const m of taken) m.deliveredAt = at;
+      onRollback(() => {
+        box.queue = queue;
+        box.head = head;
+        for (const m of taken) m.deliveredAt = null;
+      });
+      if (box.head > 1024) {
+        // Compact the delivered prefix so a long-lived mailbox does not grow without bound.
+        box.queue = box.queue.slice(box.head);
+        box.head = 0;
+      }
+      return taken.map(copy);
+    },
+
+    appendSession: append,
+    loadSession: (agentId) => state.sessions.get(agentId) ?? [],
+
+    recordUsage(row) {
+      state.usage.push(copy(row));
+      onRollback(() => state.usage.pop());
+    },
+    listUsage: (runId) => state.usage.filter((u) => u.runId === runId).map(copy),
+
+    appendEvent(row) {
+      state.events.push(copy(row));
+      onRollback(() => state.events.pop());
+    },
+    listEvents: (runId) => state.events.filter((e) => e.runId === runId).map(copy),
+
+    close() {},
+  };
+}

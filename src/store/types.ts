@@ -1,0 +1,112 @@
+/**
+ * The persistence boundary. Everything the coordinator must not lose goes through a `Store`:
+ * registrations with their first input, statuses and lifecycle counters, notice claims, the
+ * mailbox, the conversation, the usage ledger and the event journal.
+ *
+ * Every method is synchronous (better-sqlite3 is) and `transaction(fn)` groups writes so that a
+ * status change commits together with its notice rows. `memoryStore()` implements it for tests and
+ * simulations; the SQLite store implements the same interface and passes the same contract suite.
+ * @module
+ */
+import type { AgentLifecycleState } from '../../machines/agentMachine.js';
+import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
+import type { AgentStatus, TurnUsage } from '../../machines/types.js';
+import type { SessionItem } from '../model/types.js';
+
+export interface RunRow {
+  id: string;
+  createdAt: number;
+  interactive: boolean;
+  rootId: string | null;
+  budget: BudgetFlags;
+}
+
+export interface AgentRow extends AgentLifecycleState {
+  id: string;
+  runId: string;
+  name: string;
+  parentId: string | null;
+  depth: number;
+  task: string;
+  skills: string[];
+  status: AgentStatus;
+  noticeClaimed: boolean;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type MessagePriority = 'low' | 'normal' | 'high' | 'urgent';
+
+export interface MessageRow {
+  /** Store-wide delivery order. */
+  seq: number;
+  id: string;
+  runId: string;
+  to: string;
+  /** An agent id, `user` or `system` (stamped by the coordinator, never taken from content). */
+  from: string;
+  fromName: string;
+  type: string;
+  priority: MessagePriority;
+  content: string;
+  /** Whether it may cut a running turn short (notices never do). */
+  interrupt: boolean;
+  createdAt: number;
+  deliveredAt: number | null;
+}
+
+export type NewMessage = Omit<MessageRow, 'seq' | 'deliveredAt'>;
+
+export type UsagePurpose = 'main' | 'compaction' | 'review' | 'summary';
+
+export interface UsageRow extends TurnUsage {
+  runId: string;
+  agentId: string;
+  purpose: UsagePurpose;
+  model: string;
+  at: number;
+}
+
+export interface EventRow {
+  runId: string;
+  agentId: string | null;
+  type: string;
+  data: Record<string, unknown>;
+  at: number;
+}
+
+export interface Store {
+  /** Run `fn` atomically; nested calls join the outer transaction. */
+  transaction<T>(fn: () => T): T;
+
+  insertRun(run: RunRow): void;
+  getRun(id: string): RunRow | undefined;
+  updateRun(id: string, patch: Partial<Omit<RunRow, 'id'>>): void;
+
+  /** Register an agent and seed its first input in one transaction. */
+  registerAgent(agent: AgentRow, firstInput: SessionItem[]): void;
+  updateAgent(id: string, patch: Partial<Omit<AgentRow, 'id' | 'runId'>>): void;
+  getAgent(id: string): AgentRow | undefined;
+  listAgents(runId: string): AgentRow[];
+
+  /** Queue a message; it is acknowledged once this returns (committed with the transaction). */
+  enqueueMessage(message: NewMessage): MessageRow;
+  pendingMessages(agentId: string): MessageRow[];
+  pendingCount(agentId: string): number;
+  /**
+   * Move every queued message into the agent's session, in order, and mark it delivered — in one
+   * transaction, so mail stays queued until it is durably in the session.
+   */
+  drainMailbox(agentId: string, toItem: (message: MessageRow) => SessionItem, at: number): MessageRow[];
+
+  appendSession(agentId: string, items: SessionItem[]): void;
+  loadSession(agentId: string): readonly SessionItem[];
+
+  recordUsage(row: UsageRow): void;
+  listUsage(runId: string): UsageRow[];
+
+  appendEvent(row: EventRow): void;
+  listEvents(runId: string): EventRow[];
+
+  close(): void;
+}

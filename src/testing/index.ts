@@ -1,0 +1,7 @@
+/**
+ * `troupe/testing`: fakes and helpers for testing agent teams.
+ * @module
+ */
+export { scriptedModel } from '../model/scriptedModel.js';
+export type { Script, ScriptStep, ScriptedModel, ScriptedCall, ScriptToolCall } from '../model/scriptedModel.js';
+export { memoryStore } from '../store/memoryStore.js';

@@ -1,0 +1,287 @@
+/**
+ * The built-in tools every agent has: the lifecycle tools that settle a turn (wait_for_agents,
+ * agent_finish, finish, respond_to_user) and the graph tools (spawn_agent, send_message,
+ * stop_agent, view_agent_graph). Each declares JSON Schema parameters, validated before it runs.
+ * Refusals are thrown as TroupeErrors and go back to the model as `{ success: false, error }`.
+ * @module
+ */
+import type { TurnOutcome } from '../../machines/types.js';
+import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import { TroupeError } from '../errors.js';
+import type { JsonSchema } from '../model/types.js';
+import type { MessagePriority } from '../store/types.js';
+import { compileSchema } from './defineTool.js';
+
+/** Per-turn state shared by the tool calls of one model turn. */
+export interface TurnToolState {
+  /** The lifecycle outcome that ended this turn, if any. */
+  settled: TurnOutcome | null;
+  settledBy: string | null;
+  /** One wait per model turn. */
+  waited: boolean;
+  /** Plain text of this turn's assistant message (respond_to_user may deliver it). */
+  text: string | null;
+}
+
+export interface BuiltinEnv {
+  rt: Runtime;
+  agent: AgentHandle;
+  callId: string;
+  state: TurnToolState;
+}
+
+/** What a built-in returns: a result now, or a lifecycle wait whose result is written on wake. */
+export type BuiltinResult = { result: unknown; settle?: TurnOutcome } | { deferred: TurnOutcome };
+
+export interface BuiltinTool {
+  name: string;
+  description: string;
+  parameters: JsonSchema;
+  /** Who sees the tool in its tool list (calls from others are refused with a reason). */
+  offeredTo: (agent: AgentHandle, interactive: boolean) => boolean;
+  run(args: Record<string, unknown>, env: BuiltinEnv): BuiltinResult;
+  validate: (args: unknown) => TroupeError | null;
+}
+
+const str = (description: string, extra: JsonSchema = {}): JsonSchema => ({ type: 'string', description, ...extra });
+const strings = (description: string, extra: JsonSchema = {}): JsonSchema => ({
+  type: 'array',
+  items: { type: 'string' },
+  description,
+  ...extra,
+});
+const object = (properties: Record<string, JsonSchema>, required: string[]): JsonSchema => ({
+  type: 'object',
+  properties,
+  required,
+  additionalProperties: false,
+});
+
+const clampSeconds = (s: number) => Math.min(300, Math.max(1, s));
+
+function define(tool: Omit<BuiltinTool, 'validate'>): BuiltinTool {
+  return { ...tool, validate: compileSchema(tool.name, tool.parameters) };
+}
+
+const everyone = () => true;
+const isRoot = (a: AgentHandle) => a.parentId === null;
+
+const spawnAgent = define({
+  name: 'spawn_agent',
+  description:
+    'Start a sub-agent that works in parallel on a task. It reports back with agent_finish; if it stops, fails or crashes you get a notice instead. Returns its agent_id.',
+  parameters: object(
+    {
+      name: str('Short name for the sub-agent', { minLength: 1, maxLength: 64 }),
+      task: str('The complete task for the sub-agent, with everything it needs to know', { minLength: 1 }),
+      skills: strings('Up to 5 skills to load for it', { maxItems: 5 }),
+      inherit_context: { type: 'boolean', description: 'Give it your conversation as background (default false)' },
+    },
+    ['name', 'task'],
+  ),
+  offeredTo: everyone,
+  run(args, { rt, agent }) {
+    const child = rt.spawnChild(agent, {
+      name: args.name as string,
+      task: args.task as string,
+      skills: (args.skills as string[] | undefined) ?? [],
+      inheritContext: (args.inherit_context as boolean | undefined) ?? false,
+    });
+    return {
+      result: {
+        success: true,
+        agent_id: child.id,
+        name: child.name,
+        parent_id: agent.id,
+        message: `Spawned '${child.name}' (${child.id}) running in parallel. Its report will arrive as a message; use wait_for_agents to wait for it.`,
+      },
+    };
+  },
+});
+
+const sendMessage = define({
+  name: 'send_message',
+  description:
+    'Send a message to your parent, one of your children or a sibling (by agent id or name). The recipient reads it at the start of its next turn.',
+  parameters: object(
+    {
+      to: str('Recipient agent id or name', { minLength: 1 }),
+      content: str('The message', { minLength: 1 }),
+      type: { type: 'string', enum: ['information', 'query', 'instruction'] },
+      priority: { type: 'string', enum: ['low', 'normal', 'high', 'urgent'] },
+    },
+    ['to', 'content'],
+  ),
+  offeredTo: everyone,
+  run(args, { rt, agent }) {
+    const { message, target } = rt.sendFromAgent(agent, args.to as string, args.content as string, {
+      type: (args.type as string | undefined) ?? 'information',
+      priority: (args.priority as MessagePriority | undefined) ?? 'normal',
+    });
+    const gated = target.status === 'failed' || target.status === 'crashed';
+    return {
+      result: {
+        success: true,
+        message_id: message.id,
+        target_agent_id: target.id,
+        delivery_status: gated ? 'queued' : 'delivered',
+        ...(gated
+          ? { note: `${target.name} is ${target.status}; it only wakes for a message from the user, so it will not read this soon.` }
+          : {}),
+      },
+    };
+  },
+});
+
+const waitForAgents = define({
+  name: 'wait_for_agents',
+  description:
+    'Park until a message from another agent arrives (a report, a notice, a reply) or the wait times out. Only wait when an agent you spawned or messaged still owes you an answer. One wait per turn.',
+  parameters: object(
+    {
+      reason: str('What you are waiting for', { minLength: 1 }),
+      timeout_seconds: { type: 'number', description: 'Give up after this many seconds (clamped to 1..300)' },
+    },
+    ['reason'],
+  ),
+  offeredTo: everyone,
+  run(args, { rt, agent, callId, state }) {
+    if (state.waited) return { result: { wait_outcome: 'already_waited', note: 'Only one wait per turn.' } };
+    state.waited = true;
+    const flags = rt.budgetFlags();
+    if (rt.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
+    if (flags.budgetStopped) return { result: { wait_outcome: 'budget_stopped' } };
+    if (flags.reserveStopped && !isRoot(agent)) return { result: { wait_outcome: 'reserve_stopped' } };
+    const pending = rt.store.pendingCount(agent.id);
+    if (pending > 0) {
+      return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
+    }
+    const answerers = rt.agentsThatCanAnswer(agent);
+    if (answerers.length === 0) {
+      return {
+        result: {
+          wait_outcome: 'no_active_agents',
+          note: 'No agent that could message you is still active: nobody will answer. Continue your work or finish.',
+          agents: rt.childrenSummary(agent),
+        },
+      };
+    }
+    const seconds = args.timeout_seconds as number | undefined;
+    return {
+      deferred: {
+        kind: 'wait',
+        waitKind: 'agents',
+        callId,
+        tool: 'wait_for_agents',
+        timeoutMs: seconds === undefined ? null : clampSeconds(seconds) * 1000,
+        at: rt.clock.now(),
+      },
+    };
+  },
+});
+
+const agentFinish = define({
+  name: 'agent_finish',
+  description: 'Finish your task and send your parent a completion report. Ends your work.',
+  parameters: object(
+    {
+      summary: str('What you did and what you found', { minLength: 1 }),
+      findings: strings('Individual findings'),
+      open_items: strings('Unresolved items that need follow-up'),
+      success: { type: 'boolean', description: 'Whether the task succeeded (default true)' },
+    },
+    ['summary'],
+  ),
+  offeredTo: (a) => !isRoot(a),
+  run(args, { rt, agent }) {
+    if (isRoot(agent)) throw new TroupeError('TOOL_NOT_ALLOWED', 'agent_finish is for sub-agents; you are the root: call finish.');
+    rt.assertNoActiveChildren(agent);
+    const report = {
+      summary: args.summary as string,
+      findings: (args.findings as string[] | undefined) ?? [],
+      openItems: (args.open_items as string[] | undefined) ?? [],
+      success: (args.success as boolean | undefined) ?? true,
+    };
+    return { result: { success: true, agent_completed: true, parent_notified: true }, settle: { kind: 'finish', report } };
+  },
+});
+
+const finish = define({
+  name: 'finish',
+  description: 'Finish the whole run with the final answer. Refused while other agents are still active.',
+  parameters: object({ summary: str('The final answer / report', { minLength: 1 }) }, ['summary']),
+  offeredTo: (a) => isRoot(a),
+  run(args, { rt, agent }) {
+    if (!isRoot(agent)) {
+      throw new TroupeError('TOOL_NOT_ALLOWED', 'finish is for the root agent; you are a sub-agent: call agent_finish.');
+    }
+    rt.assertNoActiveChildren(agent);
+    const report = { summary: args.summary as string, findings: [], openItems: [], success: true };
+    return { result: { success: true, run_completed: true }, settle: { kind: 'finish', report } };
+  },
+});
+
+const respondToUser = define({
+  name: 'respond_to_user',
+  description:
+    'Answer the user and hand control back to them: you park until they reply. Leave message empty to deliver the text you just wrote.',
+  parameters: object({ message: str('What to tell the user') }, []),
+  offeredTo: (_a, interactive) => interactive,
+  run(args, { rt, agent, callId, state }) {
+    if (!rt.options.interactive) {
+      throw new TroupeError('TOOL_NOT_ALLOWED', 'No user is attached to this run: keep working, or finish.');
+    }
+    const message = (args.message as string | undefined) || state.text;
+    if (!message) throw new TroupeError('TOOL_INPUT_INVALID', 'Nothing has been said to the user: pass a message.');
+    if (state.waited) return { result: { status: 'already_waited', note: 'Only one wait per turn.' } };
+    state.waited = true;
+    rt.said(agent, message);
+    if (rt.store.pendingMessages(agent.id).some((m) => m.from === 'user')) {
+      return { result: { status: 'message_arrived', note: 'Your reply was delivered; the user has already written again.' } };
+    }
+    return {
+      deferred: { kind: 'wait', waitKind: 'user', callId, tool: 'respond_to_user', timeoutMs: null, at: rt.clock.now() },
+    };
+  },
+});
+
+const stopAgent = define({
+  name: 'stop_agent',
+  description:
+    'Stop one of your descendants after its current turn (with cascade, its own sub-agents first). You get a notice when it has stopped.',
+  parameters: object(
+    {
+      id: str('Agent id or name', { minLength: 1 }),
+      cascade: { type: 'boolean', description: 'Also stop its descendants (default true)' },
+    },
+    ['id'],
+  ),
+  offeredTo: everyone,
+  run(args, { rt, agent }) {
+    const stopping = rt.stopFromAgent(agent, args.id as string, (args.cascade as boolean | undefined) ?? true);
+    return {
+      result: {
+        success: true,
+        stopping,
+        note: 'The stop is graceful: each agent finishes its current turn first.',
+      },
+    };
+  },
+});
+
+const viewAgentGraph = define({
+  name: 'view_agent_graph',
+  description: 'Show every agent of the run with its status, as a tree.',
+  parameters: object({}, []),
+  offeredTo: everyone,
+  run(_args, { rt, agent }) {
+    return { result: rt.graphView(agent) };
+  },
+});
+
+export const BUILTIN_TOOLS: ReadonlyMap<string, BuiltinTool> = new Map(
+  [spawnAgent, sendMessage, waitForAgents, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph].map((t) => [
+    t.name,
+    t,
+  ]),
+);

@@ -1,0 +1,95 @@
+/**
+ * User tools: a name, a description, JSON Schema parameters validated before every execution, an
+ * optional timeout and risk level, and an `execute` that receives the agent's AbortSignal.
+ * @module
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { Logger } from 'pino';
+import type { JsonSchema, ToolSpec } from '../model/types.js';
+import { ConfigError, TroupeError } from '../errors.js';
+
+export type ToolRisk = 'read_only' | 'mutation' | 'destructive';
+
+export interface ToolContext {
+  agentId: string;
+  agentName: string;
+  runId: string;
+  /** Aborted when the agent is stopped or the tool times out. */
+  signal: AbortSignal;
+  logger: Logger;
+}
+
+export interface Tool<Args = Record<string, unknown>> {
+  name: string;
+  description: string;
+  parameters: JsonSchema;
+  /** Per-call timeout; defaults to the coordinator's `toolTimeoutMs`. */
+  timeoutMs?: number;
+  risk?: ToolRisk;
+  execute(args: Args, context: ToolContext): unknown;
+}
+
+/** A tool with its compiled argument validator. */
+export interface CompiledTool extends Tool {
+  validate: (args: unknown) => TroupeError | null;
+}
+
+const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
+
+const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true });
+
+function describeErrors(errors: ErrorObject[] | null | undefined): string {
+  return (errors ?? [])
+    .map((e) => `${e.instancePath || '(arguments)'} ${e.message ?? 'is invalid'}`)
+    .join('; ');
+}
+
+export function compileSchema(name: string, schema: JsonSchema): (args: unknown) => TroupeError | null {
+  let check: ValidateFunction;
+  try {
+    check = ajv.compile(schema);
+  } catch (err) {
+    throw new ConfigError(`Expected tool "${name}" to have a valid JSON Schema for parameters: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  return (args) =>
+    check(args)
+      ? null
+      : new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${name} do not match its schema: ${describeErrors(check.errors)}`);
+}
+
+/**
+ * Define a tool; the name and schema are checked now, not at the first call.
+ * @example
+ * const search = defineTool({
+ *   name: 'search', description: 'Search the docs',
+ *   parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] },
+ *   execute: async ({ q }, { signal }) => fetchDocs(q, { signal }),
+ * });
+ */
+export function defineTool<Args = Record<string, unknown>>(tool: Tool<Args>): Tool<Args> {
+  compileTool(tool as unknown as Tool);
+  return tool;
+}
+
+export function compileTool(tool: Tool): CompiledTool {
+  if (typeof tool !== 'object' || tool === null) throw new ConfigError(`Expected a tool object, got ${String(tool)}`);
+  if (typeof tool.name !== 'string' || !TOOL_NAME.test(tool.name)) {
+    throw new ConfigError(`Expected tool name to match ${TOOL_NAME}, got ${JSON.stringify(tool.name)}`);
+  }
+  if (typeof tool.description !== 'string' || tool.description.length === 0) {
+    throw new ConfigError(`Expected tool "${tool.name}" to have a non-empty description`);
+  }
+  if (typeof tool.execute !== 'function') throw new ConfigError(`Expected tool "${tool.name}" to have an execute function`);
+  if (tool.timeoutMs !== undefined && !(Number.isFinite(tool.timeoutMs) && tool.timeoutMs > 0)) {
+    throw new ConfigError(`Expected tool "${tool.name}" timeoutMs to be a number > 0, got ${tool.timeoutMs}`);
+  }
+  return { ...tool, validate: compileSchema(tool.name, tool.parameters) };
+}
+
+export const toToolSpec = (tool: Tool): ToolSpec => ({
+  name: tool.name,
+  description: tool.description,
+  parameters: tool.parameters,
+});

@@ -36,6 +36,12 @@ import { compileTool, toToolSpec, type CompiledTool, type ToolContext } from '..
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
 
+const notAllowed = (target: { id: string; name: string }) =>
+  new TroupeError(
+    'RECIPIENT_NOT_ALLOWED',
+    `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`,
+  );
+
 const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 10);
 
 type AgentLogic = typeof agentMachine;
@@ -227,10 +233,10 @@ export class Runtime {
   }
 
   /** Resolve an id, or a name that is unique among `candidates` (all agents by default). */
-  resolve(ref: string, candidates?: Iterable<AgentHandle>): AgentHandle {
+  resolve(ref: string, candidates: Iterable<AgentHandle> = this.#agents.values()): AgentHandle {
     const byId = this.#agents.get(ref);
     if (byId) return byId;
-    const named = [...(candidates ?? this.#agents.values())].filter((h) => h.name === ref);
+    const named = [...candidates].filter((h) => h.name === ref);
     if (named.length === 1) return named[0]!;
     if (named.length > 1) {
       throw new TroupeError('AGENT_NOT_FOUND', `"${ref}" names ${named.length} agents: use an id (${named.map((h) => h.id).join(', ')})`);
@@ -551,18 +557,19 @@ export class Runtime {
     return out;
   }
 
+  /** A name is looked up among the sender's recipients first, then in the whole run (to refuse it clearly). */
+  #findRecipient(ref: string, allowed: AgentHandle[]): AgentHandle {
+    if (this.#agents.has(ref) || !allowed.some((h) => h.name === ref)) return this.resolve(ref);
+    return this.resolve(ref, allowed);
+  }
+
   sendFromAgent(from: AgentHandle, to: string, content: string, opts: { type: string; priority: MessagePriority }) {
     const allowed = this.recipientsOf(from);
-    const target = this.resolve(to, this.options.messagePolicy === 'any' ? undefined : allowed);
+    const target = this.#findRecipient(to, allowed);
     if (target.id === from.id) {
       throw new TroupeError('RECIPIENT_NOT_ALLOWED', 'You cannot message yourself; continue your work or call a lifecycle tool.');
     }
-    if (!allowed.includes(target)) {
-      throw new TroupeError(
-        'RECIPIENT_NOT_ALLOWED',
-        `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`,
-      );
-    }
+    if (!allowed.includes(target)) throw notAllowed(target);
     const body = this.#checkMessage(target, content);
     const message = this.#enqueue({ to: target.id, from: from.id, fromName: from.name, type: opts.type, priority: opts.priority, content: body, interrupt: true });
     return { message, target };

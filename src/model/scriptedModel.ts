@@ -36,6 +36,8 @@ export interface ScriptedCall {
   agentId: string;
   agentName: string;
   turn: number;
+  /** The clock's time when the call started. */
+  at: number;
   request: ModelRequest;
   step: ScriptStep | undefined;
 }
@@ -94,7 +96,7 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
     calls,
     async complete(request: ModelRequest, { signal }): Promise<ModelTurn> {
       const step = queues.get(request.agent.name)?.shift();
-      calls.push({ agentId: request.agent.id, agentName: request.agent.name, turn: request.turn, request, step });
+      calls.push({ agentId: request.agent.id, agentName: request.agent.name, turn: request.turn, at: clock.now(), request, step });
       if (!step) {
         throw new TroupeError('SCRIPT_EXHAUSTED', `The script has no step left for agent "${request.agent.name}" (turn ${request.turn})`);
       }

@@ -10,8 +10,9 @@ import type { AgentRow, EventRow, MessageRow, NewMessage, RunRow, Store, UsageRo
 import { TroupeError } from '../errors.js';
 
 interface Mailbox {
+  /** Every message to the agent in order; the in-memory store keeps delivered rows for inspection. */
   queue: MessageRow[];
-  /** Index of the first undelivered message; the prefix is compacted away lazily. */
+  /** Index of the first undelivered message: pending counts and drains are O(1) per message. */
   head: number;
 }
 
@@ -134,29 +135,30 @@ export function memoryStore(): Store {
       const box = state.mailboxes.get(agentId);
       return box ? box.queue.length - box.head : 0;
     },
+    listMessages: (runId) =>
+      [...state.mailboxes.values()]
+        .flatMap((box) => box.queue)
+        .filter((m) => m.runId === runId)
+        .sort((a, b) => a.seq - b.seq)
+        .map(copy),
     drainMailbox(agentId, toItem, at) {
       const box = state.mailboxes.get(agentId);
       if (!box || box.head === box.queue.length) return [];
       const taken = box.queue.slice(box.head);
       append(agentId, taken.map(toItem));
-      const { queue, head } = box;
+      const head = box.head;
       box.head = box.queue.length;
       for (const m of taken) m.deliveredAt = at;
       onRollback(() => {
-        box.queue = queue;
         box.head = head;
         for (const m of taken) m.deliveredAt = null;
       });
-      if (box.head > 1024) {
-        // Compact the delivered prefix so a long-lived mailbox does not grow without bound.
-        box.queue = box.queue.slice(box.head);
-        box.head = 0;
-      }
       return taken.map(copy);
     },
 
     appendSession: append,
-    loadSession: (agentId) => state.sessions.get(agentId) ?? [],
+    // A snapshot: a model may keep the request it was given while the session grows.
+    loadSession: (agentId) => state.sessions.get(agentId)?.slice() ?? [],
 
     recordUsage(row) {
       state.usage.push(copy(row));

@@ -93,6 +93,8 @@ export interface Store {
   enqueueMessage(message: NewMessage): MessageRow;
   pendingMessages(agentId: string): MessageRow[];
   pendingCount(agentId: string): number;
+  /** Every message of a run, delivered or not, in delivery order. */
+  listMessages(runId: string): MessageRow[];
   /**
    * Move every queued message into the agent's session, in order, and mark it delivered — in one
    * transaction, so mail stays queued until it is durably in the session.

@@ -1,0 +1,347 @@
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { InspectionEvent } from 'xstate';
+import type { AgentView } from '../../src/coordinator/registry.js';
+import { defineTool } from '../../src/tools/defineTool.js';
+import { createLogger } from '../../src/logging/createLogger.js';
+import { team, TERMINAL } from '../helpers/team.js';
+
+const finish = { tool: 'finish', args: { summary: 'done' } };
+
+describe('inspection', () => {
+  it('the inspect observer sees the coordinator and every agent actor, addressed agent:<id>', async () => {
+    const actors: string[] = [];
+    const inspect = (e: InspectionEvent) => {
+      if (e.type === '@xstate.actor') actors.push((e.actorRef as unknown as { id: string }).id);
+    };
+    const t = team(
+      {
+        agents: {
+          lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+          a: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
+        },
+      },
+      { inspect },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    const a = t.byName('a').id;
+    expect(actors).toContain('coordinator');
+    expect(actors).toContain(`agent:${rootId}`);
+    expect(actors).toContain(`agent:${a}`);
+    await t.c.shutdown();
+  });
+});
+
+describe('read model', () => {
+  it('views subscribe to the registry: statuses, turns and last tools arrive without polling', async () => {
+    const t = team({
+      agents: {
+        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'view_agent_graph', args: {} }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+        a: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
+      },
+    });
+    const seen: AgentView[] = [];
+    const sub = t.c.registry.subscribe((snap) => {
+      for (const v of snap.context.agents.values()) if (!seen.includes(v)) seen.push(v);
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    const rootViews = t.c.registry.select((ctx) => ctx.agents.get(rootId));
+    const followed: (string | undefined)[] = [];
+    const sub2 = rootViews.subscribe((v) => followed.push(v?.status));
+    await t.c.waitFor(rootId, ['completed']);
+    sub.unsubscribe();
+    sub2.unsubscribe();
+    const a = t.byName('a').id;
+    expect(seen.filter((v) => v.id === a).map((v) => v.status)).toEqual(['running', 'completed']);
+    expect(followed.at(-1)).toBe('completed');
+    expect(t.c.registry.getSnapshot().context.agents.get(rootId)).toMatchObject({ turns: 4, lastTool: 'wait_for_agents' });
+    const tree = t.c.tree();
+    expect(tree).toHaveLength(1);
+    expect(tree[0]!.children.map((c) => c.name)).toEqual(['a']);
+    const graph = t.toolResults(rootId).find((r) => r.name === 'view_agent_graph')!.result;
+    expect(graph.graph_structure).toMatch(/- lead \(\w+\) \[running\] ← you\n {2}- a \(\w+\) \[/);
+    await t.c.shutdown();
+  });
+});
+
+describe('turns cut short by a message', () => {
+  it('interactive: a user message aborts the in-flight call and the turn does not count as plain text', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { text: 'thinking out loud' },
+            { text: 'still thinking' },
+            { delayMs: 60_000, text: 'this call is interrupted' },
+            { tool: 'respond_to_user', args: { message: 'got it' } },
+          ],
+        },
+      },
+      { interactive: true },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(1_000);
+    expect(t.c.get(rootId).status).toBe('running');
+    await t.c.send(rootId, { content: 'change of plan' });
+    const root = await t.c.waitFor(rootId, ['waiting']);
+    // Two plain-text turns, one interrupted turn: no stall, and the mail was read.
+    expect(root).toMatchObject({ status: 'waiting', waitKind: 'user' });
+    expect(t.session(rootId).some((i) => i.role === 'user' && i.content === 'change of plan')).toBe(true);
+    expect(t.model.calls[2]!.step?.text).toBe('this call is interrupted');
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+
+  it('autonomous: messages never cut a turn short by default', async () => {
+    const t = team({ agents: { lead: [{ delayMs: 10_000, tool: 'view_agent_graph', args: {} }, finish] } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(1_000);
+    await t.c.send(rootId, { content: 'hello' });
+    await t.advance(9_000);
+    await t.c.waitFor(rootId, ['completed']);
+    expect(t.toolResults(rootId)[0]!.name).toBe('view_agent_graph');
+    await t.c.shutdown();
+  });
+});
+
+describe('tools', () => {
+  it('a tool failing 3 times in a row injects the strategy-rotation prompt before the next call', async () => {
+    const flaky = defineTool({
+      name: 'shell_exec',
+      description: 'run a command',
+      parameters: { type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'] },
+      execute: () => {
+        throw new Error('permission denied');
+      },
+    });
+    const call = { tool: 'shell_exec', args: { cmd: 'ls' } };
+    const t = team({ agents: { lead: [call, call, call, finish] } }, { tools: [flaky] });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    expect(t.toolResults(rootId).slice(0, 3).map((r) => r.result.error?.code)).toEqual(['TOOL_FAILED', 'TOOL_FAILED', 'TOOL_FAILED']);
+    const lastRequest = t.model.calls[3]!.request.messages.at(-1)!;
+    expect(lastRequest.role).toBe('user');
+    expect(lastRequest.content).toContain("The tool 'shell_exec' has failed 3 times consecutively. Last error:");
+    expect(lastRequest.content).toContain('permission denied');
+    // The third call's request did not have it yet.
+    expect(JSON.stringify(t.model.calls[2]!.request.messages)).not.toContain('failed 3 times');
+    await t.c.shutdown();
+  });
+
+  it('a tool that overruns its timeout is aborted on the injected clock', async () => {
+    let signalled = false;
+    const slow = defineTool({
+      name: 'slow',
+      description: 'never finishes on its own',
+      parameters: { type: 'object' },
+      timeoutMs: 5_000,
+      execute: (_args, { signal }) =>
+        new Promise(() => signal.addEventListener('abort', () => (signalled = true))),
+    });
+    const t = team({ agents: { lead: [{ tool: 'slow', args: {} }, finish] } }, { tools: [slow] });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(4_000);
+    expect(t.c.get(rootId).status).toBe('running');
+    await t.advance(1_000);
+    await t.c.waitFor(rootId, ['completed']);
+    expect(t.toolResults(rootId)[0]!.result.error?.code).toBe('TOOL_TIMEOUT');
+    expect(signalled).toBe(true);
+    await t.c.shutdown();
+  });
+
+  it('user tools get the agent id, run id and a signal, and their result goes back as JSON', async () => {
+    const seen: string[] = [];
+    const echo = defineTool<{ text: string }>({
+      name: 'echo',
+      description: 'echo',
+      parameters: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+      execute: ({ text }, ctx) => {
+        seen.push(ctx.agentId, ctx.runId, String(ctx.signal.aborted));
+        return { echoed: text };
+      },
+    });
+    const t = team({ agents: { lead: [{ tool: 'echo', args: { text: 'hi' } }, finish] } }, { tools: [echo] });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    expect(seen).toEqual([rootId, t.c.runId, 'false']);
+    expect(t.toolResults(rootId)[0]!.result).toEqual({ echoed: 'hi' });
+    await t.c.shutdown();
+  });
+});
+
+describe('model errors', () => {
+  it('transient errors are retried with backoff on the injected clock, honouring retry-after', async () => {
+    const t = team({
+      agents: {
+        lead: [
+          { error: { code: 'PROVIDER_UNAVAILABLE', status: 500 } },
+          { error: { code: 'PROVIDER_UNAVAILABLE', status: 500 } },
+          { error: { code: 'PROVIDER_RATE_LIMITED', status: 429, retryAfterMs: 500 } },
+          finish,
+        ],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(7_000, 100);
+    expect((await t.c.waitFor(rootId, ['completed'])).status).toBe('completed');
+    const at = t.model.calls.map((c) => c.at);
+    // 2 s, then 4 s, then the 500 ms the server asked for.
+    expect(at.slice(1).map((time, i) => time - at[i]!)).toEqual([2_000, 4_000, 500]);
+    await t.c.shutdown();
+  });
+
+  it('a transient error that outlasts the retries fails the agent', async () => {
+    const err = { error: { code: 'PROVIDER_UNAVAILABLE' as const, status: 503 } };
+    const t = team({ agents: { lead: [err, err, err] } }, { retry: { maxRetries: 2, baseDelayMs: 10 } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(100, 10);
+    const root = await t.c.waitFor(rootId, [...TERMINAL]);
+    expect(root.status).toBe('failed');
+    expect(root.error?.message).toContain('after 2 retries');
+    await t.c.shutdown();
+  });
+
+  it('a refusal fails the agent and its parent is told once', async () => {
+    const t = team({
+      agents: {
+        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+        a: [{ refusal: 'I cannot help with that.' }],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    expect(t.byName('a')).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_REFUSAL' } });
+    expect(t.messagesTo(rootId).map((m) => m.type)).toEqual(['failed']);
+    await t.c.shutdown();
+  });
+
+  it('an exhausted script crashes the agent (not a provider error)', async () => {
+    const t = team({ agents: { lead: [] } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    expect(await t.c.waitFor(rootId, [...TERMINAL])).toMatchObject({ status: 'crashed', error: { code: 'SCRIPT_EXHAUSTED' } });
+    await t.c.shutdown();
+  });
+});
+
+describe('users, stops and wake-ups', () => {
+  it('a failed agent ignores peers but a user message revives it, in autonomous mode too', async () => {
+    const t = team({ agents: { lead: [{ error: { code: 'PROVIDER_AUTH' } }, finish] } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['failed']);
+    await t.c.send(rootId, { content: 'the key is fixed, go on' });
+    const root = await t.c.waitFor(rootId, ['completed']);
+    expect(root.error).toBeNull();
+    expect(t.session(rootId).at(-3)).toEqual({ role: 'user', content: 'the key is fixed, go on' });
+    await t.c.shutdown();
+  });
+
+  it('mail that arrived during the turn that parked an agent wakes it again', async () => {
+    // The user writes while the root's last call is in flight; the call then fails. The user
+    // message is still queued, so the failed agent is woken by it rather than sleeping on it.
+    const t = team({ agents: { lead: [{ delayMs: 1_000, error: { code: 'PROVIDER_AUTH' } }, finish] } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.send(rootId, { content: 'please finish' });
+    await t.advance(1_000);
+    expect((await t.c.waitFor(rootId, ['completed'])).status).toBe('completed');
+    expect(t.store.listEvents(t.c.runId).filter((e) => e.agentId === rootId && e.type === 'agent.status').map((e) => e.data.to)).toEqual([
+      'failed',
+      'running',
+      'completed',
+    ]);
+    await t.c.shutdown();
+  });
+
+  it('stop with cascade stops leaves first, after their turns, and each parent is told', async () => {
+    const t = team({
+      agents: {
+        lead: [
+          { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
+          { tool: 'wait_for_agents', args: { reason: 'a' } },
+          // Woken by a's stop notice; finish only once a1 has finished its turn too.
+          { delayMs: 6_000, ...finish },
+        ],
+        a: [{ tool: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a1' } }],
+        a1: [{ delayMs: 5_000, tool: 'view_agent_graph', args: {} }],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(10, 10);
+    const a = t.byName('a');
+    const a1 = t.byName('a1');
+    expect([a.status, a1.status]).toEqual(['waiting', 'running']);
+    const order: string[] = [];
+    t.c.subscribe((e) => {
+      if (e.type === 'agent.status' && e.to === 'stopped') order.push(e.name);
+    });
+    const stopping = t.c.stop(a.id);
+    await t.advance(5_000);
+    expect(await stopping).toEqual([a1.id, a.id]);
+    // a was parked, so it would stop at once: leaves first means a1 was asked first, but a1 had a turn to finish.
+    expect(order).toEqual(['a', 'a1']);
+    expect(t.messagesTo(a.id).filter((m) => m.from === a1.id).map((m) => m.type)).toEqual(['stopped']);
+    expect(t.messagesTo(rootId).filter((m) => m.from === a.id).map((m) => m.type)).toEqual(['stopped']);
+    expect(t.toolResults(a1.id)[0]!.name).toBe('view_agent_graph');
+    await t.advance(1_000);
+    expect((await t.c.waitFor(rootId, [...TERMINAL])).status).toBe('completed');
+    await t.c.shutdown();
+  });
+});
+
+describe('budget flags', () => {
+  it('the reserve stops every sub-agent after its turn, tells the root once, and lets it finish', async () => {
+    const usage = { costUsd: 1 };
+    const work = { tool: 'view_agent_graph', args: {}, usage };
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tools: ['a', 'b', 'c'].map((name) => ({ name: 'spawn_agent', args: { name, task: 'work' } })), usage },
+            { tool: 'wait_for_agents', args: { reason: 'work' }, usage },
+            { tool: 'wait_for_agents', args: { reason: 'work' }, usage },
+            { tool: 'finish', args: { summary: 'wrapped up at the reserve' }, usage },
+          ],
+          a: [work, work, work, work],
+          b: [work, work, work, work],
+          c: [work, work, work, work],
+        },
+      },
+      { budget: { limitUsd: 10, reserveFraction: 0.5 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    const root = await t.c.waitFor(rootId, [...TERMINAL]);
+    await t.c.whenIdle();
+    expect(root.status).toBe('completed');
+    expect(t.c.budget()).toMatchObject({ reserveStopped: true, budgetStopped: false });
+    expect(t.messagesTo(rootId).filter((m) => m.type === 'budget_reserve_stop')).toHaveLength(1);
+    for (const name of ['a', 'b', 'c']) expect(t.byName(name)).toMatchObject({ status: 'stopped', stopReason: 'reserve' });
+    // No sub-agent call started after the reserve tripped (the spend that tripped it is the 5th dollar).
+    expect(t.c.budget().spentUsd).toBeLessThanOrEqual(5 + 3 + 2);
+    await t.c.shutdown();
+  });
+});
+
+describe('logging', () => {
+  it('each agent logs through a child logger bound to agentId and runId; secrets are redacted', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
+        cb();
+      },
+    });
+    const logger = createLogger({ level: 'debug' }, sink);
+    const t = team({ agents: { lead: [finish] } }, { logger });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    logger.info({ apiKey: 'sk-secret', headers: { authorization: 'Bearer sk-secret' } }, 'config');
+    await new Promise((r) => setImmediate(r));
+    const agentLines = lines.filter((l) => l.agentId === rootId);
+    expect(agentLines.length).toBeGreaterThan(0);
+    expect(agentLines.every((l) => l.runId === t.c.runId)).toBe(true);
+    expect(JSON.stringify(lines)).not.toContain('sk-secret');
+    expect(pino.version).toMatch(/^10\./);
+    await t.c.shutdown();
+  });
+});

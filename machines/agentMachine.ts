@@ -154,7 +154,11 @@ export const agentMachine = setup({
             ? outcome.lastTool
             : outcome?.kind === 'wait'
               ? outcome.tool
-              : context.lastTool,
+              : outcome?.kind === 'finish'
+                ? context.parentId === null
+                  ? 'finish'
+                  : 'agent_finish'
+                : context.lastTool,
         wake: null,
         pendingWait: null,
       };
@@ -230,6 +234,11 @@ export const agentMachine = setup({
     stallFromIdle: assign(({ context }) => ({ idleResumes: context.idleResumes + 1 })),
     /** A user message clears the streaks (and, through a revival, the error). */
     noteUserMessage: assign({ recoveries: 0, idleResumes: 0 }),
+    /**
+     * A turn error outside `running` belongs to a turn that was already torn down. XState errors an
+     * actor on an unhandled `xstate.error.actor.*`, so it is caught here and dropped.
+     */
+    ignoreStaleTurnError: () => {},
     /** A new stint: a revived terminal agent starts with fresh turns and no error. */
     revive: assign({
       wake: 'revived' as const,
@@ -282,6 +291,9 @@ export const agentMachine = setup({
     };
   },
   initial: 'boot',
+  on: {
+    'xstate.error.actor.turn': { actions: 'ignoreStaleTurnError' },
+  },
   states: {
     /** Picks the starting state: `running` for a new agent, the persisted one after a restart. */
     boot: {

@@ -204,17 +204,23 @@ export class Runtime {
 
   /** Run `fn` in one store transaction; effects queued with `afterCommit` run once it committed. */
   commit<T>(fn: () => T): T {
-    if (this.#pending) return this.store.transaction(fn);
-    this.#pending = [];
+    return this.#batch(() => this.store.transaction(fn));
+  }
+
+  /**
+   * Collect `afterCommit` effects while `fn` runs and run them when it returns (dropped if it
+   * throws). Nested batches join the outermost one.
+   */
+  #batch<T>(fn: () => T): T {
+    if (this.#pending) return fn();
+    const effects: (() => void)[] = [];
+    this.#pending = effects;
     let result: T;
     try {
-      result = this.store.transaction(fn);
-    } catch (err) {
+      result = fn();
+    } finally {
       this.#pending = null;
-      throw err;
     }
-    const effects = this.#pending;
-    this.#pending = null;
     for (const effect of effects) effect();
     return result;
   }
@@ -376,9 +382,16 @@ export class Runtime {
     return handle;
   }
 
-  /** Every agent transition lands here: persist it, tell the coordinator, update the read model. */
+  /**
+   * Every agent transition lands here: persist it, tell the coordinator, update the read model,
+   * announce it — and only then wake the agents it concerns, so events arrive in causal order.
+   */
   #onSnapshot(h: AgentHandle, snap: AgentSnapshot): void {
     if (this.#shutdown || snap.status !== 'active') return;
+    this.#batch(() => this.#applySnapshot(h, snap));
+  }
+
+  #applySnapshot(h: AgentHandle, snap: AgentSnapshot): void {
     const ctx = snap.context;
     const status = statusOf(snap);
     const waitKind = status === 'waiting' ? ctx.waitKind : null;

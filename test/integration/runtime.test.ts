@@ -56,7 +56,7 @@ describe('read model', () => {
     const a = t.byName('a').id;
     expect(seen.filter((v) => v.id === a).map((v) => v.status)).toEqual(['running', 'completed']);
     expect(followed.at(-1)).toBe('completed');
-    expect(t.c.registry.getSnapshot().context.agents.get(rootId)).toMatchObject({ turns: 4, lastTool: 'wait_for_agents' });
+    expect(t.c.registry.getSnapshot().context.agents.get(rootId)).toMatchObject({ turns: 4, lastTool: 'finish' });
     const tree = t.c.tree();
     expect(tree).toHaveLength(1);
     expect(tree[0]!.children.map((c) => c.name)).toEqual(['a']);

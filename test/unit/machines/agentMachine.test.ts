@@ -68,6 +68,12 @@ describe('agent machine: turns', () => {
     expect(snap.context.error).toEqual({ code: 'INTERNAL', message: 'bug', retryable: false });
   });
 
+  it('a late turn error outside running never errors the actor (found by the property test)', () => {
+    const snap = fold(autonomous, [done(waitAgents()), turnError(new Error('late'))]);
+    expect(snap.status).toBe('active');
+    expect(statusOf(snap)).toBe('waiting');
+  });
+
   it('stops at the turn limit after the turn that reached it', () => {
     const input = baseInput({ policy: { maxTurns: 2 } });
     expect(statusOf(fold(input, [done(CONTINUE)]))).toBe('running');

@@ -1,0 +1,4 @@
+import { memoryStore } from '../../../src/store/memoryStore.js';
+import { describeStoreContract } from './storeContract.js';
+
+describeStoreContract('memoryStore', memoryStore);

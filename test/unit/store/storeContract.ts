@@ -1,0 +1,169 @@
+/**
+ * The contract every `Store` implementation passes (the memory store now, SQLite next): one
+ * suite, run against each implementation, so they cannot drift apart.
+ */
+import { describe, expect, it } from 'vitest';
+import type { SessionItem } from '../../../src/model/types.js';
+import type { AgentRow, NewMessage, Store } from '../../../src/store/types.js';
+import { messageToItem } from '../../../src/run/texts.js';
+
+export function agentRow(id: string, over: Partial<AgentRow> = {}): AgentRow {
+  return {
+    id,
+    runId: 'run1',
+    name: `n-${id}`,
+    parentId: null,
+    depth: 0,
+    task: 'task',
+    skills: [],
+    status: 'running',
+    noticeClaimed: false,
+    createdAt: 1,
+    updatedAt: 1,
+    turns: 0,
+    stintTurns: 0,
+    recoveries: 0,
+    idleResumes: 0,
+    waitKind: null,
+    waitTimeoutMs: null,
+    waitingSince: null,
+    pendingWait: null,
+    stopReason: null,
+    error: null,
+    report: null,
+    lastTool: null,
+    budgetEpoch: 0,
+    ...over,
+  };
+}
+
+const msg = (to: string, content: string, over: Partial<NewMessage> = {}): NewMessage => ({
+  id: `m-${content}`,
+  runId: 'run1',
+  to,
+  from: 'user',
+  fromName: 'user',
+  type: 'instruction',
+  priority: 'normal',
+  content,
+  interrupt: true,
+  createdAt: 5,
+  ...over,
+});
+
+const FIRST: SessionItem = { role: 'user', content: 'identity + task' };
+
+export function describeStoreContract(name: string, create: () => Store) {
+  describe(`Store contract: ${name}`, () => {
+    const fresh = () => {
+      const store = create();
+      store.insertRun({
+        id: 'run1',
+        createdAt: 1,
+        interactive: false,
+        rootId: null,
+        budget: { budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
+      });
+      return store;
+    };
+
+    it('registers an agent together with its first input', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      expect(store.getAgent('a')).toEqual(agentRow('a'));
+      expect(store.loadSession('a')).toEqual([FIRST]);
+      expect(store.listAgents('run1').map((a) => a.id)).toEqual(['a']);
+      expect(() => store.registerAgent(agentRow('a'), [FIRST])).toThrow(expect.objectContaining({ code: 'AGENT_EXISTS' }));
+    });
+
+    it('updates agents and runs by patch; rows handed out are copies', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      store.updateAgent('a', { status: 'waiting', waitKind: 'agents', pendingWait: { callId: 'c', tool: 'wait_for_agents' } });
+      const row = store.getAgent('a')!;
+      expect(row).toMatchObject({ status: 'waiting', waitKind: 'agents', pendingWait: { callId: 'c' }, name: 'n-a' });
+      row.status = 'crashed';
+      expect(store.getAgent('a')!.status).toBe('waiting');
+      store.updateRun('run1', { rootId: 'a' });
+      expect(store.getRun('run1')?.rootId).toBe('a');
+    });
+
+    it('queues messages FIFO, counts them, and drains them into the session in one step', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      const first = store.enqueueMessage(msg('a', 'one'));
+      store.enqueueMessage(msg('a', 'two', { from: 'b', fromName: 'bee', type: 'query' }));
+      expect(first.deliveredAt).toBeNull();
+      expect(store.pendingCount('a')).toBe(2);
+      expect(store.pendingMessages('a').map((m) => m.content)).toEqual(['one', 'two']);
+      const drained = store.drainMailbox('a', messageToItem, 9);
+      expect(drained.map((m) => [m.content, m.deliveredAt])).toEqual([['one', 9], ['two', 9]]);
+      expect(store.pendingCount('a')).toBe(0);
+      expect(store.drainMailbox('a', messageToItem, 10)).toEqual([]);
+      expect(store.loadSession('a').slice(1)).toEqual([
+        { role: 'user', content: 'one' },
+        { role: 'user', content: '[Message from bee (b) | type=query | priority=normal]\ntwo' },
+      ]);
+      expect(store.listMessages('run1').map((m) => m.deliveredAt)).toEqual([9, 9]);
+    });
+
+    it('a message to an unknown agent is refused', () => {
+      const store = fresh();
+      expect(() => store.enqueueMessage(msg('ghost', 'x'))).toThrow(expect.objectContaining({ code: 'AGENT_NOT_FOUND' }));
+    });
+
+    it('a transaction that throws leaves nothing behind: mail stays queued, no session rows', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      store.enqueueMessage(msg('a', 'keep me'));
+      expect(() =>
+        store.transaction(() => {
+          store.drainMailbox('a', messageToItem, 3);
+          store.updateAgent('a', { status: 'stalled' });
+          store.registerAgent(agentRow('b'), [FIRST]);
+          store.enqueueMessage(msg('a', 'half-sent'));
+          store.appendEvent({ runId: 'run1', agentId: 'a', type: 'x', data: {}, at: 3 });
+          throw new Error('disk on fire');
+        }),
+      ).toThrow('disk on fire');
+      expect(store.pendingMessages('a').map((m) => [m.content, m.deliveredAt])).toEqual([['keep me', null]]);
+      expect(store.loadSession('a')).toEqual([FIRST]);
+      expect(store.getAgent('a')!.status).toBe('running');
+      expect(store.getAgent('b')).toBeUndefined();
+      expect(store.listEvents('run1')).toEqual([]);
+    });
+
+    it('nested transactions join the outer one', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      expect(() =>
+        store.transaction(() => {
+          store.transaction(() => store.appendSession('a', [{ role: 'user', content: 'inner' }]));
+          throw new Error('outer fails');
+        }),
+      ).toThrow();
+      expect(store.loadSession('a')).toEqual([FIRST]);
+    });
+
+    it('keeps the usage ledger and the event journal in order', () => {
+      const store = fresh();
+      for (const costUsd of [0.5, 0.25]) {
+        store.recordUsage({ runId: 'run1', agentId: 'a', purpose: 'main', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd, at: 1 });
+      }
+      store.appendEvent({ runId: 'run1', agentId: null, type: 'first', data: { n: 1 }, at: 1 });
+      store.appendEvent({ runId: 'run1', agentId: 'a', type: 'second', data: {}, at: 2 });
+      expect(store.listUsage('run1').map((u) => u.costUsd)).toEqual([0.5, 0.25]);
+      expect(store.listEvents('run1').map((e) => e.type)).toEqual(['first', 'second']);
+      expect(store.listUsage('other')).toEqual([]);
+    });
+
+    it('a session handed out does not change when the session grows', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      const before = store.loadSession('a');
+      store.appendSession('a', [{ role: 'assistant', content: 'hi' }]);
+      expect(before).toHaveLength(1);
+      expect(store.loadSession('a')).toHaveLength(2);
+    });
+  });
+}

@@ -1,14 +1,20 @@
 /**
- * One agent's lifecycle (DESIGN §2). Pure: the turn itself is the `runTurn` actor, supplied by the
- * runtime with `.provide()`; this machine only decides what each outcome, message, stop and timer
- * means. Every status change of an agent goes through here.
+ * One agent's lifecycle (DESIGN §2). Pure: the turns themselves are run by the `runCycle` actor,
+ * supplied by the runtime with `.provide()`, which reports each finished turn as `turn.done`; this
+ * machine decides what each outcome, message, stop and timer means. Every status change of an
+ * agent goes through here.
+ *
+ * While the agent is `running`, one cycle actor runs turn after turn: a turn that changes nothing
+ * but counters is a targetless transition, so no actor is created per turn (an invoke per turn
+ * cost 25–50 µs here, more than the rest of the turn); any other decision leaves `running`, which
+ * stops the cycle.
  *
  * States = statuses: running, waiting (agents | user), stalled, budgetPaused, completed, stopped,
  * failed, crashed. Terminal states are not XState final states: an interactive user can revive
  * them, and failed/crashed agents wake on a user message in every mode.
  * @module
  */
-import { and, assign, fromPromise, setup, type DoneActorEvent, type ErrorActorEvent } from 'xstate';
+import { and, assign, fromCallback, setup, type ErrorActorEvent } from 'xstate';
 import {
   DEFAULT_IDLE_LIMIT,
   DEFAULT_IDLE_RESUME_MS,
@@ -85,15 +91,33 @@ export type AgentEvent =
   | { type: 'agent.stop'; reason: StopReason }
   /** The budget resume epoch advanced (pause policy). */
   | { type: 'budget.resume'; epoch: number }
-  | DoneActorEvent<TurnOutcome, 'turn'>
-  | ErrorActorEvent<unknown, 'turn'>;
+  /** The cycle finished one turn. */
+  | { type: 'turn.done'; outcome: TurnOutcome }
+  | ErrorActorEvent<unknown, 'cycle'>;
 
-const notProvided = async (): Promise<never> => {
-  throw new Error('runTurn was not provided: use agentMachine.provide({ actors: { runTurn } })');
+/** Input of the cycle actor; everything else it reads per turn with `turnInputOf(context)`. */
+export interface CycleInput {
+  agentId: string;
+}
+
+const notProvided = () => {
+  throw new Error('runCycle was not provided: use agentMachine.provide({ actors: { runCycle } })');
 };
 
 function outcomeOf(event: AgentEvent): TurnOutcome | null {
-  return event.type === 'xstate.done.actor.turn' ? event.output : null;
+  return event.type === 'turn.done' ? event.outcome : null;
+}
+
+/** What the next turn needs to know, as JSON: read by the cycle before every turn. */
+export function turnInputOf(context: AgentContext): TurnInput {
+  return {
+    agentId: context.id,
+    stintTurn: context.stintTurns + 1,
+    wake: context.wake,
+    pendingWait: context.pendingWait,
+    nudge: context.recoveries > 0 ? { attempt: context.recoveries, limit: context.recoveryLimit } : null,
+    budgetEpoch: context.budgetEpoch,
+  };
 }
 
 function serializeUnknown(error: unknown): SerializedError {
@@ -112,7 +136,7 @@ export const agentMachine = setup({
     input: {} as AgentInput,
   },
   actors: {
-    runTurn: fromPromise<TurnOutcome, TurnInput>(notProvided),
+    runCycle: fromCallback<AgentEvent, CycleInput>(notProvided),
   },
   delays: {
     idleResume: ({ context }) => context.idleTimerMs,
@@ -127,6 +151,9 @@ export const agentMachine = setup({
       return outcome?.kind === 'wait' && outcome.waitKind === params.waitKind;
     },
     isStopRequested: ({ context }) => context.stopRequested !== null,
+    /** A tool turn with nothing pending: no stop, turns left. Exactly the final fall-through case. */
+    isPlainNextTurn: ({ context, event }) =>
+      outcomeOf(event)?.kind === 'continue' && context.stopRequested === null && context.stintTurns + 1 < context.maxTurns,
     /** This plain-text turn is the last one recovery allows. */
     isRecoveryExhausted: ({ context, event }) =>
       outcomeOf(event)?.kind === 'plainText' && context.recoveries + 1 >= context.recoveryLimit,
@@ -183,12 +210,10 @@ export const agentMachine = setup({
       const outcome = outcomeOf(event);
       return outcome?.kind === 'failed' || outcome?.kind === 'crashed' ? { error: outcome.error } : {};
     }),
-    recordTurnCrash: assign(({ context, event }) => ({
-      turns: context.turns + 1,
-      stintTurns: context.stintTurns + 1,
+    recordCycleCrash: assign(({ event }) => ({
       wake: null,
       pendingWait: null,
-      error: serializeUnknown(event.type === 'xstate.error.actor.turn' ? event.error : event),
+      error: serializeUnknown(event.type === 'xstate.error.actor.cycle' ? event.error : event),
     })),
     recordRecoveryExhausted: assign(({ context }) => ({
       error: {
@@ -235,7 +260,7 @@ export const agentMachine = setup({
     /** A user message clears the streaks (and, through a revival, the error). */
     noteUserMessage: assign({ recoveries: 0, idleResumes: 0 }),
     /**
-     * A turn error outside `running` belongs to a turn that was already torn down. XState errors an
+     * A cycle error outside `running` belongs to a cycle that was already torn down. XState errors an
      * actor on an unhandled `xstate.error.actor.*`, so it is caught here and dropped.
      */
     ignoreStaleTurnError: () => {},
@@ -256,18 +281,18 @@ export const agentMachine = setup({
   },
 }).createMachine({
   id: 'agent',
+  // Built property by property (no spread): this runs for every agent spawned.
   context: ({ input }) => {
-    const policy: AgentPolicy = {
-      interactive: input.policy?.interactive ?? false,
-      maxTurns: input.policy?.maxTurns ?? 100,
-      idleResumeMs: input.policy?.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS,
-      recoveryLimit: input.policy?.recoveryLimit ?? DEFAULT_RECOVERY_LIMIT,
-      idleLimit: input.policy?.idleLimit ?? DEFAULT_IDLE_LIMIT,
-    };
+    const p = input.policy;
     const s = input.state ?? {};
+    const idleResumeMs = p?.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS;
     const waitTimeoutMs = s.waitTimeoutMs ?? null;
     return {
-      ...policy,
+      interactive: p?.interactive ?? false,
+      maxTurns: p?.maxTurns ?? 100,
+      idleResumeMs,
+      recoveryLimit: p?.recoveryLimit ?? DEFAULT_RECOVERY_LIMIT,
+      idleLimit: p?.idleLimit ?? DEFAULT_IDLE_LIMIT,
       id: input.id,
       name: input.name,
       parentId: input.parentId,
@@ -278,7 +303,7 @@ export const agentMachine = setup({
       idleResumes: s.idleResumes ?? 0,
       waitKind: s.waitKind ?? null,
       waitTimeoutMs,
-      idleTimerMs: input.idleTimerMs ?? waitTimeoutMs ?? policy.idleResumeMs,
+      idleTimerMs: input.idleTimerMs ?? waitTimeoutMs ?? idleResumeMs,
       waitingSince: s.waitingSince ?? null,
       pendingWait: s.pendingWait ?? null,
       stopReason: s.stopReason ?? null,
@@ -292,12 +317,13 @@ export const agentMachine = setup({
   },
   initial: 'boot',
   on: {
-    'xstate.error.actor.turn': { actions: 'ignoreStaleTurnError' },
+    'xstate.error.actor.cycle': { actions: 'ignoreStaleTurnError' },
   },
   states: {
     /** Picks the starting state: `running` for a new agent, the persisted one after a restart. */
     boot: {
       always: [
+        { guard: { type: 'bootsAs', params: { status: 'running' } }, target: 'running' },
         { guard: { type: 'bootsAs', params: { status: 'waiting', waitKind: 'user' } }, target: 'waiting.user' },
         { guard: { type: 'bootsAs', params: { status: 'waiting' } }, target: 'waiting.agents' },
         { guard: { type: 'bootsAs', params: { status: 'stalled' } }, target: 'stalled' },
@@ -311,17 +337,15 @@ export const agentMachine = setup({
     },
     running: {
       invoke: {
-        id: 'turn',
-        src: 'runTurn',
-        input: ({ context }): TurnInput => ({
-          agentId: context.id,
-          stintTurn: context.stintTurns + 1,
-          wake: context.wake,
-          pendingWait: context.pendingWait,
-          nudge: context.recoveries > 0 ? { attempt: context.recoveries, limit: context.recoveryLimit } : null,
-          budgetEpoch: context.budgetEpoch,
-        }),
-        onDone: [
+        id: 'cycle',
+        src: 'runCycle',
+        input: ({ context }): CycleInput => ({ agentId: context.id }),
+        onError: { target: 'crashed', actions: 'recordCycleCrash' },
+      },
+      on: {
+        'turn.done': [
+          // The common case first: one guard instead of eleven (it implies none of the branches below match).
+          { guard: 'isPlainNextTurn', actions: 'recordTurn' },
           { guard: { type: 'isOutcome', params: { kind: 'finish' } }, target: 'completed', actions: ['recordTurn', 'recordReport'] },
           { guard: { type: 'isOutcome', params: { kind: 'failed' } }, target: 'failed', actions: ['recordTurn', 'recordOutcomeError'] },
           { guard: { type: 'isOutcome', params: { kind: 'crashed' } }, target: 'crashed', actions: ['recordTurn', 'recordOutcomeError'] },
@@ -337,11 +361,9 @@ export const agentMachine = setup({
             target: 'stopped',
             actions: ['recordTurn', { type: 'recordStop', params: { reason: 'maxTurns' } }],
           },
-          { target: 'running', reenter: true, actions: 'recordTurn' },
+          // Another turn: no target, so the cycle keeps running.
+          { actions: 'recordTurn' },
         ],
-        onError: { target: 'crashed', actions: 'recordTurnCrash' },
-      },
-      on: {
         'agent.stop': { actions: 'requestStop' },
         'agent.message': { guard: 'isFromUser', actions: 'noteUserMessage' },
       },

@@ -12,8 +12,8 @@
 import { customAlphabet } from 'nanoid';
 import PQueue from 'p-queue';
 import { pino, type Logger } from 'pino';
-import { createActor, fromPromise, type Actor, type SnapshotFrom } from 'xstate';
-import { agentMachine, type AgentLifecycleState, type TurnInput } from '../../machines/agentMachine.js';
+import { createActor, type Actor, type SnapshotFrom } from 'xstate';
+import { agentMachine, type AgentLifecycleState } from '../../machines/agentMachine.js';
 import {
   activeAgentsExcept,
   coordinatorMachine,
@@ -25,9 +25,10 @@ import {
 import { isActive, type AgentStatus, type TurnOutcome, type TurnUsage, type WaitKind } from '../../machines/types.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
-import type { Model, ModelRequest } from '../model/types.js';
+import type { Model, ModelRequest, ToolSpec } from '../model/types.js';
 import { FailureTracker } from '../run/failureTracker.js';
-import { INTERRUPTED, runTurn } from '../run/runTurn.js';
+import { createCycleLogic } from '../run/runCycle.js';
+import { INTERRUPTED } from '../run/runTurn.js';
 import { childFirstInput, inheritedContext, rootFirstInput, systemPrompt } from '../run/texts.js';
 import { memoryStore } from '../store/memoryStore.js';
 import type { AgentRow, MessagePriority, MessageRow, NewMessage, Store } from '../store/types.js';
@@ -41,6 +42,9 @@ const notAllowed = (target: { id: string; name: string }) =>
     'RECIPIENT_NOT_ALLOWED',
     `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`,
   );
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
 
 const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 10);
 
@@ -73,6 +77,8 @@ export interface AgentHandle {
   strategyPrompt: string | null;
   /** Plain text of the last plain-text turn (respond_to_user may deliver it). */
   lastText: string | null;
+  /** Built on the first turn. */
+  systemPrompt: string | null;
 }
 
 /** What `get(id)` returns. */
@@ -140,6 +146,8 @@ export class Runtime {
   readonly #statusWaiters = new Set<StatusWaiter>();
   readonly #idleWaiters = new Set<{ resolve: () => void; reject: (err: Error) => void }>();
   readonly #listeners = new Set<(event: TroupeEvent) => void>();
+  readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
+  readonly #dirtyViews = new Set<AgentHandle>();
   #running = 0;
   #spentUsd = 0;
   #pending: (() => void)[] | null = null;
@@ -166,9 +174,7 @@ export class Runtime {
     this.modelQueue = new PQueue({ concurrency: this.options.concurrency.model });
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
     this.registry = createRegistry();
-    this.#agentLogic = agentMachine.provide({
-      actors: { runTurn: fromPromise<TurnOutcome, TurnInput>(({ input, signal }) => runTurn(this, input, signal)) },
-    });
+    this.#agentLogic = agentMachine.provide({ actors: { runCycle: createCycleLogic(this) } });
 
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
@@ -330,6 +336,8 @@ export class Runtime {
   }
 
   #startActor(row: AgentRow): AgentHandle {
+    const rootLogger = this.logger;
+    const runId = this.runId;
     const handle: AgentHandle = {
       id: row.id,
       name: row.name,
@@ -339,7 +347,12 @@ export class Runtime {
       skills: row.skills,
       createdAt: row.createdAt,
       children: [],
-      logger: this.logger.child({ agentId: row.id, runId: this.runId }),
+      // A pino child costs ~15 µs: made on first use, not for every agent spawned.
+      get logger() {
+        const child = rootLogger.child({ agentId: row.id, runId });
+        Object.defineProperty(this, 'logger', { value: child });
+        return child;
+      },
       tracker: new FailureTracker(3),
       actor: undefined as unknown as Actor<AgentLogic>,
       status: row.status,
@@ -352,6 +365,7 @@ export class Runtime {
       interrupt: null,
       strategyPrompt: null,
       lastText: null,
+      systemPrompt: null,
     };
     handle.actor = createActor(this.#agentLogic, {
       id: `agent:${row.id}`,
@@ -377,7 +391,9 @@ export class Runtime {
     });
     this.registry.trigger.upsert({ view: this.#view(handle) });
     this.#emit({ type: 'agent.status', agentId: handle.id, name: handle.name, from: null, to: row.status, at: row.createdAt });
-    handle.logger.info({ name: row.name, parentId: row.parentId, depth: row.depth }, 'agent registered');
+    if (this.logger.isLevelEnabled('info')) {
+      handle.logger.info({ name: row.name, parentId: row.parentId, depth: row.depth }, 'agent registered');
+    }
     handle.actor.start();
     return handle;
   }
@@ -435,9 +451,10 @@ export class Runtime {
     } else {
       this.store.updateAgent(h.id, { turns: ctx.turns, stintTurns: ctx.stintTurns, lastTool: ctx.lastTool, updatedAt: at });
     }
-    this.registry.trigger.upsert({ view: this.#view(h) });
+    if (lifecycleChanged) this.registry.trigger.upsert({ view: this.#view(h) });
+    else this.#markViewDirty(h);
     if (status !== prev) {
-      h.logger.debug({ from: prev, to: status, waitKind, error: ctx.error ?? undefined }, 'status');
+      if (this.logger.isLevelEnabled('debug')) h.logger.debug({ from: prev, to: status, waitKind, error: ctx.error ?? undefined }, 'status');
       this.#emit({ type: 'agent.status', agentId: h.id, name: h.name, from: prev, to: status, at });
       this.#checkWaiters(h);
     }
@@ -688,60 +705,105 @@ export class Runtime {
     return this.toolSpecs(agent).map((t) => t.name);
   }
 
-  toolSpecs(agent: AgentHandle) {
-    const specs = [];
-    for (const tool of BUILTIN_TOOLS.values()) if (tool.offeredTo(agent, this.options.interactive)) specs.push(toToolSpec(tool as never));
-    for (const tool of this.tools.values()) specs.push(toToolSpec(tool));
+  /** The tools an agent is offered: the same list object for every root, and for every child. */
+  toolSpecs(agent: AgentHandle): readonly ToolSpec[] {
+    const key = agent.parentId === null ? 'root' : 'child';
+    let specs = this.#toolSpecs.get(key);
+    if (!specs) {
+      specs = [];
+      for (const tool of BUILTIN_TOOLS.values()) if (tool.offeredTo(agent, this.options.interactive)) specs.push(toToolSpec(tool as never));
+      for (const tool of this.tools.values()) specs.push(toToolSpec(tool));
+      this.#toolSpecs.set(key, specs);
+    }
     return specs;
   }
 
   buildRequest(agent: AgentHandle, turn: number): ModelRequest {
-    const parent = agent.parentId === null ? undefined : this.#agents.get(agent.parentId);
-    return {
-      agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
-      system: systemPrompt(
+    if (agent.systemPrompt === null) {
+      const parent = agent.parentId === null ? undefined : this.#agents.get(agent.parentId);
+      agent.systemPrompt = systemPrompt(
         { id: agent.id, name: agent.name, parentId: agent.parentId, parentName: parent?.name ?? null },
         this.options.interactive,
         this.options.systemPrompt,
-      ),
+      );
+    }
+    return {
+      agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
+      system: agent.systemPrompt,
       messages: this.store.loadSession(agent.id),
       tools: this.toolSpecs(agent),
       turn,
     };
   }
 
-  /** Run a user tool through the tool queue with its timeout and the agent's signal. */
+  /**
+   * Run a user tool through the tool queue with its timeout and the agent's signal. The tool's own
+   * AbortSignal and the timeout timer are created only when needed (the tool reads `signal`, or
+   * returns a promise): a synchronous tool cannot be timed out and needs neither.
+   */
   async runUserTool(tool: CompiledTool, args: Record<string, unknown>, agent: AgentHandle, signal: AbortSignal): Promise<unknown> {
     const timeoutMs = tool.timeoutMs ?? this.options.toolTimeoutMs;
-    const controller = new AbortController();
-    const forward = () => controller.abort(signal.reason);
-    signal.addEventListener('abort', forward, { once: true });
-    const timer = this.clock.setTimeout(
-      () => controller.abort(new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
+    let controller: AbortController | undefined;
+    const forward = () => controller?.abort(signal.reason);
+    const link = (): AbortController => {
+      if (!controller) {
+        controller = new AbortController();
+        if (signal.aborted) controller.abort(signal.reason);
+        else signal.addEventListener('abort', forward, { once: true });
+      }
+      return controller;
+    };
+    let logger: Logger | undefined;
     const context: ToolContext = {
       agentId: agent.id,
       agentName: agent.name,
       runId: this.runId,
-      signal: controller.signal,
-      logger: agent.logger.child({ tool: tool.name }),
+      get signal() {
+        return link().signal;
+      },
+      get logger() {
+        return (logger ??= agent.logger.child({ tool: tool.name }));
+      },
     };
-    // A tool that ignores its signal is abandoned, not awaited forever.
-    const aborted = new Promise<never>((_, reject) => {
-      controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true });
-    });
-    aborted.catch(() => {});
-    try {
-      return await this.toolQueue.add(() => Promise.race([Promise.resolve().then(() => tool.execute(args, context)), aborted]), {
-        signal: controller.signal,
+    const execute = (): unknown => {
+      const out = tool.execute(args, context);
+      if (!isPromiseLike(out)) return out;
+      // A tool that ignores its signal is abandoned at the timeout, not awaited forever.
+      return new Promise((resolve, reject) => {
+        const onAbort = () => {
+          this.clock.clearTimeout(timer);
+          reject(signal.reason);
+        };
+        const timer = this.clock.setTimeout(() => {
+          signal.removeEventListener('abort', onAbort);
+          const err = new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`);
+          link().abort(err);
+          reject(err);
+        }, timeoutMs);
+        signal.addEventListener('abort', onAbort, { once: true });
+        out.then(
+          (value) => {
+            this.clock.clearTimeout(timer);
+            signal.removeEventListener('abort', onAbort);
+            resolve(value);
+          },
+          (err: unknown) => {
+            this.clock.clearTimeout(timer);
+            signal.removeEventListener('abort', onAbort);
+            reject(err);
+          },
+        );
       });
-    } catch (err) {
-      if (controller.signal.aborted && !signal.aborted) throw controller.signal.reason;
-      throw err;
+    };
+    try {
+      // The signal is checked when the task starts rather than handed to p-queue (~3 µs per add):
+      // a tool queued for an agent that has since stopped never runs either way.
+      return await this.toolQueue.add(() => {
+        if (signal.aborted) throw signal.reason;
+        return execute();
+      });
     } finally {
-      this.clock.clearTimeout(timer);
-      signal.removeEventListener('abort', forward);
+      if (controller) signal.removeEventListener('abort', forward);
     }
   }
 
@@ -749,18 +811,26 @@ export class Runtime {
 
   /** Record one call's usage in the ledger and trip the reserve or the budget stop when due. */
   recordUsage(agent: AgentHandle, usage: Partial<TurnUsage> | undefined): void {
-    const row = {
+    const ledgerRow = {
+      runId: this.runId,
+      agentId: agent.id,
+      purpose: 'main' as const,
+      model: this.model.name ?? 'model',
       inputTokens: usage?.inputTokens ?? 0,
       outputTokens: usage?.outputTokens ?? 0,
       cachedInputTokens: usage?.cachedInputTokens ?? 0,
       costUsd: usage?.costUsd ?? 0,
+      at: this.clock.now(),
     };
-    agent.spentUsd += row.costUsd;
-    this.#spentUsd += row.costUsd;
+    agent.spentUsd += ledgerRow.costUsd;
+    this.#spentUsd += ledgerRow.costUsd;
     const { limitUsd, reserveFraction, policy } = this.options.budget;
+    if (limitUsd === null || policy !== 'stop') {
+      this.store.recordUsage(ledgerRow);
+      return;
+    }
     this.commit(() => {
-      this.store.recordUsage({ ...row, runId: this.runId, agentId: agent.id, purpose: 'main', model: this.model.name ?? 'model', at: this.clock.now() });
-      if (limitUsd === null || policy !== 'stop') return;
+      this.store.recordUsage(ledgerRow);
       if (this.#spentUsd >= limitUsd) this.coordinator.send({ type: 'budget.stop' });
       else if (this.#spentUsd >= reserveFraction * limitUsd) this.coordinator.send({ type: 'budget.reserveTrip' });
       this.store.updateRun(this.runId, { budget: this.budgetFlags() });
@@ -784,6 +854,20 @@ export class Runtime {
   }
 
   // ── views and waiting ───────────────────────────────────────────────────────────────────────
+
+  /**
+   * Turn counters reach the read model once per microtask, for every agent that took turns,
+   * instead of on every turn; status changes are published at once.
+   */
+  #markViewDirty(h: AgentHandle): void {
+    this.#dirtyViews.add(h);
+    if (this.#dirtyViews.size === 1) queueMicrotask(() => this.#flushViews());
+  }
+
+  #flushViews(): void {
+    for (const h of this.#dirtyViews) this.registry.trigger.upsert({ view: this.#view(h) });
+    this.#dirtyViews.clear();
+  }
 
   #view(h: AgentHandle): AgentView {
     return {
@@ -819,6 +903,7 @@ export class Runtime {
   }
 
   tree(): TreeNode[] {
+    this.#flushViews();
     return toTree(this.registry.getSnapshot().context.agents);
   }
 

@@ -62,15 +62,17 @@ export function backoffMs(retry: number, base: number, max: number, retryAfterMs
   return retryAfterMs ?? Math.min(base * 2 ** (retry - 1), max);
 }
 
-export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal): Promise<TurnOutcome> {
-  // Never run inside the transition that started this turn.
-  await Promise.resolve();
+/**
+ * @param firstOfCycle only the first turn after the agent (re)starts running can find tool calls
+ * left open (the wait that parked it, calls a crash cut off): later turns skip that scan.
+ */
+export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal, firstOfCycle = true): Promise<TurnOutcome> {
   const live = () => {
     if (signal.aborted) throw signal.reason ?? new TroupeError('COORDINATOR_SHUT_DOWN', 'the agent was stopped');
   };
   live();
   const agent = rt.handle(input.agentId);
-  prepareSession(rt, agent, input);
+  prepareSession(rt, agent, input, firstOfCycle);
 
   const gate = rt.budgetGate(agent);
   if (gate) return gate;
@@ -98,11 +100,13 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
 }
 
 /** Everything that must be in the session before the model sees it, in one transaction. */
-function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput): void {
+function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput, firstOfCycle: boolean): void {
   const { store } = rt;
+  const pending = store.pendingCount(agent.id);
+  if (!firstOfCycle && pending === 0 && !input.nudge && !agent.strategyPrompt) return;
   rt.commit(() => {
-    const pending = store.pendingCount(agent.id);
-    const items: SessionItem[] = openToolCalls(store.loadSession(agent.id)).map((c) =>
+    const open = firstOfCycle ? openToolCalls(store.loadSession(agent.id)) : [];
+    const items: SessionItem[] = open.map((c) =>
       input.pendingWait?.callId === c.id
         ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending) }
         : interruptedResult(c),
@@ -126,16 +130,23 @@ type ModelCall = { turn: ModelTurn } | { outcome: TurnOutcome };
 
 async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, signal: AbortSignal): Promise<ModelCall> {
   const { maxRetries, baseDelayMs, maxDelayMs } = rt.options.retry;
-  const controller = new AbortController();
-  const forward = () => controller.abort(signal.reason);
-  signal.addEventListener('abort', forward, { once: true });
-  agent.interrupt = controller;
+  // A call that messages may cut short gets its own controller; otherwise the cycle's signal will do.
+  const interruptible = rt.options.interruptOnMessage;
+  const controller = interruptible ? new AbortController() : undefined;
+  const forward = () => controller?.abort(signal.reason);
+  if (controller) {
+    signal.addEventListener('abort', forward, { once: true });
+    agent.interrupt = controller;
+  }
+  const callSignal = controller?.signal ?? signal;
   try {
     for (let retry = 0; ; retry++) {
       try {
         const request = rt.buildRequest(agent, input.stintTurn);
-        const turn = await rt.modelQueue.add(() => rt.model.complete(request, { signal: controller.signal }), {
-          signal: controller.signal,
+        // Aborted while queued: the task throws at start instead of calling the model.
+        const turn = await rt.modelQueue.add(() => {
+          if (callSignal.aborted) throw callSignal.reason;
+          return rt.model.complete(request, { signal: callSignal });
         });
         if (!turn || !Array.isArray(turn.toolCalls)) {
           throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
@@ -143,12 +154,12 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
         return { turn };
       } catch (err) {
         if (signal.aborted) throw err;
-        if (controller.signal.reason === INTERRUPTED) return { outcome: { kind: 'interrupted' } };
+        if (callSignal.reason === INTERRUPTED) return { outcome: { kind: 'interrupted' } };
         if (err instanceof ProviderError && err.retryable && retry < maxRetries) {
           const delay = backoffMs(retry + 1, baseDelayMs, maxDelayMs, err.retryAfterMs);
           agent.logger.warn({ err, retry: retry + 1, delayMs: delay }, 'transient model error; retrying');
           try {
-            await sleep(rt.clock, delay, controller.signal);
+            await sleep(rt.clock, delay, callSignal);
           } catch (abort) {
             if (signal.aborted) throw abort;
             return { outcome: { kind: 'interrupted' } };
@@ -165,8 +176,10 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
       }
     }
   } finally {
-    signal.removeEventListener('abort', forward);
-    agent.interrupt = null;
+    if (controller) {
+      signal.removeEventListener('abort', forward);
+      agent.interrupt = null;
+    }
   }
 }
 

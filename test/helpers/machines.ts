@@ -1,12 +1,12 @@
 /** Helpers to drive the pure machines in tests. */
-import { createActor, fromPromise, initialTransition, SimulatedClock, transition, type SnapshotFrom } from 'xstate';
-import { agentMachine, type AgentEvent, type AgentInput, type TurnInput } from '../../machines/agentMachine.js';
+import { createActor, fromCallback, initialTransition, SimulatedClock, transition, type Actor, type SnapshotFrom } from 'xstate';
+import { agentMachine, turnInputOf, type AgentEvent, type AgentInput, type CycleInput, type TurnInput } from '../../machines/agentMachine.js';
 import type { AgentStatus, TurnOutcome } from '../../machines/types.js';
 
 export type AgentSnap = SnapshotFrom<typeof agentMachine>;
 
-export const done = (output: TurnOutcome): AgentEvent => ({ type: 'xstate.done.actor.turn', output, actorId: 'turn' });
-export const turnError = (error: unknown): AgentEvent => ({ type: 'xstate.error.actor.turn', error, actorId: 'turn' });
+export const done = (outcome: TurnOutcome): AgentEvent => ({ type: 'turn.done', outcome });
+export const cycleError = (error: unknown): AgentEvent => ({ type: 'xstate.error.actor.cycle', error, actorId: 'cycle' });
 export const message = (user = false): AgentEvent => ({ type: 'agent.message', from: user ? 'user' : 'peer', user });
 export const stop: AgentEvent = { type: 'agent.stop', reason: 'requested' };
 
@@ -45,18 +45,39 @@ export function fold(input: AgentInput, events: AgentEvent[]): AgentSnap {
 }
 
 /**
- * A live agent actor on a simulated clock whose turns are resolved by the test: each started turn
- * is pushed to `turns` with its input and a `resolve` for its outcome.
+ * A live agent actor on a simulated clock whose turns are resolved by the test: each turn the
+ * cycle starts is pushed to `turns` with its input and a `resolve` that reports its outcome.
  */
 export function liveAgent(input: AgentInput) {
   const clock = new SimulatedClock();
   const turns: { input: TurnInput; resolve: (o: TurnOutcome) => void }[] = [];
   const logic = agentMachine.provide({
     actors: {
-      runTurn: fromPromise<TurnOutcome, TurnInput>(({ input: turnInput }) => new Promise((resolve) => turns.push({ input: turnInput, resolve }))),
+      runCycle: fromCallback<AgentEvent, CycleInput>(({ sendBack }) => {
+        let closed = false;
+        const next = () => {
+          if (closed) return;
+          turns.push({
+            // Read when the test looks, like the real cycle reads it when the turn starts.
+            get input() {
+              return turnInputOf(actor.getSnapshot().context);
+            },
+            resolve: (outcome) => {
+              if (closed) return;
+              sendBack({ type: 'turn.done', outcome });
+              next();
+            },
+          });
+        };
+        next();
+        return () => {
+          closed = true;
+        };
+      }),
     },
   });
-  const actor = createActor(logic, { input, clock });
+  // The cycle callback runs during start(), after `actor` is initialised.
+  const actor: Actor<typeof agentMachine> = createActor(logic, { input, clock });
   actor.start();
   return { actor, clock, turns, status: () => statusOf(actor.getSnapshot()) };
 }

@@ -33,8 +33,8 @@ const outcome: fc.Arbitrary<TurnOutcome> = fc.oneof(
 );
 
 const event: fc.Arbitrary<AgentEvent> = fc.oneof(
-  outcome.map((output): AgentEvent => ({ type: 'xstate.done.actor.turn', output, actorId: 'turn' })),
-  fc.constant<AgentEvent>({ type: 'xstate.error.actor.turn', error: new Error('bug'), actorId: 'turn' }),
+  outcome.map((outcome): AgentEvent => ({ type: 'turn.done', outcome })),
+  fc.constant<AgentEvent>({ type: 'xstate.error.actor.cycle', error: new Error('bug'), actorId: 'cycle' }),
   fc.boolean().map((user): AgentEvent => ({ type: 'agent.message', from: user ? 'user' : 'peer', user })),
   fc.constantFrom<StopReason>('requested', 'budget', 'reserve').map((reason): AgentEvent => ({ type: 'agent.stop', reason })),
   fc.nat({ max: 6 }).map((epoch): AgentEvent => ({ type: 'budget.resume', epoch })),
@@ -72,7 +72,7 @@ function checkStep(before: AgentSnap, e: AgentEvent, after: AgentSnap, interacti
   }
   const allowed = TERMINAL_OUTCOME[to];
   if (allowed && from === 'running') {
-    expect(e.type === 'xstate.done.actor.turn' && allowed.includes(e.output.kind)).toBe(true);
+    expect(e.type === 'turn.done' && allowed.includes(e.outcome.kind)).toBe(true);
   }
   if (to === 'running' && from !== 'running') expect(after.context.stopRequested).toBeNull();
 }
@@ -97,7 +97,7 @@ test.prop([fc.boolean(), fc.array(event, { maxLength: 60 })], { numRuns: Number(
       const [next] = transition(agentMachine, snap, e);
       if (statusOf(next) === 'stalled' && statusOf(snap) !== 'stalled') {
         const fromIdle = e === IDLE_TIMER;
-        const fromText = e.type === 'xstate.done.actor.turn' && e.output.kind === 'plainText';
+        const fromText = e.type === 'turn.done' && e.outcome.kind === 'plainText';
         expect(fromIdle || fromText).toBe(true);
         if (fromIdle) expect(next.context.idleResumes).toBe(3);
         if (fromText) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition } from 'xstate';
-import { agentMachine } from '../../../machines/agentMachine.js';
+import { agentMachine, turnInputOf } from '../../../machines/agentMachine.js';
 import type { AgentStatus } from '../../../machines/types.js';
 import {
   baseInput,
@@ -16,7 +16,7 @@ import {
   PLAIN,
   statusOf,
   stop,
-  turnError,
+  cycleError,
   waitAgents,
   WAIT_USER,
 } from '../../helpers/machines.js';
@@ -62,14 +62,15 @@ describe('agent machine: turns', () => {
     expect(fold(autonomous, [done(FAILED)]).context.error?.code).toBe('PROVIDER_AUTH');
   });
 
-  it('anything escaping a turn crashes the agent', () => {
-    const snap = fold(autonomous, [turnError(new Error('bug'))]);
+  it('anything escaping the cycle crashes the agent', () => {
+    const snap = fold(autonomous, [done(CONTINUE), cycleError(new Error('bug'))]);
     expect(statusOf(snap)).toBe('crashed');
     expect(snap.context.error).toEqual({ code: 'INTERNAL', message: 'bug', retryable: false });
+    expect(snap.context.turns).toBe(1);
   });
 
   it('a late turn error outside running never errors the actor (found by the property test)', () => {
-    const snap = fold(autonomous, [done(waitAgents()), turnError(new Error('late'))]);
+    const snap = fold(autonomous, [done(waitAgents()), cycleError(new Error('late'))]);
     expect(snap.status).toBe('active');
     expect(statusOf(snap)).toBe('waiting');
   });
@@ -104,10 +105,15 @@ describe('agent machine: plain-text recovery', () => {
   });
 
   it('the next turn is asked to persist a nudge naming the attempt', () => {
-    const [snap, actions] = transition(agentMachine, fold(autonomous, []), done(PLAIN));
-    const spawn = actions.find((a) => a.type === 'xstate.spawnChild') as unknown as { params: { input: { nudge: unknown } } };
+    const snap = fold(autonomous, [done(PLAIN)]);
     expect(snap.context.recoveries).toBe(1);
-    expect(spawn.params.input.nudge).toEqual({ attempt: 1, limit: 3 });
+    expect(turnInputOf(snap.context).nudge).toEqual({ attempt: 1, limit: 3 });
+    expect(turnInputOf(fold(autonomous, [done(PLAIN), done(CONTINUE)]).context).nudge).toBeNull();
+  });
+
+  it('a tool turn keeps the same cycle running: no new actor per turn', () => {
+    const [, actions] = transition(agentMachine, fold(autonomous, []), done(CONTINUE));
+    expect(actions.some((a) => ['xstate.spawnChild', 'xstate.stopChild'].includes(a.type as string))).toBe(false);
   });
 });
 

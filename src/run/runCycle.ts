@@ -1,0 +1,39 @@
+/**
+ * The cycle actor: while its agent is `running`, run one turn after another and report each as
+ * `turn.done`. The agent machine handles the event synchronously; if it decided to leave
+ * `running`, XState has already stopped this actor (aborting its signal) by the time `sendBack`
+ * returns, and the loop ends. Nothing escapes: a throw becomes a `crashed` outcome.
+ * @module
+ */
+import { fromCallback } from 'xstate';
+import { turnInputOf, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
+import type { TurnOutcome } from '../../machines/types.js';
+import type { Runtime } from '../coordinator/runtime.js';
+import { serializeError } from '../errors.js';
+import { runTurn } from './runTurn.js';
+
+export function createCycleLogic(rt: Runtime) {
+  return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
+    const controller = new AbortController();
+    const { signal } = controller;
+    const loop = async () => {
+      // Never run inside the transition that started the cycle.
+      await Promise.resolve();
+      const agent = rt.handle(input.agentId);
+      for (let first = true; !signal.aborted; first = false) {
+        let outcome: TurnOutcome;
+        try {
+          outcome = await runTurn(rt, turnInputOf(agent.actor.getSnapshot().context), signal, first);
+        } catch (err) {
+          if (signal.aborted) return;
+          agent.logger.error({ err }, 'turn crashed');
+          outcome = { kind: 'crashed', error: serializeError(err) };
+        }
+        if (signal.aborted) return;
+        sendBack({ type: 'turn.done', outcome });
+      }
+    };
+    void loop();
+    return () => controller.abort(new Error('the cycle was stopped'));
+  });
+}

@@ -89,7 +89,7 @@ export function createCoordinator(options: CoordinatorOptions): Coordinator {
     budget: () => {
       const flags = rt.budgetFlags();
       return {
-        spentUsd: rt.spentUsd,
+        spentUsd: rt.ledger.spentUsd,
         limitUsd: rt.options.budget.limitUsd,
         policy: rt.options.budget.policy,
         budgetStopped: flags.budgetStopped,

@@ -15,14 +15,13 @@ import { pino, type Logger } from 'pino';
 import { createActor, type Actor, type SnapshotFrom } from 'xstate';
 import { agentMachine, type AgentLifecycleState } from '../../machines/agentMachine.js';
 import {
-  activeAgentsExcept,
   coordinatorMachine,
   getAgentRecord,
   spawnRejection,
   type BudgetFlags,
   type CoordinatorEmitted,
 } from '../../machines/coordinatorMachine.js';
-import { isActive, type AgentStatus, type TurnOutcome, type TurnUsage, type WaitKind } from '../../machines/types.js';
+import { isActive, type AgentStatus, type WaitKind } from '../../machines/types.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model, ModelRequest, ToolSpec } from '../model/types.js';
@@ -31,20 +30,22 @@ import { createCycleLogic } from '../run/runCycle.js';
 import { INTERRUPTED } from '../run/runTurn.js';
 import { childFirstInput, inheritedContext, rootFirstInput, systemPrompt } from '../run/texts.js';
 import { memoryStore } from '../store/memoryStore.js';
+import { newAgentRow } from '../store/rows.js';
 import type { AgentRow, MessagePriority, MessageRow, NewMessage, Store } from '../store/types.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
-import { compileTool, toToolSpec, type CompiledTool, type ToolContext } from '../tools/defineTool.js';
+import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
+import { BudgetLedger } from './budget.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
+import { Waiters } from './waiters.js';
 import { resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
+
+const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
 
 const notAllowed = (target: { id: string; name: string }) =>
   new TroupeError(
     'RECIPIENT_NOT_ALLOWED',
     `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`,
   );
-
-const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
-  typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
 
 const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 10);
 
@@ -97,13 +98,6 @@ export type TroupeEvent =
   | { type: 'agent.status'; agentId: string; name: string; from: AgentStatus | null; to: AgentStatus; at: number }
   | { type: 'agent.said'; agentId: string; name: string; text: string; at: number };
 
-interface StatusWaiter {
-  id: string;
-  statuses: ReadonlySet<AgentStatus>;
-  resolve: (info: AgentInfo) => void;
-  reject: (err: Error) => void;
-}
-
 const statusOf = (snap: AgentSnapshot): AgentStatus => {
   const value = snap.value;
   return typeof value === 'string' ? (value as AgentStatus) : 'waiting';
@@ -139,20 +133,18 @@ export class Runtime {
   readonly toolQueue: PQueue;
   readonly registry: Registry;
   readonly coordinator: Actor<typeof coordinatorMachine>;
+  readonly ledger: BudgetLedger;
 
   readonly #inspect: InspectOption | undefined;
   readonly #agentLogic: AgentLogic;
   readonly #agents = new Map<string, AgentHandle>();
-  readonly #statusWaiters = new Set<StatusWaiter>();
-  readonly #idleWaiters = new Set<{ resolve: () => void; reject: (err: Error) => void }>();
+  readonly #waiters: Waiters<AgentInfo>;
   readonly #listeners = new Set<(event: TroupeEvent) => void>();
   readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
   readonly #dirtyViews = new Set<AgentHandle>();
   #running = 0;
-  #spentUsd = 0;
   #pending: (() => void)[] | null = null;
   #shutdown = false;
-  #idleCheckQueued = false;
 
   constructor(options: CoordinatorOptions) {
     this.options = resolveOptions(options);
@@ -174,6 +166,8 @@ export class Runtime {
     this.modelQueue = new PQueue({ concurrency: this.options.concurrency.model });
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
     this.registry = createRegistry();
+    this.ledger = new BudgetLedger(this);
+    this.#waiters = new Waiters(this.clock, () => this.#running === 0, (id) => this.info(id));
     this.#agentLogic = agentMachine.provide({ actors: { runCycle: createCycleLogic(this) } });
 
     this.coordinator = createActor(coordinatorMachine, {
@@ -238,6 +232,10 @@ export class Runtime {
 
   // ── agents ──────────────────────────────────────────────────────────────────────────────────
 
+  find(id: string): AgentHandle | undefined {
+    return this.#agents.get(id);
+  }
+
   handle(id: string): AgentHandle {
     const h = this.#agents.get(id);
     if (!h) throw new TroupeError('AGENT_NOT_FOUND', `No agent with id ${id}`);
@@ -257,7 +255,7 @@ export class Runtime {
   }
 
   startRoot(req: { name: string; task: string; skills?: string[] }): AgentHandle {
-    if (this.#shutdown) throw new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
+    if (this.#shutdown) throw shutDown();
     const { name, task, skills } = this.#checkSpawnRequest(req);
     const rejection = spawnRejection(this.coordinator.getSnapshot().context, null);
     if (rejection) throw new TroupeError(rejection.code, rejection.reason);
@@ -302,27 +300,7 @@ export class Runtime {
     firstInput: ReturnType<typeof rootFirstInput>,
   ): AgentHandle {
     const at = this.clock.now();
-    const row: AgentRow = {
-      ...reg,
-      runId: this.runId,
-      status: 'running',
-      noticeClaimed: false,
-      createdAt: at,
-      updatedAt: at,
-      turns: 0,
-      stintTurns: 0,
-      recoveries: 0,
-      idleResumes: 0,
-      waitKind: null,
-      waitTimeoutMs: null,
-      waitingSince: null,
-      pendingWait: null,
-      stopReason: null,
-      error: null,
-      report: null,
-      lastTool: null,
-      budgetEpoch: 0,
-    };
+    const row = newAgentRow({ ...reg, runId: this.runId }, at);
     // Registration and the first input are one transaction: an agent never exists without its identity.
     this.commit(() => {
       this.store.registerAgent(row, [firstInput]);
@@ -456,7 +434,7 @@ export class Runtime {
     if (status !== prev) {
       if (this.logger.isLevelEnabled('debug')) h.logger.debug({ from: prev, to: status, waitKind, error: ctx.error ?? undefined }, 'status');
       this.#emit({ type: 'agent.status', agentId: h.id, name: h.name, from: prev, to: status, at });
-      this.#checkWaiters(h);
+      this.#waiters.notify(h);
     }
   }
 
@@ -465,14 +443,14 @@ export class Runtime {
    * message was sent while it was still `running`, so it did not wake it): re-deliver the wake.
    */
   #rewakeIfMail(h: AgentHandle, status: AgentStatus): void {
-    const pending = this.store.pendingMessages(h.id);
-    if (pending.length === 0) return;
-    const gated = status === 'failed' || status === 'crashed';
-    const waker = gated ? pending.find((m) => m.from === 'user') : pending[0];
-    if (!waker) return;
-    if ((status === 'completed' || status === 'stopped') && !this.options.interactive) return;
+    // Only messages wake these states at all (budget resumes and non-interactive ends never do).
     if (status === 'budgetPaused') return;
-    this.afterCommit(() => h.actor.send({ type: 'agent.message', from: waker.from, user: waker.from === 'user' }));
+    if ((status === 'completed' || status === 'stopped') && !this.options.interactive) return;
+    if (this.store.pendingCount(h.id) === 0) return;
+    const pending = this.store.pendingMessages(h.id);
+    const userGated = status === 'failed' || status === 'crashed';
+    const waker = userGated ? pending.find((m) => m.from === 'user') : pending[0];
+    if (waker) this.afterCommit(() => h.actor.send({ type: 'agent.message', from: waker.from, user: waker.from === 'user' }));
   }
 
   /** Pause policy: a resume that landed between the park decision and the park is not lost. */
@@ -492,10 +470,11 @@ export class Runtime {
     const error = { code: 'INTERNAL', message: err instanceof Error ? err.message : String(err), retryable: false };
     this.commit(() => {
       this.coordinator.send({ type: 'agent.changed', id: h.id, status: 'crashed', waitKind: null, recoveries: h.recoveries, idleResumes: h.idleResumes, error, stopReason: null, report: null, task: h.task, at });
-      this.store.updateAgent(h.id, { status: 'crashed', error, noticeClaimed: true, updatedAt: at });
+      const noticeClaimed = getAgentRecord(this.coordinator.getSnapshot().context, h.id)?.noticeClaimed ?? false;
+      this.store.updateAgent(h.id, { status: 'crashed', error, noticeClaimed, updatedAt: at });
     });
     this.registry.trigger.upsert({ view: this.#view(h) });
-    this.#checkWaiters(h);
+    this.#waiters.notify(h);
   }
 
   // ── messages ────────────────────────────────────────────────────────────────────────────────
@@ -556,7 +535,7 @@ export class Runtime {
 
   /** A message from outside the team (`user` by default). Acknowledged once committed. */
   sendExternal(to: string, msg: { content: string; from?: 'user' | 'system'; type?: string; priority?: MessagePriority }): MessageRow {
-    if (this.#shutdown) throw new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
+    if (this.#shutdown) throw shutDown();
     const target = this.resolve(to);
     const from = msg.from ?? 'user';
     if (from !== 'user' && from !== 'system') {
@@ -621,57 +600,6 @@ export class Runtime {
     return agent.actor.getSnapshot().context.stopRequested !== null;
   }
 
-  /** Active agents that could still message `agent`: its active children, and its parent. */
-  agentsThatCanAnswer(agent: AgentHandle): AgentHandle[] {
-    const out = agent.children.map((id) => this.handle(id)).filter((c) => isActive(c.status));
-    const parent = agent.parentId === null ? undefined : this.#agents.get(agent.parentId);
-    if (parent && isActive(parent.status)) out.push(parent);
-    return out;
-  }
-
-  childrenSummary(agent: AgentHandle) {
-    return agent.children.map((id) => {
-      const c = this.handle(id);
-      return { agent_id: c.id, name: c.name, status: c.status };
-    });
-  }
-
-  /** finish / agent_finish are refused while the caller's work is still running below it. */
-  assertNoActiveChildren(agent: AgentHandle): void {
-    const flags = this.budgetFlags();
-    if (flags.reserveStopped || flags.budgetStopped) return;
-    const active =
-      agent.parentId === null
-        ? activeAgentsExcept(this.coordinator.getSnapshot().context, agent.id)
-        : agent.children.map((id) => this.handle(id)).filter((c) => isActive(c.status));
-    if (active.length > 0) {
-      throw new TroupeError(
-        'FINISH_REFUSED',
-        `Other agents are still active: ${active.map((a) => `${a.name} (${a.id}) [${a.status}]`).join(', ')}. Wait for their reports, message stalled ones, or stop them first.`,
-        { details: { active_agents: active.map((a) => ({ agent_id: a.id, name: a.name, status: a.status })) } },
-      );
-    }
-  }
-
-  stopFromAgent(caller: AgentHandle, ref: string, cascade: boolean): string[] {
-    const target = this.resolve(ref);
-    if (target.id === caller.id) throw new TroupeError('TOOL_NOT_ALLOWED', 'You cannot stop yourself; call your finish tool instead.');
-    if (caller.parentId !== null && !this.#isDescendant(target, caller)) {
-      throw new TroupeError('TOOL_NOT_ALLOWED', `You may stop only your own sub-agents; ${target.name} (${target.id}) is not one of them.`);
-    }
-    if (!isActive(target.status)) {
-      throw new TroupeError('TOOL_NOT_ALLOWED', `${target.name} (${target.id}) is already ${target.status}.`, {
-        details: { current_status: target.status },
-      });
-    }
-    return this.requestStop(target, cascade);
-  }
-
-  #isDescendant(agent: AgentHandle, ancestor: AgentHandle): boolean {
-    for (let p = agent.parentId; p !== null; p = this.#agents.get(p)?.parentId ?? null) if (p === ancestor.id) return true;
-    return false;
-  }
-
   /** Ask `target` (and with cascade its subtree, leaves first) to stop after the current turn. */
   requestStop(target: AgentHandle, cascade: boolean): string[] {
     const order: AgentHandle[] = [];
@@ -683,22 +611,6 @@ export class Runtime {
     const stopping = order.filter((h) => isActive(h.status));
     for (const h of stopping) h.actor.send({ type: 'agent.stop', reason: 'requested' });
     return stopping.map((h) => h.id);
-  }
-
-  graphView(caller: AgentHandle) {
-    const lines: string[] = [];
-    const summary: Record<string, number> = { total: 0 };
-    const walk = (nodes: TreeNode[], indent: string) => {
-      for (const n of nodes) {
-        summary.total = (summary.total ?? 0) + 1;
-        summary[n.status] = (summary[n.status] ?? 0) + 1;
-        const wait = n.status === 'waiting' && n.waitKind ? `/${n.waitKind}` : '';
-        lines.push(`${indent}- ${n.name} (${n.id}) [${n.status}${wait}]${n.id === caller.id ? ' ← you' : ''}`);
-        walk(n.children, `${indent}  `);
-      }
-    };
-    walk(this.tree(), '');
-    return { success: true, graph_structure: lines.join('\n'), summary };
   }
 
   toolNames(agent: AgentHandle): string[] {
@@ -734,123 +646,6 @@ export class Runtime {
       tools: this.toolSpecs(agent),
       turn,
     };
-  }
-
-  /**
-   * Run a user tool through the tool queue with its timeout and the agent's signal. The tool's own
-   * AbortSignal and the timeout timer are created only when needed (the tool reads `signal`, or
-   * returns a promise): a synchronous tool cannot be timed out and needs neither.
-   */
-  async runUserTool(tool: CompiledTool, args: Record<string, unknown>, agent: AgentHandle, signal: AbortSignal): Promise<unknown> {
-    const timeoutMs = tool.timeoutMs ?? this.options.toolTimeoutMs;
-    let controller: AbortController | undefined;
-    const forward = () => controller?.abort(signal.reason);
-    const link = (): AbortController => {
-      if (!controller) {
-        controller = new AbortController();
-        if (signal.aborted) controller.abort(signal.reason);
-        else signal.addEventListener('abort', forward, { once: true });
-      }
-      return controller;
-    };
-    let logger: Logger | undefined;
-    const context: ToolContext = {
-      agentId: agent.id,
-      agentName: agent.name,
-      runId: this.runId,
-      get signal() {
-        return link().signal;
-      },
-      get logger() {
-        return (logger ??= agent.logger.child({ tool: tool.name }));
-      },
-    };
-    const execute = (): unknown => {
-      const out = tool.execute(args, context);
-      if (!isPromiseLike(out)) return out;
-      // A tool that ignores its signal is abandoned at the timeout, not awaited forever.
-      return new Promise((resolve, reject) => {
-        const onAbort = () => {
-          this.clock.clearTimeout(timer);
-          reject(signal.reason);
-        };
-        const timer = this.clock.setTimeout(() => {
-          signal.removeEventListener('abort', onAbort);
-          const err = new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`);
-          link().abort(err);
-          reject(err);
-        }, timeoutMs);
-        signal.addEventListener('abort', onAbort, { once: true });
-        out.then(
-          (value) => {
-            this.clock.clearTimeout(timer);
-            signal.removeEventListener('abort', onAbort);
-            resolve(value);
-          },
-          (err: unknown) => {
-            this.clock.clearTimeout(timer);
-            signal.removeEventListener('abort', onAbort);
-            reject(err);
-          },
-        );
-      });
-    };
-    try {
-      // The signal is checked when the task starts rather than handed to p-queue (~3 µs per add):
-      // a tool queued for an agent that has since stopped never runs either way.
-      return await this.toolQueue.add(() => {
-        if (signal.aborted) throw signal.reason;
-        return execute();
-      });
-    } finally {
-      if (controller) signal.removeEventListener('abort', forward);
-    }
-  }
-
-  // ── budget ──────────────────────────────────────────────────────────────────────────────────
-
-  /** Record one call's usage in the ledger and trip the reserve or the budget stop when due. */
-  recordUsage(agent: AgentHandle, usage: Partial<TurnUsage> | undefined): void {
-    const ledgerRow = {
-      runId: this.runId,
-      agentId: agent.id,
-      purpose: 'main' as const,
-      model: this.model.name ?? 'model',
-      inputTokens: usage?.inputTokens ?? 0,
-      outputTokens: usage?.outputTokens ?? 0,
-      cachedInputTokens: usage?.cachedInputTokens ?? 0,
-      costUsd: usage?.costUsd ?? 0,
-      at: this.clock.now(),
-    };
-    agent.spentUsd += ledgerRow.costUsd;
-    this.#spentUsd += ledgerRow.costUsd;
-    const { limitUsd, reserveFraction, policy } = this.options.budget;
-    if (limitUsd === null || policy !== 'stop') {
-      this.store.recordUsage(ledgerRow);
-      return;
-    }
-    this.commit(() => {
-      this.store.recordUsage(ledgerRow);
-      if (this.#spentUsd >= limitUsd) this.coordinator.send({ type: 'budget.stop' });
-      else if (this.#spentUsd >= reserveFraction * limitUsd) this.coordinator.send({ type: 'budget.reserveTrip' });
-      this.store.updateRun(this.runId, { budget: this.budgetFlags() });
-    });
-  }
-
-  /** Gate before a paid call: a stopped budget ends the turn, the pause policy parks it. */
-  budgetGate(agent: AgentHandle): TurnOutcome | null {
-    const flags = this.budgetFlags();
-    const { limitUsd, policy } = this.options.budget;
-    if (flags.budgetStopped) return { kind: 'stopped', reason: 'budget' };
-    if (flags.reserveStopped && agent.parentId !== null) return { kind: 'stopped', reason: 'reserve' };
-    if (policy === 'pause' && (flags.paused || (limitUsd !== null && this.#spentUsd >= limitUsd))) {
-      return { kind: 'budgetPaused', epoch: flags.resumeEpoch };
-    }
-    return null;
-  }
-
-  get spentUsd(): number {
-    return this.#spentUsd;
   }
 
   // ── views and waiting ───────────────────────────────────────────────────────────────────────
@@ -924,74 +719,21 @@ export class Runtime {
 
   waitFor(id: string, statuses: readonly AgentStatus[], timeoutMs?: number): Promise<AgentInfo> {
     const h = this.resolve(id);
-    const wanted = new Set(statuses);
-    if (wanted.has(h.status)) return Promise.resolve(this.info(h.id));
-    if (this.#shutdown) return Promise.reject(new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
-    return new Promise((resolve, reject) => {
-      let timer: unknown;
-      const waiter: StatusWaiter = {
-        id: h.id,
-        statuses: wanted,
-        resolve: (info) => {
-          if (timer !== undefined) this.clock.clearTimeout(timer);
-          resolve(info);
-        },
-        reject: (err) => {
-          if (timer !== undefined) this.clock.clearTimeout(timer);
-          reject(err);
-        },
-      };
-      this.#statusWaiters.add(waiter);
-      if (timeoutMs !== undefined) {
-        timer = this.clock.setTimeout(() => {
-          this.#statusWaiters.delete(waiter);
-          reject(new TroupeError('WAIT_TIMEOUT', `${h.name} (${h.id}) did not reach ${statuses.join('|')} within ${timeoutMs} ms (it is ${h.status})`));
-        }, timeoutMs);
-      }
-    });
+    if (this.#shutdown && !statuses.includes(h.status)) return Promise.reject(shutDown());
+    return this.#waiters.waitFor(h, statuses, timeoutMs);
   }
 
   /** Resolves when no agent is running: every agent is terminal or parked. */
   whenIdle(): Promise<void> {
-    if (this.#shutdown) return Promise.reject(new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
-    return new Promise((resolve, reject) => {
-      this.#idleWaiters.add({ resolve, reject });
-      this.#queueIdleCheck();
-    });
+    if (this.#shutdown) return Promise.reject(shutDown());
+    return this.#waiters.whenIdle();
   }
 
-  get runningCount(): number {
-    return this.#running;
-  }
-
-  #checkWaiters(h: AgentHandle): void {
-    for (const w of this.#statusWaiters) {
-      if (w.id === h.id && w.statuses.has(h.status)) {
-        this.#statusWaiters.delete(w);
-        w.resolve(this.info(h.id));
-      }
-    }
-    if (this.#running === 0) this.#queueIdleCheck();
-  }
-
-  /** Idle is judged after the current synchronous cascade of wake-ups has settled. */
-  #queueIdleCheck(): void {
-    if (this.#idleCheckQueued) return;
-    this.#idleCheckQueued = true;
-    queueMicrotask(() => {
-      this.#idleCheckQueued = false;
-      if (this.#running !== 0 || this.#idleWaiters.size === 0) return;
-      const waiters = [...this.#idleWaiters];
-      this.#idleWaiters.clear();
-      for (const w of waiters) w.resolve();
-    });
-  }
-
-  get isShutdown(): boolean {
-    return this.#shutdown;
-  }
-
-  /** Stop every actor and abort in-flight turns. Persisted statuses are left as they are. */
+  /**
+   * Stop every actor, which aborts every in-flight turn's signal; persisted statuses are left as
+   * they are. In-flight calls are not awaited (a model that ignores its signal would hang
+   * shutdown): a turn re-checks its signal after every await and writes nothing once aborted.
+   */
   async shutdown(): Promise<void> {
     if (this.#shutdown) return;
     this.#shutdown = true;
@@ -999,16 +741,6 @@ export class Runtime {
     this.coordinator.stop();
     this.modelQueue.clear();
     this.toolQueue.clear();
-    const err = new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
-    for (const w of this.#statusWaiters) w.reject(err);
-    this.#statusWaiters.clear();
-    for (const w of this.#idleWaiters) w.reject(err);
-    this.#idleWaiters.clear();
-    await Promise.allSettled([this.modelQueue.onIdle(), this.toolQueue.onIdle()]);
-  }
-
-  /** @internal for tests: every handle. */
-  handles(): IterableIterator<AgentHandle> {
-    return this.#agents.values();
+    this.#waiters.rejectAll(shutDown());
   }
 }

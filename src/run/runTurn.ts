@@ -14,6 +14,7 @@ import { ProviderError, serializeError, TroupeError, toError } from '../errors.j
 import type { ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
+import { runUserTool } from '../tools/runUserTool.js';
 import { messageToItem, nudgeText } from './texts.js';
 
 /** The abort reason used when a message cuts a running model call short. */
@@ -74,14 +75,14 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
   const agent = rt.handle(input.agentId);
   prepareSession(rt, agent, input, firstOfCycle);
 
-  const gate = rt.budgetGate(agent);
+  const gate = rt.ledger.gate(agent);
   if (gate) return gate;
 
   const call = await callModel(rt, agent, input, signal);
   if ('outcome' in call) return call.outcome;
   live();
   const turn = call.turn;
-  rt.recordUsage(agent, turn.usage);
+  rt.ledger.record(agent, turn.usage);
 
   if (turn.refusal) {
     rt.store.appendSession(agent.id, [{ role: 'assistant', content: turn.text, refusal: turn.refusal }]);
@@ -197,6 +198,7 @@ async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal
       continue;
     }
     const { content, isError, deferred } = await executeCall(rt, agent, call, state, signal);
+    if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
     if (!deferred) rt.store.appendSession(agent.id, [{ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) }]);
     if (isError) {
@@ -270,7 +272,7 @@ async function executeCall(
     }
   }
   try {
-    const result = await rt.runUserTool(user as CompiledTool, args as Record<string, unknown>, agent, signal);
+    const result = await runUserTool(rt, user as CompiledTool, args as Record<string, unknown>, agent, signal);
     return { content: result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result), isError: false, deferred: false };
   } catch (err) {
     if (signal.aborted) throw err;

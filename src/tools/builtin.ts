@@ -6,6 +6,7 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
+import { agentsThatCanAnswer, assertNoActiveChildren, childrenSummary, graphView, stopFromAgent } from '../coordinator/graph.js';
 import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
 import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
@@ -148,21 +149,22 @@ const waitForAgents = define({
   run(args, { rt, agent, callId, state }) {
     if (state.waited) return { result: { wait_outcome: 'already_waited', note: 'Only one wait per turn.' } };
     state.waited = true;
+    // The budget outcomes first: when the budget is why a stop was requested, they say why.
     const flags = rt.budgetFlags();
-    if (rt.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
     if (flags.budgetStopped) return { result: { wait_outcome: 'budget_stopped' } };
     if (flags.reserveStopped && !isRoot(agent)) return { result: { wait_outcome: 'reserve_stopped' } };
+    if (rt.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
     const pending = rt.store.pendingCount(agent.id);
     if (pending > 0) {
       return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
     }
-    const answerers = rt.agentsThatCanAnswer(agent);
+    const answerers = agentsThatCanAnswer(rt, agent);
     if (answerers.length === 0) {
       return {
         result: {
           wait_outcome: 'no_active_agents',
           note: 'No agent that could message you is still active: nobody will answer. Continue your work or finish.',
-          agents: rt.childrenSummary(agent),
+          agents: childrenSummary(rt, agent),
         },
       };
     }
@@ -195,7 +197,7 @@ const agentFinish = define({
   offeredTo: (a) => !isRoot(a),
   run(args, { rt, agent }) {
     if (isRoot(agent)) throw new TroupeError('TOOL_NOT_ALLOWED', 'agent_finish is for sub-agents; you are the root: call finish.');
-    rt.assertNoActiveChildren(agent);
+    assertNoActiveChildren(rt, agent);
     const report = {
       summary: args.summary as string,
       findings: (args.findings as string[] | undefined) ?? [],
@@ -215,7 +217,7 @@ const finish = define({
     if (!isRoot(agent)) {
       throw new TroupeError('TOOL_NOT_ALLOWED', 'finish is for the root agent; you are a sub-agent: call agent_finish.');
     }
-    rt.assertNoActiveChildren(agent);
+    assertNoActiveChildren(rt, agent);
     const report = { summary: args.summary as string, findings: [], openItems: [], success: true };
     return { result: { success: true, run_completed: true }, settle: { kind: 'finish', report } };
   },
@@ -258,7 +260,7 @@ const stopAgent = define({
   ),
   offeredTo: everyone,
   run(args, { rt, agent }) {
-    const stopping = rt.stopFromAgent(agent, args.id as string, (args.cascade as boolean | undefined) ?? true);
+    const stopping = stopFromAgent(rt, agent, args.id as string, (args.cascade as boolean | undefined) ?? true);
     return {
       result: {
         success: true,
@@ -275,7 +277,7 @@ const viewAgentGraph = define({
   parameters: object({}, []),
   offeredTo: everyone,
   run(_args, { rt, agent }) {
-    return { result: rt.graphView(agent) };
+    return { result: graphView(rt, agent) };
   },
 });
 

@@ -4,8 +4,10 @@ import { describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
 import type { AgentView } from '../../src/coordinator/registry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
+import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
 import { createLogger } from '../../src/logging/createLogger.js';
-import { team, TERMINAL } from '../helpers/team.js';
+import type { ModelTurn } from '../../src/model/types.js';
+import { flush, team, TERMINAL } from '../helpers/team.js';
 
 const finish = { tool: 'finish', args: { summary: 'done' } };
 
@@ -67,29 +69,34 @@ describe('read model', () => {
 });
 
 describe('turns cut short by a message', () => {
-  it('interactive: a user message aborts the in-flight call and the turn does not count as plain text', async () => {
+  it('interactive: a message aborts the in-flight call and the cut turn does not count as plain text', async () => {
+    // A peer message, because a user message resets the plain-text streak anyway.
     const t = team(
       {
         agents: {
           lead: [
+            { tool: 'spawn_agent', args: { name: 'pinger', task: 'ping the lead' } },
             { text: 'thinking out loud' },
             { text: 'still thinking' },
             { delayMs: 60_000, text: 'this call is interrupted' },
             { tool: 'respond_to_user', args: { message: 'got it' } },
           ],
+          // Parks after pinging, so no report of its own wakes the lead's wait on the user.
+          pinger: [{ delayMs: 1_000, tool: 'send_message', args: { to: 'lead', content: 'change of plan' } }, { tool: 'wait_for_agents', args: { reason: 'orders' } }],
         },
       },
       { interactive: true },
     );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
-    await t.advance(1_000);
-    expect(t.c.get(rootId).status).toBe('running');
-    await t.c.send(rootId, { content: 'change of plan' });
+    await t.advance(999);
+    expect(t.model.calls.at(-1)?.step?.text).toBe('this call is interrupted');
+    await t.advance(1);
     const root = await t.c.waitFor(rootId, ['waiting']);
-    // Two plain-text turns, one interrupted turn: no stall, and the mail was read.
+    // Two plain-text turns, one cut short: no stall, and the mail was read.
     expect(root).toMatchObject({ status: 'waiting', waitKind: 'user' });
-    expect(t.session(rootId).some((i) => i.role === 'user' && i.content === 'change of plan')).toBe(true);
-    expect(t.model.calls[2]!.step?.text).toBe('this call is interrupted');
+    const statuses = t.store.listEvents(t.c.runId).filter((e) => e.type === 'agent.status' && e.agentId === rootId).map((e) => e.data.to);
+    expect(statuses).toEqual(['waiting']);
+    expect(JSON.stringify(t.session(rootId))).toContain('change of plan');
     t.model.assertComplete();
     await t.c.shutdown();
   });
@@ -342,6 +349,131 @@ describe('logging', () => {
     expect(agentLines.every((l) => l.runId === t.c.runId)).toBe(true);
     expect(JSON.stringify(lines)).not.toContain('sk-secret');
     expect(pino.version).toMatch(/^10\./);
+    await t.c.shutdown();
+  });
+});
+
+describe('shutdown', () => {
+  it('returns even if the model ignores its signal, and the abandoned turn writes nothing', async () => {
+    let release: ((turn: ModelTurn) => void) | undefined;
+    const model = { complete: () => new Promise<ModelTurn>((resolve) => (release = resolve)) };
+    const c = createCoordinator({ model });
+    const rootId = await c.start({ name: 'lead', task: 'x' });
+    while (!release) await flush();
+    const before = c.store.loadSession(rootId).length;
+    await c.shutdown();
+    release({ text: null, toolCalls: [{ id: 'late', name: 'view_agent_graph', arguments: '{}' }] });
+    await flush();
+    expect(c.store.loadSession(rootId)).toHaveLength(before);
+    expect(c.store.getAgent(rootId)?.status).toBe('running'); // a shutdown is not a crash: resume continues it
+    await expect(c.whenIdle()).rejects.toMatchObject({ code: 'COORDINATOR_SHUT_DOWN' });
+    await expect(c.send(rootId, { content: 'hi' })).rejects.toMatchObject({ code: 'COORDINATOR_SHUT_DOWN' });
+  });
+});
+
+describe('lifecycle tools', () => {
+  it('a wait called after a stop was requested answers stopped, and the agent stops after its turn', async () => {
+    const t = team({
+      agents: {
+        // The root finishes after the grandchild a1, which a non-cascading stop leaves running.
+        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, { delayMs: 6_000, ...finish }],
+        a: [{ tool: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { delayMs: 1_000, tool: 'wait_for_agents', args: { reason: 'a1' } }],
+        a1: [{ delayMs: 5_000, tool: 'agent_finish', args: { summary: 'late' } }],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(10, 10);
+    const stopping = t.c.stop(t.byName('a').id, { cascade: false });
+    await t.advance(1_000);
+    await stopping;
+    const a = t.byName('a').id;
+    expect(t.toolResults(a).find((r) => r.name === 'wait_for_agents')?.result.wait_outcome).toBe('stopped');
+    expect(t.c.get(a)).toMatchObject({ status: 'stopped', stopReason: 'requested' });
+    await t.advance(6_000);
+    expect(t.byName('a1').status).toBe('completed');
+    await t.c.waitFor(rootId, ['completed']);
+    await t.c.shutdown();
+  });
+
+  it('a wait in the turn that tripped the reserve answers reserve_stopped', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+          a: [{ tool: 'wait_for_agents', args: { reason: 'nothing' }, usage: { costUsd: 9.5 } }],
+        },
+      },
+      { budget: { limitUsd: 10 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    const a = t.byName('a');
+    expect(t.toolResults(a.id)[0]!.result.wait_outcome).toBe('reserve_stopped');
+    expect(a).toMatchObject({ status: 'stopped', stopReason: 'reserve' });
+    await t.c.shutdown();
+  });
+
+  it('interactive respond_to_user: the agent speaks, parks on the user, and the reply wakes it', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { text: 'Here is my plan.' },
+            { tool: 'respond_to_user', args: {} },
+            { tool: 'respond_to_user', args: { message: 'done' } },
+          ],
+        },
+      },
+      { interactive: true },
+    );
+    const said: string[] = [];
+    t.c.subscribe((e) => e.type === 'agent.said' && said.push(e.text));
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    expect(await t.c.waitFor(rootId, ['waiting'])).toMatchObject({ waitKind: 'user' });
+    await t.advance(10 * 300_000, 300_000);
+    expect(t.c.get(rootId).status).toBe('waiting'); // never on a timer
+    await t.c.send(rootId, { content: 'go ahead' });
+    await t.c.waitFor(rootId, ['running']);
+    await t.c.whenIdle();
+    expect(said).toEqual(['Here is my plan.', 'done']);
+    expect(t.toolResults(rootId)[0]!.result).toEqual({ status: 'message_arrived' });
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+
+  it('respond_to_user outside interactive mode is refused', async () => {
+    const t = team({ agents: { lead: [{ tool: 'respond_to_user', args: { message: 'hi' } }, finish] } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    expect(t.toolResults(rootId)[0]!.result.error?.code).toBe('TOOL_NOT_ALLOWED');
+    await t.c.shutdown();
+  });
+
+  it('a child starts from one user message: identity and task, with the parent’s context as background on request', async () => {
+    const t = team({
+      agents: {
+        lead: [
+          { tools: [{ name: 'spawn_agent', args: { name: 'plain', task: 'Count the files.' } }, { name: 'spawn_agent', args: { name: 'informed', task: 'Check the docs.', inherit_context: true, skills: ['docs'] } }] },
+          { tool: 'wait_for_agents', args: { reason: 'both' } },
+          { tool: 'wait_for_agents', args: { reason: 'both' } },
+          finish,
+        ],
+        plain: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
+        informed: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'Secret lead task' });
+    await t.c.waitFor(rootId, ['completed']);
+    const first = (name: string) => t.session(t.byName(name).id)[0]!;
+    expect(first('plain').role).toBe('user');
+    expect(first('plain').content).toMatch(new RegExp(`^You are agent plain \\(\\w+\\); your parent is lead \\(${rootId}\\)`));
+    expect(first('plain').content).toContain('Task:\nCount the files.');
+    expect(first('plain').content).not.toContain('Secret lead task');
+    expect(first('informed').content).toContain('Inherited context from parent (background only)');
+    expect(first('informed').content).toContain('Secret lead task');
+    expect(first('informed').content).toContain('Skills: docs');
+    // The model never sees a second opening message: one user item, then the assistant.
+    expect(t.session(t.byName('informed').id)[1]!.role).toBe('assistant');
     await t.c.shutdown();
   });
 });

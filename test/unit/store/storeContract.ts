@@ -6,35 +6,10 @@ import { describe, expect, it } from 'vitest';
 import type { SessionItem } from '../../../src/model/types.js';
 import type { AgentRow, NewMessage, Store } from '../../../src/store/types.js';
 import { messageToItem } from '../../../src/run/texts.js';
+import { newAgentRow } from '../../../src/store/rows.js';
 
 export function agentRow(id: string, over: Partial<AgentRow> = {}): AgentRow {
-  return {
-    id,
-    runId: 'run1',
-    name: `n-${id}`,
-    parentId: null,
-    depth: 0,
-    task: 'task',
-    skills: [],
-    status: 'running',
-    noticeClaimed: false,
-    createdAt: 1,
-    updatedAt: 1,
-    turns: 0,
-    stintTurns: 0,
-    recoveries: 0,
-    idleResumes: 0,
-    waitKind: null,
-    waitTimeoutMs: null,
-    waitingSince: null,
-    pendingWait: null,
-    stopReason: null,
-    error: null,
-    report: null,
-    lastTool: null,
-    budgetEpoch: 0,
-    ...over,
-  };
+  return { ...newAgentRow({ id, runId: 'run1', name: `n-${id}`, parentId: null, depth: 0, task: 'task', skills: [] }, 1), ...over };
 }
 
 const msg = (to: string, content: string, over: Partial<NewMessage> = {}): NewMessage => ({

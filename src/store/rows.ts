@@ -1,0 +1,36 @@
+/** Row constructors shared by the runtime and the stores. */
+import type { AgentRow } from './types.js';
+
+export interface AgentRegistration {
+  id: string;
+  runId: string;
+  name: string;
+  parentId: string | null;
+  depth: number;
+  task: string;
+  skills: string[];
+}
+
+/** The row of a newly registered agent: running, no turns, no claims, no error. */
+export function newAgentRow(reg: AgentRegistration, at: number): AgentRow {
+  return {
+    ...reg,
+    status: 'running',
+    noticeClaimed: false,
+    createdAt: at,
+    updatedAt: at,
+    turns: 0,
+    stintTurns: 0,
+    recoveries: 0,
+    idleResumes: 0,
+    waitKind: null,
+    waitTimeoutMs: null,
+    waitingSince: null,
+    pendingWait: null,
+    stopReason: null,
+    error: null,
+    report: null,
+    lastTool: null,
+    budgetEpoch: 0,
+  };
+}

@@ -103,6 +103,8 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
 /** Everything that must be in the session before the model sees it, in one transaction. */
 function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput, firstOfCycle: boolean): void {
   const { store } = rt;
+  // A revived agent starts a new task: tool failure streaks of the old one do not carry over.
+  if (input.wake === 'revived') agent.tracker.resetAll();
   const pending = store.pendingCount(agent.id);
   if (!firstOfCycle && pending === 0 && !input.nudge && !agent.strategyPrompt) return;
   rt.commit(() => {

@@ -137,6 +137,25 @@ describe('tools', () => {
     await t.c.shutdown();
   });
 
+  it('a revived agent starts a new task: the old tool-failure streak does not carry over', async () => {
+    const broken = defineTool({
+      name: 'broken',
+      description: 'always fails',
+      parameters: { type: 'object' },
+      execute: () => {
+        throw new Error('nope');
+      },
+    });
+    const call = { tool: 'broken', args: {} };
+    const t = team({ agents: { lead: [call, call, { error: { code: 'PROVIDER_AUTH' } }, call, finish] } }, { tools: [broken] });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['failed']);
+    await t.c.send(rootId, { content: 'try again' });
+    await t.c.waitFor(rootId, ['completed']);
+    expect(JSON.stringify(t.session(rootId))).not.toContain('failed 3 times');
+    await t.c.shutdown();
+  });
+
   it('a tool that overruns its timeout is aborted on the injected clock', async () => {
     let signalled = false;
     const slow = defineTool({
@@ -474,6 +493,53 @@ describe('lifecycle tools', () => {
     expect(first('informed').content).toContain('Skills: docs');
     // The model never sees a second opening message: one user item, then the assistant.
     expect(t.session(t.byName('informed').id)[1]!.role).toBe('assistant');
+    await t.c.shutdown();
+  });
+});
+
+describe('wait timeouts and budget outcomes', () => {
+  it.each([
+    [0.001, 1_000],
+    [42, 42_000],
+    [86_400, 300_000],
+  ])('timeout_seconds %s is clamped to %i ms', async (seconds, ms) => {
+    const t = team({
+      agents: {
+        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, { tool: 'stop_agent', args: { id: 'a' } }, { tool: 'wait_for_agents', args: { reason: 'stop' } }, finish],
+        a: [{ tool: 'wait_for_agents', args: { reason: 'orders', timeout_seconds: seconds } }],
+      },
+      // The lead's own wait must outlast every case.
+    }, { idleResumeMs: 10 * 300_000 });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.whenIdle();
+    const a = t.byName('a').id;
+    await t.advance(ms - 1, Math.min(ms - 1, 1_000));
+    expect(t.c.get(a).status).toBe('waiting');
+    const crashed = t.c.waitFor(a, ['crashed']); // the script has no second step: waking crashes it
+    await t.advance(1, 1);
+    await crashed;
+    expect(t.model.calls.filter((c) => c.agentId === a).at(-1)!.at).toBe(ms);
+    await t.c.waitFor(rootId, ['completed', 'waiting']);
+    await t.c.shutdown();
+  });
+
+  it('a wait in the turn that spent the budget answers budget_stopped; every agent stops', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }],
+          a: [{ tool: 'wait_for_agents', args: { reason: 'nothing' }, usage: { costUsd: 10 } }],
+        },
+      },
+      { budget: { limitUsd: 10 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    const root = await t.c.waitFor(rootId, [...TERMINAL]);
+    const a = t.byName('a');
+    expect(t.toolResults(a.id)[0]!.result.wait_outcome).toBe('budget_stopped');
+    expect(a).toMatchObject({ status: 'stopped', stopReason: 'budget' });
+    expect(root).toMatchObject({ status: 'stopped', stopReason: 'budget' });
+    expect(t.c.budget()).toMatchObject({ budgetStopped: true, spentUsd: 10 });
     await t.c.shutdown();
   });
 });

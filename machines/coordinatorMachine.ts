@@ -52,6 +52,8 @@ export interface AgentRecord {
   idleResumes: number;
   /** This stint's single parent notice is taken (released when the agent runs again). */
   noticeClaimed: boolean;
+  /** Stints so far: a new one starts each time the agent runs again after a terminal state. */
+  stint: number;
   /** Children currently active. */
   aliveChildren: number;
   /** Children ever registered. */
@@ -107,7 +109,7 @@ export type CoordinatorEvent =
   | { type: 'budget.resume' };
 
 export type CoordinatorEmitted =
-  | { type: 'notice'; to: string; from: string; kind: NoticeKind; content: string }
+  | { type: 'notice'; to: string; from: string; kind: NoticeKind; content: string; key: string | null }
   | { type: 'agents.stop'; ids: string[]; reason: StopReason }
   | { type: 'budget.resumed'; epoch: number }
   | { type: 'register.rejected'; id: string; code: string; reason: string };
@@ -173,7 +175,12 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
   const nowActive = isActive(change.status);
 
   let noticeClaimed = prev.noticeClaimed;
-  if (change.status === 'running' && prev.status !== 'running') noticeClaimed = false; // a new stint owes its own notice
+  let stint = prev.stint;
+  if (change.status === 'running' && isTerminal(prev.status)) {
+    // A new stint owes its own notice.
+    noticeClaimed = false;
+    stint += 1;
+  }
   if (!isTerminal(prev.status) && isTerminal(change.status) && !noticeClaimed && prev.parentId !== null) {
     noticeClaimed = true;
     const subject = { id: prev.id, name: prev.name, task: change.task };
@@ -182,6 +189,7 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
       type: 'notice',
       to: prev.parentId,
       from: prev.id,
+      key: `notice:${prev.id}:${stint}`,
       kind: report ? 'completion' : (change.status as NoticeKind),
       content: report
         ? completionReportText(subject, report, change.at)
@@ -195,6 +203,7 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
       type: 'notice',
       to: prev.parentId,
       from: prev.id,
+      key: null,
       kind: 'stalled',
       content: stallNoticeText({ id: prev.id, name: prev.name, task: change.task }, cause),
     });
@@ -217,6 +226,7 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
     recoveries: change.recoveries,
     idleResumes: change.idleResumes,
     noticeClaimed,
+    stint,
   });
   return { agents, activeNonRoot, notices };
 }
@@ -268,6 +278,7 @@ export const coordinatorMachine = setup({
         recoveries: 0,
         idleResumes: 0,
         noticeClaimed: false,
+        stint: 0,
         aliveChildren: 0,
         spawnedChildren: 0,
       });
@@ -301,6 +312,7 @@ export const coordinatorMachine = setup({
           type: 'notice',
           to: context.rootId,
           from: 'system',
+          key: `reserve:${context.runId}`,
           kind: 'budget_reserve_stop',
           content: RESERVE_NOTICE_TEXT,
         });

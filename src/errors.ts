@@ -66,6 +66,27 @@ export const ERROR_CODES = {
   COORDINATOR_SHUT_DOWN: { retryable: false, description: 'The coordinator was shut down.' },
   SCRIPT_EXHAUSTED: { retryable: false, description: 'The scripted model has no step left for this agent.' },
   SCRIPT_UNCONSUMED: { retryable: false, description: 'The scripted model still holds steps that were never used.' },
+  RUN_LOCKED: {
+    retryable: true,
+    description: 'Another process owns this database (its single-writer lock is held); only one process may drive a run.',
+  },
+  RUN_NOT_FOUND: { retryable: false, description: 'The database holds no run to resume (or not the one asked for).' },
+  STORE_OPEN_FAILED: {
+    retryable: false,
+    description: 'The database file cannot be created or opened (missing or unwritable directory, permissions).',
+  },
+  STORE_CORRUPT: {
+    retryable: false,
+    description: 'The file is not a SQLite database, failed its integrity check, or a row failed its checksum; it is left untouched.',
+  },
+  STORE_SCHEMA_TOO_NEW: {
+    retryable: false,
+    description: 'The database was written by a newer troupe (a higher schema version); it is left untouched.',
+  },
+  STORE_IO: {
+    retryable: false,
+    description: 'A write failed with an I/O error or a full disk; the coordinator stops accepting work (restart and resume).',
+  },
   INTERNAL: { retryable: false, description: 'A bug in troupe or in a user-supplied function escaped.' },
 } as const satisfies Record<string, { retryable: boolean; description: string }>;
 

@@ -419,7 +419,13 @@ export class Runtime {
           at,
         });
         const record = getAgentRecord(this.coordinator.getSnapshot().context, h.id);
-        this.store.updateAgent(h.id, { ...lifecycleOf(ctx), status, noticeClaimed: record?.noticeClaimed ?? false, updatedAt: at });
+        this.store.updateAgent(h.id, {
+          ...lifecycleOf(ctx),
+          status,
+          noticeClaimed: record?.noticeClaimed ?? false,
+          stint: record?.stint ?? 0,
+          updatedAt: at,
+        });
         if (status !== prev) {
           this.store.appendEvent({ runId: this.runId, agentId: h.id, type: 'agent.status', data: { from: prev, to: status, waitKind, error: ctx.error }, at });
           if (status === 'budgetPaused') this.#resumeIfEpochMoved(h, ctx.budgetEpoch);
@@ -482,6 +488,7 @@ export class Runtime {
   #deliverNotice(e: Extract<CoordinatorEmitted, { type: 'notice' }>): void {
     const from = e.from === 'system' ? null : this.#agents.get(e.from);
     const row = this.store.enqueueMessage({
+      noticeKey: e.key,
       id: `msg_${newId()}`,
       runId: this.runId,
       to: e.to,
@@ -494,6 +501,11 @@ export class Runtime {
       interrupt: false,
       createdAt: this.clock.now(),
     });
+    if (!row) {
+      // The claim should make this impossible; the store's unique key is the backstop.
+      this.logger.error({ key: e.key, to: e.to }, 'a notice for this stint was already sent; not sending it twice');
+      return;
+    }
     const target = this.#agents.get(e.to);
     if (target) this.afterCommit(() => this.#wake(target, row));
   }
@@ -525,12 +537,12 @@ export class Runtime {
 
   #enqueue(message: Omit<NewMessage, 'id' | 'runId' | 'createdAt'>): MessageRow {
     const target = this.handle(message.to);
-    const row = this.commit(() => {
-      const stored = this.store.enqueueMessage({ ...message, id: `msg_${newId()}`, runId: this.runId, createdAt: this.clock.now() });
+    return this.commit(() => {
+      // Only notices carry a key, so an ordinary message is never refused as a repeat.
+      const stored = this.store.enqueueMessage({ ...message, id: `msg_${newId()}`, runId: this.runId, createdAt: this.clock.now() })!;
       this.afterCommit(() => this.#wake(target, stored));
       return stored;
     });
-    return row;
   }
 
   /** A message from outside the team (`user` by default). Acknowledged once committed. */

@@ -7,10 +7,9 @@
  */
 import { fromCallback } from 'xstate';
 import { turnInputOf, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
-import type { TurnOutcome } from '../../machines/types.js';
 import type { Runtime } from '../coordinator/runtime.js';
 import { serializeError } from '../errors.js';
-import { runTurn } from './runTurn.js';
+import { runTurn, type TurnResult } from './runTurn.js';
 
 export function createCycleLogic(rt: Runtime) {
   return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
@@ -21,16 +20,21 @@ export function createCycleLogic(rt: Runtime) {
       await Promise.resolve();
       const agent = rt.handle(input.agentId);
       for (let first = true; !signal.aborted; first = false) {
-        let outcome: TurnOutcome;
+        let result: TurnResult;
         try {
-          outcome = await runTurn(rt, turnInputOf(agent.actor.getSnapshot().context), signal, first);
+          result = await runTurn(rt, turnInputOf(agent.actor.getSnapshot().context), signal, first);
         } catch (err) {
           if (signal.aborted) return;
           agent.logger.error({ err }, 'turn crashed');
-          outcome = { kind: 'crashed', error: serializeError(err) };
+          result = { outcome: { kind: 'crashed', error: serializeError(err) }, items: [] };
         }
         if (signal.aborted) return;
-        sendBack({ type: 'turn.done', outcome });
+        // The tool results, the machine's decision and the rows it causes (status, counters,
+        // notices) commit together: the transition runs synchronously inside this transaction.
+        rt.commit(() => {
+          if (result.items.length > 0) rt.store.appendSession(agent.id, result.items);
+          sendBack({ type: 'turn.done', outcome: result.outcome });
+        });
       }
     };
     void loop();

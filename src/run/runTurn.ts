@@ -63,11 +63,24 @@ export function backoffMs(retry: number, base: number, max: number, retryAfterMs
   return retryAfterMs ?? Math.min(base * 2 ** (retry - 1), max);
 }
 
+/** A finished turn: its outcome, and the tool results to commit together with it. */
+export interface TurnResult {
+  outcome: TurnOutcome;
+  items: SessionItem[];
+}
+
+const only = (outcome: TurnOutcome): TurnResult => ({ outcome, items: [] });
+
 /**
+ * One turn. Its writes are few transactions: what the model must see first (mail, nudges,
+ * answers to open calls), then the model's answer with its usage row (persisted before any tool
+ * acts on it), and finally — committed by the cycle together with the machine's decision and any
+ * notices it causes — the tool results.
+ *
  * @param firstOfCycle only the first turn after the agent (re)starts running can find tool calls
  * left open (the wait that parked it, calls a crash cut off): later turns skip that scan.
  */
-export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal, firstOfCycle = true): Promise<TurnOutcome> {
+export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal, firstOfCycle = true): Promise<TurnResult> {
   const live = () => {
     if (signal.aborted) throw signal.reason ?? new TroupeError('COORDINATOR_SHUT_DOWN', 'the agent was stopped');
   };
@@ -76,26 +89,27 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
   prepareSession(rt, agent, input, firstOfCycle);
 
   const gate = rt.ledger.gate(agent);
-  if (gate) return gate;
+  if (gate) return only(gate);
 
   const call = await callModel(rt, agent, input, signal);
-  if ('outcome' in call) return call.outcome;
+  if ('outcome' in call) return only(call.outcome);
   live();
   const turn = call.turn;
-  rt.ledger.record(agent, turn.usage);
-
-  if (turn.refusal) {
-    rt.store.appendSession(agent.id, [{ role: 'assistant', content: turn.text, refusal: turn.refusal }]);
-    return { kind: 'failed', error: { code: 'PROVIDER_REFUSAL', message: `The model refused: ${turn.refusal}`, retryable: false } };
-  }
-  rt.store.appendSession(agent.id, [
-    turn.toolCalls.length > 0
+  const answer: SessionItem = turn.refusal
+    ? { role: 'assistant', content: turn.text, refusal: turn.refusal }
+    : turn.toolCalls.length > 0
       ? { role: 'assistant', content: turn.text, toolCalls: turn.toolCalls }
-      : { role: 'assistant', content: turn.text },
-  ]);
+      : { role: 'assistant', content: turn.text };
+  rt.commit(() => {
+    rt.store.appendSession(agent.id, [answer]);
+    rt.ledger.record(agent, turn.usage);
+  });
+  if (turn.refusal) {
+    return only({ kind: 'failed', error: { code: 'PROVIDER_REFUSAL', message: `The model refused: ${turn.refusal}`, retryable: false } });
+  }
   if (turn.toolCalls.length === 0) {
     agent.lastText = turn.text;
-    return { kind: 'plainText' };
+    return only({ kind: 'plainText' });
   }
   return runTools(rt, agent, turn, signal);
 }
@@ -186,28 +200,28 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
   }
 }
 
-async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal: AbortSignal): Promise<TurnOutcome> {
+async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal: AbortSignal): Promise<TurnResult> {
   // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
   const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
   agent.lastText = null;
+  const items: SessionItem[] = [];
   let lastTool: string | null = null;
   for (const call of turn.toolCalls) {
     if (signal.aborted) throw signal.reason;
     if (state.settled) {
-      rt.store.appendSession(agent.id, [
-        toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true),
-      ]);
+      items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
       continue;
     }
     const { content, isError, deferred } = await executeCall(rt, agent, call, state, signal);
     if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
-    if (!deferred) rt.store.appendSession(agent.id, [{ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) }]);
+    // A deferred call (a parking wait) is answered when the agent wakes.
+    if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
     if (isError) {
       if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
     } else agent.tracker.recordSuccess(call.name);
   }
-  return state.settled ?? { kind: 'continue', lastTool };
+  return { outcome: state.settled ?? { kind: 'continue', lastTool }, items };
 }
 
 const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem => ({

@@ -24,6 +24,7 @@ interface State {
   sessions: Map<string, SessionItem[]>;
   usage: UsageRow[];
   events: EventRow[];
+  noticeKeys: Set<string>;
   seq: number;
 }
 
@@ -39,6 +40,7 @@ export function memoryStore(): Store {
     sessions: new Map(),
     usage: [],
     events: [],
+    noticeKeys: new Set(),
     seq: 0,
   };
   /** Undo log of the current transaction (null outside one). */
@@ -97,6 +99,7 @@ export function memoryStore(): Store {
       const run = state.runs.get(id);
       return run && copy(run);
     },
+    listRuns: () => [...state.runs.values()].map(copy),
     updateRun(id, patch) {
       const run = state.runs.get(id);
       if (!run) throw new TroupeError('CONFIG_INVALID', `store: no run ${id}`);
@@ -121,9 +124,15 @@ export function memoryStore(): Store {
     },
     listAgents: (runId) => [...state.agents.values()].filter((a) => a.runId === runId).map(copy),
 
-    enqueueMessage(message: NewMessage): MessageRow {
+    enqueueMessage(message: NewMessage): MessageRow | null {
       requireAgent(message.to);
-      const row: MessageRow = { ...message, seq: ++state.seq, deliveredAt: null };
+      const noticeKey = message.noticeKey ?? null;
+      if (noticeKey !== null) {
+        if (state.noticeKeys.has(noticeKey)) return null;
+        state.noticeKeys.add(noticeKey);
+        onRollback(() => state.noticeKeys.delete(noticeKey));
+      }
+      const row: MessageRow = { ...message, noticeKey, seq: ++state.seq, deliveredAt: null };
       const box = mailbox(message.to);
       box.queue.push(row);
       onRollback(() => box.queue.pop());

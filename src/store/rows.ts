@@ -17,6 +17,7 @@ export function newAgentRow(reg: AgentRegistration, at: number): AgentRow {
     ...reg,
     status: 'running',
     noticeClaimed: false,
+    stint: 0,
     createdAt: at,
     updatedAt: at,
     turns: 0,

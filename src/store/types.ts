@@ -31,6 +31,8 @@ export interface AgentRow extends AgentLifecycleState {
   skills: string[];
   status: AgentStatus;
   noticeClaimed: boolean;
+  /** Stints so far: bumped each time the agent runs again after a terminal state. */
+  stint: number;
   createdAt: number;
   updatedAt: number;
 }
@@ -53,9 +55,14 @@ export interface MessageRow {
   interrupt: boolean;
   createdAt: number;
   deliveredAt: number | null;
+  /**
+   * Set on terminal notices: `notice:<child>:<stint>`. A store accepts a key once, so even a
+   * buggy caller cannot tell a parent twice about the same stint.
+   */
+  noticeKey: string | null;
 }
 
-export type NewMessage = Omit<MessageRow, 'seq' | 'deliveredAt'>;
+export type NewMessage = Omit<MessageRow, 'seq' | 'deliveredAt' | 'noticeKey'> & { noticeKey?: string | null };
 
 export type UsagePurpose = 'main' | 'compaction' | 'review' | 'summary';
 
@@ -81,6 +88,8 @@ export interface Store {
 
   insertRun(run: RunRow): void;
   getRun(id: string): RunRow | undefined;
+  /** Every run, oldest first. */
+  listRuns(): RunRow[];
   updateRun(id: string, patch: Partial<Omit<RunRow, 'id'>>): void;
 
   /** Register an agent and seed its first input in one transaction. */
@@ -89,8 +98,11 @@ export interface Store {
   getAgent(id: string): AgentRow | undefined;
   listAgents(runId: string): AgentRow[];
 
-  /** Queue a message; it is acknowledged once this returns (committed with the transaction). */
-  enqueueMessage(message: NewMessage): MessageRow;
+  /**
+   * Queue a message; it is acknowledged once this returns (committed with the transaction).
+   * Returns null when a message with the same `noticeKey` was already accepted.
+   */
+  enqueueMessage(message: NewMessage): MessageRow | null;
   pendingMessages(agentId: string): MessageRow[];
   pendingCount(agentId: string): number;
   /** Every message of a run, delivered or not, in delivery order. */

@@ -118,9 +118,12 @@ describe('coordinator machine: exactly-once notices', () => {
     const c = team();
     c.change('a', 'crashed');
     c.change('a', 'running');
-    expect(getAgentRecord(c.ctx(), 'a')?.noticeClaimed).toBe(false);
+    expect(getAgentRecord(c.ctx(), 'a')).toMatchObject({ noticeClaimed: false, stint: 1 });
     c.change('a', 'stopped', { stopReason: 'maxTurns' });
-    expect(c.notices().map((n) => n.kind)).toEqual(['crashed', 'stopped']);
+    expect(c.notices().map((n) => [n.kind, n.key])).toEqual([
+      ['crashed', 'notice:a:0'],
+      ['stopped', 'notice:a:1'],
+    ]);
     expect(c.notices()[1]!.content).toContain('its turn limit');
   });
 

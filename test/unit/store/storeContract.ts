@@ -66,7 +66,7 @@ export function describeStoreContract(name: string, create: () => Store) {
     it('queues messages FIFO, counts them, and drains them into the session in one step', () => {
       const store = fresh();
       store.registerAgent(agentRow('a'), [FIRST]);
-      const first = store.enqueueMessage(msg('a', 'one'));
+      const first = store.enqueueMessage(msg('a', 'one'))!;
       store.enqueueMessage(msg('a', 'two', { from: 'b', fromName: 'bee', type: 'query' }));
       expect(first.deliveredAt).toBeNull();
       expect(store.pendingCount('a')).toBe(2);
@@ -80,6 +80,20 @@ export function describeStoreContract(name: string, create: () => Store) {
         { role: 'user', content: '[Message from bee (b) | type=query | priority=normal]\ntwo' },
       ]);
       expect(store.listMessages('run1').map((m) => m.deliveredAt)).toEqual([9, 9]);
+    });
+
+    it('accepts a notice key once', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      expect(store.enqueueMessage(msg('a', 'n1', { noticeKey: 'notice:b:0' }))?.noticeKey).toBe('notice:b:0');
+      expect(store.enqueueMessage(msg('a', 'n2', { noticeKey: 'notice:b:0' }))).toBeNull();
+      expect(store.enqueueMessage(msg('a', 'n3', { noticeKey: 'notice:b:1' }))).not.toBeNull();
+      expect(store.pendingMessages('a').map((m) => m.content)).toEqual(['n1', 'n3']);
+    });
+
+    it('lists runs', () => {
+      const store = fresh();
+      expect(store.listRuns().map((r) => r.id)).toEqual(['run1']);
     });
 
     it('a message to an unknown agent is refused', () => {

@@ -1,0 +1,125 @@
+/**
+ * Numbered schema migrations. `PRAGMA user_version` holds the schema version; pending migrations
+ * are applied in one transaction at open. Append new migrations; never edit an applied one.
+ * @module
+ */
+
+export interface Migration {
+  version: number;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        interactive INTEGER NOT NULL,
+        root_id TEXT,
+        budget TEXT NOT NULL
+      );
+      CREATE TABLE boots (
+        id INTEGER PRIMARY KEY,
+        started_at INTEGER NOT NULL,
+        pid INTEGER NOT NULL
+      );
+      CREATE TABLE agents (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        name TEXT NOT NULL,
+        parent_id TEXT,
+        depth INTEGER NOT NULL,
+        task TEXT NOT NULL,
+        skills TEXT NOT NULL,
+        status TEXT NOT NULL,
+        notice_claimed INTEGER NOT NULL,
+        stint INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        boot INTEGER NOT NULL
+      );
+      CREATE INDEX agents_by_run ON agents(run_id, created_at);
+      CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        run_id TEXT NOT NULL,
+        to_agent TEXT NOT NULL REFERENCES agents(id),
+        from_id TEXT NOT NULL,
+        from_name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        priority TEXT NOT NULL,
+        content TEXT NOT NULL,
+        interrupt INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        delivered_at INTEGER,
+        notice_key TEXT UNIQUE,
+        boot INTEGER NOT NULL,
+        checksum TEXT NOT NULL
+      );
+      CREATE INDEX messages_pending ON messages(to_agent, seq) WHERE delivered_at IS NULL;
+      CREATE INDEX messages_by_run ON messages(run_id, seq);
+      CREATE TABLE session_items (
+        agent_id TEXT NOT NULL REFERENCES agents(id),
+        seq INTEGER NOT NULL,
+        item TEXT NOT NULL,
+        checksum TEXT NOT NULL,
+        PRIMARY KEY (agent_id, seq)
+      ) WITHOUT ROWID;
+      CREATE TABLE usage (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_input_tokens INTEGER NOT NULL,
+        cost_usd REAL NOT NULL,
+        at INTEGER NOT NULL
+      );
+      CREATE INDEX usage_by_run ON usage(run_id);
+      CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        agent_id TEXT,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        boot INTEGER NOT NULL
+      );
+      CREATE INDEX events_by_run ON events(run_id, id);
+      CREATE TABLE delegations (
+        session_id TEXT NOT NULL,
+        delegation_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        goal TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+        dispatched_at INTEGER NOT NULL,
+        completed_at INTEGER,
+        result_text TEXT,
+        started_boot INTEGER NOT NULL,
+        PRIMARY KEY (session_id, delegation_id)
+      );
+      CREATE INDEX delegations_running ON delegations(status) WHERE status = 'running';
+      CREATE TABLE reentry_budgets (
+        session_id TEXT PRIMARY KEY,
+        count INTEGER NOT NULL,
+        last_wake_at INTEGER NOT NULL
+      );
+      CREATE TABLE executions (
+        id TEXT PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        result TEXT,
+        linked_at INTEGER NOT NULL,
+        finished_at INTEGER,
+        continued_at INTEGER
+      );
+    `,
+  },
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -1,0 +1,536 @@
+/**
+ * The durable `Store` on better-sqlite3 12: WAL, `synchronous` set explicitly on every open (FULL
+ * by default: this build reports FULL on a fresh file and NORMAL on reopen), every write in a
+ * `BEGIN IMMEDIATE` transaction, numbered migrations, a checksum on every message and session
+ * row verified on read, `quick_check` at open, one owning process per file (`ownerLock.ts`).
+ *
+ * One process owns the file, so sessions and agent rows are cached in memory after their first
+ * (verified) read; appends go to both, and a rolled-back transaction undoes the cache too.
+ *
+ * I/O errors are crashes (reliability.md §5.4): on SQLITE_IOERR*, FULL, CORRUPT or NOTADB from a
+ * write, the store fails closed — that write and every later one throw STORE_IO / STORE_CORRUPT.
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { TroupeError } from '../errors.js';
+import type { SessionItem } from '../model/types.js';
+import { createFileIfMissing } from './files.js';
+import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
+import type { AgentRow, EventRow, MessageRow, NewMessage, RunRow, Store, UsageRow } from './types.js';
+
+export interface OpenStoreOptions {
+  /** A file path, or ':memory:'. */
+  path: string;
+  /** FULL (default) survives power loss; NORMAL survives process crashes only. */
+  synchronous?: 'FULL' | 'NORMAL';
+  busyTimeoutMs?: number;
+  /** Read without owning: no lock, no writes (for status and tree views of a running process). */
+  readonly?: boolean;
+}
+
+export interface SqliteStore extends Store {
+  readonly path: string;
+  /** The fencing token of this owner (increases every time a process opens the file for writing). */
+  readonly boot: number;
+  readonly synchronous: 'FULL' | 'NORMAL';
+  /** The fatal error that stopped this store, if any. */
+  readonly failure: TroupeError | null;
+  integrityCheck(): string;
+  /** Every message and session row whose checksum does not match. */
+  verifyChecksums(): { messages: string[]; sessionItems: string[] };
+}
+
+const checksum = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
+const messageDigest = (m: Pick<MessageRow, 'id' | 'to' | 'from' | 'type' | 'priority' | 'content' | 'createdAt'>) =>
+  checksum(`${m.id}\u0000${m.to}\u0000${m.from}\u0000${m.type}\u0000${m.priority}\u0000${m.createdAt}\u0000${m.content}`);
+
+const sqliteCode = (err: unknown) => (typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : '');
+
+function classify(err: unknown, what: string): TroupeError | null {
+  const code = sqliteCode(err);
+  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL') {
+    return new TroupeError('STORE_IO', `${what} failed: ${code}: ${(err as Error).message}`, { cause: err });
+  }
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
+    return new TroupeError('STORE_CORRUPT', `${what}: the database is damaged (${code}); it is left untouched`, { cause: err });
+  }
+  return null;
+}
+
+interface MessageDbRow {
+  seq: number;
+  id: string;
+  run_id: string;
+  to_agent: string;
+  from_id: string;
+  from_name: string;
+  type: string;
+  priority: MessageRow['priority'];
+  content: string;
+  interrupt: number;
+  created_at: number;
+  delivered_at: number | null;
+  notice_key: string | null;
+  checksum: string;
+}
+
+interface AgentDbRow {
+  id: string;
+  run_id: string;
+  name: string;
+  parent_id: string | null;
+  depth: number;
+  task: string;
+  skills: string;
+  status: AgentRow['status'];
+  notice_claimed: number;
+  stint: number;
+  state: string;
+  created_at: number;
+  updated_at: number;
+}
+
+function toMessage(row: MessageDbRow): MessageRow {
+  const m: MessageRow = {
+    seq: row.seq,
+    id: row.id,
+    runId: row.run_id,
+    to: row.to_agent,
+    from: row.from_id,
+    fromName: row.from_name,
+    type: row.type,
+    priority: row.priority,
+    content: row.content,
+    interrupt: row.interrupt === 1,
+    createdAt: row.created_at,
+    deliveredAt: row.delivered_at,
+    noticeKey: row.notice_key,
+  };
+  if (messageDigest(m) !== row.checksum) {
+    throw new TroupeError('STORE_CORRUPT', `message ${row.id} (seq ${row.seq}) failed its checksum: the database is damaged`);
+  }
+  return m;
+}
+
+function toAgent(row: AgentDbRow): AgentRow {
+  return {
+    ...(JSON.parse(row.state) as Omit<AgentRow, 'id'>),
+    id: row.id,
+    runId: row.run_id,
+    name: row.name,
+    parentId: row.parent_id,
+    depth: row.depth,
+    task: row.task,
+    skills: JSON.parse(row.skills) as string[],
+    status: row.status,
+    noticeClaimed: row.notice_claimed === 1,
+    stint: row.stint,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** The lifecycle part of an agent row, kept as one JSON column. */
+function stateOf(a: AgentRow): string {
+  return JSON.stringify({
+    turns: a.turns,
+    stintTurns: a.stintTurns,
+    recoveries: a.recoveries,
+    idleResumes: a.idleResumes,
+    waitKind: a.waitKind,
+    waitTimeoutMs: a.waitTimeoutMs,
+    waitingSince: a.waitingSince,
+    pendingWait: a.pendingWait,
+    stopReason: a.stopReason,
+    error: a.error,
+    report: a.report,
+    lastTool: a.lastTool,
+    budgetEpoch: a.budgetEpoch,
+  });
+}
+
+function openDatabase(options: OpenStoreOptions): Database.Database {
+  const { path } = options;
+  if (path === ':memory:') return new Database(':memory:');
+  if (options.readonly) {
+    if (!existsSync(path)) throw new TroupeError('STORE_OPEN_FAILED', `${path} does not exist`);
+    return new Database(path, { readonly: true, fileMustExist: true, timeout: options.busyTimeoutMs ?? 5_000 });
+  }
+  try {
+    accessSync(dirname(path), constants.W_OK);
+  } catch (err) {
+    throw new TroupeError('STORE_OPEN_FAILED', `Cannot write to the directory of ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  createFileIfMissing(path);
+  return new Database(path, { timeout: options.busyTimeoutMs ?? 5_000 });
+}
+
+/** Check the file, set the pragmas, migrate. Throws without writing anything on a bad file. */
+function prepareDatabase(db: Database.Database, options: OpenStoreOptions, synchronous: 'FULL' | 'NORMAL'): void {
+  let version: number;
+  try {
+    version = db.pragma('user_version', { simple: true }) as number;
+    const check = db.pragma('quick_check', { simple: true }) as string;
+    if (check !== 'ok') throw new TroupeError('STORE_CORRUPT', `${options.path} failed quick_check (${check}); it is left untouched`);
+  } catch (err) {
+    if (err instanceof TroupeError) throw err;
+    throw classify(err, `opening ${options.path}`) ?? err;
+  }
+  if (version > SCHEMA_VERSION) {
+    throw new TroupeError(
+      'STORE_SCHEMA_TOO_NEW',
+      `${options.path} has schema version ${version}; this troupe knows up to ${SCHEMA_VERSION}. Upgrade troupe; the file is left untouched.`,
+    );
+  }
+  if (options.readonly) return;
+  db.pragma('journal_mode = WAL');
+  // Explicitly, on every open: this build reports FULL on a fresh file and NORMAL on reopen.
+  db.pragma(`synchronous = ${synchronous}`);
+  db.pragma('foreign_keys = ON');
+  const pending = MIGRATIONS.filter((m) => m.version > version);
+  if (pending.length > 0) {
+    db.transaction(() => {
+      for (const m of pending) db.exec(m.sql);
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }).immediate();
+  }
+}
+
+/**
+ * Open (or create) a durable store.
+ * @example
+ * const store = openStore({ path: '.troupe/troupe.db' });
+ */
+export function openStore(options: OpenStoreOptions): SqliteStore {
+  if (typeof options?.path !== 'string' || options.path === '') {
+    throw new TroupeError('CONFIG_INVALID', `Expected path to be a file path or ':memory:', got ${JSON.stringify(options?.path)}`);
+  }
+  const synchronous = options.synchronous ?? 'FULL';
+  if (synchronous !== 'FULL' && synchronous !== 'NORMAL') {
+    throw new TroupeError('CONFIG_INVALID', `Expected synchronous to be "FULL" or "NORMAL", got ${JSON.stringify(synchronous)}`);
+  }
+  const memory = options.path === ':memory:';
+  // The lock comes before anything else touches the database.
+  const lock: OwnerLock | null = memory || options.readonly ? null : acquireOwnerLock(options.path);
+  let db: Database.Database;
+  try {
+    db = openDatabase(options);
+    try {
+      prepareDatabase(db, options, synchronous);
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+  const boot = lock?.boot ?? 1;
+  const store = createSqliteStore(db, options, synchronous, boot, lock);
+  if (!options.readonly) {
+    db.prepare('INSERT OR IGNORE INTO boots (id, started_at, pid) VALUES (?, ?, ?)').run(boot, Date.now(), process.pid);
+  }
+  return store;
+}
+
+function createSqliteStore(
+  db: Database.Database,
+  options: OpenStoreOptions,
+  synchronous: 'FULL' | 'NORMAL',
+  boot: number,
+  lock: OwnerLock | null,
+): SqliteStore {
+  const readonly = options.readonly === true;
+  // Caches are safe only for the owner; a read-only viewer always reads the file.
+  const sessions = new Map<string, SessionItem[]>();
+  const agents = new Map<string, AgentRow>();
+  let undo: (() => void)[] | null = null;
+  let failure: TroupeError | null = null;
+  let depth = 0;
+
+  const q = {
+    insertRun: db.prepare('INSERT INTO runs (id, created_at, interactive, root_id, budget) VALUES (?, ?, ?, ?, ?)'),
+    getRun: db.prepare('SELECT * FROM runs WHERE id = ?'),
+    listRuns: db.prepare('SELECT * FROM runs ORDER BY created_at, rowid'),
+    updateRun: db.prepare('UPDATE runs SET created_at = ?, interactive = ?, root_id = ?, budget = ? WHERE id = ?'),
+    insertAgent: db.prepare(
+      `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
+       VALUES (@id, @run_id, @name, @parent_id, @depth, @task, @skills, @status, @notice_claimed, @stint, @state, @created_at, @updated_at, @boot)`,
+    ),
+    updateAgent: db.prepare(
+      `UPDATE agents SET status = @status, notice_claimed = @notice_claimed, stint = @stint, state = @state,
+       updated_at = @updated_at, boot = @boot WHERE id = @id`,
+    ),
+    getAgent: db.prepare('SELECT * FROM agents WHERE id = ?'),
+    listAgents: db.prepare('SELECT * FROM agents WHERE run_id = ? ORDER BY created_at, rowid'),
+    insertMessage: db.prepare(
+      `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum)
+       VALUES (@id, @run_id, @to_agent, @from_id, @from_name, @type, @priority, @content, @interrupt, @created_at, @notice_key, @boot, @checksum)
+       ON CONFLICT (notice_key) DO NOTHING`,
+    ),
+    messageBySeq: db.prepare('SELECT * FROM messages WHERE seq = ?'),
+    pending: db.prepare('SELECT * FROM messages WHERE to_agent = ? AND delivered_at IS NULL ORDER BY seq'),
+    pendingCount: db.prepare('SELECT count(*) FROM messages WHERE to_agent = ? AND delivered_at IS NULL').pluck(),
+    markDelivered: db.prepare('UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= ?'),
+    listMessages: db.prepare('SELECT * FROM messages WHERE run_id = ? ORDER BY seq'),
+    insertItem: db.prepare('INSERT INTO session_items (agent_id, seq, item, checksum) VALUES (?, ?, ?, ?)'),
+    loadItems: db.prepare('SELECT seq, item, checksum FROM session_items WHERE agent_id = ? ORDER BY seq'),
+    insertUsage: db.prepare(
+      `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    listUsage: db.prepare('SELECT * FROM usage WHERE run_id = ? ORDER BY id'),
+    insertEvent: db.prepare('INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, ?, ?, ?, ?)'),
+    listEvents: db.prepare('SELECT * FROM events WHERE run_id = ? ORDER BY id'),
+  };
+  const immediate = db.transaction((fn: () => unknown) => fn());
+
+  const toRun = (row: { id: string; created_at: number; interactive: number; root_id: string | null; budget: string }): RunRow => ({
+    id: row.id,
+    createdAt: row.created_at,
+    interactive: row.interactive === 1,
+    rootId: row.root_id,
+    budget: JSON.parse(row.budget) as RunRow['budget'],
+  });
+
+  /** Run `fn` in a BEGIN IMMEDIATE transaction (joining an open one), failing closed on I/O errors. */
+  function transaction<T>(fn: () => T): T {
+    if (failure) throw failure;
+    if (readonly) throw new TroupeError('CONFIG_INVALID', `${options.path} was opened read-only`);
+    if (depth > 0) return fn();
+    const log: (() => void)[] = [];
+    undo = log;
+    depth = 1;
+    try {
+      return immediate.immediate(fn) as T;
+    } catch (err) {
+      for (let i = log.length - 1; i >= 0; i--) log[i]!();
+      const fatal = classify(err, 'a write');
+      if (fatal) {
+        failure = fatal;
+        throw fatal;
+      }
+      throw err;
+    } finally {
+      depth = 0;
+      undo = null;
+    }
+  }
+  const onRollback = (fn: () => void) => undo?.push(fn);
+
+  function agentRow(id: string): AgentRow | undefined {
+    const cached = readonly ? undefined : agents.get(id);
+    if (cached) return cached;
+    const row = q.getAgent.get(id) as AgentDbRow | undefined;
+    if (!row) return undefined;
+    const agent = toAgent(row);
+    if (!readonly) agents.set(id, agent);
+    return agent;
+  }
+
+  function session(agentId: string): SessionItem[] {
+    const cached = readonly ? undefined : sessions.get(agentId);
+    if (cached) return cached;
+    const rows = q.loadItems.all(agentId) as { seq: number; item: string; checksum: string }[];
+    const items = rows.map((r, i) => {
+      if (r.seq !== i || checksum(r.item) !== r.checksum) {
+        throw new TroupeError('STORE_CORRUPT', `session item ${r.seq} of agent ${agentId} failed its checksum: the database is damaged`);
+      }
+      return JSON.parse(r.item) as SessionItem;
+    });
+    if (!readonly) sessions.set(agentId, items);
+    return items;
+  }
+
+  function append(agentId: string, items: SessionItem[]): void {
+    if (items.length === 0) return;
+    const list = session(agentId);
+    const before = list.length;
+    for (let i = 0; i < items.length; i++) {
+      const json = JSON.stringify(items[i]);
+      q.insertItem.run(agentId, before + i, json, checksum(json));
+    }
+    list.push(...items);
+    onRollback(() => (list.length = before));
+  }
+
+  function writeAgent(next: AgentRow, insert: boolean): void {
+    const params = {
+      id: next.id,
+      run_id: next.runId,
+      name: next.name,
+      parent_id: next.parentId,
+      depth: next.depth,
+      task: next.task,
+      skills: JSON.stringify(next.skills),
+      status: next.status,
+      notice_claimed: next.noticeClaimed ? 1 : 0,
+      stint: next.stint,
+      state: stateOf(next),
+      created_at: next.createdAt,
+      updated_at: next.updatedAt,
+      boot,
+    };
+    if (insert) q.insertAgent.run(params);
+    else q.updateAgent.run(params);
+    const prev = agents.get(next.id);
+    agents.set(next.id, next);
+    onRollback(() => (prev ? agents.set(next.id, prev) : agents.delete(next.id)));
+  }
+
+  return {
+    path: options.path,
+    boot,
+    synchronous,
+    get failure() {
+      return failure;
+    },
+    transaction,
+
+    insertRun: (run) =>
+      transaction(() => {
+        q.insertRun.run(run.id, run.createdAt, run.interactive ? 1 : 0, run.rootId, JSON.stringify(run.budget));
+      }),
+    getRun: (id) => {
+      const row = q.getRun.get(id) as Parameters<typeof toRun>[0] | undefined;
+      return row && toRun(row);
+    },
+    listRuns: () => (q.listRuns.all() as Parameters<typeof toRun>[0][]).map(toRun),
+    updateRun: (id, patch) =>
+      transaction(() => {
+        const row = q.getRun.get(id) as Parameters<typeof toRun>[0] | undefined;
+        if (!row) throw new TroupeError('RUN_NOT_FOUND', `store: no run ${id}`);
+        const run = { ...toRun(row), ...patch };
+        q.updateRun.run(run.createdAt, run.interactive ? 1 : 0, run.rootId, JSON.stringify(run.budget), id);
+      }),
+
+    registerAgent: (agent, firstInput) =>
+      transaction(() => {
+        if (agentRow(agent.id)) throw new TroupeError('AGENT_EXISTS', `store: agent ${agent.id} exists`);
+        writeAgent({ ...agent }, true);
+        sessions.set(agent.id, []);
+        onRollback(() => sessions.delete(agent.id));
+        append(agent.id, firstInput);
+      }),
+    updateAgent: (id, patch) =>
+      transaction(() => {
+        const row = agentRow(id);
+        if (!row) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${id}`);
+        writeAgent({ ...row, ...patch }, false);
+      }),
+    getAgent: (id) => {
+      const row = agentRow(id);
+      return row && { ...row };
+    },
+    listAgents: (runId) => (q.listAgents.all(runId) as AgentDbRow[]).map((r) => (readonly ? toAgent(r) : { ...(agentRow(r.id) ?? toAgent(r)) })),
+
+    enqueueMessage: (message: NewMessage) =>
+      transaction(() => {
+        if (!agentRow(message.to)) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${message.to}`);
+        const digest = messageDigest(message);
+        const result = q.insertMessage.run({
+          id: message.id,
+          run_id: message.runId,
+          to_agent: message.to,
+          from_id: message.from,
+          from_name: message.fromName,
+          type: message.type,
+          priority: message.priority,
+          content: message.content,
+          interrupt: message.interrupt ? 1 : 0,
+          created_at: message.createdAt,
+          notice_key: message.noticeKey ?? null,
+          boot,
+          checksum: digest,
+        });
+        if (result.changes === 0) return null;
+        return { ...message, noticeKey: message.noticeKey ?? null, seq: Number(result.lastInsertRowid), deliveredAt: null };
+      }),
+    pendingMessages: (agentId) => (q.pending.all(agentId) as MessageDbRow[]).map(toMessage),
+    pendingCount: (agentId) => q.pendingCount.get(agentId) as number,
+    listMessages: (runId) => (q.listMessages.all(runId) as MessageDbRow[]).map(toMessage),
+    drainMailbox: (agentId, toItem, at) =>
+      transaction(() => {
+        const taken = (q.pending.all(agentId) as MessageDbRow[]).map(toMessage);
+        if (taken.length === 0) return [];
+        append(agentId, taken.map(toItem));
+        q.markDelivered.run(at, agentId, taken.at(-1)!.seq);
+        return taken.map((m) => ({ ...m, deliveredAt: at }));
+      }),
+
+    appendSession: (agentId, items) => transaction(() => append(agentId, items)),
+    loadSession: (agentId) => session(agentId).slice(),
+
+    recordUsage: (u: UsageRow) =>
+      transaction(() => {
+        q.insertUsage.run(u.runId, u.agentId, u.purpose, u.model, u.inputTokens, u.outputTokens, u.cachedInputTokens, u.costUsd, u.at);
+      }),
+    listUsage: (runId) =>
+      (
+        q.listUsage.all(runId) as {
+          run_id: string;
+          agent_id: string;
+          purpose: UsageRow['purpose'];
+          model: string;
+          input_tokens: number;
+          output_tokens: number;
+          cached_input_tokens: number;
+          cost_usd: number;
+          at: number;
+        }[]
+      ).map((r) => ({
+        runId: r.run_id,
+        agentId: r.agent_id,
+        purpose: r.purpose,
+        model: r.model,
+        inputTokens: r.input_tokens,
+        outputTokens: r.output_tokens,
+        cachedInputTokens: r.cached_input_tokens,
+        costUsd: r.cost_usd,
+        at: r.at,
+      })),
+
+    appendEvent: (e: EventRow) =>
+      transaction(() => {
+        q.insertEvent.run(e.runId, e.agentId, e.type, JSON.stringify(e.data), e.at, boot);
+      }),
+    listEvents: (runId) =>
+      (q.listEvents.all(runId) as { run_id: string; agent_id: string | null; type: string; data: string; at: number }[]).map((r) => ({
+        runId: r.run_id,
+        agentId: r.agent_id,
+        type: r.type,
+        data: JSON.parse(r.data) as Record<string, unknown>,
+        at: r.at,
+      })),
+
+    integrityCheck: () => db.pragma('integrity_check', { simple: true }) as string,
+    verifyChecksums() {
+      const bad = { messages: [] as string[], sessionItems: [] as string[] };
+      for (const row of db.prepare('SELECT * FROM messages').iterate() as IterableIterator<MessageDbRow>) {
+        try {
+          toMessage(row);
+        } catch {
+          bad.messages.push(row.id);
+        }
+      }
+      for (const row of db.prepare('SELECT agent_id, seq, item, checksum FROM session_items').iterate() as IterableIterator<{
+        agent_id: string;
+        seq: number;
+        item: string;
+        checksum: string;
+      }>) {
+        if (checksum(row.item) !== row.checksum) bad.sessionItems.push(`${row.agent_id}#${row.seq}`);
+      }
+      return bad;
+    },
+
+    close() {
+      if (db.open) db.close();
+      lock?.release();
+    },
+  };
+}

@@ -20,7 +20,7 @@ import {
   terminalNoticeText,
   type NoticeKind,
 } from './notices.js';
-import { emptySharded, getSharded, setSharded, shardedValues, type Sharded } from './sharded.js';
+import { getSharded, setSharded, shardedFrom, shardedValues, type Sharded } from './sharded.js';
 import {
   isActive,
   isTerminal,
@@ -332,14 +332,13 @@ export const coordinatorMachine = setup({
 }).createMachine({
   id: 'coordinator',
   context: ({ input }) => {
-    let agents = emptySharded<AgentRecord>();
     let rootId: string | null = null;
     let activeNonRoot = 0;
     for (const rec of input.agents ?? []) {
-      agents = setSharded(agents, rec.id, rec);
       if (rec.parentId === null) rootId = rec.id;
       else if (isActive(rec.status)) activeNonRoot += 1;
     }
+    const agents = shardedFrom((input.agents ?? []).map((rec): [string, AgentRecord] => [rec.id, rec]));
     return {
       runId: input.runId,
       limits: input.limits,

@@ -20,6 +20,13 @@ function shardKey(id: string): string {
 
 export const emptySharded = <T>(): Sharded<T> => ({});
 
+/** Build from many entries at once in O(n) (restoring 10,000 agents one set at a time copies ~2M properties). */
+export function shardedFrom<T>(entries: Iterable<[string, T]>): Sharded<T> {
+  const shards: Record<string, Record<string, T>> = {};
+  for (const [id, value] of entries) (shards[shardKey(id)] ??= {})[id] = value;
+  return shards;
+}
+
 export function getSharded<T>(map: Sharded<T>, id: string): T | undefined {
   return map[shardKey(id)]?.[id];
 }

@@ -3,6 +3,8 @@
  * @module
  */
 export { createCoordinator } from './coordinator/createCoordinator.js';
+export { recoverRun, resumeCoordinator } from './coordinator/resumeCoordinator.js';
+export type { ResumeOptions } from './coordinator/resumeCoordinator.js';
 export type { Coordinator, SendOptions } from './coordinator/createCoordinator.js';
 export type { AgentInfo, TroupeEvent } from './coordinator/runtime.js';
 export type { AgentView, Registry, TreeNode } from './coordinator/registry.js';
@@ -18,6 +20,8 @@ export type { Script, ScriptStep, ScriptedModel, ScriptedCall } from './model/sc
 export type { ContentPart, JsonSchema, Model, ModelRequest, ModelTurn, SessionItem, ToolCall, ToolSpec } from './model/types.js';
 export { FailureTracker } from './run/failureTracker.js';
 export { memoryStore } from './store/memoryStore.js';
+export { openStore } from './store/sqliteStore.js';
+export type { OpenStoreOptions, SqliteStore } from './store/sqliteStore.js';
 export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, UsageRow } from './store/types.js';
 export { defineTool } from './tools/defineTool.js';
 export type { Tool, ToolContext, ToolRisk } from './tools/defineTool.js';

@@ -11,8 +11,9 @@ export class BudgetLedger {
   readonly #rt: Runtime;
   #spentUsd = 0;
 
-  constructor(rt: Runtime) {
+  constructor(rt: Runtime, spentUsd = 0) {
     this.#rt = rt;
+    this.#spentUsd = spentUsd;
   }
 
   get spentUsd(): number {

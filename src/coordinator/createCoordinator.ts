@@ -60,7 +60,11 @@ const settle = <T>(fn: () => T | Promise<T>): Promise<T> => {
  * await coordinator.shutdown();
  */
 export function createCoordinator(options: CoordinatorOptions): Coordinator {
-  const rt = new Runtime(options);
+  return coordinatorOf(new Runtime(options));
+}
+
+/** The public object over a runtime (shared by createCoordinator and resumeCoordinator). */
+export function coordinatorOf(rt: Runtime): Coordinator {
   return {
     runId: rt.runId,
     store: rt.store,

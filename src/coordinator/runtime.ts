@@ -18,6 +18,7 @@ import {
   coordinatorMachine,
   getAgentRecord,
   spawnRejection,
+  type AgentRecord,
   type BudgetFlags,
   type CoordinatorEmitted,
 } from '../../machines/coordinatorMachine.js';
@@ -31,7 +32,7 @@ import { INTERRUPTED } from '../run/runTurn.js';
 import { childFirstInput, inheritedContext, rootFirstInput, systemPrompt } from '../run/texts.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { newAgentRow } from '../store/rows.js';
-import type { AgentRow, MessagePriority, MessageRow, NewMessage, Store } from '../store/types.js';
+import type { AgentRow, MessagePriority, MessageRow, NewMessage, RunRow, Store } from '../store/types.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
 import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
 import { BudgetLedger } from './budget.js';
@@ -103,7 +104,7 @@ const statusOf = (snap: AgentSnapshot): AgentStatus => {
   return typeof value === 'string' ? (value as AgentStatus) : 'waiting';
 };
 
-function lifecycleOf(ctx: AgentSnapshot['context']): AgentLifecycleState {
+function lifecycleOf(ctx: AgentLifecycleState): AgentLifecycleState {
   return {
     turns: ctx.turns,
     stintTurns: ctx.stintTurns,
@@ -119,6 +120,38 @@ function lifecycleOf(ctx: AgentSnapshot['context']): AgentLifecycleState {
     lastTool: ctx.lastTool,
     budgetEpoch: ctx.budgetEpoch,
   };
+}
+
+/** A run read back from the store, after its recovery transaction. */
+export interface RestoredRun {
+  run: RunRow;
+  agents: readonly AgentRow[];
+  spentUsd: number;
+}
+
+/** The coordinator's records of restored agents: claims, stints and counters survive a restart. */
+function recordsOf(rows: readonly AgentRow[]): AgentRecord[] {
+  const alive = new Map<string, number>();
+  const spawned = new Map<string, number>();
+  for (const row of rows) {
+    if (row.parentId === null) continue;
+    spawned.set(row.parentId, (spawned.get(row.parentId) ?? 0) + 1);
+    if (isActive(row.status)) alive.set(row.parentId, (alive.get(row.parentId) ?? 0) + 1);
+  }
+  return rows.map((row) => ({
+    id: row.id,
+    name: row.name,
+    parentId: row.parentId,
+    depth: row.depth,
+    status: row.status,
+    waitKind: row.status === 'waiting' ? row.waitKind : null,
+    recoveries: row.recoveries,
+    idleResumes: row.idleResumes,
+    noticeClaimed: row.noticeClaimed,
+    stint: row.stint,
+    aliveChildren: alive.get(row.id) ?? 0,
+    spawnedChildren: spawned.get(row.id) ?? 0,
+  }));
 }
 
 export class Runtime {
@@ -146,13 +179,17 @@ export class Runtime {
   #pending: (() => void)[] | null = null;
   #shutdown = false;
 
-  constructor(options: CoordinatorOptions) {
+  /**
+   * @param restore a run read back from the store (resumeCoordinator): its records and flags
+   * seed the coordinator, and `respawn()` recreates its agents.
+   */
+  constructor(options: CoordinatorOptions, restore?: RestoredRun) {
     this.options = resolveOptions(options);
     this.model = options.model;
     this.store = options.store ?? memoryStore();
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? pino({ level: 'silent' });
-    this.runId = options.runId ?? `run_${newId()}`;
+    this.runId = restore?.run.id ?? options.runId ?? `run_${newId()}`;
     this.#inspect = options.inspect;
     const tools = new Map<string, CompiledTool>();
     for (const tool of options.tools ?? []) {
@@ -166,14 +203,18 @@ export class Runtime {
     this.modelQueue = new PQueue({ concurrency: this.options.concurrency.model });
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
     this.registry = createRegistry();
-    this.ledger = new BudgetLedger(this);
+    this.ledger = new BudgetLedger(this, restore?.spentUsd ?? 0);
     this.#waiters = new Waiters(this.clock, () => this.#running === 0, (id) => this.info(id));
     this.#agentLogic = agentMachine.provide({ actors: { runCycle: createCycleLogic(this) } });
 
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
       systemId: 'coordinator',
-      input: { runId: this.runId, limits: this.options.limits },
+      input: {
+        runId: this.runId,
+        limits: this.options.limits,
+        ...(restore ? { agents: recordsOf(restore.agents), budget: restore.run.budget } : {}),
+      },
       clock: this.clock,
       ...(this.#inspect ? { inspect: this.#inspect } : {}),
     });
@@ -191,13 +232,61 @@ export class Runtime {
     );
     this.coordinator.on('register.rejected', (e) => this.logger.warn({ ...e }, 'registration rejected'));
     this.coordinator.start();
-    this.store.insertRun({
-      id: this.runId,
-      createdAt: this.clock.now(),
-      interactive: this.options.interactive,
-      rootId: null,
-      budget: this.coordinator.getSnapshot().context.budget,
+    if (!restore) {
+      this.store.insertRun({
+        id: this.runId,
+        createdAt: this.clock.now(),
+        interactive: this.options.interactive,
+        rootId: null,
+        budget: this.coordinator.getSnapshot().context.budget,
+      });
+    }
+  }
+
+  /**
+   * Recreate the agents of a restored run, parents first, each in its persisted state: running
+   * agents run again from their session, parked ones stay parked (idle timers re-armed from
+   * `waitingSince`), and mail that arrived before the crash wakes whoever it would have woken.
+   * An agent that cannot be respawned is marked crashed and its parent is told.
+   */
+  respawn(rows: readonly AgentRow[], spentByAgent: ReadonlyMap<string, number>): void {
+    const now = this.clock.now();
+    for (const row of rows) {
+      let handle: AgentHandle;
+      try {
+        // A running agent reads its session at once: check it now, while a failure is still a respawn failure.
+        if (row.status === 'running') this.store.loadSession(row.id);
+        const waitsOnAgents = row.status === 'waiting' && row.waitKind === 'agents' && row.waitingSince !== null;
+        const idleTimerMs = waitsOnAgents ? Math.max(0, row.waitingSince! + (row.waitTimeoutMs ?? this.options.idleResumeMs) - now) : undefined;
+        handle = this.#startActor(row, { idleTimerMs });
+      } catch (err) {
+        handle = this.#respawnFailed(row, err);
+      }
+      handle.spentUsd = spentByAgent.get(row.id) ?? 0;
+      if (row.parentId !== null) this.#agents.get(row.parentId)?.children.push(row.id);
+    }
+    for (const h of this.#agents.values()) {
+      if (h.status === 'running') continue;
+      this.#batch(() => {
+        this.#rewakeIfMail(h, h.status);
+        if (h.status === 'budgetPaused') this.#resumeIfEpochMoved(h, h.actor.getSnapshot().context.budgetEpoch);
+      });
+    }
+  }
+
+  #respawnFailed(row: AgentRow, err: unknown): AgentHandle {
+    this.logger.error({ err, agentId: row.id }, 'respawn failed; the agent is marked crashed');
+    const error = { code: (err as { code?: string }).code ?? 'INTERNAL', message: `respawn failed: ${(err as Error).message}`, retryable: false };
+    const crashedRow: AgentRow = { ...row, status: 'crashed', error };
+    const handle = this.#startActor(crashedRow, {});
+    handle.status = 'crashed';
+    const at = this.clock.now();
+    this.commit(() => {
+      this.coordinator.send({ type: 'agent.changed', id: row.id, status: 'crashed', waitKind: null, recoveries: row.recoveries, idleResumes: row.idleResumes, error, stopReason: null, report: null, task: row.task, at });
+      const record = getAgentRecord(this.coordinator.getSnapshot().context, row.id);
+      this.store.updateAgent(row.id, { status: 'crashed', error, noticeClaimed: record?.noticeClaimed ?? false, stint: record?.stint ?? row.stint, updatedAt: at });
     });
+    return handle;
   }
 
   // ── transactions ────────────────────────────────────────────────────────────────────────────
@@ -313,7 +402,7 @@ export class Runtime {
     return this.#startActor(row);
   }
 
-  #startActor(row: AgentRow): AgentHandle {
+  #startActor(row: AgentRow, restore?: { idleTimerMs?: number | undefined }): AgentHandle {
     const rootLogger = this.logger;
     const runId = this.runId;
     const handle: AgentHandle = {
@@ -357,6 +446,13 @@ export class Runtime {
           maxTurns: this.options.limits.maxTurns,
           idleResumeMs: this.options.idleResumeMs,
         },
+        ...(restore
+          ? {
+              status: row.status,
+              state: lifecycleOf(row),
+              ...(restore.idleTimerMs === undefined ? {} : { idleTimerMs: restore.idleTimerMs }),
+            }
+          : {}),
       },
       clock: this.clock,
       ...(this.#inspect ? { inspect: this.#inspect } : {}),
@@ -370,7 +466,7 @@ export class Runtime {
     this.registry.trigger.upsert({ view: this.#view(handle) });
     this.#emit({ type: 'agent.status', agentId: handle.id, name: handle.name, from: null, to: row.status, at: row.createdAt });
     if (this.logger.isLevelEnabled('info')) {
-      handle.logger.info({ name: row.name, parentId: row.parentId, depth: row.depth }, 'agent registered');
+      handle.logger.info({ name: row.name, parentId: row.parentId, depth: row.depth, status: row.status }, restore ? 'agent respawned' : 'agent registered');
     }
     handle.actor.start();
     return handle;

@@ -1,0 +1,229 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { createCoordinator, type Coordinator } from '../../src/coordinator/createCoordinator.js';
+import { recoverRun, resumeCoordinator } from '../../src/coordinator/resumeCoordinator.js';
+import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
+import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
+import type { Store } from '../../src/store/types.js';
+import { flush, TERMINAL } from '../helpers/team.js';
+
+const dbPath = () => join(mkdtempSync(join(tmpdir(), 'troupe-')), 'run.db');
+const finish = { tool: 'finish', args: { summary: 'done' } };
+
+async function advance(clock: SimulatedClock, ms: number, step = 1_000) {
+  for (let t = 0; t < ms; t += step) {
+    await flush();
+    clock.increment(Math.min(step, ms - t));
+    await flush();
+  }
+}
+
+/** Start a run, let it reach a point, and "crash": actors stop, the file keeps what was committed. */
+async function crashAfter(store: SqliteStore, script: Script, until: (c: Coordinator) => Promise<unknown>, opts: { interactive?: boolean; clock?: SimulatedClock } = {}) {
+  const clock = opts.clock ?? new SimulatedClock();
+  const c = createCoordinator({ model: scriptedModel(script, { clock }), store, clock, interactive: opts.interactive ?? false });
+  const rootId = await c.start({ name: 'lead', task: 'the task' });
+  await until(c);
+  await c.shutdown();
+  store.close();
+  return { rootId, runId: c.runId, clock };
+}
+
+const kinds = (store: Store, runId: string, to: string) =>
+  store
+    .listMessages(runId)
+    .filter((m) => m.to === to)
+    .map((m) => `${m.fromName}:${m.type}`);
+
+describe('resumeCoordinator', () => {
+  it('autonomous: the running child runs again, the waiting root keeps waiting, each report arrives once', async () => {
+    const path = dbPath();
+    const first = openStore({ path });
+    const { rootId, runId, clock } = await crashAfter(
+      first,
+      {
+        agents: {
+          lead: [
+            { tools: [{ name: 'spawn_agent', args: { name: 'alice', task: 'a' } }, { name: 'spawn_agent', args: { name: 'bob', task: 'b' } }] },
+            { tool: 'wait_for_agents', args: { reason: 'both' } }, // alice's report is already there
+            { tool: 'wait_for_agents', args: { reason: 'bob' } }, // parks on bob
+          ],
+          alice: [{ tool: 'agent_finish', args: { summary: 'alice done' } }],
+          // bob is mid-call (a long delay) when the process dies.
+          bob: [{ delayMs: 60_000, tool: 'agent_finish', args: { summary: 'never sent' } }],
+        },
+      },
+      async (c) => {
+        const root = rootId0(c);
+        while (!c.list().some((a) => a.name === 'alice')) await flush();
+        await c.waitFor(c.list().find((a) => a.name === 'alice')!.id, ['completed']);
+        while (c.store.loadSession(root).filter((i) => i.role === 'assistant').length < 3) await flush();
+        await c.waitFor(root, ['waiting']);
+      },
+    );
+    const second = openStore({ path });
+    const before = second.listAgents(runId).map((a) => [a.name, a.status]);
+    expect(before).toEqual([
+      ['lead', 'waiting'],
+      ['alice', 'completed'],
+      ['bob', 'running'],
+    ]);
+    const model = scriptedModel({
+      agents: {
+        bob: [{ tool: 'agent_finish', args: { summary: 'bob done after the restart' } }],
+        lead: [{ tool: 'wait_for_agents', args: { reason: 'anything left?' } }, finish],
+      },
+    }, { clock });
+    const c = await resumeCoordinator({ store: second, model, clock });
+    expect(c.runId).toBe(runId);
+    const root = await c.waitFor(rootId, [...TERMINAL]);
+    expect(root.status).toBe('completed');
+    expect(kinds(second, runId, rootId)).toEqual(['alice:completion', 'bob:completion']);
+    model.assertComplete();
+    await c.shutdown();
+    expect(second.integrityCheck()).toBe('ok');
+    expect(second.verifyChecksums()).toEqual({ messages: [], sessionItems: [] });
+    second.close();
+  });
+
+  it('interactive: children come back parked unless they were running; a failed child stays down for peers', async () => {
+    const path = dbPath();
+    const { rootId, runId, clock } = await crashAfter(
+      openStore({ path }),
+      {
+        agents: {
+          lead: [
+            { tools: [{ name: 'spawn_agent', args: { name: 'carol', task: 'c' } }, { name: 'spawn_agent', args: { name: 'dave', task: 'd' } }] },
+            { tool: 'wait_for_agents', args: { reason: 'carol' } },
+            { tool: 'respond_to_user', args: { message: 'carol failed; dave is waiting for orders' } },
+          ],
+          carol: [{ error: { code: 'PROVIDER_AUTH' } }],
+          dave: [{ tool: 'wait_for_agents', args: { reason: 'orders' } }],
+        },
+      },
+      (c) => c.whenIdle(),
+      { interactive: true },
+    );
+    const store = openStore({ path });
+    // No model calls are expected: everyone comes back parked.
+    const model = scriptedModel({ agents: {} }, { clock });
+    const c = await resumeCoordinator({ store, model, clock });
+    await c.whenIdle();
+    expect(c.list().map((a) => [a.name, a.status, a.waitKind])).toEqual([
+      ['lead', 'waiting', 'user'],
+      ['carol', 'failed', null],
+      ['dave', 'waiting', 'agents'],
+    ]);
+    expect(model.calls).toHaveLength(0);
+    // carol's failure was told before the crash, and is not told again.
+    expect(kinds(store, runId, rootId)).toEqual(['carol:failed']);
+    await c.shutdown();
+    store.close();
+  });
+
+  it('the idle timer of a waiting agent is re-armed from waitingSince', async () => {
+    const path = dbPath();
+    const clock = new SimulatedClock();
+    const { runId } = await crashAfter(
+      openStore({ path }),
+      {
+        agents: {
+          lead: [{ tool: 'spawn_agent', args: { name: 'w', task: 'wait' } }, { tool: 'wait_for_agents', args: { reason: 'w', timeout_seconds: 300 } }],
+          w: [{ tool: 'wait_for_agents', args: { reason: 'orders', timeout_seconds: 100 } }],
+        },
+      },
+      async (c) => {
+        await c.whenIdle();
+        await advance(clock, 40_000);
+      },
+      { clock },
+    );
+    // The process comes back 30 s later: 30 s of w's 100 s wait are left.
+    clock.increment(30_000);
+    const store = openStore({ path });
+    const model = scriptedModel({ agents: { w: [{ tool: 'wait_for_agents', args: { reason: 'again', timeout_seconds: 100 } }] } }, { clock });
+    const c = await resumeCoordinator({ store, model, clock });
+    const w = store.listAgents(runId).find((a) => a.name === 'w')!;
+    await advance(clock, 29_000);
+    expect(c.get(w.id).status).toBe('waiting');
+    expect(model.calls).toHaveLength(0);
+    await advance(clock, 1_000);
+    expect(model.calls.map((x) => x.at)).toEqual([100_000]);
+    expect(c.get(w.id).status).toBe('waiting');
+    await c.shutdown();
+    store.close();
+  });
+
+  it('a respawn that fails (a damaged session) marks the agent crashed and tells its parent', async () => {
+    const path = dbPath();
+    const { rootId, runId, clock } = await crashAfter(
+      openStore({ path }),
+      {
+        agents: {
+          lead: [{ tool: 'spawn_agent', args: { name: 'eve', task: 'UNIQUE-TASK-TEXT' } }, { tool: 'wait_for_agents', args: { reason: 'eve' } }],
+          eve: [{ delayMs: 60_000, text: 'never' }],
+        },
+      },
+      async (c) => {
+        await c.waitFor(rootId0(c), ['waiting']);
+      },
+    );
+    const bytes = readFileSync(path);
+    const at = bytes.indexOf('You are agent eve'); // eve's first session item, and only there
+    expect(at).toBeGreaterThan(0);
+    bytes[at] = bytes[at]! ^ 0x01;
+    writeFileSync(path, bytes);
+    const store = openStore({ path });
+    const model = scriptedModel({ agents: { lead: [finish] } }, { clock });
+    const c = await resumeCoordinator({ store, model, clock });
+    const root = await c.waitFor(rootId, [...TERMINAL]);
+    expect(root.status).toBe('completed');
+    const eve = c.list().find((a) => a.name === 'eve')!;
+    expect(eve).toMatchObject({ status: 'crashed', error: { code: 'STORE_CORRUPT' } });
+    expect(kinds(store, runId, rootId)).toEqual(['eve:crashed']);
+    await c.shutdown();
+    store.close();
+  });
+
+  it('the recovery transaction is idempotent and recomputes budget flags from the ledger', async () => {
+    const path = dbPath();
+    const store = openStore({ path });
+    const clock = new SimulatedClock();
+    const c = createCoordinator({
+      model: scriptedModel({ agents: { lead: [{ tool: 'view_agent_graph', args: {}, usage: { costUsd: 6 } }, { delayMs: 60_000, ...finish }] } }, { clock }),
+      store,
+      clock,
+      budget: { limitUsd: 10 },
+    });
+    await c.start({ name: 'lead', task: 'x' });
+    await flush();
+    await c.shutdown();
+    // A stale row claims the budget was stopped; the ledger says $6 of $10.
+    store.updateRun(c.runId, { budget: { ...store.getRun(c.runId)!.budget, budgetStopped: true, reserveStopped: true } });
+    const once = recoverRun(store, undefined, { budget: { limitUsd: 10 } });
+    expect(once.budget).toMatchObject({ budgetStopped: false, reserveStopped: false });
+    const dump = () => JSON.stringify([store.listRuns(), store.listAgents(c.runId), store.listMessages(c.runId)]);
+    const after1 = dump();
+    recoverRun(store, undefined, { budget: { limitUsd: 10 } });
+    expect(dump()).toBe(after1);
+    // With a lower limit the same ledger trips the reserve ($6 ≥ 0.9 × $6.5).
+    expect(recoverRun(store, c.runId, { budget: { limitUsd: 6.5 } }).budget).toMatchObject({ reserveStopped: true, budgetStopped: false });
+    store.close();
+  });
+
+  it('a store with no run gives RUN_NOT_FOUND; a bad store CONFIG_INVALID', async () => {
+    const store = openStore({ path: ':memory:' });
+    const model = scriptedModel({ agents: {} });
+    await expect(resumeCoordinator({ store, model })).rejects.toMatchObject({ code: 'RUN_NOT_FOUND' });
+    await expect(resumeCoordinator({ store: {} as never, model })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    store.close();
+  });
+});
+
+/** The root of a coordinator that started exactly one root. */
+function rootId0(c: Coordinator): string {
+  return c.list().find((a) => a.parentId === null)!.id;
+}

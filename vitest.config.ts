@@ -11,7 +11,13 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'integration', include: ['test/integration/**/*.test.ts'], testTimeout: 60_000 },
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          testTimeout: 60_000,
+          // The crash harness runs compiled children: build once before the project runs.
+          globalSetup: ['test/helpers/buildOnce.ts'],
+        },
       },
       {
         extends: true,

@@ -232,15 +232,6 @@ export class Runtime {
     );
     this.coordinator.on('register.rejected', (e) => this.logger.warn({ ...e }, 'registration rejected'));
     this.coordinator.start();
-    if (!restore) {
-      this.store.insertRun({
-        id: this.runId,
-        createdAt: this.clock.now(),
-        interactive: this.options.interactive,
-        rootId: null,
-        budget: this.coordinator.getSnapshot().context.budget,
-      });
-    }
   }
 
   /**
@@ -349,9 +340,7 @@ export class Runtime {
     const rejection = spawnRejection(this.coordinator.getSnapshot().context, null);
     if (rejection) throw new TroupeError(rejection.code, rejection.reason);
     const id = newId();
-    const h = this.#register({ id, name, parentId: null, depth: 0, task, skills }, rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills));
-    this.store.updateRun(this.runId, { rootId: id });
-    return h;
+    return this.#register({ id, name, parentId: null, depth: 0, task, skills }, rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills));
   }
 
   spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean }): AgentHandle {
@@ -390,8 +379,18 @@ export class Runtime {
   ): AgentHandle {
     const at = this.clock.now();
     const row = newAgentRow({ ...reg, runId: this.runId }, at);
-    // Registration and the first input are one transaction: an agent never exists without its identity.
+    // Registration and the first input are one transaction: an agent never exists without its
+    // identity, and a run never exists without its root.
     this.commit(() => {
+      if (reg.parentId === null) {
+        this.store.insertRun({
+          id: this.runId,
+          createdAt: at,
+          interactive: this.options.interactive,
+          rootId: reg.id,
+          budget: this.coordinator.getSnapshot().context.budget,
+        });
+      }
       this.store.registerAgent(row, [firstInput]);
       this.coordinator.send({ type: 'agent.register', id: reg.id, name: reg.name, parentId: reg.parentId });
       if (!getAgentRecord(this.coordinator.getSnapshot().context, reg.id)) {

@@ -1,0 +1,132 @@
+/**
+ * Crash-harness child process (not a test; run by harness.ts from the compiled dist/).
+ *
+ *   node dist/test/integration/crash/child.js <db> <start|resume|recover-loop> <seed> [FULL|NORMAL]
+ *
+ * start: a root spawns workers that take a few turns of a `work` tool, message their parent and
+ * finish; meanwhile this process sends user messages and prints `ACK <id>` once `send()` has
+ * resolved (the message is committed). resume: resumeCoordinator and run to the end, printing
+ * `DONE <status>`. recover-loop: run the recovery transaction in a loop (to be killed inside it).
+ * own: try to own the file; print `LEADER` and hold it, or `REFUSED` on RUN_LOCKED.
+ * With BUGGY=ack-early the ACK is printed before the message is sent: the negative control.
+ */
+import { createCoordinator, type Coordinator } from '../../../src/coordinator/createCoordinator.js';
+import { recoverRun, resumeCoordinator } from '../../../src/coordinator/resumeCoordinator.js';
+import type { Model, ModelRequest, ModelTurn } from '../../../src/model/types.js';
+import { openStore } from '../../../src/store/sqliteStore.js';
+import { defineTool } from '../../../src/tools/defineTool.js';
+
+const [path, mode, seedText, sync] = process.argv.slice(2) as [string, string, string, string | undefined];
+let seed = Number(seedText) >>> 0 || 1;
+const random = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export const WORKERS = 4;
+export const WORK_TURNS = 8;
+
+const work = defineTool({
+  name: 'work',
+  description: 'do a unit of work',
+  parameters: { type: 'object', properties: { step: { type: 'number' } } },
+  execute: async () => {
+    await pause(random() * 3);
+    return { ok: true };
+  },
+});
+
+/** A model that is a pure function of the conversation, so a resumed run continues correctly. */
+const model: Model = {
+  name: 'crash-harness',
+  async complete(request: ModelRequest): Promise<ModelTurn> {
+    await pause(random() * 6);
+    let n = 0;
+    const call = (name: string, args: object) => ({ id: `c-${request.agent.id}-${request.messages.length}-${n++}`, name, arguments: JSON.stringify(args) });
+    const done = request.messages.filter((m) => m.role === 'assistant').length;
+    if (request.agent.parentId === null) {
+      if (done === 0) {
+        return { text: null, toolCalls: Array.from({ length: WORKERS }, (_, i) => call('spawn_agent', { name: `w${i}`, task: `part ${i}` })) };
+      }
+      const last = request.messages.findLast((m) => m.role === 'tool');
+      const idle = last?.role === 'tool' && last.content.includes('no_active_agents');
+      return { text: null, toolCalls: [idle ? call('finish', { summary: 'all parts done' }) : call('wait_for_agents', { reason: 'reports' })] };
+    }
+    if (done < WORK_TURNS) {
+      const calls = [call('work', { step: done })];
+      if (done % 3 === 1) calls.push(call('send_message', { to: request.agent.parentId, content: `progress from ${request.agent.name}` }));
+      return { text: null, toolCalls: calls };
+    }
+    return { text: null, toolCalls: [call('agent_finish', { summary: `${request.agent.name} finished` })] };
+  },
+};
+
+const options = { model, tools: [work], limits: { maxTurns: 50 }, idleResumeMs: 60_000 };
+
+async function sendUserMessages(c: Coordinator): Promise<void> {
+  for (let i = 0; ; i++) {
+    await pause(2 + random() * 8);
+    const targets = c.list().filter((a) => a.status === 'running' || a.status === 'waiting');
+    if (targets.length === 0) return;
+    const target = targets[Math.floor(random() * targets.length)]!;
+    const content = `user note ${seedText}-${i}`;
+    if (process.env.BUGGY === 'ack-early') {
+      // The planted bug: a write-behind that acknowledges at once and commits a moment later.
+      process.stdout.write(`ACK ${content}\n`);
+      await pause(20);
+    }
+    try {
+      await c.send(target.id, { content });
+    } catch {
+      // Refused (the agent finished meanwhile): not acknowledged. The buggy mode takes back its early ACK.
+      if (process.env.BUGGY === 'ack-early') process.stdout.write(`NACK ${content}\n`);
+      continue;
+    }
+    if (process.env.BUGGY !== 'ack-early') process.stdout.write(`ACK ${content}\n`);
+  }
+}
+
+/** The owning store of `own` mode, kept referenced for the life of the process. */
+export let owned: unknown;
+
+async function main(): Promise<void> {
+  if (mode === 'own') {
+    try {
+      owned = openStore({ path }); // kept referenced: a collected connection would release the lock
+    } catch (err) {
+      if ((err as { code?: string }).code === 'RUN_LOCKED') {
+        process.stdout.write('REFUSED\n');
+        return;
+      }
+      throw err;
+    }
+    process.stdout.write('LEADER\n');
+    setInterval(() => {}, 1 << 30); // stay alive, holding the lock, until killed
+    return new Promise(() => {});
+  }
+  const store = openStore({ path, synchronous: sync === 'NORMAL' ? 'NORMAL' : 'FULL' });
+  if (mode === 'recover-loop') {
+    for (;;) recoverRun(store, undefined, {});
+  }
+  if (mode === 'start') {
+    const c = createCoordinator({ ...options, store });
+    const rootId = await c.start({ name: 'lead', task: 'split the job' });
+    void sendUserMessages(c);
+    await c.waitFor(rootId, ['completed', 'failed', 'crashed', 'stopped']);
+    process.stdout.write(`DONE ${c.get(rootId).status}\n`);
+    return;
+  }
+  const c = await resumeCoordinator({ ...options, store });
+  const root = c.list().find((a) => a.parentId === null)!;
+  const end = await c.waitFor(root.id, ['completed', 'failed', 'crashed', 'stopped'], { timeoutMs: 20_000 });
+  await c.whenIdle();
+  process.stdout.write(`DONE ${end.status}\n`);
+  await c.shutdown();
+  store.close();
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`child failed: ${String((err as Error)?.stack ?? err)}\n`);
+    process.exit(3);
+  },
+);

@@ -1,0 +1,247 @@
+/**
+ * The kill -9 crash harness (reliability.md §3). Each trial runs the child team on a fresh
+ * database file, kills it with SIGKILL at a random point (start-up, steady state, a second crash
+ * during a resume, or inside the recovery transaction), then checks the invariants on the file,
+ * resumes to the end in a new process and checks them again. The acknowledgement ledger lives
+ * here, in the parent, filled only from the child's `ACK` lines.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { recoverRun } from '../../../src/coordinator/resumeCoordinator.js';
+import { openStore } from '../../../src/store/sqliteStore.js';
+
+const STINT_TYPES = new Set(['completion', 'completed', 'failed', 'crashed', 'stopped']);
+
+export interface CrashCounts {
+  trials: number;
+  killsDuringStart: number;
+  killsDuringResume: number;
+  killsDuringRecovery: number;
+  acked: number;
+  lostAcks: number;
+  duplicateDeliveries: number;
+  duplicateNotices: number;
+  missingNotices: number;
+  integrityFailures: number;
+  checksumFailures: number;
+  recoveryNotIdempotent: number;
+  runsNotCompleted: number;
+  childErrors: number;
+  /** The first few child failures, for the log. */
+  errors: string[];
+  trialsWithViolation: number;
+  failingSeeds: number[];
+  seconds: number;
+}
+
+export interface CrashOptions {
+  trials: number;
+  seed: number;
+  /** Negative control: the child acknowledges before it sends. */
+  buggy?: boolean;
+  synchronous?: 'FULL' | 'NORMAL';
+  /** Trials run side by side. */
+  parallel?: number;
+  /** Where the compiled child lives. */
+  childPath?: string;
+}
+
+const defaultChild = () => fileURLToPath(new URL('../../../dist/test/integration/crash/child.js', import.meta.url));
+
+function lcg(seed: number) {
+  let s = seed >>> 0 || 1;
+  return () => ((s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32);
+}
+
+interface ChildRun {
+  acks: string[];
+  done: string | null;
+  killed: boolean;
+  failed: string | null;
+}
+
+function runChild(child: string, args: string[], killAfterMs: number | null, buggy: boolean): Promise<ChildRun> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [child, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, BUGGY: buggy ? 'ack-early' : '' },
+    });
+    const run: ChildRun = { acks: [], done: null, killed: false, failed: null };
+    let out = '';
+    let err = '';
+    proc.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
+        const line = out.slice(0, i);
+        out = out.slice(i + 1);
+        if (line.startsWith('ACK ')) run.acks.push(line.slice(4));
+        else if (line.startsWith('NACK ')) run.acks.splice(run.acks.indexOf(line.slice(5)), 1);
+        else if (line.startsWith('DONE ')) run.done = line.slice(5);
+      }
+    });
+    proc.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    const timer =
+      killAfterMs === null
+        ? setTimeout(() => proc.kill('SIGKILL'), 30_000) // a resume that hangs is a failure, not a hang
+        : setTimeout(() => {
+            run.killed = true;
+            proc.kill('SIGKILL');
+          }, killAfterMs);
+    proc.on('close', (code) => {
+      clearTimeout(timer);
+      if (!run.killed && code !== 0) run.failed = `exit ${code}: ${err.slice(0, 2_000)}`;
+      resolve(run);
+    });
+  });
+}
+
+type Violation = 'lostAcks' | 'duplicateDeliveries' | 'duplicateNotices' | 'missingNotices' | 'integrityFailures' | 'checksumFailures' | 'recoveryNotIdempotent' | 'runsNotCompleted';
+
+/** Check the file after a crash. Returns the number of violations found. */
+function verify(path: string, acked: Set<string>, counts: CrashCounts, finished: boolean): number {
+  let violations = 0;
+  const fail = (what: Violation, n = 1) => {
+    counts[what] += n;
+    violations += 1;
+  };
+  const store = openStore({ path });
+  try {
+    if (store.integrityCheck() !== 'ok') fail('integrityFailures');
+    const bad = store.verifyChecksums();
+    if (bad.messages.length + bad.sessionItems.length > 0) fail('checksumFailures');
+    const run = store.listRuns().at(-1);
+    if (!run) {
+      // Killed before the run existed: nothing can have been acknowledged.
+      if (acked.size > 0) fail('lostAcks', acked.size);
+      return violations;
+    }
+    const messages = store.listMessages(run.id);
+    const contents = new Set(messages.map((m) => m.content));
+    for (const content of acked) {
+      if (contents.has(content)) continue;
+      fail('lostAcks');
+      acked.delete(content); // counted once, not again at the next check
+    }
+    // Delivered exactly once: a delivered message's text is in its agent's session once.
+    for (const m of messages) {
+      if (m.deliveredAt === null || m.from !== 'user') continue;
+      const copies = store.loadSession(m.to).filter((i) => i.role === 'user' && i.content === m.content).length;
+      if (copies !== 1) fail('duplicateDeliveries');
+    }
+    // One item closes each child stint; a terminal child's current stint has its item.
+    const agents = store.listAgents(run.id);
+    for (const a of agents) {
+      if (a.parentId === null) continue;
+      const items = messages.filter((m) => m.from === a.id && m.to === a.parentId && STINT_TYPES.has(m.type));
+      const keys = new Set(items.map((m) => m.noticeKey));
+      if (keys.size !== items.length || items.length > a.stint + 1) fail('duplicateNotices');
+      const terminal = ['completed', 'failed', 'crashed', 'stopped'].includes(a.status);
+      if (terminal && !keys.has(`notice:${a.id}:${a.stint}`)) fail('missingNotices');
+    }
+    // Recovery twice changes nothing.
+    const dump = () => JSON.stringify([store.listRuns(), store.listAgents(run.id), store.listMessages(run.id)]);
+    recoverRun(store, run.id, {});
+    const once = dump();
+    recoverRun(store, run.id, {});
+    if (dump() !== once) fail('recoveryNotIdempotent');
+    if (finished && agents.find((a) => a.parentId === null)?.status !== 'completed') fail('runsNotCompleted');
+  } finally {
+    store.close();
+  }
+  return violations;
+}
+
+export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts> {
+  const started = Date.now();
+  const child = options.childPath ?? defaultChild();
+  const sync = options.synchronous ?? 'FULL';
+  const counts: CrashCounts = {
+    trials: 0,
+    killsDuringStart: 0,
+    killsDuringResume: 0,
+    killsDuringRecovery: 0,
+    acked: 0,
+    lostAcks: 0,
+    duplicateDeliveries: 0,
+    duplicateNotices: 0,
+    missingNotices: 0,
+    integrityFailures: 0,
+    checksumFailures: 0,
+    recoveryNotIdempotent: 0,
+    runsNotCompleted: 0,
+    childErrors: 0,
+    errors: [],
+    trialsWithViolation: 0,
+    failingSeeds: [],
+    seconds: 0,
+  };
+
+  async function trial(index: number): Promise<void> {
+    const trialSeed = options.seed + index;
+    const random = lcg(trialSeed);
+    const dir = mkdtempSync(join(tmpdir(), 'troupe-crash-'));
+    const path = join(dir, 'run.db');
+    const acked = new Set<string>();
+    let violations = 0;
+    try {
+      // Start-up through steady state: the child needs ~500 ms to load and open the file, then
+      // works for ~500 ms more.
+      const first = await runChild(child, [path, 'start', String(trialSeed), sync], 100 + Math.floor(random() * 1_300), options.buggy ?? false);
+      first.acks.forEach((a) => acked.add(a));
+      const childError = (run: ChildRun, phase: string) => {
+        if (!run.failed) return;
+        counts.childErrors++;
+        violations++;
+        if (counts.errors.length < 3) counts.errors.push(`seed ${trialSeed} ${phase}: ${run.failed}`);
+      };
+      if (first.killed) counts.killsDuringStart++;
+      childError(first, 'start');
+      const hasRun = () => {
+        const probe = openStore({ path });
+        try {
+          return probe.listRuns().length > 0;
+        } finally {
+          probe.close();
+        }
+      };
+      const extra = random();
+      if (extra < 0.25 && hasRun()) {
+        // A second crash, this time while resuming.
+        const second = await runChild(child, [path, 'resume', String(trialSeed), sync], 300 + Math.floor(random() * 700), false);
+        if (second.killed) counts.killsDuringResume++;
+        childError(second, 'resume');
+      } else if (extra < 0.4) {
+        const recovery = await runChild(child, [path, 'recover-loop', String(trialSeed), sync], 450 + Math.floor(random() * 300), false);
+        if (recovery.killed) counts.killsDuringRecovery++;
+      }
+      violations += verify(path, acked, counts, false);
+      // Resume to the end in a fresh process (unless the first kill came before a run existed).
+      if (hasRun()) {
+        const last = await runChild(child, [path, 'resume', String(trialSeed), sync], null, false);
+        childError(last.done === null && !last.failed ? { ...last, failed: 'no DONE line' } : last, 'final resume');
+        violations += verify(path, acked, counts, true);
+      }
+    } finally {
+      counts.trials++;
+      counts.acked += acked.size;
+      if (violations > 0) {
+        counts.trialsWithViolation++;
+        counts.failingSeeds.push(trialSeed);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  const parallel = Math.max(1, options.parallel ?? 2);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < options.trials) await trial(next++);
+    }),
+  );
+  counts.seconds = (Date.now() - started) / 1000;
+  return counts;
+}

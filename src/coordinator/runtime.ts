@@ -42,6 +42,9 @@ import { resolveOptions, type CoordinatorOptions, type InspectOption, type Resol
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
 
+const isFatalStoreError = (err: unknown): err is TroupeError =>
+  err instanceof TroupeError && (err.code === 'STORE_IO' || err.code === 'STORE_CORRUPT');
+
 const notAllowed = (target: { id: string; name: string }) =>
   new TroupeError(
     'RECIPIENT_NOT_ALLOWED',
@@ -97,7 +100,9 @@ export interface AgentInfo extends AgentView {
 /** Events for views and scripts (`coordinator.subscribe`). */
 export type TroupeEvent =
   | { type: 'agent.status'; agentId: string; name: string; from: AgentStatus | null; to: AgentStatus; at: number }
-  | { type: 'agent.said'; agentId: string; name: string; text: string; at: number };
+  | { type: 'agent.said'; agentId: string; name: string; text: string; at: number }
+  /** The store failed: the coordinator stopped; resume from the file in a new process. */
+  | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 
 const statusOf = (snap: AgentSnapshot): AgentStatus => {
   const value = snap.value;
@@ -178,6 +183,7 @@ export class Runtime {
   #running = 0;
   #pending: (() => void)[] | null = null;
   #shutdown = false;
+  #failure: TroupeError | null = null;
 
   /**
    * @param restore a run read back from the store (resumeCoordinator): its records and flags
@@ -282,9 +288,34 @@ export class Runtime {
 
   // ── transactions ────────────────────────────────────────────────────────────────────────────
 
-  /** Run `fn` in one store transaction; effects queued with `afterCommit` run once it committed. */
+  /**
+   * Run `fn` in one store transaction; effects queued with `afterCommit` run once it committed.
+   * A fatal store error (I/O, full disk, corruption) stops the coordinator: memory and file may
+   * have diverged, so nothing more is accepted (crash-only; resume re-reads the file).
+   */
   commit<T>(fn: () => T): T {
-    return this.#batch(() => this.store.transaction(fn));
+    if (this.#failure) throw this.#failure;
+    try {
+      return this.#batch(() => this.store.transaction(fn));
+    } catch (err) {
+      if (isFatalStoreError(err)) this.#fail(err);
+      throw err;
+    }
+  }
+
+  /** The fatal error that stopped this coordinator, if any. */
+  get failure(): TroupeError | null {
+    return this.#failure;
+  }
+
+  #fail(err: TroupeError): void {
+    if (this.#failure) return;
+    this.#failure = err;
+    this.logger.fatal({ err }, 'the coordinator stopped accepting work');
+    this.#emit({ type: 'coordinator.failed', error: { code: err.code, message: err.message }, at: this.clock.now() });
+    this.#waiters.rejectAll(err);
+    // Stopping actors from inside one of their own transitions is unsafe: do it right after.
+    queueMicrotask(() => void this.shutdown());
   }
 
   /**
@@ -335,6 +366,7 @@ export class Runtime {
   }
 
   startRoot(req: { name: string; task: string; skills?: string[] }): AgentHandle {
+    if (this.#failure) throw this.#failure;
     if (this.#shutdown) throw shutDown();
     const { name, task, skills } = this.#checkSpawnRequest(req);
     const rejection = spawnRejection(this.coordinator.getSnapshot().context, null);
@@ -476,8 +508,13 @@ export class Runtime {
    * announce it — and only then wake the agents it concerns, so events arrive in causal order.
    */
   #onSnapshot(h: AgentHandle, snap: AgentSnapshot): void {
-    if (this.#shutdown || snap.status !== 'active') return;
-    this.#batch(() => this.#applySnapshot(h, snap));
+    if (this.#shutdown || this.#failure || snap.status !== 'active') return;
+    try {
+      this.#batch(() => this.#applySnapshot(h, snap));
+    } catch (err) {
+      // Never throw into XState (it would end the host process): stop, with the cause recorded.
+      this.#fail(isFatalStoreError(err) ? err : new TroupeError('INTERNAL', `recording a transition of ${h.name} failed: ${(err as Error).message}`, { cause: err }));
+    }
   }
 
   #applySnapshot(h: AgentHandle, snap: AgentSnapshot): void {
@@ -642,6 +679,7 @@ export class Runtime {
 
   /** A message from outside the team (`user` by default). Acknowledged once committed. */
   sendExternal(to: string, msg: { content: string; from?: 'user' | 'system'; type?: string; priority?: MessagePriority }): MessageRow {
+    if (this.#failure) throw this.#failure;
     if (this.#shutdown) throw shutDown();
     const target = this.resolve(to);
     const from = msg.from ?? 'user';
@@ -826,12 +864,14 @@ export class Runtime {
 
   waitFor(id: string, statuses: readonly AgentStatus[], timeoutMs?: number): Promise<AgentInfo> {
     const h = this.resolve(id);
+    if (this.#failure) return Promise.reject(this.#failure);
     if (this.#shutdown && !statuses.includes(h.status)) return Promise.reject(shutDown());
     return this.#waiters.waitFor(h, statuses, timeoutMs);
   }
 
   /** Resolves when no agent is running: every agent is terminal or parked. */
   whenIdle(): Promise<void> {
+    if (this.#failure) return Promise.reject(this.#failure);
     if (this.#shutdown) return Promise.reject(shutDown());
     return this.#waiters.whenIdle();
   }

@@ -28,7 +28,7 @@ export function createCycleLogic(rt: Runtime) {
           agent.logger.error({ err }, 'turn crashed');
           result = { outcome: { kind: 'crashed', error: serializeError(err) }, items: [] };
         }
-        if (signal.aborted) return;
+        if (signal.aborted || rt.failure) return;
         // The tool results, the machine's decision and the rows it causes (status, counters,
         // notices) commit together: the transition runs synchronously inside this transaction.
         rt.commit(() => {
@@ -37,7 +37,10 @@ export function createCycleLogic(rt: Runtime) {
         });
       }
     };
-    void loop();
+    // A failed commit has already stopped the coordinator (rt.failure); nothing else escapes.
+    loop().catch((err: unknown) => {
+      if (!rt.failure) rt.logger.error({ err }, 'a cycle ended unexpectedly');
+    });
     return () => controller.abort(new Error('the cycle was stopped'));
   });
 }

@@ -30,6 +30,8 @@ export interface OpenStoreOptions {
   busyTimeoutMs?: number;
   /** Read without owning: no lock, no writes (for status and tree views of a running process). */
   readonly?: boolean;
+  /** Cap the database file's size; a write past it fails with STORE_IO (SQLITE_FULL) and the store stops. */
+  maxSizeBytes?: number;
 }
 
 export interface SqliteStore extends Store {
@@ -191,6 +193,10 @@ function prepareDatabase(db: Database.Database, options: OpenStoreOptions, synch
   // Explicitly, on every open: this build reports FULL on a fresh file and NORMAL on reopen.
   db.pragma(`synchronous = ${synchronous}`);
   db.pragma('foreign_keys = ON');
+  if (options.maxSizeBytes !== undefined) {
+    const pageSize = db.pragma('page_size', { simple: true }) as number;
+    db.pragma(`max_page_count = ${Math.max(1, Math.ceil(options.maxSizeBytes / pageSize))}`);
+  }
   const pending = MIGRATIONS.filter((m) => m.version > version);
   if (pending.length > 0) {
     db.transaction(() => {
@@ -208,6 +214,9 @@ function prepareDatabase(db: Database.Database, options: OpenStoreOptions, synch
 export function openStore(options: OpenStoreOptions): SqliteStore {
   if (typeof options?.path !== 'string' || options.path === '') {
     throw new TroupeError('CONFIG_INVALID', `Expected path to be a file path or ':memory:', got ${JSON.stringify(options?.path)}`);
+  }
+  if (options.maxSizeBytes !== undefined && !(Number.isInteger(options.maxSizeBytes) && options.maxSizeBytes > 0)) {
+    throw new TroupeError('CONFIG_INVALID', `Expected maxSizeBytes to be an integer > 0, got ${JSON.stringify(options.maxSizeBytes)}`);
   }
   const synchronous = options.synchronous ?? 'FULL';
   if (synchronous !== 'FULL' && synchronous !== 'NORMAL') {

@@ -162,3 +162,31 @@ describe('a team on a real database file', () => {
     reader.close();
   });
 });
+
+describe('a store that fails mid-run', () => {
+  it('a full disk (SQLITE_FULL) stops the coordinator with STORE_IO; the file is sound and the run resumes', async () => {
+    const path = join(tempDir(), 'full.db');
+    const store = openStore({ path, maxSizeBytes: 256 * 1024 });
+    const big = 'x'.repeat(30_000);
+    const t = team(
+      { agents: { lead: Array.from({ length: 40 }, () => ({ tool: 'view_agent_graph', args: { note: big } })) } },
+      { store, limits: { maxTurns: 1_000 } },
+    );
+    const failed: string[] = [];
+    t.c.subscribe((e) => e.type === 'coordinator.failed' && failed.push(e.error.code));
+    const rootId = await t.c.start({ name: 'lead', task: 'fill the disk' });
+    await expect(t.c.waitFor(rootId, [...TERMINAL])).rejects.toMatchObject({ code: 'STORE_IO' });
+    expect(failed).toEqual(['STORE_IO']);
+    expect(store.failure?.code).toBe('STORE_IO');
+    // Nothing more is accepted.
+    await expect(t.c.send(rootId, { content: 'hello?' })).rejects.toMatchObject({ code: 'STORE_IO' });
+    await expect(t.c.whenIdle()).rejects.toMatchObject({ code: 'STORE_IO' });
+    store.close();
+    // Crash-only: the file is intact and a new owner (without the cap) resumes the run.
+    const again = openStore({ path });
+    expect(again.integrityCheck()).toBe('ok');
+    expect(again.verifyChecksums()).toEqual({ messages: [], sessionItems: [] });
+    expect(again.getAgent(rootId)?.status).toBe('running');
+    again.close();
+  });
+});

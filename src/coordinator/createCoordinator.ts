@@ -5,6 +5,7 @@
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
 import type { MessagePriority, MessageRow, Store } from '../store/types.js';
+import type { Delegations, ReentryBudgets } from './delegations.js';
 import type { Registry, TreeNode } from './registry.js';
 import { Runtime, type AgentInfo, type TroupeEvent } from './runtime.js';
 import type { CoordinatorOptions } from './options.js';
@@ -38,6 +39,14 @@ export interface Coordinator extends AsyncDisposable {
   /** Run-wide budget state. */
   budget(): { spentUsd: number; limitUsd: number | null; policy: 'stop' | 'pause'; budgetStopped: boolean; reserveStopped: boolean; paused: boolean };
   subscribe(listener: (event: TroupeEvent) => void): () => void;
+  /**
+   * Background work an agent dispatched whose result must come back to it: `dispatch` returns
+   * `deleg_NNNN`; `complete`/`fail` record the result and message the agent. After a restart,
+   * delegations that were running are `interrupted` and their agents told so.
+   */
+  readonly delegations: Pick<Delegations, 'dispatch' | 'complete' | 'fail' | 'list'>;
+  /** Self-wake counters per agent (persisted; rows older than 7 days are dropped on resume). */
+  readonly reentry: Pick<ReentryBudgets, 'get' | 'record' | 'reset'>;
   /** Stop every actor; persisted statuses stay as they are, so a later resume continues the run. */
   shutdown(): Promise<void>;
 }
@@ -102,6 +111,8 @@ export function coordinatorOf(rt: Runtime): Coordinator {
       };
     },
     subscribe: (listener) => rt.subscribe(listener),
+    delegations: rt.delegations,
+    reentry: rt.reentry,
     shutdown: () => rt.shutdown(),
     [Symbol.asyncDispose]: () => rt.shutdown(),
   };

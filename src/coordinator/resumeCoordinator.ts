@@ -6,9 +6,11 @@
  * @module
  */
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
+import { systemClock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { RunRow, Store } from '../store/types.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
+import { interruptStaleDelegations, STALE_BUDGET_MS } from './delegations.js';
 import { resolveBudget, type CoordinatorOptions } from './options.js';
 import { Runtime } from './runtime.js';
 
@@ -38,7 +40,12 @@ export function recomputeBudgetFlags(run: RunRow, spentUsd: number, budget: Coor
  * The recovery transaction: idempotent (running it twice changes nothing) and atomic (a kill
  * inside it leaves the previous state). Returns the run as recovered.
  */
-export function recoverRun(store: Store, runId: string | undefined, options: Pick<CoordinatorOptions, 'budget' | 'interactive'>): RunRow {
+export function recoverRun(
+  store: Store,
+  runId: string | undefined,
+  options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & { now?: number },
+): RunRow {
+  const now = options.now ?? Date.now();
   return store.transaction(() => {
     const runs = store.listRuns();
     const run = runId === undefined ? runs.at(-1) : runs.find((r) => r.id === runId);
@@ -52,6 +59,9 @@ export function recoverRun(store: Store, runId: string | undefined, options: Pic
       budget: recomputeBudgetFlags(run, spent, options.budget),
     };
     store.updateRun(run.id, { interactive: recovered.interactive, budget: recovered.budget });
+    // Honest, never magic: a delegation running under an earlier boot did not complete.
+    interruptStaleDelegations(store, run.id, now);
+    store.dropReentryBudgets(now - STALE_BUDGET_MS);
     return recovered;
   });
 }
@@ -68,7 +78,7 @@ export async function resumeCoordinator(options: ResumeOptions): Promise<Coordin
     throw new ConfigError(`Expected store to be a Store (openStore or memoryStore), got ${String(options?.store)}`);
   }
   const { store, runId, ...rest } = options;
-  const run = recoverRun(store, runId, rest);
+  const run = recoverRun(store, runId, { ...rest, now: (options.clock ?? systemClock).now() });
   const agents = store.listAgents(run.id);
   const usage = store.listUsage(run.id);
   const spentByAgent = new Map<string, number>();

@@ -36,6 +36,7 @@ import type { AgentRow, MessagePriority, MessageRow, NewMessage, RunRow, Store }
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
 import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
 import { BudgetLedger } from './budget.js';
+import { Delegations, ReentryBudgets } from './delegations.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
 import { resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
@@ -172,6 +173,8 @@ export class Runtime {
   readonly registry: Registry;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly ledger: BudgetLedger;
+  readonly delegations: Delegations;
+  readonly reentry: ReentryBudgets;
 
   readonly #inspect: InspectOption | undefined;
   readonly #agentLogic: AgentLogic;
@@ -210,6 +213,34 @@ export class Runtime {
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
     this.registry = createRegistry();
     this.ledger = new BudgetLedger(this, restore?.spentUsd ?? 0);
+    const host = {
+      store: this.store,
+      runId: this.runId,
+      logger: this.logger,
+      now: () => this.clock.now(),
+      assertAgent: (id: string) => void this.handle(id),
+      notify: (agentId: string, m: { type: string; content: string; noticeKey: string }) => {
+        const target = this.handle(agentId);
+        this.commit(() => {
+          const row = this.store.enqueueMessage({
+            id: `msg_${newId()}`,
+            runId: this.runId,
+            to: agentId,
+            from: 'system',
+            fromName: 'system',
+            type: m.type,
+            priority: 'high',
+            content: m.content,
+            interrupt: false,
+            createdAt: this.clock.now(),
+            noticeKey: m.noticeKey,
+          });
+          if (row) this.afterCommit(() => this.#wake(target, row));
+        });
+      },
+    };
+    this.delegations = new Delegations(host);
+    this.reentry = new ReentryBudgets(host);
     this.#waiters = new Waiters(this.clock, () => this.#running === 0, (id) => this.info(id));
     this.#agentLogic = agentMachine.provide({ actors: { runCycle: createCycleLogic(this) } });
 

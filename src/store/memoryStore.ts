@@ -7,7 +7,7 @@
  * @module
  */
 import type { SessionItem } from '../model/types.js';
-import type { AgentRow, EventRow, MessageRow, NewMessage, RunRow, Store, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
 import { TroupeError } from '../errors.js';
 
 interface Mailbox {
@@ -25,6 +25,8 @@ interface State {
   usage: UsageRow[];
   events: EventRow[];
   noticeKeys: Set<string>;
+  delegations: Map<string, DelegationRow>;
+  reentry: Map<string, ReentryBudgetRow>;
   seq: number;
 }
 
@@ -41,6 +43,8 @@ export function memoryStore(): Store {
     usage: [],
     events: [],
     noticeKeys: new Set(),
+    delegations: new Map(),
+    reentry: new Map(),
     seq: 0,
   };
   /** Undo log of the current transaction (null outside one). */
@@ -75,7 +79,11 @@ export function memoryStore(): Store {
     onRollback(() => (list.length = before));
   };
 
+  const delegationKey = (sessionId: string, delegationId: string) => `${sessionId}\u0000${delegationId}`;
+
   return {
+    // Nothing survives the process, so every memory store is the first boot of its data.
+    boot: 1,
     transaction<T>(fn: () => T): T {
       if (undo) return fn();
       const log: (() => void)[] = [];
@@ -182,6 +190,43 @@ export function memoryStore(): Store {
       onRollback(() => state.events.pop());
     },
     listEvents: (runId) => state.events.filter((e) => e.runId === runId).map(copy),
+
+    insertDelegation(row) {
+      const key = delegationKey(row.sessionId, row.delegationId);
+      if (state.delegations.has(key)) throw new TroupeError('AGENT_EXISTS', `store: delegation ${row.delegationId} exists`);
+      state.delegations.set(key, copy(row));
+      onRollback(() => state.delegations.delete(key));
+    },
+    finishDelegation(sessionId, delegationId, end) {
+      const key = delegationKey(sessionId, delegationId);
+      const row = state.delegations.get(key);
+      if (!row || row.status !== 'running') return false;
+      state.delegations.set(key, { ...row, status: end.status, completedAt: end.at, resultText: end.resultText });
+      onRollback(() => state.delegations.set(key, row));
+      return true;
+    },
+    listDelegations: (runId) => [...state.delegations.values()].filter((d) => d.runId === runId).map(copy),
+
+    getReentryBudget: (sessionId) => {
+      const row = state.reentry.get(sessionId);
+      return row && copy(row);
+    },
+    putReentryBudget(row) {
+      const prev = state.reentry.get(row.sessionId);
+      state.reentry.set(row.sessionId, copy(row));
+      onRollback(() => (prev ? state.reentry.set(row.sessionId, prev) : state.reentry.delete(row.sessionId)));
+    },
+    dropReentryBudgets(before) {
+      let dropped = 0;
+      for (const [id, row] of state.reentry) {
+        if (row.lastWakeAt < before) {
+          state.reentry.delete(id);
+          onRollback(() => state.reentry.set(id, row));
+          dropped++;
+        }
+      }
+      return dropped;
+    },
 
     close() {},
   };

@@ -20,7 +20,7 @@ import type { SessionItem } from '../model/types.js';
 import { createFileIfMissing } from './files.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
-import type { AgentRow, EventRow, MessageRow, NewMessage, RunRow, Store, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
 
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
@@ -295,6 +295,20 @@ function createSqliteStore(
     listUsage: db.prepare('SELECT * FROM usage WHERE run_id = ? ORDER BY id'),
     insertEvent: db.prepare('INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, ?, ?, ?, ?)'),
     listEvents: db.prepare('SELECT * FROM events WHERE run_id = ? ORDER BY id'),
+    insertDelegation: db.prepare(
+      `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
+       VALUES (@sessionId, @delegationId, @runId, @goal, @status, @dispatchedAt, @completedAt, @resultText, @startedBoot)`,
+    ),
+    finishDelegation: db.prepare(
+      `UPDATE delegations SET status = ?, completed_at = ?, result_text = ? WHERE session_id = ? AND delegation_id = ? AND status = 'running'`,
+    ),
+    listDelegations: db.prepare('SELECT * FROM delegations WHERE run_id = ? ORDER BY dispatched_at, rowid'),
+    getReentry: db.prepare('SELECT * FROM reentry_budgets WHERE session_id = ?'),
+    putReentry: db.prepare(
+      `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES (?, ?, ?)
+       ON CONFLICT (session_id) DO UPDATE SET count = excluded.count, last_wake_at = excluded.last_wake_at`,
+    ),
+    dropReentry: db.prepare('DELETE FROM reentry_budgets WHERE last_wake_at < ?'),
   };
   const immediate = db.transaction((fn: () => unknown) => fn());
 
@@ -515,6 +529,51 @@ function createSqliteStore(
         data: JSON.parse(r.data) as Record<string, unknown>,
         at: r.at,
       })),
+
+    insertDelegation: (row: DelegationRow) =>
+      transaction(() => {
+        try {
+          q.insertDelegation.run(row);
+        } catch (err) {
+          if (sqliteCode(err) === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
+            throw new TroupeError('AGENT_EXISTS', `store: delegation ${row.delegationId} exists`, { cause: err });
+          }
+          throw err;
+        }
+      }),
+    finishDelegation: (sessionId, delegationId, end) =>
+      transaction(() => q.finishDelegation.run(end.status, end.at, end.resultText, sessionId, delegationId).changes === 1),
+    listDelegations: (runId) =>
+      (
+        q.listDelegations.all(runId) as {
+          session_id: string;
+          delegation_id: string;
+          run_id: string;
+          goal: string;
+          status: DelegationRow['status'];
+          dispatched_at: number;
+          completed_at: number | null;
+          result_text: string | null;
+          started_boot: number;
+        }[]
+      ).map((r) => ({
+        sessionId: r.session_id,
+        delegationId: r.delegation_id,
+        runId: r.run_id,
+        goal: r.goal,
+        status: r.status,
+        dispatchedAt: r.dispatched_at,
+        completedAt: r.completed_at,
+        resultText: r.result_text,
+        startedBoot: r.started_boot,
+      })),
+
+    getReentryBudget: (sessionId) => {
+      const r = q.getReentry.get(sessionId) as { session_id: string; count: number; last_wake_at: number } | undefined;
+      return r && { sessionId: r.session_id, count: r.count, lastWakeAt: r.last_wake_at };
+    },
+    putReentryBudget: (row: ReentryBudgetRow) => transaction(() => void q.putReentry.run(row.sessionId, row.count, row.lastWakeAt)),
+    dropReentryBudgets: (before) => transaction(() => q.dropReentry.run(before).changes),
 
     integrityCheck: () => db.pragma('integrity_check', { simple: true }) as string,
     verifyChecksums() {

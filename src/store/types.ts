@@ -82,7 +82,34 @@ export interface EventRow {
   at: number;
 }
 
+/** Background work an agent dispatched whose result must come back to it (seeds/001). */
+export interface DelegationRow {
+  /** The originating agent. */
+  sessionId: string;
+  /** `deleg_NNNN`, never reissued within a session. */
+  delegationId: string;
+  runId: string;
+  goal: string;
+  status: 'running' | 'completed' | 'failed' | 'interrupted';
+  dispatchedAt: number;
+  completedAt: number | null;
+  /** Capped at 4,000 characters. */
+  resultText: string | null;
+  /** The boot (owner) under which it was dispatched: recovery interrupts rows of earlier boots. */
+  startedBoot: number;
+}
+
+/** Self-wake budget of one agent: how many wakes, and the last one. */
+export interface ReentryBudgetRow {
+  sessionId: string;
+  count: number;
+  lastWakeAt: number;
+}
+
 export interface Store {
+  /** The fencing token of this owner: it increases each time a process opens the store to write. */
+  readonly boot: number;
+
   /** Run `fn` atomically; nested calls join the outer transaction. */
   transaction<T>(fn: () => T): T;
 
@@ -121,6 +148,21 @@ export interface Store {
 
   appendEvent(row: EventRow): void;
   listEvents(runId: string): EventRow[];
+
+  /** Record a dispatched delegation (status `running`). */
+  insertDelegation(row: DelegationRow): void;
+  /** Move a delegation out of `running`; false (and nothing written) if it was not running. */
+  finishDelegation(
+    sessionId: string,
+    delegationId: string,
+    end: { status: 'completed' | 'failed' | 'interrupted'; at: number; resultText: string },
+  ): boolean;
+  listDelegations(runId: string): DelegationRow[];
+
+  getReentryBudget(sessionId: string): ReentryBudgetRow | undefined;
+  putReentryBudget(row: ReentryBudgetRow): void;
+  /** Drop budgets whose last wake is older than `before` (stale rows must not space a new process). */
+  dropReentryBudgets(before: number): number;
 
   close(): void;
 }

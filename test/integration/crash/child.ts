@@ -24,6 +24,28 @@ const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export const WORKERS = 4;
 export const WORK_TURNS = 8;
 
+/** The live coordinator (the delegate tool dispatches through it). */
+let coordinator: Coordinator | undefined;
+
+const delegate = defineTool({
+  name: 'delegate',
+  description: 'dispatch a background job whose result comes back later',
+  parameters: { type: 'object', properties: { goal: { type: 'string' } }, required: ['goal'] },
+  execute: ({ goal }, { agentId }) => {
+    const c = coordinator!;
+    const id = c.delegations.dispatch(agentId, goal as string);
+    setTimeout(() => {
+      try {
+        c.delegations.complete(agentId, id, `result of ${goal as string}`);
+        process.stdout.write(`DDONE ${agentId}/${id}\n`);
+      } catch {
+        // The agent or the coordinator is gone: the delegation stays running until recovery.
+      }
+    }, 5 + random() * 40);
+    return { delegation_id: id };
+  },
+});
+
 const work = defineTool({
   name: 'work',
   description: 'do a unit of work',
@@ -51,7 +73,7 @@ const model: Model = {
       return { text: null, toolCalls: [idle ? call('finish', { summary: 'all parts done' }) : call('wait_for_agents', { reason: 'reports' })] };
     }
     if (done < WORK_TURNS) {
-      const calls = [call('work', { step: done })];
+      const calls = [call(done === 2 ? 'delegate' : 'work', done === 2 ? { goal: `job of ${request.agent.name}` } : { step: done })];
       if (done % 3 === 1) calls.push(call('send_message', { to: request.agent.parentId, content: `progress from ${request.agent.name}` }));
       return { text: null, toolCalls: calls };
     }
@@ -59,7 +81,7 @@ const model: Model = {
   },
 };
 
-const options = { model, tools: [work], limits: { maxTurns: 50 }, idleResumeMs: 60_000 };
+const options = { model, tools: [work, delegate], limits: { maxTurns: 50 }, idleResumeMs: 60_000 };
 
 async function sendUserMessages(c: Coordinator): Promise<void> {
   for (let i = 0; ; i++) {
@@ -108,6 +130,7 @@ async function main(): Promise<void> {
   }
   if (mode === 'start') {
     const c = createCoordinator({ ...options, store });
+    coordinator = c;
     const rootId = await c.start({ name: 'lead', task: 'split the job' });
     void sendUserMessages(c);
     await c.waitFor(rootId, ['completed', 'failed', 'crashed', 'stopped']);
@@ -115,6 +138,7 @@ async function main(): Promise<void> {
     return;
   }
   const c = await resumeCoordinator({ ...options, store });
+  coordinator = c;
   const root = c.list().find((a) => a.parentId === null)!;
   const end = await c.waitFor(root.id, ['completed', 'failed', 'crashed', 'stopped'], { timeoutMs: 20_000 });
   await c.whenIdle();

@@ -35,8 +35,13 @@ describe('kill -9 at random points, then resume', () => {
       checksumFailures: 0,
       recoveryNotIdempotent: 0,
       runsNotCompleted: 0,
+      delegationsLeftRunning: 0,
+      delegationsDowngraded: 0,
+      delegationMessagesWrong: 0,
       childErrors: 0,
     });
+    expect(counts.delegations).toBeGreaterThan(TRIALS);
+    expect(counts.delegationsInterrupted).toBeGreaterThan(0);
     // The trials must actually have crashed things, in every phase.
     expect(counts.killsDuringStart).toBeGreaterThan(TRIALS / 2);
     expect(counts.killsDuringResume + counts.killsDuringRecovery).toBeGreaterThan(0);

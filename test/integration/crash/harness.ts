@@ -29,6 +29,13 @@ export interface CrashCounts {
   checksumFailures: number;
   recoveryNotIdempotent: number;
   runsNotCompleted: number;
+  /** Delegations seen: dispatched in total, and acknowledged complete by the child. */
+  delegations: number;
+  delegationsInterrupted: number;
+  delegationsAckedDone: number;
+  delegationsLeftRunning: number;
+  delegationsDowngraded: number;
+  delegationMessagesWrong: number;
   childErrors: number;
   /** The first few child failures, for the log. */
   errors: string[];
@@ -58,6 +65,7 @@ function lcg(seed: number) {
 
 interface ChildRun {
   acks: string[];
+  delegationsDone: string[];
   done: string | null;
   killed: boolean;
   failed: string | null;
@@ -69,7 +77,7 @@ function runChild(child: string, args: string[], killAfterMs: number | null, bug
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, BUGGY: buggy ? 'ack-early' : '' },
     });
-    const run: ChildRun = { acks: [], done: null, killed: false, failed: null };
+    const run: ChildRun = { acks: [], delegationsDone: [], done: null, killed: false, failed: null };
     let out = '';
     let err = '';
     proc.stdout.on('data', (chunk: Buffer) => {
@@ -80,6 +88,7 @@ function runChild(child: string, args: string[], killAfterMs: number | null, bug
         if (line.startsWith('ACK ')) run.acks.push(line.slice(4));
         else if (line.startsWith('NACK ')) run.acks.splice(run.acks.indexOf(line.slice(5)), 1);
         else if (line.startsWith('DONE ')) run.done = line.slice(5);
+        else if (line.startsWith('DDONE ')) run.delegationsDone.push(line.slice(6));
       }
     });
     proc.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
@@ -98,10 +107,21 @@ function runChild(child: string, args: string[], killAfterMs: number | null, bug
   });
 }
 
-type Violation = 'lostAcks' | 'duplicateDeliveries' | 'duplicateNotices' | 'missingNotices' | 'integrityFailures' | 'checksumFailures' | 'recoveryNotIdempotent' | 'runsNotCompleted';
+type Violation =
+  | 'lostAcks'
+  | 'duplicateDeliveries'
+  | 'duplicateNotices'
+  | 'missingNotices'
+  | 'integrityFailures'
+  | 'checksumFailures'
+  | 'recoveryNotIdempotent'
+  | 'runsNotCompleted'
+  | 'delegationsLeftRunning'
+  | 'delegationsDowngraded'
+  | 'delegationMessagesWrong';
 
 /** Check the file after a crash. Returns the number of violations found. */
-function verify(path: string, acked: Set<string>, counts: CrashCounts, finished: boolean): number {
+function verify(path: string, acked: Set<string>, ackedDone: Set<string>, counts: CrashCounts, finished: boolean): number {
   let violations = 0;
   const fail = (what: Violation, n = 1) => {
     counts[what] += n;
@@ -147,6 +167,23 @@ function verify(path: string, acked: Set<string>, counts: CrashCounts, finished:
     const once = dump();
     recoverRun(store, run.id, {});
     if (dump() !== once) fail('recoveryNotIdempotent');
+    // Delegations: after recovery none is running; each ended one told its agent exactly once;
+    // one acknowledged as completed is never downgraded to interrupted.
+    const delegations = store.listDelegations(run.id);
+    const after = store.listMessages(run.id);
+    for (const d of delegations) {
+      if (d.status === 'running') fail('delegationsLeftRunning');
+      const told = after.filter((m) => m.noticeKey === `deleg:${d.sessionId}:${d.delegationId}`);
+      if (told.length !== 1 || told[0]!.to !== d.sessionId) fail('delegationMessagesWrong');
+      if (ackedDone.has(`${d.sessionId}/${d.delegationId}`) && d.status !== 'completed') {
+        fail('delegationsDowngraded');
+        ackedDone.delete(`${d.sessionId}/${d.delegationId}`);
+      }
+    }
+    if (finished) {
+      counts.delegations += delegations.length;
+      counts.delegationsInterrupted += delegations.filter((d) => d.status === 'interrupted').length;
+    }
     if (finished && agents.find((a) => a.parentId === null)?.status !== 'completed') fail('runsNotCompleted');
   } finally {
     store.close();
@@ -172,6 +209,12 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
     checksumFailures: 0,
     recoveryNotIdempotent: 0,
     runsNotCompleted: 0,
+    delegations: 0,
+    delegationsInterrupted: 0,
+    delegationsAckedDone: 0,
+    delegationsLeftRunning: 0,
+    delegationsDowngraded: 0,
+    delegationMessagesWrong: 0,
     childErrors: 0,
     errors: [],
     trialsWithViolation: 0,
@@ -185,12 +228,14 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
     const dir = mkdtempSync(join(tmpdir(), 'troupe-crash-'));
     const path = join(dir, 'run.db');
     const acked = new Set<string>();
+    const ackedDone = new Set<string>();
     let violations = 0;
     try {
       // Start-up through steady state: the child needs ~500 ms to load and open the file, then
       // works for ~500 ms more.
       const first = await runChild(child, [path, 'start', String(trialSeed), sync], 100 + Math.floor(random() * 1_300), options.buggy ?? false);
       first.acks.forEach((a) => acked.add(a));
+      first.delegationsDone.forEach((d) => ackedDone.add(d));
       const childError = (run: ChildRun, phase: string) => {
         if (!run.failed) return;
         counts.childErrors++;
@@ -211,22 +256,25 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
       if (extra < 0.25 && hasRun()) {
         // A second crash, this time while resuming.
         const second = await runChild(child, [path, 'resume', String(trialSeed), sync], 300 + Math.floor(random() * 700), false);
+        second.delegationsDone.forEach((d) => ackedDone.add(d));
         if (second.killed) counts.killsDuringResume++;
         childError(second, 'resume');
       } else if (extra < 0.4) {
         const recovery = await runChild(child, [path, 'recover-loop', String(trialSeed), sync], 450 + Math.floor(random() * 300), false);
         if (recovery.killed) counts.killsDuringRecovery++;
       }
-      violations += verify(path, acked, counts, false);
+      violations += verify(path, acked, ackedDone, counts, false);
       // Resume to the end in a fresh process (unless the first kill came before a run existed).
       if (hasRun()) {
         const last = await runChild(child, [path, 'resume', String(trialSeed), sync], null, false);
+        last.delegationsDone.forEach((d) => ackedDone.add(d));
         childError(last.done === null && !last.failed ? { ...last, failed: 'no DONE line' } : last, 'final resume');
-        violations += verify(path, acked, counts, true);
+        violations += verify(path, acked, ackedDone, counts, true);
       }
     } finally {
       counts.trials++;
       counts.acked += acked.size;
+      counts.delegationsAckedDone += ackedDone.size;
       if (violations > 0) {
         counts.trialsWithViolation++;
         counts.failingSeeds.push(trialSeed);

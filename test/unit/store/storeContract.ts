@@ -146,6 +146,29 @@ export function describeStoreContract(name: string, create: () => Store) {
       expect(store.listUsage('other')).toEqual([]);
     });
 
+    it('keeps delegations: running → terminal once; ids unique per session', () => {
+      const store = fresh();
+      const row = { sessionId: 'a', delegationId: 'deleg_0001', runId: 'run1', goal: 'g', status: 'running' as const, dispatchedAt: 1, completedAt: null, resultText: null, startedBoot: store.boot };
+      store.insertDelegation(row);
+      expect(() => store.insertDelegation(row)).toThrow(expect.objectContaining({ code: 'AGENT_EXISTS' }));
+      expect(store.finishDelegation('a', 'deleg_0001', { status: 'completed', at: 5, resultText: 'ok' })).toBe(true);
+      expect(store.finishDelegation('a', 'deleg_0001', { status: 'interrupted', at: 6, resultText: 'late' })).toBe(false);
+      expect(store.finishDelegation('a', 'deleg_9999', { status: 'failed', at: 6, resultText: 'x' })).toBe(false);
+      expect(store.listDelegations('run1')).toEqual([{ ...row, status: 'completed', completedAt: 5, resultText: 'ok' }]);
+      expect(store.listDelegations('other')).toEqual([]);
+    });
+
+    it('keeps re-entry budgets and drops stale ones', () => {
+      const store = fresh();
+      store.putReentryBudget({ sessionId: 'a', count: 2, lastWakeAt: 100 });
+      store.putReentryBudget({ sessionId: 'b', count: 1, lastWakeAt: 10 });
+      store.putReentryBudget({ sessionId: 'a', count: 3, lastWakeAt: 200 });
+      expect(store.getReentryBudget('a')).toEqual({ sessionId: 'a', count: 3, lastWakeAt: 200 });
+      expect(store.dropReentryBudgets(50)).toBe(1);
+      expect(store.getReentryBudget('b')).toBeUndefined();
+      expect(typeof store.boot).toBe('number');
+    });
+
     it('a session handed out does not change when the session grows', () => {
       const store = fresh();
       store.registerAgent(agentRow('a'), [FIRST]);

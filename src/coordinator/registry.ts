@@ -37,6 +37,11 @@ export function createRegistry() {
         context.agents.set(event.view.id, event.view);
         return { agents: context.agents, version: context.version + 1 };
       },
+      /** Many at once (a resume publishes thousands of agents as one change). */
+      upsertMany: (context, event: { views: AgentView[] }) => {
+        for (const view of event.views) context.agents.set(view.id, view);
+        return { agents: context.agents, version: context.version + 1 };
+      },
     },
   });
 }

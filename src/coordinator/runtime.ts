@@ -13,7 +13,7 @@ import { customAlphabet } from 'nanoid';
 import PQueue from 'p-queue';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor, type SnapshotFrom } from 'xstate';
-import { agentMachine, type AgentLifecycleState } from '../../machines/agentMachine.js';
+import { agentMachine, type AgentInput, type AgentLifecycleState } from '../../machines/agentMachine.js';
 import {
   coordinatorMachine,
   getAgentRecord,
@@ -22,7 +22,7 @@ import {
   type BudgetFlags,
   type CoordinatorEmitted,
 } from '../../machines/coordinatorMachine.js';
-import { isActive, type AgentStatus, type WaitKind } from '../../machines/types.js';
+import { isActive, isTerminal, type AgentStatus, type WaitKind } from '../../machines/types.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model, ModelRequest, ToolSpec } from '../model/types.js';
@@ -69,7 +69,15 @@ export interface AgentHandle {
   readonly children: string[];
   readonly logger: Logger;
   readonly tracker: FailureTracker;
-  actor: Actor<AgentLogic>;
+  /**
+   * The agent's actor. A restored agent in a terminal state gets its actor only when something
+   * needs it (a message that may revive it): thousands of finished agents cost no actors.
+   */
+  readonly actor: Actor<AgentLogic>;
+  /** The actor if it exists, without creating it. */
+  live: Actor<AgentLogic> | null;
+  /** The lifecycle state of an agent whose actor does not exist yet. */
+  dormant: AgentLifecycleState | null;
   status: AgentStatus;
   waitKind: WaitKind | null;
   recoveries: number;
@@ -183,6 +191,9 @@ export class Runtime {
   readonly #listeners = new Set<(event: TroupeEvent) => void>();
   readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
   readonly #dirtyViews = new Set<AgentHandle>();
+  /** Views of agents respawned so far, published together when respawn ends. */
+  readonly #respawned: AgentView[] = [];
+  #respawning = false;
   #running = 0;
   #pending: (() => void)[] | null = null;
   #shutdown = false;
@@ -279,6 +290,7 @@ export class Runtime {
    */
   respawn(rows: readonly AgentRow[], spentByAgent: ReadonlyMap<string, number>): void {
     const now = this.clock.now();
+    this.#respawning = true;
     for (const row of rows) {
       let handle: AgentHandle;
       try {
@@ -293,6 +305,9 @@ export class Runtime {
       handle.spentUsd = spentByAgent.get(row.id) ?? 0;
       if (row.parentId !== null) this.#agents.get(row.parentId)?.children.push(row.id);
     }
+    // The read model learns of every respawned agent in one change, not thousands.
+    this.#respawning = false;
+    this.registry.trigger.upsertMany({ views: this.#respawned.splice(0).map((v) => ({ ...v, spentUsd: this.#agents.get(v.id)!.spentUsd })) });
     for (const h of this.#agents.values()) {
       if (h.status === 'running') continue;
       this.#batch(() => {
@@ -482,8 +497,17 @@ export class Runtime {
         Object.defineProperty(this, 'logger', { value: child });
         return child;
       },
-      tracker: new FailureTracker(3),
-      actor: undefined as unknown as Actor<AgentLogic>,
+      // Most agents never see a failing tool: their tracker is made on first use.
+      get tracker() {
+        const tracker = new FailureTracker(3);
+        Object.defineProperty(this, 'tracker', { value: tracker });
+        return tracker;
+      },
+      get actor() {
+        return this.live ?? materialize();
+      },
+      live: null,
+      dormant: null,
       status: row.status,
       waitKind: row.waitKind,
       recoveries: row.recoveries,
@@ -496,41 +520,50 @@ export class Runtime {
       lastText: null,
       systemPrompt: null,
     };
-    handle.actor = createActor(this.#agentLogic, {
-      id: `agent:${row.id}`,
-      systemId: `agent:${row.id}`,
-      input: {
-        id: row.id,
-        name: row.name,
-        parentId: row.parentId,
-        policy: {
-          interactive: this.options.interactive,
-          maxTurns: this.options.limits.maxTurns,
-          idleResumeMs: this.options.idleResumeMs,
-        },
-        ...(restore
-          ? {
-              status: row.status,
-              state: lifecycleOf(row),
-              ...(restore.idleTimerMs === undefined ? {} : { idleTimerMs: restore.idleTimerMs }),
-            }
-          : {}),
+    const input: AgentInput = {
+      id: row.id,
+      name: row.name,
+      parentId: row.parentId,
+      policy: {
+        interactive: this.options.interactive,
+        maxTurns: this.options.limits.maxTurns,
+        idleResumeMs: this.options.idleResumeMs,
       },
-      clock: this.clock,
-      ...(this.#inspect ? { inspect: this.#inspect } : {}),
-    });
+      ...(restore
+        ? {
+            status: row.status,
+            state: lifecycleOf(row),
+            ...(restore.idleTimerMs === undefined ? {} : { idleTimerMs: restore.idleTimerMs }),
+          }
+        : {}),
+    };
+    const materialize = (): Actor<AgentLogic> => {
+      const actor = createActor(this.#agentLogic, {
+        id: `agent:${row.id}`,
+        systemId: `agent:${row.id}`,
+        input,
+        clock: this.clock,
+        ...(this.#inspect ? { inspect: this.#inspect } : {}),
+      });
+      handle.live = actor;
+      handle.dormant = null;
+      actor.subscribe({
+        next: (snap) => this.#onSnapshot(handle, snap),
+        error: (err) => this.#onActorError(handle, err),
+      });
+      actor.start();
+      return actor;
+    };
     this.#agents.set(row.id, handle);
     if (row.status === 'running') this.#running += 1;
-    handle.actor.subscribe({
-      next: (snap) => this.#onSnapshot(handle, snap),
-      error: (err) => this.#onActorError(handle, err),
-    });
-    this.registry.trigger.upsert({ view: this.#view(handle) });
+    if (this.#respawning) this.#respawned.push(this.#view(handle));
+    else this.registry.trigger.upsert({ view: this.#view(handle) });
     this.#emit({ type: 'agent.status', agentId: handle.id, name: handle.name, from: null, to: row.status, at: row.createdAt });
     if (this.logger.isLevelEnabled('info')) {
       handle.logger.info({ name: row.name, parentId: row.parentId, depth: row.depth, status: row.status }, restore ? 'agent respawned' : 'agent registered');
     }
-    handle.actor.start();
+    if (restore && isTerminal(row.status)) handle.dormant = lifecycleOf(row);
+    else materialize();
     return handle;
   }
 
@@ -856,7 +889,7 @@ export class Runtime {
 
   info(id: string): AgentInfo {
     const h = this.resolve(id);
-    const ctx = h.actor.getSnapshot().context;
+    const ctx = h.live?.getSnapshot().context ?? h.dormant ?? h.actor.getSnapshot().context;
     return {
       ...this.#view(h),
       task: h.task,
@@ -915,7 +948,7 @@ export class Runtime {
   async shutdown(): Promise<void> {
     if (this.#shutdown) return;
     this.#shutdown = true;
-    for (const h of this.#agents.values()) h.actor.stop();
+    for (const h of this.#agents.values()) h.live?.stop();
     this.coordinator.stop();
     this.modelQueue.clear();
     this.toolQueue.clear();

@@ -15,6 +15,7 @@ import { createHash } from 'node:crypto';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import type { AgentLifecycleState } from '../../machines/agentMachine.js';
 import { TroupeError } from '../errors.js';
 import type { SessionItem } from '../model/types.js';
 import { createFileIfMissing } from './files.js';
@@ -119,8 +120,21 @@ function toMessage(row: MessageDbRow): MessageRow {
 }
 
 function toAgent(row: AgentDbRow): AgentRow {
+  const state = JSON.parse(row.state) as AgentLifecycleState;
   return {
-    ...(JSON.parse(row.state) as Omit<AgentRow, 'id'>),
+    turns: state.turns,
+    stintTurns: state.stintTurns,
+    recoveries: state.recoveries,
+    idleResumes: state.idleResumes,
+    waitKind: state.waitKind,
+    waitTimeoutMs: state.waitTimeoutMs,
+    waitingSince: state.waitingSince,
+    pendingWait: state.pendingWait,
+    stopReason: state.stopReason,
+    error: state.error,
+    report: state.report,
+    lastTool: state.lastTool,
+    budgetEpoch: state.budgetEpoch,
     id: row.id,
     runId: row.run_id,
     name: row.name,
@@ -257,6 +271,8 @@ function createSqliteStore(
   // Caches are safe only for the owner; a read-only viewer always reads the file.
   const sessions = new Map<string, SessionItem[]>();
   const agents = new Map<string, AgentRow>();
+  // Undelivered messages per agent: read once, then kept (a count query per turn is a read transaction).
+  const pendingCounts = new Map<string, number>();
   let undo: (() => void)[] | null = null;
   let failure: TroupeError | null = null;
   let depth = 0;
@@ -284,6 +300,7 @@ function createSqliteStore(
     messageBySeq: db.prepare('SELECT * FROM messages WHERE seq = ?'),
     pending: db.prepare('SELECT * FROM messages WHERE to_agent = ? AND delivered_at IS NULL ORDER BY seq'),
     pendingCount: db.prepare('SELECT count(*) FROM messages WHERE to_agent = ? AND delivered_at IS NULL').pluck(),
+    pendingByAgent: db.prepare('SELECT to_agent, count(*) AS n FROM messages WHERE run_id = ? AND delivered_at IS NULL GROUP BY to_agent'),
     markDelivered: db.prepare('UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= ?'),
     listMessages: db.prepare('SELECT * FROM messages WHERE run_id = ? ORDER BY seq'),
     insertItem: db.prepare('INSERT INTO session_items (agent_id, seq, item, checksum) VALUES (?, ?, ?, ?)'),
@@ -353,6 +370,22 @@ function createSqliteStore(
     const agent = toAgent(row);
     if (!readonly) agents.set(id, agent);
     return agent;
+  }
+
+  function pendingCount(agentId: string): number {
+    if (readonly) return q.pendingCount.get(agentId) as number;
+    let n = pendingCounts.get(agentId);
+    if (n === undefined) {
+      n = q.pendingCount.get(agentId) as number;
+      pendingCounts.set(agentId, n);
+    }
+    return n;
+  }
+
+  function setPending(agentId: string, n: number): void {
+    const before = pendingCount(agentId);
+    pendingCounts.set(agentId, n);
+    onRollback(() => pendingCounts.set(agentId, before));
   }
 
   function session(agentId: string): SessionItem[] {
@@ -449,11 +482,24 @@ function createSqliteStore(
       const row = agentRow(id);
       return row && { ...row };
     },
-    listAgents: (runId) => (q.listAgents.all(runId) as AgentDbRow[]).map((r) => (readonly ? toAgent(r) : { ...(agentRow(r.id) ?? toAgent(r)) })),
+    listAgents: (runId) => {
+      // One query for the rows and one for every mailbox's pending count (resume reads both for
+      // thousands of agents). Listed rows are not cached: the owner caches what it updates.
+      const rows = (q.listAgents.all(runId) as AgentDbRow[]).map((r) => {
+        const cached = readonly ? undefined : agents.get(r.id);
+        return cached ? { ...cached } : toAgent(r);
+      });
+      if (!readonly) {
+        const counts = new Map((q.pendingByAgent.all(runId) as { to_agent: string; n: number }[]).map((c) => [c.to_agent, c.n]));
+        for (const row of rows) if (!pendingCounts.has(row.id)) pendingCounts.set(row.id, counts.get(row.id) ?? 0);
+      }
+      return rows;
+    },
 
     enqueueMessage: (message: NewMessage) =>
       transaction(() => {
         if (!agentRow(message.to)) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${message.to}`);
+        const pending = pendingCount(message.to); // before the insert, or a first read would count it
         const digest = messageDigest(message);
         const result = q.insertMessage.run({
           id: message.id,
@@ -471,10 +517,11 @@ function createSqliteStore(
           checksum: digest,
         });
         if (result.changes === 0) return null;
+        setPending(message.to, pending + 1);
         return { ...message, noticeKey: message.noticeKey ?? null, seq: Number(result.lastInsertRowid), deliveredAt: null };
       }),
     pendingMessages: (agentId) => (q.pending.all(agentId) as MessageDbRow[]).map(toMessage),
-    pendingCount: (agentId) => q.pendingCount.get(agentId) as number,
+    pendingCount,
     listMessages: (runId) => (q.listMessages.all(runId) as MessageDbRow[]).map(toMessage),
     drainMailbox: (agentId, toItem, at) =>
       transaction(() => {
@@ -482,6 +529,7 @@ function createSqliteStore(
         if (taken.length === 0) return [];
         append(agentId, taken.map(toItem));
         q.markDelivered.run(at, agentId, taken.at(-1)!.seq);
+        setPending(agentId, 0);
         return taken.map((m) => ({ ...m, deliveredAt: at }));
       }),
 

@@ -21,7 +21,8 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'bench', include: [], benchmark: { include: ['test/bench/**/*.bench.ts'] } },
+        // --expose-gc lets the resume benchmark measure heap per agent.
+        test: { name: 'bench', include: [], execArgv: ['--expose-gc'], benchmark: { include: ['test/bench/**/*.bench.ts'] } },
       },
     ],
   },

@@ -21,6 +21,37 @@ export const STALE_BUDGET_MS = 7 * 24 * 60 * 60 * 1_000;
 
 const isFatal = (err: unknown) => err instanceof TroupeError && (err.code === 'STORE_IO' || err.code === 'STORE_CORRUPT');
 
+/**
+ * Run against the store, or — after the first non-fatal failure, logged once — against memory.
+ * A fatal store error (I/O, corruption) is not absorbed: it stops the coordinator as usual.
+ */
+class FailOpen {
+  #degraded = false;
+
+  constructor(
+    readonly store: Store,
+    readonly logger: Logger,
+    readonly registry: string,
+  ) {}
+
+  get degraded(): boolean {
+    return this.#degraded;
+  }
+
+  run<T>(what: string, onStore: (store: Store) => T, inMemory: () => T): T {
+    if (!this.#degraded) {
+      try {
+        return onStore(this.store);
+      } catch (err) {
+        if (isFatal(err)) throw err;
+        this.#degraded = true;
+        this.logger.warn({ err }, `the store could not ${what}; ${this.registry} continue in memory only`);
+      }
+    }
+    return inMemory();
+  }
+}
+
 export const interruptedText = (d: Pick<DelegationRow, 'delegationId' | 'goal'>) =>
   `Background delegation ${d.delegationId} (${d.goal.slice(0, 200)}) was interrupted by a process restart and did NOT complete. Re-dispatch it if the work is still needed.`;
 
@@ -68,28 +99,15 @@ export class Delegations {
   /** Rows kept in memory after the store failed to keep them (fail-open). */
   readonly #memory = new Map<string, DelegationRow>();
   readonly #counters = new Map<string, number>();
-  #degraded = false;
+  readonly #store: FailOpen;
 
   constructor(host: DelegationHost) {
     this.#host = host;
-  }
-
-  /** Keep going in memory, with a warning, when the store cannot keep delegations. */
-  #tryStore<T>(what: string, fn: (store: Store) => T, fallback: () => T): T {
-    if (!this.#degraded) {
-      try {
-        return fn(this.#host.store);
-      } catch (err) {
-        if (isFatal(err)) throw err;
-        this.#degraded = true;
-        this.#host.logger.warn({ err }, `the store could not ${what}; delegations continue in memory only`);
-      }
-    }
-    return fallback();
+    this.#store = new FailOpen(host.store, host.logger, 'delegations');
   }
 
   #all(): DelegationRow[] {
-    const stored = this.#degraded ? [] : this.#tryStore('list delegations', (s) => s.listDelegations(this.#host.runId), () => []);
+    const stored = this.#store.degraded ? [] : this.#store.run('list delegations', (s) => s.listDelegations(this.#host.runId), () => []);
     return [...stored, ...this.#memory.values()];
   }
 
@@ -122,7 +140,7 @@ export class Delegations {
       resultText: null,
       startedBoot: this.#host.store.boot,
     };
-    this.#tryStore('record a delegation', (s) => s.insertDelegation(row), () => void this.#memory.set(`${agentId}/${row.delegationId}`, row));
+    this.#store.run('record a delegation', (s) => s.insertDelegation(row), () => void this.#memory.set(`${agentId}/${row.delegationId}`, row));
     return row.delegationId;
   }
 
@@ -141,7 +159,7 @@ export class Delegations {
     const memo = this.#memory.get(key);
     const finished = memo
       ? memo.status === 'running' && (this.#memory.set(key, { ...memo, status, completedAt: end.at, resultText }), true)
-      : this.#tryStore('finish a delegation', (s) => s.finishDelegation(agentId, delegationId, end), () => false);
+      : this.#store.run('finish a delegation', (s) => s.finishDelegation(agentId, delegationId, end), () => false);
     if (!finished) {
       const known = this.list(agentId).find((d) => d.delegationId === delegationId);
       throw new TroupeError(
@@ -166,47 +184,35 @@ export class Delegations {
 export class ReentryBudgets {
   readonly #host: Pick<DelegationHost, 'store' | 'logger' | 'now'>;
   readonly #memory = new Map<string, ReentryBudgetRow>();
-  #degraded = false;
+  readonly #store: FailOpen;
 
   constructor(host: Pick<DelegationHost, 'store' | 'logger' | 'now'>) {
     this.#host = host;
-  }
-
-  #tryStore<T>(what: string, fn: (store: Store) => T, fallback: () => T): T {
-    if (!this.#degraded) {
-      try {
-        return fn(this.#host.store);
-      } catch (err) {
-        if (isFatal(err)) throw err;
-        this.#degraded = true;
-        this.#host.logger.warn({ err }, `the store could not ${what}; re-entry budgets continue in memory only`);
-      }
-    }
-    return fallback();
+    this.#store = new FailOpen(host.store, host.logger, 're-entry budgets');
   }
 
   get(agentId: string): ReentryBudgetRow | undefined {
-    return this.#memory.get(agentId) ?? this.#tryStore('read a re-entry budget', (s) => s.getReentryBudget(agentId), () => undefined);
+    return this.#memory.get(agentId) ?? this.#store.run('read a re-entry budget', (s) => s.getReentryBudget(agentId), () => undefined);
   }
 
   /** Count one self-wake. */
   record(agentId: string): ReentryBudgetRow {
     const prev = this.get(agentId);
     const row = { sessionId: agentId, count: (prev?.count ?? 0) + 1, lastWakeAt: this.#host.now() };
-    this.#tryStore('record a re-entry budget', (s) => s.putReentryBudget(row), () => void this.#memory.set(agentId, row));
+    this.#store.run('record a re-entry budget', (s) => s.putReentryBudget(row), () => void this.#memory.set(agentId, row));
     return row;
   }
 
   reset(agentId: string): void {
     const row = { sessionId: agentId, count: 0, lastWakeAt: this.#host.now() };
     this.#memory.delete(agentId);
-    this.#tryStore('reset a re-entry budget', (s) => s.putReentryBudget(row), () => undefined);
+    this.#store.run('reset a re-entry budget', (s) => s.putReentryBudget(row), () => undefined);
   }
 
   /** Drop budgets older than 7 days (a wake recorded days ago must not throttle a new process). */
   dropStale(): number {
     const before = this.#host.now() - STALE_BUDGET_MS;
     for (const [id, row] of this.#memory) if (row.lastWakeAt < before) this.#memory.delete(id);
-    return this.#tryStore('drop stale re-entry budgets', (s) => s.dropReentryBudgets(before), () => 0);
+    return this.#store.run('drop stale re-entry budgets', (s) => s.dropReentryBudgets(before), () => 0);
   }
 }

@@ -1,15 +1,7 @@
 /** Row constructors shared by the runtime and the stores. */
 import type { AgentRow } from './types.js';
 
-export interface AgentRegistration {
-  id: string;
-  runId: string;
-  name: string;
-  parentId: string | null;
-  depth: number;
-  task: string;
-  skills: string[];
-}
+export type AgentRegistration = Pick<AgentRow, 'id' | 'runId' | 'name' | 'parentId' | 'depth' | 'task' | 'skills'>;
 
 /** The row of a newly registered agent: running, no turns, no claims, no error. */
 export function newAgentRow(reg: AgentRegistration, at: number): AgentRow {

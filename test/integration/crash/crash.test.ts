@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { runCrashTrials } from './harness.js';
+import { runCrashTrials, VIOLATIONS } from './harness.js';
 
 const CHILD = fileURLToPath(new URL('../../../dist/test/integration/crash/child.js', import.meta.url));
 
@@ -26,26 +26,17 @@ describe('kill -9 at random points, then resume', () => {
     // The counts are the result: printed so CI logs show what the trials covered.
     process.stderr.write(`\ncrash harness (FULL): ${JSON.stringify(counts)}\n`);
     expect(counts.failingSeeds, `replay with CRASH_SEED=<seed> CRASH_TRIALS=1`).toEqual([]);
-    expect(counts).toMatchObject({
-      lostAcks: 0,
-      duplicateDeliveries: 0,
-      duplicateNotices: 0,
-      missingNotices: 0,
-      integrityFailures: 0,
-      checksumFailures: 0,
-      recoveryNotIdempotent: 0,
-      runsNotCompleted: 0,
-      delegationsLeftRunning: 0,
-      delegationsDowngraded: 0,
-      delegationMessagesWrong: 0,
-      childErrors: 0,
-    });
-    expect(counts.delegations).toBeGreaterThan(TRIALS);
-    expect(counts.delegationsInterrupted).toBeGreaterThan(0);
-    // The trials must actually have crashed things, in every phase.
-    expect(counts.killsDuringStart).toBeGreaterThan(TRIALS / 2);
-    expect(counts.killsDuringResume + counts.killsDuringRecovery).toBeGreaterThan(0);
-    expect(counts.acked).toBeGreaterThan(TRIALS);
+    expect(Object.fromEntries(VIOLATIONS.map((v) => [v, counts[v]]))).toEqual(Object.fromEntries(VIOLATIONS.map((v) => [v, 0])));
+    // The trials must actually have crashed things, in every phase (checked on full runs: a
+    // handful of replayed trials need not reach every phase).
+    if (TRIALS >= 100) {
+      expect(counts.killsDuringStart).toBeGreaterThan(TRIALS / 2);
+      expect(counts.killsDuringResume).toBeGreaterThan(0);
+      expect(counts.killsDuringRecovery).toBeGreaterThan(0);
+      expect(counts.acked).toBeGreaterThan(TRIALS);
+      expect(counts.delegations).toBeGreaterThan(TRIALS);
+      expect(counts.delegationsInterrupted).toBeGreaterThan(0);
+    }
   }, 900_000);
 
   it('negative control: acknowledging before the commit is caught', async () => {

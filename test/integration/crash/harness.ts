@@ -107,18 +107,22 @@ function runChild(child: string, args: string[], killAfterMs: number | null, bug
   });
 }
 
-type Violation =
-  | 'lostAcks'
-  | 'duplicateDeliveries'
-  | 'duplicateNotices'
-  | 'missingNotices'
-  | 'integrityFailures'
-  | 'checksumFailures'
-  | 'recoveryNotIdempotent'
-  | 'runsNotCompleted'
-  | 'delegationsLeftRunning'
-  | 'delegationsDowngraded'
-  | 'delegationMessagesWrong';
+/** Every count that must stay zero on the real code. */
+export const VIOLATIONS = [
+  'lostAcks',
+  'duplicateDeliveries',
+  'duplicateNotices',
+  'missingNotices',
+  'integrityFailures',
+  'checksumFailures',
+  'recoveryNotIdempotent',
+  'runsNotCompleted',
+  'delegationsLeftRunning',
+  'delegationsDowngraded',
+  'delegationMessagesWrong',
+  'childErrors',
+] as const;
+type Violation = Exclude<(typeof VIOLATIONS)[number], 'childErrors'>;
 
 /** Check the file after a crash. Returns the number of violations found. */
 function verify(path: string, acked: Set<string>, ackedDone: Set<string>, counts: CrashCounts, finished: boolean): number {

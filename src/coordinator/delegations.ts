@@ -89,7 +89,9 @@ export interface DelegationHost {
   readonly runId: string;
   readonly logger: Logger;
   now(): number;
-  /** Queue a system message to an agent (committed, then wakes it). */
+  /** Run `fn` in one transaction (the coordinator's commit: wakes run after it). */
+  commit<T>(fn: () => T): T;
+  /** Queue a system message to an agent inside the current transaction; it wakes the agent once committed. */
   notify(agentId: string, message: { type: string; content: string; noticeKey: string }): void;
   assertAgent(agentId: string): void;
 }
@@ -156,22 +158,26 @@ export class Delegations {
     const resultText = String(text ?? '').slice(0, RESULT_TEXT_CAP);
     const end = { status, at: this.#host.now(), resultText };
     const key = `${agentId}/${delegationId}`;
-    const memo = this.#memory.get(key);
-    const finished = memo
-      ? memo.status === 'running' && (this.#memory.set(key, { ...memo, status, completedAt: end.at, resultText }), true)
-      : this.#store.run('finish a delegation', (s) => s.finishDelegation(agentId, delegationId, end), () => false);
-    if (!finished) {
-      const known = this.list(agentId).find((d) => d.delegationId === delegationId);
-      throw new TroupeError(
-        known ? 'TOOL_NOT_ALLOWED' : 'AGENT_NOT_FOUND',
-        known ? `Delegation ${delegationId} is already ${known.status}` : `Agent ${agentId} has no delegation ${delegationId}`,
-      );
-    }
     const goal = this.list(agentId).find((d) => d.delegationId === delegationId)?.goal ?? '';
-    this.#host.notify(agentId, {
-      type: 'delegation_result',
-      content: `Delegation ${delegationId} (${goal.slice(0, 200)}) ${status}: ${resultText}`,
-      noticeKey: `deleg:${agentId}:${delegationId}`,
+    // The end of the delegation and the message that reports it commit together: a crash between
+    // them would leave a finished delegation whose agent is never told.
+    this.#host.commit(() => {
+      const memo = this.#memory.get(key);
+      const finished = memo
+        ? memo.status === 'running' && (this.#memory.set(key, { ...memo, status, completedAt: end.at, resultText }), true)
+        : this.#store.run('finish a delegation', (s) => s.finishDelegation(agentId, delegationId, end), () => false);
+      if (!finished) {
+        const known = this.list(agentId).find((d) => d.delegationId === delegationId);
+        throw new TroupeError(
+          known ? 'TOOL_NOT_ALLOWED' : 'AGENT_NOT_FOUND',
+          known ? `Delegation ${delegationId} is already ${known.status}` : `Agent ${agentId} has no delegation ${delegationId}`,
+        );
+      }
+      this.#host.notify(agentId, {
+        type: 'delegation_result',
+        content: `Delegation ${delegationId} (${goal.slice(0, 200)}) ${status}: ${resultText}`,
+        noticeKey: `deleg:${agentId}:${delegationId}`,
+      });
     });
   }
 

@@ -229,6 +229,7 @@ export class Runtime {
       runId: this.runId,
       logger: this.logger,
       now: () => this.clock.now(),
+      commit: <T>(fn: () => T): T => this.commit(fn),
       assertAgent: (id: string) => void this.handle(id),
       notify: (agentId: string, m: { type: string; content: string; noticeKey: string }) => {
         const target = this.handle(agentId);

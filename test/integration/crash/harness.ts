@@ -56,7 +56,9 @@ export interface CrashOptions {
   childPath?: string;
 }
 
-const defaultChild = () => fileURLToPath(new URL('../../../dist/test/integration/crash/child.js', import.meta.url));
+/** The compiled child: beside this file when it runs compiled (npm run crash), else in dist/. */
+const defaultChild = () =>
+  fileURLToPath(new URL(import.meta.url.endsWith('.js') ? './child.js' : '../../../dist/test/integration/crash/child.js', import.meta.url));
 
 function lcg(seed: number) {
   let s = seed >>> 0 || 1;

@@ -191,8 +191,8 @@ export class Runtime {
   readonly #listeners = new Set<(event: TroupeEvent) => void>();
   readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
   readonly #dirtyViews = new Set<AgentHandle>();
-  /** Views of agents respawned so far, published together when respawn ends. */
-  readonly #respawned: AgentView[] = [];
+  /** Agents respawned so far, published to the read model together when respawn ends. */
+  readonly #respawned: AgentHandle[] = [];
   #respawning = false;
   #running = 0;
   #pending: (() => void)[] | null = null;
@@ -308,7 +308,7 @@ export class Runtime {
     }
     // The read model learns of every respawned agent in one change, not thousands.
     this.#respawning = false;
-    this.registry.trigger.upsertMany({ views: this.#respawned.splice(0).map((v) => ({ ...v, spentUsd: this.#agents.get(v.id)!.spentUsd })) });
+    this.registry.trigger.upsertMany({ views: this.#respawned.splice(0).map((h) => this.#view(h)) });
     for (const h of this.#agents.values()) {
       if (h.status === 'running') continue;
       this.#batch(() => {
@@ -323,7 +323,6 @@ export class Runtime {
     const error = { code: (err as { code?: string }).code ?? 'INTERNAL', message: `respawn failed: ${(err as Error).message}`, retryable: false };
     const crashedRow: AgentRow = { ...row, status: 'crashed', error };
     const handle = this.#startActor(crashedRow, {});
-    handle.status = 'crashed';
     const at = this.clock.now();
     this.commit(() => {
       this.coordinator.send({ type: 'agent.changed', id: row.id, status: 'crashed', waitKind: null, recoveries: row.recoveries, idleResumes: row.idleResumes, error, stopReason: null, report: null, task: row.task, at });
@@ -557,7 +556,7 @@ export class Runtime {
     };
     this.#agents.set(row.id, handle);
     if (row.status === 'running') this.#running += 1;
-    if (this.#respawning) this.#respawned.push(this.#view(handle));
+    if (this.#respawning) this.#respawned.push(handle);
     else this.registry.trigger.upsert({ view: this.#view(handle) });
     this.#emit({ type: 'agent.status', agentId: handle.id, name: handle.name, from: null, to: row.status, at: row.createdAt });
     if (this.logger.isLevelEnabled('info')) {

@@ -5,3 +5,4 @@
 export { scriptedModel } from '../model/scriptedModel.js';
 export type { Script, ScriptStep, ScriptedModel, ScriptedCall, ScriptToolCall } from '../model/scriptedModel.js';
 export { memoryStore } from '../store/memoryStore.js';
+export * from './fakeOpenAIServer.js';

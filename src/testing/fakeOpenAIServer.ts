@@ -1,0 +1,417 @@
+/**
+ * A wire-accurate fake of the OpenAI Chat Completions endpoint on `node:http`, bound to
+ * 127.0.0.1 on an ephemeral port. Point the real `openai` client at `server.url` and script the
+ * replies: text, tool calls, refusals, SSE streams (optionally cut mid-way), error statuses with
+ * headers, raw bodies, dropped connections and requests that never answer.
+ * @module
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** One tool call in a scripted reply. */
+export interface FakeToolCall {
+  /** Defaults to a unique `call_fake_<n>`. */
+  id?: string;
+  name: string;
+  /** object → JSON.stringify; string sent as-is (may be malformed JSON) */
+  arguments: string | Record<string, unknown>;
+}
+
+/** Token counts reported in a scripted reply; missing fields take the defaults (10 / 5 / 0). */
+export interface FakeUsage {
+  promptTokens?: number;
+  completionTokens?: number;
+  cachedTokens?: number;
+}
+
+/**
+ * One scripted answer to one Chat Completions request:
+ * - `message`: a 200 completion (JSON, or an SSE stream when the request sets `stream: true`);
+ * - `status`: any status with a JSON error body (a string body is sent verbatim);
+ * - `raw`: an arbitrary `application/json` body (e.g. a completion with no choices);
+ * - `drop`: destroy the socket without a response;
+ * - `hang`: never answer (the socket goes when the client aborts or the server closes).
+ */
+export type FakeReply =
+  | {
+      message: { content?: string | null; toolCalls?: FakeToolCall[]; refusal?: string | null };
+      /** Default `{ promptTokens: 10, completionTokens: 5, cachedTokens: 0 }`; `null` omits usage. */
+      usage?: FakeUsage | null;
+      /** Default `tool_calls` when there are tool calls, else `stop`. */
+      finishReason?: 'stop' | 'tool_calls' | 'length' | 'content_filter';
+      /** Real-time delay before answering. */
+      delayMs?: number;
+      /** Streaming only: destroy the socket after writing this many SSE events (a stream cut mid-way). */
+      cutAfterChunks?: number;
+    }
+  | { status: number; body?: unknown; headers?: Record<string, string>; delayMs?: number }
+  | { raw: string; status?: number; headers?: Record<string, string>; delayMs?: number }
+  | { drop: true; delayMs?: number }
+  | { hang: true };
+
+/** A request the fake received (every one, including 404s and unparseable bodies). */
+export interface FakeRequest {
+  /** Position in `server.requests` (0-based). */
+  index: number;
+  method: string;
+  /** The URL path including any query string, e.g. `/v1/chat/completions`. */
+  path: string;
+  /** Lower-cased header names; repeated headers are joined with `, `. */
+  headers: Record<string, string>;
+  /** The parsed JSON body, or the raw string if it is not JSON. */
+  body: unknown;
+  /** `Date.now()` when the request body was fully received. */
+  at: number;
+}
+
+/** Replies served in order, or a function that picks the reply for each request. */
+export type FakeScript = FakeReply[] | ((request: FakeRequest) => FakeReply | Promise<FakeReply>);
+
+/** A running fake server; `await using` closes it. */
+export interface FakeOpenAIServer extends AsyncDisposable {
+  /** e.g. http://127.0.0.1:PORT/v1 — pass as baseURL */
+  readonly url: string;
+  readonly port: number;
+  /** Every request received, in arrival order, including 404s. */
+  readonly requests: FakeRequest[];
+  /** Replies of an array script not yet served (always 0 for a function script). */
+  remaining(): number;
+  /** Throws an Error listing how many replies were never served (array scripts only). */
+  assertComplete(): void;
+  /** Closes the server and destroys open sockets (hanging ones too); idempotent. */
+  close(): Promise<void>;
+}
+
+/** Options of `createFakeOpenAIServer`. */
+export interface FakeOpenAIServerOptions {
+  /** The `model` reported in responses; default `fake-model`. */
+  model?: string;
+}
+
+const DEFAULT_USAGE = { promptTokens: 10, completionTokens: 5, cachedTokens: 0 } as const;
+
+const errorBody = (message: string, type: string, code: string | null = null) => ({
+  error: { message, type, param: null, code },
+});
+
+/** Content split word by word, each piece keeping its trailing whitespace. */
+const words = (text: string): string[] => (text === '' ? [] : text.split(/(?<=\s)(?=\S)/));
+
+/** Tool-call arguments in 2+ pieces (when the string has 2+ characters). */
+function pieces(text: string): string[] {
+  const size = Math.max(1, Math.ceil(text.length / 3));
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+/** Start a fake OpenAI-compatible Chat Completions server on 127.0.0.1 (ephemeral port). */
+export async function createFakeOpenAIServer(
+  script: FakeScript,
+  options: FakeOpenAIServerOptions = {},
+): Promise<FakeOpenAIServer> {
+  const model = options.model ?? 'fake-model';
+  const requests: FakeRequest[] = [];
+  const sockets = new Set<Socket>();
+  const waits = new Set<{ timer: ReturnType<typeof setTimeout>; resolve: () => void }>();
+  let served = 0;
+  let completions = 0;
+  let toolCallIds = 0;
+  let closing: Promise<void> | undefined;
+
+  const wait = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const entry = {
+        timer: setTimeout(() => {
+          waits.delete(entry);
+          resolve();
+        }, ms),
+        resolve,
+      };
+      waits.add(entry);
+    });
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      // A bug here (or a throwing function script) answers 500 rather than escaping.
+      const message = error instanceof Error ? error.message : String(error);
+      if (!res.headersSent && !res.destroyed) {
+        sendJson(res, 500, errorBody(`fake OpenAI server: ${message}`, 'server_error'));
+      } else {
+        res.destroy();
+      }
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+    if (res.destroyed) return;
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    const all: Record<string, string> = {
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(text)),
+    };
+    for (const [name, value] of Object.entries(headers)) all[name.toLowerCase()] = value;
+    res.writeHead(status, all);
+    res.end(text);
+  }
+
+  async function readBody(req: IncomingMessage): Promise<string> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Swallow errors of a client that goes away mid-response; `gone` guards every later write.
+    req.on('error', () => undefined);
+    res.on('error', () => undefined);
+    let gone = false;
+    res.on('close', () => {
+      gone = true;
+    });
+
+    const raw = await readBody(req);
+    let body: unknown = raw;
+    let parsed = false;
+    try {
+      body = JSON.parse(raw);
+      parsed = true;
+    } catch {
+      // Keep the raw string.
+    }
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    }
+    const request: FakeRequest = {
+      index: requests.length,
+      method: req.method ?? 'GET',
+      path: req.url ?? '/',
+      headers,
+      body,
+      at: Date.now(),
+    };
+    requests.push(request);
+
+    const pathname = request.path.split('?')[0];
+    const known = pathname === '/v1/chat/completions' || pathname === '/chat/completions';
+    if (!known || request.method !== 'POST') {
+      sendJson(
+        res,
+        404,
+        errorBody(`Unknown request URL: ${request.method} ${request.path}.`, 'invalid_request_error', 'unknown_url'),
+      );
+      return;
+    }
+    if (!parsed) {
+      sendJson(
+        res,
+        400,
+        errorBody(
+          'We could not parse the JSON body of your request. (fake OpenAI server: the body is not valid JSON.)',
+          'invalid_request_error',
+        ),
+      );
+      return;
+    }
+
+    let reply: FakeReply;
+    if (typeof script === 'function') {
+      reply = await script(request);
+    } else {
+      const next = script[served];
+      if (next === undefined) {
+        sendJson(res, 500, errorBody(`fake OpenAI server: script exhausted (request ${request.index})`, 'server_error'));
+        return;
+      }
+      served += 1;
+      reply = next;
+    }
+
+    if ('hang' in reply) return;
+    if (reply.delayMs !== undefined && reply.delayMs > 0) await wait(reply.delayMs);
+    if (gone || closing) return;
+
+    if ('drop' in reply) {
+      req.socket.destroy();
+      return;
+    }
+    const requestId = `req_fake_${request.index}`;
+    if ('raw' in reply) {
+      sendJson(res, reply.status ?? 200, reply.raw, { 'x-request-id': requestId, ...reply.headers });
+      return;
+    }
+    if ('status' in reply) {
+      const errorPayload =
+        reply.body === undefined ? errorBody(`fake status ${reply.status}`, 'fake_error') : reply.body;
+      sendJson(res, reply.status, errorPayload, { 'x-request-id': requestId, ...reply.headers });
+      return;
+    }
+    if (!('message' in reply)) {
+      sendJson(res, 500, errorBody('fake OpenAI server: the scripted reply has no known shape', 'server_error'));
+      return;
+    }
+
+    completions += 1;
+    const id = `chatcmpl-fake-${completions}`;
+    const created = Math.floor(Date.now() / 1000);
+    const content = reply.message.content ?? null;
+    const refusal = reply.message.refusal ?? null;
+    const toolCalls = (reply.message.toolCalls ?? []).map((call) => ({
+      id: call.id ?? `call_fake_${++toolCallIds}`,
+      type: 'function' as const,
+      function: {
+        name: call.name,
+        arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments),
+      },
+    }));
+    const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop');
+    const usage =
+      reply.usage === null
+        ? undefined
+        : (() => {
+            const u = { ...DEFAULT_USAGE, ...reply.usage };
+            return {
+              prompt_tokens: u.promptTokens,
+              completion_tokens: u.completionTokens,
+              total_tokens: u.promptTokens + u.completionTokens,
+              prompt_tokens_details: { cached_tokens: u.cachedTokens, audio_tokens: 0 },
+              completion_tokens_details: {
+                reasoning_tokens: 0,
+                audio_tokens: 0,
+                accepted_prediction_tokens: 0,
+                rejected_prediction_tokens: 0,
+              },
+            };
+          })();
+    const streamed = typeof body === 'object' && body !== null && (body as { stream?: unknown }).stream === true;
+
+    if (!streamed) {
+      sendJson(
+        res,
+        200,
+        {
+          id,
+          object: 'chat.completion',
+          created,
+          model,
+          system_fingerprint: null,
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: 'assistant',
+                content,
+                refusal,
+                ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+                annotations: [],
+              },
+              logprobs: null,
+              finish_reason: finishReason,
+            },
+          ],
+          ...(usage ? { usage } : {}),
+        },
+        { 'x-request-id': requestId },
+      );
+      return;
+    }
+
+    // Streaming: OpenAI sends `usage: null` on every chunk but the last when include_usage is set.
+    const includeUsage =
+      (body as { stream_options?: { include_usage?: unknown } | null }).stream_options?.include_usage === true;
+    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      system_fingerprint: null,
+      choices,
+      ...(includeUsage ? { usage: null } : {}),
+      ...extra,
+    });
+    const delta = (d: Record<string, unknown>, finish: string | null = null) =>
+      chunk([{ index: 0, delta: d, logprobs: null, finish_reason: finish }]);
+
+    const events: string[] = [];
+    const push = (data: unknown) => events.push(`data: ${JSON.stringify(data)}\n\n`);
+    push(delta({ role: 'assistant', content: '', refusal: null }));
+    if (content !== null) for (const word of words(content)) push(delta({ content: word }));
+    if (refusal !== null) for (const word of words(refusal)) push(delta({ refusal: word }));
+    toolCalls.forEach((call, index) => {
+      push(
+        delta({
+          tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }],
+        }),
+      );
+      for (const piece of pieces(call.function.arguments)) {
+        push(delta({ tool_calls: [{ index, function: { arguments: piece } }] }));
+      }
+    });
+    push(delta({}, finishReason));
+    if (includeUsage && usage) push(chunk([], { usage }));
+    events.push('data: [DONE]\n\n');
+
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-request-id': requestId,
+    });
+    const cut = reply.cutAfterChunks;
+    if (cut === undefined) {
+      for (const event of events) res.write(event);
+      res.end();
+      return;
+    }
+    const written = events.slice(0, Math.max(0, cut));
+    // Destroy only once the written events reached the socket, so the client sees them before the cut.
+    // With nothing to write, an SSE comment (ignored by clients) still sends the headers.
+    const payload = written.length > 0 ? written.join('') : ': fake OpenAI server cut\n\n';
+    res.write(payload, () => req.socket.destroy());
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+
+  const close = (): Promise<void> => {
+    closing ??= new Promise<void>((resolve) => {
+      for (const entry of waits) {
+        clearTimeout(entry.timer);
+        entry.resolve();
+      }
+      waits.clear();
+      server.close(() => resolve());
+      for (const socket of sockets) socket.destroy();
+    });
+    return closing;
+  };
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    port,
+    requests,
+    remaining: () => (typeof script === 'function' ? 0 : Math.max(0, script.length - served)),
+    assertComplete: () => {
+      if (typeof script === 'function') return;
+      const left = script.length - served;
+      if (left > 0) {
+        throw new Error(
+          `fake OpenAI server: ${left} of ${script.length} scripted replies were never served (${served} served)`,
+        );
+      }
+    },
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

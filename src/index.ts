@@ -15,9 +15,25 @@ export type { Clock } from './clock.js';
 export { ConfigError, ERROR_CODES, isTroupeError, ProviderError, serializeError, TroupeError } from './errors.js';
 export type { ErrorCode } from './errors.js';
 export { createLogger, REDACT_PATHS } from './logging/createLogger.js';
+export { classifyOpenAIError, openaiModel } from './model/openaiModel.js';
+export type { OpenAIModelOptions } from './model/openaiModel.js';
+export { classifyHttpFailure, isContextOverflow, retryAfterMs } from './model/providerErrors.js';
 export { scriptedModel } from './model/scriptedModel.js';
 export type { Script, ScriptStep, ScriptedModel, ScriptedCall } from './model/scriptedModel.js';
-export type { ContentPart, JsonSchema, Model, ModelRequest, ModelTurn, SessionItem, ToolCall, ToolSpec } from './model/types.js';
+export type {
+  ContentPart,
+  JsonSchema,
+  Model,
+  ModelCallOptions,
+  ModelDelta,
+  ModelPrice,
+  ModelRequest,
+  ModelTurn,
+  SessionItem,
+  ToolCall,
+  ToolSpec,
+  UsagePurpose,
+} from './model/types.js';
 export { FailureTracker } from './run/failureTracker.js';
 export { memoryStore } from './store/memoryStore.js';
 export { openStore } from './store/sqliteStore.js';

@@ -5,6 +5,7 @@
  * @module
  */
 import type { TurnOutcome, TurnUsage } from '../../machines/types.js';
+import type { UsagePurpose } from '../model/types.js';
 import type { AgentHandle, Runtime } from './runtime.js';
 
 export class BudgetLedger {
@@ -21,12 +22,12 @@ export class BudgetLedger {
   }
 
   /** Record one call's usage and trip the reserve or the budget stop when due (stop policy). */
-  record(agent: AgentHandle, usage: Partial<TurnUsage> | undefined): void {
+  record(agent: AgentHandle, usage: Partial<TurnUsage> | undefined, purpose: UsagePurpose = 'main'): void {
     const rt = this.#rt;
     const row = {
       runId: rt.runId,
       agentId: agent.id,
-      purpose: 'main' as const,
+      purpose,
       model: rt.model.name ?? 'model',
       inputTokens: usage?.inputTokens ?? 0,
       outputTokens: usage?.outputTokens ?? 0,

@@ -50,6 +50,8 @@ export interface CoordinatorOptions {
   /** Default per-tool timeout. Default 120 s. */
   toolTimeoutMs?: number;
   concurrency?: { model?: number; tools?: number };
+  /** At most `requests` model calls start in any `intervalMs` (a provider's requests-per-minute). */
+  rateLimit?: { requests: number; intervalMs: number };
   /** `family` (default): parent, children, siblings. `any`: every agent of the run. */
   messagePolicy?: 'family' | 'any';
   /** Whether user and peer messages cut a running model call short. Default: `interactive`. */
@@ -72,6 +74,7 @@ export interface ResolvedOptions {
   idleResumeMs: number;
   toolTimeoutMs: number;
   concurrency: { model: number; tools: number };
+  rateLimit: { requests: number; intervalMs: number } | null;
   messagePolicy: 'family' | 'any';
   interruptOnMessage: boolean;
   retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
@@ -126,6 +129,15 @@ export function resolveBudget(budget: BudgetOptions | undefined): ResolvedOption
   return { limitUsd, reserveFraction, policy: oneOf('budget.policy', budget?.policy, ['stop', 'pause'], 'stop') };
 }
 
+function resolveRateLimit(value: unknown): ResolvedOptions['rateLimit'] {
+  if (value === undefined) return null;
+  const limit = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
+  if (limit.requests === undefined || limit.intervalMs === undefined) {
+    throw new ConfigError(`Expected rateLimit to be { requests, intervalMs }, got ${typeof value === 'object' ? JSON.stringify(value) : show(value)}`);
+  }
+  return { requests: integer('rateLimit.requests', limit.requests, 0, 1), intervalMs: integer('rateLimit.intervalMs', limit.intervalMs, 0, 1) };
+}
+
 /** Validate every option; throws ConfigError naming the first invalid one. */
 export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) throw new ConfigError(`Expected an options object, got ${show(options)}`);
@@ -159,6 +171,7 @@ export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
       model: integer('concurrency.model', options.concurrency?.model, 8, 1),
       tools: integer('concurrency.tools', options.concurrency?.tools, 16, 1),
     },
+    rateLimit: resolveRateLimit(options.rateLimit),
     messagePolicy: oneOf('messagePolicy', options.messagePolicy, ['family', 'any'], 'family'),
     interruptOnMessage: boolean('interruptOnMessage', options.interruptOnMessage, interactive),
     retry: {

@@ -25,10 +25,11 @@ import {
 import { isActive, isTerminal, type AgentStatus, type WaitKind } from '../../machines/types.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
-import type { Model, ModelRequest, ToolSpec } from '../model/types.js';
+import type { Model, ModelDelta, ModelRequest, ModelTurn, ToolSpec } from '../model/types.js';
 import { FailureTracker } from '../run/failureTracker.js';
+import { RateLimiter } from '../run/rateLimiter.js';
 import { createCycleLogic } from '../run/runCycle.js';
-import { INTERRUPTED } from '../run/runTurn.js';
+import { INTERRUPTED, STOP_REQUESTED } from '../run/runTurn.js';
 import { childFirstInput, inheritedContext, rootFirstInput, systemPrompt } from '../run/texts.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { newAgentRow } from '../store/rows.js';
@@ -85,8 +86,11 @@ export interface AgentHandle {
   turns: number;
   lastTool: string | null;
   spentUsd: number;
-  /** Aborts the in-flight model call when a message interrupts the turn. */
-  interrupt: AbortController | null;
+  /**
+   * Aborts the in-flight model call: with INTERRUPTED when a message cuts the turn short, with
+   * STOP_REQUESTED when the agent is stopped (the request is cancelled on the wire).
+   */
+  inFlight: AbortController | null;
   /** The strategy-rotation prompt to inject before the next model call. */
   strategyPrompt: string | null;
   /** Plain text of the last plain-text turn (respond_to_user may deliver it). */
@@ -110,6 +114,8 @@ export interface AgentInfo extends AgentView {
 export type TroupeEvent =
   | { type: 'agent.status'; agentId: string; name: string; from: AgentStatus | null; to: AgentStatus; at: number }
   | { type: 'agent.said'; agentId: string; name: string; text: string; at: number }
+  /** A piece of a streamed model answer (streaming providers only; never persisted). */
+  | { type: 'agent.delta'; agentId: string; name: string; delta: ModelDelta; at: number }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 
@@ -185,6 +191,7 @@ export class Runtime {
   readonly reentry: ReentryBudgets;
 
   readonly #inspect: InspectOption | undefined;
+  readonly #rateLimiter: RateLimiter | null;
   readonly #agentLogic: AgentLogic;
   readonly #agents = new Map<string, AgentHandle>();
   readonly #waiters: Waiters<AgentInfo>;
@@ -222,6 +229,8 @@ export class Runtime {
     this.tools = tools;
     this.modelQueue = new PQueue({ concurrency: this.options.concurrency.model });
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
+    const rate = this.options.rateLimit;
+    this.#rateLimiter = rate ? new RateLimiter(this.clock, rate.requests, rate.intervalMs) : null;
     this.registry = createRegistry();
     this.ledger = new BudgetLedger(this, restore?.spentUsd ?? 0);
     const host = {
@@ -515,7 +524,7 @@ export class Runtime {
       turns: row.turns,
       lastTool: row.lastTool,
       spentUsd: 0,
-      interrupt: null,
+      inFlight: null,
       strategyPrompt: null,
       lastText: null,
       systemPrompt: null,
@@ -708,7 +717,7 @@ export class Runtime {
 
   #wake(target: AgentHandle, row: MessageRow): void {
     target.actor.send({ type: 'agent.message', from: row.from, user: row.from === 'user' });
-    if (row.interrupt && this.options.interruptOnMessage && target.interrupt) target.interrupt.abort(INTERRUPTED);
+    if (row.interrupt && this.options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
   }
 
   #checkMessage(target: AgentHandle, content: unknown): string {
@@ -818,7 +827,11 @@ export class Runtime {
     };
     visit(target);
     const stopping = order.filter((h) => isActive(h.status));
-    for (const h of stopping) h.actor.send({ type: 'agent.stop', reason: 'requested' });
+    for (const h of stopping) {
+      h.actor.send({ type: 'agent.stop', reason: 'requested' });
+      // A model call in flight is cancelled; tools already running finish and are recorded.
+      h.inFlight?.abort(STOP_REQUESTED);
+    }
     return stopping.map((h) => h.id);
   }
 
@@ -855,6 +868,21 @@ export class Runtime {
       tools: this.toolSpecs(agent),
       turn,
     };
+  }
+
+  /**
+   * One model call through the shared queue and rate limit. A call aborted while it queues throws
+   * the abort reason instead of calling the model; streamed pieces become `agent.delta` events.
+   */
+  complete(agent: AgentHandle, request: ModelRequest, signal: AbortSignal): Promise<ModelTurn> {
+    const onDelta = (delta: ModelDelta) => {
+      if (this.#listeners.size > 0) this.#emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() });
+    };
+    return this.modelQueue.add(async () => {
+      if (signal.aborted) throw signal.reason;
+      if (this.#rateLimiter) await this.#rateLimiter.acquire(signal);
+      return this.model.complete(request, { signal, onDelta });
+    });
   }
 
   // ── views and waiting ───────────────────────────────────────────────────────────────────────

@@ -5,6 +5,17 @@
  */
 import type { TurnUsage } from '../../machines/types.js';
 
+/** Why a model call was made; every call's usage row carries it (the budget prices them all). */
+export type UsagePurpose = 'main' | 'compaction' | 'review' | 'summary';
+
+/** USD per million tokens. */
+export interface ModelPrice {
+  inputPer1M: number;
+  /** Defaults to `inputPer1M`. */
+  cachedInputPer1M?: number;
+  outputPer1M: number;
+}
+
 export interface ToolCall {
   id: string;
   name: string;
@@ -37,6 +48,21 @@ export interface ModelRequest {
   tools: readonly ToolSpec[];
   /** 1-based turn number in this agent's stint. */
   turn: number;
+  /** `main` unless troupe asks on its own behalf (a compaction summary, …). */
+  purpose?: UsagePurpose;
+}
+
+/** A piece of a streamed answer, as it arrives. */
+export type ModelDelta =
+  | { kind: 'text'; text: string }
+  | { kind: 'refusal'; text: string }
+  /** Part of a tool call's arguments; `name` is set on the call's first piece. */
+  | { kind: 'toolCall'; index: number; name?: string; text: string };
+
+export interface ModelCallOptions {
+  signal: AbortSignal;
+  /** Called for each streamed piece (streaming providers only). Must not throw. */
+  onDelta?: (delta: ModelDelta) => void;
 }
 
 export interface ModelTurn {
@@ -50,5 +76,13 @@ export interface ModelTurn {
 /** Anything that can answer a turn: `openaiModel`, `scriptedModel`, or your own. */
 export interface Model {
   readonly name?: string;
-  complete(request: ModelRequest, options: { signal: AbortSignal }): Promise<ModelTurn>;
+  /** What a call costs; used to price usage rows that come without `costUsd`. */
+  readonly price?: ModelPrice;
+  /** The most output tokens one call may produce (used to reserve budget before a call). */
+  readonly maxOutputTokens?: number;
+  /**
+   * Answer one turn. Throw a `ProviderError` for provider failures (classified once, here at the
+   * boundary); anything else thrown is treated as a bug and crashes the agent.
+   */
+  complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelTurn>;
 }

@@ -15,10 +15,13 @@ import type { ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import { runUserTool } from '../tools/runUserTool.js';
+import { compactSession, stripImages } from './compaction.js';
 import { messageToItem, nudgeText } from './texts.js';
 
 /** The abort reason used when a message cuts a running model call short. */
 export const INTERRUPTED = Symbol('troupe.interrupted');
+/** The abort reason used when the agent is stopped during its model call. */
+export const STOP_REQUESTED = Symbol('troupe.stopRequested');
 
 /** Tool calls of the last assistant message that have no result yet. */
 export function openToolCalls(session: readonly SessionItem[]): ToolCall[] {
@@ -92,7 +95,7 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
   if (gate) return only(gate);
 
   const call = await callModel(rt, agent, input, signal);
-  if ('outcome' in call) return only(call.outcome);
+  if ('outcome' in call) return { outcome: call.outcome, items: call.items ?? [] };
   live();
   const turn = call.turn;
   const answer: SessionItem = turn.refusal
@@ -143,61 +146,98 @@ function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput, first
   });
 }
 
-type ModelCall = { turn: ModelTurn } | { outcome: TurnOutcome };
+type ModelCall = { turn: ModelTurn } | { outcome: TurnOutcome; items?: SessionItem[] };
 
+/** Statuses with which a request can be rejected because of the images it carries. */
+const IMAGE_REJECTION_STATUSES = new Set([400, 404, 422]);
+
+/** Recoveries per turn (DESIGN §4). Retries come from `options.retry.maxRetries`. */
+export const MAX_COMPACTIONS = 2;
+export const MAX_IMAGE_STRIPS = 3;
+
+/**
+ * The model call of a turn, with recovery exactly as DESIGN §4's table says: images rejected →
+ * placeholders (≤ 3), context overflow → compaction (≤ 2), transient → backoff and retry; then
+ * refusal / other provider errors → failed, anything else → crashed with what was streamed so far
+ * salvaged into the session.
+ */
 async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, signal: AbortSignal): Promise<ModelCall> {
   const { maxRetries, baseDelayMs, maxDelayMs } = rt.options.retry;
-  // A call that messages may cut short gets its own controller; otherwise the cycle's signal will do.
-  const interruptible = rt.options.interruptOnMessage;
-  const controller = interruptible ? new AbortController() : undefined;
-  const forward = () => controller?.abort(signal.reason);
-  if (controller) {
-    signal.addEventListener('abort', forward, { once: true });
-    agent.interrupt = controller;
-  }
-  const callSignal = controller?.signal ?? signal;
+  // The call's own controller: a message (INTERRUPTED) or a stop (STOP_REQUESTED) cancels it
+  // without ending the cycle's signal.
+  const controller = new AbortController();
+  const forward = () => controller.abort(signal.reason);
+  signal.addEventListener('abort', forward, { once: true });
+  agent.inFlight = controller;
+  const callSignal = controller.signal;
+  const cancelled = (err: unknown): ModelCall => {
+    if (signal.aborted) throw err;
+    return callSignal.reason === STOP_REQUESTED ? { outcome: { kind: 'stopped', reason: 'requested' } } : { outcome: { kind: 'interrupted' } };
+  };
+  let retries = 0;
+  let compactions = 0;
+  let imageStrips = 0;
   try {
-    for (let retry = 0; ; retry++) {
+    for (;;) {
       try {
-        const request = rt.buildRequest(agent, input.stintTurn);
-        // Aborted while queued: the task throws at start instead of calling the model.
-        const turn = await rt.modelQueue.add(() => {
-          if (callSignal.aborted) throw callSignal.reason;
-          return rt.model.complete(request, { signal: callSignal });
-        });
+        const turn = await rt.complete(agent, rt.buildRequest(agent, input.stintTurn), callSignal);
         if (!turn || !Array.isArray(turn.toolCalls)) {
           throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
         }
         return { turn };
       } catch (err) {
         if (signal.aborted) throw err;
-        if (callSignal.reason === INTERRUPTED) return { outcome: { kind: 'interrupted' } };
-        if (err instanceof ProviderError && err.retryable && retry < maxRetries) {
-          const delay = backoffMs(retry + 1, baseDelayMs, maxDelayMs, err.retryAfterMs);
-          agent.logger.warn({ err, retry: retry + 1, delayMs: delay }, 'transient model error; retrying');
+        if (callSignal.aborted) return cancelled(err);
+        if (!(err instanceof ProviderError)) {
+          agent.logger.error({ err }, 'model call crashed');
+          return { outcome: { kind: 'crashed', error: serializeError(err) }, items: salvage(err) };
+        }
+        if (imageStrips < MAX_IMAGE_STRIPS && err.status !== undefined && IMAGE_REJECTION_STATUSES.has(err.status) && stripImages(rt, agent)) {
+          imageStrips++;
+          agent.logger.warn({ err, imageStrips }, 'request rejected while the session holds images; replaced them with a placeholder');
+          continue;
+        }
+        if (err.code === 'PROVIDER_CONTEXT_OVERFLOW' && compactions < MAX_COMPACTIONS) {
+          let compacted = false;
+          try {
+            compacted = await compactSession(rt, agent, input.stintTurn, callSignal);
+          } catch (compactionError) {
+            if (callSignal.aborted) return cancelled(compactionError);
+            agent.logger.warn({ err: compactionError }, 'compaction failed');
+          }
+          if (compacted) {
+            compactions++;
+            agent.logger.warn({ compactions }, 'context overflow; compacted the session and retrying');
+            continue;
+          }
+        }
+        if (err.retryable && retries < maxRetries) {
+          retries++;
+          const delay = backoffMs(retries, baseDelayMs, maxDelayMs, err.retryAfterMs);
+          agent.logger.warn({ err, retry: retries, delayMs: delay }, 'transient model error; retrying');
           try {
             await sleep(rt.clock, delay, callSignal);
           } catch (abort) {
-            if (signal.aborted) throw abort;
-            return { outcome: { kind: 'interrupted' } };
+            return cancelled(abort);
           }
           continue;
         }
-        agent.logger.warn({ err }, 'model call failed');
-        if (err instanceof ProviderError) {
-          const error = serializeError(err);
-          if (retry > 0) error.message = `${error.message} (after ${retry} retries)`;
-          return { outcome: { kind: 'failed', error } };
-        }
-        return { outcome: { kind: 'crashed', error: serializeError(err) } };
+        agent.logger.warn({ err, retries, compactions, imageStrips }, 'model call failed');
+        const error = serializeError(err);
+        if (retries > 0) error.message = `${error.message} (after ${retries} ${retries === 1 ? 'retry' : 'retries'})`;
+        return { outcome: { kind: 'failed', error }, items: salvage(err) };
       }
     }
   } finally {
-    if (controller) {
-      signal.removeEventListener('abort', forward);
-      agent.interrupt = null;
-    }
+    signal.removeEventListener('abort', forward);
+    agent.inFlight = null;
   }
+}
+
+/** What a call streamed before it broke, kept in the session so a revived agent sees it. */
+function salvage(err: unknown): SessionItem[] {
+  const partial = err instanceof TroupeError ? err.details?.partialText : (err as { partialText?: unknown } | null)?.partialText;
+  return typeof partial === 'string' && partial !== '' ? [{ role: 'assistant', content: `${partial} [cut off: ${serializeError(err).message}]` }] : [];
 }
 
 async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal: AbortSignal): Promise<TurnResult> {
@@ -206,13 +246,23 @@ async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal
   agent.lastText = null;
   const items: SessionItem[] = [];
   let lastTool: string | null = null;
-  for (const call of turn.toolCalls) {
+  for (const [index, call] of turn.toolCalls.entries()) {
     if (signal.aborted) throw signal.reason;
     if (state.settled) {
       items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
       continue;
     }
-    const { content, isError, deferred } = await executeCall(rt, agent, call, state, signal);
+    let result: CallResult;
+    try {
+      result = await executeCall(rt, agent, call, state, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      // A bug escaped: keep the results this turn already produced and close the calls left open.
+      agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');
+      for (const open of turn.toolCalls.slice(index)) items.push(interruptedResult(open));
+      return { outcome: { kind: 'crashed', error: serializeError(err) }, items };
+    }
+    const { content, isError, deferred } = result;
     if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
     // A deferred call (a parking wait) is answered when the agent wakes.

@@ -35,24 +35,32 @@ export function rootFirstInput(agent: AgentIdentity, task: string, skills: strin
   return { role: 'user', content: parts.join('\n\n') };
 }
 
-/** Text of the parent's conversation shown to a child as background (images are never copied). */
-export function inheritedContext(parentSession: readonly SessionItem[]): string {
+const clip = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max)} […${text.length - max} more characters]`);
+
+/**
+ * A conversation as plain text: a child's inherited background, or what a compaction summarises.
+ * Images are never copied; `maxItemChars` clips each entry.
+ */
+export function transcript(items: readonly SessionItem[], maxItemChars = Infinity): string {
   const lines: string[] = [];
-  for (const item of parentSession) {
-    if (item.role === 'tool') lines.push(`[tool ${item.name} result] ${item.content}`);
+  for (const item of items) {
+    if (item.role === 'tool') lines.push(clip(`[tool ${item.name} result] ${item.content}`, maxItemChars));
     else if (item.role === 'assistant') {
-      if (item.content) lines.push(`[assistant] ${item.content}`);
-      for (const call of item.toolCalls ?? []) lines.push(`[assistant called ${call.name}] ${call.arguments}`);
+      if (item.content) lines.push(clip(`[assistant] ${item.content}`, maxItemChars));
+      for (const call of item.toolCalls ?? []) lines.push(clip(`[assistant called ${call.name}] ${call.arguments}`, maxItemChars));
     } else {
       const text =
         typeof item.content === 'string'
           ? item.content
-          : item.content.map((p) => (p.type === 'text' ? p.text : '[screenshot omitted from inherited context]')).join(' ');
-      lines.push(`[user] ${text}`);
+          : item.content.map((p) => (p.type === 'text' ? p.text : '[screenshot omitted]')).join(' ');
+      lines.push(clip(`[user] ${text}`, maxItemChars));
     }
   }
   return lines.join('\n');
 }
+
+/** Text of the parent's conversation shown to a child as background (images are never copied). */
+export const inheritedContext = (parentSession: readonly SessionItem[]): string => transcript(parentSession);
 
 /** A child's first input: one user message (strict-alternation providers reject two). */
 export function childFirstInput(

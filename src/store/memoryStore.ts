@@ -178,6 +178,14 @@ export function memoryStore(): Store {
     appendSession: append,
     // A snapshot: a model may keep the request it was given while the session grows.
     loadSession: (agentId) => state.sessions.get(agentId)?.slice() ?? [],
+    replaceSession(agentId, items, expectedLength) {
+      const list = session(agentId);
+      if (expectedLength !== undefined && list.length !== expectedLength) return false;
+      const old = list.slice();
+      list.splice(0, list.length, ...items);
+      onRollback(() => list.splice(0, list.length, ...old));
+      return true;
+    },
 
     recordUsage(row) {
       state.usage.push(copy(row));

@@ -312,6 +312,7 @@ function createSqliteStore(
     listMessages: db.prepare('SELECT * FROM messages WHERE run_id = ? ORDER BY seq'),
     insertItem: db.prepare('INSERT INTO session_items (agent_id, seq, item, checksum) VALUES (?, ?, ?, ?)'),
     loadItems: db.prepare('SELECT seq, item, checksum FROM session_items WHERE agent_id = ? ORDER BY seq'),
+    deleteItems: db.prepare('DELETE FROM session_items WHERE agent_id = ?'),
     insertUsage: db.prepare(
       `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -542,6 +543,17 @@ function createSqliteStore(
 
     appendSession: (agentId, items) => transaction(() => append(agentId, items)),
     loadSession: (agentId) => session(agentId).slice(),
+    replaceSession: (agentId, items, expectedLength) =>
+      transaction(() => {
+        const list = session(agentId);
+        if (expectedLength !== undefined && list.length !== expectedLength) return false;
+        const old = list.slice();
+        q.deleteItems.run(agentId);
+        list.length = 0;
+        onRollback(() => list.splice(0, list.length, ...old));
+        append(agentId, items);
+        return true;
+      }),
 
     recordUsage: (u: UsageRow) =>
       transaction(() => {

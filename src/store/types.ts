@@ -11,7 +11,7 @@
 import type { AgentLifecycleState } from '../../machines/agentMachine.js';
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import type { AgentStatus, TurnUsage } from '../../machines/types.js';
-import type { SessionItem } from '../model/types.js';
+import type { SessionItem, UsagePurpose } from '../model/types.js';
 
 export interface RunRow {
   id: string;
@@ -64,7 +64,7 @@ export interface MessageRow {
 
 export type NewMessage = Omit<MessageRow, 'seq' | 'deliveredAt' | 'noticeKey'> & { noticeKey?: string | null };
 
-export type UsagePurpose = 'main' | 'compaction' | 'review' | 'summary';
+export type { UsagePurpose };
 
 export interface UsageRow extends TurnUsage {
   runId: string;
@@ -142,6 +142,12 @@ export interface Store {
 
   appendSession(agentId: string, items: SessionItem[]): void;
   loadSession(agentId: string): readonly SessionItem[];
+  /**
+   * Overwrite an agent's whole session in one transaction (compaction, image placeholders). With
+   * `expectedLength`, nothing is written and false is returned if the session has changed length
+   * since it was read, so a slow rewrite never drops newer items.
+   */
+  replaceSession(agentId: string, items: SessionItem[], expectedLength?: number): boolean;
 
   recordUsage(row: UsageRow): void;
   listUsage(runId: string): UsageRow[];

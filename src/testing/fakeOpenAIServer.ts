@@ -76,6 +76,11 @@ export interface FakeOpenAIServer extends AsyncDisposable {
   readonly requests: FakeRequest[];
   /** Replies of an array script not yet served (always 0 for a function script). */
   remaining(): number;
+  /**
+   * Resolves once the client of request `index` goes away before its reply was complete (an
+   * aborted or timed-out call); at once if it already has.
+   */
+  clientAborted(index: number): Promise<void>;
   /** Throws an Error listing how many replies were never served (array scripts only). */
   assertComplete(): void;
   /** Closes the server and destroys open sockets (hanging ones too); idempotent. */
@@ -118,6 +123,14 @@ export async function createFakeOpenAIServer(
   let completions = 0;
   let toolCallIds = 0;
   let closing: Promise<void> | undefined;
+  /** Requests whose client left before the reply ended, and who is waiting to hear of it. */
+  const abortedRequests = new Set<number>();
+  const abortWatchers = new Map<number, (() => void)[]>();
+  const markAborted = (index: number) => {
+    abortedRequests.add(index);
+    for (const resolve of abortWatchers.get(index) ?? []) resolve();
+    abortWatchers.delete(index);
+  };
 
   const wait = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -170,8 +183,11 @@ export async function createFakeOpenAIServer(
     req.on('error', () => undefined);
     res.on('error', () => undefined);
     let gone = false;
+    // Known once the body is read; a client that leaves earlier was never a recorded request.
+    const recorded: { index?: number } = {};
     res.on('close', () => {
       gone = true;
+      if (!res.writableEnded && recorded.index !== undefined) markAborted(recorded.index);
     });
 
     const raw = await readBody(req);
@@ -196,6 +212,7 @@ export async function createFakeOpenAIServer(
       at: Date.now(),
     };
     requests.push(request);
+    recorded.index = request.index;
 
     const pathname = request.path.split('?')[0];
     const known = pathname === '/v1/chat/completions' || pathname === '/chat/completions';
@@ -402,6 +419,14 @@ export async function createFakeOpenAIServer(
     port,
     requests,
     remaining: () => (typeof script === 'function' ? 0 : Math.max(0, script.length - served)),
+    clientAborted: (index: number) =>
+      abortedRequests.has(index)
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            const list = abortWatchers.get(index) ?? [];
+            list.push(resolve);
+            abortWatchers.set(index, list);
+          }),
     assertComplete: () => {
       if (typeof script === 'function') return;
       const left = script.length - served;

@@ -11,6 +11,25 @@ import { flush, team, TERMINAL } from '../helpers/team.js';
 
 const finish = { tool: 'finish', args: { summary: 'done' } };
 
+/** A user tool that blocks until the test releases it, to land an event while a tool runs. */
+function gatedTool() {
+  let release!: () => void;
+  let entered!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const started = new Promise<void>((resolve) => (entered = resolve));
+  const tool = defineTool({
+    name: 'slow',
+    description: 'Takes a while.',
+    parameters: { type: 'object', properties: {} },
+    execute: async () => {
+      entered();
+      await gate;
+      return { ok: true };
+    },
+  });
+  return { tool, release, entered: started };
+}
+
 describe('inspection', () => {
   it('the inspect observer sees the coordinator and every agent actor, addressed agent:<id>', async () => {
     const actors: string[] = [];
@@ -251,6 +270,36 @@ describe('model errors', () => {
   });
 });
 
+describe('the shared model queue', () => {
+  it('rateLimit: at most `requests` calls start per interval, across agents, on the injected clock', async () => {
+    const graph = { tool: 'view_agent_graph', args: {} };
+    const t = team(
+      {
+        agents: {
+          lead: [{ tools: [{ name: 'spawn_agent', args: { name: 'a', task: 'x' } }, { name: 'spawn_agent', args: { name: 'b', task: 'x' } }] }, { tool: 'wait_for_agents', args: { reason: 'a, b' } }, { tool: 'wait_for_agents', args: { reason: 'a, b' } }, finish],
+          a: [graph, { tool: 'agent_finish', args: { summary: 'a' } }],
+          b: [graph, { tool: 'agent_finish', args: { summary: 'b' } }],
+        },
+      },
+      { rateLimit: { requests: 2, intervalMs: 10_000 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(60_000, 1_000);
+    expect((await t.c.waitFor(rootId, [...TERMINAL])).status).toBe('completed');
+    const starts = t.model.calls.map((c) => c.at);
+    expect(starts).toHaveLength(8);
+    // No 10 s window holds more than 2 starts, and the limiter did delay calls.
+    for (const s of starts) expect(starts.filter((x) => x >= s && x < s + 10_000).length).toBeLessThanOrEqual(2);
+    expect(Math.max(...starts)).toBeGreaterThanOrEqual(30_000);
+    await t.c.shutdown();
+  });
+
+  it('rejects a malformed rateLimit with CONFIG_INVALID', () => {
+    expect(() => team({ agents: {} }, { rateLimit: { requests: 0, intervalMs: 1000 } })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    expect(() => team({ agents: {} }, { rateLimit: { requests: 5 } as never })).toThrow(/rateLimit/);
+  });
+});
+
 describe('users, stops and wake-ups', () => {
   it('a failed agent ignores peers but a user message revives it, in autonomous mode too', async () => {
     const t = team({ agents: { lead: [{ error: { code: 'PROVIDER_AUTH' } }, finish] } });
@@ -279,20 +328,25 @@ describe('users, stops and wake-ups', () => {
     await t.c.shutdown();
   });
 
-  it('stop with cascade stops leaves first, after their turns, and each parent is told', async () => {
-    const t = team({
-      agents: {
-        lead: [
-          { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
-          { tool: 'wait_for_agents', args: { reason: 'a' } },
-          // Woken by a's stop notice; finish only once a1 has finished its turn too.
-          { delayMs: 6_000, ...finish },
-        ],
-        a: [{ tool: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a1' } }],
-        a1: [{ delayMs: 5_000, tool: 'view_agent_graph', args: {} }],
+  it('stop with cascade stops leaves first, lets a running tool finish, and each parent is told', async () => {
+    const slow = gatedTool();
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
+            { tool: 'wait_for_agents', args: { reason: 'a' } },
+            // Woken by a's stop notice; finish only once a1 has finished its turn too.
+            { delayMs: 6_000, ...finish },
+          ],
+          a: [{ tool: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a1' } }],
+          a1: [{ tool: 'slow', args: {} }],
+        },
       },
-    });
+      { tools: [slow.tool] },
+    );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await slow.entered;
     await t.advance(10, 10);
     const a = t.byName('a');
     const a1 = t.byName('a1');
@@ -302,15 +356,30 @@ describe('users, stops and wake-ups', () => {
       if (e.type === 'agent.status' && e.to === 'stopped') order.push(e.name);
     });
     const stopping = t.c.stop(a.id);
-    await t.advance(5_000);
+    await flush();
+    // a was parked, so it stopped at once; a1 was asked first but its tool is still running.
+    expect(order).toEqual(['a']);
+    slow.release();
     expect(await stopping).toEqual([a1.id, a.id]);
-    // a was parked, so it would stop at once: leaves first means a1 was asked first, but a1 had a turn to finish.
     expect(order).toEqual(['a', 'a1']);
     expect(t.messagesTo(a.id).filter((m) => m.from === a1.id).map((m) => m.type)).toEqual(['stopped']);
     expect(t.messagesTo(rootId).filter((m) => m.from === a.id).map((m) => m.type)).toEqual(['stopped']);
-    expect(t.toolResults(a1.id)[0]!.name).toBe('view_agent_graph');
-    await t.advance(1_000);
+    expect(t.toolResults(a1.id)[0]).toEqual({ name: 'slow', result: { ok: true } });
+    await t.advance(6_000);
     expect((await t.c.waitFor(rootId, [...TERMINAL])).status).toBe('completed');
+    await t.c.shutdown();
+  });
+
+  it('a stop during a model call cancels the call at once; nothing of the turn is written', async () => {
+    const t = team({ agents: { lead: [{ delayMs: 60_000, ...finish }] } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(10, 10);
+    const sessionBefore = t.session(rootId).length;
+    expect(await t.c.stop(rootId)).toEqual([rootId]);
+    expect(t.c.get(rootId)).toMatchObject({ status: 'stopped', stopReason: 'requested' });
+    expect(t.model.calls).toHaveLength(1);
+    expect(t.session(rootId)).toHaveLength(sessionBefore);
+    expect(t.clock.now()).toBeLessThan(60_000);
     await t.c.shutdown();
   });
 });
@@ -392,18 +461,23 @@ describe('shutdown', () => {
 
 describe('lifecycle tools', () => {
   it('a wait called after a stop was requested answers stopped, and the agent stops after its turn', async () => {
-    const t = team({
-      agents: {
-        // The root finishes after the grandchild a1, which a non-cascading stop leaves running.
-        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, { delayMs: 6_000, ...finish }],
-        a: [{ tool: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { delayMs: 1_000, tool: 'wait_for_agents', args: { reason: 'a1' } }],
-        a1: [{ delayMs: 5_000, tool: 'agent_finish', args: { summary: 'late' } }],
+    const slow = gatedTool();
+    const t = team(
+      {
+        agents: {
+          // The root finishes after the grandchild a1, which a non-cascading stop leaves running.
+          lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, { delayMs: 6_000, ...finish }],
+          // The stop lands while slow runs; the wait after it in the same turn answers "stopped".
+          a: [{ tools: [{ name: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { name: 'slow', args: {} }, { name: 'wait_for_agents', args: { reason: 'a1' } }] }],
+          a1: [{ delayMs: 5_000, tool: 'agent_finish', args: { summary: 'late' } }],
+        },
       },
-    });
+      { tools: [slow.tool] },
+    );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
-    await t.advance(10, 10);
+    await slow.entered;
     const stopping = t.c.stop(t.byName('a').id, { cascade: false });
-    await t.advance(1_000);
+    slow.release();
     await stopping;
     const a = t.byName('a').id;
     expect(t.toolResults(a).find((r) => r.name === 'wait_for_agents')?.result.wait_outcome).toBe('stopped');

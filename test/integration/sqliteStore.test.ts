@@ -133,6 +133,17 @@ describe('openStore', () => {
     expect(store.verifyChecksums().sessionItems).toEqual(['a#0']);
     store.close();
   });
+  it('a replaced session survives a reopen with sound checksums and no leftover rows', () => {
+    const path = seeded();
+    const store = openStore({ path });
+    store.appendSession('a', [{ role: 'assistant', content: 'x' }, { role: 'user', content: 'y' }]);
+    expect(store.replaceSession('a', [{ role: 'user', content: 'summary' }], 3)).toBe(true);
+    store.close();
+    const reopened = openStore({ path });
+    expect(reopened.loadSession('a')).toEqual([{ role: 'user', content: 'summary' }]);
+    expect(reopened.verifyChecksums().sessionItems).toEqual([]);
+    reopened.close();
+  });
 });
 
 describe('a team on a real database file', () => {

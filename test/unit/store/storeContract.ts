@@ -177,5 +177,24 @@ export function describeStoreContract(name: string, create: () => Store) {
       expect(before).toHaveLength(1);
       expect(store.loadSession('a')).toHaveLength(2);
     });
+
+    it('replaces a session whole, refuses a stale rewrite, and a rolled-back rewrite changes nothing', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      store.appendSession('a', [{ role: 'assistant', content: 'one' }, { role: 'user', content: 'two' }]);
+      const summary: SessionItem = { role: 'user', content: 'summary' };
+      expect(store.replaceSession('a', [FIRST, summary], 2)).toBe(false);
+      expect(store.loadSession('a')).toHaveLength(3);
+      expect(() =>
+        store.transaction(() => {
+          store.replaceSession('a', [summary]);
+          throw new Error('boom');
+        }),
+      ).toThrow('boom');
+      expect(store.loadSession('a').map((i) => i.content)).toEqual(['identity + task', 'one', 'two']);
+      expect(store.replaceSession('a', [FIRST, summary], 3)).toBe(true);
+      store.appendSession('a', [{ role: 'assistant', content: 'after' }]);
+      expect(store.loadSession('a').map((i) => i.content)).toEqual(['identity + task', 'summary', 'after']);
+    });
   });
 }

@@ -1,0 +1,298 @@
+/**
+ * `openaiModel`: any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama, llama.cpp
+ * server, LM Studio, …) through the official `openai` client. Tools, optional streaming with
+ * deltas, usage from every response. The client's own retries are off — the run loop owns retries
+ * — and the request timeout runs on troupe's clock. Every failure leaves as a classified
+ * `ProviderError`; only a bug escapes as anything else.
+ * @module
+ */
+import OpenAI from 'openai';
+import type {
+  ChatCompletionChunk,
+  ChatCompletionContentPart,
+  ChatCompletionCreateParamsBase,
+  ChatCompletionMessageParam,
+  ChatCompletionMessageToolCall,
+  ChatCompletionTool,
+} from 'openai/resources/chat/completions';
+import type { TurnUsage } from '../../machines/types.js';
+import { systemClock, type Clock } from '../clock.js';
+import { ConfigError, ProviderError, toError } from '../errors.js';
+import { classifyHttpFailure } from './providerErrors.js';
+import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem, ToolCall } from './types.js';
+
+export interface OpenAIModelOptions {
+  /** The model id the server knows (`gpt-4.1-mini`, `qwen2.5:7b`, …). */
+  model: string;
+  /** Any OpenAI-compatible server, e.g. `http://127.0.0.1:11434/v1` for Ollama. Default: OpenAI. */
+  baseURL?: string;
+  /** Default: `OPENAI_API_KEY`. Local servers that need none accept an empty string. */
+  apiKey?: string;
+  /** Per request, on troupe's clock; a timeout is retried like any transient error. Default 600 s. */
+  timeoutMs?: number;
+  /** Sent as `max_completion_tokens` (or `max_tokens`, see `tokenLimitParam`). */
+  maxOutputTokens?: number;
+  /** Older OpenAI-compatible servers only know `max_tokens`. Default `max_completion_tokens`. */
+  tokenLimitParam?: 'max_completion_tokens' | 'max_tokens';
+  /** USD per million tokens; the budget prices this model's usage rows with it. */
+  price?: ModelPrice;
+  /** Stream the answer and report deltas through `onDelta`. Default false. */
+  stream?: boolean;
+  temperature?: number;
+  /** Extra headers on every request. */
+  headers?: Record<string, string>;
+  clock?: Clock;
+}
+
+const DEFAULT_TIMEOUT_MS = 600_000;
+
+/** Why our own timer aborted the request (distinguishes a timeout from the caller's abort). */
+class TimedOut extends Error {}
+
+function validate(options: OpenAIModelOptions): void {
+  if (typeof options !== 'object' || options === null) throw new ConfigError('Expected openaiModel options to be an object');
+  if (typeof options.model !== 'string' || options.model.trim() === '') {
+    throw new ConfigError(`Expected openaiModel model to be a non-empty string, got ${JSON.stringify(options.model)}`);
+  }
+  for (const key of ['timeoutMs', 'maxOutputTokens'] as const) {
+    const value = options[key];
+    if (value !== undefined && (!Number.isInteger(value) || value <= 0)) {
+      throw new ConfigError(`Expected openaiModel ${key} to be an integer > 0, got ${JSON.stringify(value)}`);
+    }
+  }
+  if (options.baseURL !== undefined) {
+    try {
+      new URL(options.baseURL);
+    } catch {
+      throw new ConfigError(`Expected openaiModel baseURL to be a URL, got ${JSON.stringify(options.baseURL)}`);
+    }
+  }
+  const price = options.price;
+  if (price !== undefined) {
+    for (const key of ['inputPer1M', 'outputPer1M', 'cachedInputPer1M'] as const) {
+      const value = price[key];
+      if ((key !== 'cachedInputPer1M' || value !== undefined) && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
+        throw new ConfigError(`Expected openaiModel price.${key} to be a finite number >= 0, got ${JSON.stringify(value)}`);
+      }
+    }
+  }
+}
+
+const userContent = (content: string | readonly { type: string; text?: string; url?: string }[]): string | ChatCompletionContentPart[] =>
+  typeof content === 'string'
+    ? content
+    : content.map((p) =>
+        p.type === 'image' ? { type: 'image_url' as const, image_url: { url: p.url ?? '' } } : { type: 'text' as const, text: p.text ?? '' },
+      );
+
+/** The session in Chat Completions form, after the system prompt. */
+export function toChatMessages(system: string, items: readonly SessionItem[]): ChatCompletionMessageParam[] {
+  const out: ChatCompletionMessageParam[] = [{ role: 'system', content: system }];
+  for (const item of items) {
+    if (item.role === 'user') out.push({ role: 'user', content: userContent(item.content) });
+    else if (item.role === 'tool') out.push({ role: 'tool', tool_call_id: item.toolCallId, content: item.content });
+    else if (item.toolCalls && item.toolCalls.length > 0) {
+      out.push({
+        role: 'assistant',
+        content: item.content,
+        tool_calls: item.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+      });
+    } else out.push({ role: 'assistant', content: item.content ?? item.refusal ?? '' });
+  }
+  return out;
+}
+
+const toUsage = (u: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null | undefined): Partial<TurnUsage> | undefined =>
+  u
+    ? {
+        inputTokens: u.prompt_tokens ?? 0,
+        outputTokens: u.completion_tokens ?? 0,
+        cachedInputTokens: u.prompt_tokens_details?.cached_tokens ?? 0,
+      }
+    : undefined;
+
+const CONTENT_FILTERED = "The provider's content filter stopped the answer";
+
+const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+
+/** A socket that closed under a streamed body surfaces as a plain TypeError('terminated') or similar. */
+function isNetworkFailure(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+    if (e instanceof TypeError && /terminated|fetch failed|socket/i.test(e.message)) return true;
+  }
+  return false;
+}
+
+/** Any failure of the `openai` client as a ProviderError; an unknown error (a bug) is returned as is. */
+export function classifyOpenAIError(err: unknown, now?: number): unknown {
+  if (err instanceof ProviderError) return err;
+  if (err instanceof OpenAI.APIConnectionTimeoutError) {
+    return new ProviderError('PROVIDER_TIMEOUT', `The request timed out: ${err.message}`, { cause: err });
+  }
+  if (err instanceof OpenAI.APIUserAbortError) return err;
+  if (err instanceof OpenAI.APIConnectionError) {
+    return new ProviderError('PROVIDER_CONNECTION', `Connection to the model server failed: ${err.message}`, { cause: err });
+  }
+  if (err instanceof OpenAI.APIError) {
+    return classifyHttpFailure({ status: err.status, headers: err.headers, code: err.code, message: err.message, cause: err }, now);
+  }
+  if (err instanceof SyntaxError) {
+    return new ProviderError('PROVIDER_INVALID_RESPONSE', `The server sent a body that is not valid JSON: ${err.message}`, { cause: err });
+  }
+  if (isNetworkFailure(err)) {
+    return new ProviderError('PROVIDER_CONNECTION', `The connection dropped mid-response: ${(err as Error).message}`, { cause: err });
+  }
+  return err;
+}
+
+/** Assemble a streamed answer; deltas go to `onDelta` as they arrive, text also to `partial`. */
+async function readStream(
+  stream: AsyncIterable<ChatCompletionChunk>,
+  onDelta: ((d: ModelDelta) => void) | undefined,
+  partial: { text: string },
+): Promise<ModelTurn> {
+  let text = '';
+  let refusal = '';
+  let finish: string | null = null;
+  let sawChoice = false;
+  let usage: Partial<TurnUsage> | undefined;
+  const calls: { id: string; name: string; arguments: string }[] = [];
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = toUsage(chunk.usage);
+    const choice = chunk.choices?.[0];
+    if (!choice) continue;
+    sawChoice = true;
+    const delta = choice.delta ?? {};
+    if (delta.content) {
+      text += delta.content;
+      partial.text = text;
+      onDelta?.({ kind: 'text', text: delta.content });
+    }
+    if (delta.refusal) {
+      refusal += delta.refusal;
+      onDelta?.({ kind: 'refusal', text: delta.refusal });
+    }
+    for (const part of delta.tool_calls ?? []) {
+      const slot = (calls[part.index] ??= { id: '', name: '', arguments: '' });
+      if (part.id) slot.id = part.id;
+      if (part.function?.name) slot.name += part.function.name;
+      if (part.function?.arguments) slot.arguments += part.function.arguments;
+      onDelta?.({ kind: 'toolCall', index: part.index, ...(part.function?.name ? { name: part.function.name } : {}), text: part.function?.arguments ?? '' });
+    }
+    if (choice.finish_reason) finish = choice.finish_reason;
+  }
+  if (!sawChoice) throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The stream carried no choices');
+  if (finish === null) {
+    throw new ProviderError('PROVIDER_CONNECTION', 'The stream ended before the answer was complete', { retryable: true });
+  }
+  return {
+    text: text === '' ? null : text,
+    toolCalls: calls.filter(Boolean).map((c, i) => ({ id: c.id || `call_stream_${i}`, name: c.name, arguments: c.arguments })),
+    refusal: refusal || (finish === 'content_filter' && calls.length === 0 && text === '' ? CONTENT_FILTERED : null),
+    ...(usage ? { usage } : {}),
+  };
+}
+
+function fromCompletion(res: OpenAI.Chat.Completions.ChatCompletion): ModelTurn {
+  const choice = Array.isArray(res?.choices) ? res.choices[0] : undefined;
+  if (!choice?.message) throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The response has no choices');
+  const message = choice.message;
+  const toolCalls: ToolCall[] = (message.tool_calls ?? [])
+    .filter((c): c is ChatCompletionMessageToolCall & { type: 'function' } => c.type === 'function')
+    .map((c, i) => ({ id: c.id || `call_${i}`, name: c.function?.name ?? '', arguments: c.function?.arguments ?? '' }));
+  const filtered = choice.finish_reason === 'content_filter' && !message.content && toolCalls.length === 0;
+  const usage = toUsage(res.usage);
+  return {
+    text: message.content ?? null,
+    toolCalls,
+    refusal: message.refusal ?? (filtered ? CONTENT_FILTERED : null),
+    ...(usage ? { usage } : {}),
+  };
+}
+
+/** The error with what was streamed before it, so the run loop can salvage it into the session. */
+function withPartialText(err: unknown, partialText: string): unknown {
+  if (!(err instanceof ProviderError)) return Object.assign(toError(err), { partialText });
+  return new ProviderError(err.code as ConstructorParameters<typeof ProviderError>[0], err.message, {
+    cause: err.cause,
+    retryable: err.retryable,
+    ...(err.status === undefined ? {} : { status: err.status }),
+    ...(err.retryAfterMs === undefined ? {} : { retryAfterMs: err.retryAfterMs }),
+    details: { ...err.details, partialText },
+  });
+}
+
+/**
+ * @example
+ * const model = openaiModel({ model: 'gpt-4.1-mini' }); // OPENAI_API_KEY from the environment
+ * const local = openaiModel({ model: 'qwen2.5:7b', baseURL: 'http://127.0.0.1:11434/v1', apiKey: '' });
+ */
+export function openaiModel(options: OpenAIModelOptions): Model {
+  validate(options);
+  const clock = options.clock ?? systemClock;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const apiKey = options.apiKey ?? process.env.OPENAI_API_KEY;
+  if (apiKey === undefined && options.baseURL === undefined) {
+    throw new ConfigError('openaiModel needs an API key: pass apiKey or set OPENAI_API_KEY (or point baseURL at a local server)');
+  }
+  const client = new OpenAI({
+    apiKey: apiKey ?? '',
+    ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
+    maxRetries: 0, // the run loop owns retries
+    // Our timer on troupe's clock is the real timeout; the client's is only a backstop.
+    timeout: timeoutMs + 60_000,
+    ...(options.headers ? { defaultHeaders: options.headers } : {}),
+  });
+  const limitParam = options.tokenLimitParam ?? 'max_completion_tokens';
+
+  const body = (request: ModelRequest): ChatCompletionCreateParamsBase => {
+    const tools: ChatCompletionTool[] = request.tools.map((t) => ({
+      type: 'function',
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }));
+    return {
+      model: options.model,
+      messages: toChatMessages(request.system, request.messages),
+      ...(tools.length > 0 ? { tools } : {}),
+      ...(options.maxOutputTokens === undefined ? {} : { [limitParam]: options.maxOutputTokens }),
+      ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
+    };
+  };
+
+  return {
+    name: options.model,
+    ...(options.price ? { price: options.price } : {}),
+    ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+    async complete(request: ModelRequest, { signal, onDelta }: ModelCallOptions): Promise<ModelTurn> {
+      if (signal.aborted) throw signal.reason;
+      const controller = new AbortController();
+      const forward = () => controller.abort(signal.reason);
+      signal.addEventListener('abort', forward, { once: true });
+      const timer = clock.setTimeout(() => controller.abort(new TimedOut()), timeoutMs);
+      const partial = { text: '' };
+      try {
+        if (options.stream) {
+          const stream = await client.chat.completions.create(
+            { ...body(request), stream: true, stream_options: { include_usage: true } },
+            { signal: controller.signal },
+          );
+          return await readStream(stream, onDelta, partial);
+        }
+        const res = await client.chat.completions.create({ ...body(request), stream: false }, { signal: controller.signal });
+        return fromCompletion(res);
+      } catch (err) {
+        if (signal.aborted) throw signal.reason;
+        const classified =
+          controller.signal.reason instanceof TimedOut
+            ? new ProviderError('PROVIDER_TIMEOUT', `No complete answer within ${timeoutMs} ms`, { cause: err })
+            : classifyOpenAIError(err, clock.now());
+        throw partial.text === '' ? classified : withPartialText(classified, partial.text);
+      } finally {
+        clock.clearTimeout(timer);
+        signal.removeEventListener('abort', forward);
+      }
+    },
+  };
+}

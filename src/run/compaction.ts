@@ -1,0 +1,89 @@
+/**
+ * Recovering a turn whose input the provider rejected (DESIGN §4): a context overflow compacts the
+ * session — older items summarised by the same model, a call metered as `compaction` — and a
+ * request rejected while the session holds images replaces every image with a placeholder. Both
+ * rewrite the session in one transaction that refuses to overwrite items it did not see.
+ * @module
+ */
+import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import type { ContentPart, SessionItem } from '../model/types.js';
+import { transcript } from './texts.js';
+
+export const IMAGE_PLACEHOLDER = '[image rejected by the model]';
+export const SUMMARY_HEADER = '[Earlier conversation, summarised to fit the context window]';
+
+const SUMMARY_SYSTEM = [
+  'You compress the history of an agent working on a task so that it can continue without the full transcript.',
+  'Write a faithful, dense summary: the goal, decisions made, facts and results found (with exact identifiers, names, numbers and paths),',
+  'agents spawned and what they reported, what is still open, and what the agent was doing last. Do not invent anything. Plain text only.',
+].join(' ');
+
+/** Each entry of the summarised transcript is clipped to this many characters. */
+const MAX_ITEM_CHARS = 4_000;
+
+/** The session with every image replaced by a placeholder, or null if it holds none. */
+export function withoutImages(items: readonly SessionItem[]): SessionItem[] | null {
+  let changed = false;
+  const out = items.map((item): SessionItem => {
+    if (item.role !== 'user' || typeof item.content === 'string' || !item.content.some((p) => p.type === 'image')) return item;
+    changed = true;
+    return { role: 'user', content: item.content.map((p): ContentPart => (p.type === 'image' ? { type: 'text', text: IMAGE_PLACEHOLDER } : p)) };
+  });
+  return changed ? out : null;
+}
+
+/** Replace the agent's images with placeholders; false if it had none (or the session moved on). */
+export function stripImages(rt: Runtime, agent: AgentHandle): boolean {
+  const items = rt.store.loadSession(agent.id);
+  const stripped = withoutImages(items);
+  return stripped !== null && rt.commit(() => rt.store.replaceSession(agent.id, stripped, items.length));
+}
+
+/**
+ * Where the kept tail starts: about the newest quarter, beginning at an assistant item so that no
+ * tool result loses its call and no two user messages end up adjacent. 0 means nothing to compact.
+ */
+export function compactionCut(items: readonly SessionItem[]): number {
+  const n = items.length;
+  if (n < 3) return 0;
+  let cut = Math.max(2, n - Math.floor((n - 1) / 4));
+  while (cut < n && items[cut]!.role !== 'assistant') cut++;
+  return cut;
+}
+
+/**
+ * Summarise all but the first item (identity and task) and the newest tail, with the agent's own
+ * model. Returns false when there is nothing to compact or the summary came back empty; a failing
+ * summary call throws (the caller treats the overflow as unrecovered).
+ */
+export async function compactSession(rt: Runtime, agent: AgentHandle, turn: number, signal: AbortSignal): Promise<boolean> {
+  const items = rt.store.loadSession(agent.id);
+  const cut = compactionCut(items);
+  const older = items.slice(1, cut);
+  if (older.length === 0) return false;
+  const answer = await rt.complete(
+    agent,
+    {
+      agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
+      system: SUMMARY_SYSTEM,
+      messages: [{ role: 'user', content: `Summarise this part of the conversation:\n\n${transcript(older, MAX_ITEM_CHARS)}` }],
+      tools: [],
+      turn,
+      purpose: 'compaction',
+    },
+    signal,
+  );
+  const summary = answer.text?.trim() ?? '';
+  const first = items[0]!;
+  return rt.commit(() => {
+    rt.ledger.record(agent, answer.usage, 'compaction');
+    if (summary === '') return false;
+    const note = `${SUMMARY_HEADER}\n${summary}`;
+    // One user message, not two: strict-alternation providers reject adjacent user messages.
+    const head: SessionItem[] =
+      first.role === 'user' && typeof first.content === 'string'
+        ? [{ role: 'user', content: `${first.content}\n\n${note}` }]
+        : [first, { role: 'user', content: note }];
+    return rt.store.replaceSession(agent.id, [...head, ...items.slice(cut)], items.length);
+  });
+}

@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import type { SessionItem } from '../../../src/model/types.js';
+import { compactionCut, IMAGE_PLACEHOLDER, withoutImages } from '../../../src/run/compaction.js';
+
+const user = (content: string): SessionItem => ({ role: 'user', content });
+const asst = (id: string): SessionItem => ({ role: 'assistant', content: null, toolCalls: [{ id, name: 'lookup', arguments: '{}' }] });
+const tool = (id: string): SessionItem => ({ role: 'tool', toolCallId: id, name: 'lookup', content: '{}' });
+
+describe('compactionCut', () => {
+  it('keeps the newest quarter, starting at an assistant item, so no tool result loses its call', () => {
+    const items = [user('task'), asst('1'), tool('1'), asst('2'), tool('2'), asst('3'), tool('3'), asst('4'), tool('4')];
+    const cut = compactionCut(items);
+    expect(cut).toBe(7);
+    expect(items[cut]!.role).toBe('assistant');
+  });
+  it('summarises everything after the task when no assistant item is left in the tail', () => {
+    expect(compactionCut([user('task'), asst('1'), tool('1'), user('mail'), user('more mail')])).toBe(5);
+  });
+  it('has nothing to compact in a session of the task and one reply', () => {
+    expect(compactionCut([user('task'), asst('1')])).toBe(0);
+  });
+});
+
+describe('withoutImages', () => {
+  it('replaces every image with the placeholder and keeps the text parts', () => {
+    const items: SessionItem[] = [
+      user('task'),
+      { role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image', url: 'data:a' }, { type: 'image', url: 'data:b' }] },
+    ];
+    expect(withoutImages(items)?.[1]).toEqual({
+      role: 'user',
+      content: [{ type: 'text', text: 'see' }, { type: 'text', text: IMAGE_PLACEHOLDER }, { type: 'text', text: IMAGE_PLACEHOLDER }],
+    });
+  });
+  it('returns null when there is nothing to replace', () => {
+    expect(withoutImages([user('task'), { role: 'user', content: [{ type: 'text', text: 'no image' }] }])).toBeNull();
+  });
+});

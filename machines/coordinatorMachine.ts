@@ -61,6 +61,8 @@ export interface AgentRecord {
 }
 
 export interface BudgetFlags {
+  /** The run's limit in USD (null: none). `resumeBudget(limit)` replaces it; it is persisted with the flags. */
+  limitUsd: number | null;
   budgetStopped: boolean;
   reserveStopped: boolean;
   paused: boolean;
@@ -106,7 +108,7 @@ export type CoordinatorEvent =
   | { type: 'budget.reserveTrip' }
   | { type: 'budget.stop' }
   | { type: 'budget.pause' }
-  | { type: 'budget.resume' };
+  | { type: 'budget.resume'; limitUsd?: number };
 
 export type CoordinatorEmitted =
   | { type: 'notice'; to: string; from: string; kind: NoticeKind; content: string; key: string | null }
@@ -157,6 +159,7 @@ export const getAgentRecord = (context: CoordinatorContext, id: string): AgentRe
   getSharded(context.agents, id);
 
 const DEFAULT_FLAGS: BudgetFlags = {
+  limitUsd: null,
   budgetStopped: false,
   reserveStopped: false,
   paused: false,
@@ -323,9 +326,10 @@ export const coordinatorMachine = setup({
       enqueue.emit({ type: 'agents.stop', ids: activeIds(context, true), reason: 'budget' });
     }),
     pauseBudget: assign(({ context }) => ({ budget: { ...context.budget, paused: true } })),
-    resumeBudget: enqueueActions(({ context, enqueue }) => {
+    resumeBudget: enqueueActions(({ context, event, enqueue }) => {
       const epoch = context.budget.resumeEpoch + 1;
-      enqueue.assign({ budget: { ...context.budget, paused: false, resumeEpoch: epoch } });
+      const limitUsd = event.type === 'budget.resume' && event.limitUsd !== undefined ? event.limitUsd : context.budget.limitUsd;
+      enqueue.assign({ budget: { ...context.budget, limitUsd, paused: false, resumeEpoch: epoch } });
       enqueue.emit({ type: 'budget.resumed', epoch });
     }),
   },

@@ -1,16 +1,57 @@
 /**
- * The run's budget as the turn sees it: every model call's usage goes into the ledger, and the
- * gate before a paid call applies the coordinator's budget flags. (Prices, pre-call reservation,
- * warnings and the pause API are the budget issue's.)
+ * The run's budget as turns see it (DESIGN §3): every model call is priced and written to the
+ * usage ledger; before a paid call the gate applies the coordinator's flags and reserves an
+ * estimate of the call, settled to the real cost afterwards, so parallel children cannot overshoot
+ * the limit by one call each. Auxiliary calls (compaction, …) are priced and deducted the same way
+ * but never refused.
  * @module
  */
 import type { TurnOutcome, TurnUsage } from '../../machines/types.js';
-import type { UsagePurpose } from '../model/types.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_PRICES, estimatePromptTokens, lookupPrice, priceUsage } from '../model/prices.js';
+import type { ModelPrice, ModelRequest, UsagePurpose } from '../model/types.js';
 import type { AgentHandle, Runtime } from './runtime.js';
+
+/**
+ * Thrown instead of calling the model when the budget stopped or paused while the call queued:
+ * no paid call starts after a budget stop.
+ */
+export class BudgetHalt extends Error {
+  constructor(readonly outcome: TurnOutcome) {
+    super(`budget: ${outcome.kind}`);
+  }
+}
+
+/** An amount held for one call until it settles. */
+export interface Reservation {
+  readonly usd: number;
+  settled: boolean;
+}
+
+const NO_RESERVATION: Reservation = Object.freeze({ usd: 0, settled: true }) as Reservation;
+
+/** Warning bands (share of the limit) and what each tells the agent to do. */
+const ROOT_BANDS = [0.7, 0.85, 0.95] as const;
+const CHILD_BANDS = [0.75, 0.8, 0.85] as const;
+const ROOT_DIRECTIVES = [
+  'Start planning the wind-down of this run.',
+  'Stop opening new lines of work and move toward finish.',
+  'Stop everything else and call finish now.',
+];
+const CHILD_DIRECTIVES = [
+  'Plan your wind-down and turn what you have into something reportable.',
+  'Report what you have confirmed and prepare agent_finish.',
+  'Report now and call agent_finish before you are cut off.',
+];
 
 export class BudgetLedger {
   readonly #rt: Runtime;
-  #spentUsd = 0;
+  #spentUsd: number;
+  #reservedUsd = 0;
+  /** Reservations not yet settled (a count, so float residue never looks like a call in flight). */
+  #open = 0;
+  /** Callers waiting for an in-flight reservation to settle. */
+  #settleWaiters = new Set<() => void>();
+  readonly #unpriced = new Set<string>();
 
   constructor(rt: Runtime, spentUsd = 0) {
     this.#rt = rt;
@@ -21,9 +62,51 @@ export class BudgetLedger {
     return this.#spentUsd;
   }
 
-  /** Record one call's usage and trip the reserve or the budget stop when due (stop policy). */
-  record(agent: AgentHandle, usage: Partial<TurnUsage> | undefined, purpose: UsagePurpose = 'main'): void {
+  get reservedUsd(): number {
+    return this.#reservedUsd;
+  }
+
+  get limitUsd(): number | null {
+    return this.#rt.budgetFlags().limitUsd;
+  }
+
+  /** The model's price: `budget.prices` first, then the model's own, then the built-in table. */
+  price(): ModelPrice | undefined {
+    const { model, options } = this.#rt;
+    const name = model.name ?? '';
+    return lookupPrice(options.budget.prices, name) ?? model.price ?? lookupPrice(DEFAULT_PRICES, name);
+  }
+
+  /** USD for one call: the usage's own `costUsd` if the provider priced it, else by the price table. */
+  cost(usage: Partial<TurnUsage> | undefined): number {
+    if (usage?.costUsd !== undefined) return usage.costUsd;
+    if (!usage) return 0;
+    const price = this.price();
+    if (price) return priceUsage(usage, price);
+    const name = this.#rt.model.name ?? 'model';
+    if (!this.#unpriced.has(name) && (usage.inputTokens || usage.outputTokens)) {
+      this.#unpriced.add(name);
+      this.#rt.logger.warn({ model: name }, 'no price for this model: its calls count as $0 (set budget.prices)');
+    }
+    return 0;
+  }
+
+  /** What a call may cost at most, as reserved before it is made. */
+  estimate(request: ModelRequest): number {
+    const { model } = this.#rt;
+    if (model.estimateCostUsd) return Math.max(0, model.estimateCostUsd(request));
+    const price = this.price();
+    if (!price) return 0;
+    return priceUsage({ inputTokens: estimatePromptTokens(request), outputTokens: model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS }, price);
+  }
+
+  /**
+   * Record one call's usage (priced), release its reservation, and under the stop policy trip the
+   * reserve or the budget stop when due — all in one transaction.
+   */
+  record(agent: AgentHandle, usage: Partial<TurnUsage> | undefined, purpose: UsagePurpose = 'main', reservation: Reservation = NO_RESERVATION): void {
     const rt = this.#rt;
+    const costUsd = this.cost(usage);
     const row = {
       runId: rt.runId,
       agentId: agent.id,
@@ -32,33 +115,126 @@ export class BudgetLedger {
       inputTokens: usage?.inputTokens ?? 0,
       outputTokens: usage?.outputTokens ?? 0,
       cachedInputTokens: usage?.cachedInputTokens ?? 0,
-      costUsd: usage?.costUsd ?? 0,
+      costUsd,
       at: rt.clock.now(),
     };
-    agent.spentUsd += row.costUsd;
-    this.#spentUsd += row.costUsd;
-    const { limitUsd, reserveFraction, policy } = rt.options.budget;
-    if (limitUsd === null || policy !== 'stop') {
-      rt.store.recordUsage(row);
-      return;
-    }
     rt.commit(() => {
       rt.store.recordUsage(row);
-      if (this.#spentUsd >= limitUsd) rt.coordinator.send({ type: 'budget.stop' });
-      else if (this.#spentUsd >= reserveFraction * limitUsd) rt.coordinator.send({ type: 'budget.reserveTrip' });
-      rt.store.updateRun(rt.runId, { budget: rt.budgetFlags() });
+      const limitUsd = this.limitUsd;
+      if (limitUsd !== null && rt.options.budget.policy === 'stop') {
+        const spent = this.#spentUsd + costUsd;
+        if (spent >= limitUsd) rt.coordinator.send({ type: 'budget.stop' });
+        else if (spent >= rt.options.budget.reserveFraction * limitUsd) rt.coordinator.send({ type: 'budget.reserveTrip' });
+        rt.store.updateRun(rt.runId, { budget: rt.budgetFlags() });
+      }
     });
+    // Only once committed: a rolled-back row must not count.
+    agent.spentUsd += costUsd;
+    agent.spentByPurpose[purpose] = (agent.spentByPurpose[purpose] ?? 0) + costUsd;
+    this.#spentUsd += costUsd;
+    this.release(reservation);
   }
 
-  /** Before a paid call: a stopped budget ends the turn, the pause policy parks it. */
+  /** Give back a reservation whose call ended without usage (failed, aborted). Idempotent. */
+  release(reservation: Reservation): void {
+    if (reservation.settled) return;
+    reservation.settled = true;
+    this.#open -= 1;
+    this.#reservedUsd = this.#open === 0 ? 0 : Math.max(0, this.#reservedUsd - reservation.usd);
+    const waiters = [...this.#settleWaiters];
+    this.#settleWaiters.clear();
+    for (const wake of waiters) wake();
+  }
+
+  /** The flags' verdict before a paid call: a stopped budget ends the turn, the pause policy parks it. */
   gate(agent: AgentHandle): TurnOutcome | null {
     const flags = this.#rt.budgetFlags();
-    const { limitUsd, policy } = this.#rt.options.budget;
+    const { policy } = this.#rt.options.budget;
     if (flags.budgetStopped) return { kind: 'stopped', reason: 'budget' };
     if (flags.reserveStopped && agent.parentId !== null) return { kind: 'stopped', reason: 'reserve' };
-    if (policy === 'pause' && (flags.paused || (limitUsd !== null && this.#spentUsd >= limitUsd))) {
+    if (policy === 'pause' && (flags.paused || (flags.limitUsd !== null && this.#spentUsd >= flags.limitUsd))) {
       return { kind: 'budgetPaused', epoch: flags.resumeEpoch };
     }
     return null;
+  }
+
+  /**
+   * Admit a paid call: apply the gate, then reserve its estimate. A call is made only if what is
+   * spent and reserved plus its estimate fits under the limit — for a sub-agent under the reserve
+   * line (`reserveFraction` of the limit, stop policy), so children can never eat the root's share.
+   * If it does not fit but other calls are in flight, it waits for one to settle and tries again;
+   * if nothing is in flight, the stop policy trips the reserve (a child) or the budget stop (the
+   * root), and the pause policy parks the agent.
+   */
+  async admit(agent: AgentHandle, request: () => ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | { outcome: TurnOutcome }> {
+    const rt = this.#rt;
+    const { policy, reserveFraction } = rt.options.budget;
+    const child = agent.parentId !== null;
+    for (;;) {
+      const outcome = this.gate(agent);
+      if (outcome) return { outcome };
+      const limitUsd = this.limitUsd;
+      if (limitUsd === null) return { reservation: NO_RESERVATION };
+      const cap = policy === 'stop' && child ? reserveFraction * limitUsd : limitUsd;
+      const usd = this.estimate(request());
+      if (this.#spentUsd + this.#reservedUsd + usd <= cap) {
+        if (usd === 0) return { reservation: NO_RESERVATION };
+        this.#reservedUsd += usd;
+        this.#open += 1;
+        return { reservation: { usd, settled: false } };
+      }
+      if (this.#open > 0) {
+        await this.#nextSettlement(signal);
+        continue;
+      }
+      if (policy === 'pause') return { outcome: { kind: 'budgetPaused', epoch: rt.budgetFlags().resumeEpoch } };
+      rt.commit(() => {
+        rt.coordinator.send({ type: child ? 'budget.reserveTrip' : 'budget.stop' });
+        rt.store.updateRun(rt.runId, { budget: rt.budgetFlags() });
+      });
+      return { outcome: { kind: 'stopped', reason: child ? 'reserve' : 'budget' } };
+    }
+  }
+
+  #nextSettlement(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const wake = () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        this.#settleWaiters.delete(wake);
+        reject(signal.reason);
+      };
+      this.#settleWaiters.add(wake);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /**
+   * The warning appended to this call's input only (stop policy, limit set): the highest band the
+   * spend has crossed, or null. Never persisted; the pause policy never tells the model anything.
+   */
+  warning(agent: AgentHandle): string | null {
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null || this.#rt.options.budget.policy !== 'stop') return null;
+    const share = this.#spentUsd / limitUsd;
+    const root = agent.parentId === null;
+    const bands = root ? ROOT_BANDS : CHILD_BANDS;
+    let stage = -1;
+    for (let i = 0; i < bands.length; i++) if (share >= bands[i]!) stage = i;
+    if (stage < 0) return null;
+    const label = ['NOTICE', 'URGENT', 'CRITICAL'][stage];
+    const pct = Math.floor(share * 100);
+    const reserve = Math.round(this.#rt.options.budget.reserveFraction * 100);
+    const effect = root
+      ? `At ${reserve}% every sub-agent is stopped to leave room for your final report; at 100% the whole run stops.`
+      : `At ${reserve}% every sub-agent, you included, is stopped.`;
+    const directive = (root ? ROOT_DIRECTIVES : CHILD_DIRECTIVES)[stage];
+    return `[BUDGET ${label}] $${this.#spentUsd.toFixed(2)} of $${limitUsd.toFixed(2)} spent (${pct}%). The budget is shared by every agent in this run. ${effect} ${directive}`;
   }
 }

@@ -18,6 +18,17 @@ export interface SendOptions {
   priority?: MessagePriority;
 }
 
+export interface BudgetState {
+  spentUsd: number;
+  limitUsd: number | null;
+  /** Estimates held by calls in flight (pre-call reservation), not yet settled to their real cost. */
+  reservedUsd: number;
+  policy: 'stop' | 'pause';
+  reserveStopped: boolean;
+  budgetStopped: boolean;
+  paused: boolean;
+}
+
 export interface Coordinator extends AsyncDisposable {
   readonly runId: string;
   readonly store: Store;
@@ -36,8 +47,16 @@ export interface Coordinator extends AsyncDisposable {
   stop(id: string, options?: { cascade?: boolean }): Promise<string[]>;
   /** Resolves when no agent is running: every agent is terminal or parked. */
   whenIdle(): Promise<void>;
-  /** Run-wide budget state. */
-  budget(): { spentUsd: number; limitUsd: number | null; policy: 'stop' | 'pause'; budgetStopped: boolean; reserveStopped: boolean; paused: boolean };
+  /** Run-wide budget state; per-agent spend is in `get(id).spentUsd` / `.spentByPurpose`. */
+  budget(): BudgetState;
+  /** Operator pause: every agent parks before its next paid call (calls in flight finish). */
+  pauseBudget(): Promise<void>;
+  /**
+   * Clear a pause and wake every parked agent, which retries the call it parked before; with
+   * `limitUsd`, replace the limit first (validated: an invalid value throws CONFIG_INVALID and
+   * changes nothing). Resolves with the ids woken. If the new limit is already spent they park again.
+   */
+  resumeBudget(limitUsd?: number): Promise<string[]>;
   subscribe(listener: (event: TroupeEvent) => void): () => void;
   /**
    * Background work an agent dispatched whose result must come back to it: `dispatch` returns
@@ -103,13 +122,16 @@ export function coordinatorOf(rt: Runtime): Coordinator {
       const flags = rt.budgetFlags();
       return {
         spentUsd: rt.ledger.spentUsd,
-        limitUsd: rt.options.budget.limitUsd,
+        limitUsd: flags.limitUsd,
+        reservedUsd: rt.ledger.reservedUsd,
         policy: rt.options.budget.policy,
-        budgetStopped: flags.budgetStopped,
         reserveStopped: flags.reserveStopped,
+        budgetStopped: flags.budgetStopped,
         paused: flags.paused,
       };
     },
+    pauseBudget: () => settle(() => rt.pauseBudget()),
+    resumeBudget: (limitUsd) => settle(() => rt.resumeBudget(limitUsd)),
     subscribe: (listener) => rt.subscribe(listener),
     delegations: rt.delegations,
     reentry: rt.reentry,

@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
 import { ConfigError } from '../errors.js';
-import type { Model } from '../model/types.js';
+import { checkPrice } from '../model/prices.js';
+import type { Model, ModelPrice } from '../model/types.js';
 import type { Store } from '../store/types.js';
 import type { Tool } from '../tools/defineTool.js';
 
@@ -29,6 +30,8 @@ export interface Limits {
 
 export interface BudgetOptions {
   limitUsd?: number;
+  /** USD per 1M tokens by model name (or name prefix); overrides the model's own and the built-in table. */
+  prices?: Record<string, ModelPrice>;
   /** Share of the limit at which every sub-agent is stopped. Default 0.9. */
   reserveFraction?: number;
   policy?: 'stop' | 'pause';
@@ -70,7 +73,7 @@ export interface CoordinatorOptions {
 export interface ResolvedOptions {
   interactive: boolean;
   limits: Limits;
-  budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause' };
+  budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause'; prices: Record<string, ModelPrice> };
   idleResumeMs: number;
   toolTimeoutMs: number;
   concurrency: { model: number; tools: number };
@@ -122,11 +125,29 @@ function boolean(name: string, value: unknown, fallback: boolean): boolean {
   return value;
 }
 
+/** A budget limit: finite and > 0 (a typed CONFIG_INVALID otherwise). */
+export const positiveLimit = (name: string, value: unknown): number => positive(name, value, 1);
+
 export function resolveBudget(budget: BudgetOptions | undefined): ResolvedOptions['budget'] {
   const limitUsd = budget?.limitUsd === undefined ? null : positive('budget.limitUsd', budget.limitUsd, 1);
   const reserveFraction = positive('budget.reserveFraction', budget?.reserveFraction, 0.9);
   if (reserveFraction > 1) throw new ConfigError(`Expected budget.reserveFraction to be <= 1, got ${show(reserveFraction)}`);
-  return { limitUsd, reserveFraction, policy: oneOf('budget.policy', budget?.policy, ['stop', 'pause'], 'stop') };
+  return {
+    limitUsd,
+    reserveFraction,
+    policy: oneOf('budget.policy', budget?.policy, ['stop', 'pause'], 'stop'),
+    prices: resolvePrices(budget?.prices),
+  };
+}
+
+function resolvePrices(prices: unknown): Record<string, ModelPrice> {
+  if (prices === undefined) return {};
+  if (typeof prices !== 'object' || prices === null || Array.isArray(prices)) {
+    throw new ConfigError(`Expected budget.prices to be an object keyed by model name, got ${show(prices)}`);
+  }
+  const out: Record<string, ModelPrice> = {};
+  for (const [model, price] of Object.entries(prices)) out[model] = checkPrice(`budget.prices["${model}"]`, price);
+  return out;
 }
 
 function resolveRateLimit(value: unknown): ResolvedOptions['rateLimit'] {

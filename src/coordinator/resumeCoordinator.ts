@@ -8,7 +8,7 @@
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { systemClock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
-import type { RunRow, Store } from '../store/types.js';
+import type { RunRow, Store, UsagePurpose } from '../store/types.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
 import { interruptStaleDelegations, STALE_BUDGET_MS } from './delegations.js';
 import { resolveBudget, type CoordinatorOptions } from './options.js';
@@ -25,9 +25,13 @@ export interface ResumeOptions extends Omit<CoordinatorOptions, 'runId' | 'store
  * the spend; the reserve-notice claim, the operator's pause and the resume epoch are kept.
  */
 export function recomputeBudgetFlags(run: RunRow, spentUsd: number, budget: CoordinatorOptions['budget']): BudgetFlags {
-  const { limitUsd, reserveFraction, policy } = resolveBudget(budget);
+  const resolved = resolveBudget(budget);
+  const { reserveFraction, policy } = resolved;
+  // A limit passed to resume wins; otherwise the run keeps the last one set (resumeBudget).
+  const limitUsd = budget?.limitUsd !== undefined ? resolved.limitUsd : (run.budget.limitUsd ?? null);
   const stop = limitUsd !== null && policy === 'stop';
   return {
+    limitUsd,
     budgetStopped: stop && spentUsd >= limitUsd,
     reserveStopped: stop && spentUsd >= reserveFraction * limitUsd,
     reserveNoticeClaimed: run.budget.reserveNoticeClaimed,
@@ -81,8 +85,12 @@ export async function resumeCoordinator(options: ResumeOptions): Promise<Coordin
   const run = recoverRun(store, runId, { ...rest, now: (options.clock ?? systemClock).now() });
   const agents = store.listAgents(run.id);
   const usage = store.listUsage(run.id);
-  const spentByAgent = new Map<string, number>();
-  for (const u of usage) spentByAgent.set(u.agentId, (spentByAgent.get(u.agentId) ?? 0) + u.costUsd);
+  const spentByAgent = new Map<string, Partial<Record<UsagePurpose, number>>>();
+  for (const u of usage) {
+    let spent = spentByAgent.get(u.agentId);
+    if (!spent) spentByAgent.set(u.agentId, (spent = {}));
+    spent[u.purpose] = (spent[u.purpose] ?? 0) + u.costUsd;
+  }
   const spentUsd = usage.reduce((sum, u) => sum + u.costUsd, 0);
   const rt = new Runtime({ ...rest, store, interactive: run.interactive }, { run, agents, spentUsd });
   rt.respawn(agents, spentByAgent);

@@ -25,7 +25,7 @@ import {
 import { isActive, isTerminal, type AgentStatus, type WaitKind } from '../../machines/types.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
-import type { Model, ModelDelta, ModelRequest, ModelTurn, ToolSpec } from '../model/types.js';
+import type { Model, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
 import { FailureTracker } from '../run/failureTracker.js';
 import { RateLimiter } from '../run/rateLimiter.js';
 import { createCycleLogic } from '../run/runCycle.js';
@@ -36,11 +36,11 @@ import { newAgentRow } from '../store/rows.js';
 import type { AgentRow, MessagePriority, MessageRow, NewMessage, RunRow, Store } from '../store/types.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
 import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
-import { BudgetLedger } from './budget.js';
+import { BudgetHalt, BudgetLedger } from './budget.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
-import { resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
+import { positiveLimit, resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
 
@@ -86,6 +86,8 @@ export interface AgentHandle {
   turns: number;
   lastTool: string | null;
   spentUsd: number;
+  /** Spend by call purpose (main, compaction, …). */
+  spentByPurpose: Partial<Record<UsagePurpose, number>>;
   /**
    * Aborts the in-flight model call: with INTERRUPTED when a message cuts the turn short, with
    * STOP_REQUESTED when the agent is stopped (the request is cancelled on the wire).
@@ -108,6 +110,8 @@ export interface AgentInfo extends AgentView {
   report: { summary: string; findings: string[]; openItems: string[]; success: boolean } | null;
   pendingMessages: number;
   createdAt: number;
+  /** This agent's spend by call purpose (`main`, `compaction`, …), in USD. */
+  spentByPurpose: Partial<Record<UsagePurpose, number>>;
 }
 
 /** Events for views and scripts (`coordinator.subscribe`). */
@@ -140,6 +144,16 @@ function lifecycleOf(ctx: AgentLifecycleState): AgentLifecycleState {
     lastTool: ctx.lastTool,
     budgetEpoch: ctx.budgetEpoch,
   };
+}
+
+/**
+ * The messages with a note at the end: merged into a trailing user message (strict-alternation
+ * providers reject two in a row), else as a user message of its own.
+ */
+function withNote(messages: readonly SessionItem[], note: string): SessionItem[] {
+  const last = messages.at(-1);
+  if (last?.role === 'user' && typeof last.content === 'string') return [...messages.slice(0, -1), { role: 'user', content: `${last.content}\n\n${note}` }];
+  return [...messages, { role: 'user', content: note }];
 }
 
 /** A run read back from the store, after its recovery transaction. */
@@ -271,7 +285,9 @@ export class Runtime {
       input: {
         runId: this.runId,
         limits: this.options.limits,
-        ...(restore ? { agents: recordsOf(restore.agents), budget: restore.run.budget } : {}),
+        ...(restore
+          ? { agents: recordsOf(restore.agents), budget: restore.run.budget }
+          : { budget: { limitUsd: this.options.budget.limitUsd } }),
       },
       clock: this.clock,
       ...(this.#inspect ? { inspect: this.#inspect } : {}),
@@ -298,7 +314,7 @@ export class Runtime {
    * `waitingSince`), and mail that arrived before the crash wakes whoever it would have woken.
    * An agent that cannot be respawned is marked crashed and its parent is told.
    */
-  respawn(rows: readonly AgentRow[], spentByAgent: ReadonlyMap<string, number>): void {
+  respawn(rows: readonly AgentRow[], spentByAgent: ReadonlyMap<string, Partial<Record<UsagePurpose, number>>>): void {
     const now = this.clock.now();
     this.#respawning = true;
     for (const row of rows) {
@@ -312,7 +328,9 @@ export class Runtime {
       } catch (err) {
         handle = this.#respawnFailed(row, err);
       }
-      handle.spentUsd = spentByAgent.get(row.id) ?? 0;
+      const spent = spentByAgent.get(row.id) ?? {};
+      handle.spentByPurpose = { ...spent };
+      handle.spentUsd = Object.values(spent).reduce((sum, usd) => sum + usd, 0);
       if (row.parentId !== null) this.#agents.get(row.parentId)?.children.push(row.id);
     }
     // The read model learns of every respawned agent in one change, not thousands.
@@ -524,6 +542,7 @@ export class Runtime {
       turns: row.turns,
       lastTool: row.lastTool,
       spentUsd: 0,
+      spentByPurpose: {},
       inFlight: null,
       strategyPrompt: null,
       lastText: null,
@@ -547,6 +566,7 @@ export class Runtime {
         : {}),
     };
     const materialize = (): Actor<AgentLogic> => {
+      if (handle.live) return handle.live;
       const actor = createActor(this.#agentLogic, {
         id: `agent:${row.id}`,
         systemId: `agent:${row.id}`,
@@ -565,14 +585,16 @@ export class Runtime {
     };
     this.#agents.set(row.id, handle);
     if (row.status === 'running') this.#running += 1;
+    // The actor exists before anyone hears of the agent: a listener that reads it (get, list)
+    // must find this one, not start a second.
+    if (restore && isTerminal(row.status)) handle.dormant = lifecycleOf(row);
+    else materialize();
     if (this.#respawning) this.#respawned.push(handle);
     else this.registry.trigger.upsert({ view: this.#view(handle) });
     this.#emit({ type: 'agent.status', agentId: handle.id, name: handle.name, from: null, to: row.status, at: row.createdAt });
     if (this.logger.isLevelEnabled('info')) {
       handle.logger.info({ name: row.name, parentId: row.parentId, depth: row.depth, status: row.status }, restore ? 'agent respawned' : 'agent registered');
     }
-    if (restore && isTerminal(row.status)) handle.dormant = lifecycleOf(row);
-    else materialize();
     return handle;
   }
 
@@ -810,6 +832,30 @@ export class Runtime {
 
   // ── graph queries used by the built-in tools ───────────────────────────────────────────────
 
+  #assertUsable(): void {
+    if (this.#failure) throw this.#failure;
+    if (this.#shutdown) throw shutDown();
+  }
+
+  pauseBudget(): void {
+    this.#assertUsable();
+    this.commit(() => {
+      this.coordinator.send({ type: 'budget.pause' });
+      this.store.updateRun(this.runId, { budget: this.budgetFlags() });
+    });
+  }
+
+  resumeBudget(limitUsd?: number): string[] {
+    if (limitUsd !== undefined) positiveLimit('resumeBudget limitUsd', limitUsd);
+    this.#assertUsable();
+    const parked = [...this.#agents.values()].filter((h) => h.status === 'budgetPaused').map((h) => h.id);
+    this.commit(() => {
+      this.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });
+      this.store.updateRun(this.runId, { budget: this.budgetFlags() });
+    });
+    return parked;
+  }
+
   budgetFlags(): BudgetFlags {
     return this.coordinator.getSnapshot().context.budget;
   }
@@ -861,10 +907,13 @@ export class Runtime {
         this.options.systemPrompt,
       );
     }
+    const messages = this.store.loadSession(agent.id);
+    const warning = this.ledger.warning(agent);
     return {
       agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
       system: agent.systemPrompt,
-      messages: this.store.loadSession(agent.id),
+      // A budget warning goes into this call's input only, never into the session.
+      messages: warning === null ? messages : withNote(messages, warning),
       tools: this.toolSpecs(agent),
       turn,
     };
@@ -878,9 +927,13 @@ export class Runtime {
     const onDelta = (delta: ModelDelta) => {
       if (this.#listeners.size > 0) this.#emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() });
     };
+    const paid = (request.purpose ?? 'main') === 'main';
     return this.modelQueue.add(async () => {
       if (signal.aborted) throw signal.reason;
       if (this.#rateLimiter) await this.#rateLimiter.acquire(signal);
+      // The budget may have stopped or paused while this call queued: then it never starts.
+      const halt = paid ? this.ledger.gate(agent) : null;
+      if (halt) throw new BudgetHalt(halt);
       return this.model.complete(request, { signal, onDelta });
     });
   }
@@ -927,6 +980,7 @@ export class Runtime {
       report: ctx.report ? { ...ctx.report } : null,
       pendingMessages: this.store.pendingCount(h.id),
       createdAt: h.createdAt,
+      spentByPurpose: { ...h.spentByPurpose },
     };
   }
 

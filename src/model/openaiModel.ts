@@ -18,6 +18,7 @@ import type {
 import type { TurnUsage } from '../../machines/types.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, ProviderError, toError } from '../errors.js';
+import { checkPrice } from './prices.js';
 import { classifyHttpFailure } from './providerErrors.js';
 import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem, ToolCall } from './types.js';
 
@@ -67,15 +68,7 @@ function validate(options: OpenAIModelOptions): void {
       throw new ConfigError(`Expected openaiModel baseURL to be a URL, got ${JSON.stringify(options.baseURL)}`);
     }
   }
-  const price = options.price;
-  if (price !== undefined) {
-    for (const key of ['inputPer1M', 'outputPer1M', 'cachedInputPer1M'] as const) {
-      const value = price[key];
-      if ((key !== 'cachedInputPer1M' || value !== undefined) && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
-        throw new ConfigError(`Expected openaiModel price.${key} to be a finite number >= 0, got ${JSON.stringify(value)}`);
-      }
-    }
-  }
+  if (options.price !== undefined) checkPrice('openaiModel price', options.price);
 }
 
 const userContent = (content: string | readonly { type: string; text?: string; url?: string }[]): string | ChatCompletionContentPart[] =>

@@ -25,6 +25,11 @@ export interface ScriptStep {
   /** Wait this long (on the clock) before answering; aborting the call cancels the wait. */
   delayMs?: number;
   usage?: Partial<TurnUsage>;
+  /**
+   * What the budget reserves before this step's call (USD). Default: the step's `usage.costUsd`,
+   * i.e. an exact estimate; set it lower to script a call that costs more than was reserved.
+   */
+  reserveUsd?: number;
 }
 
 export interface Script {
@@ -113,6 +118,10 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
         refusal: step.refusal ?? null,
         ...(step.usage ? { usage: step.usage } : {}),
       };
+    },
+    estimateCostUsd(request: ModelRequest): number {
+      const next = queues.get(request.agent.name)?.[0];
+      return next?.reserveUsd ?? next?.usage?.costUsd ?? 0;
     },
     unconsumed: () => Object.fromEntries([...queues].filter(([, steps]) => steps.length > 0)),
     assertComplete() {

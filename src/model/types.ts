@@ -81,6 +81,11 @@ export interface Model {
   /** The most output tokens one call may produce (used to reserve budget before a call). */
   readonly maxOutputTokens?: number;
   /**
+   * What the budget reserves before this call, in USD. Optional: by default troupe estimates the
+   * prompt tokens plus `maxOutputTokens` at the model's price.
+   */
+  estimateCostUsd?(request: ModelRequest): number;
+  /**
    * Answer one turn. Throw a `ProviderError` for provider failures (classified once, here at the
    * boundary); anything else thrown is treated as a bug and crashes the agent.
    */

@@ -8,6 +8,7 @@
  */
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { TurnOutcome, WakeReason } from '../../machines/types.js';
+import { BudgetHalt } from '../coordinator/budget.js';
 import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
 import { sleep } from '../clock.js';
 import { ProviderError, serializeError, TroupeError, toError } from '../errors.js';
@@ -91,11 +92,22 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
   const agent = rt.handle(input.agentId);
   prepareSession(rt, agent, input, firstOfCycle);
 
-  const gate = rt.ledger.gate(agent);
-  if (gate) return only(gate);
-
-  const call = await callModel(rt, agent, input, signal);
-  if ('outcome' in call) return { outcome: call.outcome, items: call.items ?? [] };
+  // The budget gate, and the call's estimated cost reserved until it settles.
+  const admitted = await rt.ledger.admit(agent, () => rt.buildRequest(agent, input.stintTurn), signal);
+  if ('outcome' in admitted) return only(admitted.outcome);
+  const { reservation } = admitted;
+  let call: ModelCall;
+  try {
+    call = await callModel(rt, agent, input, signal);
+  } catch (err) {
+    rt.ledger.release(reservation);
+    throw err;
+  }
+  if ('outcome' in call) {
+    rt.ledger.release(reservation);
+    return { outcome: call.outcome, items: call.items ?? [] };
+  }
+  if (signal.aborted) rt.ledger.release(reservation);
   live();
   const turn = call.turn;
   const answer: SessionItem = turn.refusal
@@ -105,7 +117,7 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
       : { role: 'assistant', content: turn.text };
   rt.commit(() => {
     rt.store.appendSession(agent.id, [answer]);
-    rt.ledger.record(agent, turn.usage);
+    rt.ledger.record(agent, turn.usage, 'main', reservation);
   });
   if (turn.refusal) {
     return only({ kind: 'failed', error: { code: 'PROVIDER_REFUSAL', message: `The model refused: ${turn.refusal}`, retryable: false } });
@@ -188,6 +200,7 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
       } catch (err) {
         if (signal.aborted) throw err;
         if (callSignal.aborted) return cancelled(err);
+        if (err instanceof BudgetHalt) return { outcome: err.outcome };
         if (!(err instanceof ProviderError)) {
           agent.logger.error({ err }, 'model call crashed');
           return { outcome: { kind: 'crashed', error: serializeError(err) }, items: salvage(err) };

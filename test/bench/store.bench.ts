@@ -134,7 +134,7 @@ describe('resume a database of 10,000 agents', () => {
   const path = tempDb();
   const seed = openStore({ path, synchronous: 'NORMAL' });
   seed.transaction(() => {
-    const budget = { budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+    const budget = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
     seed.insertRun({ id: 'run', createdAt: 0, interactive: true, rootId: 'root', budget });
     const root = newAgentRow({ id: 'root', runId: 'run', name: 'lead', parentId: null, depth: 0, task: 'lead', skills: [] }, 0);
     seed.registerAgent({ ...root, status: 'waiting', waitKind: 'user' }, [{ role: 'user', content: 'go' }]);

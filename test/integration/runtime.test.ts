@@ -270,6 +270,26 @@ describe('model errors', () => {
   });
 });
 
+describe('listeners that read the coordinator', () => {
+  it('a subscriber calling list() while an agent registers does not start a second actor for it', async () => {
+    const t = team({
+      agents: {
+        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+        a: [{ tool: 'agent_finish', args: { summary: 'once' } }],
+      },
+    });
+    t.c.subscribe(() => {
+      t.c.list();
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    expect((await t.c.waitFor(rootId, [...TERMINAL])).status).toBe('completed');
+    expect(t.model.calls.filter((c) => c.agentName === 'a')).toHaveLength(1);
+    expect(t.byName('a').status).toBe('completed');
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+});
+
 describe('the shared model queue', () => {
   it('rateLimit: at most `requests` calls start per interval, across agents, on the injected clock', async () => {
     const graph = { tool: 'view_agent_graph', args: {} };
@@ -493,7 +513,8 @@ describe('lifecycle tools', () => {
       {
         agents: {
           lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
-          a: [{ tool: 'wait_for_agents', args: { reason: 'nothing' }, usage: { costUsd: 9.5 } }],
+          // Reserved at $0.50, the call settles at $9.50: its own turn crosses the reserve line.
+          a: [{ tool: 'wait_for_agents', args: { reason: 'nothing' }, usage: { costUsd: 9.5 }, reserveUsd: 0.5 }],
         },
       },
       { budget: { limitUsd: 10 } },
@@ -602,7 +623,8 @@ describe('wait timeouts and budget outcomes', () => {
       {
         agents: {
           lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }],
-          a: [{ tool: 'wait_for_agents', args: { reason: 'nothing' }, usage: { costUsd: 10 } }],
+          // Reserved at $1, the call settles at $10: its own turn spends the budget.
+          a: [{ tool: 'wait_for_agents', args: { reason: 'nothing' }, usage: { costUsd: 10 }, reserveUsd: 1 }],
         },
       },
       { budget: { limitUsd: 10 } },

@@ -10,7 +10,7 @@ import { agentRow } from '../unit/store/storeContract.js';
 import { team, TERMINAL } from '../helpers/team.js';
 
 const tempDir = () => mkdtempSync(join(tmpdir(), 'troupe-'));
-const BUDGET = { budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+const BUDGET = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
 
 /** A closed database file with one run, one agent and one message. */
 function seeded(dir = tempDir()) {

@@ -37,7 +37,7 @@ export function describeStoreContract(name: string, create: () => Store) {
         createdAt: 1,
         interactive: false,
         rootId: null,
-        budget: { budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
+        budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
       });
       return store;
     };

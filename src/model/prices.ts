@@ -1,0 +1,73 @@
+/**
+ * What model calls cost: a price table (USD per million tokens) for well-known models, overridable
+ * per coordinator (`budget.prices`), and the arithmetic that prices a usage row or estimates a call
+ * before it is made.
+ * @module
+ */
+import type { TurnUsage } from '../../machines/types.js';
+import { ConfigError } from '../errors.js';
+import type { ModelPrice, ModelRequest } from './types.js';
+
+/**
+ * OpenAI list prices (USD per 1M tokens) as published in 2025. Prices change: pass
+ * `budget.prices` (or `openaiModel({ price })`) for your models and your contract.
+ */
+export const DEFAULT_PRICES: Readonly<Record<string, ModelPrice>> = {
+  'gpt-5': { inputPer1M: 1.25, cachedInputPer1M: 0.125, outputPer1M: 10 },
+  'gpt-5-mini': { inputPer1M: 0.25, cachedInputPer1M: 0.025, outputPer1M: 2 },
+  'gpt-5-nano': { inputPer1M: 0.05, cachedInputPer1M: 0.005, outputPer1M: 0.4 },
+  'gpt-4.1': { inputPer1M: 2, cachedInputPer1M: 0.5, outputPer1M: 8 },
+  'gpt-4.1-mini': { inputPer1M: 0.4, cachedInputPer1M: 0.1, outputPer1M: 1.6 },
+  'gpt-4.1-nano': { inputPer1M: 0.1, cachedInputPer1M: 0.025, outputPer1M: 0.4 },
+  'gpt-4o': { inputPer1M: 2.5, cachedInputPer1M: 1.25, outputPer1M: 10 },
+  'gpt-4o-mini': { inputPer1M: 0.15, cachedInputPer1M: 0.075, outputPer1M: 0.6 },
+  o3: { inputPer1M: 2, cachedInputPer1M: 0.5, outputPer1M: 8 },
+  'o4-mini': { inputPer1M: 1.1, cachedInputPer1M: 0.275, outputPer1M: 4.4 },
+};
+
+/**
+ * The price of `model` in `table`: an exact name, else the longest name it starts with followed by
+ * a dash (`gpt-4.1-mini-2025-04-14` → `gpt-4.1-mini`).
+ */
+export function lookupPrice(table: Readonly<Record<string, ModelPrice>>, model: string): ModelPrice | undefined {
+  if (Object.prototype.hasOwnProperty.call(table, model)) return table[model];
+  let best: string | undefined;
+  for (const name of Object.keys(table)) {
+    if (model.startsWith(`${name}-`) && (best === undefined || name.length > best.length)) best = name;
+  }
+  return best === undefined ? undefined : table[best];
+}
+
+/** USD for one call's tokens. Cached input tokens are part of the input tokens, at their own price. */
+export function priceUsage(usage: Partial<TurnUsage>, price: ModelPrice): number {
+  const input = usage.inputTokens ?? 0;
+  const cached = Math.min(usage.cachedInputTokens ?? 0, input);
+  const output = usage.outputTokens ?? 0;
+  return ((input - cached) * price.inputPer1M + cached * (price.cachedInputPer1M ?? price.inputPer1M) + output * price.outputPer1M) / 1e6;
+}
+
+/**
+ * A deliberately high estimate of a request's prompt tokens: one token per 3 characters of
+ * everything sent (English averages about 4), plus a little per message.
+ */
+export function estimatePromptTokens(request: ModelRequest): number {
+  let chars = request.system.length + JSON.stringify(request.tools).length;
+  for (const item of request.messages) chars += JSON.stringify(item).length + 12;
+  return Math.ceil(chars / 3);
+}
+
+/** Output tokens reserved for a call when the model does not say (`maxOutputTokens`). */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 4_096;
+
+/** Validate a price (USD per 1M tokens); `name` says where it came from in messages. */
+export function checkPrice(name: string, price: unknown): ModelPrice {
+  const p = (typeof price === 'object' && price !== null ? price : {}) as Record<string, unknown>;
+  for (const key of ['inputPer1M', 'outputPer1M', 'cachedInputPer1M']) {
+    const value = p[key];
+    if (key === 'cachedInputPer1M' && value === undefined) continue;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+      throw new ConfigError(`Expected ${name}.${key} to be a finite number >= 0, got ${JSON.stringify(value)} (${typeof value})`);
+    }
+  }
+  return price as ModelPrice;
+}

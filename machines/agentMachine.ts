@@ -86,7 +86,8 @@ export interface TurnInput {
 
 export type AgentEvent =
   /** A message to this agent is committed to its mailbox. */
-  | { type: 'agent.message'; from: string; user: boolean }
+  /** `notice`: a coordinator notice about a child (terminal, stall, reserve); it never revives a finished agent. */
+  | { type: 'agent.message'; from: string; user: boolean; notice?: boolean }
   /** Stop: at once when parked, after the current turn when running. */
   | { type: 'agent.stop'; reason: StopReason }
   /** The budget resume epoch advanced (pause policy). */
@@ -158,6 +159,8 @@ export const agentMachine = setup({
     isRecoveryExhausted: ({ context, event }) =>
       outcomeOf(event)?.kind === 'plainText' && context.recoveries + 1 >= context.recoveryLimit,
     isInteractive: ({ context }) => context.interactive,
+    /** Interactive revival of a completed or stopped agent: any message but a notice about a child. */
+    isRevivingMessage: ({ context, event }) => context.interactive && event.type === 'agent.message' && !event.notice,
     /** The turn just finished used up the stint (checked before another turn starts). */
     isTurnLimitAfterThisTurn: ({ context }) => context.stintTurns + 1 >= context.maxTurns,
     /** A parked agent waking now would exceed the stint's turns. */
@@ -414,11 +417,13 @@ export const agentMachine = setup({
         'agent.stop': { target: 'stopped', actions: 'stopNow' },
       },
     },
+    // A finished agent is not restarted by news of its children (which would spend budget after
+    // the run ended); the notices stay queued and are read if a real message revives it.
     completed: {
-      on: { 'agent.message': { guard: 'isInteractive', target: 'running', actions: 'revive' } },
+      on: { 'agent.message': { guard: 'isRevivingMessage', target: 'running', actions: 'revive' } },
     },
     stopped: {
-      on: { 'agent.message': { guard: 'isInteractive', target: 'running', actions: 'revive' } },
+      on: { 'agent.message': { guard: 'isRevivingMessage', target: 'running', actions: 'revive' } },
     },
     /** Failed and crashed agents are user-gated: peer mail queues but never wakes them. */
     failed: {

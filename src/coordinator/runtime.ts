@@ -682,8 +682,9 @@ export class Runtime {
     if (this.store.pendingCount(h.id) === 0) return;
     const pending = this.store.pendingMessages(h.id);
     const userGated = status === 'failed' || status === 'crashed';
-    const waker = userGated ? pending.find((m) => m.from === 'user') : pending[0];
-    if (waker) this.afterCommit(() => h.actor.send({ type: 'agent.message', from: waker.from, user: waker.from === 'user' }));
+    const finished = status === 'completed' || status === 'stopped';
+    const waker = userGated ? pending.find((m) => m.from === 'user') : finished ? pending.find((m) => m.noticeKey === null) : pending[0];
+    if (waker) this.afterCommit(() => this.#wake(h, waker));
   }
 
   /** Pause policy: a resume that landed between the park decision and the park is not lost. */
@@ -738,7 +739,7 @@ export class Runtime {
   }
 
   #wake(target: AgentHandle, row: MessageRow): void {
-    target.actor.send({ type: 'agent.message', from: row.from, user: row.from === 'user' });
+    target.actor.send({ type: 'agent.message', from: row.from, user: row.from === 'user', notice: row.noticeKey !== null });
     if (row.interrupt && this.options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
   }
 

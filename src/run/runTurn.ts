@@ -181,6 +181,8 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
   const forward = () => controller.abort(signal.reason);
   signal.addEventListener('abort', forward, { once: true });
   agent.inFlight = controller;
+  // A stop requested before the call began cancels it before it starts.
+  if (agent.live?.getSnapshot().context.stopRequested === 'requested') controller.abort(STOP_REQUESTED);
   const callSignal = controller.signal;
   const cancelled = (err: unknown): ModelCall => {
     if (signal.aborted) throw err;

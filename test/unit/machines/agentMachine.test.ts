@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition } from 'xstate';
-import { agentMachine, turnInputOf } from '../../../machines/agentMachine.js';
+import { agentMachine, turnInputOf, type AgentEvent } from '../../../machines/agentMachine.js';
 import type { AgentStatus } from '../../../machines/types.js';
 import {
   baseInput,
@@ -168,10 +168,12 @@ describe('agent machine: wake rules', () => {
     }
   });
 
-  it.each(['completed', 'stopped'] as const)('%s revives on any message in interactive mode only', (status) => {
+  it.each(['completed', 'stopped'] as const)('%s revives on any message but a notice, in interactive mode only', (status) => {
     const events = status === 'completed' ? [done(FINISH)] : [done(waitAgents()), stop];
     expect(statusOf(fold(autonomous, [...events, message(true)]))).toBe(status);
-    const revived = fold(interactive, [...events, message(false)]);
+    const notice: AgentEvent = { type: 'agent.message', from: 'child', user: false, notice: true };
+    expect(statusOf(fold(interactive, [...events, notice]))).toBe(status);
+    const revived = fold(interactive, [...events, notice, message(false)]);
     expect(statusOf(revived)).toBe('running');
     expect(revived.context.stintTurns).toBe(0);
   });

@@ -120,6 +120,22 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Requests from other processes (troupe send / stop) to the process that owns a live run.
+    version: 2,
+    sql: `
+      CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        done_at INTEGER,
+        result TEXT
+      );
+      CREATE INDEX inbox_open ON inbox(run_id, id) WHERE done_at IS NULL;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

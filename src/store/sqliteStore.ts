@@ -20,6 +20,7 @@ import { TroupeError } from '../errors.js';
 import type { SessionItem } from '../model/types.js';
 import { createFileIfMissing } from './files.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+import { toInboxRequest, type InboxDbRow, type InboxRequest, type InboxResult } from './inbox.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import type { AgentRow, DelegationRow, EventRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
 
@@ -45,6 +46,10 @@ export interface SqliteStore extends Store {
   integrityCheck(): string;
   /** Every message and session row whose checksum does not match. */
   verifyChecksums(): { messages: string[]; sessionItems: string[] };
+  /** Requests other processes posted to this run (`postToInbox`) and not yet answered, oldest first. */
+  openInbox(runId: string): InboxRequest[];
+  /** Answer an inbox request; the posting process reads the result. */
+  answerInbox(id: number, result: InboxResult, at: number): void;
 }
 
 /**
@@ -320,6 +325,8 @@ function createSqliteStore(
     listUsage: db.prepare('SELECT * FROM usage WHERE run_id = ? ORDER BY id'),
     insertEvent: db.prepare('INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, ?, ?, ?, ?)'),
     listEvents: db.prepare('SELECT * FROM events WHERE run_id = ? ORDER BY id'),
+    openInbox: db.prepare('SELECT * FROM inbox WHERE run_id = ? AND done_at IS NULL ORDER BY id'),
+    answerInbox: db.prepare('UPDATE inbox SET done_at = ?, result = ? WHERE id = ? AND done_at IS NULL'),
     insertDelegation: db.prepare(
       `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
        VALUES (@sessionId, @delegationId, @runId, @goal, @status, @dispatchedAt, @completedAt, @resultText, @startedBoot)`,
@@ -643,6 +650,11 @@ function createSqliteStore(
     dropReentryBudgets: (before) => transaction(() => q.dropReentry.run(before).changes),
 
     integrityCheck: () => db.pragma('integrity_check', { simple: true }) as string,
+    openInbox: (runId) => (q.openInbox.all(runId) as InboxDbRow[]).map(toInboxRequest),
+    answerInbox: (id, result, at) =>
+      transaction(() => {
+        q.answerInbox.run(at, JSON.stringify(result), id);
+      }),
     verifyChecksums() {
       const bad = { messages: [] as string[], sessionItems: [] as string[] };
       for (const row of db.prepare('SELECT * FROM messages').iterate() as IterableIterator<MessageDbRow>) {

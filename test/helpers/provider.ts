@@ -10,6 +10,7 @@ import { openaiModel, type OpenAIModelOptions } from '../../src/model/openaiMode
 import type { SessionItem } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import { createFakeOpenAIServer, type FakeReply, type FakeRequest, type FakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
+import { routeByAgent } from '../../src/testing/wireScript.js';
 
 type Armed = { ms: number; at: number };
 
@@ -42,13 +43,7 @@ export class WatchedClock extends SimulatedClock {
   }
 }
 
-/** The agent a request was made for, read from the system prompt ("You are NAME (id …)"). */
-export function agentOf(request: FakeRequest): string {
-  const messages = (request.body as { messages?: { role: string; content: unknown }[] }).messages ?? [];
-  const system = messages.find((m) => m.role === 'system')?.content;
-  const match = typeof system === 'string' ? /^You are (\S+) \(id /.exec(system) : null;
-  return match ? match[1]! : '(troupe)';
-}
+export { agentNameOf as agentOf } from '../../src/testing/wireScript.js';
 
 export interface OpenAITeamOptions {
   model?: Partial<OpenAIModelOptions>;
@@ -61,14 +56,11 @@ export interface OpenAITeamOptions {
  */
 export async function openaiTeam(replies: Record<string, FakeReply[]>, options: OpenAITeamOptions = {}) {
   const clock = new WatchedClock();
-  const queues = new Map(Object.entries(replies).map(([name, list]) => [name, [...list]]));
+  const routed = routeByAgent(replies);
   const arrivals: ((r: FakeRequest) => void)[] = [];
   const server: FakeOpenAIServer = await createFakeOpenAIServer((request) => {
     for (const notify of arrivals.splice(0)) notify(request);
-    const name = agentOf(request);
-    const next = queues.get(name)?.shift();
-    if (!next) return { status: 500, body: { error: { message: `no reply scripted for ${name}`, type: 'test' } } };
-    return next;
+    return (routed.script as (r: FakeRequest) => FakeReply)(request);
   });
   const model = openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: 'sk-test', clock, ...options.model });
   const store = options.coordinator?.store ?? memoryStore();
@@ -82,7 +74,8 @@ export async function openaiTeam(replies: Record<string, FakeReply[]>, options: 
     return ms;
   };
   const session = (id: string): readonly SessionItem[] => store.loadSession(id);
-  const unused = () => Object.fromEntries([...queues].filter(([, list]) => list.length > 0));
+  /** Replies never served, per agent (agents with none left are omitted). */
+  const unused = () => Object.fromEntries(Object.entries(routed.remaining()).filter(([, left]) => left > 0));
   return {
     c,
     clock,

@@ -1,0 +1,40 @@
+/**
+ * The CLI's logs: pino to .troupe/troupe.log (JSON lines, secrets redacted); with `-v`, also a
+ * readable line per record on stderr.
+ * @module
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino, type Logger } from 'pino';
+import { createLogger } from '../logging/createLogger.js';
+
+const LEVELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+
+/** pino JSON lines → `12:00:01 warn  flaky  transient model error; retrying`. */
+function prettyStream(out: NodeJS.WritableStream): Writable {
+  return new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (line === '') continue;
+        try {
+          const record = JSON.parse(line) as { level: number; time: number; msg?: string; agentId?: string; name?: string; err?: { message?: string } };
+          const time = new Date(record.time).toISOString().slice(11, 19);
+          const who = record.name ?? record.agentId ?? '';
+          const err = record.err?.message ? `  (${record.err.message})` : '';
+          out.write(`${time} ${(LEVELS[record.level] ?? String(record.level)).padEnd(5)} ${who.padEnd(10)} ${record.msg ?? ''}${err}\n`);
+        } catch {
+          out.write(`${line}\n`);
+        }
+      }
+      done();
+    },
+  });
+}
+
+export function cliLogger(file: string, verbose: boolean): Logger {
+  mkdirSync(dirname(file), { recursive: true });
+  const streams: pino.StreamEntry[] = [{ level: 'info', stream: pino.destination({ dest: file, sync: true }) }];
+  if (verbose) streams.push({ level: 'info', stream: prettyStream(process.stderr) });
+  return createLogger({ level: 'info' }, pino.multistream(streams));
+}

@@ -1,0 +1,78 @@
+/**
+ * The inbox: how another process (`troupe send`, `troupe stop`) reaches the process that owns a
+ * live run. Only one process may own the database (its lock), but SQLite lets any process append
+ * a row: the poster inserts a request, the owner applies it through its coordinator and writes the
+ * result back, which the poster reads.
+ * @module
+ */
+import Database from 'better-sqlite3';
+import { TroupeError } from '../errors.js';
+
+export type InboxKind = 'send' | 'stop';
+
+export interface InboxResult {
+  ok: boolean;
+  message: string;
+}
+
+export interface InboxRequest {
+  id: number;
+  runId: string;
+  kind: InboxKind;
+  payload: Record<string, unknown>;
+  createdAt: number;
+  doneAt: number | null;
+  result: InboxResult | null;
+}
+
+export interface InboxDbRow {
+  id: number;
+  run_id: string;
+  kind: InboxKind;
+  payload: string;
+  created_at: number;
+  done_at: number | null;
+  result: string | null;
+}
+
+export const toInboxRequest = (r: InboxDbRow): InboxRequest => ({
+  id: r.id,
+  runId: r.run_id,
+  kind: r.kind,
+  payload: JSON.parse(r.payload) as Record<string, unknown>,
+  createdAt: r.created_at,
+  doneAt: r.done_at,
+  result: r.result === null ? null : (JSON.parse(r.result) as InboxResult),
+});
+
+function connect(path: string): Database.Database {
+  try {
+    return new Database(path, { fileMustExist: true, timeout: 5_000 });
+  } catch (err) {
+    throw new TroupeError('STORE_OPEN_FAILED', `Cannot open ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** From any process, without owning the database: post a request to the run's owner. */
+export function postToInbox(path: string, request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): number {
+  const db = connect(path);
+  try {
+    const info = db
+      .prepare('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES (?, ?, ?, ?)')
+      .run(request.runId, request.kind, JSON.stringify(request.payload), request.at);
+    return Number(info.lastInsertRowid);
+  } finally {
+    db.close();
+  }
+}
+
+/** From any process: the request as it stands (answered or not). */
+export function readInbox(path: string, id: number): InboxRequest | undefined {
+  const db = connect(path);
+  try {
+    const row = db.prepare('SELECT * FROM inbox WHERE id = ?').get(id) as InboxDbRow | undefined;
+    return row && toInboxRequest(row);
+  } finally {
+    db.close();
+  }
+}

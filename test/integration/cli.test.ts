@@ -1,0 +1,172 @@
+/**
+ * The built `troupe` CLI as a subprocess, in a fresh working directory each time: the offline
+ * demo end to end, a demo killed mid-run and resumed, `troupe run` against the fake server, and
+ * the commands that read or change a run that is not live.
+ */
+import { execFile, type ExecFileException } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
+
+const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+
+interface Result {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run the CLI; resolves when it exits (the timeout bounds a hang, it does not pace the test). */
+function troupe(args: string[], cwd: string, env: Record<string, string> = {}): Promise<Result> {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENAI_')));
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { cwd, env: { ...clean, ...env }, timeout: 60_000 }, (err: ExecFileException | null, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, signal: err?.signal ?? null, stdout, stderr });
+    });
+  });
+}
+
+const workdir = () => mkdtempSync(join(tmpdir(), 'troupe-cli-'));
+const jsonLines = (text: string) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+
+interface Node {
+  name: string;
+  status: string;
+  children: Node[];
+}
+const statuses = (tree: Node[]): Record<string, string> => {
+  const out: Record<string, string> = {};
+  const walk = (nodes: Node[]) => nodes.forEach((n) => ((out[n.name] = n.status), walk(n.children)));
+  walk(tree);
+  return out;
+};
+
+describe('troupe demo', () => {
+  it('--json: the whole story over SQLite and the real openai client; the report and the final tree', async () => {
+    const cwd = workdir();
+    const r = await troupe(['demo', '--json'], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    const events = jsonLines(r.stdout);
+    const finished = events.at(-1) as { type: string; status: string; report: { summary: string }; budget: { reserveStopped: boolean; spentUsd: number; limitUsd: number }; tree: Node[] };
+    expect(finished.type).toBe('run.finished');
+    expect(finished.status).toBe('completed');
+    expect(finished.report.summary).toContain('Review done');
+    expect(statuses(finished.tree)).toEqual({ lead: 'completed', scout: 'completed', flaky: 'completed', talker: 'stopped', prober: 'failed' });
+    expect(finished.budget.reserveStopped).toBe(true);
+    expect(finished.budget.spentUsd).toBeLessThanOrEqual(finished.budget.limitUsd);
+    // The story: talker stalled before the reserve stopped it; streamed text reached the events.
+    const talkerStatuses = events.filter((e) => e.type === 'agent.status' && e.name === 'talker').map((e) => e.to);
+    expect(talkerStatuses).toEqual(['running', 'stalled', 'stopped']);
+    expect(events.some((e) => e.type === 'agent.delta')).toBe(true);
+    // A real database file and a log file, without the key.
+    expect(existsSync(join(cwd, '.troupe/demo.db'))).toBe(true);
+    const log = readFileSync(join(cwd, '.troupe/troupe.log'), 'utf8');
+    expect(log).toContain('transient model error; retrying');
+    expect(log).not.toContain('demo-key');
+
+    const status = await troupe(['status', '--json'], cwd);
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ root: { name: 'lead', status: 'completed' }, agents: { completed: 3, stopped: 1, failed: 1 } });
+    const tree = await troupe(['tree'], cwd);
+    expect(tree.stdout).toMatch(/✓ lead \(\w+\) {2}completed/);
+  });
+
+  it('a demo killed mid-run: status shows it, resume finishes it', async () => {
+    const cwd = workdir();
+    const killed = await troupe(['demo', '--kill-after', '4'], cwd);
+    expect(killed.signal).toBe('SIGKILL');
+    const status = JSON.parse((await troupe(['status', '--json'], cwd)).stdout) as { root: { status: string }; report: unknown };
+    expect(status.root.status).not.toBe('completed');
+    expect(status.report).toBeNull();
+
+    const resumed = await troupe(['resume', '--json'], cwd);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const finished = jsonLines(resumed.stdout).at(-1) as { status: string; tree: Node[]; report: { summary: string } };
+    expect(finished.status).toBe('completed');
+    expect(finished.report.summary).toContain('Review done');
+    const after = statuses(finished.tree);
+    expect(after.lead).toBe('completed');
+    expect(after.prober).toBe('failed');
+    expect(Object.values(after).every((s) => ['completed', 'stopped', 'failed'].includes(s))).toBe(true);
+  });
+});
+
+describe('troupe run', () => {
+  it('without a model: exits 2 and says how to configure one or to use the demo', async () => {
+    const r = await troupe(['run', 'Review this repository'], workdir());
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--model');
+    expect(r.stderr).toContain('troupe demo');
+  });
+
+  it('against an OpenAI-compatible server (--base-url): the root finishes, the run is in the database', async () => {
+    await using server = await createFakeOpenAIServer([
+      { message: { toolCalls: [{ name: 'view_agent_graph', arguments: {} }] } },
+      { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'all done' } }] } },
+    ]);
+    const cwd = workdir();
+    const r = await troupe(['run', 'Say hello', '--model', 'any-model', '--base-url', server.url, '--json'], cwd, { OPENAI_API_KEY: 'sk-cli-test-secret' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(jsonLines(r.stdout).at(-1)).toMatchObject({ type: 'run.finished', status: 'completed', report: { summary: 'all done' } });
+    expect(server.requests[0]!.headers.authorization).toBe('Bearer sk-cli-test-secret');
+    expect(existsSync(join(cwd, '.troupe/troupe.db'))).toBe(true);
+    expect(readFileSync(join(cwd, '.troupe/troupe.log'), 'utf8')).not.toContain('sk-cli-test-secret');
+  });
+
+  it('a provider that refuses the key: the run ends failed, exit 1', async () => {
+    await using server = await createFakeOpenAIServer([{ status: 401, body: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } }]);
+    const r = await troupe(['run', 'x', '--model', 'm', '--base-url', server.url, '--api-key', 'bad', '--json'], workdir());
+    expect(r.code).toBe(1);
+    expect(jsonLines(r.stdout).at(-1)).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_AUTH' } });
+  });
+});
+
+describe('commands on a live run', () => {
+  it('send reaches the process that owns the run through its inbox, and the agent acts on it', async () => {
+    let firstCall!: () => void;
+    const called = new Promise<void>((resolve) => (firstCall = resolve));
+    await using server = await createFakeOpenAIServer((request) => {
+      if (request.index === 0) {
+        firstCall();
+        return { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: 'Ready when you are.' } }] } };
+      }
+      return { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'answered the user' } }] } };
+    });
+    const cwd = workdir();
+    const running = troupe(['run', 'Wait for the user', '--model', 'm', '--base-url', server.url, '--api-key', 'k', '--interactive', '--json'], cwd);
+    await called;
+    const sent = await troupe(['send', 'lead', 'hello from another terminal'], cwd);
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stdout).toMatch(/^delivered to lead/);
+    const r = await running;
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.stringify(server.requests[1]!.body)).toContain('hello from another terminal');
+  });
+});
+
+describe('commands on a run that is not live', () => {
+  it('send queues a message for the next resume; stop stops an agent through the coordinator', async () => {
+    const cwd = workdir();
+    await troupe(['demo', '--kill-after', '4'], cwd);
+    const sent = await troupe(['send', 'lead', 'Please also check the licence.'], cwd);
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(JSON.parse((await troupe(['status', '--json'], cwd)).stdout)).toMatchObject({ pendingMessages: 1 });
+    const stopped = await troupe(['stop', 'talker'], cwd);
+    expect(stopped.code, stopped.stderr).toBe(0);
+    expect(stopped.stdout).toContain('talker');
+    const tree = JSON.parse((await troupe(['tree', '--json'], cwd)).stdout) as { tree: Node[] };
+    expect(statuses(tree.tree).talker).toBe('stopped');
+    expect((await troupe(['send', 'nobody', 'hi'], cwd)).code).toBe(4);
+  });
+
+  it('usage errors exit 2; a missing database exits 4', async () => {
+    const cwd = workdir();
+    expect((await troupe(['fly'], cwd)).code).toBe(2);
+    expect((await troupe(['status', '--bogus'], cwd)).code).toBe(2);
+    expect((await troupe(['status'], cwd)).code).toBe(4);
+  });
+});

@@ -120,7 +120,8 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
       };
     },
     estimateCostUsd(request: ModelRequest): number {
-      const next = queues.get(request.agent.name)?.[0];
+      // Error steps are retries of the same call: the step that answers it says what it costs.
+      const next = queues.get(request.agent.name)?.find((step) => !step.error);
       return next?.reserveUsd ?? next?.usage?.costUsd ?? 0;
     },
     unconsumed: () => Object.fromEntries([...queues].filter(([, steps]) => steps.length > 0)),

@@ -8,3 +8,24 @@ export { memoryStore } from '../store/memoryStore.js';
 export * from './fakeOpenAIServer.js';
 export { agentNameOf, repliesFromScript, routeByAgent, stepToReply, TROUPE_CALLS } from './wireScript.js';
 export type { RoutedScript } from './wireScript.js';
+export { simulateTeam } from './simulate.js';
+export type { AckRecord, Behaviour, CallRecord, RestartRecord, SimulateOptions, Simulation, SimulationTrace, TransitionRecord } from './simulate.js';
+export {
+  acknowledgedDeliveredOnce,
+  assertInvariants,
+  checkInvariants,
+  countersWithinCaps,
+  INVARIANTS,
+  InvariantViolation,
+  limitsRespected,
+  noCallAfterBudgetStop,
+  noChildCallAfterReserve,
+  oneReportPerStint,
+  parkedStayParkedAfterRestart,
+  spendWithinLimit,
+  stallNoticesKeepTheClaim,
+  userGatedRevival,
+} from './invariants.js';
+export type { Checker } from './invariants.js';
+export { behaviour, behaviours } from './arbitraries.js';
+export type { BehaviourSpace } from './arbitraries.js';

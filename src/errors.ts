@@ -44,6 +44,10 @@ export const ERROR_CODES = {
     retryable: false,
     description: 'This agent may not call that tool now (a child calling finish, the root calling agent_finish, …).',
   },
+  APPROVAL_DENIED: {
+    retryable: false,
+    description: 'A tool that mutates or destroys was not approved (by the approver, or because none is configured); the model gets this as the tool result.',
+  },
   FINISH_REFUSED: {
     retryable: true,
     description: 'finish / agent_finish was refused because other agents are still active.',
@@ -147,6 +151,17 @@ export function isTroupeError(value: unknown): value is TroupeError {
     value instanceof TroupeError ||
     (typeof value === 'object' && value !== null && isErrorCode((value as { code?: unknown }).code))
   );
+}
+
+/** The message of anything thrown: an Error's message, a string, or the value as JSON. Never throws. */
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) return err.message || err.name || 'Error';
+  if (typeof err === 'string') return err;
+  try {
+    return JSON.stringify(err) ?? String(err);
+  } catch {
+    return String(err);
+  }
 }
 
 /** Any thrown value as an Error (strings and plain objects included). */

@@ -4,7 +4,7 @@
  */
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
-import type { MessagePriority, MessageRow, Store } from '../store/types.js';
+import type { ExecutionRow, MessagePriority, MessageRow, Store } from '../store/types.js';
 import type { Delegations, ReentryBudgets } from './delegations.js';
 import type { Registry, TreeNode } from './registry.js';
 import { Runtime, type AgentInfo, type TroupeEvent } from './runtime.js';
@@ -45,6 +45,8 @@ export interface Coordinator extends AsyncDisposable {
   waitFor(id: string, statuses: readonly AgentStatus[], options?: { timeoutMs?: number }): Promise<AgentInfo>;
   /** Stop after the current turn (with cascade, descendants first); resolves with the stopped ids once they are terminal. */
   stop(id: string, options?: { cascade?: boolean }): Promise<string[]>;
+  /** Forget an agent's tool-failure streaks (a new user turn is a new attempt). */
+  resetToolFailures(id: string): void;
   /** Resolves when no agent is running: every agent is terminal or parked. */
   whenIdle(): Promise<void>;
   /** Run-wide budget state; per-agent spend is in `get(id).spentUsd` / `.spentByPurpose`. */
@@ -64,6 +66,15 @@ export interface Coordinator extends AsyncDisposable {
    * delegations that were running are `interrupted` and their agents told so.
    */
   readonly delegations: Pick<Delegations, 'dispatch' | 'complete' | 'fail' | 'list'>;
+  /**
+   * Async executions tools started (a result saying `execution <uuid> running|queued` links it to
+   * the agent). `finish` reports the end: the agent is re-invoked once with
+   * `execution <id> completed|failed: <result>` (inside its approval window when approvals are on).
+   */
+  readonly executions: {
+    finish(id: string, end: { status: 'completed' | 'failed'; result: string }): boolean;
+    get(id: string): ExecutionRow | undefined;
+  };
   /** Self-wake counters per agent (persisted; rows older than 7 days are dropped on resume). */
   readonly reentry: Pick<ReentryBudgets, 'get' | 'record' | 'reset'>;
   /** Stop every actor; persisted statuses stay as they are, so a later resume continues the run. */
@@ -118,6 +129,7 @@ export function coordinatorOf(rt: Runtime): Coordinator {
         return ids;
       }),
     whenIdle: () => rt.whenIdle(),
+    resetToolFailures: (id) => rt.resolve(id).tracker.resetAll(),
     budget: () => {
       const flags = rt.budgetFlags();
       return {
@@ -134,6 +146,10 @@ export function coordinatorOf(rt: Runtime): Coordinator {
     resumeBudget: (limitUsd) => settle(() => rt.resumeBudget(limitUsd)),
     subscribe: (listener) => rt.subscribe(listener),
     delegations: rt.delegations,
+    executions: {
+      finish: (id, end) => rt.finishExecution(id, end),
+      get: (id) => rt.store.getExecution(id),
+    },
     reentry: rt.reentry,
     shutdown: () => rt.shutdown(),
     [Symbol.asyncDispose]: () => rt.shutdown(),

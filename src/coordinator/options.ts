@@ -37,6 +37,13 @@ export interface BudgetOptions {
   policy?: 'stop' | 'pause';
 }
 
+/** What the coordinator needs of an approval gate (`ApprovalGate` from troupe's autonomy module). */
+export interface ApprovalPolicy {
+  request(req: { agentId: string; agentName?: string; action: string; risk: 'read_only' | 'mutation' | 'destructive'; args?: unknown }): Promise<{ approved: boolean; reason: string }>;
+  /** Whether the agent has an open approval window (auto-continuation only runs inside one). */
+  windowOpen(agentId: string): boolean;
+}
+
 export type InspectOption = Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 
 export interface CoordinatorOptions {
@@ -63,6 +70,12 @@ export interface CoordinatorOptions {
   retry?: { maxRetries?: number; baseDelayMs?: number; maxDelayMs?: number };
   /** Appended to every agent's system prompt. */
   systemPrompt?: string;
+  /**
+   * Approvals: tools that declare risk `mutation` or `destructive` ask it before running, and
+   * finished async executions re-invoke their agent only inside its approval window. Without it,
+   * every tool runs and every finished execution continues its agent.
+   */
+  approvals?: ApprovalPolicy;
   clock?: Clock;
   logger?: Logger;
   /** The XState inspection observer, passed to the coordinator and every agent actor. */
@@ -82,6 +95,7 @@ export interface ResolvedOptions {
   interruptOnMessage: boolean;
   retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
   systemPrompt: string | undefined;
+  approvals: ApprovalPolicy | null;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -159,6 +173,15 @@ function resolveRateLimit(value: unknown): ResolvedOptions['rateLimit'] {
   return { requests: integer('rateLimit.requests', limit.requests, 0, 1), intervalMs: integer('rateLimit.intervalMs', limit.intervalMs, 0, 1) };
 }
 
+function resolveApprovals(value: unknown): ApprovalPolicy | null {
+  if (value === undefined) return null;
+  const v = value as Partial<ApprovalPolicy> | null;
+  if (typeof v !== 'object' || v === null || typeof v.request !== 'function' || typeof v.windowOpen !== 'function') {
+    throw new ConfigError(`Expected approvals to be an ApprovalGate (request() and windowOpen()), got ${show(value)}`);
+  }
+  return v as ApprovalPolicy;
+}
+
 /** Validate every option; throws ConfigError naming the first invalid one. */
 export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) throw new ConfigError(`Expected an options object, got ${show(options)}`);
@@ -201,5 +224,6 @@ export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
       maxDelayMs: integer('retry.maxDelayMs', retry.maxDelayMs, 90_000, 0),
     },
     systemPrompt: options.systemPrompt,
+    approvals: resolveApprovals(options.approvals),
   };
 }

@@ -94,5 +94,7 @@ export async function resumeCoordinator(options: ResumeOptions): Promise<Coordin
   const spentUsd = usage.reduce((sum, u) => sum + u.costUsd, 0);
   const rt = new Runtime({ ...rest, store, interactive: run.interactive }, { run, agents, spentUsd });
   rt.respawn(agents, spentByAgent);
+  // Executions that finished while the process was down continue their agents, once.
+  rt.continueExecutions();
   return coordinatorOf(rt);
 }

@@ -33,7 +33,8 @@ import { INTERRUPTED, STOP_REQUESTED } from '../run/runTurn.js';
 import { childFirstInput, inheritedContext, rootFirstInput, systemPrompt } from '../run/texts.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { newAgentRow } from '../store/rows.js';
-import type { AgentRow, MessagePriority, MessageRow, NewMessage, RunRow, Store } from '../store/types.js';
+import type { AgentRow, ExecutionRow, MessagePriority, MessageRow, NewMessage, RunRow, Store } from '../store/types.js';
+import { continuationNote, extractExecutionIds } from '../autonomy/executions.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
 import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
 import { BudgetHalt, BudgetLedger } from './budget.js';
@@ -93,6 +94,8 @@ export interface AgentHandle {
    * STOP_REQUESTED when the agent is stopped (the request is cancelled on the wire).
    */
   inFlight: AbortController | null;
+  /** Notes for this agent's next call only, never persisted (finished executions). */
+  notes: string[];
   /** The strategy-rotation prompt to inject before the next model call. */
   strategyPrompt: string | null;
   /** Plain text of the last plain-text turn (respond_to_user may deliver it). */
@@ -544,6 +547,7 @@ export class Runtime {
       spentUsd: 0,
       spentByPurpose: {},
       inFlight: null,
+      notes: [],
       strategyPrompt: null,
       lastText: null,
       systemPrompt: null,
@@ -833,6 +837,51 @@ export class Runtime {
 
   // ── graph queries used by the built-in tools ───────────────────────────────────────────────
 
+  // ── async executions (auto-continuation) ─────────────────────────────────────────────────────
+
+  /** Link the executions a tool result announces (`execution <uuid> running|queued`) to the agent. */
+  linkExecutions(agent: AgentHandle, text: string): void {
+    const ids = extractExecutionIds(text);
+    if (ids.length === 0) return;
+    const at = this.clock.now();
+    this.commit(() => {
+      for (const id of ids) this.store.linkExecution({ id, agentId: agent.id, linkedAt: at });
+    });
+    agent.logger.info({ executions: ids }, 'linked async executions');
+  }
+
+  /** The host reports an execution's end; its agent is re-invoked with the result. False if unknown or already finished. */
+  finishExecution(id: string, end: { status: 'completed' | 'failed'; result: string }): boolean {
+    this.#assertUsable();
+    if (end.status !== 'completed' && end.status !== 'failed') throw new ConfigError(`Expected status "completed" or "failed", got ${JSON.stringify(end.status)}`);
+    const done = this.commit(() => this.store.finishExecution(id, { status: end.status, result: String(end.result ?? ''), at: this.clock.now() }));
+    if (done) this.#continueExecution(this.store.getExecution(id)!);
+    return done;
+  }
+
+  /** Continue every finished execution not continued yet (after a restart, or when a window opens). */
+  continueExecutions(): number {
+    let n = 0;
+    for (const row of this.store.uncontinuedExecutions()) if (this.#continueExecution(row)) n += 1;
+    return n;
+  }
+
+  #continueExecution(row: ExecutionRow): boolean {
+    const h = this.#agents.get(row.agentId);
+    if (!h || row.finishedAt === null || row.status === 'running') return false;
+    if (this.options.approvals && !this.options.approvals.windowOpen(h.id)) return false;
+    const status = h.status;
+    const wakeable =
+      status === 'running' || status === 'waiting' || status === 'stalled' || ((status === 'completed' || status === 'stopped') && this.options.interactive);
+    if (!wakeable) return false;
+    // Marked before the agent runs: a continuation can never loop.
+    if (!this.commit(() => this.store.markExecutionContinued(row.id, this.clock.now()))) return false;
+    h.notes.push(continuationNote(row.id, row.status, row.result ?? ''));
+    h.logger.info({ execution: row.id, status: row.status }, 're-invoking the agent with a finished execution');
+    if (status !== 'running') h.actor.send({ type: 'agent.message', from: 'system', user: false });
+    return true;
+  }
+
   #assertUsable(): void {
     if (this.#failure) throw this.#failure;
     if (this.#shutdown) throw shutDown();
@@ -908,7 +957,8 @@ export class Runtime {
         this.options.systemPrompt,
       );
     }
-    const messages = this.store.loadSession(agent.id);
+    let messages: readonly SessionItem[] = this.store.loadSession(agent.id);
+    for (const note of agent.notes) messages = withNote(messages, note);
     const warning = this.ledger.warning(agent);
     return {
       agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },

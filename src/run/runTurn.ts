@@ -96,6 +96,8 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
   const admitted = await rt.ledger.admit(agent, () => rt.buildRequest(agent, input.stintTurn), signal);
   if ('outcome' in admitted) return only(admitted.outcome);
   const { reservation } = admitted;
+  // Notes (finished executions) go into this call's input; once it is answered they are spent.
+  const notes = agent.notes.length;
   let call: ModelCall;
   try {
     call = await callModel(rt, agent, input, signal);
@@ -109,6 +111,7 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
   }
   if (signal.aborted) rt.ledger.release(reservation);
   live();
+  if (notes > 0) agent.notes.splice(0, notes);
   const turn = call.turn;
   const answer: SessionItem = turn.refusal
     ? { role: 'assistant', content: turn.text, refusal: turn.refusal }
@@ -280,6 +283,8 @@ async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal
     const { content, isError, deferred } = result;
     if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
+    // An async execution this tool started is linked to the agent, to continue it when it ends.
+    if (!isError && !deferred && rt.tools.has(call.name)) rt.linkExecutions(agent, content);
     // A deferred call (a parking wait) is answered when the agent wakes.
     if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
     if (isError) {
@@ -350,6 +355,15 @@ async function executeCall(
       return { content: JSON.stringify(out.result), isError: false, deferred: false };
     } catch (err) {
       return fail(err);
+    }
+  }
+  const approvals = rt.options.approvals;
+  const risk = (user as CompiledTool).risk ?? 'mutation';
+  if (approvals && risk !== 'read_only') {
+    const decision = await approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args });
+    if (signal.aborted) throw signal.reason;
+    if (!decision.approved) {
+      return fail(new TroupeError('APPROVAL_DENIED', `${call.name} was not approved: ${decision.reason}`, { details: { risk } }));
     }
   }
   try {

@@ -7,7 +7,7 @@
  * @module
  */
 import type { SessionItem } from '../model/types.js';
-import type { AgentRow, DelegationRow, EventRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
 import { TroupeError } from '../errors.js';
 
 interface Mailbox {
@@ -27,6 +27,7 @@ interface State {
   noticeKeys: Set<string>;
   delegations: Map<string, DelegationRow>;
   reentry: Map<string, ReentryBudgetRow>;
+  executions: Map<string, ExecutionRow>;
   seq: number;
 }
 
@@ -45,6 +46,7 @@ export function memoryStore(): Store {
     noticeKeys: new Set(),
     delegations: new Map(),
     reentry: new Map(),
+    executions: new Map(),
     seq: 0,
   };
   /** Undo log of the current transaction (null outside one). */
@@ -215,6 +217,32 @@ export function memoryStore(): Store {
     },
     listDelegations: (runId) => [...state.delegations.values()].filter((d) => d.runId === runId).map(copy),
 
+    linkExecution(row) {
+      if (state.executions.has(row.id)) return false;
+      state.executions.set(row.id, { id: row.id, agentId: row.agentId, status: 'running', result: null, linkedAt: row.linkedAt, finishedAt: null, continuedAt: null });
+      onRollback(() => state.executions.delete(row.id));
+      return true;
+    },
+    finishExecution(id, end) {
+      const row = state.executions.get(id);
+      if (!row || row.status !== 'running') return false;
+      const before = { ...row };
+      Object.assign(row, { status: end.status, result: end.result, finishedAt: end.at });
+      onRollback(() => Object.assign(row, before));
+      return true;
+    },
+    markExecutionContinued(id, at) {
+      const row = state.executions.get(id);
+      if (!row || row.continuedAt !== null) return false;
+      row.continuedAt = at;
+      onRollback(() => (row.continuedAt = null));
+      return true;
+    },
+    getExecution: (id) => {
+      const row = state.executions.get(id);
+      return row && { ...row };
+    },
+    uncontinuedExecutions: () => [...state.executions.values()].filter((r) => r.finishedAt !== null && r.continuedAt === null).map((r) => ({ ...r })),
     getReentryBudget: (sessionId) => {
       const row = state.reentry.get(sessionId);
       return row && copy(row);

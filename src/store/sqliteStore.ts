@@ -22,7 +22,7 @@ import { createFileIfMissing } from './files.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { toInboxRequest, type InboxDbRow, type InboxRequest, type InboxResult } from './inbox.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
-import type { AgentRow, DelegationRow, EventRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
 
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
@@ -232,6 +232,26 @@ function prepareDatabase(db: Database.Database, options: OpenStoreOptions, synch
   }
 }
 
+interface ExecutionDbRow {
+  id: string;
+  agent_id: string;
+  status: ExecutionRow['status'];
+  result: string | null;
+  linked_at: number;
+  finished_at: number | null;
+  continued_at: number | null;
+}
+
+const toExecution = (r: ExecutionDbRow): ExecutionRow => ({
+  id: r.id,
+  agentId: r.agent_id,
+  status: r.status,
+  result: r.result,
+  linkedAt: r.linked_at,
+  finishedAt: r.finished_at,
+  continuedAt: r.continued_at,
+});
+
 /**
  * Open (or create) a durable store.
  * @example
@@ -336,6 +356,11 @@ function createSqliteStore(
     ),
     listDelegations: db.prepare('SELECT * FROM delegations WHERE run_id = ? ORDER BY dispatched_at, rowid'),
     getReentry: db.prepare('SELECT * FROM reentry_budgets WHERE session_id = ?'),
+    linkExecution: db.prepare("INSERT OR IGNORE INTO executions (id, agent_id, status, linked_at) VALUES (?, ?, 'running', ?)"),
+    finishExecution: db.prepare("UPDATE executions SET status = ?, result = ?, finished_at = ? WHERE id = ? AND status = 'running'"),
+    continueExecution: db.prepare('UPDATE executions SET continued_at = ? WHERE id = ? AND continued_at IS NULL'),
+    getExecution: db.prepare('SELECT * FROM executions WHERE id = ?'),
+    uncontinued: db.prepare('SELECT * FROM executions WHERE finished_at IS NOT NULL AND continued_at IS NULL ORDER BY finished_at, id'),
     putReentry: db.prepare(
       `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES (?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET count = excluded.count, last_wake_at = excluded.last_wake_at`,
@@ -642,6 +667,14 @@ function createSqliteStore(
         startedBoot: r.started_boot,
       })),
 
+    linkExecution: (row) => transaction(() => q.linkExecution.run(row.id, row.agentId, row.linkedAt).changes === 1),
+    finishExecution: (id, end) => transaction(() => q.finishExecution.run(end.status, end.result, end.at, id).changes === 1),
+    markExecutionContinued: (id, at) => transaction(() => q.continueExecution.run(at, id).changes === 1),
+    getExecution: (id) => {
+      const r = q.getExecution.get(id) as ExecutionDbRow | undefined;
+      return r && toExecution(r);
+    },
+    uncontinuedExecutions: () => (q.uncontinued.all() as ExecutionDbRow[]).map(toExecution),
     getReentryBudget: (sessionId) => {
       const r = q.getReentry.get(sessionId) as { session_id: string; count: number; last_wake_at: number } | undefined;
       return r && { sessionId: r.session_id, count: r.count, lastWakeAt: r.last_wake_at };

@@ -170,5 +170,26 @@ export interface Store {
   /** Drop budgets whose last wake is older than `before` (stale rows must not space a new process). */
   dropReentryBudgets(before: number): number;
 
+  /** Link an async execution a tool result announced to the agent (ignored if already linked). */
+  linkExecution(row: { id: string; agentId: string; linkedAt: number }): boolean;
+  /** Record an execution's terminal state once; false if unknown or already finished. */
+  finishExecution(id: string, end: { status: 'completed' | 'failed'; result: string; at: number }): boolean;
+  /** Mark a finished execution as continued; false if it already was (so a continuation runs once). */
+  markExecutionContinued(id: string, at: number): boolean;
+  getExecution(id: string): ExecutionRow | undefined;
+  /** Finished executions whose agent has not been re-invoked yet. */
+  uncontinuedExecutions(): ExecutionRow[];
+
   close(): void;
+}
+
+/** An async execution started by a tool and linked to the agent that started it (auto-continuation). */
+export interface ExecutionRow {
+  id: string;
+  agentId: string;
+  status: 'running' | 'completed' | 'failed';
+  result: string | null;
+  linkedAt: number;
+  finishedAt: number | null;
+  continuedAt: number | null;
 }

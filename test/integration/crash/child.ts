@@ -125,6 +125,8 @@ async function main(): Promise<void> {
     return new Promise(() => {});
   }
   const store = openStore({ path, synchronous: sync === 'NORMAL' ? 'NORMAL' : 'FULL' });
+  // The harness may time its kill from here, so a slow start-up (a loaded machine) does not eat the trial.
+  process.stdout.write('OPEN\n');
   if (mode === 'recover-loop') {
     for (;;) recoverRun(store, undefined, {});
   }

@@ -73,7 +73,11 @@ interface ChildRun {
   failed: string | null;
 }
 
-function runChild(child: string, args: string[], killAfterMs: number | null, buggy: boolean): Promise<ChildRun> {
+/**
+ * @param killAfterMs when to SIGKILL the child: a number counts from the spawn; `{ afterOpenMs }`
+ * counts from the moment it opened the database (its start-up time varies with the machine's load).
+ */
+function runChild(child: string, args: string[], killAfterMs: number | { afterOpenMs: number } | null, buggy: boolean): Promise<ChildRun> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [child, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -87,20 +91,24 @@ function runChild(child: string, args: string[], killAfterMs: number | null, bug
       for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
         const line = out.slice(0, i);
         out = out.slice(i + 1);
-        if (line.startsWith('ACK ')) run.acks.push(line.slice(4));
+        if (line === 'OPEN' && typeof killAfterMs === 'object' && killAfterMs !== null) armKill(killAfterMs.afterOpenMs);
+        else if (line.startsWith('ACK ')) run.acks.push(line.slice(4));
         else if (line.startsWith('NACK ')) run.acks.splice(run.acks.indexOf(line.slice(5)), 1);
         else if (line.startsWith('DONE ')) run.done = line.slice(5);
         else if (line.startsWith('DDONE ')) run.delegationsDone.push(line.slice(6));
       }
     });
     proc.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    const timer =
-      killAfterMs === null
-        ? setTimeout(() => proc.kill('SIGKILL'), 30_000) // a resume that hangs is a failure, not a hang
-        : setTimeout(() => {
-            run.killed = true;
-            proc.kill('SIGKILL');
-          }, killAfterMs);
+    const kill = () => {
+      run.killed = true;
+      proc.kill('SIGKILL');
+    };
+    // A child that hangs is a failure, not a hang: the guard ends it either way.
+    let timer = typeof killAfterMs === 'number' ? setTimeout(kill, killAfterMs) : setTimeout(() => proc.kill('SIGKILL'), 30_000);
+    function armKill(ms: number) {
+      clearTimeout(timer);
+      timer = setTimeout(kill, ms);
+    }
     proc.on('close', (code) => {
       clearTimeout(timer);
       if (!run.killed && code !== 0) run.failed = `exit ${code}: ${err.slice(0, 2_000)}`;
@@ -237,9 +245,11 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
     const ackedDone = new Set<string>();
     let violations = 0;
     try {
-      // Start-up through steady state: the child needs ~500 ms to load and open the file, then
-      // works for ~500 ms more.
-      const first = await runChild(child, [path, 'start', String(trialSeed), sync], 100 + Math.floor(random() * 1_300), options.buggy ?? false);
+      // A quarter of the kills land during start-up (timed from the spawn; the child needs ~500 ms
+      // to load and open the file); the rest during steady state, timed from the open.
+      const when = random();
+      const killAt = when < 0.25 ? 100 + Math.floor(random() * 600) : { afterOpenMs: Math.floor(random() * 900) };
+      const first = await runChild(child, [path, 'start', String(trialSeed), sync], killAt, options.buggy ?? false);
       first.acks.forEach((a) => acked.add(a));
       first.delegationsDone.forEach((d) => ackedDone.add(d));
       const childError = (run: ChildRun, phase: string) => {

@@ -196,5 +196,23 @@ export function describeStoreContract(name: string, create: () => Store) {
       store.appendSession('a', [{ role: 'assistant', content: 'after' }]);
       expect(store.loadSession('a').map((i) => i.content)).toEqual(['identity + task', 'summary', 'after']);
     });
+
+    it('keeps async executions: linked once, finished once, continued once', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      expect(store.linkExecution({ id: 'e1', agentId: 'a', linkedAt: 1 })).toBe(true);
+      expect(store.linkExecution({ id: 'e1', agentId: 'a', linkedAt: 2 })).toBe(false);
+      expect(store.uncontinuedExecutions()).toEqual([]);
+      expect(store.finishExecution('e1', { status: 'failed', result: 'boom', at: 3 })).toBe(true);
+      expect(store.finishExecution('e1', { status: 'completed', result: 'late', at: 4 })).toBe(false);
+      expect(store.finishExecution('nope', { status: 'completed', result: '', at: 4 })).toBe(false);
+      expect(store.uncontinuedExecutions()).toEqual([
+        { id: 'e1', agentId: 'a', status: 'failed', result: 'boom', linkedAt: 1, finishedAt: 3, continuedAt: null },
+      ]);
+      expect(store.markExecutionContinued('e1', 5)).toBe(true);
+      expect(store.markExecutionContinued('e1', 6)).toBe(false);
+      expect(store.uncontinuedExecutions()).toEqual([]);
+      expect(store.getExecution('e1')).toMatchObject({ continuedAt: 5 });
+    });
   });
 }

@@ -41,14 +41,18 @@ export function stripImages(rt: Runtime, agent: AgentHandle): boolean {
 
 /**
  * Where the kept tail starts: about the newest quarter, beginning at an assistant item so that no
- * tool result loses its call and no two user messages end up adjacent. 0 means nothing to compact.
+ * tool result loses its call — but never after the trailing user messages, which the agent has not
+ * answered yet. 0 means nothing to compact.
  */
 export function compactionCut(items: readonly SessionItem[]): number {
   const n = items.length;
   if (n < 3) return 0;
   let cut = Math.max(2, n - Math.floor((n - 1) / 4));
   while (cut < n && items[cut]!.role !== 'assistant') cut++;
-  return cut;
+  // The newest input (mail the agent has not answered yet) is never summarised away.
+  let unanswered = n;
+  while (unanswered > 1 && items[unanswered - 1]!.role === 'user') unanswered--;
+  return Math.min(cut, unanswered);
 }
 
 /**

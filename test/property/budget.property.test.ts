@@ -35,7 +35,9 @@ const tool = (name: string, args: Record<string, unknown>, id: string): ModelTur
 });
 
 /** Replay a failure with PROPERTY_SEED=<seed> PROPERTY_PATH=<path> (both printed by fast-check). */
-const replay = process.env.PROPERTY_SEED ? { seed: Number(process.env.PROPERTY_SEED), path: process.env.PROPERTY_PATH, endOnFailure: true } : {};
+const replay = process.env.PROPERTY_SEED
+  ? { seed: Number(process.env.PROPERTY_SEED), ...(process.env.PROPERTY_PATH ? { path: process.env.PROPERTY_PATH } : {}), endOnFailure: true }
+  : {};
 
 test.prop([scenario, fc.scheduler()], { numRuns: Number(process.env.PROPERTY_RUNS ?? 150), timeout: 5_000, ...replay })(
   'budget: no call after a stop, children never past the reserve, overshoot only by settlement errors',

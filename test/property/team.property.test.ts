@@ -92,7 +92,9 @@ const commands = fc.commands(
   { maxCommands: 12 },
 );
 
-const replay = process.env.PROPERTY_SEED ? { seed: Number(process.env.PROPERTY_SEED), path: process.env.PROPERTY_PATH, endOnFailure: true } : {};
+const replay = process.env.PROPERTY_SEED
+  ? { seed: Number(process.env.PROPERTY_SEED), ...(process.env.PROPERTY_PATH ? { path: process.env.PROPERTY_PATH } : {}), endOnFailure: true }
+  : {};
 
 test.prop(
   [

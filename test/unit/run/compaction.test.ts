@@ -13,8 +13,9 @@ describe('compactionCut', () => {
     expect(cut).toBe(7);
     expect(items[cut]!.role).toBe('assistant');
   });
-  it('summarises everything after the task when no assistant item is left in the tail', () => {
-    expect(compactionCut([user('task'), asst('1'), tool('1'), user('mail'), user('more mail')])).toBe(5);
+  it('summarises everything after the task when no assistant item is left in the tail, but never unanswered mail', () => {
+    expect(compactionCut([user('task'), asst('1'), tool('1'), asst('2'), tool('2')])).toBe(5);
+    expect(compactionCut([user('task'), asst('1'), tool('1'), user('mail'), user('more mail')])).toBe(3);
   });
   it('has nothing to compact in a session of the task and one reply', () => {
     expect(compactionCut([user('task'), asst('1')])).toBe(0);

@@ -187,13 +187,34 @@ export class BudgetLedger {
         await this.#nextSettlement(signal);
         continue;
       }
-      if (policy === 'pause') return { outcome: { kind: 'budgetPaused', epoch: rt.budgetFlags().resumeEpoch } };
-      rt.commit(() => {
-        rt.coordinator.send({ type: child ? 'budget.reserveTrip' : 'budget.stop' });
-        rt.store.updateRun(rt.runId, { budget: rt.budgetFlags() });
-      });
-      return { outcome: { kind: 'stopped', reason: child ? 'reserve' : 'budget' } };
+      return { outcome: this.#refuse(child) };
     }
+  }
+
+  /** Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or the stop. */
+  #refuse(child: boolean): TurnOutcome {
+    const rt = this.#rt;
+    if (rt.options.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: rt.budgetFlags().resumeEpoch };
+    rt.commit(() => {
+      rt.coordinator.send({ type: child ? 'budget.reserveTrip' : 'budget.stop' });
+      rt.store.updateRun(rt.runId, { budget: rt.budgetFlags() });
+    });
+    return { kind: 'stopped', reason: child ? 'reserve' : 'budget' };
+  }
+
+  /**
+   * Right before an admitted call starts (after queueing or a retry's backoff): the gate again,
+   * and whether what is spent and reserved still fits — an operator may have lowered the limit.
+   */
+  recheck(agent: AgentHandle): TurnOutcome | null {
+    const gated = this.gate(agent);
+    if (gated) return gated;
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null) return null;
+    const child = agent.parentId !== null;
+    const { policy, reserveFraction } = this.#rt.options.budget;
+    const cap = policy === 'stop' && child ? reserveFraction * limitUsd : limitUsd;
+    return this.#spentUsd + this.#reservedUsd > cap + 1e-9 ? this.#refuse(child) : null;
   }
 
   #nextSettlement(signal: AbortSignal): Promise<void> {

@@ -983,7 +983,7 @@ export class Runtime {
       if (signal.aborted) throw signal.reason;
       if (this.#rateLimiter) await this.#rateLimiter.acquire(signal);
       // The budget may have stopped or paused while this call queued: then it never starts.
-      const halt = paid ? this.ledger.gate(agent) : null;
+      const halt = paid ? this.ledger.recheck(agent) : null;
       if (halt) throw new BudgetHalt(halt);
       return this.model.complete(request, { signal, onDelta });
     });

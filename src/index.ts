@@ -6,7 +6,7 @@ export { createCoordinator } from './coordinator/createCoordinator.js';
 export { recoverRun, resumeCoordinator } from './coordinator/resumeCoordinator.js';
 export type { ResumeOptions } from './coordinator/resumeCoordinator.js';
 export type { Coordinator, SendOptions } from './coordinator/createCoordinator.js';
-export type { AgentInfo, TroupeEvent } from './coordinator/runtime.js';
+export type { AgentInfo, CoordinatorHealth, TroupeEvent } from './coordinator/runtime.js';
 export type { AgentView, Registry, TreeNode } from './coordinator/registry.js';
 export { DEFAULT_LIMITS } from './coordinator/options.js';
 export type { BudgetOptions, CoordinatorOptions, InspectOption, Limits } from './coordinator/options.js';
@@ -54,6 +54,8 @@ export { parseProactiveConfig, ProactiveManager, renderTemplate } from './autono
 export type { ProactiveFire, ProactiveOptions, ProactiveTrigger, TriggerType } from './autonomy/proactive.js';
 export { HEALTH_CHECK_EVENT, Watchdog } from './autonomy/watchdog.js';
 export type { HealthCheck, SubsystemHealth, WatchdogOptions } from './autonomy/watchdog.js';
-export type { ApprovalPolicy } from './coordinator/options.js';
+export type { ApprovalPolicy, ReviewOptions } from './coordinator/options.js';
+export { REVIEW_PROMPT, REVIEW_TOOLS } from './run/backgroundReview.js';
+export type { ReviewNote } from './run/backgroundReview.js';
 export type { BudgetState } from './coordinator/createCoordinator.js';
 export type { ExecutionRow } from './store/types.js';

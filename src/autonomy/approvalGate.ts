@@ -17,6 +17,8 @@
  *   action, risk and reason.
  * - `closeWindow(agentId)` closes the window, and an approval still pending at that moment does
  *   not reopen it (it still approves its own step).
+ * - `onWindowOpen(listener)`: told the agent id every time an explicit approval opens or refreshes
+ *   a window (the coordinator continues that agent's finished executions then).
  * @module
  */
 import { systemClock, type Clock } from '../clock.js';
@@ -66,6 +68,7 @@ export class ApprovalGate {
   readonly #approvedAt = new Map<string, number>();
   /** agentId → bumped by closeWindow, so an approval pending across it does not reopen the window. */
   readonly #epochs = new Map<string, number>();
+  readonly #windowListeners = new Set<(agentId: string) => void>();
 
   constructor(options: ApprovalGateOptions = {}) {
     const windowMs = options.windowMs ?? DEFAULT_APPROVAL_WINDOW_MS;
@@ -87,6 +90,12 @@ export class ApprovalGate {
   windowOpen(agentId: string): boolean {
     const at = this.#approvedAt.get(agentId);
     return at !== undefined && this.#clock.now() - at < this.#windowMs;
+  }
+
+  /** Listen for windows opening (an explicit approval); returns the unsubscribe function. A listener that throws is ignored. */
+  onWindowOpen(listener: (agentId: string) => void): () => void {
+    this.#windowListeners.add(listener);
+    return () => void this.#windowListeners.delete(listener);
   }
 
   /** Close an agent's approval window (e.g. when its task ends). */
@@ -122,8 +131,19 @@ export class ApprovalGate {
       const why = typeof given === 'string' && given.trim() !== '' ? given : 'rejected by approver';
       return this.#decide(req, risk, { approved: false, reason: `denied: ${why}` });
     }
-    if ((this.#epochs.get(req.agentId) ?? 0) === epoch) this.#approvedAt.set(req.agentId, this.#clock.now());
-    return this.#decide(req, risk, { approved: true, reason: 'approved' });
+    const opened = (this.#epochs.get(req.agentId) ?? 0) === epoch;
+    if (opened) this.#approvedAt.set(req.agentId, this.#clock.now());
+    const decision = this.#decide(req, risk, { approved: true, reason: 'approved' });
+    if (opened) {
+      for (const listener of [...this.#windowListeners]) {
+        try {
+          listener(req.agentId);
+        } catch {
+          // A listener's failure must not turn an approval into a denial.
+        }
+      }
+    }
+    return decision;
   }
 
   #decide(req: ApprovalRequest, risk: ToolRisk, decision: ApprovalDecision): ApprovalDecision {

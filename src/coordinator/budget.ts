@@ -191,6 +191,36 @@ export class BudgetLedger {
     }
   }
 
+  /**
+   * Admit an optional call made on an agent's behalf (a background review): like a sub-agent's
+   * call it must fit under the reserve line (stop policy) or the limit, but it never waits and
+   * never trips anything — it is refused (null) and simply not made.
+   */
+  admitOptional(request: ModelRequest): Reservation | null {
+    if (!this.optionalFits()) return null;
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null) return NO_RESERVATION;
+    const usd = this.estimate(request);
+    if (this.#spentUsd + this.#reservedUsd + usd > this.#optionalCap(limitUsd)) return null;
+    if (usd === 0) return NO_RESERVATION;
+    this.#reservedUsd += usd;
+    this.#open += 1;
+    return { usd, settled: false };
+  }
+
+  /** Whether an optional call may still start: no stop, reserve or pause, and spend under its cap. */
+  optionalFits(): boolean {
+    const flags = this.#rt.budgetFlags();
+    if (flags.budgetStopped || flags.reserveStopped || flags.paused) return false;
+    const limitUsd = flags.limitUsd;
+    return limitUsd === null || this.#spentUsd + this.#reservedUsd <= this.#optionalCap(limitUsd) + 1e-9;
+  }
+
+  #optionalCap(limitUsd: number): number {
+    const { policy, reserveFraction } = this.#rt.options.budget;
+    return policy === 'stop' ? reserveFraction * limitUsd : limitUsd;
+  }
+
   /** Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or the stop. */
   #refuse(child: boolean): TurnOutcome {
     const rt = this.#rt;

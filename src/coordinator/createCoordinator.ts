@@ -4,10 +4,11 @@
  */
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
+import { reviewNotes, type ReviewNote } from '../run/backgroundReview.js';
 import type { ExecutionRow, MessagePriority, MessageRow, Store } from '../store/types.js';
 import type { Delegations, ReentryBudgets } from './delegations.js';
 import type { Registry, TreeNode } from './registry.js';
-import { Runtime, type AgentInfo, type TroupeEvent } from './runtime.js';
+import { Runtime, type AgentInfo, type CoordinatorHealth, type TroupeEvent } from './runtime.js';
 import type { CoordinatorOptions } from './options.js';
 
 export interface SendOptions {
@@ -49,6 +50,8 @@ export interface Coordinator extends AsyncDisposable {
   resetToolFailures(id: string): void;
   /** Resolves when no agent is running: every agent is terminal or parked. */
   whenIdle(): Promise<void>;
+  /** Whether work is still accepted (false after a fatal store error or shutdown) and the queues' fill; never throws. */
+  health(): CoordinatorHealth;
   /** Run-wide budget state; per-agent spend is in `get(id).spentUsd` / `.spentByPurpose`. */
   budget(): BudgetState;
   /** Operator pause: every agent parks before its next paid call (calls in flight finish). */
@@ -75,6 +78,11 @@ export interface Coordinator extends AsyncDisposable {
     finish(id: string, end: { status: 'completed' | 'failed'; result: string }): boolean;
     get(id: string): ExecutionRow | undefined;
   };
+  /**
+   * Background review (option `review`): the notes reviewers proposed in this run (persisted as
+   * `review.note` events), and `settled()`, which resolves when the reviews started so far ended.
+   */
+  readonly reviews: { notes(): ReviewNote[]; settled(): Promise<void> };
   /** Self-wake counters per agent (persisted; rows older than 7 days are dropped on resume). */
   readonly reentry: Pick<ReentryBudgets, 'get' | 'record' | 'reset'>;
   /** Stop every actor; persisted statuses stay as they are, so a later resume continues the run. */
@@ -129,6 +137,7 @@ export function coordinatorOf(rt: Runtime): Coordinator {
         return ids;
       }),
     whenIdle: () => rt.whenIdle(),
+    health: () => rt.health(),
     resetToolFailures: (id) => rt.resolve(id).tracker.resetAll(),
     budget: () => {
       const flags = rt.budgetFlags();
@@ -149,6 +158,10 @@ export function coordinatorOf(rt: Runtime): Coordinator {
     executions: {
       finish: (id, end) => rt.finishExecution(id, end),
       get: (id) => rt.store.getExecution(id),
+    },
+    reviews: {
+      notes: () => reviewNotes(rt.store, rt.runId),
+      settled: () => rt.reviews?.settled() ?? Promise.resolve(),
     },
     reentry: rt.reentry,
     shutdown: () => rt.shutdown(),

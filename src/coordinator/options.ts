@@ -42,6 +42,15 @@ export interface ApprovalPolicy {
   request(req: { agentId: string; agentName?: string; action: string; risk: 'read_only' | 'mutation' | 'destructive'; args?: unknown }): Promise<{ approved: boolean; reason: string }>;
   /** Whether the agent has an open approval window (auto-continuation only runs inside one). */
   windowOpen(agentId: string): boolean;
+  /** Told when an approval opens an agent's window: its finished executions continue then. */
+  onWindowOpen?(listener: (agentId: string) => void): () => void;
+}
+
+export interface ReviewOptions {
+  /** Productive turns of an agent between two reviews of it (an integer >= 1). */
+  everyTurns: number;
+  /** Model calls one review may make; default 3, at most 10. */
+  maxSteps?: number;
 }
 
 export type InspectOption = Observer<InspectionEvent> | ((event: InspectionEvent) => void);
@@ -76,6 +85,14 @@ export interface CoordinatorOptions {
    * every tool runs and every finished execution continues its agent.
    */
   approvals?: ApprovalPolicy;
+  /**
+   * Background review (off by default): after every `everyTurns` productive turns of an agent (turns
+   * that called tools), a leaf reviewer forks from its session, may propose one reusable note
+   * (`coordinator.reviews.notes()`, a `review.note` event) and ends within `maxSteps` calls
+   * (default 3). It cannot spawn, delegate or message; its calls are metered as `review` and must
+   * fit under the reserve line; a failed or refused review is logged and ignored.
+   */
+  review?: ReviewOptions;
   clock?: Clock;
   logger?: Logger;
   /** The XState inspection observer, passed to the coordinator and every agent actor. */
@@ -96,6 +113,7 @@ export interface ResolvedOptions {
   retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
   systemPrompt: string | undefined;
   approvals: ApprovalPolicy | null;
+  review: { everyTurns: number; maxSteps: number } | null;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -173,6 +191,17 @@ function resolveRateLimit(value: unknown): ResolvedOptions['rateLimit'] {
   return { requests: integer('rateLimit.requests', limit.requests, 0, 1), intervalMs: integer('rateLimit.intervalMs', limit.intervalMs, 0, 1) };
 }
 
+function resolveReview(value: unknown): ResolvedOptions['review'] {
+  if (value === undefined) return null;
+  if (typeof value !== 'object' || value === null) throw new ConfigError(`Expected review to be { everyTurns, maxSteps? }, got ${show(value)}`);
+  const v = value as Partial<ReviewOptions>;
+  for (const key of Object.keys(v)) if (key !== 'everyTurns' && key !== 'maxSteps') throw new ConfigError(`Unknown option review.${key}`);
+  if (v.everyTurns === undefined) throw new ConfigError('Expected review.everyTurns to be an integer >= 1, got undefined');
+  const maxSteps = integer('review.maxSteps', v.maxSteps, 3, 1);
+  if (maxSteps > 10) throw new ConfigError(`Expected review.maxSteps to be at most 10, got ${maxSteps}`);
+  return { everyTurns: integer('review.everyTurns', v.everyTurns, 1, 1), maxSteps };
+}
+
 function resolveApprovals(value: unknown): ApprovalPolicy | null {
   if (value === undefined) return null;
   const v = value as Partial<ApprovalPolicy> | null;
@@ -225,5 +254,6 @@ export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
     },
     systemPrompt: options.systemPrompt,
     approvals: resolveApprovals(options.approvals),
+    review: resolveReview(options.review),
   };
 }

@@ -38,6 +38,7 @@ import { continuationNote, extractExecutionIds } from '../autonomy/executions.js
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
 import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
 import { BudgetHalt, BudgetLedger } from './budget.js';
+import { BackgroundReviews } from '../run/backgroundReview.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
@@ -123,6 +124,8 @@ export type TroupeEvent =
   | { type: 'agent.said'; agentId: string; name: string; text: string; at: number }
   /** A piece of a streamed model answer (streaming providers only; never persisted). */
   | { type: 'agent.delta'; agentId: string; name: string; delta: ModelDelta; at: number }
+  /** A background review proposed a reusable note about this agent's work (also a `review.note` event row). */
+  | { type: 'review.note'; agentId: string; name: string; title: string; content: string; at: number }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 
@@ -191,6 +194,16 @@ function recordsOf(rows: readonly AgentRow[]): AgentRecord[] {
   }));
 }
 
+/** A snapshot for health checks (`coordinator.health()`). */
+export interface CoordinatorHealth {
+  /** False once the coordinator failed (a fatal store error) or was shut down. */
+  ok: boolean;
+  error: { code: string; message: string } | null;
+  /** Model calls: `waiting` in the queue, `running` now, at most `concurrency` at once. */
+  modelQueue: { waiting: number; running: number; concurrency: number };
+  toolQueue: { waiting: number; running: number; concurrency: number };
+}
+
 export class Runtime {
   readonly runId: string;
   readonly store: Store;
@@ -199,6 +212,8 @@ export class Runtime {
   readonly logger: Logger;
   readonly options: ResolvedOptions;
   readonly tools: ReadonlyMap<string, CompiledTool>;
+  /** Background reviews, when `review` is configured. */
+  readonly reviews: BackgroundReviews | null;
   readonly modelQueue: PQueue;
   readonly toolQueue: PQueue;
   readonly registry: Registry;
@@ -222,6 +237,7 @@ export class Runtime {
   #pending: (() => void)[] | null = null;
   #shutdown = false;
   #failure: TroupeError | null = null;
+  #stopWindowListener: (() => void) | null;
 
   /**
    * @param restore a run read back from the store (resumeCoordinator): its records and flags
@@ -279,6 +295,9 @@ export class Runtime {
     };
     this.delegations = new Delegations(host);
     this.reentry = new ReentryBudgets(host);
+    this.reviews = this.options.review ? new BackgroundReviews(this, this.options.review) : null;
+    // Executions that finished outside the agent's approval window continue when one opens.
+    this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.#continueExecutionsOf(agentId)) ?? null;
     this.#waiters = new Waiters(this.clock, () => this.#running === 0, (id) => this.info(id));
     this.#agentLogic = agentMachine.provide({ actors: { runCycle: createCycleLogic(this) } });
 
@@ -661,6 +680,7 @@ export class Runtime {
           this.store.appendEvent({ runId: this.runId, agentId: h.id, type: 'agent.status', data: { from: prev, to: status, waitKind, error: ctx.error }, at });
           if (status === 'budgetPaused') this.#resumeIfEpochMoved(h, ctx.budgetEpoch);
           if (status !== 'running') this.#rewakeIfMail(h, status);
+          if (prev === 'running' && h.notes.length > 0) this.#rewakeForNotes(h, status);
         }
       });
     } else {
@@ -689,6 +709,17 @@ export class Runtime {
     const finished = status === 'completed' || status === 'stopped';
     const waker = userGated ? pending.find((m) => m.from === 'user') : finished ? pending.find((m) => m.noticeKey === null) : pending[0];
     if (waker) this.afterCommit(() => this.#wake(h, waker));
+  }
+
+  /**
+   * A finished execution's note reached the agent while its turn was ending (the note was
+   * added while it was `running`), and the turn parked it: wake it for the note, which is
+   * already marked continued and would otherwise wait for an unrelated wake. A stopped agent is
+   * not woken (a budget stop would stop it again, and again).
+   */
+  #rewakeForNotes(h: AgentHandle, status: AgentStatus): void {
+    const wakeable = status === 'waiting' || status === 'stalled' || (status === 'completed' && this.options.interactive);
+    if (wakeable) this.afterCommit(() => h.actor.send({ type: 'agent.message', from: 'system', user: false }));
   }
 
   /** Pause policy: a resume that landed between the park decision and the park is not lost. */
@@ -859,11 +890,17 @@ export class Runtime {
     return done;
   }
 
-  /** Continue every finished execution not continued yet (after a restart, or when a window opens). */
+  /** Continue every finished execution not continued yet (after a restart). */
   continueExecutions(): number {
     let n = 0;
     for (const row of this.store.uncontinuedExecutions()) if (this.#continueExecution(row)) n += 1;
     return n;
+  }
+
+  /** An approval opened the agent's window: continue its executions that finished outside it. */
+  #continueExecutionsOf(agentId: string): void {
+    if (this.#shutdown || this.#failure || !this.#agents.has(agentId)) return;
+    for (const row of this.store.uncontinuedExecutions()) if (row.agentId === agentId) this.#continueExecution(row);
   }
 
   #continueExecution(row: ExecutionRow): boolean {
@@ -978,14 +1015,16 @@ export class Runtime {
     const onDelta = (delta: ModelDelta) => {
       if (this.#listeners.size > 0) this.#emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() });
     };
-    const paid = (request.purpose ?? 'main') === 'main';
+    const purpose = request.purpose ?? 'main';
     return this.modelQueue.add(async () => {
       if (signal.aborted) throw signal.reason;
       if (this.#rateLimiter) await this.#rateLimiter.acquire(signal);
       // The budget may have stopped or paused while this call queued: then it never starts.
-      const halt = paid ? this.ledger.recheck(agent) : null;
+      const halt = purpose === 'main' ? this.ledger.recheck(agent) : null;
       if (halt) throw new BudgetHalt(halt);
-      return this.model.complete(request, { signal, onDelta });
+      if (purpose === 'review' && !this.ledger.optionalFits()) throw new TroupeError('BUDGET_EXCEEDED', 'The budget moved while a background review queued; it is skipped.');
+      // A review's answer is not the agent's: it streams to nobody.
+      return this.model.complete(request, purpose === 'review' ? { signal } : { signal, onDelta });
     });
   }
 
@@ -1049,6 +1088,11 @@ export class Runtime {
     return () => this.#listeners.delete(listener);
   }
 
+  /** Deliver an event to subscribers (used by the run's helpers, e.g. background reviews). */
+  publish(event: TroupeEvent): void {
+    this.#emit(event);
+  }
+
   #emit(event: TroupeEvent): void {
     for (const listener of this.#listeners) {
       try {
@@ -1066,6 +1110,18 @@ export class Runtime {
     return this.#waiters.waitFor(h, statuses, timeoutMs);
   }
 
+  /** What a watchdog needs: whether work is still accepted, and how full the two queues are. */
+  health(): CoordinatorHealth {
+    const error = this.#failure ?? (this.#shutdown ? shutDown() : null);
+    const queue = (q: PQueue) => ({ waiting: q.size, running: q.pending, concurrency: q.concurrency });
+    return {
+      ok: error === null,
+      error: error === null ? null : { code: error.code, message: error.message },
+      modelQueue: queue(this.modelQueue),
+      toolQueue: queue(this.toolQueue),
+    };
+  }
+
   /** Resolves when no agent is running: every agent is terminal or parked. */
   whenIdle(): Promise<void> {
     if (this.#failure) return Promise.reject(this.#failure);
@@ -1081,6 +1137,8 @@ export class Runtime {
   async shutdown(): Promise<void> {
     if (this.#shutdown) return;
     this.#shutdown = true;
+    this.#stopWindowListener?.();
+    this.reviews?.close();
     for (const h of this.#agents.values()) h.live?.stop();
     this.coordinator.stop();
     this.modelQueue.clear();

@@ -35,6 +35,7 @@ export function createCycleLogic(rt: Runtime) {
           if (result.items.length > 0) rt.store.appendSession(agent.id, result.items);
           sendBack({ type: 'turn.done', outcome: result.outcome });
         });
+        rt.reviews?.afterTurn(agent, result.outcome);
       }
     };
     // A failed commit has already stopped the coordinator (rt.failure); nothing else escapes.

@@ -18,8 +18,8 @@ export function loadScript(name: string): Script {
 
 export const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-export function team(script: Script | string, options: Partial<CoordinatorOptions> = {}) {
-  const clock = new SimulatedClock();
+export function team(script: Script | string, options: Partial<Omit<CoordinatorOptions, 'clock'>> & { clock?: SimulatedClock } = {}) {
+  const clock = options.clock ?? new SimulatedClock();
   const model = scriptedModel(typeof script === 'string' ? loadScript(script) : script, { clock });
   const store = options.store ?? memoryStore();
   const c: Coordinator = createCoordinator({ model, store, clock, ...options });

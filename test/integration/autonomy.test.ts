@@ -2,6 +2,7 @@
  * Autonomy in the coordinator: async executions continue their agent with no user message in
  * between (seeds/003–004), approvals gate the tools that mutate, and a denial reaches the model.
  */
+import { SimulatedClock } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { ApprovalGate } from '../../src/autonomy/approvalGate.js';
 import { conversation } from '../../src/autonomy/conversation.js';
@@ -134,6 +135,65 @@ describe('auto-continuation of async executions', () => {
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(2);
     await t.c.shutdown();
+  });
+});
+
+describe('an approval window opening', () => {
+  it('continues the executions that finished while the window was closed, once, with no user message for them', async () => {
+    const C = '019f4b20-0000-7000-8000-00000000000c';
+    const clock = new SimulatedClock();
+    const gate = new ApprovalGate({ approver: () => true, windowMs: 1_000, clock });
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tools: [{ name: 'provision', args: { id: A } }, { name: 'respond_to_user', args: { message: 'A started.' } }] },
+            { tools: [{ name: 'provision', args: { id: C } }, { name: 'respond_to_user', args: { message: 'C started.' } }] },
+            respond('A is done.'),
+          ],
+        },
+      },
+      { tools: [provision], interactive: true, approvals: gate, clock },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Provision a container.' });
+    await t.c.waitFor(rootId, ['waiting']);
+    await t.advance(2_000);
+    expect(gate.windowOpen(rootId)).toBe(false);
+
+    // A finishes outside the window: it waits.
+    t.c.executions.finish(A, { status: 'completed', result: 'container 101 up' });
+    await t.advance(10, 10);
+    expect(t.model.calls).toHaveLength(1);
+    expect(t.c.executions.get(A)!.continuedAt).toBeNull();
+
+    // The user asks for more; approving that step opens the window, and A continues the agent
+    // right after the turn, with its note in that call only.
+    await t.c.send(rootId, { content: 'Now provision C.' });
+    await t.advance(10, 10);
+    await t.c.waitFor(rootId, ['waiting']);
+    expect(t.model.calls).toHaveLength(3);
+    expect(JSON.stringify(t.model.calls[1]!.request.messages)).not.toContain(`execution ${A} completed`);
+    expect(t.model.calls[2]!.request.messages.at(-1)!.content).toContain(continuationNote(A, 'completed', 'container 101 up'));
+    expect(t.c.executions.get(A)!.continuedAt).not.toBeNull();
+    expect(userTurns(t, rootId)).toBe(2);
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+});
+
+describe('coordinator.health()', () => {
+  it('reports the queues while work runs, and not ok once shut down', async () => {
+    const t = team({ agents: { lead: [{ tool: 'finish', args: { summary: 'done' } }] } }, { concurrency: { model: 2, tools: 3 } });
+    expect(t.c.health()).toEqual({
+      ok: true,
+      error: null,
+      modelQueue: { waiting: 0, running: 0, concurrency: 2 },
+      toolQueue: { waiting: 0, running: 0, concurrency: 3 },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.c.waitFor(rootId, ['completed']);
+    await t.c.shutdown();
+    expect(t.c.health()).toMatchObject({ ok: false, error: { code: 'COORDINATOR_SHUT_DOWN' } });
   });
 });
 

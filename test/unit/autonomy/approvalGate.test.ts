@@ -183,6 +183,24 @@ describe('ApprovalGate', () => {
     expect(gate.windowOpen('a')).toBe(false);
   });
 
+  it('onWindowOpen hears every explicit approval, not window approvals or denials; a throwing listener changes nothing', async () => {
+    const answers = [true, true, false, true];
+    const { gate } = setup(() => answers.shift() ?? false);
+    const opened: string[] = [];
+    const stop = gate.onWindowOpen((id) => opened.push(id));
+    gate.onWindowOpen(() => {
+      throw new Error('listener bug');
+    });
+    expect(await gate.request(step('a', 'mutation'))).toEqual({ approved: true, reason: 'approved' });
+    expect(await gate.request(step('a', 'mutation'))).toMatchObject({ reason: 'window' });
+    expect(await gate.request(step('b', 'destructive'))).toEqual({ approved: true, reason: 'approved' });
+    expect(await gate.request(step('c', 'mutation'))).toMatchObject({ approved: false });
+    expect(opened).toEqual(['a', 'b']);
+    stop();
+    expect(await gate.request(step('a', 'destructive'))).toEqual({ approved: true, reason: 'approved' });
+    expect(opened).toEqual(['a', 'b']);
+  });
+
   it('rejects an invalid windowMs', () => {
     expect(() => new ApprovalGate({ windowMs: -1 })).toThrow(ConfigError);
     expect(() => new ApprovalGate({ windowMs: Number.NaN })).toThrow(/windowMs/);

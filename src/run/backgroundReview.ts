@@ -1,0 +1,213 @@
+/**
+ * Background review (off by default; seeds/001): after every N productive turns of an agent, a
+ * leaf reviewer forks from the agent's session and may propose one reusable note.
+ *
+ * - **Leaf.** The reviewer is not a member of the team: it has two tools only (`propose_note`,
+ *   `review_done`), so it cannot spawn, delegate or message anyone, and its own calls are not
+ *   turns of any agent — a reviewer is never reviewed.
+ * - **Bounded.** At most `maxSteps` model calls; one note per review; one review per agent at a time.
+ * - **Non-blocking.** The agent's turn never waits for its review; the review's calls share the
+ *   model queue and rate limit with everyone else.
+ * - **Metered and optional.** Each call is reserved like a sub-agent's (it must fit under the
+ *   reserve line) and recorded as `review` against the reviewed agent; when it does not fit, the
+ *   review is skipped, never waited for and never trips a stop.
+ * - **Fail-open.** Any error is logged and ignored.
+ * - **Quarantined.** A note is a proposal: a `review.note` event (persisted) and a TroupeEvent;
+ *   nothing applies it to any agent.
+ * @module
+ */
+import type { TurnOutcome } from '../../machines/types.js';
+import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import type { ModelRequest, SessionItem, ToolCall, ToolSpec } from '../model/types.js';
+import type { Store } from '../store/types.js';
+import { withoutImages } from './compaction.js';
+import { openToolCalls } from './runTurn.js';
+
+export const REVIEW_PROMPT = [
+  'Background review. The work above is paused while you review it; you are a reviewer, not the agent.',
+  'Decide whether a durable, reusable procedure or lesson emerged that would help an agent doing similar work later.',
+  'If yes, call propose_note once with a short title and the note (when to use it, then the steps). Keep it general: no secrets, no session-specific data.',
+  'If nothing is worth keeping, call review_done with a one-line reason. Do no other work.',
+].join('\n');
+
+export const REVIEW_TOOLS: readonly ToolSpec[] = [
+  {
+    name: 'propose_note',
+    description: 'Propose one reusable note (a procedure or lesson). It is kept for a human to review; it changes nothing by itself.',
+    parameters: {
+      type: 'object',
+      properties: {
+        title: { type: 'string', description: 'A short title, one line.' },
+        content: { type: 'string', description: 'When to use it, then the steps.' },
+      },
+      required: ['title', 'content'],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: 'review_done',
+    description: 'End the review, with a one-line reason when nothing was proposed.',
+    parameters: { type: 'object', properties: { reason: { type: 'string' } }, additionalProperties: false },
+  },
+];
+
+const MAX_TITLE = 200;
+const MAX_NOTE = 8_000;
+
+/** A note a background review proposed. */
+export interface ReviewNote {
+  agentId: string;
+  agentName: string;
+  title: string;
+  content: string;
+  at: number;
+}
+
+const productive = (outcome: TurnOutcome) => outcome.kind === 'continue' || outcome.kind === 'wait' || outcome.kind === 'finish';
+
+function parseArgs(call: ToolCall): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(call.arguments || '{}');
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The agent's session as the reviewer reads it: no images, and every open tool call answered. */
+export function forkSession(session: readonly SessionItem[]): SessionItem[] {
+  const items = [...(withoutImages(session) ?? session)];
+  for (const call of openToolCalls(items)) {
+    items.push({ role: 'tool', toolCallId: call.id, name: call.name, content: JSON.stringify({ status: 'pending when this review started' }) });
+  }
+  items.push({ role: 'user', content: REVIEW_PROMPT });
+  return items;
+}
+
+/** Notes background reviews proposed in a run, oldest first. */
+export function reviewNotes(store: Store, runId: string): ReviewNote[] {
+  return store
+    .listEvents(runId)
+    .filter((e) => e.type === 'review.note')
+    .map((e) => {
+      const data = e.data as { agentName: string; title: string; content: string };
+      return { agentId: e.agentId ?? '', agentName: data.agentName, title: data.title, content: data.content, at: e.at };
+    });
+}
+
+export class BackgroundReviews {
+  readonly #rt: Runtime;
+  readonly #everyTurns: number;
+  readonly #maxSteps: number;
+  /** Productive turns since the agent's last review. */
+  readonly #counts = new Map<string, number>();
+  /** Agents with a review running. */
+  readonly #reviewing = new Set<string>();
+  readonly #running = new Set<Promise<void>>();
+  readonly #controller = new AbortController();
+
+  constructor(rt: Runtime, options: { everyTurns: number; maxSteps: number }) {
+    this.#rt = rt;
+    this.#everyTurns = options.everyTurns;
+    this.#maxSteps = options.maxSteps;
+  }
+
+  /** Called after every committed turn of an agent. */
+  afterTurn(agent: AgentHandle, outcome: TurnOutcome): void {
+    if (!productive(outcome) || this.#controller.signal.aborted) return;
+    const n = (this.#counts.get(agent.id) ?? 0) + 1;
+    if (n < this.#everyTurns) {
+      this.#counts.set(agent.id, n);
+      return;
+    }
+    this.#counts.set(agent.id, 0);
+    if (this.#reviewing.has(agent.id)) return;
+    this.#reviewing.add(agent.id);
+    const run = this.#review(agent)
+      .catch((err: unknown) => agent.logger.warn({ err }, 'background review failed (ignored)'))
+      .finally(() => {
+        this.#reviewing.delete(agent.id);
+        this.#running.delete(run);
+      });
+    this.#running.add(run);
+  }
+
+  /** Resolves when every review started so far has ended, or at shutdown (queued calls are dropped then). */
+  async settled(): Promise<void> {
+    const { signal } = this.#controller;
+    const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+    while (this.#running.size > 0 && !signal.aborted) await Promise.race([Promise.all([...this.#running]), aborted]);
+  }
+
+  /** Abort reviews in flight (shutdown); they end without writing anything more. */
+  close(): void {
+    this.#controller.abort(new Error('the coordinator shut down'));
+  }
+
+  async #review(agent: AgentHandle): Promise<void> {
+    const rt = this.#rt;
+    const signal = this.#controller.signal;
+    const messages = forkSession(rt.store.loadSession(agent.id));
+    agent.logger.info('background review started');
+    let proposed = false;
+    for (let step = 1; step <= this.#maxSteps; step++) {
+      const request: ModelRequest = {
+        agent: { id: `${agent.id}:review`, name: `${agent.name}:review`, parentId: agent.id, depth: agent.depth + 1 },
+        system: `You are the background reviewer of agent ${agent.name} (${agent.id}) in a troupe team. You only review; you cannot act.`,
+        // A copy: the model (or its recorder) may keep the request after the call.
+        messages: [...messages],
+        tools: REVIEW_TOOLS,
+        turn: step,
+        purpose: 'review',
+      };
+      const reservation = rt.ledger.admitOptional(request);
+      if (reservation === null) {
+        agent.logger.info('background review skipped: it does not fit in the budget');
+        return;
+      }
+      let turn;
+      try {
+        turn = await rt.complete(agent, request, signal);
+      } catch (err) {
+        rt.ledger.release(reservation);
+        throw err;
+      }
+      if (signal.aborted) {
+        rt.ledger.release(reservation);
+        return;
+      }
+      rt.ledger.record(agent, turn.usage, 'review', reservation);
+      if (turn.toolCalls.length === 0) break;
+      messages.push({ role: 'assistant', content: turn.text, toolCalls: turn.toolCalls });
+      let done = false;
+      for (const call of turn.toolCalls) {
+        const result = this.#toolResult(agent, call, proposed);
+        if (result.proposed) proposed = true;
+        if (result.done) done = true;
+        messages.push({ role: 'tool', toolCallId: call.id, name: call.name, content: JSON.stringify(result.body), isError: !result.ok });
+      }
+      if (done) break;
+    }
+    agent.logger.info({ proposed }, 'background review ended');
+  }
+
+  #toolResult(agent: AgentHandle, call: ToolCall, proposed: boolean): { ok: boolean; done?: boolean; proposed?: boolean; body: unknown } {
+    const fail = (message: string) => ({ ok: false, body: { success: false, error: { code: 'TOOL_INPUT_INVALID', message } } });
+    if (call.name === 'review_done') return { ok: true, done: true, body: { success: true } };
+    if (call.name !== 'propose_note') {
+      return { ok: false, body: { success: false, error: { code: 'TOOL_NOT_FOUND', message: `A reviewer can only call propose_note and review_done, not ${call.name}.` } } };
+    }
+    if (proposed) return fail('One note per review: this review already proposed one. Call review_done.');
+    const args = parseArgs(call);
+    const title = typeof args?.title === 'string' ? args.title.trim() : '';
+    const content = typeof args?.content === 'string' ? args.content.trim() : '';
+    if (title === '' || /[\n\r]/.test(title) || title.length > MAX_TITLE) return fail(`Expected title to be one line of 1..${MAX_TITLE} characters.`);
+    if (content === '' || content.length > MAX_NOTE) return fail(`Expected content to be 1..${MAX_NOTE} characters.`);
+    const rt = this.#rt;
+    const at = rt.clock.now();
+    rt.commit(() => rt.store.appendEvent({ runId: rt.runId, agentId: agent.id, type: 'review.note', data: { agentName: agent.name, title, content }, at }));
+    rt.publish({ type: 'review.note', agentId: agent.id, name: agent.name, title, content, at });
+    agent.logger.info({ title }, 'background review proposed a note');
+    return { ok: true, proposed: true, body: { success: true, note: 'Saved for review. Call review_done.' } };
+  }
+}

@@ -156,7 +156,7 @@ export function coordinatorOf(rt: Runtime): Coordinator {
     subscribe: (listener) => rt.subscribe(listener),
     delegations: rt.delegations,
     executions: {
-      finish: (id, end) => rt.finishExecution(id, end),
+      finish: (id, end) => rt.executions.finish(id, end),
       get: (id) => rt.store.getExecution(id),
     },
     reviews: {

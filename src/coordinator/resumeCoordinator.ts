@@ -95,6 +95,6 @@ export async function resumeCoordinator(options: ResumeOptions): Promise<Coordin
   const rt = new Runtime({ ...rest, store, interactive: run.interactive }, { run, agents, spentUsd });
   rt.respawn(agents, spentByAgent);
   // Executions that finished while the process was down continue their agents, once.
-  rt.continueExecutions();
+  rt.executions.continueAll();
   return coordinatorOf(rt);
 }

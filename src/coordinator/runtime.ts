@@ -33,12 +33,12 @@ import { INTERRUPTED, STOP_REQUESTED } from '../run/runTurn.js';
 import { childFirstInput, inheritedContext, rootFirstInput, systemPrompt } from '../run/texts.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { newAgentRow } from '../store/rows.js';
-import type { AgentRow, ExecutionRow, MessagePriority, MessageRow, NewMessage, RunRow, Store } from '../store/types.js';
-import { continuationNote, extractExecutionIds } from '../autonomy/executions.js';
+import type { AgentRow, MessagePriority, MessageRow, NewMessage, RunRow, Store } from '../store/types.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
 import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
 import { BudgetHalt, BudgetLedger } from './budget.js';
 import { BackgroundReviews } from '../run/backgroundReview.js';
+import { AsyncExecutions } from './executions.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
@@ -212,6 +212,8 @@ export class Runtime {
   readonly logger: Logger;
   readonly options: ResolvedOptions;
   readonly tools: ReadonlyMap<string, CompiledTool>;
+  /** Async executions tools started, and their continuation of agents. */
+  readonly executions: AsyncExecutions;
   /** Background reviews, when `review` is configured. */
   readonly reviews: BackgroundReviews | null;
   readonly modelQueue: PQueue;
@@ -297,7 +299,8 @@ export class Runtime {
     this.reentry = new ReentryBudgets(host);
     this.reviews = this.options.review ? new BackgroundReviews(this, this.options.review) : null;
     // Executions that finished outside the agent's approval window continue when one opens.
-    this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.#continueExecutionsOf(agentId)) ?? null;
+    this.executions = new AsyncExecutions(this);
+    this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.executions.continueFor(agentId)) ?? null;
     this.#waiters = new Waiters(this.clock, () => this.#running === 0, (id) => this.info(id));
     this.#agentLogic = agentMachine.provide({ actors: { runCycle: createCycleLogic(this) } });
 
@@ -868,64 +871,19 @@ export class Runtime {
 
   // ── graph queries used by the built-in tools ───────────────────────────────────────────────
 
-  // ── async executions (auto-continuation) ─────────────────────────────────────────────────────
-
-  /** Link the executions a tool result announces (`execution <uuid> running|queued`) to the agent. */
-  linkExecutions(agent: AgentHandle, text: string): void {
-    const ids = extractExecutionIds(text);
-    if (ids.length === 0) return;
-    const at = this.clock.now();
-    this.commit(() => {
-      for (const id of ids) this.store.linkExecution({ id, agentId: agent.id, linkedAt: at });
-    });
-    agent.logger.info({ executions: ids }, 'linked async executions');
+  /** False once the coordinator failed or was shut down. */
+  get usable(): boolean {
+    return !this.#shutdown && this.#failure === null;
   }
 
-  /** The host reports an execution's end; its agent is re-invoked with the result. False if unknown or already finished. */
-  finishExecution(id: string, end: { status: 'completed' | 'failed'; result: string }): boolean {
-    this.#assertUsable();
-    if (end.status !== 'completed' && end.status !== 'failed') throw new ConfigError(`Expected status "completed" or "failed", got ${JSON.stringify(end.status)}`);
-    const done = this.commit(() => this.store.finishExecution(id, { status: end.status, result: String(end.result ?? ''), at: this.clock.now() }));
-    if (done) this.#continueExecution(this.store.getExecution(id)!);
-    return done;
-  }
-
-  /** Continue every finished execution not continued yet (after a restart). */
-  continueExecutions(): number {
-    let n = 0;
-    for (const row of this.store.uncontinuedExecutions()) if (this.#continueExecution(row)) n += 1;
-    return n;
-  }
-
-  /** An approval opened the agent's window: continue its executions that finished outside it. */
-  #continueExecutionsOf(agentId: string): void {
-    if (this.#shutdown || this.#failure || !this.#agents.has(agentId)) return;
-    for (const row of this.store.uncontinuedExecutions()) if (row.agentId === agentId) this.#continueExecution(row);
-  }
-
-  #continueExecution(row: ExecutionRow): boolean {
-    const h = this.#agents.get(row.agentId);
-    if (!h || row.finishedAt === null || row.status === 'running') return false;
-    if (this.options.approvals && !this.options.approvals.windowOpen(h.id)) return false;
-    const status = h.status;
-    const wakeable =
-      status === 'running' || status === 'waiting' || status === 'stalled' || ((status === 'completed' || status === 'stopped') && this.options.interactive);
-    if (!wakeable) return false;
-    // Marked before the agent runs: a continuation can never loop.
-    if (!this.commit(() => this.store.markExecutionContinued(row.id, this.clock.now()))) return false;
-    h.notes.push(continuationNote(row.id, row.status, row.result ?? ''));
-    h.logger.info({ execution: row.id, status: row.status }, 're-invoking the agent with a finished execution');
-    if (status !== 'running') h.actor.send({ type: 'agent.message', from: 'system', user: false });
-    return true;
-  }
-
-  #assertUsable(): void {
+  /** Throws the fatal failure, or COORDINATOR_SHUT_DOWN, once work is no longer accepted. */
+  assertUsable(): void {
     if (this.#failure) throw this.#failure;
     if (this.#shutdown) throw shutDown();
   }
 
   pauseBudget(): void {
-    this.#assertUsable();
+    this.assertUsable();
     this.commit(() => {
       this.coordinator.send({ type: 'budget.pause' });
       this.store.updateRun(this.runId, { budget: this.budgetFlags() });
@@ -934,7 +892,7 @@ export class Runtime {
 
   resumeBudget(limitUsd?: number): string[] {
     if (limitUsd !== undefined) positiveLimit('resumeBudget limitUsd', limitUsd);
-    this.#assertUsable();
+    this.assertUsable();
     const parked = [...this.#agents.values()].filter((h) => h.status === 'budgetPaused').map((h) => h.id);
     this.commit(() => {
       this.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });

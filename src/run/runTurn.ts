@@ -284,7 +284,7 @@ async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal
     if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
     // An async execution this tool started is linked to the agent, to continue it when it ends.
-    if (!isError && !deferred && rt.tools.has(call.name)) rt.linkExecutions(agent, content);
+    if (!isError && !deferred && rt.tools.has(call.name)) rt.executions.link(agent, content);
     // A deferred call (a parking wait) is answered when the agent wakes.
     if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
     if (isError) {

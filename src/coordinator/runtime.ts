@@ -252,6 +252,9 @@ export class Runtime {
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? pino({ level: 'silent' });
     this.runId = restore?.run.id ?? options.runId ?? `run_${newId()}`;
+    if (!restore && options.runId !== undefined && this.store.getRun(options.runId)) {
+      throw new ConfigError(`The store already holds run ${options.runId}: resume it with resumeCoordinator({ store, runId })`);
+    }
     this.#inspect = options.inspect;
     const tools = new Map<string, CompiledTool>();
     for (const tool of options.tools ?? []) {

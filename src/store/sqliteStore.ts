@@ -489,6 +489,7 @@ function createSqliteStore(
 
     insertRun: (run) =>
       transaction(() => {
+        if (q.getRun.get(run.id)) throw new TroupeError('CONFIG_INVALID', `store: run ${run.id} exists`);
         q.insertRun.run(run.id, run.createdAt, run.interactive ? 1 : 0, run.rootId, JSON.stringify(run.budget));
       }),
     getRun: (id) => {

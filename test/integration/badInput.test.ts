@@ -227,6 +227,15 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
 });
 
 describe('bad API calls throw typed errors and change nothing', () => {
+  it('createCoordinator with the id of a run the store already holds', async () => {
+    const t = team({ agents: { lead: [finish] } });
+    await t.c.start({ name: 'lead', task: 'x' });
+    expect(() => createCoordinator({ model: scriptedModel({ agents: {} }), store: t.store, runId: t.c.runId })).toThrow(
+      /already holds run .*resumeCoordinator/,
+    );
+    await t.c.shutdown();
+  });
+
   const model = () => scriptedModel({ agents: { lead: [{ tool: 'finish', args: { summary: 'done' } }] } });
 
   it.each([

@@ -42,6 +42,14 @@ export function describeStoreContract(name: string, create: () => Store) {
       return store;
     };
 
+    it('refuses a second run with the same id as CONFIG_INVALID, keeping the first', () => {
+      const store = fresh();
+      expect(() =>
+        store.insertRun({ id: 'run1', createdAt: 9, interactive: true, rootId: null, budget: store.getRun('run1')!.budget }),
+      ).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+      expect(store.getRun('run1')).toMatchObject({ createdAt: 1, interactive: false });
+    });
+
     it('registers an agent together with its first input', () => {
       const store = fresh();
       store.registerAgent(agentRow('a'), [FIRST]);

@@ -8,6 +8,7 @@ import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { isProactiveRunId } from '../autonomy/proactiveRouter.js';
 import { createCoordinator, type Coordinator } from '../coordinator/createCoordinator.js';
 import type { BudgetOptions, CoordinatorOptions } from '../coordinator/options.js';
 import { toTree, type AgentView } from '../coordinator/registry.js';
@@ -46,7 +47,7 @@ export interface Io {
 
 const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 const DEMO_DB = '.troupe/demo.db';
-const LOG_FILE = '.troupe/troupe.log';
+export const LOG_FILE = '.troupe/troupe.log';
 const DEMO_MODEL = 'troupe-demo';
 const DEMO_PRICE: ModelPrice = { inputPer1M: 2, cachedInputPer1M: 0.5, outputPer1M: 8 };
 const DEMO_BUDGET: BudgetOptions = { limitUsd: 0.5, prices: { [DEMO_MODEL]: DEMO_PRICE } };
@@ -63,6 +64,13 @@ Usage:
   troupe tree   [--db <file>] [--json]   the agent tree, read from the database
   troupe send <agent> "<text>" [--db <file>]   message an agent (a live run gets it at once; otherwise on resume)
   troupe stop <agent> [--db <file>]            stop an agent and its descendants (live or not)
+  troupe serve ["<task>" | --resume] [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
+               [--db <file>] [--config <file>] [--stream] [--json] [-v]
+                                         long-running: proactive triggers (config "proactive") start or
+                                         message runs, a watchdog checks the store, model and queues;
+                                         with a task (or --resume) it also hosts an interactive main run
+
+  resume, status, tree, send and stop take --run <id> (default: the latest run no trigger started).
 
 Environment: OPENAI_API_KEY, OPENAI_BASE_URL. Config file: ./troupe.config.json or --config.
 Logs: .troupe/troupe.log (-v also prints them).`;
@@ -99,12 +107,14 @@ const FLAGS = {
   interactive: { type: 'boolean' },
   config: { type: 'string' },
   stream: { type: 'boolean' },
+  resume: { type: 'boolean' },
+  run: { type: 'string' },
 } as const;
 
-type Flag = keyof typeof FLAGS;
+export type Flag = keyof typeof FLAGS;
 
 /** Parse one command's arguments; a flag the command does not take is a usage error. */
-function parse(command: string, argv: string[], allowed: readonly Flag[], positionals: number) {
+export function parse(command: string, argv: string[], allowed: readonly Flag[], positionals: number) {
   let parsed;
   try {
     parsed = parseArgs({ args: splitInspect(argv), options: FLAGS, allowPositionals: positionals > 0, strict: true });
@@ -122,7 +132,7 @@ function parse(command: string, argv: string[], allowed: readonly Flag[], positi
 
 const VIEW_FLAGS: Flag[] = ['db', 'json', 'verbose', 'inspect', 'inspect-port'];
 
-function number(name: string, value: string | undefined, integer = false): number | undefined {
+export function number(name: string, value: string | undefined, integer = false): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (value.trim() === '' || !Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
@@ -169,6 +179,8 @@ async function drive(
   });
   const root = await c.waitFor(rootId, TERMINAL);
   await c.whenIdle();
+  // Background reviews (config `review`) are bounded: let the ones running propose their note.
+  await c.reviews.settled();
   input?.close();
   stopKill?.();
   stopInbox();
@@ -183,7 +195,7 @@ async function drive(
 }
 
 /** Apply what `troupe send` / `troupe stop` in other processes posted to this live run. */
-function serveInbox(c: Coordinator, store: SqliteStore, everyMs = 200): () => void {
+export function serveInbox(c: Coordinator, store: SqliteStore, everyMs = 200): () => void {
   let busy = false;
   const poll = async () => {
     if (busy) return;
@@ -230,7 +242,7 @@ async function postAndWait(db: string, runId: string, kind: InboxKind, payload: 
   return EXIT.OK;
 }
 
-function modelFor(config: CliConfig): Model {
+export function modelFor(config: CliConfig): Model {
   if (!config.model) throw new ConfigError(MODEL_HINT);
   return openaiModel({
     model: config.model,
@@ -238,7 +250,7 @@ function modelFor(config: CliConfig): Model {
   });
 }
 
-function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 'model' | 'store'> {
+export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 'model' | 'store'> {
   return defined({
     interactive: config.interactive,
     budget: config.budget,
@@ -246,6 +258,7 @@ function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 'model'
     concurrency: config.concurrency,
     rateLimit: config.rateLimit,
     idleResumeMs: config.idleResumeMs,
+    review: config.review,
   });
 }
 
@@ -322,7 +335,25 @@ async function run(argv: string[], io: Io): Promise<number> {
   }
 }
 
-function savedConfig(store: SqliteStore, run: RunRow): SavedRunConfig {
+/** The latest run no proactive trigger started (`troupe serve` keeps `proactive-<name>` runs in the same database). */
+export function latestMainRun(store: Pick<SqliteStore, 'listRuns'>): RunRow | undefined {
+  return store.listRuns().filter((r) => !isProactiveRunId(r.id)).at(-1);
+}
+
+/**
+ * The run resume, status, tree, send and stop act on: `--run <id>` if given (RUN_NOT_FOUND if the
+ * database has no such run), else the latest main run, else the latest run.
+ */
+export function latestRun(store: Pick<SqliteStore, 'listRuns'>, runId?: string): RunRow | undefined {
+  if (runId !== undefined) {
+    const run = store.listRuns().find((r) => r.id === runId);
+    if (!run) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${runId}`);
+    return run;
+  }
+  return latestMainRun(store) ?? store.listRuns().at(-1);
+}
+
+export function savedConfig(store: SqliteStore, run: RunRow): SavedRunConfig {
   const event = store.listEvents(run.id).find((e) => e.type === 'cli.run');
   return (event?.data ?? {}) as SavedRunConfig;
 }
@@ -337,15 +368,15 @@ function answeredCalls(store: SqliteStore, runId: string): Record<string, number
 }
 
 async function resume(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget'], 0);
-  const db = values.db ?? (existsSync(DEFAULT_DB) || !existsSync(DEMO_DB) ? DEFAULT_DB : DEMO_DB);
+  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget', 'run'], 0);
+  const db = defaultReadDb(values.db);
   if (!existsSync(db)) throw new TroupeError('RUN_NOT_FOUND', `No database at ${db}: start a run with troupe run or troupe demo first`);
   const store = openStore({ path: db });
   let server: FakeOpenAIServer | undefined;
   let closeInspector = () => Promise.resolve();
   let c: Coordinator | undefined;
   try {
-    const run = store.listRuns().at(-1);
+    const run = latestRun(store, values.run);
     if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume`);
     const saved = savedConfig(store, run);
     const budgetUsd = number('budget', values.budget);
@@ -376,13 +407,16 @@ async function resume(argv: string[], io: Io): Promise<number> {
 
 // ── reading a database ─────────────────────────────────────────────────────────────────────────
 
-function readRun(db: string): { store: SqliteStore; run: RunRow } {
+function readRun(db: string, runId: string | undefined): { store: SqliteStore; run: RunRow } {
   if (!existsSync(db)) throw new TroupeError('RUN_NOT_FOUND', `No database at ${db}`);
   const store = openStore({ path: db, readonly: true });
-  const run = store.listRuns().at(-1);
-  if (!run) {
+  let run: RunRow | undefined;
+  try {
+    run = latestRun(store, runId);
+    if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run`);
+  } catch (err) {
     store.close();
-    throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run`);
+    throw err;
   }
   return { store, run };
 }
@@ -406,8 +440,8 @@ function views(store: SqliteStore, runId: string): AgentView[] {
 const defaultReadDb = (db: string | undefined) => db ?? (existsSync(DEFAULT_DB) || !existsSync(DEMO_DB) ? DEFAULT_DB : DEMO_DB);
 
 function tree(argv: string[], io: Io): number {
-  const { values } = parse('tree', argv, ['db', 'json'], 0);
-  const { store, run } = readRun(defaultReadDb(values.db));
+  const { values } = parse('tree', argv, ['db', 'json', 'run'], 0);
+  const { store, run } = readRun(defaultReadDb(values.db), values.run);
   try {
     const nodes = toTree(new Map(views(store, run.id).map((v) => [v.id, v])));
     io.out.write(values.json ? `${JSON.stringify({ runId: run.id, tree: nodes })}\n` : `${treeLines(nodes).join('\n')}\n`);
@@ -418,9 +452,9 @@ function tree(argv: string[], io: Io): number {
 }
 
 function status(argv: string[], io: Io): number {
-  const { values } = parse('status', argv, ['db', 'json'], 0);
+  const { values } = parse('status', argv, ['db', 'json', 'run'], 0);
   const db = defaultReadDb(values.db);
-  const { store, run } = readRun(db);
+  const { store, run } = readRun(db, values.run);
   try {
     const agents = views(store, run.id);
     const counts: Record<string, number> = {};
@@ -453,19 +487,24 @@ function status(argv: string[], io: Io): number {
  * Run `idle` on a run no process is driving (this process owns the database meanwhile), or `live`
  * with the run's id when another process owns it (RUN_LOCKED): that process applies the request.
  */
-async function onRun(db: string, idle: (store: SqliteStore, run: RunRow) => Promise<number>, live: (runId: string) => Promise<number>): Promise<number> {
+async function onRun(
+  db: string,
+  runId: string | undefined,
+  idle: (store: SqliteStore, run: RunRow) => Promise<number>,
+  live: (runId: string) => Promise<number>,
+): Promise<number> {
   if (!existsSync(db)) throw new TroupeError('RUN_NOT_FOUND', `No database at ${db}`);
   let store: SqliteStore;
   try {
     store = openStore({ path: db });
   } catch (err) {
     if (!(isTroupeError(err) && err.code === 'RUN_LOCKED')) throw err;
-    const { store: reader, run } = readRun(db);
+    const { store: reader, run } = readRun(db, runId);
     reader.close();
     return live(run.id);
   }
   try {
-    const run = store.listRuns().at(-1);
+    const run = latestRun(store, runId);
     if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run`);
     return await idle(store, run);
   } finally {
@@ -474,11 +513,11 @@ async function onRun(db: string, idle: (store: SqliteStore, run: RunRow) => Prom
 }
 
 async function send(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parse('send', argv, ['db'], 2);
+  const { values, positionals } = parse('send', argv, ['db', 'run'], 2);
   const [agent, text] = positionals;
   if (!agent || !text) throw new ConfigError('Usage: troupe send <agent> "<text>"');
   const db = defaultReadDb(values.db);
-  return onRun(db, (store, run) => {
+  return onRun(db, values.run, (store, run) => {
     const target = store.listAgents(run.id).find((a) => a.id === agent || a.name === agent);
     if (!target) throw new TroupeError('AGENT_NOT_FOUND', `No agent "${agent}" in run ${run.id}`);
     const row = store.enqueueMessage({
@@ -499,11 +538,11 @@ async function send(argv: string[], io: Io): Promise<number> {
 }
 
 async function stop(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parse('stop', argv, ['db'], 1);
+  const { values, positionals } = parse('stop', argv, ['db', 'run'], 1);
   const [agent] = positionals;
   if (!agent) throw new ConfigError('Usage: troupe stop <agent>');
   const db = defaultReadDb(values.db);
-  return onRun(db, async (store, run) => {
+  return onRun(db, values.run, async (store, run) => {
     const target = store.listAgents(run.id).find((a) => a.id === agent || a.name === agent);
     if (!target) throw new TroupeError('AGENT_NOT_FOUND', `No agent "${agent}" in run ${run.id}`);
     // Stopping goes through the coordinator (notices, cascade) without running anyone's turn:
@@ -541,6 +580,8 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
       return send(rest, io);
     case 'stop':
       return stop(rest, io);
+    case 'serve':
+      return (await import('./serve.js')).serve(rest, io);
     case undefined:
     case '--help':
     case '-h':

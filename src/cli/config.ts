@@ -6,7 +6,9 @@
  * @module
  */
 import { existsSync, readFileSync } from 'node:fs';
-import type { BudgetOptions, Limits } from '../coordinator/options.js';
+import { parseProactiveConfig, type ProactiveTrigger } from '../autonomy/proactive.js';
+import { isValidAgentName } from '../autonomy/proactiveRouter.js';
+import type { BudgetOptions, Limits, ReviewOptions } from '../coordinator/options.js';
 import { ConfigError } from '../errors.js';
 
 export interface CliConfig {
@@ -25,10 +27,32 @@ export interface CliConfig {
   idleResumeMs?: number;
   /** The database file. Default `.troupe/troupe.db`. */
   db?: string;
+  /** Background review: `{ everyTurns, maxSteps? }` (off when absent). */
+  review?: ReviewOptions;
+  /**
+   * `troupe serve`: proactive triggers, as `parseProactiveConfig` accepts them (snake_case or
+   * camelCase keys). Validated when the file is read.
+   */
+  proactive?: ProactiveSection;
+  /** `troupe serve`: the health checks' interval and the failures at which one is logged at error. */
+  watchdog?: WatchdogSection;
+}
+
+/** The `proactive` section of the config file: `{ enabled?, triggers: [...] }` (see parseProactiveConfig). */
+export interface ProactiveSection {
+  enabled?: boolean;
+  triggers?: Record<string, unknown>[];
+}
+
+export interface WatchdogSection {
+  /** Between the end of one round of health checks and the next; default 30 000. */
+  intervalMs?: number;
+  /** Consecutive failures of a check at which it is logged at error; default 3. */
+  failureThreshold?: number;
 }
 
 /** What is saved with a run (an `cli.run` event): everything needed to resume it, no secrets. */
-export type SavedRunConfig = Omit<CliConfig, 'apiKey'> & { demo?: boolean };
+export type SavedRunConfig = Omit<CliConfig, 'apiKey' | 'proactive' | 'watchdog'> & { demo?: boolean };
 
 export const DEFAULT_DB = '.troupe/troupe.db';
 export const DEFAULT_CONFIG_FILE = 'troupe.config.json';
@@ -47,6 +71,9 @@ const KEYS = new Set<keyof CliConfig>([
   'rateLimit',
   'idleResumeMs',
   'db',
+  'review',
+  'proactive',
+  'watchdog',
 ]);
 
 /** Read the config file: `path` must exist; without it, ./troupe.config.json is used if present. */
@@ -65,7 +92,55 @@ export function loadConfigFile(path: string | undefined): CliConfig {
   for (const key of Object.keys(parsed)) {
     if (!KEYS.has(key as keyof CliConfig)) throw new ConfigError(`Unknown key "${key}" in ${file}; known keys: ${[...KEYS].join(', ')}`);
   }
-  return parsed as CliConfig;
+  const config = parsed as CliConfig & Record<string, unknown>;
+  if (config.proactive !== undefined) proactiveTriggers(config.proactive, file);
+  if (config.watchdog !== undefined) watchdogSection(config.watchdog, file);
+  return config;
+}
+
+/**
+ * The triggers of a `proactive` section (none when it is missing or `enabled: false`), checked as
+ * `parseProactiveConfig` checks them, and each name must be able to name the root agent of its run
+ * `proactive-<name>` (one line of 1..64 characters). Throws ConfigError naming the file and field.
+ */
+export function proactiveTriggers(section: unknown, file = 'the config file'): ProactiveTrigger[] {
+  let triggers: ProactiveTrigger[];
+  try {
+    triggers = parseProactiveConfig(section);
+    // Disabled triggers are checked too: a section that is wrong stays wrong when re-enabled.
+    const disabled = typeof section === 'object' && section !== null && (section as ProactiveSection).enabled === false;
+    const all = disabled ? parseProactiveConfig({ ...section, enabled: true }) : triggers;
+    all.forEach((t, i) => {
+      if (!isValidAgentName(t.name)) {
+        throw new ConfigError(`proactive.triggers[${i}].name must be one line of at most 64 characters (it names the root agent of run proactive-<name>), got ${JSON.stringify(t.name)}`, {
+          details: { field: `proactive.triggers[${i}].name`, value: t.name },
+        });
+      }
+    });
+  } catch (err) {
+    if (err instanceof ConfigError) throw new ConfigError(`${file}: ${err.message}`, { cause: err, ...(err.details ? { details: err.details } : {}) });
+    throw err;
+  }
+  return triggers;
+}
+
+/** The `watchdog` section, checked: `{ intervalMs?, failureThreshold? }`, whole numbers >= 1. */
+export function watchdogSection(section: unknown, file = 'the config file'): WatchdogSection {
+  if (section === undefined || section === null) return {};
+  if (typeof section !== 'object' || Array.isArray(section)) throw new ConfigError(`${file}: watchdog must be an object { intervalMs?, failureThreshold? }, got ${JSON.stringify(section)}`);
+  const out: WatchdogSection = {};
+  for (const [key, value] of Object.entries(section)) {
+    if (key !== 'intervalMs' && key !== 'failureThreshold') {
+      throw new ConfigError(`${file}: watchdog has an unknown field "${key}" (expected intervalMs, failureThreshold)`);
+    }
+    if (value === undefined) continue;
+    const max = key === 'intervalMs' ? 2_147_483_647 : Number.MAX_SAFE_INTEGER;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+      throw new ConfigError(`${file}: watchdog.${key} must be a whole number >= 1${key === 'intervalMs' ? ' (ms)' : ''}, got ${JSON.stringify(value)}`);
+    }
+    out[key] = value;
+  }
+  return out;
 }
 
 /** Drop undefined values so that they do not override a value from an earlier source. */
@@ -102,7 +177,10 @@ To see troupe work without any model or key, run the offline demo: troupe demo`;
 
 /** Everything of a config that may be written to the database. */
 export function toSaved(config: CliConfig, demo: boolean): SavedRunConfig {
-  const { apiKey: _omit, ...rest } = config;
+  // The serve-only sections are not a run's settings.
+  const { apiKey: _omit, proactive: _proactive, watchdog: _watchdog, ...rest } = config;
   void _omit;
+  void _proactive;
+  void _watchdog;
   return { ...rest, ...(demo ? { demo } : {}) };
 }

@@ -4,11 +4,12 @@
  * the commands that read or change a run that is not live.
  */
 import { execFile, type ExecFileException } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/sqliteStore.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 
 const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
@@ -115,6 +116,36 @@ describe('troupe run', () => {
     expect(server.requests[0]!.headers.authorization).toBe('Bearer sk-cli-test-secret');
     expect(existsSync(join(cwd, '.troupe/troupe.db'))).toBe(true);
     expect(readFileSync(join(cwd, '.troupe/troupe.log'), 'utf8')).not.toContain('sk-cli-test-secret');
+  });
+
+  it('config "review": a background reviewer forks after productive turns and its note is in the database', async () => {
+    await using server = await createFakeOpenAIServer((request) => {
+      const body = request.body as { messages: { role: string; content: string }[] };
+      if (body.messages[0]!.content.includes('background reviewer')) {
+        return { message: { toolCalls: [{ name: 'propose_note', arguments: { title: 'Check the graph first', content: 'Look at the agent graph before finishing.' } }] } };
+      }
+      const turns = body.messages.filter((m) => m.role === 'assistant').length;
+      return turns === 0
+        ? { message: { toolCalls: [{ name: 'view_agent_graph', arguments: {} }] } }
+        : { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'all done' } }] } };
+    });
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ model: 'm', baseURL: server.url, apiKey: 'k', review: { everyTurns: 2, maxSteps: 1 } }));
+    const r = await troupe(['run', 'Say hello', '--json'], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    const store = openStore({ path: join(cwd, '.troupe/troupe.db'), readonly: true });
+    try {
+      const run = store.listRuns().at(-1)!;
+      expect(store.listEvents(run.id).filter((e) => e.type === 'review.note').map((e) => e.data.title)).toEqual(['Check the graph first']);
+      expect(store.listUsage(run.id).map((u) => u.purpose)).toEqual(['main', 'main', 'review']);
+    } finally {
+      store.close();
+    }
+
+    writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ model: 'm', baseURL: server.url, review: { everyTurns: 0 } }));
+    const bad = await troupe(['run', 'x'], cwd);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('review.everyTurns');
   });
 
   it('a provider that refuses the key: the run ends failed, exit 1', async () => {

@@ -1,0 +1,226 @@
+/**
+ * `troupe serve` as a subprocess of the built CLI, against the fake OpenAI-compatible server: a
+ * file_change trigger starts run `proactive-<name>`, SIGTERM stops it with exit 0 and the database
+ * stays usable; a main run gets named-agent fires and `troupe send`; a bad section exits 2.
+ */
+import { execFile, spawn, type ChildProcess, type ExecFileException } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/sqliteStore.js';
+import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
+
+const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
+const cleanEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENAI_')));
+
+interface Served {
+  child: ChildProcess;
+  lines: string[];
+  stderr: () => string;
+  /** Resolves with the first stdout line matching `pattern` (already printed or to come). */
+  line(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  /** Resolves with the exit code once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const children: ChildProcess[] = [];
+afterEach(() => {
+  // A test that failed half-way must not leave a server running.
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
+function serve(args: string[], cwd: string): Served {
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], { cwd, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const lines: string[] = [];
+  let partial = '';
+  let stderr = '';
+  const watchers = new Set<() => void>();
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    const parts = (partial + chunk).split('\n');
+    partial = parts.pop()!;
+    lines.push(...parts);
+    for (const w of [...watchers]) w();
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const line = (pattern: RegExp, timeoutMs = 30_000) =>
+    new Promise<string>((resolve, reject) => {
+      const check = () => {
+        const found = lines.find((l) => pattern.test(l));
+        if (found === undefined) return false;
+        done();
+        resolve(found);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms\nstdout:\n${lines.join('\n')}\nstderr:\n${stderr}`));
+      }, timeoutMs);
+      const onExit = () => {
+        if (check()) return;
+        done();
+        reject(new Error(`troupe serve exited before printing ${pattern}\nstdout:\n${lines.join('\n')}\nstderr:\n${stderr}`));
+      };
+      const done = () => {
+        clearTimeout(timer);
+        watchers.delete(watch);
+        child.off('exit', onExit);
+      };
+      const watch = () => void check();
+      if (check()) return;
+      watchers.add(watch);
+      child.on('exit', onExit);
+    });
+  return { child, lines, stderr: () => stderr, line, exited };
+}
+
+/** Run a one-shot CLI command. */
+function troupe(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { cwd, env: cleanEnv(), timeout: 60_000 }, (err: ExecFileException | null, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** The fake model: every agent answers the user with what it last read, so each turn is visible. */
+function respondToAll(request: FakeRequest) {
+  const body = request.body as { messages?: { role: string; content?: unknown }[] };
+  const last = body.messages?.filter((m) => m.role === 'user').at(-1);
+  const text = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
+  const gist = /changed|disk|hello from another shell|Stand by/.exec(text)?.[0] ?? 'something';
+  return { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: `Noted: ${gist}.` } }] } };
+}
+
+describe('troupe serve', () => {
+  it('a file_change trigger starts run proactive-<name>; SIGTERM exits 0 and the database stays readable', async () => {
+    await using server = await createFakeOpenAIServer(respondToAll);
+    const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
+    const watched = join(cwd, 'watched');
+    mkdirSync(watched);
+    writeFileSync(
+      join(cwd, 'troupe.config.json'),
+      JSON.stringify({
+        proactive: {
+          triggers: [
+            {
+              name: 'docs-watch',
+              trigger_type: 'file_change',
+              watch_path: watched,
+              watch_patterns: ['*.md'],
+              prompt_template: 'The file ${path} changed; review it.',
+              cooldown_seconds: 600,
+            },
+          ],
+        },
+        watchdog: { intervalMs: 60_000 },
+      }),
+    );
+    const s = serve(['--model', 'm', '--base-url', server.url, '--api-key', 'sk-serve-secret'], cwd);
+    const ready = await s.line(/^ready\b/);
+    expect(ready).toContain('no main run');
+    expect(ready).toContain('docs-watch');
+
+    writeFileSync(join(watched, 'ignored.txt'), 'not a match');
+    writeFileSync(join(watched, 'notes.md'), '# Notes\n');
+    await s.line(/^proactive {2}docs-watch → started run proactive-docs-watch/);
+    await s.line(/^\[proactive-docs-watch\] docs-watch +says: Noted: changed\./);
+    // The first watchdog round (right after ready) found everything healthy.
+    await s.line(/^watchdog +model healthy/);
+
+    s.child.kill('SIGTERM');
+    const exit = await s.exited;
+    expect(exit, s.stderr()).toEqual({ code: 0, signal: null });
+    expect(s.lines.at(-1)).toMatch(/^stopped\b/);
+    expect(s.lines.filter((l) => /→ started run/.test(l))).toHaveLength(1);
+
+    // The run is in the database, its root parked on the user with its answer, resumable.
+    const store = openStore({ path: join(cwd, '.troupe/troupe.db') });
+    try {
+      const run = store.getRun('proactive-docs-watch');
+      expect(run).toMatchObject({ interactive: true });
+      const root = store.getAgent(run!.rootId!)!;
+      expect(root).toMatchObject({ name: 'docs-watch', status: 'waiting' });
+      expect(root.task).toBe(`The file ${join(watched, 'notes.md')} changed; review it.`);
+      expect(store.loadSession(root.id).some((i) => i.role === 'assistant')).toBe(true);
+      expect(store.integrityCheck()).toBe('ok');
+    } finally {
+      store.close();
+    }
+    expect(server.requests.find((r) => r.path === '/v1/chat/completions')!.headers.authorization).toBe('Bearer sk-serve-secret');
+    const status = await troupe(['status', '--json'], cwd);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ runId: 'proactive-docs-watch', root: { name: 'docs-watch', status: 'waiting' } });
+  });
+
+  it('with a task: a main run lead gets named-agent fires, and troupe send reaches it although a proactive run is newer', async () => {
+    await using server = await createFakeOpenAIServer(respondToAll);
+    const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
+    const config = join(cwd, 'serve.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        model: 'm',
+        baseURL: server.url,
+        apiKey: 'k',
+        proactive: {
+          triggers: [
+            { name: 'disk', type: 'schedule', intervalMs: 300, cooldownMs: 600_000, promptTemplate: 'The disk is full (${trigger_name}).', target: { agent: 'lead' } },
+            { name: 'tick', type: 'schedule', intervalMs: 300, cooldownMs: 600_000, promptTemplate: 'Scheduled tick: nothing changed.' },
+          ],
+        },
+      }),
+    );
+    const s = serve(['Stand by for alerts', '--config', config], cwd);
+    await s.line(/^ready .*main run run_\S+ \(root \S+\)/);
+    await s.line(/^\[main\] lead +says: Noted: Stand by\./);
+    await s.line(/^proactive {2}disk → message to \S+ in run run_/);
+    await s.line(/^\[main\] lead +says: Noted: disk\./);
+    await s.line(/^proactive {2}tick → started run proactive-tick/);
+    await s.line(/^\[proactive-tick\] tick +says: Noted: changed\./);
+
+    const sent = await troupe(['send', 'lead', 'hello from another shell'], cwd);
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stdout).toMatch(/^delivered to lead/);
+    await s.line(/^\[main\] lead +says: Noted: hello from another shell\./);
+
+    // --run addresses a proactive run while a main run exists; an unknown run is RUN_NOT_FOUND (4).
+    const toTick = await troupe(['send', 'tick', 'hello from another shell', '--run', 'proactive-tick'], cwd);
+    expect(toTick.code, toTick.stderr).toBe(0);
+    await s.line(/^\[proactive-tick\] tick +says: Noted: hello from another shell\./);
+    const tickStatus = await troupe(['status', '--json', '--run', 'proactive-tick'], cwd);
+    expect(JSON.parse(tickStatus.stdout)).toMatchObject({ runId: 'proactive-tick', root: { name: 'tick' } });
+    const unknown = await troupe(['status', '--run', 'run_nope'], cwd);
+    expect(unknown.code).toBe(4);
+    expect(unknown.stderr).toContain('no run run_nope');
+
+    s.child.kill('SIGINT');
+    expect(await s.exited).toEqual({ code: 0, signal: null });
+    const store = openStore({ path: join(cwd, '.troupe/troupe.db') });
+    try {
+      const main = store.listRuns().find((r) => r.id.startsWith('run_'))!;
+      expect(store.listMessages(main.id).filter((m) => m.type === 'proactive').map((m) => m.content)).toEqual(['The disk is full (disk).']);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('a bad proactive section is a configuration error: exit 2, the field named, no database created', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
+    writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ model: 'm', proactive: { triggers: [{ name: 'docs', trigger_type: 'file_change', prompt_template: 'x' }] } }));
+    const r = await troupe(['serve', '--base-url', 'http://127.0.0.1:9/v1'], cwd);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('proactive.triggers[0].watch_path is required for a file_change trigger');
+    expect(existsSync(join(cwd, '.troupe/troupe.db'))).toBe(false);
+  });
+
+  it('without a model: exits 2 with the same hint as troupe run', async () => {
+    const r = await troupe(['serve'], mkdtempSync(join(tmpdir(), 'troupe-serve-')));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--model');
+    expect(r.stderr).toContain('troupe demo');
+  });
+});

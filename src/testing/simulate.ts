@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { SimulatedClock, type InspectionEvent } from 'xstate';
 import type { AgentStatus } from '../../machines/types.js';
 import { createCoordinator, type Coordinator } from '../coordinator/createCoordinator.js';
-import type { BudgetOptions, Limits } from '../coordinator/options.js';
+import type { BudgetOptions, Limits, ReviewOptions } from '../coordinator/options.js';
 import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
 import { ProviderError, type ErrorCode } from '../errors.js';
 import type { Model, ModelRequest, ModelTurn } from '../model/types.js';
@@ -48,6 +48,8 @@ export interface SimulateOptions {
   interactive?: boolean;
   idleResumeMs?: number;
   concurrency?: { model?: number; tools?: number };
+  /** Background review; a reviewer's calls are answered from the behaviours (or fallback) of `<name>:review`. */
+  review?: ReviewOptions;
   /** `memory` (default, fast) or `sqlite` (a real file in a temp directory, reopened on restart). */
   store?: 'memory' | 'sqlite';
   clock?: SimulatedClock;
@@ -253,6 +255,7 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
     ...(options.interactive === undefined ? {} : { interactive: options.interactive }),
     ...(options.idleResumeMs === undefined ? {} : { idleResumeMs: options.idleResumeMs }),
     ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+    ...(options.review ? { review: options.review } : {}),
   });
   coordinator = createCoordinator({ ...common(), store });
 

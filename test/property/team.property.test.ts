@@ -104,6 +104,7 @@ test.prop(
       policy: fc.constantFrom('stop' as const, 'pause' as const),
       limitUsd: fc.integer({ min: 1, max: 8 }),
       store: fc.constantFrom('memory' as const, 'memory' as const, 'sqlite' as const),
+      review: fc.option(fc.record({ everyTurns: fc.integer({ min: 1, max: 3 }), maxSteps: fc.integer({ min: 1, max: 2 }) }), { nil: undefined }),
     }),
     commands,
   ],
@@ -115,6 +116,14 @@ test.prop(
     budget: { limitUsd: config.limitUsd, policy: config.policy },
     limits: { maxDepth: 2, maxChildren: 2, maxAgents: 5, maxTurns: 12 },
     store: config.store,
+    // Reviewers propose a note at a real cost: their calls count toward every budget invariant.
+    ...(config.review ? { review: config.review } : {}),
+    fallback: (agent) =>
+      agent.name.endsWith(':review')
+        ? { kind: 'tool', name: 'propose_note', args: { title: 'A lesson', content: 'Do it twice.' }, costUsd: 0.4 }
+        : agent.parentId === null
+          ? { kind: 'tool', name: 'finish', args: { summary: 'done' } }
+          : { kind: 'tool', name: 'agent_finish', args: { summary: 'done' } },
   });
   try {
     await sim.start();

@@ -13,6 +13,8 @@
  * - Fires for one run are serialised, so two fires never create (or resume) two coordinators for
  *   the same run. A hosted coordinator that has failed (a fatal store error) is shut down and the
  *   run resumed on the next fire.
+ * - `resumeUnfinished()` resumes the proactive runs of the store that were mid-work when the
+ *   previous host stopped (an agent running or waiting on agents); the others wait for a fire.
  * - `close()` waits for the fires in progress, then shuts down every coordinator the router hosts
  *   (not `main`, which it does not own); persisted state stays resumable. Later fires reject with
  *   `COORDINATOR_SHUT_DOWN`.
@@ -119,6 +121,35 @@ export class ProactiveRouter {
       return Promise.reject(new ConfigError(`Expected a proactive session id "${PROACTIVE_RUN_PREFIX}<trigger>", got ${JSON.stringify(fire.sessionId)}`));
     }
     return this.#serial(fire.sessionId, () => this.#toRoot(fire));
+  }
+
+  /**
+   * Resume every proactive run of the store that has work in progress — an agent running, or
+   * waiting on other agents — so a restarted host finishes it without waiting for the trigger to
+   * fire again. Runs parked on a user (or stalled, paused, finished) wait for their next fire.
+   * A run that cannot be resumed is logged and skipped. Resolves with the ids resumed.
+   */
+  async resumeUnfinished(): Promise<string[]> {
+    if (this.#closed) throw closedError();
+    const busy = (a: { status: string; waitKind: string | null }) => a.status === 'running' || (a.status === 'waiting' && a.waitKind === 'agents');
+    const resumed: string[] = [];
+    for (const run of this.#store.listRuns()) {
+      if (!isProactiveRunId(run.id) || run.rootId === null || this.#hosted.has(run.id)) continue;
+      if (!this.#store.listAgents(run.id).some(busy)) continue;
+      const rootId = run.rootId;
+      try {
+        await this.#serial(run.id, async () => {
+          if (this.#closed || this.#hosted.has(run.id)) return;
+          const coordinator = await resumeCoordinator({ ...this.#options, store: this.#store, model: this.#model, runId: run.id, interactive: true });
+          this.#host(run.id, { coordinator, rootId }, 'resumed');
+          resumed.push(run.id);
+        });
+      } catch (err) {
+        this.#logger.error({ runId: run.id, err }, 'a proactive run with work in progress could not be resumed');
+      }
+    }
+    if (resumed.length > 0) this.#logger.info({ runs: resumed }, 'resumed proactive runs with work in progress');
+    return resumed;
   }
 
   /** The coordinator hosting `runId`, if this router hosts it. */

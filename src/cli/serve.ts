@@ -109,6 +109,23 @@ function auditLine(event: AuditEvent): string | null {
   }
 }
 
+/**
+ * A schedule faster than its cooldown drops an event at every tick. On a terminal only the first
+ * drop after each fire (per trigger) is shown: returns null for an event to hide, else a suffix
+ * for its line. (`--json` prints every event.)
+ */
+export function dropFilter(): (event: AuditEvent) => string | null {
+  const quiet = new Set<string>();
+  return (event) => {
+    const trigger = String(event.trigger ?? '');
+    if (event.type === 'proactive.trigger_fired') quiet.delete(trigger);
+    if (event.type !== 'proactive.trigger_dropped') return '';
+    if (quiet.has(trigger)) return null;
+    quiet.add(trigger);
+    return ' — later drops are not shown until it fires again';
+  };
+}
+
 /** Prints a hosted run's status changes and answers, prefixed `[label]` (token deltas are left out). */
 function runEventLine(label: string, c: Coordinator, printer: Printer): () => void {
   return c.subscribe((event) => {
@@ -278,7 +295,7 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
     const attachMain = (c: Coordinator) => detach.push(runEventLine('main', c, printer));
     if (values.resume) {
       const run = latestMainRun(store);
-      if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume (proactive runs are resumed when their trigger fires)`);
+      if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume (proactive runs are resumed by serve itself)`);
       config = mergeConfig(savedConfig(store, run), file, fromEnv(io.env), flags);
       model = modelFor(config);
       main = await startMain(store, model, config, logger, { resume: run.id }, attachMain);
@@ -304,16 +321,22 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
       onHost: (c) => detach.push(runEventLine(c.runId, c, printer), serveInbox(c, theStore)),
     });
     const theRouter = router;
+    // Proactive runs that were mid-work when the last serve stopped carry on now, not at their next fire.
+    for (const runId of await theRouter.resumeUnfinished()) {
+      printer.line(`proactive  resumed run ${runId} (it was mid-work when serve last stopped)`, { type: 'proactive.resumed', at: Date.now(), runId });
+    }
     const onFire = async (fire: ProactiveFire) => {
       const routed = await theRouter.route(fire);
       printer.line(`proactive  ${fire.trigger} → ${describeRoute(routed)}`, { type: 'proactive.routed', at: Date.now(), trigger: fire.trigger, ...routed });
     };
 
+    const shown = values.json ? () => '' : dropFilter();
     detach.push(
       bus.on((event) => {
         if (event.type === HEALTH_CHECK_EVENT) return;
+        const suffix = shown(event);
         const text = auditLine(event);
-        if (text !== null) printer.line(text, event);
+        if (suffix !== null && text !== null) printer.line(text + suffix, event);
       }),
     );
     manager = new ProactiveManager({ triggers, onFire, gate, bus, logger });

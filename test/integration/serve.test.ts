@@ -208,6 +208,54 @@ describe('troupe serve', () => {
     }
   });
 
+  it('a proactive run that was mid-work when serve stopped is resumed when serve starts again', async () => {
+    let workerAnswers = false;
+    const systemOf = (request: FakeRequest) => String((request.body as { messages: { content: unknown }[] }).messages[0]!.content);
+    const assistantTurns = (request: FakeRequest) => (request.body as { messages: { role: string }[] }).messages.filter((m) => m.role === 'assistant').length;
+    await using server = await createFakeOpenAIServer((request) => {
+      if (request.path !== '/v1/chat/completions') return { status: 404, body: {} };
+      if (systemOf(request).includes('You are worker')) {
+        return workerAnswers ? { message: { toolCalls: [{ name: 'agent_finish', arguments: { summary: 'compiled' } }] } } : { hang: true };
+      }
+      switch (assistantTurns(request)) {
+        case 0:
+          return { message: { toolCalls: [{ name: 'spawn_agent', arguments: { name: 'worker', task: 'compile' } }] } };
+        case 1:
+          return { message: { toolCalls: [{ name: 'wait_for_agents', arguments: { reason: 'worker' } }] } };
+        default:
+          return { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: 'Build finished.' } }] } };
+      }
+    });
+    const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
+    const config = (intervalMs: number) =>
+      writeFileSync(
+        join(cwd, 'troupe.config.json'),
+        JSON.stringify({
+          model: 'm',
+          baseURL: server.url,
+          proactive: { triggers: [{ name: 'build', type: 'schedule', intervalMs, cooldownMs: 86_400_000, promptTemplate: 'Build it.' }] },
+        }),
+      );
+    config(300);
+    const first = serve([], cwd);
+    await first.line(/^\[proactive-build\] worker +new → running/);
+    await first.line(/^\[proactive-build\] build +running → waiting/);
+    // The 300 ms schedule ticks inside its day-long cooldown: the first drop is shown (dropFilter hides the rest).
+    await first.line(/^proactive {2}build dropped \(cooldown, .* later drops are not shown until it fires again$/);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toEqual({ code: 0, signal: null });
+
+    // The trigger will not fire again for a day: only the restart can finish the build.
+    config(86_400_000);
+    workerAnswers = true;
+    const second = serve([], cwd);
+    await second.line(/^proactive {2}resumed run proactive-build/);
+    await second.line(/^ready\b/);
+    await second.line(/^\[proactive-build\] build +says: Build finished\./);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toEqual({ code: 0, signal: null });
+  });
+
   it('a bad proactive section is a configuration error: exit 2, the field named, no database created', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
     writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ model: 'm', proactive: { triggers: [{ name: 'docs', trigger_type: 'file_change', prompt_template: 'x' }] } }));

@@ -216,6 +216,48 @@ describe('ProactiveRouter: named-agent targets', () => {
 });
 
 describe('ProactiveRouter after a restart', () => {
+  it('resumeUnfinished() resumes the runs that were mid-work at the restart, not those parked on a user', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-router-')), 'serve.db');
+    const first = openStore({ path });
+    const one = setup(
+      {
+        agents: {
+          build: [{ tool: 'spawn_agent', args: { name: 'worker', task: 'compile' } }, { tool: 'wait_for_agents', args: { reason: 'worker' } }],
+          // The worker's call never returns before the restart (its delay is on a clock nobody moves).
+          worker: [{ tool: 'agent_finish', args: { summary: 'never' }, delayMs: 3_600_000 }],
+          idle: [respond('nothing to do')],
+        },
+      },
+      { store: first },
+    );
+    const build = await one.router.route(fire('build', 'Build it.'));
+    const idle = await one.router.route(fire('idle', 'Anything?'));
+    const buildRun = one.router.get('proactive-build')!;
+    await buildRun.waitFor(build.agentId, ['waiting']);
+    await one.router.get('proactive-idle')!.waitFor(idle.agentId, ['waiting']);
+    expect(buildRun.list().find((a) => a.name === 'worker')!.status).toBe('running');
+    await one.router.close();
+    first.close();
+
+    const second = openStore({ path });
+    open.push({ close: () => second.close() });
+    let built: Promise<TroupeEvent> | undefined;
+    const two = setup(
+      { agents: { worker: [{ tool: 'agent_finish', args: { summary: 'compiled' } }], build: [{ tool: 'respond_to_user', args: { message: 'Built.' } }] } },
+      { store: second, onHost: (c) => void (built = said(c, 'Built.')) },
+    );
+    expect(await two.router.resumeUnfinished()).toEqual(['proactive-build']);
+    expect(two.router.get('proactive-idle')).toBeUndefined();
+    const resumed = two.router.get('proactive-build')!;
+    await built;
+    await resumed.waitFor(build.agentId, ['waiting']);
+    expect(resumed.get(build.agentId).waitKind).toBe('user');
+    expect(resumed.list().find((a) => a.name === 'worker')!.status).toBe('completed');
+    two.model.assertComplete();
+    // Nothing left mid-work: a second call resumes nothing.
+    expect(await two.router.resumeUnfinished()).toEqual([]);
+  });
+
   it('a new router over the reopened SQLite store resumes proactive-<name> instead of creating a run', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'troupe-router-')), 'serve.db');
     const first = openStore({ path });

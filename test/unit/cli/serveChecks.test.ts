@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { EventBus, type AuditEvent } from '../../../src/autonomy/eventBus.js';
 import { Watchdog } from '../../../src/autonomy/watchdog.js';
+import { dropFilter } from '../../../src/cli/serve.js';
 import { modelCheck, OPENAI_DEFAULT_BASE_URL, queueCheck, storeCheck } from '../../../src/cli/serveChecks.js';
 import { createCoordinator } from '../../../src/coordinator/createCoordinator.js';
 import type { CoordinatorHealth } from '../../../src/coordinator/runtime.js';
@@ -168,5 +169,19 @@ describe('queueCheck', () => {
     expect(await outcome(check)).toBe(true);
     await c.shutdown();
     expect(await outcome(check)).toMatch(/COORDINATOR_SHUT_DOWN/);
+  });
+});
+
+describe('dropFilter (the terminal view of cooldown drops)', () => {
+  it('shows the first drop of a trigger after each fire, hides the rest, and keeps other events', () => {
+    const shown = dropFilter();
+    const ev = (type: string, trigger: string) => ({ type, at: 0, trigger });
+    expect(shown(ev('proactive.trigger_dropped', 'a'))).toContain('later drops are not shown');
+    expect(shown(ev('proactive.trigger_dropped', 'a'))).toBeNull();
+    expect(shown(ev('proactive.trigger_dropped', 'b'))).toContain('later drops are not shown');
+    expect(shown(ev('proactive.trigger_denied', 'a'))).toBe('');
+    expect(shown(ev('proactive.trigger_fired', 'a'))).toBe('');
+    expect(shown(ev('proactive.trigger_dropped', 'a'))).toContain('later drops are not shown');
+    expect(shown(ev('proactive.trigger_dropped', 'b'))).toBeNull();
   });
 });

@@ -11,8 +11,12 @@
 
 const EXECUTION = /\bexecution\s+([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\s+(?:is\s+)?(?:running|queued)\b/gi;
 
+const MENTIONS_EXECUTION = /execution/i;
+
 /** The execution ids a tool result announces as started (`execution <uuid> running|queued`), de-duplicated. */
 export function extractExecutionIds(text: string): string[] {
+  // Every user tool result passes here: most say nothing about executions, so skip the scan.
+  if (!MENTIONS_EXECUTION.test(text)) return [];
   const ids = new Set<string>();
   for (const match of text.matchAll(EXECUTION)) ids.add(match[1]!.toLowerCase());
   return [...ids];

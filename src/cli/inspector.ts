@@ -151,7 +151,7 @@ function sanitizeCoordinator(source: Record<string, unknown>): { [key: string]: 
 }
 
 const isCoordinatorShape = (value: Record<string, unknown>) => typeof value.runId === 'string' && isRecord(value.limits);
-const isAgentContextShape = (value: Record<string, unknown>) => typeof value.id === 'string' && typeof value.turns === 'number';
+const isAgentContextShape = (value: Record<string, unknown>) => isRecord(value.spec) && typeof value.spec.id === 'string' && typeof value.turns === 'number';
 
 /**
  * The part of an actor's context the inspector may show: for an agent its ids, name, counters,
@@ -162,7 +162,8 @@ const isAgentContextShape = (value: Record<string, unknown>) => typeof value.id 
 export function sanitizeContext(context: unknown): unknown {
   if (!isRecord(context)) return undefined;
   if (isCoordinatorShape(context)) return sanitizeCoordinator(context);
-  if (isAgentContextShape(context)) return sanitizeAgent(context);
+  // An agent's identity lives in its fixed `spec`; shown flat, with the counters.
+  if (isAgentContextShape(context)) return { ...pickScalars(context.spec, ['id', 'name', 'parentId']), ...sanitizeAgent(context) };
   return undefined;
 }
 

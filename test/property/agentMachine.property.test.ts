@@ -52,8 +52,8 @@ function checkStep(before: AgentSnap, e: AgentEvent, after: AgentSnap, interacti
   expect(AGENT_STATUSES).toContain(to);
   expect(after.status).toBe('active');
   const ctx = after.context;
-  expect(ctx.recoveries).toBeLessThanOrEqual(ctx.recoveryLimit);
-  expect(ctx.idleResumes).toBeLessThanOrEqual(ctx.idleLimit);
+  expect(ctx.recoveries).toBeLessThanOrEqual(ctx.spec.recoveryLimit);
+  expect(ctx.idleResumes).toBeLessThanOrEqual(ctx.spec.idleLimit);
   if (to === 'waiting') {
     expect(ctx.waitKind).not.toBeNull();
     expect(after.value).toEqual({ waiting: ctx.waitKind });

@@ -33,6 +33,18 @@ describe('agent machine: turns', () => {
     expect(snap.context.stintTurns).toBe(0);
   });
 
+  it('keeps its context under 20 top-level keys, with the fixed fields under spec (XState copies it on every assign)', () => {
+    // Restored with every lifecycle field set: the widest context an agent can have.
+    const [snap] = initialTransition(
+      agentMachine,
+      baseInput({ status: 'waiting', state: { waitKind: 'agents', waitTimeoutMs: 1_000, waitingSince: 5, lastTool: 'x' }, idleTimerMs: 10 }),
+    );
+    expect(Object.keys(snap.context).length).toBeLessThan(20);
+    expect(snap.context.spec).toMatchObject({ id: autonomous.id, initialStatus: 'waiting', interactive: false });
+    const next = fold(autonomous, [done(CONTINUE)]);
+    expect(Object.keys(next.context).length).toBeLessThan(20);
+  });
+
   it('a tool turn starts another turn and counts it', () => {
     const snap = fold(autonomous, [done(CONTINUE), done(CONTINUE)]);
     expect(statusOf(snap)).toBe('running');

@@ -11,6 +11,9 @@ import type { Runtime } from '../coordinator/runtime.js';
 import { serializeError } from '../errors.js';
 import { runTurn, type TurnResult } from './runTurn.js';
 
+/** The abort reason of a stopped cycle: one instance (an Error per stop captured a stack each time). */
+const CYCLE_STOPPED = new Error('the cycle was stopped');
+
 export function createCycleLogic(rt: Runtime) {
   return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
     const controller = new AbortController();
@@ -42,6 +45,6 @@ export function createCycleLogic(rt: Runtime) {
     loop().catch((err: unknown) => {
       if (!rt.failure) rt.logger.error({ err }, 'a cycle ended unexpectedly');
     });
-    return () => controller.abort(new Error('the cycle was stopped'));
+    return () => controller.abort(CYCLE_STOPPED);
   });
 }

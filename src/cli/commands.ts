@@ -65,7 +65,7 @@ Usage:
   troupe send <agent> "<text>" [--db <file>]   message an agent (a live run gets it at once; otherwise on resume)
   troupe stop <agent> [--db <file>]            stop an agent and its descendants (live or not)
   troupe serve ["<task>" | --resume] [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
-               [--db <file>] [--config <file>] [--stream] [--json] [-v]
+               [--db <file>] [--config <file>] [--stream] [--json] [--inspect[=port]] [-v]
                                          long-running: proactive triggers (config "proactive") start or
                                          message runs, a watchdog checks the store, model and queues;
                                          with a task (or --resume) it also hosts an interactive main run
@@ -143,7 +143,7 @@ export function number(name: string, value: string | undefined, integer = false)
 
 // ── running a team ─────────────────────────────────────────────────────────────────────────────
 
-async function inspector(flags: { inspect?: boolean; 'inspect-port'?: string }, io: Io): Promise<{ inspect?: CoordinatorOptions['inspect']; close: () => Promise<void> }> {
+export async function inspector(flags: { inspect?: boolean; 'inspect-port'?: string }, io: Io): Promise<{ inspect?: CoordinatorOptions['inspect']; close: () => Promise<void> }> {
   if (!flags.inspect) return { close: () => Promise.resolve() };
   const port = flags['inspect-port'] === undefined ? 8080 : number('inspect', flags['inspect-port'], true);
   const { startInspector } = await import('./inspector.js');

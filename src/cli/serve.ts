@@ -18,12 +18,14 @@ import { ProactiveManager, type ProactiveFire, type ProactiveTrigger } from '../
 import { ProactiveRouter, type RouteResult } from '../autonomy/proactiveRouter.js';
 import { HEALTH_CHECK_EVENT, Watchdog } from '../autonomy/watchdog.js';
 import { createCoordinator, type Coordinator } from '../coordinator/createCoordinator.js';
+import type { CoordinatorOptions } from '../coordinator/options.js';
 import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
 import { ConfigError, errorMessage, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
 import {
   coordinatorOptions,
+  inspector,
   latestMainRun,
   LOG_FILE,
   modelFor,
@@ -232,8 +234,9 @@ async function startMain(
   logger: Logger,
   start: { task: string } | { resume: string },
   attach: (c: Coordinator) => void,
+  extra: Pick<CoordinatorOptions, 'inspect'>,
 ): Promise<MainRun> {
-  const options = { ...coordinatorOptions(config), interactive: true };
+  const options = { ...coordinatorOptions(config), ...extra, interactive: true };
   if ('task' in start) {
     const coordinator = createCoordinator({ model, store, logger, ...options });
     attach(coordinator);
@@ -254,7 +257,7 @@ async function startMain(
 }
 
 export async function serve(argv: string[], io: Io, options: ServeOptions = {}): Promise<number> {
-  const { values, positionals } = parse('serve', argv, ['db', 'json', 'verbose', 'model', 'base-url', 'api-key', 'budget', 'config', 'stream', 'resume'], 1);
+  const { values, positionals } = parse('serve', argv, ['db', 'json', 'verbose', 'model', 'base-url', 'api-key', 'budget', 'config', 'stream', 'resume', 'inspect', 'inspect-port'], 1);
   const task = positionals[0];
   if (task !== undefined && task.trim() === '') throw new ConfigError('Usage: troupe serve ["<task>" | --resume] …  (the task is empty)');
   if (task !== undefined && values.resume) throw new ConfigError('troupe serve takes a task or --resume, not both');
@@ -289,7 +292,12 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
   let manager: ProactiveManager | undefined;
   let watchdog: Watchdog | undefined;
   let ready = false;
+  let closeInspector = () => Promise.resolve();
   try {
+    // One inspector for every run this process hosts (XState session ids are unique per process).
+    const inspection = await inspector(values, io);
+    closeInspector = inspection.close;
+    const extra = inspection.inspect ? { inspect: inspection.inspect } : {};
     store = openStore({ path: db });
     const theStore = store;
     const attachMain = (c: Coordinator) => detach.push(runEventLine('main', c, printer));
@@ -298,9 +306,9 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
       if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume (proactive runs are resumed by serve itself)`);
       config = mergeConfig(savedConfig(store, run), file, fromEnv(io.env), flags);
       model = modelFor(config);
-      main = await startMain(store, model, config, logger, { resume: run.id }, attachMain);
+      main = await startMain(store, model, config, logger, { resume: run.id }, attachMain, extra);
     } else if (task !== undefined) {
-      main = await startMain(store, model!, config, logger, { task }, attachMain);
+      main = await startMain(store, model!, config, logger, { task }, attachMain, extra);
     }
     if (main) detach.push(serveInbox(main.coordinator, store));
 
@@ -317,7 +325,7 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
       model: model!,
       ...(main ? { main: main.coordinator } : {}),
       logger,
-      coordinatorOptions: runOptions,
+      coordinatorOptions: { ...runOptions, ...extra },
       onHost: (c) => detach.push(runEventLine(c.runId, c, printer), serveInbox(c, theStore)),
     });
     const theRouter = router;
@@ -396,6 +404,7 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
     for (const d of detach.splice(0).reverse()) d();
     await main?.coordinator.shutdown();
     store?.close();
+    await closeInspector();
     if (ready) printer.line('stopped    every run is saved and resumable', { type: 'serve.stopped', at: Date.now() });
   }
 }

@@ -5,10 +5,12 @@
  */
 import { execFile, spawn, type ChildProcess, type ExecFileException } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
 
@@ -254,6 +256,48 @@ describe('troupe serve', () => {
     await second.line(/^\[proactive-build\] build +says: Build finished\./);
     second.child.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('--inspect: one inspector shows the actors of the main run and of every proactive run', async () => {
+    await using server = await createFakeOpenAIServer(respondToAll);
+    const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
+    writeFileSync(
+      join(cwd, 'troupe.config.json'),
+      JSON.stringify({
+        model: 'm',
+        baseURL: server.url,
+        proactive: { triggers: [{ name: 'tick', type: 'schedule', intervalMs: 300, cooldownMs: 600_000, promptTemplate: 'Scheduled tick: nothing changed.' }] },
+      }),
+    );
+    const free = await new Promise<number>((resolve) => {
+      const probe = createNetServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const s = serve(['Stand by for alerts', `--inspect=${free}`], cwd);
+    await s.line(/^\[proactive-tick\] tick +says: Noted: changed\./);
+    expect(s.stderr()).toContain(`open http://127.0.0.1:${free} `);
+    const port = free;
+
+    // A client that connects late gets the recent messages replayed; wait for both runs' roots.
+    const names = new Set<string>();
+    const ws = new WebSocket(`ws://127.0.0.1:${port}`);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`saw only ${[...names].join(', ')}`)), 15_000);
+      ws.on('error', reject);
+      ws.on('message', (data: WebSocket.RawData) => {
+        const name = (JSON.parse(data.toString()) as { snapshot?: { context?: { name?: unknown } } }).snapshot?.context?.name;
+        if (typeof name === 'string') names.add(name);
+        if (names.has('lead') && names.has('tick')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    ws.close();
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toEqual({ code: 0, signal: null });
   });
 
   it('a bad proactive section is a configuration error: exit 2, the field named, no database created', async () => {

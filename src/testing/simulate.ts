@@ -38,7 +38,11 @@ export type Behaviour = (
 };
 
 export interface SimulateOptions {
-  /** Behaviours per agent name, used in order; when an agent's list runs out, `fallback` decides. */
+  /**
+   * Behaviours per agent name, used in order; when an agent's list runs out, `fallback` decides.
+   * Agents that share a name share its list; a call that is priced first (a budget limit is set)
+   * takes its behaviour then, so the behaviour it was priced by is the one it gets.
+   */
   behaviours: Record<string, Behaviour[]>;
   /** Default: a child reports with agent_finish, the root calls finish. */
   fallback?: (agent: { name: string; parentId: string | null }) => Behaviour;
@@ -157,13 +161,27 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
   const lastStatus = new Map<string, AgentStatus>();
   const lastCounters = new Map<string, string>();
 
+  /**
+   * Behaviours an agent claimed when its call was estimated: the call that was priced is the call
+   * that gets them, even if another agent with the same name calls in between.
+   */
+  const claimed = new Map<string, Behaviour[]>();
   const next = (request: ModelRequest): Behaviour => {
-    const b = queues.get(request.agent.name)?.shift();
+    const mine = claimed.get(request.agent.id);
+    const b = mine && mine.length > 0 ? mine.shift() : queues.get(request.agent.name)?.shift();
     return b ?? fallback({ name: request.agent.name, parentId: request.agent.parentId });
   };
-  /** The behaviour that will answer this request: errors before it are retries of the same call. */
-  const peek = (request: ModelRequest): Behaviour =>
-    queues.get(request.agent.name)?.find((b) => b.kind !== 'error') ?? fallback({ name: request.agent.name, parentId: request.agent.parentId });
+  /** The behaviour that will answer this request (errors before it are retries of the same call), claimed for this agent. */
+  const peek = (request: ModelRequest): Behaviour => {
+    let mine = claimed.get(request.agent.id);
+    if (!mine || mine.length === 0) {
+      const queue = queues.get(request.agent.name) ?? [];
+      const answering = queue.findIndex((b) => b.kind !== 'error');
+      mine = queue.splice(0, answering === -1 ? queue.length : answering + 1);
+      claimed.set(request.agent.id, mine);
+    }
+    return mine.find((b) => b.kind !== 'error') ?? fallback({ name: request.agent.name, parentId: request.agent.parentId });
+  };
   let callIds = 0;
   const lastLength = new Map<string, number>();
   const model: Model = {

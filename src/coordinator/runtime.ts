@@ -981,7 +981,9 @@ export class Runtime {
       if (signal.aborted) throw signal.reason;
       if (this.#rateLimiter) await this.#rateLimiter.acquire(signal);
       // The budget may have stopped or paused while this call queued: then it never starts.
-      const halt = purpose === 'main' ? this.ledger.recheck(agent) : null;
+      // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
+      // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
+      const halt = purpose === 'main' || purpose === 'compaction' ? this.ledger.recheck(agent) : null;
       if (halt) throw new BudgetHalt(halt);
       if (purpose === 'review' && !this.ledger.optionalFits()) throw new TroupeError('BUDGET_EXCEEDED', 'The budget moved while a background review queued; it is skipped.');
       // A review's answer is not the agent's: it streams to nobody.

@@ -221,6 +221,8 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
             compacted = await compactSession(rt, agent, input.stintTurn, callSignal);
           } catch (compactionError) {
             if (callSignal.aborted) return cancelled(compactionError);
+            // The budget stopped (or its limit was lowered) since the turn was admitted.
+            if (compactionError instanceof BudgetHalt) return { outcome: compactionError.outcome };
             agent.logger.warn({ err: compactionError }, 'compaction failed');
           }
           if (compacted) {

@@ -15,7 +15,7 @@ import { createCoordinator, type Coordinator } from '../coordinator/createCoordi
 import type { BudgetOptions, Limits, ReviewOptions } from '../coordinator/options.js';
 import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
 import { ProviderError, type ErrorCode } from '../errors.js';
-import type { Model, ModelRequest, ModelTurn } from '../model/types.js';
+import type { Model, ModelRequest, ModelTurn, UsagePurpose } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { openStore } from '../store/sqliteStore.js';
 import type { Store } from '../store/types.js';
@@ -74,6 +74,8 @@ export interface CallRecord {
   limitUsd: number | null;
   /** The same request again after a provider error (a retry within the turn, not a new turn). */
   retry: boolean;
+  /** `main`, or what troupe asked on its own behalf (`compaction`, `review`). */
+  purpose: UsagePurpose;
   behaviour: Behaviour;
 }
 
@@ -209,6 +211,7 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
         reservedUsd: budget.reservedUsd,
         limitUsd: budget.limitUsd,
         retry,
+        purpose: request.purpose ?? 'main',
         behaviour,
       });
       if (behaviour.delayMs) await sleep(clock, behaviour.delayMs, signal);

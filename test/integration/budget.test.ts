@@ -72,6 +72,32 @@ describe('prices', () => {
     expect(t.c.get(rootId).spentByPurpose).toEqual({ main: 3, compaction: 0.5 });
     expect(t.model.calls[3]!.request.purpose).toBe('compaction');
   });
+
+  it('a compaction does not start once the limit was lowered below what is spent: the turn stops for the budget', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [
+            paid(graph, 0.5),
+            // The call is in flight while the operator lowers the limit; it comes back too long.
+            { error: { code: 'PROVIDER_CONTEXT_OVERFLOW', status: 400 }, delayMs: 1_000 },
+            paid({ text: 'summary of the work so far' }, 0.2),
+            paid(finish(), 0.1),
+          ],
+        },
+      },
+      { budget: { limitUsd: 5 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(10, 10);
+    expect(t.model.calls).toHaveLength(2);
+    await t.c.resumeBudget(0.3);
+    await t.advance(2_000);
+    const root = await t.c.waitFor(rootId, TERMINAL);
+    expect(root).toMatchObject({ status: 'stopped', stopReason: 'budget' });
+    expect(t.model.calls.map((c) => c.request.purpose ?? 'main')).toEqual(['main', 'main']);
+    expect(t.c.budget()).toMatchObject({ spentUsd: 0.5, budgetStopped: true });
+  });
 });
 
 describe('stop policy', () => {

@@ -167,15 +167,13 @@ export class BudgetLedger {
    * root), and the pause policy parks the agent.
    */
   async admit(agent: AgentHandle, request: () => ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | { outcome: TurnOutcome }> {
-    const rt = this.#rt;
-    const { policy, reserveFraction } = rt.options.budget;
     const child = agent.parentId !== null;
     for (;;) {
       const outcome = this.gate(agent);
       if (outcome) return { outcome };
       const limitUsd = this.limitUsd;
       if (limitUsd === null) return { reservation: NO_RESERVATION };
-      const cap = policy === 'stop' && child ? reserveFraction * limitUsd : limitUsd;
+      const cap = this.#cap(limitUsd, child);
       const usd = this.estimate(request());
       if (this.#spentUsd + this.#reservedUsd + usd <= cap) {
         if (usd === 0) return { reservation: NO_RESERVATION };
@@ -201,7 +199,7 @@ export class BudgetLedger {
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return NO_RESERVATION;
     const usd = this.estimate(request);
-    if (this.#spentUsd + this.#reservedUsd + usd > this.#optionalCap(limitUsd)) return null;
+    if (this.#spentUsd + this.#reservedUsd + usd > this.#cap(limitUsd, true)) return null;
     if (usd === 0) return NO_RESERVATION;
     this.#reservedUsd += usd;
     this.#open += 1;
@@ -213,12 +211,13 @@ export class BudgetLedger {
     const flags = this.#rt.budgetFlags();
     if (flags.budgetStopped || flags.reserveStopped || flags.paused) return false;
     const limitUsd = flags.limitUsd;
-    return limitUsd === null || this.#spentUsd + this.#reservedUsd <= this.#optionalCap(limitUsd) + 1e-9;
+    return limitUsd === null || this.#spentUsd + this.#reservedUsd <= this.#cap(limitUsd, true) + 1e-9;
   }
 
-  #optionalCap(limitUsd: number): number {
+  /** What a call may bring spent + reserved up to: the reserve line for a child's (or an optional) call under the stop policy, else the limit. */
+  #cap(limitUsd: number, belowReserve: boolean): number {
     const { policy, reserveFraction } = this.#rt.options.budget;
-    return policy === 'stop' ? reserveFraction * limitUsd : limitUsd;
+    return policy === 'stop' && belowReserve ? reserveFraction * limitUsd : limitUsd;
   }
 
   /** Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or the stop. */
@@ -242,9 +241,7 @@ export class BudgetLedger {
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return null;
     const child = agent.parentId !== null;
-    const { policy, reserveFraction } = this.#rt.options.budget;
-    const cap = policy === 'stop' && child ? reserveFraction * limitUsd : limitUsd;
-    return this.#spentUsd + this.#reservedUsd > cap + 1e-9 ? this.#refuse(child) : null;
+    return this.#spentUsd + this.#reservedUsd > this.#cap(limitUsd, child) + 1e-9 ? this.#refuse(child) : null;
   }
 
   #nextSettlement(signal: AbortSignal): Promise<void> {

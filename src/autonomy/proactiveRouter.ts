@@ -22,7 +22,7 @@
  */
 import { pino, type Logger } from 'pino';
 import { createCoordinator, type Coordinator } from '../coordinator/createCoordinator.js';
-import type { CoordinatorOptions } from '../coordinator/options.js';
+import { isValidAgentName, type CoordinatorOptions } from '../coordinator/options.js';
 import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
@@ -38,10 +38,8 @@ export const isProactiveRunId = (runId: string): boolean => runId.startsWith(PRO
 /** The message type stamped on every message a fire sends (`[Message from user … | type=proactive …]`). */
 export const PROACTIVE_MESSAGE_TYPE = 'proactive';
 
-/** Whether a trigger name can name a root agent: one line of 1..64 characters (after trimming). */
-export function isValidAgentName(name: string): boolean {
-  return typeof name === 'string' && name.trim() !== '' && name.length <= 64 && !/[\n\r]/.test(name);
-}
+/** Whether a trigger name can name a root agent (the coordinator's own rule). */
+export { isValidAgentName } from '../coordinator/options.js';
 
 export interface ProactiveRouterOptions {
   /** Where proactive runs live (and are found again after a restart). */

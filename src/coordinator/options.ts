@@ -211,6 +211,11 @@ function resolveApprovals(value: unknown): ApprovalPolicy | null {
   return v as ApprovalPolicy;
 }
 
+/** An agent name: one line of 1..64 characters, not blank (the rule spawn and start enforce). */
+export function isValidAgentName(name: unknown): name is string {
+  return typeof name === 'string' && name.trim() !== '' && name.length <= 64 && !/[\n\r]/.test(name);
+}
+
 /** Validate every option; throws ConfigError naming the first invalid one. */
 export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) throw new ConfigError(`Expected an options object, got ${show(options)}`);

@@ -42,7 +42,7 @@ import { AsyncExecutions } from './executions.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
-import { positiveLimit, resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
+import { isValidAgentName, positiveLimit, resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
 
@@ -491,7 +491,7 @@ export class Runtime {
 
   #checkSpawnRequest(req: { name: string; task: string; skills?: string[] }) {
     const { name, task, skills = [] } = req as { name: unknown; task: unknown; skills?: unknown };
-    if (typeof name !== 'string' || name.trim() === '' || name.length > 64 || /[\n\r]/.test(name)) {
+    if (!isValidAgentName(name)) {
       throw new TroupeError('CONFIG_INVALID', `Expected name to be a one-line string of 1..64 characters, got ${JSON.stringify(name)}`);
     }
     if (typeof task !== 'string' || task.trim() === '') {

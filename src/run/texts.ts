@@ -94,7 +94,11 @@ export function nudgeText(isRoot: boolean, interactive: boolean, attempt: number
     'Call exactly one tool now.',
   ];
   if (interactive) {
-    lines.push('If you have something for the user and nothing to do until they answer, call respond_to_user.');
+    lines.push(
+      'If you have something for the user and nothing to do until they answer, call respond_to_user.',
+      // Without this, models repeat their whole answer inside respond_to_user: read twice, paid twice.
+      'If you already wrote your answer as plain text, call respond_to_user with no message: that text is delivered as it is, so do not repeat it.',
+    );
   }
   lines.push(
     'If you are blocked on another agent, call wait_for_agents.',

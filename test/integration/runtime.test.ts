@@ -6,6 +6,7 @@ import type { AgentView } from '../../src/coordinator/registry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
 import { createLogger } from '../../src/logging/createLogger.js';
+import { nudgeText } from '../../src/run/texts.js';
 import type { ModelTurn } from '../../src/model/types.js';
 import { flush, team, TERMINAL } from '../helpers/team.js';
 
@@ -553,6 +554,31 @@ describe('lifecycle tools', () => {
     expect(t.toolResults(rootId)[0]!.result).toEqual({ status: 'message_arrived' });
     t.model.assertComplete();
     await t.c.shutdown();
+  });
+
+  it('interactive nudge: an answer said in plain text is delivered once by an empty respond_to_user, and the nudge names that call', async () => {
+    const answer = 'The build is green: 412 tests passed.';
+    const t = team({ agents: { lead: [{ text: answer }, { tool: 'respond_to_user', args: {} }] } }, { interactive: true });
+    const said: string[] = [];
+    t.c.subscribe((e) => e.type === 'agent.said' && said.push(e.text));
+    const rootId = await t.c.start({ name: 'lead', task: 'Is the build green?' });
+    expect(await t.c.waitFor(rootId, ['waiting'])).toMatchObject({ waitKind: 'user' });
+    // The user reads the answer exactly once, though the agent was nudged in between.
+    expect(said).toEqual([answer]);
+    const saidRows = t.store.listEvents(t.c.runId).filter((e) => e.type === 'agent.said');
+    expect(saidRows.map((e) => (e.data as { text: string }).text)).toEqual([answer]);
+    // The nudge the model saw before its second call tells it the empty call delivers what it said.
+    const second = t.model.calls[1]!.request.messages;
+    const nudge = second.filter((m) => m.role === 'user' && typeof m.content === 'string' && m.content.includes('recovery attempt 1/'));
+    expect(nudge).toHaveLength(1);
+    expect(nudge[0]!.content).toMatch(/respond_to_user with no message/);
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+
+  it('the autonomous nudge never mentions respond_to_user', () => {
+    for (const root of [true, false]) expect(nudgeText(root, false, 1, 3)).not.toMatch(/respond_to_user/);
+    expect(nudgeText(true, true, 1, 3)).toMatch(/respond_to_user with no message/);
   });
 
   it('respond_to_user outside interactive mode is refused', async () => {

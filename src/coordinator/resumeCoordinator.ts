@@ -21,8 +21,13 @@ export interface ResumeOptions extends Omit<CoordinatorOptions, 'runId' | 'store
 }
 
 /**
- * Budget flags recomputed from the ledger, never trusted from the old row: the stop flags follow
+ * Budget flags recomputed from the ledger, never trusted from the old row: the budget stop follows
  * the spend; the reserve-notice claim, the operator's pause and the resume epoch are kept.
+ *
+ * The reserve is the exception: it can trip at admission below the line (no call in flight fits
+ * under it), so spend alone cannot tell whether it tripped. A trip is persisted and survives the
+ * restart (else the root could spawn children again and the reserve would trip a second time)
+ * unless the resume sets a different limit, which is a new budget.
  */
 export function recomputeBudgetFlags(run: RunRow, spentUsd: number, budget: CoordinatorOptions['budget']): BudgetFlags {
   const resolved = resolveBudget(budget);
@@ -33,7 +38,7 @@ export function recomputeBudgetFlags(run: RunRow, spentUsd: number, budget: Coor
   return {
     limitUsd,
     budgetStopped: stop && spentUsd >= limitUsd,
-    reserveStopped: stop && spentUsd >= reserveFraction * limitUsd,
+    reserveStopped: stop && (spentUsd >= reserveFraction * limitUsd || (run.budget.reserveStopped && limitUsd === run.budget.limitUsd)),
     reserveNoticeClaimed: run.budget.reserveNoticeClaimed,
     paused: run.budget.paused,
     resumeEpoch: run.budget.resumeEpoch,

@@ -201,16 +201,50 @@ describe('resumeCoordinator', () => {
     await c.start({ name: 'lead', task: 'x' });
     await flush();
     await c.shutdown();
-    // A stale row claims the budget was stopped; the ledger says $6 of $10.
+    // A stale row claims the budget was stopped; the ledger says $6 of $10. The reserve trip is
+    // kept (it can trip below the line, at admission), the budget stop follows the ledger.
     store.updateRun(c.runId, { budget: { ...store.getRun(c.runId)!.budget, budgetStopped: true, reserveStopped: true } });
     const once = recoverRun(store, undefined, { budget: { limitUsd: 10 } });
-    expect(once.budget).toMatchObject({ budgetStopped: false, reserveStopped: false });
+    expect(once.budget).toMatchObject({ budgetStopped: false, reserveStopped: true });
     const dump = () => JSON.stringify([store.listRuns(), store.listAgents(c.runId), store.listMessages(c.runId)]);
     const after1 = dump();
     recoverRun(store, undefined, { budget: { limitUsd: 10 } });
     expect(dump()).toBe(after1);
-    // With a lower limit the same ledger trips the reserve ($6 ≥ 0.9 × $6.5).
+    // A new limit is a new budget: the trip is recomputed from the ledger ($6 < 0.9 × $20)…
+    expect(recoverRun(store, c.runId, { budget: { limitUsd: 20 } }).budget).toMatchObject({ reserveStopped: false, budgetStopped: false });
+    // …and with a lower limit the same ledger trips the reserve ($6 ≥ 0.9 × $6.5).
     expect(recoverRun(store, c.runId, { budget: { limitUsd: 6.5 } }).budget).toMatchObject({ reserveStopped: true, budgetStopped: false });
+    store.close();
+  });
+
+  it('a reserve tripped at admission (below the line) survives a restart: no new child, no second notice', async () => {
+    const path = dbPath();
+    const clock = new SimulatedClock();
+    const spawn = (name: string) => ({ tool: 'spawn_agent', args: { name, task: `work as ${name}` } });
+    const wait = { tool: 'wait_for_agents', args: { reason: 'children' } };
+    // $1 spent of $10: a's first call reserves $9, which does not fit under the $9 line with
+    // nothing in flight, so the reserve trips at admission with 10 % of the budget spent.
+    const first = scriptedModel(
+      { agents: { lead: [{ ...spawn('a'), usage: { costUsd: 1 } }, wait, { delayMs: 60_000, tool: 'view_agent_graph', args: {} }], a: [{ tool: 'agent_finish', args: { summary: 'x' }, reserveUsd: 9 }] } },
+      { clock },
+    );
+    const c = createCoordinator({ model: first, store: openStore({ path }), clock, budget: { limitUsd: 10 } });
+    const rootId = await c.start({ name: 'lead', task: 'x' });
+    await advance(clock, 2_000);
+    expect(c.list().find((a) => a.name === 'a')).toMatchObject({ status: 'stopped', stopReason: 'reserve' });
+    expect(c.budget()).toMatchObject({ reserveStopped: true, spentUsd: 1 });
+    await c.shutdown();
+    c.store.close();
+
+    const store = openStore({ path });
+    const again = await resumeCoordinator({ store, clock, model: scriptedModel({ agents: { lead: [spawn('b'), finish] } }, { clock }) });
+    expect(again.budget()).toMatchObject({ reserveStopped: true });
+    await again.waitFor(rootId, TERMINAL);
+    const results = store.loadSession(rootId).filter((i) => i.role === 'tool').map((i) => JSON.parse((i as { content: string }).content) as { error?: { code: string } });
+    expect(results.at(-2)?.error?.code).toBe('BUDGET_RESERVE_REACHED');
+    expect(again.list().map((a) => a.name).sort()).toEqual(['a', 'lead']);
+    expect(store.listMessages(again.runId).filter((m) => m.type === 'budget_reserve_stop')).toHaveLength(1);
+    await again.shutdown();
     store.close();
   });
 

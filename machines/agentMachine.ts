@@ -103,6 +103,11 @@ export type AgentEvent =
   | { type: 'agent.stop'; reason: StopReason }
   /** The budget resume epoch advanced (pause policy). */
   | { type: 'budget.resume'; epoch: number }
+  /**
+   * The run is quiescent and this wait on agents can never be answered (a dead wait): wake now
+   * instead of after the idle timer. Counts against the idle limit like a timeout, so it never loops.
+   */
+  | { type: 'agent.deadlock' }
   /** The cycle finished one turn. */
   | { type: 'turn.done'; outcome: TurnOutcome }
   | ErrorActorEvent<unknown, 'cycle'>;
@@ -262,6 +267,13 @@ export const agentMachine = setup({
       waitingSince: null,
       waitTimeoutMs: null,
     }),
+    wakeByDeadlock: assign(({ context }) => ({
+      wake: 'deadlock' as const,
+      idleResumes: context.idleResumes + 1,
+      waitKind: null,
+      waitingSince: null,
+      waitTimeoutMs: null,
+    })),
     wakeByTimeout: assign(({ context }) => ({
       wake: 'timeout' as const,
       idleResumes: context.idleResumes + 1,
@@ -406,6 +418,18 @@ export const agentMachine = setup({
                 actions: { type: 'recordStop', params: { reason: 'maxTurns' } },
               },
               { target: '#agent.running', actions: 'wakeByTimeout' },
+            ],
+          },
+          on: {
+            // A dead wait ends like an idle timeout, at once: same idle limit, same stall.
+            'agent.deadlock': [
+              { guard: 'isIdleExhausted', target: '#agent.stalled', actions: 'stallFromIdle' },
+              {
+                guard: 'isTurnLimitReached',
+                target: '#agent.stopped',
+                actions: { type: 'recordStop', params: { reason: 'maxTurns' } },
+              },
+              { target: '#agent.running', actions: 'wakeByDeadlock' },
             ],
           },
         },

@@ -47,8 +47,11 @@ export interface SerializedError {
   retryable: boolean;
 }
 
-/** Why a parked agent is running again; decides the result of a pending wait tool call. */
-export type WakeReason = 'message' | 'timeout' | 'revived' | 'budgetResumed';
+/**
+ * Why a parked agent is running again; decides the result of a pending wait tool call. `deadlock`:
+ * the run went quiescent with this agent waiting on agents that cannot answer (nothing runs).
+ */
+export type WakeReason = 'message' | 'timeout' | 'revived' | 'budgetResumed' | 'deadlock';
 
 /** A lifecycle tool call whose result is written when the agent wakes. */
 export interface PendingWait {

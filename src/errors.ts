@@ -48,10 +48,16 @@ export const ERROR_CODES = {
     retryable: false,
     description: 'A tool that mutates or destroys was not approved (by the approver, or because none is configured); the model gets this as the tool result.',
   },
+  TOOL_IN_DOUBT: {
+    retryable: false,
+    description:
+      'A crash cut this tool call between its start and its recorded result: it may or may not have taken effect. It is not re-run (unless read-only or idempotent); check before retrying.',
+  },
   FINISH_REFUSED: {
     retryable: true,
-    description: 'finish / agent_finish was refused because other agents are still active.',
+    description: "finish / agent_finish was refused because other agents are still active, or the agent's own executions or delegations are still running.",
   },
+  EXECUTION_NOT_FOUND: { retryable: false, description: 'No async execution with that id was linked to an agent of this run.' },
   PROVIDER_RATE_LIMITED: { retryable: true, description: 'The model provider answered 429.' },
   PROVIDER_UNAVAILABLE: { retryable: true, description: 'The model provider answered 5xx (or 408/409).' },
   PROVIDER_TIMEOUT: { retryable: true, description: 'The model call timed out.' },

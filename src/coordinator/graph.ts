@@ -17,6 +17,25 @@ export function agentsThatCanAnswer(rt: Runtime, agent: AgentHandle): AgentHandl
   return out;
 }
 
+/** The agent's own work still running: async executions it started and delegations it dispatched. */
+export function ownWorkRunning(rt: Runtime, agent: AgentHandle): { executions: string[]; delegations: string[] } {
+  return {
+    executions: rt.executions.runningFor(agent.id),
+    delegations: rt.delegations
+      .list(agent.id)
+      .filter((d) => d.status === 'running')
+      .map((d) => d.delegationId),
+  };
+}
+
+/**
+ * What a wait of `agent` points at in the wait-for graph: the active agents that could message it
+ * and its own work still running (whose end wakes it).
+ */
+export function waitsOn(rt: Runtime, agent: AgentHandle) {
+  return { agents: agentsThatCanAnswer(rt, agent), ...ownWorkRunning(rt, agent) };
+}
+
 export function childrenSummary(rt: Runtime, agent: AgentHandle) {
   return agent.children.map((id) => {
     const c = rt.handle(id);
@@ -24,21 +43,32 @@ export function childrenSummary(rt: Runtime, agent: AgentHandle) {
   });
 }
 
-/** finish / agent_finish are refused while the caller's work is still running below it. */
-export function assertNoActiveChildren(rt: Runtime, agent: AgentHandle): void {
+/**
+ * finish / agent_finish are refused while the caller's work is still running: agents below it (every
+ * other agent, for the root), and its own executions and delegations — finishing would drop their
+ * results, which nobody would read. A tripped reserve or budget stop lifts the gate.
+ */
+export function assertNothingOutstanding(rt: Runtime, agent: AgentHandle): void {
   const flags = rt.budgetFlags();
   if (flags.reserveStopped || flags.budgetStopped) return;
   const active =
     agent.parentId === null
       ? activeAgentsExcept(rt.coordinator.getSnapshot().context, agent.id)
       : agent.children.map((id) => rt.handle(id)).filter((c) => isActive(c.status));
-  if (active.length > 0) {
-    throw new TroupeError(
-      'FINISH_REFUSED',
-      `Other agents are still active: ${active.map((a) => `${a.name} (${a.id}) [${a.status}]`).join(', ')}. Wait for their reports, message stalled ones, or stop them first.`,
-      { details: { active_agents: active.map((a) => ({ agent_id: a.id, name: a.name, status: a.status })) } },
-    );
-  }
+  const own = ownWorkRunning(rt, agent);
+  if (active.length === 0 && own.executions.length === 0 && own.delegations.length === 0) return;
+  const parts: string[] = [];
+  if (active.length > 0) parts.push(`Other agents are still active: ${active.map((a) => `${a.name} (${a.id}) [${a.status}]`).join(', ')}.`);
+  if (own.executions.length > 0) parts.push(`Your executions are still running: ${own.executions.join(', ')}.`);
+  if (own.delegations.length > 0) parts.push(`Your delegations are still running: ${own.delegations.join(', ')}.`);
+  parts.push('Wait for them with wait_for_agents (you are woken when one ends), message stalled agents, or stop them first.');
+  throw new TroupeError('FINISH_REFUSED', parts.join(' '), {
+    details: {
+      active_agents: active.map((a) => ({ agent_id: a.id, name: a.name, status: a.status })),
+      running_executions: own.executions,
+      running_delegations: own.delegations,
+    },
+  });
 }
 
 export function stopFromAgent(rt: Runtime, caller: AgentHandle, ref: string, cascade: boolean): string[] {

@@ -99,6 +99,8 @@ export async function resumeCoordinator(options: ResumeOptions): Promise<Coordin
   const spentUsd = usage.reduce((sum, u) => sum + u.costUsd, 0);
   const rt = new Runtime({ ...rest, store, interactive: run.interactive }, { run, agents, spentUsd });
   rt.respawn(agents, spentByAgent);
+  // Agents parked on executions still running stay parked, woken when the host finishes them.
+  rt.executions.restore();
   // Executions that finished while the process was down continue their agents, once.
   rt.executions.continueAll();
   return coordinatorOf(rt);

@@ -42,6 +42,7 @@ import { AsyncExecutions } from './executions.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
+import { deadWaits, type DeadWait } from './deadlock.js';
 import { isValidAgentName, positiveLimit, resolveOptions, type CoordinatorOptions, type InspectOption, type ResolvedOptions } from './options.js';
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
@@ -103,6 +104,8 @@ export interface AgentHandle {
   lastText: string | null;
   /** Built on the first turn. */
   systemPrompt: string | null;
+  /** Set when a dead wait woke the agent: the wait-for graph its wait's result reports (then cleared). */
+  deadlock: DeadWait[] | null;
 }
 
 /** What `get(id)` returns. */
@@ -126,6 +129,11 @@ export type TroupeEvent =
   | { type: 'agent.delta'; agentId: string; name: string; delta: ModelDelta; at: number }
   /** A background review proposed a reusable note about this agent's work (also a `review.note` event row). */
   | { type: 'review.note'; agentId: string; name: string; title: string; content: string; at: number }
+  /**
+   * The run went quiescent with agents waiting on agents that cannot answer: they are woken at once
+   * with the `deadlock` wait outcome (also a `run.deadlock` event row).
+   */
+  | { type: 'run.deadlock'; waits: DeadWait[]; at: number }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 
@@ -236,6 +244,7 @@ export class Runtime {
   readonly #respawned: AgentHandle[] = [];
   #respawning = false;
   #running = 0;
+  #quiescenceCheck = false;
   #pending: (() => void)[] | null = null;
   #shutdown = false;
   #failure: TroupeError | null = null;
@@ -296,6 +305,8 @@ export class Runtime {
           });
           if (row) this.afterCommit(() => this.#wake(target, row));
         });
+        // A delegation's end may wake nobody (a finished agent): the run may now be quiescent.
+        this.checkQuiescence();
       },
     };
     this.delegations = new Delegations(host);
@@ -371,6 +382,8 @@ export class Runtime {
         if (h.status === 'budgetPaused') this.#resumeIfEpochMoved(h, h.actor.getSnapshot().context.budgetEpoch);
       });
     }
+    // A run that stopped between going quiescent and reporting its dead waits reports them now.
+    this.checkQuiescence();
   }
 
   #respawnFailed(row: AgentRow, err: unknown): AgentHandle {
@@ -446,6 +459,11 @@ export class Runtime {
 
   find(id: string): AgentHandle | undefined {
     return this.#agents.get(id);
+  }
+
+  /** Every agent of the run. */
+  agents(): IterableIterator<AgentHandle> {
+    return this.#agents.values();
   }
 
   handle(id: string): AgentHandle {
@@ -576,6 +594,7 @@ export class Runtime {
       strategyPrompt: null,
       lastText: null,
       systemPrompt: null,
+      deadlock: null,
     };
     const input: AgentInput = {
       id: row.id,
@@ -698,7 +717,46 @@ export class Runtime {
       if (this.logger.isLevelEnabled('debug')) h.logger.debug({ from: prev, to: status, waitKind, error: ctx.error ?? undefined }, 'status');
       this.#emit({ type: 'agent.status', agentId: h.id, name: h.name, from: prev, to: status, at });
       this.#waiters.notify(h);
+      if (status !== 'running') this.checkQuiescence();
     }
+  }
+
+  /**
+   * Report dead waits (deadlock.ts) once the effects of the current step have run: when the run is
+   * quiescent, every agent waiting on agents is woken at once with the `deadlock` outcome. Once per
+   * quiescent episode: the woken agents run, so the next episode starts only when they park again,
+   * and each report counts against their idle limit like a timeout (so it never loops).
+   */
+  checkQuiescence(): void {
+    if (this.#quiescenceCheck || this.#running > 0) return;
+    this.#quiescenceCheck = true;
+    queueMicrotask(() => {
+      this.#quiescenceCheck = false;
+      if (!this.usable) return;
+      const waits = deadWaits({
+        interactive: this.options.interactive,
+        runningAgents: this.#running,
+        agents: () => this.#agents.values(),
+        find: (id) => this.#agents.get(id),
+        anyExecutionRunning: () => this.executions.anyRunning,
+        anyDelegationRunning: () => this.delegations.list().some((d) => d.status === 'running'),
+      });
+      if (waits.length === 0) return;
+      const at = this.clock.now();
+      this.logger.warn({ waits }, 'the run is quiescent and these waits cannot be answered: waking them');
+      try {
+        this.commit(() => this.store.appendEvent({ runId: this.runId, agentId: null, type: 'run.deadlock', data: { waits }, at }));
+      } catch (err) {
+        if (!isFatalStoreError(err)) this.logger.error({ err }, 'could not record the deadlock event');
+        return;
+      }
+      this.#emit({ type: 'run.deadlock', waits, at });
+      for (const wait of waits) {
+        const h = this.#agents.get(wait.agent_id)!;
+        h.deadlock = waits;
+        h.actor.send({ type: 'agent.deadlock' });
+      }
+    });
   }
 
   /**
@@ -750,6 +808,7 @@ export class Runtime {
     });
     this.registry.trigger.upsert({ view: this.#view(h) });
     this.#waiters.notify(h);
+    this.checkQuiescence();
   }
 
   // ── messages ────────────────────────────────────────────────────────────────────────────────

@@ -9,6 +9,7 @@
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { TurnOutcome, WakeReason } from '../../machines/types.js';
 import { BudgetHalt } from '../coordinator/budget.js';
+import { deadlockResult } from '../coordinator/deadlock.js';
 import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
 import { sleep } from '../clock.js';
 import { ProviderError, serializeError, TroupeError, toError } from '../errors.js';
@@ -35,13 +36,19 @@ export function openToolCalls(session: readonly SessionItem[]): ToolCall[] {
   return [];
 }
 
-function waitResult(tool: string, wake: WakeReason | null, pending: number): string {
+function waitResult(tool: string, wake: WakeReason | null, pending: number, agent: AgentHandle): string {
   if (tool === 'respond_to_user') {
     return JSON.stringify({ status: wake === 'message' || wake === 'revived' ? 'message_arrived' : 'resumed' });
   }
   switch (wake) {
     case 'message':
+      // A finished execution wakes its agent with a note for this call, not with mail.
+      if (pending === 0 && agent.notes.length > 0) {
+        return JSON.stringify({ wait_outcome: 'execution_finished', note: 'One of your executions ended: its result follows.' });
+      }
       return JSON.stringify({ wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' });
+    case 'deadlock':
+      return deadlockResult(agent.deadlock ?? []);
     case 'timeout':
       return JSON.stringify({
         wait_outcome: 'timeout',
@@ -143,7 +150,7 @@ function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput, first
     const open = firstOfCycle ? openToolCalls(store.loadSession(agent.id)) : [];
     const items: SessionItem[] = open.map((c) =>
       input.pendingWait?.callId === c.id
-        ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending) }
+        ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending, agent) }
         : interruptedResult(c),
     );
     if (input.nudge) {
@@ -153,6 +160,7 @@ function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput, first
       });
     }
     if (items.length > 0) store.appendSession(agent.id, items);
+    agent.deadlock = null;
     store.drainMailbox(agent.id, messageToItem, rt.clock.now());
     if (agent.strategyPrompt) {
       store.appendSession(agent.id, [{ role: 'user', content: agent.strategyPrompt }]);

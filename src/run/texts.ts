@@ -21,7 +21,7 @@ export function systemPrompt(agent: AgentIdentity, interactive: boolean, extra: 
     `You are ${agent.name} (id ${agent.id}), an agent in a troupe team.`,
     role,
     'Every turn must end with a tool call: plain text alone neither ends your work nor reaches anyone.',
-    'Use wait_for_agents only to wait on agents you have spawned or messaged, never on a long task of your own.',
+    'Use wait_for_agents to wait on agents you have spawned or messaged, or on your own executions and delegations still running: you are woken when one ends, so never poll them.',
   ];
   if (interactive) lines.push('A human is attached: use respond_to_user to answer them and hand control back.');
   if (extra) lines.push('', extra);

@@ -243,6 +243,7 @@ export function memoryStore(): Store {
       return row && { ...row };
     },
     uncontinuedExecutions: () => [...state.executions.values()].filter((r) => r.finishedAt !== null && r.continuedAt === null).map((r) => ({ ...r })),
+    runningExecutions: () => [...state.executions.values()].filter((r) => r.status === 'running').map((r) => ({ ...r })),
     getReentryBudget: (sessionId) => {
       const row = state.reentry.get(sessionId);
       return row && copy(row);

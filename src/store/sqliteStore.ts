@@ -361,6 +361,7 @@ function createSqliteStore(
     continueExecution: db.prepare('UPDATE executions SET continued_at = ? WHERE id = ? AND continued_at IS NULL'),
     getExecution: db.prepare('SELECT * FROM executions WHERE id = ?'),
     uncontinued: db.prepare('SELECT * FROM executions WHERE finished_at IS NOT NULL AND continued_at IS NULL ORDER BY finished_at, id'),
+    runningExecutions: db.prepare("SELECT * FROM executions WHERE status = 'running' ORDER BY linked_at, id"),
     putReentry: db.prepare(
       `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES (?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET count = excluded.count, last_wake_at = excluded.last_wake_at`,
@@ -676,6 +677,7 @@ function createSqliteStore(
       return r && toExecution(r);
     },
     uncontinuedExecutions: () => (q.uncontinued.all() as ExecutionDbRow[]).map(toExecution),
+    runningExecutions: () => (q.runningExecutions.all() as ExecutionDbRow[]).map(toExecution),
     getReentryBudget: (sessionId) => {
       const r = q.getReentry.get(sessionId) as { session_id: string; count: number; last_wake_at: number } | undefined;
       return r && { sessionId: r.session_id, count: r.count, lastWakeAt: r.last_wake_at };

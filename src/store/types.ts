@@ -179,6 +179,8 @@ export interface Store {
   getExecution(id: string): ExecutionRow | undefined;
   /** Finished executions whose agent has not been re-invoked yet. */
   uncontinuedExecutions(): ExecutionRow[];
+  /** Executions still running (an agent parked on them is woken when they finish). */
+  runningExecutions(): ExecutionRow[];
 
   close(): void;
 }

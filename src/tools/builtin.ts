@@ -6,7 +6,7 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
-import { agentsThatCanAnswer, assertNoActiveChildren, childrenSummary, graphView, stopFromAgent } from '../coordinator/graph.js';
+import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn } from '../coordinator/graph.js';
 import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
 import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
@@ -137,7 +137,7 @@ const sendMessage = define({
 const waitForAgents = define({
   name: 'wait_for_agents',
   description:
-    'Park until a message from another agent arrives (a report, a notice, a reply) or the wait times out. Only wait when an agent you spawned or messaged still owes you an answer. One wait per turn.',
+    'Park until a message from another agent arrives (a report, a notice, a reply), one of your own async executions or delegations ends, or the wait times out. Wait only when an agent you spawned or messaged still owes you an answer, or your own work is still running: never poll. One wait per turn.',
   parameters: object(
     {
       reason: str('What you are waiting for', { minLength: 1 }),
@@ -158,12 +158,14 @@ const waitForAgents = define({
     if (pending > 0) {
       return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
     }
-    const answerers = agentsThatCanAnswer(rt, agent);
-    if (answerers.length === 0) {
+    // An agent parks on anything that can still answer: an active agent that could message it, or
+    // its own executions and delegations, whose end wakes it (no polling, no paid call meanwhile).
+    const on = waitsOn(rt, agent);
+    if (on.agents.length === 0 && on.executions.length === 0 && on.delegations.length === 0) {
       return {
         result: {
           wait_outcome: 'no_active_agents',
-          note: 'No agent that could message you is still active: nobody will answer. Continue your work or finish.',
+          note: 'No agent that could message you is still active and none of your executions or delegations is running: nobody will answer. Continue your work or finish.',
           agents: childrenSummary(rt, agent),
         },
       };
@@ -197,7 +199,7 @@ const agentFinish = define({
   offeredTo: (a) => !isRoot(a),
   run(args, { rt, agent }) {
     if (isRoot(agent)) throw new TroupeError('TOOL_NOT_ALLOWED', 'agent_finish is for sub-agents; you are the root: call finish.');
-    assertNoActiveChildren(rt, agent);
+    assertNothingOutstanding(rt, agent);
     const report = {
       summary: args.summary as string,
       findings: (args.findings as string[] | undefined) ?? [],
@@ -217,7 +219,7 @@ const finish = define({
     if (!isRoot(agent)) {
       throw new TroupeError('TOOL_NOT_ALLOWED', 'finish is for the root agent; you are a sub-agent: call agent_finish.');
     }
-    assertNoActiveChildren(rt, agent);
+    assertNothingOutstanding(rt, agent);
     const report = { summary: args.summary as string, findings: [], openItems: [], success: true };
     return { result: { success: true, run_completed: true }, settle: { kind: 'finish', report } };
   },

@@ -131,12 +131,16 @@ describe('resumeCoordinator', () => {
       openStore({ path }),
       {
         agents: {
-          lead: [{ tool: 'spawn_agent', args: { name: 'w', task: 'wait' } }, { tool: 'wait_for_agents', args: { reason: 'w', timeout_seconds: 300 } }],
+          lead: [
+            { tools: [{ name: 'spawn_agent', args: { name: 'w', task: 'wait' } }, { name: 'spawn_agent', args: { name: 'busy', task: 'work' } }] },
+            { tool: 'wait_for_agents', args: { reason: 'w', timeout_seconds: 300 } },
+          ],
           w: [{ tool: 'wait_for_agents', args: { reason: 'orders', timeout_seconds: 100 } }],
+          // A long model call keeps the run from being quiescent (else w's dead wait ends at once).
+          busy: [{ delayMs: 1_000_000, tool: 'agent_finish', args: { summary: 'done' } }],
         },
       },
-      async (c) => {
-        await c.whenIdle();
+      async () => {
         await advance(clock, 40_000);
       },
       { clock },
@@ -144,14 +148,17 @@ describe('resumeCoordinator', () => {
     // The process comes back 30 s later: 30 s of w's 100 s wait are left.
     clock.increment(30_000);
     const store = openStore({ path });
-    const model = scriptedModel({ agents: { w: [{ tool: 'wait_for_agents', args: { reason: 'again', timeout_seconds: 100 } }] } }, { clock });
+    const model = scriptedModel(
+      { agents: { w: [{ tool: 'wait_for_agents', args: { reason: 'again', timeout_seconds: 100 } }], busy: [{ delayMs: 1_000_000, tool: 'agent_finish', args: { summary: 'done' } }] } },
+      { clock },
+    );
     const c = await resumeCoordinator({ store, model, clock });
     const w = store.listAgents(runId).find((a) => a.name === 'w')!;
     await advance(clock, 29_000);
     expect(c.get(w.id).status).toBe('waiting');
-    expect(model.calls).toHaveLength(0);
+    expect(model.calls.filter((x) => x.agentName === 'w')).toHaveLength(0);
     await advance(clock, 1_000);
-    expect(model.calls.map((x) => x.at)).toEqual([100_000]);
+    expect(model.calls.filter((x) => x.agentName === 'w').map((x) => x.at)).toEqual([100_000]);
     expect(c.get(w.id).status).toBe('waiting');
     await c.shutdown();
     store.close();

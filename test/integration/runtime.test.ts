@@ -626,14 +626,23 @@ describe('wait timeouts and budget outcomes', () => {
   ])('timeout_seconds %s is clamped to %i ms', async (seconds, ms) => {
     const t = team({
       agents: {
-        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, { tool: 'stop_agent', args: { id: 'a' } }, { tool: 'wait_for_agents', args: { reason: 'stop' } }, finish],
+        lead: [
+          { tools: [{ name: 'spawn_agent', args: { name: 'a', task: 'x' } }, { name: 'spawn_agent', args: { name: 'busy', task: 'x' } }] },
+          { tool: 'wait_for_agents', args: { reason: 'a' } },
+          { tool: 'stop_agent', args: { id: 'a' } },
+          { tool: 'wait_for_agents', args: { reason: 'stop' } },
+          finish,
+        ],
         a: [{ tool: 'wait_for_agents', args: { reason: 'orders', timeout_seconds: seconds } }],
+        // busy's model call keeps the run from being quiescent (a dead wait would end at once).
+        busy: [{ delayMs: 10 * 300_000, tool: 'agent_finish', args: { summary: 'done' } }],
       },
       // The lead's own wait must outlast every case.
     }, { idleResumeMs: 10 * 300_000 });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
-    await t.c.whenIdle();
+    await flush();
     const a = t.byName('a').id;
+    await t.c.waitFor(a, ['waiting']);
     await t.advance(ms - 1, Math.min(ms - 1, 1_000));
     expect(t.c.get(a).status).toBe('waiting');
     const crashed = t.c.waitFor(a, ['crashed']); // the script has no second step: waking crashes it

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { STINT_ITEMS, team, TERMINAL } from '../helpers/team.js';
+import { flush, STINT_ITEMS, team, TERMINAL } from '../helpers/team.js';
 
 /** Items that closed each child's stint, per child name. */
 function stintItems(t: ReturnType<typeof team>, rootId: string) {
@@ -77,9 +77,11 @@ describe('idle auto-resume', () => {
   it('fires twice, then the agent stalls and its parent gets exactly one stall notice', async () => {
     const t = team('idle-stall');
     const rootId = await t.c.start({ name: 'lead', task: 'Delegate and wait.' });
-    await t.c.whenIdle();
+    await flush();
     const waiterId = t.byName('waiter').id;
-    expect(t.c.get(waiterId)).toMatchObject({ status: 'waiting', waitKind: 'agents' });
+    expect(await t.c.waitFor(waiterId, ['waiting'])).toMatchObject({ status: 'waiting', waitKind: 'agents' });
+    // busy's model call runs for 190 s, so the run is not quiescent: the idle timer ends the wait.
+    expect(t.byName('busy').status).toBe('running');
 
     await t.advance(119_000);
     const timeouts = () => t.toolResults(waiterId).filter((r) => r.result.wait_outcome === 'timeout').length;
@@ -90,6 +92,7 @@ describe('idle auto-resume', () => {
     await t.advance(59_000);
     expect(t.c.get(waiterId).status).toBe('waiting');
     await t.advance(1_000);
+    await t.advance(10_000); // busy reports at 190 s
 
     const root = await t.c.waitFor(rootId, [...TERMINAL]);
     expect(root.status).toBe('completed');

@@ -211,7 +211,9 @@ export function describeStoreContract(name: string, create: () => Store) {
       expect(store.linkExecution({ id: 'e1', agentId: 'a', linkedAt: 1 })).toBe(true);
       expect(store.linkExecution({ id: 'e1', agentId: 'a', linkedAt: 2 })).toBe(false);
       expect(store.uncontinuedExecutions()).toEqual([]);
+      expect(store.runningExecutions().map((e) => e.id)).toEqual(['e1']);
       expect(store.finishExecution('e1', { status: 'failed', result: 'boom', at: 3 })).toBe(true);
+      expect(store.runningExecutions()).toEqual([]);
       expect(store.finishExecution('e1', { status: 'completed', result: 'late', at: 4 })).toBe(false);
       expect(store.finishExecution('nope', { status: 'completed', result: '', at: 4 })).toBe(false);
       expect(store.uncontinuedExecutions()).toEqual([

@@ -1,0 +1,69 @@
+/**
+ * The wait-for graph and its one question: can anything still answer the agents that wait?
+ *
+ * A waiting agent points at what can answer it: its active children and parent, its own running
+ * executions and delegations, the user (interactive mode), a running tool. The run is quiescent
+ * when nothing can move by itself: no agent running (so no model or tool call in flight) or
+ * budget-paused, no execution or delegation running, and — in interactive mode — nobody waiting on
+ * the user (who may answer at any time). In a quiescent run every wait on agents is dead: each agent
+ * it points at is parked too, and parked agents only move when messaged. Such waits are reported at
+ * once instead of after three idle timeouts.
+ * @module
+ */
+import type { AgentHandle } from './runtime.js';
+
+/** One dead wait: who waits, and on whom (the active agents that could have answered). */
+export interface DeadWait {
+  agent_id: string;
+  name: string;
+  waits_on: { agent_id: string; name: string; status: string; wait?: string }[];
+}
+
+/** What the check reads of a run: a narrow view, so it can be tested against any team. */
+export interface WaitGraphSource {
+  readonly interactive: boolean;
+  /** Agents with status `running` (the runtime's counter). */
+  readonly runningAgents: number;
+  agents(): Iterable<AgentHandle>;
+  find(id: string): AgentHandle | undefined;
+  anyExecutionRunning(): boolean;
+  anyDelegationRunning(): boolean;
+}
+
+/** The dead waits of a quiescent run (oldest agent first), or [] when something can still move. */
+export function deadWaits(run: WaitGraphSource): DeadWait[] {
+  if (run.runningAgents > 0) return [];
+  const waiting: AgentHandle[] = [];
+  for (const h of run.agents()) {
+    if (h.status === 'running' || h.status === 'budgetPaused') return [];
+    if (h.status !== 'waiting') continue;
+    if (h.waitKind === 'user') {
+      if (run.interactive) return [];
+      continue;
+    }
+    waiting.push(h);
+  }
+  if (waiting.length === 0 || run.anyExecutionRunning() || run.anyDelegationRunning()) return [];
+  return waiting.map((h) => ({ agent_id: h.id, name: h.name, waits_on: family(run, h) }));
+}
+
+/** The active agents a waiting agent points at: its parent and children. */
+function family(run: WaitGraphSource, h: AgentHandle): DeadWait['waits_on'] {
+  const ids = h.parentId === null ? [...h.children] : [h.parentId, ...h.children];
+  const out: DeadWait['waits_on'] = [];
+  for (const id of ids) {
+    const other = run.find(id);
+    if (!other || other.status === 'completed' || other.status === 'stopped' || other.status === 'failed' || other.status === 'crashed') continue;
+    out.push({ agent_id: other.id, name: other.name, status: other.status, ...(other.waitKind ? { wait: other.waitKind } : {}) });
+  }
+  return out;
+}
+
+/** The wait's result when a dead wait woke the agent. */
+export function deadlockResult(waits: readonly DeadWait[]): string {
+  return JSON.stringify({
+    wait_outcome: 'deadlock',
+    note: 'Nothing in this run can answer your wait: every agent you wait on is parked too, and no execution or delegation is running. Do not wait again for the same thing: unblock an agent with send_message, stop it, do the work yourself, or finish.',
+    waits,
+  });
+}

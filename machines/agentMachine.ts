@@ -86,6 +86,8 @@ export interface AgentContext extends AgentLifecycleState {
 /** Input of the invoked turn: everything the runtime needs, as JSON. */
 export interface TurnInput {
   agentId: string;
+  /** 1-based turn number over the agent's life (a turn cut by a crash keeps its number). */
+  turn: number;
   /** 1-based turn number within this stint. */
   stintTurn: number;
   wake: WakeReason | null;
@@ -129,6 +131,7 @@ function outcomeOf(event: AgentEvent): TurnOutcome | null {
 export function turnInputOf(context: AgentContext): TurnInput {
   return {
     agentId: context.spec.id,
+    turn: context.turns + 1,
     stintTurn: context.stintTurns + 1,
     wake: context.wake,
     pendingWait: context.pendingWait,

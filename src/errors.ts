@@ -53,6 +53,10 @@ export const ERROR_CODES = {
     description:
       'A crash cut this tool call between its start and its recorded result: it may or may not have taken effect. It is not re-run (unless read-only or idempotent); check before retrying.',
   },
+  TOOL_NOT_RUN: {
+    retryable: true,
+    description: 'A crash or shutdown cut the turn before this tool call started: it had no effect; call it again if it is still needed.',
+  },
   FINISH_REFUSED: {
     retryable: true,
     description: "finish / agent_finish was refused because other agents are still active, or the agent's own executions or delegations are still running.",

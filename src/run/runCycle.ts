@@ -24,8 +24,9 @@ export function createCycleLogic(rt: Runtime) {
       const agent = rt.handle(input.agentId);
       for (let first = true; !signal.aborted; first = false) {
         let result: TurnResult;
+        const input = turnInputOf(agent.actor.getSnapshot().context);
         try {
-          result = await runTurn(rt, turnInputOf(agent.actor.getSnapshot().context), signal, first);
+          result = await runTurn(rt, input, signal, first);
         } catch (err) {
           if (signal.aborted) return;
           agent.logger.error({ err }, 'turn crashed');
@@ -36,6 +37,8 @@ export function createCycleLogic(rt: Runtime) {
         // notices) commit together: the transition runs synchronously inside this transaction.
         rt.commit(() => {
           if (result.items.length > 0) rt.store.appendSession(agent.id, result.items);
+          // The in-doubt ledger: these calls' results are in this very transaction.
+          if (result.started && result.started.length > 0) rt.store.finishToolCalls(agent.id, input.turn, result.started, rt.clock.now());
           sendBack({ type: 'turn.done', outcome: result.outcome });
         });
         rt.reviews?.afterTurn(agent, result.outcome);

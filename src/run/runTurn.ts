@@ -12,12 +12,10 @@ import { BudgetHalt } from '../coordinator/budget.js';
 import { deadlockResult } from '../coordinator/deadlock.js';
 import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
 import { sleep } from '../clock.js';
-import { ProviderError, serializeError, TroupeError, toError } from '../errors.js';
+import { ProviderError, serializeError, TroupeError } from '../errors.js';
 import type { ModelTurn, SessionItem, ToolCall } from '../model/types.js';
-import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
-import type { CompiledTool } from '../tools/defineTool.js';
-import { runUserTool } from '../tools/runUserTool.js';
 import { compactSession, stripImages } from './compaction.js';
+import { resolveCutCalls, runTools } from './runTools.js';
 import { messageToItem, nudgeText } from './texts.js';
 
 /** The abort reason used when a message cuts a running model call short. */
@@ -61,23 +59,18 @@ function waitResult(tool: string, wake: WakeReason | null, pending: number, agen
   }
 }
 
-const interruptedResult = (call: ToolCall): SessionItem => ({
-  role: 'tool',
-  toolCallId: call.id,
-  name: call.name,
-  content: JSON.stringify({ success: false, error: { code: 'INTERNAL', message: 'The turn was interrupted before this call finished; its outcome is unknown.' } }),
-  isError: true,
-});
 
 /** Delay before retry `retry` (1-based): min(base·2^(retry-1), max), or what the server asked for. */
 export function backoffMs(retry: number, base: number, max: number, retryAfterMs: number | undefined): number {
   return retryAfterMs ?? Math.min(base * 2 ** (retry - 1), max);
 }
 
-/** A finished turn: its outcome, and the tool results to commit together with it. */
+/** A finished turn: its outcome, the tool results to commit with it, and ledger rows to finish then. */
 export interface TurnResult {
   outcome: TurnOutcome;
   items: SessionItem[];
+  /** Calls the in-doubt ledger marked started in this turn (runTools.ts). */
+  started?: string[];
 }
 
 const only = (outcome: TurnOutcome): TurnResult => ({ outcome, items: [] });
@@ -97,7 +90,13 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
   };
   live();
   const agent = rt.handle(input.agentId);
-  prepareSession(rt, agent, input, firstOfCycle);
+  // Only the first turn after the agent (re)starts can find calls left open: the wait that parked
+  // it, or calls a crash or shutdown cut off, which are resolved once (runTools.ts).
+  const open = firstOfCycle ? openToolCalls(rt.store.loadSession(agent.id)) : [];
+  const cutCalls = open.filter((c) => input.pendingWait?.callId !== c.id);
+  const cut = cutCalls.length > 0 ? await resolveCutCalls(rt, agent, cutCalls, input.turn, signal) : null;
+  live();
+  prepareSession(rt, agent, input, open, cut);
 
   // The budget gate, and the call's estimated cost reserved until it settles.
   const admitted = await rt.ledger.admit(agent, () => rt.buildRequest(agent, input.stintTurn), signal);
@@ -136,23 +135,29 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
     agent.lastText = turn.text;
     return only({ kind: 'plainText' });
   }
-  return runTools(rt, agent, turn, signal);
+  return runTools(rt, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn }, signal);
 }
 
 /** Everything that must be in the session before the model sees it, in one transaction. */
-function prepareSession(rt: Runtime, agent: AgentHandle, input: TurnInput, firstOfCycle: boolean): void {
+function prepareSession(
+  rt: Runtime,
+  agent: AgentHandle,
+  input: TurnInput,
+  open: readonly ToolCall[],
+  cut: { items: SessionItem[]; started: string[] } | null,
+): void {
   const { store } = rt;
   // A revived agent starts a new task: tool failure streaks of the old one do not carry over.
   if (input.wake === 'revived') agent.tracker.resetAll();
   const pending = store.pendingCount(agent.id);
-  if (!firstOfCycle && pending === 0 && !input.nudge && !agent.strategyPrompt) return;
+  if (open.length === 0 && pending === 0 && !input.nudge && !agent.strategyPrompt) return;
   rt.commit(() => {
-    const open = firstOfCycle ? openToolCalls(store.loadSession(agent.id)) : [];
     const items: SessionItem[] = open.map((c) =>
       input.pendingWait?.callId === c.id
         ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending, agent) }
-        : interruptedResult(c),
+        : cut!.items.find((i) => i.role === 'tool' && i.toolCallId === c.id)!,
     );
+    if (cut && cut.started.length > 0) store.finishToolCalls(agent.id, input.turn, cut.started, rt.clock.now());
     if (input.nudge) {
       items.push({
         role: 'user',
@@ -266,122 +271,4 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
 function salvage(err: unknown): SessionItem[] {
   const partial = err instanceof TroupeError ? err.details?.partialText : (err as { partialText?: unknown } | null)?.partialText;
   return typeof partial === 'string' && partial !== '' ? [{ role: 'assistant', content: `${partial} [cut off: ${serializeError(err).message}]` }] : [];
-}
-
-async function runTools(rt: Runtime, agent: AgentHandle, turn: ModelTurn, signal: AbortSignal): Promise<TurnResult> {
-  // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
-  const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
-  agent.lastText = null;
-  const items: SessionItem[] = [];
-  let lastTool: string | null = null;
-  for (const [index, call] of turn.toolCalls.entries()) {
-    if (signal.aborted) throw signal.reason;
-    if (state.settled) {
-      items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
-      continue;
-    }
-    let result: CallResult;
-    try {
-      result = await executeCall(rt, agent, call, state, signal);
-    } catch (err) {
-      if (signal.aborted) throw err;
-      // A bug escaped: keep the results this turn already produced and close the calls left open.
-      agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');
-      for (const open of turn.toolCalls.slice(index)) items.push(interruptedResult(open));
-      return { outcome: { kind: 'crashed', error: serializeError(err) }, items };
-    }
-    const { content, isError, deferred } = result;
-    if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
-    lastTool = call.name;
-    // An async execution this tool started is linked to the agent, to continue it when it ends.
-    if (!isError && !deferred && rt.tools.has(call.name)) rt.executions.link(agent, content);
-    // A deferred call (a parking wait) is answered when the agent wakes.
-    if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
-    if (isError) {
-      if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
-    } else agent.tracker.recordSuccess(call.name);
-  }
-  return { outcome: state.settled ?? { kind: 'continue', lastTool }, items };
-}
-
-const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem => ({
-  role: 'tool',
-  toolCallId: call.id,
-  name: call.name,
-  content: typeof result === 'string' ? result : JSON.stringify(result),
-  ...(isError ? { isError } : {}),
-});
-
-const errorContent = (err: unknown) => {
-  const e = serializeError(err);
-  return JSON.stringify({ success: false, error: { code: e.code, message: e.message } });
-};
-
-interface CallResult {
-  content: string;
-  isError: boolean;
-  deferred: boolean;
-}
-
-async function executeCall(
-  rt: Runtime,
-  agent: AgentHandle,
-  call: ToolCall,
-  state: TurnToolState,
-  signal: AbortSignal,
-): Promise<CallResult> {
-  const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false });
-  const builtin = BUILTIN_TOOLS.get(call.name);
-  const user = builtin ? undefined : rt.tools.get(call.name);
-  if (!builtin && !user) {
-    return fail(
-      new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${call.name}". Available tools: ${rt.toolNames(agent).join(', ')}`),
-    );
-  }
-  let args: unknown;
-  try {
-    args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
-  } catch (err) {
-    return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} are not valid JSON: ${(err as Error).message}`));
-  }
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) {
-    return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} must be a JSON object`));
-  }
-  const invalid = (builtin ?? user)!.validate(args);
-  if (invalid) return fail(invalid);
-
-  if (builtin) {
-    try {
-      const out = builtin.run(args as Record<string, unknown>, { rt, agent, callId: call.id, state });
-      if ('deferred' in out) {
-        state.settled = out.deferred;
-        state.settledBy = call.name;
-        return { content: '', isError: false, deferred: true };
-      }
-      if (out.settle) {
-        state.settled = out.settle;
-        state.settledBy = call.name;
-      }
-      return { content: JSON.stringify(out.result), isError: false, deferred: false };
-    } catch (err) {
-      return fail(err);
-    }
-  }
-  const approvals = rt.options.approvals;
-  const risk = (user as CompiledTool).risk ?? 'mutation';
-  if (approvals && risk !== 'read_only') {
-    const decision = await approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args });
-    if (signal.aborted) throw signal.reason;
-    if (!decision.approved) {
-      return fail(new TroupeError('APPROVAL_DENIED', `${call.name} was not approved: ${decision.reason}`, { details: { risk } }));
-    }
-  }
-  try {
-    const result = await runUserTool(rt, user as CompiledTool, args as Record<string, unknown>, agent, signal);
-    return { content: result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result), isError: false, deferred: false };
-  } catch (err) {
-    if (signal.aborted) throw err;
-    agent.logger.warn({ err: toError(err), tool: call.name }, 'tool failed');
-    return fail(err instanceof TroupeError ? err : new TroupeError('TOOL_FAILED', `${call.name} failed: ${toError(err).message}`, { cause: err }));
-  }
 }

@@ -7,7 +7,7 @@
  * @module
  */
 import type { SessionItem } from '../model/types.js';
-import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, ToolCallRow, UsageRow } from './types.js';
 import { TroupeError } from '../errors.js';
 
 interface Mailbox {
@@ -28,6 +28,7 @@ interface State {
   delegations: Map<string, DelegationRow>;
   reentry: Map<string, ReentryBudgetRow>;
   executions: Map<string, ExecutionRow>;
+  toolCalls: Map<string, ToolCallRow>;
   seq: number;
 }
 
@@ -47,7 +48,15 @@ export function memoryStore(): Store {
     delegations: new Map(),
     reentry: new Map(),
     executions: new Map(),
+    toolCalls: new Map(),
     seq: 0,
+  };
+  const toolCallKey = (agentId: string, turn: number, callId: string) => `${agentId}\u0000${turn}\u0000${callId}`;
+  const putToolCall = (row: ToolCallRow) => {
+    const key = toolCallKey(row.agentId, row.turn, row.callId);
+    const before = state.toolCalls.get(key);
+    state.toolCalls.set(key, row);
+    onRollback(() => (before ? state.toolCalls.set(key, before) : state.toolCalls.delete(key)));
   };
   /** Undo log of the current transaction (null outside one). */
   let undo: (() => void)[] | null = null;
@@ -244,6 +253,17 @@ export function memoryStore(): Store {
     },
     uncontinuedExecutions: () => [...state.executions.values()].filter((r) => r.finishedAt !== null && r.continuedAt === null).map((r) => ({ ...r })),
     runningExecutions: () => [...state.executions.values()].filter((r) => r.status === 'running').map((r) => ({ ...r })),
+
+    startToolCall(row) {
+      putToolCall({ ...row, status: 'started', finishedAt: null, boot: 0 });
+    },
+    finishToolCalls(agentId, turn, callIds, at) {
+      for (const callId of callIds) {
+        const row = state.toolCalls.get(toolCallKey(agentId, turn, callId));
+        if (row?.status === 'started') putToolCall({ ...row, status: 'finished', finishedAt: at });
+      }
+    },
+    startedToolCalls: (agentId) => [...state.toolCalls.values()].filter((r) => r.agentId === agentId && r.status === 'started').map((r) => ({ ...r })),
     getReentryBudget: (sessionId) => {
       const row = state.reentry.get(sessionId);
       return row && copy(row);

@@ -136,6 +136,27 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX inbox_open ON inbox(run_id, id) WHERE done_at IS NULL;
     `,
   },
+  {
+    // The in-doubt ledger: a tool that may have effects is marked started (committed) before it
+    // runs and finished in the transaction that records its result. A started row without a
+    // result after a crash is a call that may or may not have taken effect.
+    version: 3,
+    sql: `
+      CREATE TABLE tool_calls (
+        agent_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('started', 'finished')),
+        started_at INTEGER NOT NULL,
+        finished_at INTEGER,
+        boot INTEGER NOT NULL,
+        PRIMARY KEY (agent_id, turn, call_id)
+      ) WITHOUT ROWID;
+      CREATE INDEX tool_calls_started ON tool_calls(agent_id) WHERE status = 'started';
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

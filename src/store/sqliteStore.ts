@@ -22,7 +22,7 @@ import { createFileIfMissing } from './files.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { toInboxRequest, type InboxDbRow, type InboxRequest, type InboxResult } from './inbox.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
-import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, ToolCallRow, UsageRow } from './types.js';
 
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
@@ -362,6 +362,12 @@ function createSqliteStore(
     getExecution: db.prepare('SELECT * FROM executions WHERE id = ?'),
     uncontinued: db.prepare('SELECT * FROM executions WHERE finished_at IS NOT NULL AND continued_at IS NULL ORDER BY finished_at, id'),
     runningExecutions: db.prepare("SELECT * FROM executions WHERE status = 'running' ORDER BY linked_at, id"),
+    startToolCall: db.prepare(
+      `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
+       ON CONFLICT (agent_id, turn, call_id) DO UPDATE SET status = 'started', started_at = excluded.started_at, finished_at = NULL, boot = excluded.boot`,
+    ),
+    finishToolCall: db.prepare("UPDATE tool_calls SET status = 'finished', finished_at = ? WHERE agent_id = ? AND turn = ? AND call_id = ? AND status = 'started'"),
+    startedToolCalls: db.prepare("SELECT * FROM tool_calls WHERE agent_id = ? AND status = 'started' ORDER BY turn, started_at"),
     putReentry: db.prepare(
       `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES (?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET count = excluded.count, last_wake_at = excluded.last_wake_at`,
@@ -678,6 +684,35 @@ function createSqliteStore(
     },
     uncontinuedExecutions: () => (q.uncontinued.all() as ExecutionDbRow[]).map(toExecution),
     runningExecutions: () => (q.runningExecutions.all() as ExecutionDbRow[]).map(toExecution),
+    startToolCall: (row) => transaction(() => void q.startToolCall.run(row.agentId, row.turn, row.callId, row.tool, row.argsHash, row.startedAt, boot)),
+    finishToolCalls: (agentId, turn, callIds, at) =>
+      transaction(() => {
+        for (const callId of callIds) q.finishToolCall.run(at, agentId, turn, callId);
+      }),
+    startedToolCalls: (agentId) =>
+      (
+        q.startedToolCalls.all(agentId) as {
+          agent_id: string;
+          turn: number;
+          call_id: string;
+          tool: string;
+          args_hash: string;
+          status: ToolCallRow['status'];
+          started_at: number;
+          finished_at: number | null;
+          boot: number;
+        }[]
+      ).map((r) => ({
+        agentId: r.agent_id,
+        turn: r.turn,
+        callId: r.call_id,
+        tool: r.tool,
+        argsHash: r.args_hash,
+        status: r.status,
+        startedAt: r.started_at,
+        finishedAt: r.finished_at,
+        boot: r.boot,
+      })),
     getReentryBudget: (sessionId) => {
       const r = q.getReentry.get(sessionId) as { session_id: string; count: number; last_wake_at: number } | undefined;
       return r && { sessionId: r.session_id, count: r.count, lastWakeAt: r.last_wake_at };

@@ -182,7 +182,33 @@ export interface Store {
   /** Executions still running (an agent parked on them is woken when they finish). */
   runningExecutions(): ExecutionRow[];
 
+  /** Mark a tool call started (before it runs); a re-run of the same call marks it started again. */
+  startToolCall(row: Omit<ToolCallRow, 'status' | 'finishedAt' | 'boot'>): void;
+  /** Mark calls of one turn finished (in the transaction that records their results). */
+  finishToolCalls(agentId: string, turn: number, callIds: readonly string[], at: number): void;
+  /** The agent's calls marked started and never finished: in doubt after a crash. */
+  startedToolCalls(agentId: string): ToolCallRow[];
+
   close(): void;
+}
+
+/**
+ * One call of a tool that may have effects (risk other than read_only), in the in-doubt ledger:
+ * `started` is committed before the tool runs, `finished` with its result.
+ */
+export interface ToolCallRow {
+  agentId: string;
+  /** The agent's turn (lifetime count) whose model answer asked for the call. */
+  turn: number;
+  callId: string;
+  tool: string;
+  /** sha256 of the canonical arguments. */
+  argsHash: string;
+  status: 'started' | 'finished';
+  startedAt: number;
+  finishedAt: number | null;
+  /** The boot (owner) under which it started. */
+  boot: number;
 }
 
 /** An async execution started by a tool and linked to the agent that started it (auto-continuation). */

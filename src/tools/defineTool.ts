@@ -14,6 +14,11 @@ export interface ToolContext {
   agentId: string;
   agentName: string;
   runId: string;
+  /**
+   * Stable for one tool call, across restarts: a tool declared `idempotent` that is re-run after a
+   * crash gets the same key, so the system it calls can deduplicate.
+   */
+  idempotencyKey: string;
   /** Aborted when the agent is stopped or the tool times out. */
   signal: AbortSignal;
   logger: Logger;
@@ -26,6 +31,11 @@ export interface Tool<Args = Record<string, unknown>> {
   /** Per-call timeout; defaults to the coordinator's `toolTimeoutMs`. */
   timeoutMs?: number;
   risk?: ToolRisk;
+  /**
+   * Running it twice with the same `idempotencyKey` has the effect of running it once. A call cut
+   * by a crash is then re-run with the same key instead of being reported in doubt.
+   */
+  idempotent?: boolean;
   execute(args: Args, context: ToolContext): unknown;
 }
 
@@ -84,6 +94,12 @@ export function compileTool(tool: Tool): CompiledTool {
   if (typeof tool.execute !== 'function') throw new ConfigError(`Expected tool "${tool.name}" to have an execute function`);
   if (tool.timeoutMs !== undefined && !(Number.isFinite(tool.timeoutMs) && tool.timeoutMs > 0)) {
     throw new ConfigError(`Expected tool "${tool.name}" timeoutMs to be a number > 0, got ${tool.timeoutMs}`);
+  }
+  if (tool.risk !== undefined && tool.risk !== 'read_only' && tool.risk !== 'mutation' && tool.risk !== 'destructive') {
+    throw new ConfigError(`Expected tool "${tool.name}" risk to be "read_only", "mutation" or "destructive", got ${JSON.stringify(tool.risk)}`);
+  }
+  if (tool.idempotent !== undefined && typeof tool.idempotent !== 'boolean') {
+    throw new ConfigError(`Expected tool "${tool.name}" idempotent to be a boolean, got ${JSON.stringify(tool.idempotent)}`);
   }
   return { ...tool, validate: compileSchema(tool.name, tool.parameters) };
 }

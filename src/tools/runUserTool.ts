@@ -16,7 +16,14 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
  * AbortSignal and the timeout timer are created only when needed (the tool reads `signal`, or
  * returns a promise): a synchronous tool cannot be timed out and needs neither.
  */
-export async function runUserTool(rt: Runtime, tool: CompiledTool, args: Record<string, unknown>, agent: AgentHandle, signal: AbortSignal): Promise<unknown> {
+export async function runUserTool(
+  rt: Runtime,
+  tool: CompiledTool,
+  args: Record<string, unknown>,
+  agent: AgentHandle,
+  signal: AbortSignal,
+  idempotencyKey: string,
+): Promise<unknown> {
   const timeoutMs = tool.timeoutMs ?? rt.options.toolTimeoutMs;
   let controller: AbortController | undefined;
   const forward = () => controller?.abort(signal.reason);
@@ -33,6 +40,7 @@ export async function runUserTool(rt: Runtime, tool: CompiledTool, args: Record<
     agentId: agent.id,
     agentName: agent.name,
     runId: rt.runId,
+    idempotencyKey,
     get signal() {
       return link().signal;
     },

@@ -224,5 +224,30 @@ export function describeStoreContract(name: string, create: () => Store) {
       expect(store.uncontinuedExecutions()).toEqual([]);
       expect(store.getExecution('e1')).toMatchObject({ continuedAt: 5 });
     });
+
+    it('keeps the in-doubt ledger: started before a tool runs, finished with its result, rolled back with the transaction', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      const call = (callId: string, turn = 1) => ({ agentId: 'a', turn, callId, tool: 'deploy', argsHash: 'h', startedAt: 10 });
+      store.startToolCall(call('c1'));
+      store.startToolCall(call('c2'));
+      store.startToolCall(call('c1', 2)); // the same call id in a later turn is another call
+      expect(store.startedToolCalls('a').map((r) => `${r.turn}:${r.callId}`)).toEqual(['1:c1', '1:c2', '2:c1']);
+      store.finishToolCalls('a', 1, ['c1', 'unknown'], 11);
+      expect(store.startedToolCalls('a').map((r) => `${r.turn}:${r.callId}`)).toEqual(['1:c2', '2:c1']);
+      expect(() =>
+        store.transaction(() => {
+          store.finishToolCalls('a', 1, ['c2'], 12);
+          store.startToolCall(call('c3'));
+          throw new Error('boom');
+        }),
+      ).toThrow('boom');
+      expect(store.startedToolCalls('a').map((r) => `${r.turn}:${r.callId}`)).toEqual(['1:c2', '2:c1']);
+      // A re-run (idempotent tool) marks the same call started again.
+      store.finishToolCalls('a', 2, ['c1'], 13);
+      store.startToolCall(call('c1', 2));
+      expect(store.startedToolCalls('a')[1]).toMatchObject({ turn: 2, callId: 'c1', tool: 'deploy', argsHash: 'h', status: 'started', finishedAt: null });
+      expect(store.startedToolCalls('b')).toEqual([]);
+    });
   });
 }

@@ -1,0 +1,228 @@
+/**
+ * The tool calls of a turn, in order, through the tool queue — and the in-doubt ledger that makes
+ * a crash between a tool's start and its recorded result honest (issue 14):
+ *
+ * - Before a user tool that may have effects (risk other than `read_only`; undeclared counts as
+ *   `mutation`) runs, a `started` row is committed. Its result, and `finished`, are committed with
+ *   the turn.
+ * - When an agent runs again and finds calls of its last answer without results (a crash or a
+ *   shutdown cut the turn), each is resolved once: read-only and `idempotent` tools are re-run
+ *   (the latter with the same `idempotencyKey`); a call marked started is reported
+ *   `TOOL_IN_DOUBT` (never re-run blindly); a call never started is reported `TOOL_NOT_RUN`.
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import type { TurnOutcome } from '../../machines/types.js';
+import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import { serializeError, TroupeError, toError } from '../errors.js';
+import type { SessionItem, ToolCall } from '../model/types.js';
+import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
+import type { CompiledTool } from '../tools/defineTool.js';
+import { runUserTool } from '../tools/runUserTool.js';
+
+/** The tool results of a turn, and the calls the ledger marked started (finished with the turn's commit). */
+export interface ToolsResult {
+  outcome: TurnOutcome;
+  items: SessionItem[];
+  started: string[];
+}
+
+interface CallResult {
+  content: string;
+  isError: boolean;
+  deferred: boolean;
+}
+
+/** Where a call sits: the turn whose answer asked for it (the ledger's and the idempotency key's scope). */
+interface CallScope {
+  turn: number;
+  started: string[];
+}
+
+/** Built-ins that only read: re-run when a crash cut them off. */
+const READ_ONLY_BUILTINS = new Set(['view_agent_graph']);
+
+export const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem => ({
+  role: 'tool',
+  toolCallId: call.id,
+  name: call.name,
+  content: typeof result === 'string' ? result : JSON.stringify(result),
+  ...(isError ? { isError } : {}),
+});
+
+const errorContent = (err: unknown) => {
+  const e = serializeError(err);
+  return JSON.stringify({ success: false, error: { code: e.code, message: e.message } });
+};
+
+/** A call the turn could not finish because a bug escaped (the turn crashes; its outcome is unknown). */
+export const interruptedResult = (call: ToolCall): SessionItem =>
+  toolItem(call, { success: false, error: { code: 'INTERNAL', message: 'The turn was interrupted before this call finished; its outcome is unknown.' } }, true);
+
+/** The key a tool call keeps across restarts. */
+export const idempotencyKey = (rt: Runtime, agent: AgentHandle, turn: number, callId: string) => `${rt.runId}:${agent.id}:${turn}:${callId}`;
+
+/** Whether the ledger tracks this user tool: anything that may have effects. */
+const tracked = (tool: CompiledTool) => (tool.risk ?? 'mutation') !== 'read_only';
+
+export async function runTools(rt: Runtime, agent: AgentHandle, turn: { text: string | null; toolCalls: ToolCall[]; number: number }, signal: AbortSignal): Promise<ToolsResult> {
+  // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
+  const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
+  agent.lastText = null;
+  const items: SessionItem[] = [];
+  const scope: CallScope = { turn: turn.number, started: [] };
+  let lastTool: string | null = null;
+  for (const [index, call] of turn.toolCalls.entries()) {
+    if (signal.aborted) throw signal.reason;
+    if (state.settled) {
+      items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
+      continue;
+    }
+    let result: CallResult;
+    try {
+      result = await executeCall(rt, agent, call, state, signal, scope);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      // A bug escaped: keep the results this turn already produced and close the calls left open.
+      agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');
+      for (const open of turn.toolCalls.slice(index)) items.push(interruptedResult(open));
+      return { outcome: { kind: 'crashed', error: serializeError(err) }, items, started: scope.started };
+    }
+    const { content, isError, deferred } = result;
+    if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
+    lastTool = call.name;
+    // An async execution this tool started is linked to the agent, to continue it when it ends.
+    if (!isError && !deferred && rt.tools.has(call.name)) rt.executions.link(agent, content);
+    // A deferred call (a parking wait) is answered when the agent wakes.
+    if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
+    if (isError) {
+      if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
+    } else agent.tracker.recordSuccess(call.name);
+  }
+  return { outcome: state.settled ?? { kind: 'continue', lastTool }, items, started: scope.started };
+}
+
+/**
+ * Resolve the calls of the agent's last answer that have no result (a crash or a shutdown cut the
+ * turn), each exactly once: the results go into the session with the turn's first transaction.
+ * `started` lists re-run calls the ledger marked started again, to finish with those results.
+ */
+export async function resolveCutCalls(rt: Runtime, agent: AgentHandle, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
+  const inDoubt = new Set(rt.store.startedToolCalls(agent.id).filter((r) => r.turn === turn).map((r) => r.callId));
+  const scope: CallScope = { turn, started: [] };
+  const items: SessionItem[] = [];
+  for (const call of open) {
+    const user = rt.tools.get(call.name);
+    const rerun = user ? user.risk === 'read_only' || user.idempotent === true : READ_ONLY_BUILTINS.has(call.name);
+    if (rerun) {
+      const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: null };
+      const result = await executeCall(rt, agent, call, state, signal, scope);
+      if (signal.aborted) throw signal.reason;
+      agent.logger.info({ tool: call.name, callId: call.id }, 'a tool call cut by a crash was re-run (read-only or idempotent)');
+      items.push({ role: 'tool', toolCallId: call.id, name: call.name, content: result.content, ...(result.isError ? { isError: true } : {}) });
+      continue;
+    }
+    // A built-in acts at once (spawn, message, stop): cut off, its effect is as uncertain as a started tool's.
+    if (!user || inDoubt.has(call.id)) {
+      agent.logger.warn({ tool: call.name, callId: call.id }, 'a tool call cut by a crash is in doubt; the model is told instead of re-running it');
+      items.push(
+        toolItem(
+          call,
+          {
+            success: false,
+            error: {
+              code: 'TOOL_IN_DOUBT',
+              message: `The process stopped while ${call.name} was running: it may or may not have taken effect. It was not re-run. Check its effect (for agents: view_agent_graph) before calling it again.`,
+            },
+          },
+          true,
+        ),
+      );
+    } else {
+      items.push(
+        toolItem(
+          call,
+          {
+            success: false,
+            error: { code: 'TOOL_NOT_RUN', message: `The process stopped before ${call.name} started: it had no effect. Call it again if it is still needed.` },
+          },
+          true,
+        ),
+      );
+    }
+  }
+  // Rows of this turn's calls answered now (in doubt, not run) are closed with these results.
+  for (const call of open) if (inDoubt.has(call.id) && !scope.started.includes(call.id)) scope.started.push(call.id);
+  return { items, started: scope.started };
+}
+
+const argsHash = (args: unknown) => createHash('sha256').update(JSON.stringify(args)).digest('hex');
+
+async function executeCall(
+  rt: Runtime,
+  agent: AgentHandle,
+  call: ToolCall,
+  state: TurnToolState,
+  signal: AbortSignal,
+  scope: CallScope,
+): Promise<CallResult> {
+  const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false });
+  const builtin = BUILTIN_TOOLS.get(call.name);
+  const user = builtin ? undefined : rt.tools.get(call.name);
+  if (!builtin && !user) {
+    return fail(new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${call.name}". Available tools: ${rt.toolNames(agent).join(', ')}`));
+  }
+  let args: unknown;
+  try {
+    args = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+  } catch (err) {
+    return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} are not valid JSON: ${(err as Error).message}`));
+  }
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) {
+    return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} must be a JSON object`));
+  }
+  const invalid = (builtin ?? user)!.validate(args);
+  if (invalid) return fail(invalid);
+
+  if (builtin) {
+    try {
+      const out = builtin.run(args as Record<string, unknown>, { rt, agent, callId: call.id, state });
+      if ('deferred' in out) {
+        state.settled = out.deferred;
+        state.settledBy = call.name;
+        return { content: '', isError: false, deferred: true };
+      }
+      if (out.settle) {
+        state.settled = out.settle;
+        state.settledBy = call.name;
+      }
+      return { content: JSON.stringify(out.result), isError: false, deferred: false };
+    } catch (err) {
+      return fail(err);
+    }
+  }
+  const tool = user as CompiledTool;
+  const approvals = rt.options.approvals;
+  const risk = tool.risk ?? 'mutation';
+  if (approvals && risk !== 'read_only') {
+    const decision = await approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args });
+    if (signal.aborted) throw signal.reason;
+    if (!decision.approved) {
+      return fail(new TroupeError('APPROVAL_DENIED', `${call.name} was not approved: ${decision.reason}`, { details: { risk } }));
+    }
+  }
+  if (tracked(tool)) {
+    // Committed before the tool acts: after a crash, this row is what says the call may have taken effect.
+    rt.commit(() => rt.store.startToolCall({ agentId: agent.id, turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(args), startedAt: rt.clock.now() }));
+    scope.started.push(call.id);
+  }
+  try {
+    const key = idempotencyKey(rt, agent, scope.turn, call.id);
+    const result = await runUserTool(rt, tool, args as Record<string, unknown>, agent, signal, key);
+    return { content: result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result), isError: false, deferred: false };
+  } catch (err) {
+    if (signal.aborted) throw err;
+    agent.logger.warn({ err: toError(err), tool: call.name }, 'tool failed');
+    return fail(err instanceof TroupeError ? err : new TroupeError('TOOL_FAILED', `${call.name} failed: ${toError(err).message}`, { cause: err }));
+  }
+}

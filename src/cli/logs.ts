@@ -3,11 +3,12 @@
  * readable line per record on stderr.
  * @module
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { chmodSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { createLogger } from '../logging/createLogger.js';
+import type { Redactor } from '../logging/redact.js';
+import { createFileIfMissing, ensureParentDir } from '../store/files.js';
 
 const LEVELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
 
@@ -32,9 +33,19 @@ function prettyStream(out: NodeJS.WritableStream): Writable {
   });
 }
 
-export function cliLogger(file: string, verbose: boolean): Logger {
-  mkdirSync(dirname(file), { recursive: true });
-  const streams: pino.StreamEntry[] = [{ level: 'info', stream: pino.destination({ dest: file, sync: true }) }];
+/**
+ * The log file is created 0600, like the database (an existing one is tightened to 0600 too): it
+ * holds what agents did and said. Secret values known to `redactor` are scrubbed from every record.
+ */
+export function cliLogger(file: string, verbose: boolean, redactor?: Redactor): Logger {
+  ensureParentDir(file);
+  createFileIfMissing(file);
+  try {
+    chmodSync(file, 0o600);
+  } catch {
+    // Not ours to change (another owner): leave it as it is.
+  }
+  const streams: pino.StreamEntry[] = [{ level: 'info', stream: pino.destination({ dest: file, sync: true, mode: 0o600 }) }];
   if (verbose) streams.push({ level: 'info', stream: prettyStream(process.stderr) });
-  return createLogger({ level: 'info' }, pino.multistream(streams));
+  return createLogger({ level: 'info', ...(redactor ? { redactor } : {}) }, pino.multistream(streams));
 }

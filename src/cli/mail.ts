@@ -78,7 +78,7 @@ async function postAndWait(db: string, runId: string, kind: InboxKind, payload: 
     return EXIT.OK;
   }
   if (!result.ok) {
-    io.err.write(`${forTerminal(result.message)}\n`);
+    io.err.write(`troupe: ${forTerminal(result.message)}\n`);
     return refusalExit(result);
   }
   if (result.messageId === undefined) {

@@ -207,11 +207,7 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
     throw err;
   }
   const boot = lock?.boot ?? 1;
-  const store = createSqliteStore(db, options, synchronous, boot, lock);
-  if (!options.readonly) {
-    db.prepare('INSERT OR IGNORE INTO boots (id, started_at, pid) VALUES (?, ?, ?)').run(boot, Date.now(), process.pid);
-  }
-  return store;
+  return createSqliteStore(db, options, synchronous, boot, lock);
 }
 
 function createSqliteStore(
@@ -230,8 +226,12 @@ function createSqliteStore(
   let undo: (() => void)[] | null = null;
   let failure: TroupeError | null = null;
   let depth = 0;
+  // The boot is recorded with this owner's first write, not at open: a command that is refused
+  // (a message over the limit, an unknown agent) leaves the file exactly as it found it.
+  let booted = false;
 
   const q = {
+    insertBoot: db.prepare('INSERT OR IGNORE INTO boots (id, started_at, pid) VALUES (?, ?, ?)'),
     insertRun: db.prepare('INSERT INTO runs (id, created_at, interactive, root_id, budget) VALUES (?, ?, ?, ?, ?)'),
     getRun: db.prepare('SELECT * FROM runs WHERE id = ?'),
     listRuns: db.prepare('SELECT * FROM runs ORDER BY created_at, rowid'),
@@ -306,7 +306,14 @@ function createSqliteStore(
     undo = log;
     depth = 1;
     try {
-      return immediate.immediate(fn) as T;
+      return immediate.immediate(() => {
+        if (!booted) {
+          q.insertBoot.run(boot, Date.now(), process.pid);
+          booted = true;
+          onRollback(() => (booted = false));
+        }
+        return fn();
+      }) as T;
     } catch (err) {
       for (let i = log.length - 1; i >= 0; i--) log[i]!();
       const fatal = classify(err, 'a write');

@@ -1,5 +1,5 @@
 /** The built `troupe` CLI as a subprocess (integration tests build it once before they run). */
-import { execFile, type ExecFileException } from 'node:child_process';
+import { execFile, spawn, type ChildProcess, type ExecFileException } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,6 +30,62 @@ export function troupe(args: string[], cwd: string, env: Record<string, string> 
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, signal: err?.signal ?? null, stdout, stderr });
     });
   });
+}
+
+export interface Spawned {
+  child: ChildProcess;
+  lines: string[];
+  stderr: () => string;
+  /** Resolves with the first stdout line matching `pattern` (already printed or to come); rejects if the process exits first. */
+  line(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Start a long-running CLI command (a live run) and watch its stdout line by line. Kill it when done. */
+export function spawnTroupe(args: string[], cwd: string, env: Record<string, string> = {}): Spawned {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENAI_')));
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...clean, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  let partial = '';
+  let stderr = '';
+  const watchers = new Set<() => void>();
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    const parts = (partial + chunk).split('\n');
+    partial = parts.pop()!;
+    lines.push(...parts);
+    for (const w of [...watchers]) w();
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const line = (pattern: RegExp, timeoutMs = 30_000) =>
+    new Promise<string>((resolve, reject) => {
+      const found = () => lines.find((l) => pattern.test(l));
+      const done = () => {
+        clearTimeout(timer);
+        watchers.delete(watch);
+        child.off('exit', onExit);
+      };
+      const watch = () => {
+        const hit = found();
+        if (hit === undefined) return;
+        done();
+        resolve(hit);
+      };
+      const onExit = () => {
+        done();
+        const hit = found();
+        if (hit !== undefined) resolve(hit);
+        else reject(new Error(`exited before printing ${pattern}\nstdout:\n${lines.join('\n')}\nstderr:\n${stderr}`));
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms\nstdout:\n${lines.join('\n')}\nstderr:\n${stderr}`));
+      }, timeoutMs);
+      watchers.add(watch);
+      child.on('exit', onExit);
+      watch();
+    });
+  return { child, lines, stderr: () => stderr, line, exited };
 }
 
 export const workdir = () => mkdtempSync(join(tmpdir(), 'troupe-cli-'));

@@ -41,6 +41,8 @@ Usage:
   resume, status, tree, send and stop take --run <id> (default: the latest run no trigger started).
 
 Environment: OPENAI_API_KEY, OPENAI_BASE_URL. Config file: ./troupe.config.json or --config.
+Prefer OPENAI_API_KEY or the config file for the key: --api-key shows in the process list (ps) to
+every user of this machine.
 Logs: .troupe/troupe.log (-v also prints them).`;
 
 /** `--inspect=9000` → `--inspect --inspect-port 9000` (parseArgs has no optional values). */

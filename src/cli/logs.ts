@@ -9,6 +9,7 @@ import { pino, type Logger } from 'pino';
 import { createLogger } from '../logging/createLogger.js';
 import type { Redactor } from '../logging/redact.js';
 import { createFileIfMissing, ensureParentDir } from '../store/files.js';
+import { forTerminal } from './terminal.js';
 
 const LEVELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
 
@@ -21,11 +22,12 @@ function prettyStream(out: NodeJS.WritableStream): Writable {
         try {
           const record = JSON.parse(line) as { level: number; time: number; msg?: string; agentId?: string; name?: string; err?: { message?: string } };
           const time = new Date(record.time).toISOString().slice(11, 19);
-          const who = record.name ?? record.agentId ?? '';
-          const err = record.err?.message ? `  (${record.err.message})` : '';
-          out.write(`${time} ${(LEVELS[record.level] ?? String(record.level)).padEnd(5)} ${who.padEnd(10)} ${record.msg ?? ''}${err}\n`);
+          // Provider errors and agent names are not troupe's text: terminal-safe, like every printer.
+          const who = forTerminal(String(record.name ?? record.agentId ?? ''));
+          const err = record.err?.message ? `  (${forTerminal(String(record.err.message))})` : '';
+          out.write(`${time} ${(LEVELS[record.level] ?? String(record.level)).padEnd(5)} ${who.padEnd(10)} ${forTerminal(String(record.msg ?? ''))}${err}\n`);
         } catch {
-          out.write(`${line}\n`);
+          out.write(`${forTerminal(line)}\n`);
         }
       }
       done();

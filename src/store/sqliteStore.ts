@@ -11,9 +11,7 @@
  * write, the store fails closed — that write and every later one throw STORE_IO / STORE_CORRUPT.
  * @module
  */
-import { accessSync, constants } from 'node:fs';
-import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
 import type { SessionItem } from '../model/types.js';
@@ -34,8 +32,7 @@ import {
   verifyRows,
 } from './decode.js';
 import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, InboxDbRow, MessageDbRow, ReentryDbRow, RunDbRow, SessionDbRow, UsageDbRow } from './dbRows.js';
-import { fileState, createFileIfMissing } from './files.js';
-import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+import { classify, openDatabase, sqliteCode } from './openFile.js';
 import type { InboxRequest, InboxResult } from './inbox.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import type { AgentRow, DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, UsageRow } from './types.js';
@@ -85,95 +82,6 @@ export interface SqliteStore extends Store {
   answerInbox(id: number, result: InboxResult, at: number): void;
 }
 
-const sqliteCode = (err: unknown) => (typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : '');
-
-function classify(err: unknown, what: string): TroupeError | null {
-  const code = sqliteCode(err);
-  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL') {
-    return new TroupeError('STORE_IO', `${what} failed: ${code}: ${(err as Error).message}`, { cause: err });
-  }
-  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
-    return new TroupeError('STORE_CORRUPT', `${what}: the database is damaged (${code}); it is left untouched`, { cause: err });
-  }
-  return null;
-}
-
-function openDatabase(options: OpenStoreOptions): Database.Database {
-  const { path } = options;
-  if (path === ':memory:') return new Database(':memory:');
-  const timeout = options.busyTimeoutMs ?? 5_000;
-  if (options.readonly) {
-    if (!fileState(path)) throw new TroupeError('STORE_OPEN_FAILED', `${path} does not exist`);
-  } else {
-    try {
-      accessSync(dirname(path), constants.W_OK);
-    } catch (err) {
-      throw new TroupeError('STORE_OPEN_FAILED', `Cannot write to the directory of ${path}: ${(err as Error).message}`, { cause: err });
-    }
-    createFileIfMissing(path);
-    fileState(path); // a directory (or anything but a file) where the database should be
-  }
-  try {
-    return new Database(path, options.readonly ? { readonly: true, fileMustExist: true, timeout } : { timeout });
-  } catch (err) {
-    throw new TroupeError('STORE_OPEN_FAILED', `Cannot open ${path}: ${(err as Error).message}`, { cause: err });
-  }
-}
-
-/** Names of the tables a file holds (a file troupe has not initialised holds none). */
-const tablesOf = (db: Database.Database) => db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[];
-
-/**
- * Check the file, then (owner only) set the pragmas and migrate. Everything that can find damage
- * runs first and only reads — quick_check, the schema version, a file another program made, and
- * every row through its decoder (`verifyRows`) — so a bad file is refused before the first write.
- */
-function prepareDatabase(db: Database.Database, options: OpenStoreOptions, synchronous: 'FULL' | 'NORMAL'): void {
-  const { path } = options;
-  let version: number;
-  try {
-    version = db.pragma('user_version', { simple: true }) as number;
-    const check = db.pragma('quick_check', { simple: true }) as string;
-    if (check !== 'ok') throw new TroupeError('STORE_CORRUPT', `${path} failed quick_check (${check}); it is left untouched`);
-    if (version > SCHEMA_VERSION) {
-      throw new TroupeError(
-        'STORE_SCHEMA_TOO_NEW',
-        `${path} has schema version ${version}; this troupe knows up to ${SCHEMA_VERSION}. Upgrade troupe; the file is left untouched.`,
-      );
-    }
-    if (version === 0 && path !== ':memory:') {
-      const tables = tablesOf(db);
-      if (tables.length > 0) {
-        throw new TroupeError('STORE_CORRUPT', `${path} is not a troupe database (it holds tables ${tables.slice(0, 5).join(', ')}); it is left untouched`);
-      }
-      if (options.readonly) throw new TroupeError('RUN_NOT_FOUND', `${path} holds no troupe data`);
-    }
-    if (!options.readonly && options.verify !== false) verifyRows(db, version);
-  } catch (err) {
-    if (err instanceof TroupeError) {
-      if (err.code !== 'STORE_CORRUPT' || err.message.includes(path)) throw err;
-      throw new TroupeError('STORE_CORRUPT', `${path}: ${err.message}; it is left untouched`, { cause: err });
-    }
-    throw classify(err, `opening ${path}`) ?? new TroupeError('STORE_OPEN_FAILED', `Cannot read ${path}: ${(err as Error).message}`, { cause: err });
-  }
-  if (options.readonly) return;
-  db.pragma('journal_mode = WAL');
-  // Explicitly, on every open: this build reports FULL on a fresh file and NORMAL on reopen.
-  db.pragma(`synchronous = ${synchronous}`);
-  db.pragma('foreign_keys = ON');
-  if (options.maxSizeBytes !== undefined) {
-    const pageSize = db.pragma('page_size', { simple: true }) as number;
-    db.pragma(`max_page_count = ${Math.max(1, Math.ceil(options.maxSizeBytes / pageSize))}`);
-  }
-  const pending = MIGRATIONS.filter((m) => m.version > version);
-  if (pending.length > 0) {
-    db.transaction(() => {
-      for (const m of pending) db.exec(m.sql);
-      db.pragma(`user_version = ${SCHEMA_VERSION}`);
-    }).immediate();
-  }
-}
-
 /**
  * Open (or create) a durable store.
  * @example
@@ -195,13 +103,7 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
   const lock: OwnerLock | null = memory || options.readonly ? null : acquireOwnerLock(options.path);
   let db: Database.Database;
   try {
-    db = openDatabase(options);
-    try {
-      prepareDatabase(db, options, synchronous);
-    } catch (err) {
-      db.close();
-      throw err;
-    }
+    db = openDatabase(options, synchronous);
   } catch (err) {
     lock?.release();
     throw err;

@@ -4,8 +4,10 @@
  * read-only reader gets the same error from the read that meets the row (never a SyntaxError or a
  * half-built row); and a foreign SQLite file is refused untouched.
  */
-import { copyFileSync, mkdtempSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +16,7 @@ import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
 import { fileHashes } from '../helpers/cli.js';
 import { team, TERMINAL } from '../helpers/team.js';
 
+const require = createRequire(import.meta.url);
 const tempDir = () => mkdtempSync(join(tmpdir(), 'troupe-damage-'));
 
 interface Seeded {
@@ -128,6 +131,21 @@ describe('a damaged row: STORE_CORRUPT naming table, row and column', () => {
     } finally {
       reader.close();
     }
+    expect(fileHashes(path)).toEqual(before);
+  });
+
+  it('damage still in the -wal of a killed writer: refused, and the WAL is not folded into the file', () => {
+    const path = join(tempDir(), 't.db');
+    copyFileSync(seeded.path, path);
+    // A writer that damages a row and dies before any checkpoint (as kill -9 would leave it).
+    const script = `const Database = require(${JSON.stringify(require.resolve('better-sqlite3'))});
+      const db = new Database(${JSON.stringify(path)}); db.pragma('wal_autocheckpoint = 0');
+      db.prepare("UPDATE agents SET state = 'z' || substr(state, 2) WHERE id = ?").run(${JSON.stringify(seeded.rootId)});
+      process.kill(process.pid, 'SIGKILL');`;
+    expect(() => execFileSync(process.execPath, ['-e', script], { stdio: 'ignore' })).toThrow();
+    expect(existsSync(`${path}-wal`) && statSync(`${path}-wal`).size > 0).toBe(true);
+    const before = fileHashes(path);
+    expect(() => openStore({ path })).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT', message: expect.stringContaining('state is not valid JSON') }));
     expect(fileHashes(path)).toEqual(before);
   });
 

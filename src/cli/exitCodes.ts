@@ -16,7 +16,7 @@ export const EXIT = {
   STORE: 5,
   /** The model provider refused to work (PROVIDER_AUTH and the other PROVIDER_* codes). */
   PROVIDER: 6,
-  /** The message is larger than limits.maxMessageBytes (MESSAGE_TOO_LARGE): shorten it. */
+  /** The message (or a run's task) is larger than limits.maxMessageBytes (MESSAGE_TOO_LARGE): shorten it. */
   MESSAGE_TOO_LARGE: 7,
   /** Nothing will read the message: the agent is completed or stopped in a run that is not interactive (AGENT_NOT_REACHABLE). */
   NOT_REACHABLE: 8,

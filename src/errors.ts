@@ -87,11 +87,13 @@ export const ERROR_CODES = {
   RUN_NOT_FOUND: { retryable: false, description: 'The database holds no run to resume (or not the one asked for).' },
   STORE_OPEN_FAILED: {
     retryable: false,
-    description: 'The database file cannot be created or opened (missing or unwritable directory, permissions).',
+    description:
+      'The database file cannot be created or opened (missing or unwritable directory, permissions, a directory or a file in the way).',
   },
   STORE_CORRUPT: {
     retryable: false,
-    description: 'The file is not a SQLite database, failed its integrity check, or a row failed its checksum; it is left untouched.',
+    description:
+      'The file is not a troupe database (not SQLite, or another program\'s), failed its integrity check, or a row failed its checksum or its shape check; it is left untouched.',
   },
   STORE_SCHEMA_TOO_NEW: {
     retryable: false,

@@ -16,15 +16,29 @@ export const EXIT = {
   STORE: 5,
   /** The model provider refused to work (PROVIDER_AUTH and the other PROVIDER_* codes). */
   PROVIDER: 6,
+  /** The message (or a run's task) is larger than limits.maxMessageBytes (MESSAGE_TOO_LARGE): shorten it. */
+  MESSAGE_TOO_LARGE: 7,
+  /** Nothing will read the message: the agent is completed or stopped in a run that is not interactive (AGENT_NOT_REACHABLE). */
+  NOT_REACHABLE: 8,
+  /** The agent's mailbox is full (MAILBOX_FULL): try again once it has read some. */
+  MAILBOX_FULL: 9,
   /** Anything else, including bugs (INTERNAL). */
   INTERNAL: 70,
 } as const;
 
+const BY_CODE: Readonly<Record<string, number>> = {
+  CONFIG_INVALID: EXIT.USAGE,
+  RUN_LOCKED: EXIT.LOCKED,
+  RUN_NOT_FOUND: EXIT.NOT_FOUND,
+  AGENT_NOT_FOUND: EXIT.NOT_FOUND,
+  MESSAGE_TOO_LARGE: EXIT.MESSAGE_TOO_LARGE,
+  AGENT_NOT_REACHABLE: EXIT.NOT_REACHABLE,
+  MAILBOX_FULL: EXIT.MAILBOX_FULL,
+};
+
 export function exitCodeFor(code: string | undefined): number {
   if (code === undefined) return EXIT.INTERNAL;
-  if (code === 'CONFIG_INVALID') return EXIT.USAGE;
-  if (code === 'RUN_LOCKED') return EXIT.LOCKED;
-  if (code === 'RUN_NOT_FOUND' || code === 'AGENT_NOT_FOUND') return EXIT.NOT_FOUND;
+  if (Object.hasOwn(BY_CODE, code)) return BY_CODE[code]!;
   if (code.startsWith('STORE_')) return EXIT.STORE;
   if (code.startsWith('PROVIDER_')) return EXIT.PROVIDER;
   return EXIT.INTERNAL;

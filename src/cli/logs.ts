@@ -3,11 +3,13 @@
  * readable line per record on stderr.
  * @module
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { chmodSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { createLogger } from '../logging/createLogger.js';
+import type { Redactor } from '../logging/redact.js';
+import { createFileIfMissing, ensureParentDir } from '../store/files.js';
+import { forTerminal } from './terminal.js';
 
 const LEVELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
 
@@ -20,11 +22,12 @@ function prettyStream(out: NodeJS.WritableStream): Writable {
         try {
           const record = JSON.parse(line) as { level: number; time: number; msg?: string; agentId?: string; name?: string; err?: { message?: string } };
           const time = new Date(record.time).toISOString().slice(11, 19);
-          const who = record.name ?? record.agentId ?? '';
-          const err = record.err?.message ? `  (${record.err.message})` : '';
-          out.write(`${time} ${(LEVELS[record.level] ?? String(record.level)).padEnd(5)} ${who.padEnd(10)} ${record.msg ?? ''}${err}\n`);
+          // Provider errors and agent names are not troupe's text: terminal-safe, like every printer.
+          const who = forTerminal(String(record.name ?? record.agentId ?? ''));
+          const err = record.err?.message ? `  (${forTerminal(String(record.err.message))})` : '';
+          out.write(`${time} ${(LEVELS[record.level] ?? String(record.level)).padEnd(5)} ${who.padEnd(10)} ${forTerminal(String(record.msg ?? ''))}${err}\n`);
         } catch {
-          out.write(`${line}\n`);
+          out.write(`${forTerminal(line)}\n`);
         }
       }
       done();
@@ -32,9 +35,19 @@ function prettyStream(out: NodeJS.WritableStream): Writable {
   });
 }
 
-export function cliLogger(file: string, verbose: boolean): Logger {
-  mkdirSync(dirname(file), { recursive: true });
-  const streams: pino.StreamEntry[] = [{ level: 'info', stream: pino.destination({ dest: file, sync: true }) }];
+/**
+ * The log file is created 0600, like the database (an existing one is tightened to 0600 too): it
+ * holds what agents did and said. Secret values known to `redactor` are scrubbed from every record.
+ */
+export function cliLogger(file: string, verbose: boolean, redactor?: Redactor): Logger {
+  ensureParentDir(file);
+  createFileIfMissing(file);
+  try {
+    chmodSync(file, 0o600);
+  } catch {
+    // Not ours to change (another owner): leave it as it is.
+  }
+  const streams: pino.StreamEntry[] = [{ level: 'info', stream: pino.destination({ dest: file, sync: true, mode: 0o600 }) }];
   if (verbose) streams.push({ level: 'info', stream: prettyStream(process.stderr) });
-  return createLogger({ level: 'info' }, pino.multistream(streams));
+  return createLogger({ level: 'info', ...(redactor ? { redactor } : {}) }, pino.multistream(streams));
 }

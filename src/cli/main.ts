@@ -4,24 +4,32 @@
  * @module
  */
 import { isTroupeError } from '../errors.js';
+import { createRedactor } from '../logging/redact.js';
+import type { Io } from './args.js';
 import { runCli } from './commands.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
+import { forTerminal } from './terminal.js';
 
-const io = {
-  out: { write: (text: string) => void process.stdout.write(text) },
-  err: { write: (text: string) => void process.stderr.write(text) },
+// Every byte the CLI prints passes here: the API key's value (from the environment now, from the
+// config file or --api-key once a command reads them) never reaches stdout or stderr.
+const redactor = createRedactor([process.env.OPENAI_API_KEY]);
+const io: Io = {
+  out: { write: (text: string) => void process.stdout.write(redactor.scrub(text)) },
+  err: { write: (text: string) => void process.stderr.write(redactor.scrub(text)) },
   env: process.env,
   tty: Boolean(process.stdout.isTTY),
+  redactor,
 };
 
 runCli(process.argv.slice(2), io).then(
   (code) => process.exit(code),
   (err: unknown) => {
     if (isTroupeError(err)) {
-      process.stderr.write(`troupe: ${err.code === 'CONFIG_INVALID' ? '' : `${err.code}: `}${err.message}\n`);
+      // One line per error (usage text aside), never a stack: the code says what kind of failure it is.
+      io.err.write(`troupe: ${err.code === 'CONFIG_INVALID' ? '' : `${err.code}: `}${forTerminal(err.message, true)}\n`);
       process.exit(exitCodeFor(err.code));
     }
-    process.stderr.write(`troupe: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    io.err.write(`troupe: internal error: ${forTerminal(err instanceof Error ? (err.stack ?? err.message) : String(err), true)}\n`);
     process.exit(EXIT.INTERNAL);
   },
 );

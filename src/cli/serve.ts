@@ -8,8 +8,6 @@
  * stops everything, leaves every run resumable, and exits 0.
  * @module
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import type { Logger } from 'pino';
 import { ApprovalGate, type Approver, type ApprovalRequest } from '../autonomy/approvalGate.js';
@@ -22,19 +20,12 @@ import type { CoordinatorOptions } from '../coordinator/options.js';
 import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
 import { ConfigError, errorMessage, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
+import { ensureParentDir } from '../store/files.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
-import {
-  coordinatorOptions,
-  inspector,
-  latestMainRun,
-  LOG_FILE,
-  modelFor,
-  number,
-  parse,
-  savedConfig,
-  serveInbox,
-  type Io,
-} from './commands.js';
+import { number, parse, type Io } from './args.js';
+import { coordinatorOptions, inspector, LOG_FILE, modelFor, secrets } from './commands.js';
+import { serveInbox } from './mail.js';
+import { latestMainRun, savedConfig } from './runs.js';
 import {
   DEFAULT_DB,
   defined,
@@ -49,6 +40,7 @@ import {
 import { EXIT } from './exitCodes.js';
 import { cliLogger } from './logs.js';
 import { modelCheck, queueCheck, storeCheck } from './serveChecks.js';
+import { forTerminal, jsonLine } from './terminal.js';
 import { eventLine, type Output } from './view.js';
 
 /** Between the end of one round of health checks and the next, unless the config says otherwise. */
@@ -69,8 +61,9 @@ interface Printer {
   line(text: string, json: Record<string, unknown>): void;
 }
 
+/** Lines carry trigger names, paths, errors and agents' words: every one goes out terminal-safe. */
 const printerFor = (out: Output, json: boolean): Printer => ({
-  line: (text, value) => out.write(json ? `${JSON.stringify(value)}\n` : `${text}\n`),
+  line: (text, value) => out.write(json ? `${jsonLine(value)}\n` : `${forTerminal(text, true)}\n`),
 });
 
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
@@ -161,7 +154,7 @@ class Terminal {
       const prompt = typeof request.reason === 'string' ? request.reason.replace(/\s+/g, ' ') : '';
       const shown = prompt.length > 200 ? `${prompt.slice(0, 197)}...` : prompt;
       const target = request.agentName === undefined || request.agentName === 'root' ? `the root of run ${request.agentId}` : `agent ${request.agentName}`;
-      const text = `approve proactive trigger "${request.action}" (→ ${target}): ${shown}\n  [y/N] `;
+      const text = `approve proactive trigger "${forTerminal(request.action)}" (→ ${forTerminal(target)}): ${forTerminal(shown)}\n  [y/N] `;
       this.#questions.push({ text, resolve });
       if (this.#questions.length === 1) this.#out.write(text);
     });
@@ -180,7 +173,7 @@ class Terminal {
       this.#err.write('no main run: start troupe serve with a task (or --resume) to talk to one\n');
       return;
     }
-    main.coordinator.send(main.rootId, { content: line }).catch((err: unknown) => this.#err.write(`${errorMessage(err)}\n`));
+    main.coordinator.send(main.rootId, { content: line }).catch((err: unknown) => this.#err.write(`${forTerminal(errorMessage(err))}\n`));
   }
 
   close(): void {
@@ -276,11 +269,12 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
   let config = mergeConfig(file, fromEnv(io.env), flags);
   // Without --resume the model is known before anything is opened: no model, no database file.
   let model: Model | undefined = values.resume ? undefined : modelFor(config);
+  const stored = secrets(io, config);
   const db = config.db ?? DEFAULT_DB;
-  mkdirSync(dirname(db), { recursive: true });
+  ensureParentDir(db);
 
   const printer = printerFor(io.out, values.json);
-  const logger = cliLogger(LOG_FILE, values.verbose);
+  const logger = cliLogger(LOG_FILE, values.verbose, io.redactor);
   const stop = stopRequested(options, io);
   const detach: (() => void)[] = [];
   const bus = new EventBus({ onListenerError: (err, event) => logger.warn({ err, event: event.type }, 'a serve event listener threw') });
@@ -298,13 +292,14 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
     const inspection = await inspector(values, io);
     closeInspector = inspection.close;
     const extra = inspection.inspect ? { inspect: inspection.inspect } : {};
-    store = openStore({ path: db });
+    store = openStore({ path: db, ...stored });
     const theStore = store;
     const attachMain = (c: Coordinator) => detach.push(runEventLine('main', c, printer));
     if (values.resume) {
       const run = latestMainRun(store);
       if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume (proactive runs are resumed by serve itself)`);
       config = mergeConfig(savedConfig(store, run), file, fromEnv(io.env), flags);
+      secrets(io, config);
       model = modelFor(config);
       main = await startMain(store, model, config, logger, { resume: run.id }, attachMain, extra);
     } else if (task !== undefined) {

@@ -7,6 +7,7 @@
 import type { BudgetState, Coordinator } from '../coordinator/createCoordinator.js';
 import type { TreeNode } from '../coordinator/registry.js';
 import type { TroupeEvent } from '../coordinator/runtime.js';
+import { forTerminal, jsonLine } from './terminal.js';
 
 export type ViewMode = 'tty' | 'lines' | 'json';
 
@@ -27,13 +28,13 @@ const STATUS_MARK: Record<string, string> = {
 
 const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
 
-/** The agent tree as text lines: name, status, turns, spend, last tool. */
+/** The agent tree as text lines: name, status, turns, spend, last tool (each safe for a terminal). */
 export function treeLines(nodes: readonly TreeNode[], indent = ''): string[] {
   const lines: string[] = [];
   for (const n of nodes) {
     const mark = STATUS_MARK[n.status] ?? '?';
-    const last = n.lastTool ? `  last=${n.lastTool}` : '';
-    lines.push(`${indent}${mark} ${n.name} (${n.id})  ${n.status}  turns=${n.turns}  ${usd(n.spentUsd)}${last}`);
+    const last = n.lastTool ? `  last=${forTerminal(n.lastTool)}` : '';
+    lines.push(`${indent}${mark} ${forTerminal(n.name)} (${forTerminal(n.id)})  ${forTerminal(n.status)}  turns=${n.turns}  ${usd(n.spentUsd)}${last}`);
     lines.push(...treeLines(n.children, `${indent}  `));
   }
   return lines;
@@ -49,15 +50,15 @@ export function budgetBar(budget: Pick<BudgetState, 'spentUsd' | 'limitUsd' | 'r
   return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${usd(budget.spentUsd)} of ${usd(budget.limitUsd)} (${Math.floor(share * 100)} %)${suffix}`;
 }
 
-/** One event as a line for non-TTY output; null for events not worth a line. */
+/** One event as a line for non-TTY output (safe for a terminal); null for events not worth a line. */
 export function eventLine(event: TroupeEvent): string | null {
   switch (event.type) {
     case 'agent.status':
-      return `${event.name.padEnd(10)} ${event.from ?? 'new'} → ${event.to}`;
+      return `${forTerminal(event.name).padEnd(10)} ${event.from ?? 'new'} → ${event.to}`;
     case 'agent.said':
-      return `${event.name.padEnd(10)} says: ${event.text}`;
+      return `${forTerminal(event.name).padEnd(10)} says: ${forTerminal(event.text, true)}`;
     case 'coordinator.failed':
-      return `coordinator stopped: ${event.error.code}: ${event.error.message}`;
+      return `coordinator stopped: ${forTerminal(event.error.code)}: ${forTerminal(event.error.message)}`;
     default:
       return null;
   }
@@ -69,7 +70,7 @@ export function eventLine(event: TroupeEvent): string | null {
  */
 export function attachView(coordinator: Coordinator, mode: ViewMode, out: Output, intervalMs = 100): () => void {
   if (mode === 'json') {
-    const unsubscribe = coordinator.subscribe((event) => out.write(`${JSON.stringify(event)}\n`));
+    const unsubscribe = coordinator.subscribe((event) => out.write(`${jsonLine(event)}\n`));
     return unsubscribe;
   }
   if (mode === 'lines') {
@@ -85,7 +86,7 @@ export function attachView(coordinator: Coordinator, mode: ViewMode, out: Output
   const draw = () => {
     timer = null;
     const lines = [budgetBar(coordinator.budget()), ...treeLines(coordinator.tree())];
-    const said = [...lastSaid].map(([name, text]) => `  ${name}: ${text.length > 100 ? `${text.slice(0, 97)}...` : text}`);
+    const said = [...lastSaid].map(([name, text]) => `  ${forTerminal(name)}: ${forTerminal(text.length > 100 ? `${text.slice(0, 97)}...` : text)}`);
     const frame = [...lines, ...said];
     // Move up over the previous frame and clear it, then draw the new one.
     const clear = drawn > 0 ? `\x1b[${drawn}F\x1b[0J` : '';

@@ -216,6 +216,22 @@ export function isValidAgentName(name: unknown): name is string {
   return typeof name === 'string' && name.trim() !== '' && name.length <= 64 && !/[\n\r]/.test(name);
 }
 
+/** `limits` with defaults filled in, validated; throws ConfigError naming the first invalid one. */
+export function resolveLimits(given: Partial<Limits> | undefined): Limits {
+  const l = given ?? {};
+  if (typeof l !== 'object' || l === null) throw new ConfigError(`Expected limits to be an object, got ${show(l)}`);
+  const known = new Set(Object.keys(DEFAULT_LIMITS));
+  for (const key of Object.keys(l)) if (!known.has(key)) throw new ConfigError(`Unknown option limits.${key}`);
+  return {
+    maxDepth: integer('maxDepth', l.maxDepth, DEFAULT_LIMITS.maxDepth, 0),
+    maxChildren: integer('maxChildren', l.maxChildren, DEFAULT_LIMITS.maxChildren, 0),
+    maxAgents: integer('maxAgents', l.maxAgents, DEFAULT_LIMITS.maxAgents, 1),
+    maxTurns: integer('maxTurns', l.maxTurns, DEFAULT_LIMITS.maxTurns, 1),
+    maxMessageBytes: integer('maxMessageBytes', l.maxMessageBytes, DEFAULT_LIMITS.maxMessageBytes, 1),
+    maxMailbox: integer('maxMailbox', l.maxMailbox, DEFAULT_LIMITS.maxMailbox, 1),
+  };
+}
+
 /** Validate every option; throws ConfigError naming the first invalid one. */
 export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
   if (typeof options !== 'object' || options === null) throw new ConfigError(`Expected an options object, got ${show(options)}`);
@@ -226,17 +242,7 @@ export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
   if (options.tools !== undefined && !Array.isArray(options.tools)) {
     throw new ConfigError(`Expected tools to be an array, got ${show(options.tools)}`);
   }
-  const l = options.limits ?? {};
-  const known = new Set(Object.keys(DEFAULT_LIMITS));
-  for (const key of Object.keys(l)) if (!known.has(key)) throw new ConfigError(`Unknown option limits.${key}`);
-  const limits: Limits = {
-    maxDepth: integer('maxDepth', l.maxDepth, DEFAULT_LIMITS.maxDepth, 0),
-    maxChildren: integer('maxChildren', l.maxChildren, DEFAULT_LIMITS.maxChildren, 0),
-    maxAgents: integer('maxAgents', l.maxAgents, DEFAULT_LIMITS.maxAgents, 1),
-    maxTurns: integer('maxTurns', l.maxTurns, DEFAULT_LIMITS.maxTurns, 1),
-    maxMessageBytes: integer('maxMessageBytes', l.maxMessageBytes, DEFAULT_LIMITS.maxMessageBytes, 1),
-    maxMailbox: integer('maxMailbox', l.maxMailbox, DEFAULT_LIMITS.maxMailbox, 1),
-  };
+  const limits = resolveLimits(options.limits);
   const interactive = boolean('interactive', options.interactive, false);
   const retry = options.retry ?? {};
   return {

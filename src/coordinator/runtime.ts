@@ -40,6 +40,7 @@ import { BudgetHalt, BudgetLedger } from './budget.js';
 import { BackgroundReviews } from '../run/backgroundReview.js';
 import { AsyncExecutions } from './executions.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
+import { messageRefusal } from './messageRules.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
 import { deadWaits, type DeadWait } from './deadlock.js';
@@ -844,23 +845,13 @@ export class Runtime {
   }
 
   #checkMessage(target: AgentHandle, content: unknown): string {
-    if (typeof content !== 'string' || content.length === 0) {
-      throw new TroupeError('CONFIG_INVALID', `Expected content to be a non-empty string, got ${JSON.stringify(content)}`);
-    }
-    const bytes = Buffer.byteLength(content);
-    if (bytes > this.options.limits.maxMessageBytes) {
-      throw new TroupeError('MESSAGE_TOO_LARGE', `The message is ${bytes} bytes; maxMessageBytes is ${this.options.limits.maxMessageBytes}`);
-    }
-    if (!this.options.interactive && (target.status === 'completed' || target.status === 'stopped')) {
-      throw new TroupeError(
-        'AGENT_NOT_REACHABLE',
-        `${target.name} (${target.id}) is ${target.status} and this run is not interactive: nothing will read the message. Use its report or notice instead.`,
-      );
-    }
-    if (this.store.pendingCount(target.id) >= this.options.limits.maxMailbox) {
-      throw new TroupeError('MAILBOX_FULL', `${target.name} (${target.id}) already has ${this.options.limits.maxMailbox} undelivered messages; try again later`);
-    }
-    return content;
+    const refusal = messageRefusal(target, content, {
+      interactive: this.options.interactive,
+      limits: this.options.limits,
+      pending: () => this.store.pendingCount(target.id),
+    });
+    if (refusal) throw refusal;
+    return content as string;
   }
 
   #enqueue(message: Omit<NewMessage, 'id' | 'runId' | 'createdAt'>): MessageRow {

@@ -4,6 +4,7 @@
  * @module
  */
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { REDACTED, type Redactor } from './redact.js';
 
 /** Paths never written to a log. */
 export const REDACT_PATHS = [
@@ -17,11 +18,19 @@ export const REDACT_PATHS = [
   '*.headers["api-key"]',
 ];
 
-export function createLogger(options: LoggerOptions = {}, destination?: DestinationStream): Logger {
+export interface TroupeLoggerOptions extends LoggerOptions {
+  /** Secret values to scrub from every record (field redaction alone misses a key inside a message). */
+  redactor?: Redactor;
+}
+
+export function createLogger(options: TroupeLoggerOptions = {}, destination?: DestinationStream): Logger {
+  const { redactor, ...rest } = options;
   const config: LoggerOptions = {
     level: 'info',
-    ...options,
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    ...rest,
+    redact: { paths: REDACT_PATHS, censor: REDACTED },
+    // The one place every record passes as text, after serialisation: scrub the values there.
+    ...(redactor ? { hooks: { ...rest.hooks, streamWrite: (line: string) => redactor.scrub(line) } } : {}),
   };
   return destination ? pino(config, destination) : pino(config);
 }

@@ -7,12 +7,18 @@
  */
 import Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
+import type { InboxDbRow } from './dbRows.js';
+import { toInboxRequest } from './decode.js';
 
 export type InboxKind = 'send' | 'stop';
 
 export interface InboxResult {
   ok: boolean;
   message: string;
+  /** The error code of a refusal (the poster's exit code follows it). */
+  code?: string;
+  /** For an accepted `send`: the id of the message it queued. */
+  messageId?: string;
 }
 
 export interface InboxRequest {
@@ -24,26 +30,6 @@ export interface InboxRequest {
   doneAt: number | null;
   result: InboxResult | null;
 }
-
-export interface InboxDbRow {
-  id: number;
-  run_id: string;
-  kind: InboxKind;
-  payload: string;
-  created_at: number;
-  done_at: number | null;
-  result: string | null;
-}
-
-export const toInboxRequest = (r: InboxDbRow): InboxRequest => ({
-  id: r.id,
-  runId: r.run_id,
-  kind: r.kind,
-  payload: JSON.parse(r.payload) as Record<string, unknown>,
-  createdAt: r.created_at,
-  doneAt: r.done_at,
-  result: r.result === null ? null : (JSON.parse(r.result) as InboxResult),
-});
 
 function connect(path: string): Database.Database {
   try {
@@ -72,6 +58,26 @@ export function readInbox(path: string, id: number): InboxRequest | undefined {
   try {
     const row = db.prepare('SELECT * FROM inbox WHERE id = ?').get(id) as InboxDbRow | undefined;
     return row && toInboxRequest(row);
+  } finally {
+    db.close();
+  }
+}
+
+/** Where a queued message stands: delivered into its recipient's session yet, and the recipient's status. */
+export interface Delivery {
+  deliveredAt: number | null;
+  agentName: string;
+  agentStatus: string;
+}
+
+/** From any process: whether message `id` has been delivered (undefined if there is no such message). */
+export function readDelivery(path: string, id: string): Delivery | undefined {
+  const db = connect(path);
+  try {
+    const row = db
+      .prepare('SELECT m.delivered_at AS deliveredAt, a.name AS agentName, a.status AS agentStatus FROM messages m JOIN agents a ON a.id = m.to_agent WHERE m.id = ?')
+      .get(id) as Delivery | undefined;
+    return row;
   } finally {
     db.close();
   }

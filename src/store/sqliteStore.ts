@@ -11,18 +11,32 @@
  * write, the store fails closed — that write and every later one throw STORE_IO / STORE_CORRUPT.
  * @module
  */
-import * as crypto from 'node:crypto';
-import { accessSync, constants, existsSync } from 'node:fs';
-import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
-import type { AgentLifecycleState } from '../../machines/agentMachine.js';
+import type Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
+import { createRedactor, type Redactor } from '../logging/redact.js';
 import type { SessionItem } from '../model/types.js';
-import { createFileIfMissing } from './files.js';
-import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
-import { toInboxRequest, type InboxDbRow, type InboxRequest, type InboxResult } from './inbox.js';
+import {
+  checksum,
+  messageDigest,
+  stateOf,
+  toAgent,
+  toDelegation,
+  toEvent,
+  toExecution,
+  toInboxRequest,
+  toMessage,
+  toReentry,
+  toRun,
+  toSessionItem,
+  toToolCall,
+  toUsage,
+  verifyRows,
+} from './decode.js';
+import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, InboxDbRow, MessageDbRow, ReentryDbRow, RunDbRow, SessionDbRow, ToolCallDbRow, UsageDbRow } from './dbRows.js';
+import { classify, openDatabase, sqliteCode } from './openFile.js';
+import type { InboxRequest, InboxResult } from './inbox.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
-import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, ToolCallRow, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, UsageRow } from './types.js';
 
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
@@ -32,8 +46,19 @@ export interface OpenStoreOptions {
   busyTimeoutMs?: number;
   /** Read without owning: no lock, no writes (for status and tree views of a running process). */
   readonly?: boolean;
+  /**
+   * Owner only: decode every row of the file before the first write (default true), so a damaged
+   * file is refused with STORE_CORRUPT and left untouched. With false, damage is found when the
+   * row is read (a damaged session then crashes its agent on resume, and the run goes on).
+   */
+  verify?: boolean;
   /** Cap the database file's size; a write past it fails with STORE_IO (SQLITE_FULL) and the store stops. */
   maxSizeBytes?: number;
+  /**
+   * Secret values (an API key) to replace with `[redacted]` in every text written to the file:
+   * errors, events, messages, session items. See `createRedactor`.
+   */
+  redactor?: Redactor;
 }
 
 export interface SqliteStore extends Store {
@@ -44,6 +69,12 @@ export interface SqliteStore extends Store {
   /** The fatal error that stopped this store, if any. */
   readonly failure: TroupeError | null;
   integrityCheck(): string;
+  /**
+   * Decode every row of the file (what an owner's open does before its first write); throws
+   * STORE_CORRUPT naming the first damaged row. Works read-only, for a process about to post to
+   * another's inbox.
+   */
+  verify(): void;
   /** Every message and session row whose checksum does not match. */
   verifyChecksums(): { messages: string[]; sessionItems: string[] };
   /** Requests other processes posted to this run (`postToInbox`) and not yet answered, oldest first. */
@@ -51,206 +82,6 @@ export interface SqliteStore extends Store {
   /** Answer an inbox request; the posting process reads the result. */
   answerInbox(id: number, result: InboxResult, at: number): void;
 }
-
-/**
- * First 16 hex digits of SHA-256. The one-shot crypto.hash (Node ≥ 20.12) costs ~0.4 µs against
- * ~1.3 µs for createHash, which older Node 20 releases fall back to.
- */
-const checksum: (text: string) => string =
-  typeof crypto.hash === 'function'
-    ? (text) => crypto.hash('sha256', text, 'hex').slice(0, 16)
-    : (text) => crypto.createHash('sha256').update(text).digest('hex').slice(0, 16);
-const messageDigest = (m: Pick<MessageRow, 'id' | 'to' | 'from' | 'type' | 'priority' | 'content' | 'createdAt'>) =>
-  checksum(`${m.id}\u0000${m.to}\u0000${m.from}\u0000${m.type}\u0000${m.priority}\u0000${m.createdAt}\u0000${m.content}`);
-
-const sqliteCode = (err: unknown) => (typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : '');
-
-function classify(err: unknown, what: string): TroupeError | null {
-  const code = sqliteCode(err);
-  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL') {
-    return new TroupeError('STORE_IO', `${what} failed: ${code}: ${(err as Error).message}`, { cause: err });
-  }
-  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
-    return new TroupeError('STORE_CORRUPT', `${what}: the database is damaged (${code}); it is left untouched`, { cause: err });
-  }
-  return null;
-}
-
-interface MessageDbRow {
-  seq: number;
-  id: string;
-  run_id: string;
-  to_agent: string;
-  from_id: string;
-  from_name: string;
-  type: string;
-  priority: MessageRow['priority'];
-  content: string;
-  interrupt: number;
-  created_at: number;
-  delivered_at: number | null;
-  notice_key: string | null;
-  checksum: string;
-}
-
-interface AgentDbRow {
-  id: string;
-  run_id: string;
-  name: string;
-  parent_id: string | null;
-  depth: number;
-  task: string;
-  skills: string;
-  status: AgentRow['status'];
-  notice_claimed: number;
-  stint: number;
-  state: string;
-  created_at: number;
-  updated_at: number;
-}
-
-function toMessage(row: MessageDbRow): MessageRow {
-  const m: MessageRow = {
-    seq: row.seq,
-    id: row.id,
-    runId: row.run_id,
-    to: row.to_agent,
-    from: row.from_id,
-    fromName: row.from_name,
-    type: row.type,
-    priority: row.priority,
-    content: row.content,
-    interrupt: row.interrupt === 1,
-    createdAt: row.created_at,
-    deliveredAt: row.delivered_at,
-    noticeKey: row.notice_key,
-  };
-  if (messageDigest(m) !== row.checksum) {
-    throw new TroupeError('STORE_CORRUPT', `message ${row.id} (seq ${row.seq}) failed its checksum: the database is damaged`);
-  }
-  return m;
-}
-
-function toAgent(row: AgentDbRow): AgentRow {
-  const state = JSON.parse(row.state) as AgentLifecycleState;
-  return {
-    turns: state.turns,
-    stintTurns: state.stintTurns,
-    recoveries: state.recoveries,
-    idleResumes: state.idleResumes,
-    waitKind: state.waitKind,
-    waitTimeoutMs: state.waitTimeoutMs,
-    waitingSince: state.waitingSince,
-    pendingWait: state.pendingWait,
-    stopReason: state.stopReason,
-    error: state.error,
-    report: state.report,
-    lastTool: state.lastTool,
-    budgetEpoch: state.budgetEpoch,
-    id: row.id,
-    runId: row.run_id,
-    name: row.name,
-    parentId: row.parent_id,
-    depth: row.depth,
-    task: row.task,
-    skills: JSON.parse(row.skills) as string[],
-    status: row.status,
-    noticeClaimed: row.notice_claimed === 1,
-    stint: row.stint,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
-
-/** The lifecycle part of an agent row, kept as one JSON column. */
-function stateOf(a: AgentRow): string {
-  return JSON.stringify({
-    turns: a.turns,
-    stintTurns: a.stintTurns,
-    recoveries: a.recoveries,
-    idleResumes: a.idleResumes,
-    waitKind: a.waitKind,
-    waitTimeoutMs: a.waitTimeoutMs,
-    waitingSince: a.waitingSince,
-    pendingWait: a.pendingWait,
-    stopReason: a.stopReason,
-    error: a.error,
-    report: a.report,
-    lastTool: a.lastTool,
-    budgetEpoch: a.budgetEpoch,
-  });
-}
-
-function openDatabase(options: OpenStoreOptions): Database.Database {
-  const { path } = options;
-  if (path === ':memory:') return new Database(':memory:');
-  if (options.readonly) {
-    if (!existsSync(path)) throw new TroupeError('STORE_OPEN_FAILED', `${path} does not exist`);
-    return new Database(path, { readonly: true, fileMustExist: true, timeout: options.busyTimeoutMs ?? 5_000 });
-  }
-  try {
-    accessSync(dirname(path), constants.W_OK);
-  } catch (err) {
-    throw new TroupeError('STORE_OPEN_FAILED', `Cannot write to the directory of ${path}: ${(err as Error).message}`, { cause: err });
-  }
-  createFileIfMissing(path);
-  return new Database(path, { timeout: options.busyTimeoutMs ?? 5_000 });
-}
-
-/** Check the file, set the pragmas, migrate. Throws without writing anything on a bad file. */
-function prepareDatabase(db: Database.Database, options: OpenStoreOptions, synchronous: 'FULL' | 'NORMAL'): void {
-  let version: number;
-  try {
-    version = db.pragma('user_version', { simple: true }) as number;
-    const check = db.pragma('quick_check', { simple: true }) as string;
-    if (check !== 'ok') throw new TroupeError('STORE_CORRUPT', `${options.path} failed quick_check (${check}); it is left untouched`);
-  } catch (err) {
-    if (err instanceof TroupeError) throw err;
-    throw classify(err, `opening ${options.path}`) ?? err;
-  }
-  if (version > SCHEMA_VERSION) {
-    throw new TroupeError(
-      'STORE_SCHEMA_TOO_NEW',
-      `${options.path} has schema version ${version}; this troupe knows up to ${SCHEMA_VERSION}. Upgrade troupe; the file is left untouched.`,
-    );
-  }
-  if (options.readonly) return;
-  db.pragma('journal_mode = WAL');
-  // Explicitly, on every open: this build reports FULL on a fresh file and NORMAL on reopen.
-  db.pragma(`synchronous = ${synchronous}`);
-  db.pragma('foreign_keys = ON');
-  if (options.maxSizeBytes !== undefined) {
-    const pageSize = db.pragma('page_size', { simple: true }) as number;
-    db.pragma(`max_page_count = ${Math.max(1, Math.ceil(options.maxSizeBytes / pageSize))}`);
-  }
-  const pending = MIGRATIONS.filter((m) => m.version > version);
-  if (pending.length > 0) {
-    db.transaction(() => {
-      for (const m of pending) db.exec(m.sql);
-      db.pragma(`user_version = ${SCHEMA_VERSION}`);
-    }).immediate();
-  }
-}
-
-interface ExecutionDbRow {
-  id: string;
-  agent_id: string;
-  status: ExecutionRow['status'];
-  result: string | null;
-  linked_at: number;
-  finished_at: number | null;
-  continued_at: number | null;
-}
-
-const toExecution = (r: ExecutionDbRow): ExecutionRow => ({
-  id: r.id,
-  agentId: r.agent_id,
-  status: r.status,
-  result: r.result,
-  linkedAt: r.linked_at,
-  finishedAt: r.finished_at,
-  continuedAt: r.continued_at,
-});
 
 /**
  * Open (or create) a durable store.
@@ -273,23 +104,13 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
   const lock: OwnerLock | null = memory || options.readonly ? null : acquireOwnerLock(options.path);
   let db: Database.Database;
   try {
-    db = openDatabase(options);
-    try {
-      prepareDatabase(db, options, synchronous);
-    } catch (err) {
-      db.close();
-      throw err;
-    }
+    db = openDatabase(options, synchronous);
   } catch (err) {
     lock?.release();
     throw err;
   }
   const boot = lock?.boot ?? 1;
-  const store = createSqliteStore(db, options, synchronous, boot, lock);
-  if (!options.readonly) {
-    db.prepare('INSERT OR IGNORE INTO boots (id, started_at, pid) VALUES (?, ?, ?)').run(boot, Date.now(), process.pid);
-  }
-  return store;
+  return createSqliteStore(db, options, synchronous, boot, lock);
 }
 
 function createSqliteStore(
@@ -308,8 +129,12 @@ function createSqliteStore(
   let undo: (() => void)[] | null = null;
   let failure: TroupeError | null = null;
   let depth = 0;
+  // The boot is recorded with this owner's first write, not at open: a command that is refused
+  // (a message over the limit, an unknown agent) leaves the file exactly as it found it.
+  let booted = false;
 
   const q = {
+    insertBoot: db.prepare('INSERT OR IGNORE INTO boots (id, started_at, pid) VALUES (?, ?, ?)'),
     insertRun: db.prepare('INSERT INTO runs (id, created_at, interactive, root_id, budget) VALUES (?, ?, ?, ?, ?)'),
     getRun: db.prepare('SELECT * FROM runs WHERE id = ?'),
     listRuns: db.prepare('SELECT * FROM runs ORDER BY created_at, rowid'),
@@ -336,7 +161,7 @@ function createSqliteStore(
     markDelivered: db.prepare('UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= ?'),
     listMessages: db.prepare('SELECT * FROM messages WHERE run_id = ? ORDER BY seq'),
     insertItem: db.prepare('INSERT INTO session_items (agent_id, seq, item, checksum) VALUES (?, ?, ?, ?)'),
-    loadItems: db.prepare('SELECT seq, item, checksum FROM session_items WHERE agent_id = ? ORDER BY seq'),
+    loadItems: db.prepare('SELECT agent_id, seq, item, checksum FROM session_items WHERE agent_id = ? ORDER BY seq'),
     deleteItems: db.prepare('DELETE FROM session_items WHERE agent_id = ?'),
     insertUsage: db.prepare(
       `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
@@ -376,13 +201,11 @@ function createSqliteStore(
   };
   const immediate = db.transaction((fn: () => unknown) => fn());
 
-  const toRun = (row: { id: string; created_at: number; interactive: number; root_id: string | null; budget: string }): RunRow => ({
-    id: row.id,
-    createdAt: row.created_at,
-    interactive: row.interactive === 1,
-    rootId: row.root_id,
-    budget: JSON.parse(row.budget) as RunRow['budget'],
-  });
+  // Secrets never reach the file: every text column is scrubbed on its way in (JSON columns as
+  // values, so a replacement cannot cut through JSON syntax). Checksums cover the scrubbed text.
+  const redactor = options.redactor ?? createRedactor();
+  const text = redactor.scrub;
+  const json = redactor.scrubJson;
 
   /** Run `fn` in a BEGIN IMMEDIATE transaction (joining an open one), failing closed on I/O errors. */
   function transaction<T>(fn: () => T): T {
@@ -393,7 +216,14 @@ function createSqliteStore(
     undo = log;
     depth = 1;
     try {
-      return immediate.immediate(fn) as T;
+      return immediate.immediate(() => {
+        if (!booted) {
+          q.insertBoot.run(boot, Date.now(), process.pid);
+          booted = true;
+          onRollback(() => (booted = false));
+        }
+        return fn();
+      }) as T;
     } catch (err) {
       for (let i = log.length - 1; i >= 0; i--) log[i]!();
       const fatal = classify(err, 'a write');
@@ -438,13 +268,8 @@ function createSqliteStore(
   function session(agentId: string): SessionItem[] {
     const cached = readonly ? undefined : sessions.get(agentId);
     if (cached) return cached;
-    const rows = q.loadItems.all(agentId) as { seq: number; item: string; checksum: string }[];
-    const items = rows.map((r, i) => {
-      if (r.seq !== i || checksum(r.item) !== r.checksum) {
-        throw new TroupeError('STORE_CORRUPT', `session item ${r.seq} of agent ${agentId} failed its checksum: the database is damaged`);
-      }
-      return JSON.parse(r.item) as SessionItem;
-    });
+    const rows = q.loadItems.all(agentId) as SessionDbRow[];
+    const items = rows.map((r, i) => toSessionItem(r, i));
     if (!readonly) sessions.set(agentId, items);
     return items;
   }
@@ -454,8 +279,8 @@ function createSqliteStore(
     const list = session(agentId);
     const before = list.length;
     for (let i = 0; i < items.length; i++) {
-      const json = JSON.stringify(items[i]);
-      q.insertItem.run(agentId, before + i, json, checksum(json));
+      const item = json(items[i]);
+      q.insertItem.run(agentId, before + i, item, checksum(item));
     }
     list.push(...items);
     onRollback(() => (list.length = before));
@@ -465,15 +290,15 @@ function createSqliteStore(
     const params = {
       id: next.id,
       run_id: next.runId,
-      name: next.name,
+      name: text(next.name),
       parent_id: next.parentId,
       depth: next.depth,
-      task: next.task,
-      skills: JSON.stringify(next.skills),
+      task: text(next.task),
+      skills: json(next.skills),
       status: next.status,
       notice_claimed: next.noticeClaimed ? 1 : 0,
       stint: next.stint,
-      state: stateOf(next),
+      state: json(stateOf(next)),
       created_at: next.createdAt,
       updated_at: next.updatedAt,
       boot,
@@ -500,13 +325,13 @@ function createSqliteStore(
         q.insertRun.run(run.id, run.createdAt, run.interactive ? 1 : 0, run.rootId, JSON.stringify(run.budget));
       }),
     getRun: (id) => {
-      const row = q.getRun.get(id) as Parameters<typeof toRun>[0] | undefined;
+      const row = q.getRun.get(id) as RunDbRow | undefined;
       return row && toRun(row);
     },
-    listRuns: () => (q.listRuns.all() as Parameters<typeof toRun>[0][]).map(toRun),
+    listRuns: () => (q.listRuns.all() as RunDbRow[]).map(toRun),
     updateRun: (id, patch) =>
       transaction(() => {
-        const row = q.getRun.get(id) as Parameters<typeof toRun>[0] | undefined;
+        const row = q.getRun.get(id) as RunDbRow | undefined;
         if (!row) throw new TroupeError('RUN_NOT_FOUND', `store: no run ${id}`);
         const run = { ...toRun(row), ...patch };
         q.updateRun.run(run.createdAt, run.interactive ? 1 : 0, run.rootId, JSON.stringify(run.budget), id);
@@ -548,16 +373,17 @@ function createSqliteStore(
       transaction(() => {
         if (!agentRow(message.to)) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${message.to}`);
         const pending = pendingCount(message.to); // before the insert, or a first read would count it
-        const digest = messageDigest(message);
+        const scrubbed = { ...message, fromName: text(message.fromName), content: text(message.content) };
+        const digest = messageDigest(scrubbed);
         const result = q.insertMessage.run({
           id: message.id,
           run_id: message.runId,
           to_agent: message.to,
           from_id: message.from,
-          from_name: message.fromName,
+          from_name: scrubbed.fromName,
           type: message.type,
           priority: message.priority,
-          content: message.content,
+          content: scrubbed.content,
           interrupt: message.interrupt ? 1 : 0,
           created_at: message.createdAt,
           notice_key: message.noticeKey ?? null,
@@ -566,7 +392,7 @@ function createSqliteStore(
         });
         if (result.changes === 0) return null;
         setPending(message.to, pending + 1);
-        return { ...message, noticeKey: message.noticeKey ?? null, seq: Number(result.lastInsertRowid), deliveredAt: null };
+        return { ...scrubbed, noticeKey: message.noticeKey ?? null, seq: Number(result.lastInsertRowid), deliveredAt: null };
       }),
     pendingMessages: (agentId) => (q.pending.all(agentId) as MessageDbRow[]).map(toMessage),
     pendingCount,
@@ -597,50 +423,20 @@ function createSqliteStore(
 
     recordUsage: (u: UsageRow) =>
       transaction(() => {
-        q.insertUsage.run(u.runId, u.agentId, u.purpose, u.model, u.inputTokens, u.outputTokens, u.cachedInputTokens, u.costUsd, u.at);
+        q.insertUsage.run(u.runId, u.agentId, u.purpose, text(u.model), u.inputTokens, u.outputTokens, u.cachedInputTokens, u.costUsd, u.at);
       }),
-    listUsage: (runId) =>
-      (
-        q.listUsage.all(runId) as {
-          run_id: string;
-          agent_id: string;
-          purpose: UsageRow['purpose'];
-          model: string;
-          input_tokens: number;
-          output_tokens: number;
-          cached_input_tokens: number;
-          cost_usd: number;
-          at: number;
-        }[]
-      ).map((r) => ({
-        runId: r.run_id,
-        agentId: r.agent_id,
-        purpose: r.purpose,
-        model: r.model,
-        inputTokens: r.input_tokens,
-        outputTokens: r.output_tokens,
-        cachedInputTokens: r.cached_input_tokens,
-        costUsd: r.cost_usd,
-        at: r.at,
-      })),
+    listUsage: (runId) => (q.listUsage.all(runId) as UsageDbRow[]).map(toUsage),
 
     appendEvent: (e: EventRow) =>
       transaction(() => {
-        q.insertEvent.run(e.runId, e.agentId, e.type, JSON.stringify(e.data), e.at, boot);
+        q.insertEvent.run(e.runId, e.agentId, e.type, json(e.data), e.at, boot);
       }),
-    listEvents: (runId) =>
-      (q.listEvents.all(runId) as { run_id: string; agent_id: string | null; type: string; data: string; at: number }[]).map((r) => ({
-        runId: r.run_id,
-        agentId: r.agent_id,
-        type: r.type,
-        data: JSON.parse(r.data) as Record<string, unknown>,
-        at: r.at,
-      })),
+    listEvents: (runId) => (q.listEvents.all(runId) as EventDbRow[]).map(toEvent),
 
     insertDelegation: (row: DelegationRow) =>
       transaction(() => {
         try {
-          q.insertDelegation.run(row);
+          q.insertDelegation.run({ ...row, goal: text(row.goal), resultText: row.resultText === null ? null : text(row.resultText) });
         } catch (err) {
           if (sqliteCode(err) === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
             throw new TroupeError('AGENT_EXISTS', `store: delegation ${row.delegationId} exists`, { cause: err });
@@ -649,34 +445,11 @@ function createSqliteStore(
         }
       }),
     finishDelegation: (sessionId, delegationId, end) =>
-      transaction(() => q.finishDelegation.run(end.status, end.at, end.resultText, sessionId, delegationId).changes === 1),
-    listDelegations: (runId) =>
-      (
-        q.listDelegations.all(runId) as {
-          session_id: string;
-          delegation_id: string;
-          run_id: string;
-          goal: string;
-          status: DelegationRow['status'];
-          dispatched_at: number;
-          completed_at: number | null;
-          result_text: string | null;
-          started_boot: number;
-        }[]
-      ).map((r) => ({
-        sessionId: r.session_id,
-        delegationId: r.delegation_id,
-        runId: r.run_id,
-        goal: r.goal,
-        status: r.status,
-        dispatchedAt: r.dispatched_at,
-        completedAt: r.completed_at,
-        resultText: r.result_text,
-        startedBoot: r.started_boot,
-      })),
+      transaction(() => q.finishDelegation.run(end.status, end.at, text(end.resultText), sessionId, delegationId).changes === 1),
+    listDelegations: (runId) => (q.listDelegations.all(runId) as DelegationDbRow[]).map(toDelegation),
 
     linkExecution: (row) => transaction(() => q.linkExecution.run(row.id, row.agentId, row.linkedAt).changes === 1),
-    finishExecution: (id, end) => transaction(() => q.finishExecution.run(end.status, end.result, end.at, id).changes === 1),
+    finishExecution: (id, end) => transaction(() => q.finishExecution.run(end.status, text(end.result), end.at, id).changes === 1),
     markExecutionContinued: (id, at) => transaction(() => q.continueExecution.run(at, id).changes === 1),
     getExecution: (id) => {
       const r = q.getExecution.get(id) as ExecutionDbRow | undefined;
@@ -689,42 +462,20 @@ function createSqliteStore(
       transaction(() => {
         for (const callId of callIds) q.finishToolCall.run(at, agentId, turn, callId);
       }),
-    startedToolCalls: (agentId) =>
-      (
-        q.startedToolCalls.all(agentId) as {
-          agent_id: string;
-          turn: number;
-          call_id: string;
-          tool: string;
-          args_hash: string;
-          status: ToolCallRow['status'];
-          started_at: number;
-          finished_at: number | null;
-          boot: number;
-        }[]
-      ).map((r) => ({
-        agentId: r.agent_id,
-        turn: r.turn,
-        callId: r.call_id,
-        tool: r.tool,
-        argsHash: r.args_hash,
-        status: r.status,
-        startedAt: r.started_at,
-        finishedAt: r.finished_at,
-        boot: r.boot,
-      })),
+    startedToolCalls: (agentId) => (q.startedToolCalls.all(agentId) as ToolCallDbRow[]).map(toToolCall),
     getReentryBudget: (sessionId) => {
-      const r = q.getReentry.get(sessionId) as { session_id: string; count: number; last_wake_at: number } | undefined;
-      return r && { sessionId: r.session_id, count: r.count, lastWakeAt: r.last_wake_at };
+      const r = q.getReentry.get(sessionId) as ReentryDbRow | undefined;
+      return r && toReentry(r);
     },
     putReentryBudget: (row: ReentryBudgetRow) => transaction(() => void q.putReentry.run(row.sessionId, row.count, row.lastWakeAt)),
     dropReentryBudgets: (before) => transaction(() => q.dropReentry.run(before).changes),
 
     integrityCheck: () => db.pragma('integrity_check', { simple: true }) as string,
+    verify: () => verifyRows(db, db.pragma('user_version', { simple: true }) as number),
     openInbox: (runId) => (q.openInbox.all(runId) as InboxDbRow[]).map(toInboxRequest),
     answerInbox: (id, result, at) =>
       transaction(() => {
-        q.answerInbox.run(at, JSON.stringify(result), id);
+        q.answerInbox.run(at, json(result), id);
       }),
     verifyChecksums() {
       const bad = { messages: [] as string[], sessionItems: [] as string[] };
@@ -735,12 +486,7 @@ function createSqliteStore(
           bad.messages.push(row.id);
         }
       }
-      for (const row of db.prepare('SELECT agent_id, seq, item, checksum FROM session_items').iterate() as IterableIterator<{
-        agent_id: string;
-        seq: number;
-        item: string;
-        checksum: string;
-      }>) {
+      for (const row of db.prepare('SELECT agent_id, seq, item, checksum FROM session_items').iterate() as IterableIterator<SessionDbRow>) {
         if (checksum(row.item) !== row.checksum) bad.sessionItems.push(`${row.agent_id}#${row.seq}`);
       }
       return bad;

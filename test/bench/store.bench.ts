@@ -7,7 +7,7 @@
  * - resume: a database of 10,000 agents in mixed parked statuses until all are respawned; heap
  *   per parked agent (needs --expose-gc, set for the bench project).
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -172,6 +172,38 @@ describe('resume a database of 10,000 agents', () => {
   // The first resume in the process is the honest one for memory (later ones reuse warmed caches).
   reporters.push(
     () => `resume ${N}: ${median(ms).toFixed(0)} ms (target ≤ 1,000); heap per parked agent ${kb[0]!.toFixed(2)} KB${gc ? '' : ' (no --expose-gc: unreliable)'} (target ≤ 8)`,
+  );
+});
+
+describe("an owner's open: checking every row before the first write", () => {
+  // 1,000 agents × 20 session items of ~500 bytes (~12 MB): the verify pass reads every row once.
+  const path = tempDb();
+  const seed = openStore({ path, synchronous: 'NORMAL' });
+  seed.transaction(() => {
+    const budget = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+    seed.insertRun({ id: 'run', createdAt: 0, interactive: true, rootId: 'a0', budget });
+    for (let i = 0; i < 1_000; i++) {
+      const row = newAgentRow({ id: `a${i}`, runId: 'run', name: `w${i}`, parentId: null, depth: 0, task: 'work', skills: [] }, i);
+      seed.registerAgent(row, Array.from({ length: 20 }, (_, k) => ({ role: 'user' as const, content: `item ${k} ${'x'.repeat(500)}` })));
+    }
+  });
+  seed.close();
+  const times = { verify: [] as number[], skip: [] as number[], readonly: [] as number[] };
+  for (const mode of ['verify', 'skip', 'readonly'] as const) {
+    bench(
+      `open ${mode === 'verify' ? 'as owner, every row checked' : mode === 'skip' ? 'as owner, verify: false' : 'read-only (quick_check only)'}`,
+      () => {
+        const t0 = performance.now();
+        openStore({ path, ...(mode === 'readonly' ? { readonly: true } : { verify: mode === 'verify' }) }).close();
+        times[mode].push(performance.now() - t0);
+      },
+      { iterations: 5, warmupIterations: 1, time: 0 },
+    );
+  }
+  reporters.push(
+    () =>
+      `open of a ${(statSync(path).size / 1e6).toFixed(0)} MB file: owner ${median(times.verify).toFixed(0)} ms with every row checked, ` +
+      `${median(times.skip).toFixed(0)} ms with verify: false, reader ${median(times.readonly).toFixed(0)} ms`,
   );
 });
 

@@ -3,36 +3,12 @@
  * demo end to end, a demo killed mid-run and resumed, `troupe run` against the fake server, and
  * the commands that read or change a run that is not live.
  */
-import { execFile, type ExecFileException } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
-
-const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
-
-interface Result {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Run the CLI; resolves when it exits (the timeout bounds a hang, it does not pace the test). */
-function troupe(args: string[], cwd: string, env: Record<string, string> = {}): Promise<Result> {
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENAI_')));
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd, env: { ...clean, ...env }, timeout: 60_000 }, (err: ExecFileException | null, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, signal: err?.signal ?? null, stdout, stderr });
-    });
-  });
-}
-
-const workdir = () => mkdtempSync(join(tmpdir(), 'troupe-cli-'));
-const jsonLines = (text: string) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+import { jsonLines, troupe, workdir } from '../helpers/cli.js';
 
 interface Node {
   name: string;

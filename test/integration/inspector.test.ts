@@ -65,8 +65,9 @@ interface Wire {
 }
 
 /** A real `ws` client that records every message, with bounded waits on what it has received. */
-function client(port: number, options?: WebSocket.ClientOptions) {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}`, options);
+/** A client of `handle`'s socket, with its token (or `token`: a wrong one, or none with null). */
+function client(handle: Pick<InspectorHandle, 'port' | 'token'>, options?: WebSocket.ClientOptions, token: string | null = handle.token) {
+  const ws = new WebSocket(`ws://127.0.0.1:${handle.port}/${token === null ? '' : `?token=${encodeURIComponent(token)}`}`, options);
   const raw: string[] = [];
   const checks = new Set<() => void>();
   ws.on('message', (data: WebSocket.RawData) => {
@@ -134,9 +135,9 @@ afterEach(async () => {
 describe('startInspector: what a connected client receives', () => {
   it('actors, snapshots and events of the coordinator and both agents, in the Stately format, sanitised', async () => {
     const handle = await start();
-    expect(handle.url).toBe(`http://127.0.0.1:${handle.port}`);
+    expect(handle.url).toBe(`http://127.0.0.1:${handle.port}/?token=${handle.token}`);
     expect(handle.port).toBeGreaterThan(0);
-    const c = client(handle.port);
+    const c = client(handle);
     await c.opened;
 
     const { rootId, childId } = await runTeam(handle.inspect);
@@ -207,7 +208,7 @@ describe('startInspector: what a connected client receives', () => {
 
   it('a client that connects after the run gets the last 200 messages replayed', async () => {
     const handle = await start();
-    const early = client(handle.port);
+    const early = client(handle);
     await early.opened;
     // Several runs through one inspector: more than the 200 messages kept for replay.
     const RUNS = 6;
@@ -216,7 +217,7 @@ describe('startInspector: what a connected client receives', () => {
     await early.until((ms) => (sessions(ms).get('coordinator')?.length ?? 0) === RUNS && allStopped(ms), 'all runs relayed');
     expect(early.raw.length).toBeGreaterThan(200);
 
-    const late = client(handle.port);
+    const late = client(handle);
     await late.opened;
     await late.until((ms) => ms.length >= 200, 'replay of 200 messages');
     await handle.close();
@@ -250,22 +251,53 @@ describe('startInspector: the HTTP side', () => {
     expect(res.headers.get('content-type')).toContain('text/html');
     const html = await res.text();
     expect(html).toContain('<iframe id="inspector" src="https://stately.ai/inspect">');
-    expect(html).toContain("new WebSocket('ws://' + location.host)");
+    expect(html).toContain(`new WebSocket('ws://' + location.host + '/?token=' + encodeURIComponent("${handle.token}"))`);
     expect(html).toContain('postMessage');
     expect((await get(handle.port, '/elsewhere')).status).toBe(404);
   });
 
+  it('the page and the socket require the token of the printed URL: missing or wrong is refused', async () => {
+    const handle = await start();
+    const other = await start();
+    expect(handle.token).toMatch(/^[\w-]{32}$/);
+    expect(other.token).not.toBe(handle.token);
+    const wrong = `${handle.token.slice(0, -1)}${handle.token.endsWith('A') ? 'B' : 'A'}`;
+    // The page: refused without the token, with another's, with a near miss; served with its own.
+    for (const path of ['/', '/index.html', '/?token=', `/?token=${other.token}`, `/?token=${wrong}`, `/?tok=${handle.token}`]) {
+      const res = await get(handle.port, path);
+      expect(res.status, path).toBe(403);
+      expect(res.body).not.toContain(handle.token);
+    }
+    const page = await get(handle.port, `/index.html?token=${handle.token}`);
+    expect(page.status).toBe(200);
+    // The token must not leave with the iframe's request.
+    expect(page.body).toContain('<meta name="referrer" content="no-referrer">');
+    const res = await fetch(handle.url);
+    expect(res.headers.get('referrer-policy')).toBe('no-referrer');
+
+    // The socket: the same rule.
+    for (const token of [null, '', other.token, wrong]) {
+      const c = client(handle, undefined, token);
+      await expect(c.opened, String(token)).rejects.toThrow(/403/);
+    }
+    const ok = client(handle);
+    await ok.opened;
+    ok.ws.close();
+    await ok.closed;
+  });
+
   it('refuses a foreign Host (DNS rebinding) and a WebSocket from a page of another origin', async () => {
     const handle = await start();
-    expect((await get(handle.port, '/', { host: 'localhost:9999' })).status).toBe(200);
-    expect((await get(handle.port, '/', { host: 'evil.example' })).status).toBe(403);
+    const page1 = `/?token=${handle.token}`;
+    expect((await get(handle.port, page1, { host: 'localhost:9999' })).status).toBe(200);
+    expect((await get(handle.port, page1, { host: 'evil.example' })).status).toBe(403);
 
-    const foreign = client(handle.port, { origin: 'http://evil.example' });
+    const foreign = client(handle, { origin: 'http://evil.example' });
     await expect(foreign.opened).rejects.toThrow(/403/);
-    const rebound = client(handle.port, { headers: { host: 'evil.example' } });
+    const rebound = client(handle, { headers: { host: 'evil.example' } });
     await expect(rebound.opened).rejects.toThrow(/403/);
     // The bridge page itself (same origin as the server) may connect.
-    const page = client(handle.port, { origin: handle.url });
+    const page = client(handle, { origin: new URL(handle.url).origin });
     await page.opened;
     page.ws.close();
     await page.closed;
@@ -327,7 +359,7 @@ import { createCoordinator, scriptedModel } from ${url('dist/src/index.js')};
 import WebSocket from ${url('node_modules/ws/wrapper.mjs')};
 
 const inspector = await startInspector({ port: 0 });
-const ws = new WebSocket('ws://127.0.0.1:' + inspector.port);
+const ws = new WebSocket('ws://127.0.0.1:' + inspector.port + '/?token=' + inspector.token);
 await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
 let received = 0;
 ws.on('message', () => received++);

@@ -183,7 +183,10 @@ describe('resumeCoordinator', () => {
     expect(at).toBeGreaterThan(0);
     bytes[at] = bytes[at]! ^ 0x01;
     writeFileSync(path, bytes);
-    const store = openStore({ path });
+    // By default the damaged file is refused at open, untouched; without that check the damage
+    // is found when eve's session is read, and only eve goes down.
+    expect(() => openStore({ path })).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
+    const store = openStore({ path, verify: false });
     const model = scriptedModel({ agents: { lead: [finish] } }, { clock });
     const c = await resumeCoordinator({ store, model, clock });
     const root = await c.waitFor(rootId, [...TERMINAL]);

@@ -277,12 +277,13 @@ describe('troupe serve', () => {
     });
     const s = serve(['Stand by for alerts', `--inspect=${free}`], cwd);
     await s.line(/^\[proactive-tick\] tick +says: Noted: changed\./);
-    expect(s.stderr()).toContain(`open http://127.0.0.1:${free} `);
-    const port = free;
+    // The printed URL carries the token the socket requires.
+    const url = new RegExp(`open (http://127\\.0\\.0\\.1:${free}/\\?token=[\\w-]+) `).exec(s.stderr())?.[1];
+    expect(url).toBeDefined();
 
     // A client that connects late gets the recent messages replayed; wait for both runs' roots.
     const names = new Set<string>();
-    const ws = new WebSocket(`ws://127.0.0.1:${port}`);
+    const ws = new WebSocket(url!.replace(/^http/, 'ws'));
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`saw only ${[...names].join(', ')}`)), 15_000);
       ws.on('error', reject);

@@ -34,6 +34,19 @@ function seeded(dir = tempDir()) {
   return path;
 }
 
+/** An owner's open throws STORE_CORRUPT matching `why`, and the file's bytes do not change. */
+function expectRefusedUntouched(path: string, why: RegExp): void {
+  const before = readFileSync(path);
+  let error: unknown;
+  try {
+    openStore({ path }).close();
+  } catch (err) {
+    error = err;
+  }
+  expect(error).toMatchObject({ code: 'STORE_CORRUPT', message: expect.stringMatching(why) });
+  expect(readFileSync(path).equals(before)).toBe(true);
+}
+
 describe('openStore', () => {
   it('creates the file 0600, in WAL with synchronous set explicitly on every open', () => {
     const path = join(tempDir(), 'new.db');
@@ -116,7 +129,8 @@ describe('openStore', () => {
     expect(at).toBeGreaterThan(0);
     bytes[at + 3] = bytes[at + 3]! ^ 0x01;
     writeFileSync(path, bytes);
-    const store = openStore({ path });
+    expectRefusedUntouched(path, /messages row "m1" is damaged: it failed its checksum/);
+    const store = openStore({ path, verify: false });
     expect(store.verifyChecksums().messages).toEqual(['m1']);
     expect(() => store.pendingMessages('a')).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
     store.close();
@@ -128,7 +142,8 @@ describe('openStore', () => {
     const at = bytes.indexOf('hello');
     bytes[at] = bytes[at]! ^ 0x20;
     writeFileSync(path, bytes);
-    const store = openStore({ path });
+    expectRefusedUntouched(path, /session_items row "a#0" is damaged: it failed its checksum/);
+    const store = openStore({ path, verify: false });
     expect(() => store.loadSession('a')).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
     expect(store.verifyChecksums().sessionItems).toEqual(['a#0']);
     store.close();

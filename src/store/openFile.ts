@@ -1,0 +1,142 @@
+/**
+ * Opening a database file: refuse what cannot be used before anything is written. Every check
+ * that can find damage — quick_check, the schema version, a SQLite file of another program, and
+ * (for an owner) every row through its decoder — runs on a read-only connection first: a
+ * read-write connection checkpoints the WAL into the main file when it closes, so a refused file
+ * would not stay byte for byte as it was. Only a file that passed is opened for writing.
+ * @module
+ */
+import { accessSync, constants } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { TroupeError } from '../errors.js';
+import { verifyRows } from './decode.js';
+import { createFileIfMissing, fileState } from './files.js';
+import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+
+export interface OpenFileOptions {
+  path: string;
+  readonly?: boolean;
+  verify?: boolean;
+  busyTimeoutMs?: number;
+  maxSizeBytes?: number;
+}
+
+export const sqliteCode = (err: unknown) => (typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : '');
+
+/** A SQLite error as STORE_IO / STORE_CORRUPT when it is one (I/O, full disk, damage), else null. */
+export function classify(err: unknown, what: string): TroupeError | null {
+  const code = sqliteCode(err);
+  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_FULL') {
+    return new TroupeError('STORE_IO', `${what} failed: ${code}: ${(err as Error).message}`, { cause: err });
+  }
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
+    return new TroupeError('STORE_CORRUPT', `${what}: the database is damaged (${code}); it is left untouched`, { cause: err });
+  }
+  return null;
+}
+
+function connect(path: string, readonly: boolean, timeout: number): Database.Database {
+  try {
+    return new Database(path, readonly ? { readonly: true, fileMustExist: true, timeout } : { timeout });
+  } catch (err) {
+    throw new TroupeError('STORE_OPEN_FAILED', `Cannot open ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Names of the tables a file holds (a file troupe has not initialised holds none). */
+const tablesOf = (db: Database.Database) => db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[];
+
+/** Check an opened file, reading only; returns its schema version. */
+function checkFile(db: Database.Database, options: OpenFileOptions): number {
+  const { path } = options;
+  try {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    const check = db.pragma('quick_check', { simple: true }) as string;
+    if (check !== 'ok') throw new TroupeError('STORE_CORRUPT', `${path} failed quick_check (${check}); it is left untouched`);
+    if (version > SCHEMA_VERSION) {
+      throw new TroupeError(
+        'STORE_SCHEMA_TOO_NEW',
+        `${path} has schema version ${version}; this troupe knows up to ${SCHEMA_VERSION}. Upgrade troupe; the file is left untouched.`,
+      );
+    }
+    if (version === 0) {
+      const tables = tablesOf(db);
+      if (tables.length > 0) {
+        throw new TroupeError('STORE_CORRUPT', `${path} is not a troupe database (it holds tables ${tables.slice(0, 5).join(', ')}); it is left untouched`);
+      }
+      if (options.readonly) throw new TroupeError('RUN_NOT_FOUND', `${path} holds no troupe data`);
+    }
+    if (!options.readonly && options.verify !== false) verifyRows(db, version);
+    return version;
+  } catch (err) {
+    if (err instanceof TroupeError) {
+      if (err.code !== 'STORE_CORRUPT' || err.message.includes(path)) throw err;
+      throw new TroupeError('STORE_CORRUPT', `${path}: ${err.message}; it is left untouched`, { cause: err });
+    }
+    throw classify(err, `opening ${path}`) ?? new TroupeError('STORE_OPEN_FAILED', `Cannot read ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The owner's connection: WAL, `synchronous` set explicitly, foreign keys, the size cap, pending migrations. */
+function setUp(db: Database.Database, options: OpenFileOptions, synchronous: 'FULL' | 'NORMAL', version: number): void {
+  db.pragma('journal_mode = WAL');
+  // Explicitly, on every open: this build reports FULL on a fresh file and NORMAL on reopen.
+  db.pragma(`synchronous = ${synchronous}`);
+  db.pragma('foreign_keys = ON');
+  if (options.maxSizeBytes !== undefined) {
+    const pageSize = db.pragma('page_size', { simple: true }) as number;
+    db.pragma(`max_page_count = ${Math.max(1, Math.ceil(options.maxSizeBytes / pageSize))}`);
+  }
+  const pending = MIGRATIONS.filter((m) => m.version > version);
+  if (pending.length > 0) {
+    db.transaction(() => {
+      for (const m of pending) db.exec(m.sql);
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }).immediate();
+  }
+}
+
+/** Run `fn` on `db`, closing it if `fn` throws. */
+function closingOnThrow<T>(db: Database.Database, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+/**
+ * Open `options.path` (or ':memory:') checked: a reader's connection after the read-only checks,
+ * an owner's after every check passed on a read-only probe, then set up and migrated.
+ */
+export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NORMAL'): Database.Database {
+  const { path } = options;
+  const timeout = options.busyTimeoutMs ?? 5_000;
+  if (path === ':memory:') {
+    const db = new Database(':memory:');
+    return closingOnThrow(db, () => (setUp(db, options, synchronous, db.pragma('user_version', { simple: true }) as number), db));
+  }
+  if (options.readonly) {
+    if (!fileState(path)) throw new TroupeError('STORE_OPEN_FAILED', `${path} does not exist`);
+    const db = connect(path, true, timeout);
+    return closingOnThrow(db, () => (checkFile(db, options), db));
+  }
+  try {
+    accessSync(dirname(path), constants.W_OK);
+  } catch (err) {
+    throw new TroupeError('STORE_OPEN_FAILED', `Cannot write to the directory of ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  createFileIfMissing(path);
+  fileState(path); // a directory (or anything but a file) where the database should be
+  const probe = connect(path, true, timeout);
+  let version: number;
+  try {
+    version = checkFile(probe, options);
+  } finally {
+    probe.close(); // a read-only connection never checkpoints: a refused file is left as it was
+  }
+  const db = connect(path, false, timeout);
+  return closingOnThrow(db, () => (setUp(db, options, synchronous, version), db));
+}

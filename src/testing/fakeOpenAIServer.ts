@@ -28,7 +28,9 @@ export interface FakeUsage {
  * One scripted answer to one Chat Completions request:
  * - `message`: a 200 completion (JSON, or an SSE stream when the request sets `stream: true`);
  * - `status`: any status with a JSON error body (a string body is sent verbatim);
- * - `raw`: an arbitrary `application/json` body (e.g. a completion with no choices);
+ * - `raw`: an arbitrary body, `application/json` unless a `content-type` header says otherwise (a
+ *   completion with no choices, broken JSON, a hand-written SSE stream, bytes that are not UTF-8),
+ *   optionally written in pieces cut at `splitAt` byte offsets;
  * - `drop`: destroy the socket without a response;
  * - `hang`: never answer (the socket goes when the client aborts or the server closes).
  */
@@ -45,7 +47,17 @@ export type FakeReply =
       cutAfterChunks?: number;
     }
   | { status: number; body?: unknown; headers?: Record<string, string>; delayMs?: number }
-  | { raw: string; status?: number; headers?: Record<string, string>; delayMs?: number }
+  | {
+      raw: string | Uint8Array;
+      status?: number;
+      headers?: Record<string, string>;
+      delayMs?: number;
+      /**
+       * Byte offsets at which the body is cut into separate writes, each flushed before the next,
+       * so the client's decoders meet a boundary there (TCP may still merge two pieces).
+       */
+      splitAt?: readonly number[];
+    }
   | { drop: true; delayMs?: number }
   | { hang: true };
 
@@ -172,6 +184,26 @@ export async function createFakeOpenAIServer(
     res.end(text);
   }
 
+  /** A body as given, in pieces cut at `splitAt`; each piece reaches the socket before the next is written. */
+  async function sendRaw(res: ServerResponse, status: number, body: string | Uint8Array, headers: Record<string, string>, splitAt: readonly number[]) {
+    if (res.destroyed) return;
+    const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body);
+    const all: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(bytes.length) };
+    for (const [name, value] of Object.entries(headers)) all[name.toLowerCase()] = value;
+    res.writeHead(status, all);
+    const cuts = [...new Set(splitAt)].filter((at) => at > 0 && at < bytes.length).sort((a, b) => a - b);
+    let from = 0;
+    for (const at of [...cuts, bytes.length]) {
+      const piece = bytes.subarray(from, at);
+      from = at;
+      if (res.destroyed) return;
+      await new Promise<void>((resolve) => res.write(piece, () => resolve()));
+      // One macrotask turn, so the client reads this piece before the next one arrives.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    res.end();
+  }
+
   async function readBody(req: IncomingMessage): Promise<string> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -259,7 +291,7 @@ export async function createFakeOpenAIServer(
     }
     const requestId = `req_fake_${request.index}`;
     if ('raw' in reply) {
-      sendJson(res, reply.status ?? 200, reply.raw, { 'x-request-id': requestId, ...reply.headers });
+      await sendRaw(res, reply.status ?? 200, reply.raw, { 'x-request-id': requestId, ...reply.headers }, reply.splitAt ?? []);
       return;
     }
     if ('status' in reply) {

@@ -40,6 +40,8 @@ const BAD_WIRE_USAGE: [string, unknown][] = [
   ['more tokens than the bound (10^9 + 1)', wireUsage(1e9 + 1, 0)],
   ['fractional tokens', wireUsage(1.5, 2)],
   ['more cached than input tokens', wireUsage(10, 5, 20)],
+  ['a missing completion count', { prompt_tokens: 10 }],
+  ['usage that is not an object', 'lots'],
   ['cached tokens as an object', wireUsage(10, 5, { n: 1 })],
 ];
 

@@ -7,6 +7,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { answerOf, completionBody, sseEvents } from './fakeCompletion.js';
 
 /** One tool call in a scripted reply. */
 export interface FakeToolCall {
@@ -105,22 +106,9 @@ export interface FakeOpenAIServerOptions {
   model?: string;
 }
 
-const DEFAULT_USAGE = { promptTokens: 10, completionTokens: 5, cachedTokens: 0 } as const;
-
 const errorBody = (message: string, type: string, code: string | null = null) => ({
   error: { message, type, param: null, code },
 });
-
-/** Content split word by word, each piece keeping its trailing whitespace. */
-const words = (text: string): string[] => (text === '' ? [] : text.split(/(?<=\s)(?=\S)/));
-
-/** Tool-call arguments in 2+ pieces (when the string has 2+ characters). */
-function pieces(text: string): string[] {
-  const size = Math.max(1, Math.ceil(text.length / 3));
-  const out: string[] = [];
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
-  return out;
-}
 
 /** Start a fake OpenAI-compatible Chat Completions server on 127.0.0.1 (ephemeral port). */
 export async function createFakeOpenAIServer(
@@ -306,104 +294,16 @@ export async function createFakeOpenAIServer(
     }
 
     completions += 1;
-    const id = `chatcmpl-fake-${completions}`;
-    const created = Math.floor(Date.now() / 1000);
-    const content = reply.message.content ?? null;
-    const refusal = reply.message.refusal ?? null;
-    const toolCalls = (reply.message.toolCalls ?? []).map((call) => ({
-      id: call.id ?? `call_fake_${++toolCallIds}`,
-      type: 'function' as const,
-      function: {
-        name: call.name,
-        arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments),
-      },
-    }));
-    const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop');
-    const usage =
-      reply.usage === null
-        ? undefined
-        : (() => {
-            const u = { ...DEFAULT_USAGE, ...reply.usage };
-            return {
-              prompt_tokens: u.promptTokens,
-              completion_tokens: u.completionTokens,
-              total_tokens: u.promptTokens + u.completionTokens,
-              prompt_tokens_details: { cached_tokens: u.cachedTokens, audio_tokens: 0 },
-              completion_tokens_details: {
-                reasoning_tokens: 0,
-                audio_tokens: 0,
-                accepted_prediction_tokens: 0,
-                rejected_prediction_tokens: 0,
-              },
-            };
-          })();
+    const meta = { id: `chatcmpl-fake-${completions}`, created: Math.floor(Date.now() / 1000), model };
+    const answer = answerOf(reply, () => `call_fake_${++toolCallIds}`);
     const streamed = typeof body === 'object' && body !== null && (body as { stream?: unknown }).stream === true;
-
     if (!streamed) {
-      sendJson(
-        res,
-        200,
-        {
-          id,
-          object: 'chat.completion',
-          created,
-          model,
-          system_fingerprint: null,
-          choices: [
-            {
-              index: 0,
-              message: {
-                role: 'assistant',
-                content,
-                refusal,
-                ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-                annotations: [],
-              },
-              logprobs: null,
-              finish_reason: finishReason,
-            },
-          ],
-          ...(usage ? { usage } : {}),
-        },
-        { 'x-request-id': requestId },
-      );
+      sendJson(res, 200, completionBody(answer, meta), { 'x-request-id': requestId });
       return;
     }
-
-    // Streaming: OpenAI sends `usage: null` on every chunk but the last when include_usage is set.
     const includeUsage =
       (body as { stream_options?: { include_usage?: unknown } | null }).stream_options?.include_usage === true;
-    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
-      id,
-      object: 'chat.completion.chunk',
-      created,
-      model,
-      system_fingerprint: null,
-      choices,
-      ...(includeUsage ? { usage: null } : {}),
-      ...extra,
-    });
-    const delta = (d: Record<string, unknown>, finish: string | null = null) =>
-      chunk([{ index: 0, delta: d, logprobs: null, finish_reason: finish }]);
-
-    const events: string[] = [];
-    const push = (data: unknown) => events.push(`data: ${JSON.stringify(data)}\n\n`);
-    push(delta({ role: 'assistant', content: '', refusal: null }));
-    if (content !== null) for (const word of words(content)) push(delta({ content: word }));
-    if (refusal !== null) for (const word of words(refusal)) push(delta({ refusal: word }));
-    toolCalls.forEach((call, index) => {
-      push(
-        delta({
-          tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }],
-        }),
-      );
-      for (const piece of pieces(call.function.arguments)) {
-        push(delta({ tool_calls: [{ index, function: { arguments: piece } }] }));
-      }
-    });
-    push(delta({}, finishReason));
-    if (includeUsage && usage) push(chunk([], { usage }));
-    events.push('data: [DONE]\n\n');
+    const events = sseEvents(answer, meta, includeUsage);
 
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',

@@ -11,6 +11,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, ProviderError, toError } from '../errors.js';
+import { boundedFetch } from './boundedFetch.js';
 import { fromCompletion, StreamAssembler } from './chatWire.js';
 import { checkPrice } from './prices.js';
 import { classifyHttpFailure } from './providerErrors.js';
@@ -162,6 +163,8 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     // Our timer on troupe's clock is the real timeout; the client's is only a backstop.
     timeout: timeoutMs + 60_000,
     ...(options.headers ? { defaultHeaders: options.headers } : {}),
+    // Bodies bounded, streams handed over whole events at a time (see boundedFetch).
+    fetch: boundedFetch(options.stream === true),
     // The client's own logger writes to the console, and on an SSE event that is not JSON it
     // prints the server's raw bytes (any size, escape sequences included). Every failure already
     // leaves as a classified ProviderError that troupe logs; OPENAI_LOG still turns it back on.

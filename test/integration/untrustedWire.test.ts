@@ -6,6 +6,7 @@
  * silently, and no index value costs more than one map entry.
  */
 import { describe, expect, it } from 'vitest';
+import { MAX_RESPONSE_BYTES, MAX_SSE_EVENT_BYTES } from '../../src/model/boundedFetch.js';
 import { MAX_TOOL_CALLS } from '../../src/model/chatWire.js';
 import type { FakeReply } from '../../src/testing/fakeOpenAIServer.js';
 import { openaiTeam } from '../helpers/provider.js';
@@ -13,6 +14,7 @@ import { TERMINAL } from '../helpers/team.js';
 import { chunk, completion, rawJson, rawSse, sse, streamedCall, usageChunk, wireCall } from '../helpers/wire.js';
 
 const FINISH = { summary: 'done' };
+const every = (n: number, step: number) => Array.from({ length: Math.ceil(n / step) }, (_, i) => i * step);
 
 async function rootOutcome(reply: FakeReply, stream: boolean) {
   const t = await openaiTeam({ lead: [reply] }, { model: { stream }, coordinator: { retry: { maxRetries: 0 } } });
@@ -104,6 +106,11 @@ describe('wrong types in a JSON answer fail the agent with PROVIDER_INVALID_RESP
     expect((await rootOutcome(rawJson(body === null ? 'null' : body), false)).root).toMatchObject(invalidResponse);
   });
 
+  it(`a body over ${MAX_RESPONSE_BYTES} bytes`, async () => {
+    const body = completion({ content: 'x'.repeat(MAX_RESPONSE_BYTES) });
+    expect((await rootOutcome(rawJson(body), false)).root).toMatchObject(invalidResponse);
+  });
+
   it('a 200 answer that is not JSON at all (text/plain)', async () => {
     expect((await rootOutcome({ raw: 'Hello from a proxy', headers: { 'content-type': 'text/plain' } }, false)).root).toMatchObject(invalidResponse);
   });
@@ -129,6 +136,7 @@ const STREAM_CASES: [string, FakeReply][] = [
   ['a chunk that is a string', rawSse(sse(['"chunk"', chunk({ content: 'x' }, 'stop')]))],
   ['a chunk that is not JSON', rawSse(sse(['{"choices": [', chunk({ content: 'x' }, 'stop')]))],
   ['no chunk with a choice', rawSse(sse([usageChunk(null)]))],
+  [`one event over ${MAX_SSE_EVENT_BYTES} bytes`, rawSse(sse([chunk({ content: 'x'.repeat(MAX_SSE_EVENT_BYTES) }), chunk({}, 'stop')]))],
   ['a JSON completion where a stream was asked for', rawJson(completion({ content: 'x' }))],
 ];
 
@@ -144,8 +152,11 @@ describe('well-formed answers a lenient reading must keep accepting', () => {
     ['a tool call without type or id (JSON)', rawJson(completion({ tool_calls: [{ function: { name: 'finish', arguments: JSON.stringify(FINISH) } }] })), false],
     ['a tool call with null arguments (JSON): arguments are {}', rawJson(completion({ tool_calls: [{ id: 'c', type: 'function', function: { name: 'view_agent_graph', arguments: null } }] })), false],
     ['null delta fields and a usage chunk (stream)', rawSse(streamedCall(0, 'finish', FINISH)), true],
+    ['a megabyte of text in 64 KiB events, split at many offsets (stream)', rawSse(sse([...Array.from({ length: 16 }, () => chunk({ content: 'é'.repeat(1 << 15) })), chunk({}, 'stop')]), every(1 << 21, 4_099)), true],
+    ['a megabyte of text (JSON)', rawJson(completion({ content: 'é'.repeat(1 << 19) })), false],
   ])('%s', async (_name, reply, stream) => {
-    const t = await openaiTeam({ lead: [reply, rawJson(completion({ tool_calls: [call] })), rawSse(streamedCall(0, 'finish', FINISH))] }, { model: { stream } });
+    const finish = stream ? rawSse(streamedCall(0, 'finish', FINISH)) : rawJson(completion({ tool_calls: [call] }));
+    const t = await openaiTeam({ lead: [reply, finish] }, { model: { stream } });
     await using _ = t;
     const rootId = await t.c.start({ name: 'lead', task: 'Finish.' });
     expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');

@@ -135,6 +135,13 @@ describe('invalid usage from a custom Model is handled by the ledger the same wa
     expect(run.invalid).toEqual([expect.objectContaining({ reason: 'the provider lost count', chargedUsd: 0.25 })]);
   });
 
+  it('valid tokens whose price is beyond one call\'s bound ($10^6) are charged at the reservation', async () => {
+    const model = { ...customModel({ inputTokens: 1e9 }), price: { inputPer1M: 5_000, outputPer1M: 0 } };
+    const run = await runCustom(model);
+    expect(run.budget.spentUsd).toBe(0.25);
+    expect(run.invalid).toEqual([expect.objectContaining({ reason: expect.stringMatching(/prices at 5000000 USD/) })]);
+  });
+
   it('valid usage from a custom model is believed: spend is its costUsd', async () => {
     const run = await runCustom(customModel({ costUsd: 0.5 }));
     expect(run.budget.spentUsd).toBe(0.5);

@@ -8,7 +8,8 @@
  */
 import type { TurnOutcome, TurnUsage } from '../../machines/types.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_PRICES, estimatePromptTokens, lookupPrice, priceUsage } from '../model/prices.js';
-import type { ModelPrice, ModelRequest, UsagePurpose } from '../model/types.js';
+import type { ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../model/types.js';
+import { checkUsage, isUsd, MAX_USD_PER_CALL } from '../model/usage.js';
 import type { AgentHandle, Runtime } from './runtime.js';
 
 /**
@@ -25,6 +26,16 @@ export class BudgetHalt extends Error {
 export interface Reservation {
   readonly usd: number;
   settled: boolean;
+}
+
+/** What a model said about one call's usage (a `ModelTurn` will do). */
+export type UsageReport = Pick<ModelTurn, 'usage' | 'invalidUsage'>;
+
+/** How `record` books a call: why it was made, what was reserved for it, and its request. */
+export interface RecordOptions {
+  purpose?: UsagePurpose;
+  reservation?: Reservation;
+  request?: ModelRequest;
 }
 
 const NO_RESERVATION: Reservation = Object.freeze({ usd: 0, settled: true }) as Reservation;
@@ -52,6 +63,7 @@ export class BudgetLedger {
   /** Callers waiting for an in-flight reservation to settle. */
   #settleWaiters = new Set<() => void>();
   readonly #unpriced = new Set<string>();
+  #badEstimate = false;
 
   constructor(rt: Runtime, spentUsd = 0) {
     this.#rt = rt;
@@ -77,8 +89,36 @@ export class BudgetLedger {
     return lookupPrice(options.budget.prices, name) ?? model.price ?? lookupPrice(DEFAULT_PRICES, name);
   }
 
-  /** USD for one call: the usage's own `costUsd` if the provider priced it, else by the price table. */
-  cost(usage: Partial<TurnUsage> | undefined): number {
+  /**
+   * What one call is charged, and the tokens its row records. Usage is believed only if
+   * `checkUsage` accepts it and its price is a sane amount; otherwise (invalid usage) the call is
+   * charged what was reserved for it — or, with nothing reserved (no limit set, a compaction), the
+   * estimate of its request — so spend never goes down and never becomes NaN. Logged once per call.
+   */
+  #charge(agent: AgentHandle, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose) {
+    let reason: string | undefined;
+    let usage: Partial<TurnUsage> | undefined;
+    if (answer?.invalidUsage !== undefined) {
+      reason = typeof answer.invalidUsage === 'string' ? answer.invalidUsage : 'the model flagged its usage as invalid';
+    } else {
+      const checked = checkUsage(answer?.usage);
+      if (checked.ok) usage = checked.usage;
+      else reason = checked.reason;
+    }
+    if (reason === undefined) {
+      const costUsd = this.#price(usage);
+      if (isUsd(costUsd)) {
+        return { costUsd, inputTokens: usage?.inputTokens ?? 0, outputTokens: usage?.outputTokens ?? 0, cachedInputTokens: usage?.cachedInputTokens ?? 0 };
+      }
+      reason = `the usage prices at ${costUsd} USD, more than one call can cost (${MAX_USD_PER_CALL})`;
+    }
+    const costUsd = reservation.usd > 0 ? reservation.usd : request ? this.estimate(request) : 0;
+    agent.logger.warn({ purpose, reason, chargedUsd: costUsd }, 'the model reported usage that cannot be believed; the call is charged at its estimate');
+    return { costUsd, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 };
+  }
+
+  /** USD for checked usage: its own `costUsd` if the provider priced it, else by the price table. */
+  #price(usage: Partial<TurnUsage> | undefined): number {
     if (usage?.costUsd !== undefined) return usage.costUsd;
     if (!usage) return 0;
     const price = this.price();
@@ -91,30 +131,44 @@ export class BudgetLedger {
     return 0;
   }
 
-  /** What a call may cost at most, as reserved before it is made. */
+  /**
+   * What a call may cost at most, as reserved before it is made: the model's `estimateCostUsd`
+   * if it returns a sane amount (`isUsd`), else troupe's own estimate (logged once).
+   */
   estimate(request: ModelRequest): number {
     const { model } = this.#rt;
-    if (model.estimateCostUsd) return Math.max(0, model.estimateCostUsd(request));
+    if (model.estimateCostUsd) {
+      const usd: unknown = model.estimateCostUsd(request);
+      if (isUsd(usd)) return usd;
+      if (!this.#badEstimate) {
+        this.#badEstimate = true;
+        this.#rt.logger.warn({ estimate: typeof usd === 'number' ? usd : typeof usd }, "model.estimateCostUsd returned no sane amount: troupe's own estimate is used instead");
+      }
+    }
     const price = this.price();
     if (!price) return 0;
-    return priceUsage({ inputTokens: estimatePromptTokens(request), outputTokens: model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS }, price);
+    const usd = priceUsage({ inputTokens: estimatePromptTokens(request), outputTokens: model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS }, price);
+    return Number.isFinite(usd) ? Math.min(Math.max(0, usd), MAX_USD_PER_CALL) : MAX_USD_PER_CALL;
   }
 
   /**
-   * Record one call's usage (priced), release its reservation, and under the stop policy trip the
-   * reserve or the budget stop when due — all in one transaction.
+   * Record one call's usage (priced, or charged at its estimate if invalid), release its
+   * reservation, and under the stop policy trip the reserve or the budget stop when due — all in one
+   * transaction. `request` is the call's request: with nothing reserved, invalid usage is charged
+   * at its estimate.
    */
-  record(agent: AgentHandle, usage: Partial<TurnUsage> | undefined, purpose: UsagePurpose = 'main', reservation: Reservation = NO_RESERVATION): void {
+  record(agent: AgentHandle, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): void {
     const rt = this.#rt;
-    const costUsd = this.cost(usage);
+    const charged = this.#charge(agent, answer, reservation, request, purpose);
+    const { costUsd } = charged;
     const row = {
       runId: rt.runId,
       agentId: agent.id,
       purpose,
       model: rt.model.name ?? 'model',
-      inputTokens: usage?.inputTokens ?? 0,
-      outputTokens: usage?.outputTokens ?? 0,
-      cachedInputTokens: usage?.cachedInputTokens ?? 0,
+      inputTokens: charged.inputTokens,
+      outputTokens: charged.outputTokens,
+      cachedInputTokens: charged.cachedInputTokens,
       costUsd,
       at: rt.clock.now(),
     };

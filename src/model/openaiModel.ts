@@ -1,26 +1,21 @@
 /**
  * `openaiModel`: any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, Ollama, llama.cpp
  * server, LM Studio, …) through the official `openai` client. Tools, optional streaming with
- * deltas, usage from every response. The client's own retries are off — the run loop owns retries
+ * deltas, usage from every response (checked in `chatWire`: nothing from the wire is trusted as
+ * typed). The client's own retries are off — the run loop owns retries
  * — and the request timeout runs on troupe's clock. Every failure leaves as a classified
  * `ProviderError`; only a bug escapes as anything else.
  * @module
  */
 import OpenAI from 'openai';
-import type {
-  ChatCompletionChunk,
-  ChatCompletionContentPart,
-  ChatCompletionCreateParamsBase,
-  ChatCompletionMessageParam,
-  ChatCompletionMessageToolCall,
-  ChatCompletionTool,
-} from 'openai/resources/chat/completions';
-import type { TurnUsage } from '../../machines/types.js';
+import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, ProviderError, toError } from '../errors.js';
+import { boundedFetch } from './boundedFetch.js';
+import { fromCompletion, StreamAssembler } from './chatWire.js';
 import { checkPrice } from './prices.js';
 import { classifyHttpFailure } from './providerErrors.js';
-import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem, ToolCall } from './types.js';
+import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem } from './types.js';
 
 export interface OpenAIModelOptions {
   /** The model id the server knows (`gpt-4.1-mini`, `qwen2.5:7b`, …). */
@@ -95,17 +90,6 @@ export function toChatMessages(system: string, items: readonly SessionItem[]): C
   return out;
 }
 
-const toUsage = (u: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null | undefined): Partial<TurnUsage> | undefined =>
-  u
-    ? {
-        inputTokens: u.prompt_tokens ?? 0,
-        outputTokens: u.completion_tokens ?? 0,
-        cachedInputTokens: u.prompt_tokens_details?.cached_tokens ?? 0,
-      }
-    : undefined;
-
-const CONTENT_FILTERED = "The provider's content filter stopped the answer";
-
 const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 
 /** A socket that closed under a streamed body surfaces as a plain TypeError('terminated') or similar. */
@@ -141,68 +125,10 @@ export function classifyOpenAIError(err: unknown, now?: number): unknown {
 }
 
 /** Assemble a streamed answer; deltas go to `onDelta` as they arrive, text also to `partial`. */
-async function readStream(
-  stream: AsyncIterable<ChatCompletionChunk>,
-  onDelta: ((d: ModelDelta) => void) | undefined,
-  partial: { text: string },
-): Promise<ModelTurn> {
-  let text = '';
-  let refusal = '';
-  let finish: string | null = null;
-  let sawChoice = false;
-  let usage: Partial<TurnUsage> | undefined;
-  const calls: { id: string; name: string; arguments: string }[] = [];
-  for await (const chunk of stream) {
-    if (chunk.usage) usage = toUsage(chunk.usage);
-    const choice = chunk.choices?.[0];
-    if (!choice) continue;
-    sawChoice = true;
-    const delta = choice.delta ?? {};
-    if (delta.content) {
-      text += delta.content;
-      partial.text = text;
-      onDelta?.({ kind: 'text', text: delta.content });
-    }
-    if (delta.refusal) {
-      refusal += delta.refusal;
-      onDelta?.({ kind: 'refusal', text: delta.refusal });
-    }
-    for (const part of delta.tool_calls ?? []) {
-      const slot = (calls[part.index] ??= { id: '', name: '', arguments: '' });
-      if (part.id) slot.id = part.id;
-      if (part.function?.name) slot.name += part.function.name;
-      if (part.function?.arguments) slot.arguments += part.function.arguments;
-      onDelta?.({ kind: 'toolCall', index: part.index, ...(part.function?.name ? { name: part.function.name } : {}), text: part.function?.arguments ?? '' });
-    }
-    if (choice.finish_reason) finish = choice.finish_reason;
-  }
-  if (!sawChoice) throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The stream carried no choices');
-  if (finish === null) {
-    throw new ProviderError('PROVIDER_CONNECTION', 'The stream ended before the answer was complete', { retryable: true });
-  }
-  return {
-    text: text === '' ? null : text,
-    toolCalls: calls.filter(Boolean).map((c, i) => ({ id: c.id || `call_stream_${i}`, name: c.name, arguments: c.arguments })),
-    refusal: refusal || (finish === 'content_filter' && calls.length === 0 && text === '' ? CONTENT_FILTERED : null),
-    ...(usage ? { usage } : {}),
-  };
-}
-
-function fromCompletion(res: OpenAI.Chat.Completions.ChatCompletion): ModelTurn {
-  const choice = Array.isArray(res?.choices) ? res.choices[0] : undefined;
-  if (!choice?.message) throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The response has no choices');
-  const message = choice.message;
-  const toolCalls: ToolCall[] = (message.tool_calls ?? [])
-    .filter((c): c is ChatCompletionMessageToolCall & { type: 'function' } => c.type === 'function')
-    .map((c, i) => ({ id: c.id || `call_${i}`, name: c.function?.name ?? '', arguments: c.function?.arguments ?? '' }));
-  const filtered = choice.finish_reason === 'content_filter' && !message.content && toolCalls.length === 0;
-  const usage = toUsage(res.usage);
-  return {
-    text: message.content ?? null,
-    toolCalls,
-    refusal: message.refusal ?? (filtered ? CONTENT_FILTERED : null),
-    ...(usage ? { usage } : {}),
-  };
+async function readStream(stream: AsyncIterable<unknown>, onDelta: ((d: ModelDelta) => void) | undefined, partial: { text: string }): Promise<ModelTurn> {
+  const answer = new StreamAssembler(onDelta, partial);
+  for await (const chunk of stream) answer.add(chunk);
+  return answer.finish();
 }
 
 /** The error with what was streamed before it, so the run loop can salvage it into the session. */
@@ -237,6 +163,12 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     // Our timer on troupe's clock is the real timeout; the client's is only a backstop.
     timeout: timeoutMs + 60_000,
     ...(options.headers ? { defaultHeaders: options.headers } : {}),
+    // Bodies bounded, streams handed over whole events at a time (see boundedFetch).
+    fetch: boundedFetch(options.stream === true),
+    // The client's own logger writes to the console, and on an SSE event that is not JSON it
+    // prints the server's raw bytes (any size, escape sequences included). Every failure already
+    // leaves as a classified ProviderError that troupe logs; OPENAI_LOG still turns it back on.
+    ...(process.env.OPENAI_LOG === undefined ? { logLevel: 'off' as const } : {}),
   });
   const limitParam = options.tokenLimitParam ?? 'max_completion_tokens';
 
@@ -273,7 +205,8 @@ export function openaiModel(options: OpenAIModelOptions): Model {
           );
           return await readStream(stream, onDelta, partial);
         }
-        const res = await client.chat.completions.create({ ...body(request), stream: false }, { signal: controller.signal });
+        // Read as unknown: the server is not trusted to match the client's types (chatWire checks them).
+        const res: unknown = await client.chat.completions.create({ ...body(request), stream: false }, { signal: controller.signal });
         return fromCompletion(res);
       } catch (err) {
         if (signal.aborted) throw signal.reason;

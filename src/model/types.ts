@@ -70,7 +70,16 @@ export interface ModelTurn {
   toolCalls: ToolCall[];
   /** A structured refusal: the agent fails. */
   refusal?: string | null;
+  /**
+   * What the call used. The budget believes only non-negative integer token counts up to 10^9 per
+   * kind (cached ≤ input) and a finite `costUsd` in [0, 10^6]; anything else is invalid usage.
+   */
   usage?: Partial<TurnUsage>;
+  /**
+   * Set when the provider reported usage that cannot be believed (why); `usage` is then ignored.
+   * Either way invalid usage is charged at the call's reserved estimate and logged (once per call).
+   */
+  invalidUsage?: string;
 }
 
 /** Anything that can answer a turn: `openaiModel`, `scriptedModel`, or your own. */

@@ -176,7 +176,7 @@ export class BackgroundReviews {
         rt.ledger.release(reservation);
         return;
       }
-      rt.ledger.record(agent, turn.usage, 'review', reservation);
+      rt.ledger.record(agent, turn, { purpose: 'review', reservation, request });
       if (turn.toolCalls.length === 0) break;
       messages.push({ role: 'assistant', content: turn.text, toolCalls: turn.toolCalls });
       let done = false;

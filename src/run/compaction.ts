@@ -6,7 +6,7 @@
  * @module
  */
 import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
-import type { ContentPart, SessionItem } from '../model/types.js';
+import type { ContentPart, ModelRequest, SessionItem } from '../model/types.js';
 import { transcript } from './texts.js';
 
 export const IMAGE_PLACEHOLDER = '[image rejected by the model]';
@@ -65,22 +65,19 @@ export async function compactSession(rt: Runtime, agent: AgentHandle, turn: numb
   const cut = compactionCut(items);
   const older = items.slice(1, cut);
   if (older.length === 0) return false;
-  const answer = await rt.complete(
-    agent,
-    {
-      agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
-      system: SUMMARY_SYSTEM,
-      messages: [{ role: 'user', content: `Summarise this part of the conversation:\n\n${transcript(older, MAX_ITEM_CHARS)}` }],
-      tools: [],
-      turn,
-      purpose: 'compaction',
-    },
-    signal,
-  );
+  const request: ModelRequest = {
+    agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
+    system: SUMMARY_SYSTEM,
+    messages: [{ role: 'user', content: `Summarise this part of the conversation:\n\n${transcript(older, MAX_ITEM_CHARS)}` }],
+    tools: [],
+    turn,
+    purpose: 'compaction',
+  };
+  const answer = await rt.complete(agent, request, signal);
   const summary = answer.text?.trim() ?? '';
   const first = items[0]!;
   return rt.commit(() => {
-    rt.ledger.record(agent, answer.usage, 'compaction');
+    rt.ledger.record(agent, answer, { purpose: 'compaction', request });
     if (summary === '') return false;
     const note = `${SUMMARY_HEADER}\n${summary}`;
     // One user message, not two: strict-alternation providers reject adjacent user messages.

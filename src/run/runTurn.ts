@@ -13,7 +13,7 @@ import { deadlockResult } from '../coordinator/deadlock.js';
 import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
 import { sleep } from '../clock.js';
 import { ProviderError, serializeError, TroupeError } from '../errors.js';
-import type { ModelTurn, SessionItem, ToolCall } from '../model/types.js';
+import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { compactSession, stripImages } from './compaction.js';
 import { resolveCutCalls, runTools } from './runTools.js';
 import { messageToItem, nudgeText } from './texts.js';
@@ -126,7 +126,7 @@ export async function runTurn(rt: Runtime, input: TurnInput, signal: AbortSignal
       : { role: 'assistant', content: turn.text };
   rt.commit(() => {
     rt.store.appendSession(agent.id, [answer]);
-    rt.ledger.record(agent, turn.usage, 'main', reservation);
+    rt.ledger.record(agent, turn, { reservation, request: call.request });
   });
   if (turn.refusal) {
     return only({ kind: 'failed', error: { code: 'PROVIDER_REFUSAL', message: `The model refused: ${turn.refusal}`, retryable: false } });
@@ -174,7 +174,7 @@ function prepareSession(
   });
 }
 
-type ModelCall = { turn: ModelTurn } | { outcome: TurnOutcome; items?: SessionItem[] };
+type ModelCall = { turn: ModelTurn; request: ModelRequest } | { outcome: TurnOutcome; items?: SessionItem[] };
 
 /** Statuses with which a request can be rejected because of the images it carries. */
 const IMAGE_REJECTION_STATUSES = new Set([400, 404, 422]);
@@ -210,11 +210,12 @@ async function callModel(rt: Runtime, agent: AgentHandle, input: TurnInput, sign
   try {
     for (;;) {
       try {
-        const turn = await rt.complete(agent, rt.buildRequest(agent, input.stintTurn), callSignal);
+        const request = rt.buildRequest(agent, input.stintTurn);
+        const turn = await rt.complete(agent, request, callSignal);
         if (!turn || !Array.isArray(turn.toolCalls)) {
           throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
         }
-        return { turn };
+        return { turn, request };
       } catch (err) {
         if (signal.aborted) throw err;
         if (callSignal.aborted) return cancelled(err);

@@ -7,6 +7,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { answerOf, completionBody, sseEvents } from './fakeCompletion.js';
 
 /** One tool call in a scripted reply. */
 export interface FakeToolCall {
@@ -28,7 +29,9 @@ export interface FakeUsage {
  * One scripted answer to one Chat Completions request:
  * - `message`: a 200 completion (JSON, or an SSE stream when the request sets `stream: true`);
  * - `status`: any status with a JSON error body (a string body is sent verbatim);
- * - `raw`: an arbitrary `application/json` body (e.g. a completion with no choices);
+ * - `raw`: an arbitrary body, `application/json` unless a `content-type` header says otherwise (a
+ *   completion with no choices, broken JSON, a hand-written SSE stream, bytes that are not UTF-8),
+ *   optionally written in pieces cut at `splitAt` byte offsets;
  * - `drop`: destroy the socket without a response;
  * - `hang`: never answer (the socket goes when the client aborts or the server closes).
  */
@@ -45,7 +48,17 @@ export type FakeReply =
       cutAfterChunks?: number;
     }
   | { status: number; body?: unknown; headers?: Record<string, string>; delayMs?: number }
-  | { raw: string; status?: number; headers?: Record<string, string>; delayMs?: number }
+  | {
+      raw: string | Uint8Array;
+      status?: number;
+      headers?: Record<string, string>;
+      delayMs?: number;
+      /**
+       * Byte offsets at which the body is cut into separate writes, each flushed before the next,
+       * so the client's decoders meet a boundary there (TCP may still merge two pieces).
+       */
+      splitAt?: readonly number[];
+    }
   | { drop: true; delayMs?: number }
   | { hang: true };
 
@@ -93,22 +106,9 @@ export interface FakeOpenAIServerOptions {
   model?: string;
 }
 
-const DEFAULT_USAGE = { promptTokens: 10, completionTokens: 5, cachedTokens: 0 } as const;
-
 const errorBody = (message: string, type: string, code: string | null = null) => ({
   error: { message, type, param: null, code },
 });
-
-/** Content split word by word, each piece keeping its trailing whitespace. */
-const words = (text: string): string[] => (text === '' ? [] : text.split(/(?<=\s)(?=\S)/));
-
-/** Tool-call arguments in 2+ pieces (when the string has 2+ characters). */
-function pieces(text: string): string[] {
-  const size = Math.max(1, Math.ceil(text.length / 3));
-  const out: string[] = [];
-  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
-  return out;
-}
 
 /** Start a fake OpenAI-compatible Chat Completions server on 127.0.0.1 (ephemeral port). */
 export async function createFakeOpenAIServer(
@@ -170,6 +170,26 @@ export async function createFakeOpenAIServer(
     for (const [name, value] of Object.entries(headers)) all[name.toLowerCase()] = value;
     res.writeHead(status, all);
     res.end(text);
+  }
+
+  /** A body as given, in pieces cut at `splitAt`; each piece reaches the socket before the next is written. */
+  async function sendRaw(res: ServerResponse, status: number, body: string | Uint8Array, headers: Record<string, string>, splitAt: readonly number[]) {
+    if (res.destroyed) return;
+    const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body);
+    const all: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(bytes.length) };
+    for (const [name, value] of Object.entries(headers)) all[name.toLowerCase()] = value;
+    res.writeHead(status, all);
+    const cuts = [...new Set(splitAt)].filter((at) => at > 0 && at < bytes.length).sort((a, b) => a - b);
+    let from = 0;
+    for (const at of [...cuts, bytes.length]) {
+      const piece = bytes.subarray(from, at);
+      from = at;
+      if (res.destroyed) return;
+      await new Promise<void>((resolve) => res.write(piece, () => resolve()));
+      // One macrotask turn, so the client reads this piece before the next one arrives.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    res.end();
   }
 
   async function readBody(req: IncomingMessage): Promise<string> {
@@ -259,7 +279,7 @@ export async function createFakeOpenAIServer(
     }
     const requestId = `req_fake_${request.index}`;
     if ('raw' in reply) {
-      sendJson(res, reply.status ?? 200, reply.raw, { 'x-request-id': requestId, ...reply.headers });
+      await sendRaw(res, reply.status ?? 200, reply.raw, { 'x-request-id': requestId, ...reply.headers }, reply.splitAt ?? []);
       return;
     }
     if ('status' in reply) {
@@ -274,104 +294,16 @@ export async function createFakeOpenAIServer(
     }
 
     completions += 1;
-    const id = `chatcmpl-fake-${completions}`;
-    const created = Math.floor(Date.now() / 1000);
-    const content = reply.message.content ?? null;
-    const refusal = reply.message.refusal ?? null;
-    const toolCalls = (reply.message.toolCalls ?? []).map((call) => ({
-      id: call.id ?? `call_fake_${++toolCallIds}`,
-      type: 'function' as const,
-      function: {
-        name: call.name,
-        arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments),
-      },
-    }));
-    const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop');
-    const usage =
-      reply.usage === null
-        ? undefined
-        : (() => {
-            const u = { ...DEFAULT_USAGE, ...reply.usage };
-            return {
-              prompt_tokens: u.promptTokens,
-              completion_tokens: u.completionTokens,
-              total_tokens: u.promptTokens + u.completionTokens,
-              prompt_tokens_details: { cached_tokens: u.cachedTokens, audio_tokens: 0 },
-              completion_tokens_details: {
-                reasoning_tokens: 0,
-                audio_tokens: 0,
-                accepted_prediction_tokens: 0,
-                rejected_prediction_tokens: 0,
-              },
-            };
-          })();
+    const meta = { id: `chatcmpl-fake-${completions}`, created: Math.floor(Date.now() / 1000), model };
+    const answer = answerOf(reply, () => `call_fake_${++toolCallIds}`);
     const streamed = typeof body === 'object' && body !== null && (body as { stream?: unknown }).stream === true;
-
     if (!streamed) {
-      sendJson(
-        res,
-        200,
-        {
-          id,
-          object: 'chat.completion',
-          created,
-          model,
-          system_fingerprint: null,
-          choices: [
-            {
-              index: 0,
-              message: {
-                role: 'assistant',
-                content,
-                refusal,
-                ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-                annotations: [],
-              },
-              logprobs: null,
-              finish_reason: finishReason,
-            },
-          ],
-          ...(usage ? { usage } : {}),
-        },
-        { 'x-request-id': requestId },
-      );
+      sendJson(res, 200, completionBody(answer, meta), { 'x-request-id': requestId });
       return;
     }
-
-    // Streaming: OpenAI sends `usage: null` on every chunk but the last when include_usage is set.
     const includeUsage =
       (body as { stream_options?: { include_usage?: unknown } | null }).stream_options?.include_usage === true;
-    const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
-      id,
-      object: 'chat.completion.chunk',
-      created,
-      model,
-      system_fingerprint: null,
-      choices,
-      ...(includeUsage ? { usage: null } : {}),
-      ...extra,
-    });
-    const delta = (d: Record<string, unknown>, finish: string | null = null) =>
-      chunk([{ index: 0, delta: d, logprobs: null, finish_reason: finish }]);
-
-    const events: string[] = [];
-    const push = (data: unknown) => events.push(`data: ${JSON.stringify(data)}\n\n`);
-    push(delta({ role: 'assistant', content: '', refusal: null }));
-    if (content !== null) for (const word of words(content)) push(delta({ content: word }));
-    if (refusal !== null) for (const word of words(refusal)) push(delta({ refusal: word }));
-    toolCalls.forEach((call, index) => {
-      push(
-        delta({
-          tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }],
-        }),
-      );
-      for (const piece of pieces(call.function.arguments)) {
-        push(delta({ tool_calls: [{ index, function: { arguments: piece } }] }));
-      }
-    });
-    push(delta({}, finishReason));
-    if (includeUsage && usage) push(chunk([], { usage }));
-    events.push('data: [DONE]\n\n');
+    const events = sseEvents(answer, meta, includeUsage);
 
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',

@@ -243,6 +243,27 @@ describe('createFakeOpenAIServer through the real openai client', () => {
     expect(chunks).toEqual([emptyChunk]);
   });
 
+  it('serves raw bytes cut at the given offsets; the client meets the cuts and reassembles the stream', async () => {
+    const chunkWithText = { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'héllo ✓' }, finish_reason: null }] };
+    const body = `data: ${JSON.stringify(chunkWithText)}\n\ndata: [DONE]\n\n`;
+    const bytes = new TextEncoder().encode(body);
+    const everyByte = Array.from({ length: bytes.length }, (_, i) => i);
+    const { server, client } = await setup([
+      { raw: bytes, headers: { 'content-type': 'text/event-stream' }, splitAt: everyByte },
+      { raw: body, headers: { 'content-type': 'text/event-stream' }, splitAt: everyByte },
+    ]);
+    // Read at the byte level: the pieces arrive as separate reads (TCP may merge a few).
+    const res = await fetch(`${server.url}/chat/completions`, { method: 'POST', body: '{}' });
+    const reader = res.body!.getReader();
+    const reads: Uint8Array[] = [];
+    for (let r = await reader.read(); !r.done; r = await reader.read()) reads.push(r.value);
+    expect(Buffer.concat(reads)).toEqual(Buffer.from(bytes));
+    expect(reads.length).toBeGreaterThan(bytes.length / 2);
+    // Through the client, a character cut in the middle of its UTF-8 bytes comes out whole.
+    const chunks = await collect(await client.chat.completions.create({ ...params, stream: true }));
+    expect(chunks).toEqual([chunkWithText]);
+  });
+
   it('drops the connection: the client throws OpenAI.APIConnectionError', async () => {
     const { server, client } = await setup([{ drop: true }]);
     const error = await failure(client.chat.completions.create(params));

@@ -1,0 +1,70 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { boundedFetch, MAX_RESPONSE_BYTES, MAX_SSE_EVENT_BYTES } from '../../../src/model/boundedFetch.js';
+import { createFakeOpenAIServer, type FakeOpenAIServer, type FakeReply } from '../../../src/testing/fakeOpenAIServer.js';
+
+const open: FakeOpenAIServer[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((s) => s.close()));
+});
+
+/** The body of one reply as the bounded fetch hands it over: every piece, or the error. */
+async function read(reply: FakeReply, stream: boolean) {
+  const server = await createFakeOpenAIServer([reply]);
+  open.push(server);
+  const res = await boundedFetch(stream)(`${server.url}/chat/completions`, { method: 'POST', body: '{}' });
+  const reader = res.body!.getReader();
+  const pieces: string[] = [];
+  try {
+    for (let r = await reader.read(); !r.done; r = await reader.read()) pieces.push(Buffer.from(r.value).toString('latin1'));
+  } catch (error) {
+    return { status: res.status, pieces, error };
+  }
+  return { status: res.status, pieces, error: undefined };
+}
+
+const every = (n: number, step: number) => Array.from({ length: Math.ceil(n / step) }, (_, i) => i * step);
+
+describe('boundedFetch', () => {
+  it('hands a stream over whole events whatever the network pieces (LF, CRLF and CR boundaries)', async () => {
+    const events = ['data: {"a":1}\n\n', 'data: {"b":"x\\ny"}\r\n\r\n', ': comment\r\r', `data: ${JSON.stringify({ c: 'z'.repeat(5_000) })}\n\n`, 'data: [DONE]\n\n'];
+    const body = events.join('');
+    const { pieces, error } = await read({ raw: body, headers: { 'content-type': 'text/event-stream' }, splitAt: every(body.length, 7) }, true);
+    expect(error).toBeUndefined();
+    expect(pieces.join('')).toBe(body);
+    // Every piece ends on a boundary: the client's buffer is empty after each one.
+    for (const piece of pieces) expect(piece).toMatch(/(\n\n|\r\r|\r\n\r\n)$/);
+    expect(pieces.length).toBeGreaterThan(1);
+  });
+
+  it('passes on a stream that ends without a boundary, as it is', async () => {
+    const body = 'data: {"a":1}\n\ndata: {"b":2}';
+    const { pieces, error } = await read({ raw: body, headers: { 'content-type': 'text/event-stream' }, splitAt: every(body.length, 3) }, true);
+    expect(error).toBeUndefined();
+    expect(pieces.join('')).toBe(body);
+  });
+
+  it(`fails a stream event over ${MAX_SSE_EVENT_BYTES} bytes with PROVIDER_INVALID_RESPONSE (the client would rescan it per network piece)`, async () => {
+    const body = `data: "${'x'.repeat(MAX_SSE_EVENT_BYTES)}"`;
+    const { error } = await read({ raw: body, headers: { 'content-type': 'text/event-stream' } }, true);
+    expect(error).toMatchObject({ code: 'PROVIDER_INVALID_RESPONSE', message: expect.stringMatching(/stream event larger/) });
+  });
+
+  it('an event up to the limit is accepted', async () => {
+    const body = `data: "${'x'.repeat(MAX_SSE_EVENT_BYTES - 20)}"\n\ndata: [DONE]\n\n`;
+    const { pieces, error } = await read({ raw: body, headers: { 'content-type': 'text/event-stream' } }, true);
+    expect(error).toBeUndefined();
+    expect(pieces.join('')).toBe(body);
+  });
+
+  it(`caps any other body at ${MAX_RESPONSE_BYTES} bytes; smaller ones pass unchanged, error answers to a stream too`, async () => {
+    const big = await read({ raw: `"${'x'.repeat(MAX_RESPONSE_BYTES)}"` }, false);
+    expect(big.error).toMatchObject({ code: 'PROVIDER_INVALID_RESPONSE', message: expect.stringMatching(/response larger/) });
+    const json = JSON.stringify({ choices: [], pad: 'y'.repeat(100_000) });
+    const small = await read({ raw: json, splitAt: every(json.length, 1_000) }, false);
+    expect(small.pieces.join('')).toBe(json);
+    // A 4xx to a streamed request is read as an error body, not regrouped into events.
+    const failed = await read({ status: 429, body: { error: { message: 'slow down' } } }, true);
+    expect(failed.status).toBe(429);
+    expect(JSON.parse(failed.pieces.join(''))).toEqual({ error: { message: 'slow down' } });
+  });
+});

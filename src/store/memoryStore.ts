@@ -186,6 +186,31 @@ export function memoryStore(): Store {
       return taken.map(copy);
     },
 
+    markDelivered(agentId, upToId, at) {
+      const box = state.mailboxes.get(agentId);
+      if (!box) return;
+      const end = box.queue.findIndex((m, i) => i >= box.head && m.id === upToId);
+      if (end < 0) return;
+      const head = box.head;
+      const taken = box.queue.slice(head, end + 1);
+      box.head = end + 1;
+      for (const m of taken) m.deliveredAt = at;
+      onRollback(() => {
+        box.head = head;
+        for (const m of taken) m.deliveredAt = null;
+      });
+    },
+    pendingMessagesOf(runId) {
+      const out: MessageRow[] = [];
+      for (const box of state.mailboxes.values()) for (let i = box.head; i < box.queue.length; i++) if (box.queue[i]!.runId === runId) out.push(copy(box.queue[i]!));
+      return out.sort((a, b) => a.seq - b.seq);
+    },
+    noticeKeysOf(runId) {
+      const out: string[] = [];
+      for (const box of state.mailboxes.values()) for (const m of box.queue) if (m.runId === runId && m.noticeKey !== null) out.push(m.noticeKey);
+      return out;
+    },
+
     appendSession: append,
     // A snapshot: a model may keep the request it was given while the session grows.
     loadSession: (agentId) => state.sessions.get(agentId)?.slice() ?? [],
@@ -203,6 +228,17 @@ export function memoryStore(): Store {
       onRollback(() => state.usage.pop());
     },
     listUsage: (runId) => state.usage.filter((u) => u.runId === runId).map(copy),
+    spendOf(runId) {
+      const sums = new Map<string, { agentId: string; purpose: UsageRow['purpose']; costUsd: number }>();
+      for (const u of state.usage) {
+        if (u.runId !== runId) continue;
+        const key = `${u.agentId}\u0000${u.purpose}`;
+        const sum = sums.get(key);
+        if (sum) sum.costUsd += u.costUsd;
+        else sums.set(key, { agentId: u.agentId, purpose: u.purpose, costUsd: u.costUsd });
+      }
+      return [...sums.values()];
+    },
 
     appendEvent(row) {
       state.events.push(row);
@@ -253,6 +289,10 @@ export function memoryStore(): Store {
     },
     uncontinuedExecutions: () => [...state.executions.values()].filter((r) => r.finishedAt !== null && r.continuedAt === null).map((r) => ({ ...r })),
     runningExecutions: () => [...state.executions.values()].filter((r) => r.status === 'running').map((r) => ({ ...r })),
+    openExecutionsOf(agentIds) {
+      const ids = new Set(agentIds);
+      return [...state.executions.values()].filter((r) => ids.has(r.agentId) && (r.status === 'running' || r.continuedAt === null)).map((r) => ({ ...r }));
+    },
 
     startToolCall(row) {
       putToolCall({ ...row, status: 'started', finishedAt: null, boot: 0 });

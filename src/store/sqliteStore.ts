@@ -159,6 +159,12 @@ function createSqliteStore(
     pendingCount: db.prepare('SELECT count(*) FROM messages WHERE to_agent = ? AND delivered_at IS NULL').pluck(),
     pendingByAgent: db.prepare('SELECT to_agent, count(*) AS n FROM messages WHERE run_id = ? AND delivered_at IS NULL GROUP BY to_agent'),
     markDelivered: db.prepare('UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= ?'),
+    markDeliveredUpTo: db.prepare(
+      'UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= (SELECT seq FROM messages WHERE id = ? AND to_agent = ?)',
+    ),
+    pendingOfRun: db.prepare('SELECT * FROM messages WHERE run_id = ? AND delivered_at IS NULL ORDER BY seq'),
+    noticeKeysOf: db.prepare('SELECT notice_key FROM messages WHERE run_id = ? AND notice_key IS NOT NULL').pluck(),
+    spendOf: db.prepare('SELECT agent_id, purpose, sum(cost_usd) AS cost FROM usage WHERE run_id = ? GROUP BY agent_id, purpose'),
     listMessages: db.prepare('SELECT * FROM messages WHERE run_id = ? ORDER BY seq'),
     insertItem: db.prepare('INSERT INTO session_items (agent_id, seq, item, checksum) VALUES (?, ?, ?, ?)'),
     loadItems: db.prepare('SELECT agent_id, seq, item, checksum FROM session_items WHERE agent_id = ? ORDER BY seq'),
@@ -187,6 +193,7 @@ function createSqliteStore(
     getExecution: db.prepare('SELECT * FROM executions WHERE id = ?'),
     uncontinued: db.prepare('SELECT * FROM executions WHERE finished_at IS NOT NULL AND continued_at IS NULL ORDER BY finished_at, id'),
     runningExecutions: db.prepare("SELECT * FROM executions WHERE status = 'running' ORDER BY linked_at, id"),
+    openExecutions: db.prepare("SELECT * FROM executions WHERE status = 'running' OR continued_at IS NULL ORDER BY linked_at, id"),
     startToolCall: db.prepare(
       `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
        ON CONFLICT (agent_id, turn, call_id) DO UPDATE SET status = 'started', started_at = excluded.started_at, finished_at = NULL, boot = excluded.boot`,
@@ -407,6 +414,15 @@ function createSqliteStore(
         return taken.map((m) => ({ ...m, deliveredAt: at }));
       }),
 
+    markDelivered: (agentId, upToId, at) =>
+      transaction(() => {
+        const before = pendingCount(agentId);
+        const { changes } = q.markDeliveredUpTo.run(at, agentId, upToId, agentId);
+        if (changes > 0) setPending(agentId, Math.max(0, before - changes));
+      }),
+    pendingMessagesOf: (runId) => (q.pendingOfRun.all(runId) as MessageDbRow[]).map(toMessage),
+    noticeKeysOf: (runId) => q.noticeKeysOf.all(runId) as string[],
+
     appendSession: (agentId, items) => transaction(() => append(agentId, items)),
     loadSession: (agentId) => session(agentId).slice(),
     replaceSession: (agentId, items, expectedLength) =>
@@ -426,6 +442,8 @@ function createSqliteStore(
         q.insertUsage.run(u.runId, u.agentId, u.purpose, text(u.model), u.inputTokens, u.outputTokens, u.cachedInputTokens, u.costUsd, u.at);
       }),
     listUsage: (runId) => (q.listUsage.all(runId) as UsageDbRow[]).map(toUsage),
+    spendOf: (runId) =>
+      (q.spendOf.all(runId) as { agent_id: string; purpose: UsageRow['purpose']; cost: number }[]).map((r) => ({ agentId: r.agent_id, purpose: r.purpose, costUsd: r.cost })),
 
     appendEvent: (e: EventRow) =>
       transaction(() => {
@@ -457,6 +475,11 @@ function createSqliteStore(
     },
     uncontinuedExecutions: () => (q.uncontinued.all() as ExecutionDbRow[]).map(toExecution),
     runningExecutions: () => (q.runningExecutions.all() as ExecutionDbRow[]).map(toExecution),
+    openExecutionsOf(agentIds) {
+      const ids = new Set(agentIds);
+      // Open executions are few (running or not yet continued): one scan, filtered here.
+      return (q.openExecutions.all() as ExecutionDbRow[]).map(toExecution).filter((e) => ids.has(e.agentId));
+    },
     startToolCall: (row) => transaction(() => void q.startToolCall.run(row.agentId, row.turn, row.callId, row.tool, row.argsHash, row.startedAt, boot)),
     finishToolCalls: (agentId, turn, callIds, at) =>
       transaction(() => {

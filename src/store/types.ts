@@ -139,6 +139,12 @@ export interface Store {
    * transaction, so mail stays queued until it is durably in the session.
    */
   drainMailbox(agentId: string, toItem: (message: MessageRow) => SessionItem, at: number): MessageRow[];
+  /** Mark the agent's pending messages up to and including `upToId` delivered (FIFO; the owner put them in the session). */
+  markDelivered(agentId: string, upToId: string, at: number): void;
+  /** Undelivered messages of a run, in delivery order. */
+  pendingMessagesOf(runId: string): MessageRow[];
+  /** Notice keys the run's messages used. */
+  noticeKeysOf(runId: string): string[];
 
   appendSession(agentId: string, items: SessionItem[]): void;
   loadSession(agentId: string): readonly SessionItem[];
@@ -151,6 +157,8 @@ export interface Store {
 
   recordUsage(row: UsageRow): void;
   listUsage(runId: string): UsageRow[];
+  /** Spend per agent and purpose. */
+  spendOf(runId: string): { agentId: string; purpose: UsagePurpose; costUsd: number }[];
 
   appendEvent(row: EventRow): void;
   listEvents(runId: string): EventRow[];
@@ -181,6 +189,8 @@ export interface Store {
   uncontinuedExecutions(): ExecutionRow[];
   /** Executions still running (an agent parked on them is woken when they finish). */
   runningExecutions(): ExecutionRow[];
+  /** Executions of these agents that still matter: running, or finished and not yet continued. */
+  openExecutionsOf(agentIds: readonly string[]): ExecutionRow[];
 
   /** Mark a tool call started (before it runs); a re-run of the same call marks it started again. */
   startToolCall(row: Omit<ToolCallRow, 'status' | 'finishedAt' | 'boot'>): void;

@@ -1,0 +1,191 @@
+/**
+ * The store port the runtime depends on (DESIGN §12): asynchronous, so that a networked database
+ * can implement it, and batch-shaped, so that one transaction carries every agent's writes of a
+ * tick (group commit).
+ *
+ * The owner of a run is its single writer: it decides in memory and hands the store a batch of
+ * write operations to apply atomically, in order. The store decides nothing: conditions (a notice
+ * told once, a delegation finished once…) are decided by the owner, and the store's own
+ * constraints remain only as backstops. Reads are what boot, resume and lazy loads need.
+ *
+ * `portOf(store)` adapts the embedded stores (memory, SQLite: synchronous inside) to the port.
+ * @module
+ */
+import type { SessionItem } from '../model/types.js';
+import type {
+  AgentRow,
+  DelegationRow,
+  EventRow,
+  ExecutionRow,
+  MessageRow,
+  NewMessage,
+  ReentryBudgetRow,
+  RunRow,
+  Store,
+  ToolCallRow,
+  UsageRow,
+} from './types.js';
+
+/** One write of a batch. Applied in order, all or nothing. */
+export type WriteOp =
+  | { op: 'insertRun'; run: RunRow }
+  | { op: 'updateRun'; id: string; patch: Partial<Omit<RunRow, 'id'>> }
+  | { op: 'registerAgent'; agent: AgentRow; firstInput: SessionItem[] }
+  | { op: 'updateAgent'; id: string; patch: Partial<Omit<AgentRow, 'id' | 'runId'>> }
+  | { op: 'enqueueMessage'; message: NewMessage }
+  /** The agent's pending messages up to and including `upToId` (FIFO) were read into its session. */
+  | { op: 'markDelivered'; agentId: string; upToId: string; at: number }
+  | { op: 'appendSession'; agentId: string; items: SessionItem[] }
+  | { op: 'replaceSession'; agentId: string; items: SessionItem[] }
+  | { op: 'recordUsage'; row: UsageRow }
+  | { op: 'appendEvent'; row: EventRow }
+  | { op: 'insertDelegation'; row: DelegationRow }
+  | { op: 'finishDelegation'; sessionId: string; delegationId: string; end: { status: 'completed' | 'failed' | 'interrupted'; at: number; resultText: string } }
+  | { op: 'putReentryBudget'; row: ReentryBudgetRow }
+  | { op: 'dropReentryBudgets'; before: number }
+  | { op: 'linkExecution'; row: { id: string; agentId: string; linkedAt: number } }
+  | { op: 'finishExecution'; id: string; end: { status: 'completed' | 'failed'; result: string; at: number } }
+  | { op: 'markExecutionContinued'; id: string; at: number }
+  | { op: 'startToolCall'; row: Omit<ToolCallRow, 'status' | 'finishedAt' | 'boot'> }
+  | { op: 'finishToolCalls'; agentId: string; turn: number; callIds: readonly string[]; at: number };
+
+/** Spend of one agent, by call purpose. */
+export interface AgentSpend {
+  agentId: string;
+  purpose: UsageRow['purpose'];
+  costUsd: number;
+}
+
+export interface StorePort {
+  /** The fencing token of this owner: it increases each time a process opens the store to write. */
+  readonly boot: number;
+  /** Apply `ops` in one transaction. Resolves once durable; a rejection means nothing of it is known to be applied. */
+  commit(ops: readonly WriteOp[]): Promise<void>;
+
+  listRuns(): Promise<RunRow[]>;
+  getRun(id: string): Promise<RunRow | undefined>;
+  listAgents(runId: string): Promise<AgentRow[]>;
+  /** Spend per agent and purpose (what resume needs of the usage ledger). */
+  spendOf(runId: string): Promise<AgentSpend[]>;
+  /** Undelivered messages of a run, in delivery order. */
+  pendingMessagesOf(runId: string): Promise<MessageRow[]>;
+  /** Notice keys a run's messages already used (a notice is told once, across restarts). */
+  noticeKeysOf(runId: string): Promise<string[]>;
+  loadSession(agentId: string): Promise<SessionItem[]>;
+  listDelegations(runId: string): Promise<DelegationRow[]>;
+  /** Executions linked to these agents that still matter: running, or finished and not yet continued. */
+  openExecutionsOf(agentIds: readonly string[]): Promise<ExecutionRow[]>;
+  getExecution(id: string): Promise<ExecutionRow | undefined>;
+  startedToolCalls(agentId: string): Promise<ToolCallRow[]>;
+  /** Views and tools (status, tree, dashboards, invariants). */
+  listMessages(runId: string): Promise<MessageRow[]>;
+  listEvents(runId: string): Promise<EventRow[]>;
+  listUsage(runId: string): Promise<UsageRow[]>;
+}
+
+/** Whether a value already is a port (a networked store) rather than an embedded `Store`. */
+export const isStorePort = (value: unknown): value is StorePort =>
+  typeof value === 'object' && value !== null && typeof (value as { commit?: unknown }).commit === 'function';
+
+/** Apply one op to an embedded store (inside its transaction). */
+export function applyOp(store: Store, w: WriteOp): void {
+  switch (w.op) {
+    case 'insertRun':
+      return store.insertRun(w.run);
+    case 'updateRun':
+      return store.updateRun(w.id, w.patch);
+    case 'registerAgent':
+      return store.registerAgent(w.agent, w.firstInput);
+    case 'updateAgent':
+      return store.updateAgent(w.id, w.patch);
+    case 'enqueueMessage':
+      store.enqueueMessage(w.message);
+      return;
+    case 'markDelivered':
+      return store.markDelivered(w.agentId, w.upToId, w.at);
+    case 'appendSession':
+      return store.appendSession(w.agentId, w.items);
+    case 'replaceSession':
+      store.replaceSession(w.agentId, w.items);
+      return;
+    case 'recordUsage':
+      return store.recordUsage(w.row);
+    case 'appendEvent':
+      return store.appendEvent(w.row);
+    case 'insertDelegation':
+      return store.insertDelegation(w.row);
+    case 'finishDelegation':
+      store.finishDelegation(w.sessionId, w.delegationId, w.end);
+      return;
+    case 'putReentryBudget':
+      return store.putReentryBudget(w.row);
+    case 'dropReentryBudgets':
+      store.dropReentryBudgets(w.before);
+      return;
+    case 'linkExecution':
+      store.linkExecution(w.row);
+      return;
+    case 'finishExecution':
+      store.finishExecution(w.id, w.end);
+      return;
+    case 'markExecutionContinued':
+      store.markExecutionContinued(w.id, w.at);
+      return;
+    case 'startToolCall':
+      return store.startToolCall(w.row);
+    case 'finishToolCalls':
+      return store.finishToolCalls(w.agentId, w.turn, w.callIds, w.at);
+  }
+}
+
+const ports = new WeakMap<Store, StorePort>();
+
+/**
+ * The port over an embedded store (memory or SQLite). Its work is synchronous: a commit runs one
+ * transaction at once and resolves, reads resolve with what the store returned. One port per store.
+ */
+export function portOf(store: Store): StorePort {
+  const known = ports.get(store);
+  if (known) return known;
+  const port: StorePort = {
+    get boot() {
+      return store.boot;
+    },
+    commit(ops) {
+      try {
+        if (ops.length > 0) {
+          store.transaction(() => {
+            for (const w of ops) applyOp(store, w);
+          });
+        }
+        return Promise.resolve();
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+    listRuns: () => settle(() => store.listRuns()),
+    getRun: (id) => settle(() => store.getRun(id)),
+    listAgents: (runId) => settle(() => store.listAgents(runId)),
+    spendOf: (runId) => settle(() => store.spendOf(runId)),
+    pendingMessagesOf: (runId) => settle(() => store.pendingMessagesOf(runId)),
+    noticeKeysOf: (runId) => settle(() => store.noticeKeysOf(runId)),
+    loadSession: (agentId) => settle(() => [...store.loadSession(agentId)]),
+    listDelegations: (runId) => settle(() => store.listDelegations(runId)),
+    openExecutionsOf: (agentIds) => settle(() => store.openExecutionsOf(agentIds)),
+    getExecution: (id) => settle(() => store.getExecution(id)),
+    startedToolCalls: (agentId) => settle(() => store.startedToolCalls(agentId)),
+    listMessages: (runId) => settle(() => store.listMessages(runId)),
+    listEvents: (runId) => settle(() => store.listEvents(runId)),
+    listUsage: (runId) => settle(() => store.listUsage(runId)),
+  };
+  ports.set(store, port);
+  return port;
+}
+
+function settle<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (err) {
+    return Promise.reject(err as Error);
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * The contract of the async store port (DESIGN §12) that the runtime depends on: batches apply in
+ * order, all or nothing, and the reads boot and resume need see what was committed. Run against
+ * every implementation (memory and SQLite through `portOf`; PostgreSQL natively).
+ */
+import { describe, expect, it } from 'vitest';
+import type { SessionItem } from '../../../src/model/types.js';
+import type { StorePort, WriteOp } from '../../../src/store/port.js';
+import type { NewMessage, RunRow } from '../../../src/store/types.js';
+import { agentRow } from './storeContract.js';
+
+const RUN: RunRow = {
+  id: 'run1',
+  createdAt: 1,
+  interactive: false,
+  rootId: 'a',
+  budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
+};
+const FIRST: SessionItem = { role: 'user', content: 'identity + task' };
+const msg = (id: string, to: string, over: Partial<NewMessage> = {}): NewMessage => ({
+  id,
+  runId: 'run1',
+  to,
+  from: 'user',
+  fromName: 'user',
+  type: 'instruction',
+  priority: 'normal',
+  content: `content of ${id}`,
+  interrupt: true,
+  createdAt: 5,
+  ...over,
+});
+
+export function describePortContract(name: string, create: () => Promise<{ port: StorePort; close: () => Promise<void> | void }>) {
+  describe(`StorePort contract: ${name}`, () => {
+    const fresh = async () => {
+      const made = await create();
+      await made.port.commit([
+        { op: 'insertRun', run: RUN },
+        { op: 'registerAgent', agent: agentRow('a'), firstInput: [FIRST] },
+        { op: 'registerAgent', agent: agentRow('b', { parentId: 'a', depth: 1 }), firstInput: [FIRST] },
+      ]);
+      return made;
+    };
+
+    it('applies a batch in order and reads it back', async () => {
+      const { port, close } = await fresh();
+      await port.commit([
+        { op: 'updateAgent', id: 'b', patch: { status: 'waiting', waitKind: 'agents', turns: 3 } },
+        { op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'one' }] },
+        { op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'two' }] },
+        { op: 'recordUsage', row: { runId: 'run1', agentId: 'a', purpose: 'main', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 0.5, at: 6 } },
+        { op: 'recordUsage', row: { runId: 'run1', agentId: 'a', purpose: 'main', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 0.25, at: 7 } },
+        { op: 'recordUsage', row: { runId: 'run1', agentId: 'b', purpose: 'compaction', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 1, at: 8 } },
+        { op: 'appendEvent', row: { runId: 'run1', agentId: 'a', type: 'x', data: { n: 1 }, at: 9 } },
+      ]);
+      expect((await port.listRuns()).map((r) => r.id)).toEqual(['run1']);
+      expect(await port.getRun('run1')).toMatchObject({ rootId: 'a' });
+      expect((await port.listAgents('run1')).find((r) => r.id === 'b')).toMatchObject({ status: 'waiting', waitKind: 'agents', turns: 3 });
+      expect((await port.loadSession('a')).map((i) => i.content)).toEqual(['identity + task', 'one', 'two']);
+      const spend = (await port.spendOf('run1')).sort((x, y) => x.agentId.localeCompare(y.agentId));
+      expect(spend).toEqual([
+        { agentId: 'a', purpose: 'main', costUsd: 0.75 },
+        { agentId: 'b', purpose: 'compaction', costUsd: 1 },
+      ]);
+      expect((await port.listUsage('run1')).map((u) => u.costUsd)).toEqual([0.5, 0.25, 1]);
+      expect((await port.listEvents('run1')).map((e) => e.type)).toEqual(['x']);
+      await close();
+    });
+
+    it('a batch that fails applies nothing of itself, and the port keeps working', async () => {
+      const { port, close } = await fresh();
+      await expect(
+        port.commit([
+          { op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'lost' }] },
+          { op: 'registerAgent', agent: agentRow('a'), firstInput: [FIRST] }, // a duplicate: the store refuses it
+        ]),
+      ).rejects.toBeTruthy();
+      expect((await port.loadSession('a')).map((i) => i.content)).toEqual(['identity + task']);
+      await port.commit([{ op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'kept' }] }]);
+      expect((await port.loadSession('a')).map((i) => i.content)).toEqual(['identity + task', 'kept']);
+      await close();
+    });
+
+    it('keeps the mailbox: pending in order, delivered up to a message, notice keys told once', async () => {
+      const { port, close } = await fresh();
+      await port.commit([
+        { op: 'enqueueMessage', message: msg('m1', 'a') },
+        { op: 'enqueueMessage', message: msg('m2', 'b') },
+        { op: 'enqueueMessage', message: msg('m3', 'a', { noticeKey: 'notice:b:0', from: 'b', fromName: 'n-b', type: 'completed' }) },
+        { op: 'enqueueMessage', message: msg('m4', 'a') },
+      ]);
+      expect((await port.pendingMessagesOf('run1')).map((m) => m.id)).toEqual(['m1', 'm2', 'm3', 'm4']);
+      await port.commit([{ op: 'markDelivered', agentId: 'a', upToId: 'm3', at: 10 }]);
+      expect((await port.pendingMessagesOf('run1')).map((m) => m.id)).toEqual(['m2', 'm4']);
+      expect(await port.noticeKeysOf('run1')).toEqual(['notice:b:0']);
+      // The store's unique key is a backstop: a repeated notice key is ignored, not an error.
+      await port.commit([{ op: 'enqueueMessage', message: msg('m5', 'a', { noticeKey: 'notice:b:0' }) }]);
+      expect((await port.listMessages('run1')).map((m) => m.id)).toEqual(['m1', 'm2', 'm3', 'm4']);
+      const delivered = (await port.listMessages('run1')).filter((m) => m.deliveredAt !== null).map((m) => m.id);
+      expect(delivered).toEqual(['m1', 'm3']);
+      await close();
+    });
+
+    it('keeps delegations, executions and the in-doubt ledger', async () => {
+      const { port, close } = await fresh();
+      const ops: WriteOp[] = [
+        {
+          op: 'insertDelegation',
+          row: { sessionId: 'a', delegationId: 'deleg_0001', runId: 'run1', goal: 'g', status: 'running', dispatchedAt: 1, completedAt: null, resultText: null, startedBoot: port.boot },
+        },
+        { op: 'linkExecution', row: { id: 'e1', agentId: 'a', linkedAt: 2 } },
+        { op: 'linkExecution', row: { id: 'e2', agentId: 'b', linkedAt: 2 } },
+        { op: 'startToolCall', row: { agentId: 'a', turn: 1, callId: 'c1', tool: 'deploy', argsHash: 'h', startedAt: 3 } },
+        { op: 'startToolCall', row: { agentId: 'a', turn: 1, callId: 'c2', tool: 'deploy', argsHash: 'h', startedAt: 3 } },
+      ];
+      await port.commit(ops);
+      await port.commit([
+        { op: 'finishDelegation', sessionId: 'a', delegationId: 'deleg_0001', end: { status: 'completed', at: 4, resultText: 'done' } },
+        { op: 'finishExecution', id: 'e1', end: { status: 'completed', result: 'ok', at: 5 } },
+        { op: 'finishToolCalls', agentId: 'a', turn: 1, callIds: ['c1'], at: 6 },
+      ]);
+      expect(await port.listDelegations('run1')).toMatchObject([{ delegationId: 'deleg_0001', status: 'completed', resultText: 'done' }]);
+      expect((await port.openExecutionsOf(['a', 'b'])).map((e) => `${e.id}:${e.status}`).sort()).toEqual(['e1:completed', 'e2:running']);
+      await port.commit([{ op: 'markExecutionContinued', id: 'e1', at: 7 }]);
+      expect((await port.openExecutionsOf(['a'])).map((e) => e.id)).toEqual([]);
+      expect(await port.getExecution('e1')).toMatchObject({ continuedAt: 7 });
+      expect((await port.startedToolCalls('a')).map((r) => r.callId)).toEqual(['c2']);
+      await close();
+    });
+
+    it('replaces a session and updates a run', async () => {
+      const { port, close } = await fresh();
+      await port.commit([
+        { op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'old' }] },
+        { op: 'replaceSession', agentId: 'a', items: [FIRST, { role: 'user', content: 'summary' }] },
+        { op: 'updateRun', id: 'run1', patch: { budget: { ...RUN.budget, limitUsd: 5, reserveStopped: true } } },
+      ]);
+      expect((await port.loadSession('a')).map((i) => i.content)).toEqual(['identity + task', 'summary']);
+      expect((await port.getRun('run1'))!.budget).toMatchObject({ limitUsd: 5, reserveStopped: true });
+      await close();
+    });
+  });
+}

@@ -1,0 +1,138 @@
+/**
+ * Decide in memory, commit in groups, act after commit (DESIGN §12).
+ *
+ * The owner of a run is its single writer: every decision is taken in memory at once, and its
+ * writes are staged here. The first write staged in a tick schedules a flush for the end of the
+ * tick (setImmediate: after every microtask of the tick has run, so the writes of every agent that
+ * moved in this tick travel together); the flush hands them all to the store in one transaction.
+ * Only once that commit resolves do the effects staged with them run — a `send()` resolving, a
+ * notice waking its parent, the next model or tool call starting — so nothing leaves the process
+ * or is acknowledged before the commit that makes it true. One commit is in flight at a time;
+ * writes staged meanwhile wait for the next, so batches commit in the order they were staged.
+ *
+ * A commit that fails is fatal (crash-only): memory and store may have diverged, so the committer
+ * stops, rejects every barrier, drops every effect, and reports the error once.
+ * @module
+ */
+import type { StorePort, WriteOp } from '../store/port.js';
+
+interface Barrier {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** Counters for benchmarks and health: how well writes are grouped. */
+export interface CommitStats {
+  commits: number;
+  ops: number;
+}
+
+export class GroupCommitter {
+  readonly #port: StorePort;
+  readonly #onFatal: (err: unknown) => void;
+  #ops: WriteOp[] = [];
+  #effects: (() => void)[] = [];
+  #barriers: Barrier[] = [];
+  #scheduled = false;
+  #committing = false;
+  #failure: unknown = null;
+  #closed = false;
+  readonly stats: CommitStats = { commits: 0, ops: 0 };
+
+  constructor(port: StorePort, onFatal: (err: unknown) => void) {
+    this.#port = port;
+    this.#onFatal = onFatal;
+  }
+
+  /** The error that stopped the committer, if any. */
+  get failure(): unknown {
+    return this.#failure;
+  }
+
+  /** Writes waiting for a commit (or in the commit under way). */
+  get pending(): number {
+    return this.#ops.length;
+  }
+
+  /** Stage writes for the next group commit. */
+  stage(...ops: WriteOp[]): void {
+    if (this.#failure !== null || this.#closed) return;
+    for (const op of ops) this.#ops.push(op);
+    this.#schedule();
+  }
+
+  /**
+   * Run `effect` once everything staged so far is committed (at once if nothing is staged or
+   * committing). Dropped if the commit fails.
+   */
+  after(effect: () => void): void {
+    if (this.#failure !== null || this.#closed) return;
+    if (this.#ops.length === 0 && !this.#committing) {
+      effect();
+      return;
+    }
+    this.#effects.push(effect);
+    this.#schedule();
+  }
+
+  /** Resolves once everything staged so far is durable; rejects with the failure if a commit failed. */
+  durable(): Promise<void> {
+    if (this.#failure !== null) return Promise.reject(this.#failure);
+    if (this.#ops.length === 0 && !this.#committing) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      this.#barriers.push({ resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  /** Stop accepting writes (shutdown): what is staged is still committed; later writes are dropped. */
+  close(): Promise<void> {
+    const done = this.durable().catch(() => undefined);
+    this.#closed = true;
+    return done;
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#committing) return;
+    this.#scheduled = true;
+    setImmediate(() => void this.#flush());
+  }
+
+  async #flush(): Promise<void> {
+    this.#scheduled = false;
+    if (this.#failure !== null) return;
+    const ops = this.#ops;
+    const effects = this.#effects;
+    const barriers = this.#barriers;
+    this.#ops = [];
+    this.#effects = [];
+    this.#barriers = [];
+    this.#committing = true;
+    try {
+      if (ops.length > 0) {
+        await this.#port.commit(ops);
+        this.stats.commits += 1;
+        this.stats.ops += ops.length;
+      }
+    } catch (err) {
+      this.#committing = false;
+      this.#fail(err, barriers);
+      return;
+    }
+    this.#committing = false;
+    // Effects may stage more writes; those go to the next group.
+    for (const effect of effects) effect();
+    for (const b of barriers) b.resolve();
+    if (this.#ops.length > 0 || this.#effects.length > 0 || this.#barriers.length > 0) this.#schedule();
+  }
+
+  #fail(err: unknown, barriers: Barrier[]): void {
+    this.#failure = err;
+    const all = [...barriers, ...this.#barriers];
+    this.#ops = [];
+    this.#effects = [];
+    this.#barriers = [];
+    for (const b of all) b.reject(err);
+    this.#onFatal(err);
+  }
+}

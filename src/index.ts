@@ -2,14 +2,14 @@
  * troupe: a durable, actor-model coordinator for teams of LLM agents.
  * @module
  */
-export { createCoordinator } from './coordinator/createCoordinator.js';
-export { recoverRun, resumeCoordinator } from './coordinator/resumeCoordinator.js';
-export type { ResumeOptions } from './coordinator/resumeCoordinator.js';
-export type { Coordinator, SendOptions } from './coordinator/createCoordinator.js';
-export type { AgentInfo, CoordinatorHealth, TroupeEvent } from './coordinator/runtime.js';
-export type { AgentView, Registry, TreeNode } from './coordinator/registry.js';
-export { DEFAULT_LIMITS } from './coordinator/options.js';
-export type { BudgetOptions, CoordinatorOptions, InspectOption, Limits } from './coordinator/options.js';
+export { createCoordinator } from './host/createCoordinator.js';
+export { recoverRun, resumeCoordinator } from './host/resumeCoordinator.js';
+export type { ResumeOptions } from './host/resumeCoordinator.js';
+export type { Coordinator, SendOptions } from './host/createCoordinator.js';
+export type { AgentInfo, CoordinatorHealth, TroupeEvent } from './host/runtime.js';
+export type { AgentView, Registry, TreeNode } from './host/registry.js';
+export { DEFAULT_LIMITS } from './host/options.js';
+export type { BudgetOptions, CoordinatorOptions, InspectOption, Limits } from './host/options.js';
 export { systemClock } from './clock.js';
 export type { Clock } from './clock.js';
 export { ConfigError, ERROR_CODES, isTroupeError, ProviderError, serializeError, TroupeError } from './errors.js';
@@ -37,7 +37,7 @@ export type {
   ToolSpec,
   UsagePurpose,
 } from './model/types.js';
-export { FailureTracker } from './run/failureTracker.js';
+export { FailureTracker } from './turn/failureTracker.js';
 export { memoryStore } from './store/memoryStore.js';
 export { openStore } from './store/sqliteStore.js';
 export type { OpenStoreOptions, SqliteStore } from './store/sqliteStore.js';
@@ -59,8 +59,8 @@ export { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX, Proacti
 export type { ProactiveRouterOptions, RouteResult } from './autonomy/proactiveRouter.js';
 export { HEALTH_CHECK_EVENT, Watchdog } from './autonomy/watchdog.js';
 export type { HealthCheck, SubsystemHealth, WatchdogOptions } from './autonomy/watchdog.js';
-export type { ApprovalPolicy, ReviewOptions } from './coordinator/options.js';
-export { REVIEW_PROMPT, REVIEW_TOOLS } from './run/backgroundReview.js';
-export type { ReviewNote } from './run/backgroundReview.js';
-export type { BudgetState } from './coordinator/createCoordinator.js';
+export type { ApprovalPolicy, ReviewOptions } from './host/options.js';
+export { REVIEW_PROMPT, REVIEW_TOOLS } from './turn/review.js';
+export type { ReviewNote } from './turn/review.js';
+export type { BudgetState } from './host/createCoordinator.js';
 export type { ExecutionRow } from './store/types.js';

@@ -6,7 +6,7 @@
  * @module
  */
 import type { AgentStatus } from '../../machines/types.js';
-import type { Coordinator } from '../coordinator/createCoordinator.js';
+import type { Coordinator } from '../host/createCoordinator.js';
 import { ConfigError } from '../errors.js';
 
 export interface Reply {

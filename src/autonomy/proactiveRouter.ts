@@ -21,9 +21,9 @@
  * @module
  */
 import { pino, type Logger } from 'pino';
-import { createCoordinator, type Coordinator } from '../coordinator/createCoordinator.js';
-import { isValidAgentName, type CoordinatorOptions } from '../coordinator/options.js';
-import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
+import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
+import { isValidAgentName, type CoordinatorOptions } from '../host/options.js';
+import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import type { Store } from '../store/types.js';
@@ -39,7 +39,7 @@ export const isProactiveRunId = (runId: string): boolean => runId.startsWith(PRO
 export const PROACTIVE_MESSAGE_TYPE = 'proactive';
 
 /** Whether a trigger name can name a root agent (the coordinator's own rule). */
-export { isValidAgentName } from '../coordinator/options.js';
+export { isValidAgentName } from '../host/options.js';
 
 export interface ProactiveRouterOptions {
   /** Where proactive runs live (and are found again after a restart). */

@@ -7,10 +7,10 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { createCoordinator, type Coordinator } from '../coordinator/createCoordinator.js';
-import type { BudgetOptions, CoordinatorOptions } from '../coordinator/options.js';
-import { toTree } from '../coordinator/registry.js';
-import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
+import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
+import type { BudgetOptions, CoordinatorOptions } from '../host/options.js';
+import { toTree } from '../host/registry.js';
+import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import { ConfigError, errorMessage, TroupeError } from '../errors.js';
 import { openaiModel } from '../model/openaiModel.js';
 import type { Script } from '../model/scriptedModel.js';
@@ -61,7 +61,7 @@ export function secrets(io: Io, config?: Pick<CliConfig, 'apiKey'>): Pick<OpenSt
 export async function inspector(flags: { inspect?: boolean; 'inspect-port'?: string }, io: Io): Promise<{ inspect?: CoordinatorOptions['inspect']; close: () => Promise<void> }> {
   if (!flags.inspect) return { close: () => Promise.resolve() };
   const port = flags['inspect-port'] === undefined ? 8080 : number('inspect', flags['inspect-port'], true);
-  const { startInspector } = await import('./inspector.js');
+  const { startInspector } = await import('../inspect/server.js');
   const handle = await startInspector({ port: port ?? 8080 });
   io.err.write(`${handle.hint}\n`);
   return { inspect: handle.inspect, close: () => handle.close() };

@@ -8,7 +8,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseProactiveConfig, type ProactiveTrigger } from '../autonomy/proactive.js';
 import { isValidAgentName } from '../autonomy/proactiveRouter.js';
-import type { BudgetOptions, Limits, ReviewOptions } from '../coordinator/options.js';
+import type { BudgetOptions, Limits, ReviewOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';
 
 export interface CliConfig {

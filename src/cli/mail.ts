@@ -6,10 +6,10 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import type { Coordinator } from '../coordinator/createCoordinator.js';
-import { messageRefusal } from '../coordinator/messageRules.js';
-import { resolveLimits } from '../coordinator/options.js';
-import { resumeCoordinator } from '../coordinator/resumeCoordinator.js';
+import type { Coordinator } from '../host/createCoordinator.js';
+import { messageRefusal } from '../host/messageRules.js';
+import { resolveLimits } from '../host/options.js';
+import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import { ConfigError, errorMessage, isTroupeError, toError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import { postToInbox, readDelivery, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';

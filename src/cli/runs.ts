@@ -4,7 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { isProactiveRunId } from '../autonomy/proactiveRouter.js';
-import type { AgentView } from '../coordinator/registry.js';
+import type { AgentView } from '../host/registry.js';
 import { TroupeError } from '../errors.js';
 import { fileState } from '../store/files.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';

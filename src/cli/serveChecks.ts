@@ -6,7 +6,7 @@
  */
 import { systemClock, type Clock } from '../clock.js';
 import type { HealthCheck } from '../autonomy/watchdog.js';
-import type { Coordinator } from '../coordinator/createCoordinator.js';
+import type { Coordinator } from '../host/createCoordinator.js';
 import { errorMessage } from '../errors.js';
 import type { Store } from '../store/types.js';
 

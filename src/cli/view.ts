@@ -4,9 +4,9 @@
  * `troupe tree` and `troupe status`.
  * @module
  */
-import type { BudgetState, Coordinator } from '../coordinator/createCoordinator.js';
-import type { TreeNode } from '../coordinator/registry.js';
-import type { TroupeEvent } from '../coordinator/runtime.js';
+import type { BudgetState, Coordinator } from '../host/createCoordinator.js';
+import type { TreeNode } from '../host/registry.js';
+import type { TroupeEvent } from '../host/runtime.js';
 import { forTerminal, jsonLine } from './terminal.js';
 
 export type ViewMode = 'tty' | 'lines' | 'json';

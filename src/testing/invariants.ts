@@ -5,8 +5,8 @@
  * @module
  */
 import { DEFAULT_IDLE_LIMIT, DEFAULT_RECOVERY_LIMIT, isActive, isTerminal } from '../../machines/types.js';
-import { DEFAULT_LIMITS } from '../coordinator/options.js';
-import { SUMMARY_HEADER } from '../run/compaction.js';
+import { DEFAULT_LIMITS } from '../host/options.js';
+import { SUMMARY_HEADER } from '../turn/compaction.js';
 import type { AgentRow, MessageRow } from '../store/types.js';
 import type { Simulation } from './simulate.js';
 

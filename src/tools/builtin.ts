@@ -6,8 +6,8 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
-import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn } from '../coordinator/graph.js';
-import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn } from '../host/graph.js';
+import type { AgentHandle, Runtime } from '../host/runtime.js';
 import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
 import type { MessagePriority } from '../store/types.js';

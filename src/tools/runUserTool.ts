@@ -4,7 +4,7 @@
  * @module
  */
 import type { Logger } from 'pino';
-import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import type { AgentHandle, Runtime } from '../host/runtime.js';
 import { TroupeError } from '../errors.js';
 import type { CompiledTool, ToolContext } from './defineTool.js';
 

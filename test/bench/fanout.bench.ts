@@ -13,7 +13,7 @@
 import { afterAll, bench, describe } from 'vitest';
 import { createActor, fromCallback } from 'xstate';
 import { agentMachine, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
-import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 

@@ -4,8 +4,8 @@
  * and only then moves time, so nothing depends on how fast the HTTP round trips are.
  */
 import { SimulatedClock } from 'xstate';
-import { createCoordinator, type Coordinator } from '../../src/coordinator/createCoordinator.js';
-import type { CoordinatorOptions } from '../../src/coordinator/options.js';
+import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
+import type { CoordinatorOptions } from '../../src/host/options.js';
 import { openaiModel, type OpenAIModelOptions } from '../../src/model/openaiModel.js';
 import type { SessionItem } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';

@@ -1,8 +1,8 @@
 /** A scripted team on a simulated clock, with queries over what the store recorded. */
 import { readFileSync } from 'node:fs';
 import { SimulatedClock } from 'xstate';
-import { createCoordinator, type Coordinator } from '../../src/coordinator/createCoordinator.js';
-import type { CoordinatorOptions } from '../../src/coordinator/options.js';
+import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
+import type { CoordinatorOptions } from '../../src/host/options.js';
 import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
 import type { SessionItem } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { ConfigError, TroupeError } from '../../src/errors.js';
 import { scriptedModel, type Script, type ScriptStep } from '../../src/model/scriptedModel.js';
 import { defineTool } from '../../src/tools/defineTool.js';

@@ -3,7 +3,7 @@
  * says what its call costs — so every threshold is crossed on a known call.
  */
 import { describe, expect, it } from 'vitest';
-import { resumeCoordinator } from '../../src/coordinator/resumeCoordinator.js';
+import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { lookupPrice, priceUsage, DEFAULT_PRICES } from '../../src/model/prices.js';
 import type { ScriptStep } from '../../src/model/scriptedModel.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';

@@ -5,7 +5,7 @@
  * none of them raw: visible escapes instead, and the same values after JSON.parse.
  */
 import { describe, expect, it } from 'vitest';
-import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { attachView } from '../../src/cli/view.js';
 import { forTerminal, jsonLine } from '../../src/cli/terminal.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';

@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { createActor, fromCallback } from 'xstate';
 import { agentMachine, type AgentContext, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
 import { coordinatorMachine, type CoordinatorContext } from '../../machines/coordinatorMachine.js';
-import { sanitizeContext, sanitizeEvent, startInspector, type InspectorHandle } from '../../src/cli/inspector.js';
+import { sanitizeContext, sanitizeEvent, startInspector, type InspectorHandle } from '../../src/inspect/server.js';
 import type { Script } from '../../src/model/scriptedModel.js';
 import { team, TERMINAL } from '../helpers/team.js';
 
@@ -354,7 +354,7 @@ describe('startInspector: the process exits after close()', () => {
       const file = join(dir, 'run.mjs');
       await writeFile(
         file,
-        `import { startInspector } from ${url('dist/src/cli/inspector.js')};
+        `import { startInspector } from ${url('dist/src/inspect/server.js')};
 import { createCoordinator, scriptedModel } from ${url('dist/src/index.js')};
 import WebSocket from ${url('node_modules/ws/wrapper.mjs')};
 

@@ -5,9 +5,9 @@
 import { describe, expect, it } from 'vitest';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
-import type { TroupeEvent } from '../../src/coordinator/runtime.js';
+import type { TroupeEvent } from '../../src/host/runtime.js';
 import type { ModelDelta, SessionItem } from '../../src/model/types.js';
-import { IMAGE_PLACEHOLDER, SUMMARY_HEADER } from '../../src/run/compaction.js';
+import { IMAGE_PLACEHOLDER, SUMMARY_HEADER } from '../../src/turn/compaction.js';
 import type { FakeReply, FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
 import { agentOf, call, openaiTeam, status, text, type OpenAITeamOptions } from '../helpers/provider.js';
 import { TERMINAL } from '../helpers/team.js';

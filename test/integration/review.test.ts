@@ -3,11 +3,11 @@
  * session, may propose one note, is bounded, metered as `review`, and never breaks the agent.
  */
 import { describe, expect, it } from 'vitest';
-import type { TroupeEvent } from '../../src/coordinator/runtime.js';
-import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
+import type { TroupeEvent } from '../../src/host/runtime.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { isTroupeError } from '../../src/errors.js';
 import { scriptedModel, type ScriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
-import { REVIEW_PROMPT } from '../../src/run/backgroundReview.js';
+import { REVIEW_PROMPT } from '../../src/turn/review.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { team } from '../helpers/team.js';
 

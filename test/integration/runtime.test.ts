@@ -2,11 +2,11 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
-import type { AgentView } from '../../src/coordinator/registry.js';
+import type { AgentView } from '../../src/host/registry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { createLogger } from '../../src/logging/createLogger.js';
-import { nudgeText } from '../../src/run/texts.js';
+import { nudgeText } from '../../src/turn/texts.js';
 import type { ModelTurn } from '../../src/model/types.js';
 import { flush, team, TERMINAL } from '../helpers/team.js';
 

@@ -7,7 +7,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { ProviderError } from '../../src/errors.js';
 import { createLogger } from '../../src/logging/createLogger.js';
 import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';

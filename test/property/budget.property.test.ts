@@ -7,7 +7,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { expect } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createCoordinator } from '../../src/coordinator/createCoordinator.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';
 
 const TERMINAL = ['completed', 'failed', 'crashed', 'stopped'] as const;

@@ -3,7 +3,7 @@
  * in the tick it becomes dead, and a wait something can still answer never is.
  *
  * The oracle is computed here from what the public API and the store show, independently of
- * src/coordinator/deadlock.ts: a run is quiescent when no agent is running or budget-paused, no
+ * src/host/deadlock.ts: a run is quiescent when no agent is running or budget-paused, no
  * execution or delegation runs, and (interactive mode) nobody waits on the user; in a quiescent
  * run every wait on agents is dead.
  *
@@ -11,7 +11,7 @@
  */
 import { fc, test } from '@fast-check/vitest';
 import { expect } from 'vitest';
-import type { TroupeEvent } from '../../src/coordinator/runtime.js';
+import type { TroupeEvent } from '../../src/host/runtime.js';
 import type { ScriptStep } from '../../src/model/scriptedModel.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { flush, team } from '../helpers/team.js';

@@ -30,7 +30,7 @@ import { fc, test } from '@fast-check/vitest';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { TERMINAL_STATUSES } from '../../machines/types.js';
-import { createCoordinator, type Coordinator } from '../../src/coordinator/createCoordinator.js';
+import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
 import { ERROR_CODES } from '../../src/errors.js';
 import { createLogger } from '../../src/logging/createLogger.js';
 import { openaiModel } from '../../src/model/openaiModel.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FailureTracker } from '../../src/run/failureTracker.js';
+import { FailureTracker } from '../../src/turn/failureTracker.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { compileTool, defineTool } from '../../src/tools/defineTool.js';
 

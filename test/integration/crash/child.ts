@@ -10,8 +10,8 @@
  * own: try to own the file; print `LEADER` and hold it, or `REFUSED` on RUN_LOCKED.
  * With BUGGY=ack-early the ACK is printed before the message is sent: the negative control.
  */
-import { createCoordinator, type Coordinator } from '../../../src/coordinator/createCoordinator.js';
-import { recoverRun, resumeCoordinator } from '../../../src/coordinator/resumeCoordinator.js';
+import { createCoordinator, type Coordinator } from '../../../src/host/createCoordinator.js';
+import { recoverRun, resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../../src/model/types.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { defineTool } from '../../../src/tools/defineTool.js';

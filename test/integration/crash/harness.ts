@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { recoverRun } from '../../../src/coordinator/resumeCoordinator.js';
+import { recoverRun } from '../../../src/host/resumeCoordinator.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 
 const STINT_TYPES = new Set(['completion', 'completed', 'failed', 'crashed', 'stopped']);

@@ -3,7 +3,7 @@
  * commit that holds the writes before them; one commit in flight; a failed commit stops it all.
  */
 import { describe, expect, it } from 'vitest';
-import { GroupCommitter } from '../../../src/coordinator/commit.js';
+import { GroupCommitter } from '../../../src/host/commit.js';
 import type { StorePort, WriteOp } from '../../../src/store/port.js';
 
 const event = (n: number): WriteOp => ({ op: 'appendEvent', row: { runId: 'r', agentId: null, type: `e${n}`, data: {}, at: n } });

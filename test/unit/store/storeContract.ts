@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionItem } from '../../../src/model/types.js';
 import type { AgentRow, NewMessage, Store } from '../../../src/store/types.js';
-import { messageToItem } from '../../../src/run/texts.js';
+import { messageToItem } from '../../../src/turn/texts.js';
 import { newAgentRow } from '../../../src/store/rows.js';
 
 export function agentRow(id: string, over: Partial<AgentRow> = {}): AgentRow {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionItem } from '../../../src/model/types.js';
-import { compactionCut, IMAGE_PLACEHOLDER, withoutImages } from '../../../src/run/compaction.js';
+import { compactionCut, IMAGE_PLACEHOLDER, withoutImages } from '../../../src/turn/compaction.js';
 
 const user = (content: string): SessionItem => ({ role: 'user', content });
 const asst = (id: string): SessionItem => ({ role: 'assistant', content: null, toolCalls: [{ id, name: 'lookup', arguments: '{}' }] });

@@ -8,14 +8,14 @@
  */
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { TurnOutcome, WakeReason } from '../../machines/types.js';
-import { BudgetHalt } from '../coordinator/budget.js';
-import { deadlockResult } from '../coordinator/deadlock.js';
-import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import { BudgetHalt } from '../host/budget.js';
+import { deadlockResult } from '../host/deadlock.js';
+import type { AgentHandle, Runtime } from '../host/runtime.js';
 import { sleep } from '../clock.js';
 import { ProviderError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { compactSession, stripImages } from './compaction.js';
-import { resolveCutCalls, runTools } from './runTools.js';
+import { resolveCutCalls, runTools } from './toolCalls.js';
 import { messageToItem, nudgeText } from './texts.js';
 
 /** The abort reason used when a message cuts a running model call short. */

@@ -4,7 +4,7 @@
  */
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
-import { reviewNotes, type ReviewNote } from '../run/backgroundReview.js';
+import { reviewNotes, type ReviewNote } from '../turn/review.js';
 import type { ExecutionRow, MessagePriority, MessageRow, Store } from '../store/types.js';
 import type { Delegations, ReentryBudgets } from './delegations.js';
 import type { Registry, TreeNode } from './registry.js';

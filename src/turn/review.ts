@@ -17,11 +17,11 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
-import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import type { AgentHandle, Runtime } from '../host/runtime.js';
 import type { ModelRequest, SessionItem, ToolCall, ToolSpec } from '../model/types.js';
 import type { Store } from '../store/types.js';
 import { withoutImages } from './compaction.js';
-import { openToolCalls } from './runTurn.js';
+import { openToolCalls } from './turn.js';
 
 export const REVIEW_PROMPT = [
   'Background review. The work above is paused while you review it; you are a reviewer, not the agent.',

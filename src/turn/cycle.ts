@@ -7,9 +7,9 @@
  */
 import { fromCallback } from 'xstate';
 import { turnInputOf, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
-import type { Runtime } from '../coordinator/runtime.js';
+import type { Runtime } from '../host/runtime.js';
 import { serializeError } from '../errors.js';
-import { runTurn, type TurnResult } from './runTurn.js';
+import { runTurn, type TurnResult } from './turn.js';
 
 /** The abort reason of a stopped cycle: one instance (an Error per stop captured a stack each time). */
 const CYCLE_STOPPED = new Error('the cycle was stopped');

@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { TurnOutcome } from '../../machines/types.js';
-import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import type { AgentHandle, Runtime } from '../host/runtime.js';
 import { serializeError, TroupeError, toError } from '../errors.js';
 import type { SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { RateLimiter } from '../../../src/run/rateLimiter.js';
+import { RateLimiter } from '../../../src/turn/rateLimiter.js';
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 

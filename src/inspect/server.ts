@@ -29,7 +29,7 @@ import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AnyEventObject, InspectionEvent, MachineContext, Observer } from 'xstate';
 import { ConfigError } from '../errors.js';
-import { sanitizeContext, sanitizeEvent, toWire } from './inspectorWire.js';
+import { sanitizeContext, sanitizeEvent, toWire } from './wire.js';
 
 export { sanitizeContext, sanitizeEvent };
 

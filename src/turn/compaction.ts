@@ -5,7 +5,7 @@
  * rewrite the session in one transaction that refuses to overwrite items it did not see.
  * @module
  */
-import type { AgentHandle, Runtime } from '../coordinator/runtime.js';
+import type { AgentHandle, Runtime } from '../host/runtime.js';
 import type { ContentPart, ModelRequest, SessionItem } from '../model/types.js';
 import { transcript } from './texts.js';
 

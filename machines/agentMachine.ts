@@ -23,6 +23,7 @@ import {
   type AgentStatus,
   type CompletionReport,
   type PendingWait,
+  type RecoveryAttempts,
   type SerializedError,
   type StopReason,
   type TurnOutcome,
@@ -45,6 +46,8 @@ export interface AgentLifecycleState {
   report: CompletionReport | null;
   lastTool: string | null;
   budgetEpoch: number;
+  /** The current turn's recovery attempts (retries, compactions, image strips), null between turns. */
+  attempts: RecoveryAttempts | null;
 }
 
 export interface AgentInput {
@@ -95,6 +98,8 @@ export interface TurnInput {
   /** Set when the previous turn ended in plain text: the nudge to persist first. */
   nudge: { attempt: number; limit: number } | null;
   budgetEpoch: number;
+  /** Recovery attempts this turn already made (a restart in the middle of its retries). */
+  attempts: RecoveryAttempts | null;
 }
 
 export type AgentEvent =
@@ -110,8 +115,15 @@ export type AgentEvent =
    * instead of after the idle timer. Counts against the idle limit like a timeout, so it never loops.
    */
   | { type: 'agent.deadlock' }
+  /**
+   * The idle timer of a dormant wait fired (the host keeps one timer for every parked agent): the
+   * same as this state's own `after` timer.
+   */
+  | { type: 'agent.idleTimeout' }
   /** The cycle finished one turn. */
   | { type: 'turn.done'; outcome: TurnOutcome }
+  /** The turn's model call is being recovered (a retry, a compaction, images stripped): persist how far. */
+  | { type: 'turn.recovering'; attempts: RecoveryAttempts }
   | ErrorActorEvent<unknown, 'cycle'>;
 
 /** Input of the cycle actor; everything else it reads per turn with `turnInputOf(context)`. */
@@ -137,6 +149,7 @@ export function turnInputOf(context: AgentContext): TurnInput {
     pendingWait: context.pendingWait,
     nudge: context.recoveries > 0 ? { attempt: context.recoveries, limit: context.spec.recoveryLimit } : null,
     budgetEpoch: context.budgetEpoch,
+    attempts: context.attempts !== null && context.attempts.turn === context.turns + 1 ? context.attempts : null,
   };
 }
 
@@ -210,8 +223,10 @@ export const agentMachine = setup({
                 : context.lastTool,
         wake: null,
         pendingWait: null,
+        attempts: null,
       };
     }),
+    recordAttempts: assign(({ event }) => (event.type === 'turn.recovering' ? { attempts: event.attempts } : {})),
     enterWait: assign(({ context, event }) => {
       const outcome = outcomeOf(event);
       if (outcome?.kind !== 'wait') return {};
@@ -342,6 +357,7 @@ export const agentMachine = setup({
       report: s.report ?? null,
       lastTool: s.lastTool ?? null,
       budgetEpoch: s.budgetEpoch ?? 0,
+      attempts: s.attempts ?? null,
       wake: null,
       stopRequested: null,
     };
@@ -397,6 +413,7 @@ export const agentMachine = setup({
         ],
         'agent.stop': { actions: 'requestStop' },
         'agent.message': { guard: 'isFromUser', actions: 'noteUserMessage' },
+        'turn.recovering': { actions: 'recordAttempts' },
       },
     },
     waiting: {
@@ -424,6 +441,15 @@ export const agentMachine = setup({
             ],
           },
           on: {
+            'agent.idleTimeout': [
+              { guard: 'isIdleExhausted', target: '#agent.stalled', actions: 'stallFromIdle' },
+              {
+                guard: 'isTurnLimitReached',
+                target: '#agent.stopped',
+                actions: { type: 'recordStop', params: { reason: 'maxTurns' } },
+              },
+              { target: '#agent.running', actions: 'wakeByTimeout' },
+            ],
             // A dead wait ends like an idle timeout, at once: same idle limit, same stall.
             'agent.deadlock': [
               { guard: 'isIdleExhausted', target: '#agent.stalled', actions: 'stallFromIdle' },

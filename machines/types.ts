@@ -67,6 +67,18 @@ export interface CompletionReport {
   success: boolean;
 }
 
+/**
+ * How far the recovery of one turn's model call has gone (DESIGN §4): persisted, so a restart in
+ * the middle of a turn's retries does not give it a fresh set.
+ */
+export interface RecoveryAttempts {
+  /** The agent's turn (lifetime count) these attempts belong to. */
+  turn: number;
+  retries: number;
+  compactions: number;
+  imageStrips: number;
+}
+
 /** Token usage of one model call (cost is filled in by the budget layer when priced). */
 export interface TurnUsage {
   inputTokens: number;

@@ -70,11 +70,13 @@ export async function inspector(flags: { inspect?: boolean; 'inspect-port'?: str
 /** Drive a started (or resumed) run to the end of its root, with the live view; returns the exit code. */
 async function drive(
   c: Coordinator,
-  rootId: string,
+  start: () => Promise<string>,
   options: { mode: ViewMode; io: Io; store: SqliteStore; killAfterTurns?: number | undefined; interactive: boolean },
 ): Promise<number> {
   const { mode, io } = options;
+  // The view listens before the run starts: its first transitions may commit with its registration.
   const detach = attachView(c, mode, io.out);
+  const rootId = await start();
   const stopInbox = serveInbox(c, options.store);
   let stopKill: (() => void) | undefined;
   if (options.killAfterTurns !== undefined) {
@@ -161,9 +163,12 @@ async function demo(argv: string[], io: Io): Promise<number> {
   const store = openStore({ path: db, ...secrets(io) });
   const c = createCoordinator({ model, store, logger, ...coordinatorOptions(DEMO_CONFIG), retry: { baseDelayMs: 200 }, ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
   try {
-    const rootId = await c.start({ name: 'lead', task: 'Review this repository with a small team.' });
-    store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(DEMO_CONFIG, true) }, at: Date.now() });
-    return await drive(c, rootId, { mode, io, store, killAfterTurns, interactive: false });
+    const start = async () => {
+      const rootId = await c.start({ name: 'lead', task: 'Review this repository with a small team.' });
+      store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(DEMO_CONFIG, true) }, at: Date.now() });
+      return rootId;
+    };
+    return await drive(c, start, { mode, io, store, killAfterTurns, interactive: false });
   } finally {
     await c.shutdown();
     store.close();
@@ -200,9 +205,12 @@ async function run(argv: string[], io: Io): Promise<number> {
   const store = openStore({ path: db, ...stored });
   const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
   try {
-    const rootId = await c.start({ name: 'lead', task });
-    store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(config, false) }, at: Date.now() });
-    return await drive(c, rootId, { mode, io, store, interactive: config.interactive ?? false });
+    const start = async () => {
+      const rootId = await c.start({ name: 'lead', task });
+      store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(config, false) }, at: Date.now() });
+      return rootId;
+    };
+    return await drive(c, start, { mode, io, store, interactive: config.interactive ?? false });
   } finally {
     await c.shutdown();
     store.close();
@@ -250,7 +258,7 @@ async function resume(argv: string[], io: Io): Promise<number> {
     const rootId = run.rootId;
     if (rootId === null) throw new TroupeError('RUN_NOT_FOUND', `Run ${run.id} has no root agent`);
     if (mode !== 'json') io.out.write(`Resuming run ${forTerminal(run.id)} from ${forTerminal(db)}\n`);
-    return await drive(c, rootId, { mode, io, store, interactive: config.interactive ?? false });
+    return await drive(c, () => Promise.resolve(rootId), { mode, io, store, interactive: config.interactive ?? false });
   } finally {
     await c?.shutdown();
     store.close();

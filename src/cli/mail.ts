@@ -6,6 +6,7 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
+import { isActive } from '../../machines/types.js';
 import type { Coordinator } from '../host/createCoordinator.js';
 import { messageRefusal } from '../host/messageRules.js';
 import { resolveLimits } from '../host/options.js';
@@ -153,7 +154,9 @@ export async function send(argv: string[], io: Io): Promise<number> {
       const refusal = messageRefusal(target, text, {
         interactive: run.interactive,
         limits: resolveLimits(savedConfig(store, run).limits),
+        fromUser: true,
         pending: () => store.pendingCount(target.id),
+        parentActiveChildren: () => store.listAgents(run.id).filter((a) => a.parentId === target.parentId && isActive(a.status)).length,
       });
       if (refusal) throw refusal;
       store.enqueueMessage({

@@ -6,28 +6,37 @@
  * but never refused.
  * @module
  */
+import type { Logger } from 'pino';
+import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import type { TurnOutcome, TurnUsage } from '../../machines/types.js';
+import type { Clock } from '../clock.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_PRICES, estimatePromptTokens, lookupPrice, priceUsage } from '../model/prices.js';
-import type { ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../model/types.js';
+import type { Model, ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../model/types.js';
 import { checkUsage, isUsd, MAX_USD_PER_CALL } from '../model/usage.js';
-import type { AgentHandle, Runtime } from './runtime.js';
+import type { WriteOp } from '../store/port.js';
+import type { Reservation } from '../turn/ports.js';
+import type { ResolvedOptions } from './options.js';
 
-/**
- * Thrown instead of calling the model when the budget stopped or paused while the call queued:
- * no paid call starts after a budget stop.
- */
-export class BudgetHalt extends Error {
-  constructor(readonly outcome: TurnOutcome) {
-    super(`budget: ${outcome.kind}`);
-  }
+export type { Reservation };
+
+/** The calling agent, as the ledger needs it. */
+type Payer = { readonly id: string; readonly parentId: string | null; readonly logger: Logger };
+
+/** What the ledger needs of its host. */
+export interface LedgerHost {
+  readonly runId: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly model: Model;
+  readonly budget: ResolvedOptions['budget'];
+  /** The coordinator's budget flags now. */
+  flags(): BudgetFlags;
+  /** Trip the reserve or the budget stop (the coordinator decides; the flags are staged with it). */
+  trip(event: 'budget.stop' | 'budget.reserveTrip'): void;
+  stage(op: WriteOp): void;
+  /** Book spend against an agent (its views and `spentByPurpose`). */
+  spent(agentId: string, purpose: UsagePurpose, usd: number): void;
 }
-
-/** An amount held for one call until it settles. */
-export interface Reservation {
-  readonly usd: number;
-  settled: boolean;
-}
-
 /** What a model said about one call's usage (a `ModelTurn` will do). */
 export type UsageReport = Pick<ModelTurn, 'usage' | 'invalidUsage'>;
 
@@ -55,7 +64,7 @@ const CHILD_DIRECTIVES = [
 ];
 
 export class BudgetLedger {
-  readonly #rt: Runtime;
+  readonly #rt: LedgerHost;
   #spentUsd: number;
   #reservedUsd = 0;
   /** Reservations not yet settled (a count, so float residue never looks like a call in flight). */
@@ -65,7 +74,7 @@ export class BudgetLedger {
   readonly #unpriced = new Set<string>();
   #badEstimate = false;
 
-  constructor(rt: Runtime, spentUsd = 0) {
+  constructor(rt: LedgerHost, spentUsd = 0) {
     this.#rt = rt;
     this.#spentUsd = spentUsd;
   }
@@ -79,14 +88,14 @@ export class BudgetLedger {
   }
 
   get limitUsd(): number | null {
-    return this.#rt.budgetFlags().limitUsd;
+    return this.#rt.flags().limitUsd;
   }
 
   /** The model's price: `budget.prices` first, then the model's own, then the built-in table. */
   price(): ModelPrice | undefined {
-    const { model, options } = this.#rt;
+    const { model, budget } = this.#rt;
     const name = model.name ?? '';
-    return lookupPrice(options.budget.prices, name) ?? model.price ?? lookupPrice(DEFAULT_PRICES, name);
+    return lookupPrice(budget.prices, name) ?? model.price ?? lookupPrice(DEFAULT_PRICES, name);
   }
 
   /**
@@ -95,7 +104,7 @@ export class BudgetLedger {
    * charged what was reserved for it — or, with nothing reserved (no limit set, a compaction), the
    * estimate of its request — so spend never goes down and never becomes NaN. Logged once per call.
    */
-  #charge(agent: AgentHandle, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose) {
+  #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose) {
     let reason: string | undefined;
     let usage: Partial<TurnUsage> | undefined;
     if (answer?.invalidUsage !== undefined) {
@@ -157,7 +166,7 @@ export class BudgetLedger {
    * transaction. `request` is the call's request: with nothing reserved, invalid usage is charged
    * at its estimate.
    */
-  record(agent: AgentHandle, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): void {
+  record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): void {
     const rt = this.#rt;
     const charged = this.#charge(agent, answer, reservation, request, purpose);
     const { costUsd } = charged;
@@ -172,20 +181,14 @@ export class BudgetLedger {
       costUsd,
       at: rt.clock.now(),
     };
-    rt.commit(() => {
-      rt.store.recordUsage(row);
-      const limitUsd = this.limitUsd;
-      if (limitUsd !== null && rt.options.budget.policy === 'stop') {
-        const spent = this.#spentUsd + costUsd;
-        if (spent >= limitUsd) rt.coordinator.send({ type: 'budget.stop' });
-        else if (spent >= rt.options.budget.reserveFraction * limitUsd) rt.coordinator.send({ type: 'budget.reserveTrip' });
-        rt.store.updateRun(rt.runId, { budget: rt.budgetFlags() });
-      }
-    });
-    // Only once committed: a rolled-back row must not count.
-    agent.spentUsd += costUsd;
-    agent.spentByPurpose[purpose] = (agent.spentByPurpose[purpose] ?? 0) + costUsd;
+    rt.stage({ op: 'recordUsage', row });
     this.#spentUsd += costUsd;
+    rt.spent(agent.id, purpose, costUsd);
+    const limitUsd = this.limitUsd;
+    if (limitUsd !== null && rt.budget.policy === 'stop') {
+      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop');
+      else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) rt.trip('budget.reserveTrip');
+    }
     this.release(reservation);
   }
 
@@ -201,9 +204,9 @@ export class BudgetLedger {
   }
 
   /** The flags' verdict before a paid call: a stopped budget ends the turn, the pause policy parks it. */
-  gate(agent: AgentHandle): TurnOutcome | null {
-    const flags = this.#rt.budgetFlags();
-    const { policy } = this.#rt.options.budget;
+  gate(agent: Payer): TurnOutcome | null {
+    const flags = this.#rt.flags();
+    const { policy } = this.#rt.budget;
     if (flags.budgetStopped) return { kind: 'stopped', reason: 'budget' };
     if (flags.reserveStopped && agent.parentId !== null) return { kind: 'stopped', reason: 'reserve' };
     if (policy === 'pause' && (flags.paused || (flags.limitUsd !== null && this.#spentUsd >= flags.limitUsd))) {
@@ -220,7 +223,7 @@ export class BudgetLedger {
    * if nothing is in flight, the stop policy trips the reserve (a child) or the budget stop (the
    * root), and the pause policy parks the agent.
    */
-  async admit(agent: AgentHandle, request: () => ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | { outcome: TurnOutcome }> {
+  async admit(agent: Payer, request: ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | { outcome: TurnOutcome }> {
     const child = agent.parentId !== null;
     for (;;) {
       const outcome = this.gate(agent);
@@ -228,7 +231,7 @@ export class BudgetLedger {
       const limitUsd = this.limitUsd;
       if (limitUsd === null) return { reservation: NO_RESERVATION };
       const cap = this.#cap(limitUsd, child);
-      const usd = this.estimate(request());
+      const usd = this.estimate(request);
       if (this.#spentUsd + this.#reservedUsd + usd <= cap) {
         if (usd === 0) return { reservation: NO_RESERVATION };
         this.#reservedUsd += usd;
@@ -262,7 +265,7 @@ export class BudgetLedger {
 
   /** Whether an optional call may still start: no stop, reserve or pause, and spend under its cap. */
   optionalFits(): boolean {
-    const flags = this.#rt.budgetFlags();
+    const flags = this.#rt.flags();
     if (flags.budgetStopped || flags.reserveStopped || flags.paused) return false;
     const limitUsd = flags.limitUsd;
     return limitUsd === null || this.#spentUsd + this.#reservedUsd <= this.#cap(limitUsd, true) + 1e-9;
@@ -270,18 +273,15 @@ export class BudgetLedger {
 
   /** What a call may bring spent + reserved up to: the reserve line for a child's (or an optional) call under the stop policy, else the limit. */
   #cap(limitUsd: number, belowReserve: boolean): number {
-    const { policy, reserveFraction } = this.#rt.options.budget;
+    const { policy, reserveFraction } = this.#rt.budget;
     return policy === 'stop' && belowReserve ? reserveFraction * limitUsd : limitUsd;
   }
 
   /** Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or the stop. */
   #refuse(child: boolean): TurnOutcome {
     const rt = this.#rt;
-    if (rt.options.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: rt.budgetFlags().resumeEpoch };
-    rt.commit(() => {
-      rt.coordinator.send({ type: child ? 'budget.reserveTrip' : 'budget.stop' });
-      rt.store.updateRun(rt.runId, { budget: rt.budgetFlags() });
-    });
+    if (rt.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: rt.flags().resumeEpoch };
+    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop');
     return { kind: 'stopped', reason: child ? 'reserve' : 'budget' };
   }
 
@@ -289,7 +289,7 @@ export class BudgetLedger {
    * Right before an admitted call starts (after queueing or a retry's backoff): the gate again,
    * and whether what is spent and reserved still fits — an operator may have lowered the limit.
    */
-  recheck(agent: AgentHandle): TurnOutcome | null {
+  recheck(agent: Payer): TurnOutcome | null {
     const gated = this.gate(agent);
     if (gated) return gated;
     const limitUsd = this.limitUsd;
@@ -321,9 +321,9 @@ export class BudgetLedger {
    * The warning appended to this call's input only (stop policy, limit set): the highest band the
    * spend has crossed, or null. Never persisted; the pause policy never tells the model anything.
    */
-  warning(agent: AgentHandle): string | null {
+  warning(agent: Pick<Payer, 'parentId'>): string | null {
     const limitUsd = this.limitUsd;
-    if (limitUsd === null || this.#rt.options.budget.policy !== 'stop') return null;
+    if (limitUsd === null || this.#rt.budget.policy !== 'stop') return null;
     const share = this.#spentUsd / limitUsd;
     const root = agent.parentId === null;
     const bands = root ? ROOT_BANDS : CHILD_BANDS;
@@ -332,7 +332,7 @@ export class BudgetLedger {
     if (stage < 0) return null;
     const label = ['NOTICE', 'URGENT', 'CRITICAL'][stage];
     const pct = Math.floor(share * 100);
-    const reserve = Math.round(this.#rt.options.budget.reserveFraction * 100);
+    const reserve = Math.round(this.#rt.budget.reserveFraction * 100);
     const effect = root
       ? `At ${reserve}% every sub-agent is stopped to leave room for your final report; at 100% the whole run stops.`
       : `At ${reserve}% every sub-agent, you included, is stopped.`;

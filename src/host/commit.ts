@@ -29,7 +29,7 @@ export interface CommitStats {
 
 export class GroupCommitter {
   readonly #port: StorePort;
-  readonly #onFatal: (err: unknown) => void;
+  readonly #onFatal: (err: unknown) => unknown;
   #ops: WriteOp[] = [];
   #effects: (() => void)[] = [];
   #barriers: Barrier[] = [];
@@ -39,7 +39,8 @@ export class GroupCommitter {
   #closed = false;
   readonly stats: CommitStats = { commits: 0, ops: 0 };
 
-  constructor(port: StorePort, onFatal: (err: unknown) => void) {
+  /** @param onFatal told once when a commit fails; what it returns is what every barrier rejects with. */
+  constructor(port: StorePort, onFatal: (err: unknown) => unknown) {
     this.#port = port;
     this.#onFatal = onFatal;
   }
@@ -127,12 +128,12 @@ export class GroupCommitter {
   }
 
   #fail(err: unknown, barriers: Barrier[]): void {
-    this.#failure = err;
+    const reported = this.#onFatal(err) ?? err;
+    this.#failure = reported;
     const all = [...barriers, ...this.#barriers];
     this.#ops = [];
     this.#effects = [];
     this.#barriers = [];
-    for (const b of all) b.reject(err);
-    this.#onFatal(err);
+    for (const b of all) b.reject(reported);
   }
 }

@@ -4,7 +4,8 @@
  */
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
-import { reviewNotes, type ReviewNote } from '../turn/review.js';
+import type { StorePort } from '../store/port.js';
+import type { ReviewNote } from '../turn/review.js';
 import type { ExecutionRow, MessagePriority, MessageRow, Store } from '../store/types.js';
 import type { Delegations, ReentryBudgets } from './delegations.js';
 import type { Registry, TreeNode } from './registry.js';
@@ -30,9 +31,10 @@ export interface BudgetState {
   paused: boolean;
 }
 
-export interface Coordinator extends AsyncDisposable {
+export interface Coordinator<S extends Store | StorePort = Store> extends AsyncDisposable {
   readonly runId: string;
-  readonly store: Store;
+  /** The store it was given (an embedded `Store`, or a networked store's port). */
+  readonly store: S;
   /** The `@xstate/store` read model: subscribe instead of polling. */
   readonly registry: Registry;
   /** Register and start the root agent; resolves with its id. */
@@ -68,14 +70,19 @@ export interface Coordinator extends AsyncDisposable {
    * `deleg_NNNN`; `complete`/`fail` record the result and message the agent. After a restart,
    * delegations that were running are `interrupted` and their agents told so.
    */
-  readonly delegations: Pick<Delegations, 'dispatch' | 'complete' | 'fail' | 'list'>;
+  readonly delegations: Pick<Delegations, 'dispatch' | 'list'> & {
+    /** Record the result and message the agent; resolves once both are committed. */
+    complete(agentId: string, delegationId: string, result: string): Promise<void>;
+    fail(agentId: string, delegationId: string, error: string): Promise<void>;
+  };
   /**
    * Async executions tools started (a result saying `execution <uuid> running|queued` links it to
    * the agent). `finish` reports the end: the agent is re-invoked once with
    * `execution <id> completed|failed: <result>` (inside its approval window when approvals are on).
    */
   readonly executions: {
-    finish(id: string, end: { status: 'completed' | 'failed'; result: string }): boolean;
+    /** Resolves once the end is committed: true, or false if it had already finished. */
+    finish(id: string, end: { status: 'completed' | 'failed'; result: string }): Promise<boolean>;
     get(id: string): ExecutionRow | undefined;
   };
   /**
@@ -106,45 +113,65 @@ const settle = <T>(fn: () => T | Promise<T>): Promise<T> => {
  * await coordinator.waitFor(rootId, ['completed', 'failed', 'crashed', 'stopped']);
  * await coordinator.shutdown();
  */
-export function createCoordinator(options: CoordinatorOptions): Coordinator {
-  return coordinatorOf(new Runtime(options));
+export function createCoordinator<S extends Store | StorePort = Store>(options: CoordinatorOptions<S>): Coordinator<S> {
+  return coordinatorOf<S>(new Runtime(options as CoordinatorOptions<Store | StorePort>));
 }
 
 /** The public object over a runtime (shared by createCoordinator and resumeCoordinator). */
-export function coordinatorOf(rt: Runtime): Coordinator {
+export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime): Coordinator<S> {
   return {
     runId: rt.runId,
-    store: rt.store,
-    registry: rt.registry,
-    start: (root) => settle(() => rt.startRoot(root).id),
+    store: rt.store as S,
+    registry: rt.views.registry,
+    start: (root) =>
+      settle(async () => {
+        const h = await rt.registrar.startRoot(root);
+        // Acknowledged only once the run and its root are committed.
+        await rt.durable();
+        return h.id;
+      }),
     send: (to, message) =>
-      settle(() => {
+      settle(async () => {
+        rt.assertUsable();
         if (typeof message !== 'object' || message === null) {
           throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
         }
-        const row = rt.sendExternal(to, message);
-        return { id: row.id, to: row.to, from: row.from, createdAt: row.createdAt };
+        const mail = rt.messaging.sendExternal(to, message);
+        // Acknowledged only once committed.
+        await rt.durable();
+        return { id: mail.id, to: mail.to, from: mail.from, createdAt: mail.createdAt };
       }),
     get: (id) => rt.info(id),
-    list: () => rt.list(),
+    list: () => rt.views.list(),
     tree: () => rt.tree(),
-    waitFor: (id, statuses, opts) => settle(() => rt.waitFor(id, statuses, opts?.timeoutMs)),
+    waitFor: (id, statuses, opts) =>
+      settle(() => {
+        const h = rt.agents.resolve(id);
+        if (rt.failure) throw rt.failure;
+        const status = rt.agents.status(h);
+        if (!rt.usable && !statuses.includes(status)) rt.assertUsable();
+        return rt.views.waiters.waitFor({ id: h.id, name: h.name, status }, statuses, opts?.timeoutMs);
+      }),
     stop: (id, opts) =>
       settle(async () => {
-        const target = rt.resolve(id);
+        const target = rt.agents.resolve(id);
         const ids = rt.requestStop(target, opts?.cascade ?? true);
-        await Promise.all(ids.map((stopped) => rt.waitFor(stopped, [...TERMINAL_STATUSES])));
+        await Promise.all(ids.map((stopped) => coordinatorOf(rt).waitFor(stopped, [...TERMINAL_STATUSES])));
         return ids;
       }),
-    whenIdle: () => rt.whenIdle(),
+    whenIdle: () =>
+      settle(() => {
+        rt.assertUsable();
+        return rt.views.waiters.whenIdle();
+      }),
     health: () => rt.health(),
-    resetToolFailures: (id) => rt.resolve(id).tracker.resetAll(),
+    resetToolFailures: (id) => rt.agents.resolve(id).tracker.resetAll(),
     budget: () => {
       const flags = rt.budgetFlags();
       return {
-        spentUsd: rt.ledger.spentUsd,
+        spentUsd: rt.budget.spentUsd,
         limitUsd: flags.limitUsd,
-        reservedUsd: rt.ledger.reservedUsd,
+        reservedUsd: rt.budget.reservedUsd,
         policy: rt.options.budget.policy,
         reserveStopped: flags.reserveStopped,
         budgetStopped: flags.budgetStopped,
@@ -153,14 +180,32 @@ export function coordinatorOf(rt: Runtime): Coordinator {
     },
     pauseBudget: () => settle(() => rt.pauseBudget()),
     resumeBudget: (limitUsd) => settle(() => rt.resumeBudget(limitUsd)),
-    subscribe: (listener) => rt.subscribe(listener),
-    delegations: rt.delegations,
+    subscribe: (listener) => rt.views.subscribe(listener),
+    delegations: {
+      dispatch: (agentId, goal) => rt.delegations.dispatch(agentId, goal),
+      list: (agentId) => rt.delegations.list(agentId),
+      complete: (agentId, id, result) =>
+        settle(async () => {
+          rt.delegations.complete(agentId, id, result);
+          await rt.durable();
+        }),
+      fail: (agentId, id, error) =>
+        settle(async () => {
+          rt.delegations.fail(agentId, id, error);
+          await rt.durable();
+        }),
+    },
     executions: {
-      finish: (id, end) => rt.executions.finish(id, end),
-      get: (id) => rt.store.getExecution(id),
+      finish: (id, end) =>
+        settle(async () => {
+          const done = rt.executions.finish(id, end);
+          await rt.durable();
+          return done;
+        }),
+      get: (id) => rt.executions.get(id),
     },
     reviews: {
-      notes: () => reviewNotes(rt.store, rt.runId),
+      notes: () => [...rt.reviewNotes],
       settled: () => rt.reviews?.settled() ?? Promise.resolve(),
     },
     reentry: rt.reentry,

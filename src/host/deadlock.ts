@@ -10,7 +10,15 @@
  * once instead of after three idle timeouts.
  * @module
  */
-import type { AgentHandle } from './runtime.js';
+import type { AgentStatus, WaitKind } from '../../machines/types.js';
+
+/** An agent as the wait-for graph sees it. */
+export interface GraphAgent {
+  readonly id: string;
+  readonly name: string;
+  readonly parentId: string | null;
+  readonly children: readonly string[];
+}
 
 /** One dead wait: who waits, and on whom (the active agents that could have answered). */
 export interface DeadWait {
@@ -24,8 +32,10 @@ export interface WaitGraphSource {
   readonly interactive: boolean;
   /** Agents with status `running` (the runtime's counter). */
   readonly runningAgents: number;
-  agents(): Iterable<AgentHandle>;
-  find(id: string): AgentHandle | undefined;
+  agents(): Iterable<GraphAgent>;
+  find(id: string): GraphAgent | undefined;
+  status(agent: GraphAgent): AgentStatus;
+  waitKind(agent: GraphAgent): WaitKind | null;
   anyExecutionRunning(): boolean;
   anyDelegationRunning(): boolean;
 }
@@ -33,11 +43,12 @@ export interface WaitGraphSource {
 /** The dead waits of a quiescent run (oldest agent first), or [] when something can still move. */
 export function deadWaits(run: WaitGraphSource): DeadWait[] {
   if (run.runningAgents > 0) return [];
-  const waiting: AgentHandle[] = [];
+  const waiting: GraphAgent[] = [];
   for (const h of run.agents()) {
-    if (h.status === 'running' || h.status === 'budgetPaused') return [];
-    if (h.status !== 'waiting') continue;
-    if (h.waitKind === 'user') {
+    const status = run.status(h);
+    if (status === 'running' || status === 'budgetPaused') return [];
+    if (status !== 'waiting') continue;
+    if (run.waitKind(h) === 'user') {
       if (run.interactive) return [];
       continue;
     }
@@ -48,13 +59,16 @@ export function deadWaits(run: WaitGraphSource): DeadWait[] {
 }
 
 /** The active agents a waiting agent points at: its parent and children. */
-function family(run: WaitGraphSource, h: AgentHandle): DeadWait['waits_on'] {
+function family(run: WaitGraphSource, h: GraphAgent): DeadWait['waits_on'] {
   const ids = h.parentId === null ? [...h.children] : [h.parentId, ...h.children];
   const out: DeadWait['waits_on'] = [];
   for (const id of ids) {
     const other = run.find(id);
-    if (!other || other.status === 'completed' || other.status === 'stopped' || other.status === 'failed' || other.status === 'crashed') continue;
-    out.push({ agent_id: other.id, name: other.name, status: other.status, ...(other.waitKind ? { wait: other.waitKind } : {}) });
+    if (!other) continue;
+    const status = run.status(other);
+    if (status === 'completed' || status === 'stopped' || status === 'failed' || status === 'crashed') continue;
+    const wait = run.waitKind(other);
+    out.push({ agent_id: other.id, name: other.name, status, ...(wait ? { wait } : {}) });
   }
   return out;
 }

@@ -1,121 +1,87 @@
 /**
- * Delegations and re-entry budgets (seeds/001), made restart-durable by the store.
+ * Delegations and re-entry budgets (seeds/001), restart-durable through the group commit like
+ * every other fact of the run.
  *
  * A delegation is background work an agent dispatched (`deleg_NNNN`, never reissued within the
- * agent's session) whose result must come back to it: completing it records the result (capped
- * at 4,000 characters) and messages the agent. A delegation still running when the process died
- * is marked `interrupted` at resume and the agent is told, once, that it did NOT complete.
- *
- * Both registries fail open: if the store cannot keep them (a store without these tables, or a
- * non-fatal store error), they continue in memory with a logged warning. The agent registry and
- * the mailbox never do: their failures stop the coordinator.
+ * agent's session) whose result must come back to it: completing it records the result (capped at
+ * 4,000 characters) and messages the agent, in the same group. A delegation still running when the
+ * process died is marked `interrupted` at resume and the agent is told, once, that it did NOT
+ * complete.
  * @module
  */
-import type { Logger } from 'pino';
 import { TroupeError } from '../errors.js';
-import type { DelegationRow, ReentryBudgetRow, Store } from '../store/types.js';
+import type { WriteOp } from '../store/port.js';
+import type { DelegationRow, ReentryBudgetRow } from '../store/types.js';
 
 export const RESULT_TEXT_CAP = 4_000;
 /** Budget rows whose last wake is older than this are dropped when a run is loaded. */
 export const STALE_BUDGET_MS = 7 * 24 * 60 * 60 * 1_000;
 
-const isFatal = (err: unknown) => err instanceof TroupeError && (err.code === 'STORE_IO' || err.code === 'STORE_CORRUPT');
-
-/**
- * Run against the store, or — after the first non-fatal failure, logged once — against memory.
- * A fatal store error (I/O, corruption) is not absorbed: it stops the coordinator as usual.
- */
-class FailOpen {
-  #degraded = false;
-
-  constructor(
-    readonly store: Store,
-    readonly logger: Logger,
-    readonly registry: string,
-  ) {}
-
-  get degraded(): boolean {
-    return this.#degraded;
-  }
-
-  run<T>(what: string, onStore: (store: Store) => T, inMemory: () => T): T {
-    if (!this.#degraded) {
-      try {
-        return onStore(this.store);
-      } catch (err) {
-        if (isFatal(err)) throw err;
-        this.#degraded = true;
-        this.logger.warn({ err }, `the store could not ${what}; ${this.registry} continue in memory only`);
-      }
-    }
-    return inMemory();
-  }
-}
-
 export const interruptedText = (d: Pick<DelegationRow, 'delegationId' | 'goal'>) =>
   `Background delegation ${d.delegationId} (${d.goal.slice(0, 200)}) was interrupted by a process restart and did NOT complete. Re-dispatch it if the work is still needed.`;
 
 /**
- * Mark every delegation of `runId` still running under an earlier boot as interrupted and queue
- * one message to its agent. Part of the recovery transaction: idempotent (an interrupted row is
- * no longer running, and the message's key is accepted once).
+ * The writes of the recovery that interrupt every delegation of a run still running under an
+ * earlier boot, with one message to its agent each. Idempotent: an interrupted row is no longer
+ * running, and the message's key is used once.
  */
-export function interruptStaleDelegations(store: Store, runId: string, at: number): number {
-  let count = 0;
-  for (const d of store.listDelegations(runId)) {
-    if (d.status !== 'running' || d.startedBoot >= store.boot) continue;
-    if (!store.finishDelegation(d.sessionId, d.delegationId, { status: 'interrupted', at, resultText: 'Process restarted while this delegation was running.' })) continue;
-    count++;
-    if (!store.getAgent(d.sessionId)) continue;
-    store.enqueueMessage({
-      id: `msg_${d.sessionId}_${d.delegationId}_interrupted`,
-      runId,
-      to: d.sessionId,
-      from: 'system',
-      fromName: 'system',
-      type: 'delegation_interrupted',
-      priority: 'high',
-      content: interruptedText(d),
-      interrupt: false,
-      createdAt: at,
-      noticeKey: `deleg:${d.sessionId}:${d.delegationId}`,
+export function interruptStaleDelegations(delegations: readonly DelegationRow[], agentIds: ReadonlySet<string>, boot: number, runId: string, at: number): WriteOp[] {
+  const ops: WriteOp[] = [];
+  for (const d of delegations) {
+    if (d.status !== 'running' || d.startedBoot >= boot) continue;
+    ops.push({ op: 'finishDelegation', sessionId: d.sessionId, delegationId: d.delegationId, end: { status: 'interrupted', at, resultText: 'Process restarted while this delegation was running.' } });
+    if (!agentIds.has(d.sessionId)) continue;
+    ops.push({
+      op: 'enqueueMessage',
+      message: {
+        id: `msg_${d.sessionId}_${d.delegationId}_interrupted`,
+        runId,
+        to: d.sessionId,
+        from: 'system',
+        fromName: 'system',
+        type: 'delegation_interrupted',
+        priority: 'high',
+        content: interruptedText(d),
+        interrupt: false,
+        createdAt: at,
+        noticeKey: `deleg:${d.sessionId}:${d.delegationId}`,
+      },
     });
   }
-  return count;
+  return ops;
 }
 
+/** What delegations need of the host (the pattern the other ports copy). */
 export interface DelegationHost {
-  readonly store: Store;
   readonly runId: string;
-  readonly logger: Logger;
+  readonly boot: number;
   now(): number;
-  /** Run `fn` in one transaction (the coordinator's commit: wakes run after it). */
-  commit<T>(fn: () => T): T;
-  /** Queue a system message to an agent inside the current transaction; it wakes the agent once committed. */
+  stage(op: WriteOp): void;
+  /** Queue a system message to an agent (with the current group); it wakes the agent once committed. */
   notify(agentId: string, message: { type: string; content: string; noticeKey: string }): void;
   assertAgent(agentId: string): void;
+  /** The run may have nothing left to wait for. */
+  checkQuiescence(): void;
 }
 
 export class Delegations {
   readonly #host: DelegationHost;
-  /** Rows kept in memory after the store failed to keep them (fail-open). */
-  readonly #memory = new Map<string, DelegationRow>();
+  readonly #rows = new Map<string, DelegationRow>();
   readonly #counters = new Map<string, number>();
-  readonly #store: FailOpen;
 
   constructor(host: DelegationHost) {
     this.#host = host;
-    this.#store = new FailOpen(host.store, host.logger, 'delegations');
   }
 
-  #all(): DelegationRow[] {
-    const stored = this.#store.degraded ? [] : this.#store.run('list delegations', (s) => s.listDelegations(this.#host.runId), () => []);
-    return [...stored, ...this.#memory.values()];
+  /** After a restart: the run's delegations. */
+  restore(rows: readonly DelegationRow[]): void {
+    for (const row of rows) this.#rows.set(`${row.sessionId}/${row.delegationId}`, { ...row });
   }
 
   /** Record a dispatch; returns its id (`deleg_NNNN`, never reissued for this agent). */
   dispatch(agentId: string, goal: string): string {
-    this.#host.assertAgent(agentId);
+    const host = this.#host;
+    host.assertAgent(agentId);
     if (typeof goal !== 'string' || goal.trim() === '') {
       throw new TroupeError('CONFIG_INVALID', `Expected goal to be a non-empty string, got ${JSON.stringify(goal)}`);
     }
@@ -123,10 +89,9 @@ export class Delegations {
     if (counter === undefined) {
       // Seed from what was ever issued for this session, so a restarted run never reissues an id.
       counter = 0;
-      for (const d of this.#all()) {
-        if (d.sessionId !== agentId || !d.delegationId.startsWith('deleg_')) continue;
+      for (const d of this.list(agentId)) {
         const n = Number(d.delegationId.slice(6));
-        if (Number.isInteger(n)) counter = Math.max(counter, n);
+        if (d.delegationId.startsWith('deleg_') && Number.isInteger(n)) counter = Math.max(counter, n);
       }
     }
     counter += 1;
@@ -134,15 +99,16 @@ export class Delegations {
     const row: DelegationRow = {
       sessionId: agentId,
       delegationId: `deleg_${String(counter).padStart(4, '0')}`,
-      runId: this.#host.runId,
+      runId: host.runId,
       goal,
       status: 'running',
-      dispatchedAt: this.#host.now(),
+      dispatchedAt: host.now(),
       completedAt: null,
       resultText: null,
-      startedBoot: this.#host.store.boot,
+      startedBoot: host.boot,
     };
-    this.#store.run('record a delegation', (s) => s.insertDelegation(row), () => void this.#memory.set(`${agentId}/${row.delegationId}`, row));
+    this.#rows.set(`${agentId}/${row.delegationId}`, row);
+    host.stage({ op: 'insertDelegation', row });
     return row.delegationId;
   }
 
@@ -154,71 +120,71 @@ export class Delegations {
     this.#finish(agentId, delegationId, 'failed', error);
   }
 
+  /** The end of the delegation and the message that reports it go in the same group. */
   #finish(agentId: string, delegationId: string, status: 'completed' | 'failed', text: string): void {
+    const host = this.#host;
+    const row = this.#rows.get(`${agentId}/${delegationId}`);
+    if (!row || row.status !== 'running') {
+      throw new TroupeError(
+        row ? 'TOOL_NOT_ALLOWED' : 'AGENT_NOT_FOUND',
+        row ? `Delegation ${delegationId} is already ${row.status}` : `Agent ${agentId} has no delegation ${delegationId}`,
+      );
+    }
     const resultText = String(text ?? '').slice(0, RESULT_TEXT_CAP);
-    const end = { status, at: this.#host.now(), resultText };
-    const key = `${agentId}/${delegationId}`;
-    const goal = this.list(agentId).find((d) => d.delegationId === delegationId)?.goal ?? '';
-    // The end of the delegation and the message that reports it commit together: a crash between
-    // them would leave a finished delegation whose agent is never told.
-    this.#host.commit(() => {
-      const memo = this.#memory.get(key);
-      const finished = memo
-        ? memo.status === 'running' && (this.#memory.set(key, { ...memo, status, completedAt: end.at, resultText }), true)
-        : this.#store.run('finish a delegation', (s) => s.finishDelegation(agentId, delegationId, end), () => false);
-      if (!finished) {
-        const known = this.list(agentId).find((d) => d.delegationId === delegationId);
-        throw new TroupeError(
-          known ? 'TOOL_NOT_ALLOWED' : 'AGENT_NOT_FOUND',
-          known ? `Delegation ${delegationId} is already ${known.status}` : `Agent ${agentId} has no delegation ${delegationId}`,
-        );
-      }
-      this.#host.notify(agentId, {
-        type: 'delegation_result',
-        content: `Delegation ${delegationId} (${goal.slice(0, 200)}) ${status}: ${resultText}`,
-        noticeKey: `deleg:${agentId}:${delegationId}`,
-      });
+    const end = { status, at: host.now(), resultText };
+    Object.assign(row, { status, completedAt: end.at, resultText });
+    host.stage({ op: 'finishDelegation', sessionId: agentId, delegationId, end });
+    host.notify(agentId, {
+      type: 'delegation_result',
+      content: `Delegation ${delegationId} (${row.goal.slice(0, 200)}) ${status}: ${resultText}`,
+      noticeKey: `deleg:${agentId}:${delegationId}`,
     });
+    // The agent may not be woken (it finished): the run may now have nothing left to wait for.
+    host.checkQuiescence();
   }
 
   list(agentId?: string): DelegationRow[] {
-    return this.#all().filter((d) => agentId === undefined || d.sessionId === agentId);
+    const out: DelegationRow[] = [];
+    for (const d of this.#rows.values()) if (agentId === undefined || d.sessionId === agentId) out.push({ ...d });
+    return out;
+  }
+
+  get anyRunning(): boolean {
+    for (const d of this.#rows.values()) if (d.status === 'running') return true;
+    return false;
   }
 }
 
 /** Self-wake counters per agent: how often an agent woke itself, and when last. */
 export class ReentryBudgets {
-  readonly #host: Pick<DelegationHost, 'store' | 'logger' | 'now'>;
-  readonly #memory = new Map<string, ReentryBudgetRow>();
-  readonly #store: FailOpen;
+  readonly #host: Pick<DelegationHost, 'now' | 'stage'>;
+  readonly #rows = new Map<string, ReentryBudgetRow>();
 
-  constructor(host: Pick<DelegationHost, 'store' | 'logger' | 'now'>) {
+  constructor(host: Pick<DelegationHost, 'now' | 'stage'>) {
     this.#host = host;
-    this.#store = new FailOpen(host.store, host.logger, 're-entry budgets');
+  }
+
+  /** After a restart: the run's budgets (stale ones were dropped by the recovery). */
+  restore(rows: readonly ReentryBudgetRow[]): void {
+    for (const row of rows) this.#rows.set(row.sessionId, { ...row });
   }
 
   get(agentId: string): ReentryBudgetRow | undefined {
-    return this.#memory.get(agentId) ?? this.#store.run('read a re-entry budget', (s) => s.getReentryBudget(agentId), () => undefined);
+    const row = this.#rows.get(agentId);
+    return row && { ...row };
   }
 
   /** Count one self-wake. */
   record(agentId: string): ReentryBudgetRow {
-    const prev = this.get(agentId);
-    const row = { sessionId: agentId, count: (prev?.count ?? 0) + 1, lastWakeAt: this.#host.now() };
-    this.#store.run('record a re-entry budget', (s) => s.putReentryBudget(row), () => void this.#memory.set(agentId, row));
-    return row;
+    const row = { sessionId: agentId, count: (this.#rows.get(agentId)?.count ?? 0) + 1, lastWakeAt: this.#host.now() };
+    this.#rows.set(agentId, row);
+    this.#host.stage({ op: 'putReentryBudget', row });
+    return { ...row };
   }
 
   reset(agentId: string): void {
     const row = { sessionId: agentId, count: 0, lastWakeAt: this.#host.now() };
-    this.#memory.delete(agentId);
-    this.#store.run('reset a re-entry budget', (s) => s.putReentryBudget(row), () => undefined);
-  }
-
-  /** Drop budgets older than 7 days (a wake recorded days ago must not throttle a new process). */
-  dropStale(): number {
-    const before = this.#host.now() - STALE_BUDGET_MS;
-    for (const [id, row] of this.#memory) if (row.lastWakeAt < before) this.#memory.delete(id);
-    return this.#store.run('drop stale re-entry budgets', (s) => s.dropReentryBudgets(before), () => 0);
+    this.#rows.set(agentId, row);
+    this.#host.stage({ op: 'putReentryBudget', row });
   }
 }

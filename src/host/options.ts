@@ -10,6 +10,7 @@ import type { Clock } from '../clock.js';
 import { ConfigError } from '../errors.js';
 import { checkPrice } from '../model/prices.js';
 import type { Model, ModelPrice } from '../model/types.js';
+import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import type { Tool } from '../tools/defineTool.js';
 
@@ -55,10 +56,10 @@ export interface ReviewOptions {
 
 export type InspectOption = Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 
-export interface CoordinatorOptions {
+export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   model: Model;
   /** Defaults to an in-memory store. */
-  store?: Store;
+  store?: S;
   tools?: Tool[];
   /** A human is attached: agents park instead of ending, terminal agents can be revived. */
   interactive?: boolean;
@@ -233,7 +234,7 @@ export function resolveLimits(given: Partial<Limits> | undefined): Limits {
 }
 
 /** Validate every option; throws ConfigError naming the first invalid one. */
-export function resolveOptions(options: CoordinatorOptions): ResolvedOptions {
+export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): ResolvedOptions {
   if (typeof options !== 'object' || options === null) throw new ConfigError(`Expected an options object, got ${show(options)}`);
   const model = options.model as unknown;
   if (typeof model !== 'object' || model === null || typeof (model as Model).complete !== 'function') {

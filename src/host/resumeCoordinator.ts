@@ -8,14 +8,16 @@
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { systemClock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
+import { isStorePort, portOf, type StorePort } from '../store/port.js';
 import type { RunRow, Store, UsagePurpose } from '../store/types.js';
+import { reviewNotes } from '../turn/review.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
 import { interruptStaleDelegations, STALE_BUDGET_MS } from './delegations.js';
 import { resolveBudget, type CoordinatorOptions } from './options.js';
 import { Runtime } from './runtime.js';
 
-export interface ResumeOptions extends Omit<CoordinatorOptions, 'runId' | 'store'> {
-  store: Store;
+export interface ResumeOptions<S extends Store | StorePort = Store> extends Omit<CoordinatorOptions<S>, 'runId' | 'store'> {
+  store: S;
   /** Which run to resume; the latest one by default. */
   runId?: string;
 }
@@ -46,33 +48,34 @@ export function recomputeBudgetFlags(run: RunRow, spentUsd: number, budget: Coor
 }
 
 /**
- * The recovery transaction: idempotent (running it twice changes nothing) and atomic (a kill
- * inside it leaves the previous state). Returns the run as recovered.
+ * The recovery: idempotent (running it twice changes nothing) and atomic (one commit: a kill inside
+ * it leaves the previous state). Budget flags are recomputed from the ledger; delegations still
+ * running under an earlier boot are interrupted and their agents told; stale re-entry budgets are
+ * dropped. Returns the run as recovered.
  */
-export function recoverRun(
-  store: Store,
+export async function recoverRun(
+  store: Store | StorePort,
   runId: string | undefined,
   options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & { now?: number },
-): RunRow {
+): Promise<RunRow> {
+  const port = isStorePort(store) ? store : portOf(store);
   const now = options.now ?? Date.now();
-  return store.transaction(() => {
-    const runs = store.listRuns();
-    const run = runId === undefined ? runs.at(-1) : runs.find((r) => r.id === runId);
-    if (!run) {
-      throw new TroupeError('RUN_NOT_FOUND', runId === undefined ? 'The store holds no run to resume' : `The store holds no run ${runId}`);
-    }
-    const spent = store.listUsage(run.id).reduce((sum, u) => sum + u.costUsd, 0);
-    const recovered: RunRow = {
-      ...run,
-      interactive: options.interactive ?? run.interactive,
-      budget: recomputeBudgetFlags(run, spent, options.budget),
-    };
-    store.updateRun(run.id, { interactive: recovered.interactive, budget: recovered.budget });
+  const run = runId === undefined ? (await port.listRuns()).at(-1) : await port.getRun(runId);
+  if (!run) {
+    throw new TroupeError('RUN_NOT_FOUND', runId === undefined ? 'The store holds no run to resume' : `The store holds no run ${runId}`);
+  }
+  const spend = await port.spendOf(run.id);
+  const spent = spend.reduce((sum, s) => sum + s.costUsd, 0);
+  const recovered: RunRow = { ...run, interactive: options.interactive ?? run.interactive, budget: recomputeBudgetFlags(run, spent, options.budget) };
+  const agentIds = new Set((await port.listAgents(run.id)).map((a) => a.id));
+  const delegations = await port.listDelegations(run.id);
+  await port.commit([
+    { op: 'updateRun', id: run.id, patch: { interactive: recovered.interactive, budget: recovered.budget } },
     // Honest, never magic: a delegation running under an earlier boot did not complete.
-    interruptStaleDelegations(store, run.id, now);
-    store.dropReentryBudgets(now - STALE_BUDGET_MS);
-    return recovered;
-  });
+    ...interruptStaleDelegations(delegations, agentIds, port.boot, run.id, now),
+    { op: 'dropReentryBudgets', before: now - STALE_BUDGET_MS },
+  ]);
+  return recovered;
 }
 
 /**
@@ -82,26 +85,46 @@ export function recoverRun(
  * const store = openStore({ path: '.troupe/troupe.db' });
  * const coordinator = await resumeCoordinator({ store, model, interactive: true });
  */
-export async function resumeCoordinator(options: ResumeOptions): Promise<Coordinator> {
-  if (typeof options?.store?.listRuns !== 'function') {
-    throw new ConfigError(`Expected store to be a Store (openStore or memoryStore), got ${String(options?.store)}`);
+export async function resumeCoordinator<S extends Store | StorePort = Store>(options: ResumeOptions<S>): Promise<Coordinator<S>> {
+  const given = options?.store as unknown;
+  if (!isStorePort(given) && typeof (given as Store | undefined)?.listRuns !== 'function') {
+    throw new ConfigError(`Expected store to be a Store (openStore or memoryStore), got ${String(given)}`);
   }
   const { store, runId, ...rest } = options;
-  const run = recoverRun(store, runId, { ...rest, now: (options.clock ?? systemClock).now() });
-  const agents = store.listAgents(run.id);
-  const usage = store.listUsage(run.id);
+  const port = isStorePort(store) ? store : portOf(store as Store);
+  const run = await recoverRun(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
+  const [agents, spend, pending, noticeKeys, delegations, notes] = await Promise.all([
+    port.listAgents(run.id),
+    port.spendOf(run.id),
+    port.pendingMessagesOf(run.id),
+    port.noticeKeysOf(run.id),
+    port.listDelegations(run.id),
+    port.eventsOf(run.id, 'review.note'),
+  ]);
+  const ids = agents.map((a) => a.id);
+  const [executions, reentry] = await Promise.all([port.executionsOf(ids), port.reentryBudgetsOf(ids)]);
   const spentByAgent = new Map<string, Partial<Record<UsagePurpose, number>>>();
-  for (const u of usage) {
-    let spent = spentByAgent.get(u.agentId);
-    if (!spent) spentByAgent.set(u.agentId, (spent = {}));
-    spent[u.purpose] = (spent[u.purpose] ?? 0) + u.costUsd;
+  for (const s of spend) {
+    let sums = spentByAgent.get(s.agentId);
+    if (!sums) spentByAgent.set(s.agentId, (sums = {}));
+    sums[s.purpose] = (sums[s.purpose] ?? 0) + s.costUsd;
   }
-  const spentUsd = usage.reduce((sum, u) => sum + u.costUsd, 0);
-  const rt = new Runtime({ ...rest, store, interactive: run.interactive }, { run, agents, spentUsd });
-  rt.respawn(agents, spentByAgent);
-  // Agents parked on executions still running stay parked, woken when the host finishes them.
-  rt.executions.restore();
+  const spentUsd = spend.reduce((sum, s) => sum + s.costUsd, 0);
+  const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd });
+  rt.mailboxes.restore(pending, noticeKeys);
+  rt.delegations.restore(delegations);
+  rt.executions.restore(executions);
+  rt.reentry.restore(reentry);
+  rt.reviewNotes.push(...reviewNotes(notes));
+  // A running agent reads its session at once: read it now, while a failure is still a respawn failure.
+  const failed = new Map<string, unknown>();
+  await Promise.all(
+    agents
+      .filter((a) => a.status === 'running')
+      .map((a) => rt.sessions.load(a).catch((err: unknown) => void failed.set(a.id, err))),
+  );
+  rt.registrar.respawn(agents, spentByAgent, failed);
   // Executions that finished while the process was down continue their agents, once.
   rt.executions.continueAll();
-  return coordinatorOf(rt);
+  return coordinatorOf<S>(rt);
 }

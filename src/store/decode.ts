@@ -126,6 +126,8 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   report: nullable(shape({ summary: isString, findings: arrayOf(isString), openItems: arrayOf(isString), success: isBoolean })),
   lastTool: nullable(isString),
   budgetEpoch: isCount,
+  // Written since issue 16; older rows lack it.
+  attempts: optional(nullable(shape({ turn: isCount, retries: isCount, compactions: isCount, imageStrips: isCount }))),
 };
 
 export function toAgent(row: AgentDbRow): AgentRow {
@@ -149,6 +151,7 @@ export function toAgent(row: AgentDbRow): AgentRow {
     report: s.report,
     lastTool: s.lastTool,
     budgetEpoch: s.budgetEpoch,
+    attempts: s.attempts ?? null,
     id: row.id,
     runId: row.run_id,
     name: row.name,
@@ -180,6 +183,7 @@ export function stateOf(a: AgentRow): AgentLifecycleState {
     report: a.report,
     lastTool: a.lastTool,
     budgetEpoch: a.budgetEpoch,
+    attempts: a.attempts,
   };
 }
 

@@ -289,10 +289,15 @@ export function memoryStore(): Store {
     },
     uncontinuedExecutions: () => [...state.executions.values()].filter((r) => r.finishedAt !== null && r.continuedAt === null).map((r) => ({ ...r })),
     runningExecutions: () => [...state.executions.values()].filter((r) => r.status === 'running').map((r) => ({ ...r })),
-    openExecutionsOf(agentIds) {
+    executionsOf(agentIds) {
       const ids = new Set(agentIds);
-      return [...state.executions.values()].filter((r) => ids.has(r.agentId) && (r.status === 'running' || r.continuedAt === null)).map((r) => ({ ...r }));
+      return [...state.executions.values()].filter((r) => ids.has(r.agentId)).map((r) => ({ ...r }));
     },
+    reentryBudgetsOf(agentIds) {
+      const ids = new Set(agentIds);
+      return [...state.reentry.values()].filter((r) => ids.has(r.sessionId)).map((r) => ({ ...r }));
+    },
+    eventsOf: (runId, type) => state.events.filter((e) => e.runId === runId && e.type === type).map(copy),
 
     startToolCall(row) {
       putToolCall({ ...row, status: 'started', finishedAt: null, boot: 0 });

@@ -73,8 +73,12 @@ export interface StorePort {
   noticeKeysOf(runId: string): Promise<string[]>;
   loadSession(agentId: string): Promise<SessionItem[]>;
   listDelegations(runId: string): Promise<DelegationRow[]>;
-  /** Executions linked to these agents that still matter: running, or finished and not yet continued. */
-  openExecutionsOf(agentIds: readonly string[]): Promise<ExecutionRow[]>;
+  /** Every execution linked to these agents. */
+  executionsOf(agentIds: readonly string[]): Promise<ExecutionRow[]>;
+  /** Re-entry budgets of these agents. */
+  reentryBudgetsOf(agentIds: readonly string[]): Promise<ReentryBudgetRow[]>;
+  /** The run's event rows of one type (review notes, …), oldest first. */
+  eventsOf(runId: string, type: string): Promise<EventRow[]>;
   getExecution(id: string): Promise<ExecutionRow | undefined>;
   startedToolCalls(agentId: string): Promise<ToolCallRow[]>;
   /** Views and tools (status, tree, dashboards, invariants). */
@@ -171,7 +175,9 @@ export function portOf(store: Store): StorePort {
     noticeKeysOf: (runId) => settle(() => store.noticeKeysOf(runId)),
     loadSession: (agentId) => settle(() => [...store.loadSession(agentId)]),
     listDelegations: (runId) => settle(() => store.listDelegations(runId)),
-    openExecutionsOf: (agentIds) => settle(() => store.openExecutionsOf(agentIds)),
+    executionsOf: (agentIds) => settle(() => store.executionsOf(agentIds)),
+    reentryBudgetsOf: (agentIds) => settle(() => store.reentryBudgetsOf(agentIds)),
+    eventsOf: (runId, type) => settle(() => store.eventsOf(runId, type)),
     getExecution: (id) => settle(() => store.getExecution(id)),
     startedToolCalls: (agentId) => settle(() => store.startedToolCalls(agentId)),
     listMessages: (runId) => settle(() => store.listMessages(runId)),

@@ -25,5 +25,6 @@ export function newAgentRow(reg: AgentRegistration, at: number): AgentRow {
     report: null,
     lastTool: null,
     budgetEpoch: 0,
+    attempts: null,
   };
 }

@@ -193,7 +193,9 @@ function createSqliteStore(
     getExecution: db.prepare('SELECT * FROM executions WHERE id = ?'),
     uncontinued: db.prepare('SELECT * FROM executions WHERE finished_at IS NOT NULL AND continued_at IS NULL ORDER BY finished_at, id'),
     runningExecutions: db.prepare("SELECT * FROM executions WHERE status = 'running' ORDER BY linked_at, id"),
-    openExecutions: db.prepare("SELECT * FROM executions WHERE status = 'running' OR continued_at IS NULL ORDER BY linked_at, id"),
+    allExecutions: db.prepare('SELECT * FROM executions ORDER BY linked_at, id'),
+    allReentry: db.prepare('SELECT * FROM reentry_budgets'),
+    eventsOf: db.prepare('SELECT * FROM events WHERE run_id = ? AND type = ? ORDER BY id'),
     startToolCall: db.prepare(
       `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
        ON CONFLICT (agent_id, turn, call_id) DO UPDATE SET status = 'started', started_at = excluded.started_at, finished_at = NULL, boot = excluded.boot`,
@@ -475,11 +477,16 @@ function createSqliteStore(
     },
     uncontinuedExecutions: () => (q.uncontinued.all() as ExecutionDbRow[]).map(toExecution),
     runningExecutions: () => (q.runningExecutions.all() as ExecutionDbRow[]).map(toExecution),
-    openExecutionsOf(agentIds) {
+    executionsOf(agentIds) {
       const ids = new Set(agentIds);
-      // Open executions are few (running or not yet continued): one scan, filtered here.
-      return (q.openExecutions.all() as ExecutionDbRow[]).map(toExecution).filter((e) => ids.has(e.agentId));
+      // Executions are few next to agents: one scan of the table, filtered here.
+      return (q.allExecutions.all() as ExecutionDbRow[]).map(toExecution).filter((e) => ids.has(e.agentId));
     },
+    reentryBudgetsOf(agentIds) {
+      const ids = new Set(agentIds);
+      return (q.allReentry.all() as ReentryDbRow[]).map(toReentry).filter((r) => ids.has(r.sessionId));
+    },
+    eventsOf: (runId, type) => (q.eventsOf.all(runId, type) as EventDbRow[]).map(toEvent),
     startToolCall: (row) => transaction(() => void q.startToolCall.run(row.agentId, row.turn, row.callId, row.tool, row.argsHash, row.startedAt, boot)),
     finishToolCalls: (agentId, turn, callIds, at) =>
       transaction(() => {

@@ -189,8 +189,12 @@ export interface Store {
   uncontinuedExecutions(): ExecutionRow[];
   /** Executions still running (an agent parked on them is woken when they finish). */
   runningExecutions(): ExecutionRow[];
-  /** Executions of these agents that still matter: running, or finished and not yet continued. */
-  openExecutionsOf(agentIds: readonly string[]): ExecutionRow[];
+  /** Every execution linked to these agents. */
+  executionsOf(agentIds: readonly string[]): ExecutionRow[];
+  /** Re-entry budgets of these agents. */
+  reentryBudgetsOf(agentIds: readonly string[]): ReentryBudgetRow[];
+  /** The run's event rows of one type, oldest first. */
+  eventsOf(runId: string, type: string): EventRow[];
 
   /** Mark a tool call started (before it runs); a re-run of the same call marks it started again. */
   startToolCall(row: Omit<ToolCallRow, 'status' | 'finishedAt' | 'boot'>): void;

@@ -6,12 +6,11 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
-import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn } from '../host/graph.js';
-import type { AgentHandle, Runtime } from '../host/runtime.js';
 import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
 import type { MessagePriority } from '../store/types.js';
 import { compileSchema } from './defineTool.js';
+import type { BuiltinAgent, BuiltinHost } from './ports.js';
 
 /** Per-turn state shared by the tool calls of one model turn. */
 export interface TurnToolState {
@@ -25,8 +24,8 @@ export interface TurnToolState {
 }
 
 export interface BuiltinEnv {
-  rt: Runtime;
-  agent: AgentHandle;
+  host: BuiltinHost;
+  agent: BuiltinAgent;
   callId: string;
   state: TurnToolState;
 }
@@ -39,7 +38,7 @@ export interface BuiltinTool {
   description: string;
   parameters: JsonSchema;
   /** Who sees the tool in its tool list (calls from others are refused with a reason). */
-  offeredTo: (agent: AgentHandle, interactive: boolean) => boolean;
+  offeredTo: (agent: BuiltinAgent, interactive: boolean) => boolean;
   run(args: Record<string, unknown>, env: BuiltinEnv): BuiltinResult;
   validate: (args: unknown) => TroupeError | null;
 }
@@ -65,7 +64,7 @@ function define(tool: Omit<BuiltinTool, 'validate'>): BuiltinTool {
 }
 
 const everyone = () => true;
-const isRoot = (a: AgentHandle) => a.parentId === null;
+const isRoot = (a: BuiltinAgent) => a.parentId === null;
 
 const spawnAgent = define({
   name: 'spawn_agent',
@@ -81,8 +80,8 @@ const spawnAgent = define({
     ['name', 'task'],
   ),
   offeredTo: everyone,
-  run(args, { rt, agent }) {
-    const child = rt.spawnChild(agent, {
+  run(args, { host, agent }) {
+    const child = host.spawnChild(agent, {
       name: args.name as string,
       task: args.task as string,
       skills: (args.skills as string[] | undefined) ?? [],
@@ -114,8 +113,8 @@ const sendMessage = define({
     ['to', 'content'],
   ),
   offeredTo: everyone,
-  run(args, { rt, agent }) {
-    const { message, target } = rt.sendFromAgent(agent, args.to as string, args.content as string, {
+  run(args, { host, agent }) {
+    const { messageId, target } = host.sendFromAgent(agent, args.to as string, args.content as string, {
       type: (args.type as string | undefined) ?? 'information',
       priority: (args.priority as MessagePriority | undefined) ?? 'normal',
     });
@@ -123,7 +122,7 @@ const sendMessage = define({
     return {
       result: {
         success: true,
-        message_id: message.id,
+        message_id: messageId,
         target_agent_id: target.id,
         delivery_status: gated ? 'queued' : 'delivered',
         ...(gated
@@ -146,27 +145,27 @@ const waitForAgents = define({
     ['reason'],
   ),
   offeredTo: everyone,
-  run(args, { rt, agent, callId, state }) {
+  run(args, { host, agent, callId, state }) {
     if (state.waited) return { result: { wait_outcome: 'already_waited', note: 'Only one wait per turn.' } };
     state.waited = true;
     // The budget outcomes first: when the budget is why a stop was requested, they say why.
-    const flags = rt.budgetFlags();
+    const flags = host.budgetFlags();
     if (flags.budgetStopped) return { result: { wait_outcome: 'budget_stopped' } };
     if (flags.reserveStopped && !isRoot(agent)) return { result: { wait_outcome: 'reserve_stopped' } };
-    if (rt.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
-    const pending = rt.store.pendingCount(agent.id);
+    if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
+    const pending = host.pendingCount(agent);
     if (pending > 0) {
       return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
     }
     // An agent parks on anything that can still answer: an active agent that could message it, or
     // its own executions and delegations, whose end wakes it (no polling, no paid call meanwhile).
-    const on = waitsOn(rt, agent);
+    const on = host.waitsOn(agent);
     if (on.agents.length === 0 && on.executions.length === 0 && on.delegations.length === 0) {
       return {
         result: {
           wait_outcome: 'no_active_agents',
           note: 'No agent that could message you is still active and none of your executions or delegations is running: nobody will answer. Continue your work or finish.',
-          agents: childrenSummary(rt, agent),
+          agents: host.childrenSummary(agent),
         },
       };
     }
@@ -178,7 +177,7 @@ const waitForAgents = define({
         callId,
         tool: 'wait_for_agents',
         timeoutMs: seconds === undefined ? null : clampSeconds(seconds) * 1000,
-        at: rt.clock.now(),
+        at: host.now(),
       },
     };
   },
@@ -197,9 +196,9 @@ const agentFinish = define({
     ['summary'],
   ),
   offeredTo: (a) => !isRoot(a),
-  run(args, { rt, agent }) {
+  run(args, { host, agent }) {
     if (isRoot(agent)) throw new TroupeError('TOOL_NOT_ALLOWED', 'agent_finish is for sub-agents; you are the root: call finish.');
-    assertNothingOutstanding(rt, agent);
+    host.assertNothingOutstanding(agent);
     const report = {
       summary: args.summary as string,
       findings: (args.findings as string[] | undefined) ?? [],
@@ -215,11 +214,11 @@ const finish = define({
   description: 'Finish the whole run with the final answer. Refused while other agents are still active.',
   parameters: object({ summary: str('The final answer / report', { minLength: 1 }) }, ['summary']),
   offeredTo: (a) => isRoot(a),
-  run(args, { rt, agent }) {
+  run(args, { host, agent }) {
     if (!isRoot(agent)) {
       throw new TroupeError('TOOL_NOT_ALLOWED', 'finish is for the root agent; you are a sub-agent: call agent_finish.');
     }
-    assertNothingOutstanding(rt, agent);
+    host.assertNothingOutstanding(agent);
     const report = { summary: args.summary as string, findings: [], openItems: [], success: true };
     return { result: { success: true, run_completed: true }, settle: { kind: 'finish', report } };
   },
@@ -231,20 +230,20 @@ const respondToUser = define({
     'Answer the user and hand control back to them: you park until they reply. Leave message empty to deliver the text you just wrote.',
   parameters: object({ message: str('What to tell the user') }, []),
   offeredTo: (_a, interactive) => interactive,
-  run(args, { rt, agent, callId, state }) {
-    if (!rt.options.interactive) {
+  run(args, { host, agent, callId, state }) {
+    if (!host.interactive) {
       throw new TroupeError('TOOL_NOT_ALLOWED', 'No user is attached to this run: keep working, or finish.');
     }
     const message = (args.message as string | undefined) || state.text;
     if (!message) throw new TroupeError('TOOL_INPUT_INVALID', 'Nothing has been said to the user: pass a message.');
     if (state.waited) return { result: { status: 'already_waited', note: 'Only one wait per turn.' } };
     state.waited = true;
-    rt.said(agent, message);
-    if (rt.store.pendingMessages(agent.id).some((m) => m.from === 'user')) {
+    host.said(agent, message);
+    if (host.pendingFromUser(agent)) {
       return { result: { status: 'message_arrived', note: 'Your reply was delivered; the user has already written again.' } };
     }
     return {
-      deferred: { kind: 'wait', waitKind: 'user', callId, tool: 'respond_to_user', timeoutMs: null, at: rt.clock.now() },
+      deferred: { kind: 'wait', waitKind: 'user', callId, tool: 'respond_to_user', timeoutMs: null, at: host.now() },
     };
   },
 });
@@ -261,8 +260,8 @@ const stopAgent = define({
     ['id'],
   ),
   offeredTo: everyone,
-  run(args, { rt, agent }) {
-    const stopping = stopFromAgent(rt, agent, args.id as string, (args.cascade as boolean | undefined) ?? true);
+  run(args, { host, agent }) {
+    const stopping = host.stopFromAgent(agent, args.id as string, (args.cascade as boolean | undefined) ?? true);
     return {
       result: {
         success: true,
@@ -278,8 +277,8 @@ const viewAgentGraph = define({
   description: 'Show every agent of the run with its status, as a tree.',
   parameters: object({}, []),
   offeredTo: everyone,
-  run(_args, { rt, agent }) {
-    return { result: graphView(rt, agent) };
+  run(_args, { host, agent }) {
+    return { result: host.graphView(agent) };
   },
 });
 

@@ -4,9 +4,18 @@
  * @module
  */
 import type { Logger } from 'pino';
-import type { AgentHandle, Runtime } from '../host/runtime.js';
+import type PQueue from 'p-queue';
+import type { Clock } from '../clock.js';
 import { TroupeError } from '../errors.js';
 import type { CompiledTool, ToolContext } from './defineTool.js';
+
+/** Where user tools run: the shared tool queue, the injected clock, the default timeout. */
+export interface ToolRunner {
+  readonly queue: PQueue;
+  readonly clock: Clock;
+  readonly defaultTimeoutMs: number;
+  readonly runId: string;
+}
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
@@ -17,14 +26,14 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
  * returns a promise): a synchronous tool cannot be timed out and needs neither.
  */
 export async function runUserTool(
-  rt: Runtime,
+  rt: ToolRunner,
   tool: CompiledTool,
   args: Record<string, unknown>,
-  agent: AgentHandle,
+  agent: { readonly id: string; readonly name: string; readonly logger: Logger },
   signal: AbortSignal,
   idempotencyKey: string,
 ): Promise<unknown> {
-  const timeoutMs = tool.timeoutMs ?? rt.options.toolTimeoutMs;
+  const timeoutMs = tool.timeoutMs ?? rt.defaultTimeoutMs;
   let controller: AbortController | undefined;
   const forward = () => controller?.abort(signal.reason);
   const link = (): AbortController => {
@@ -81,7 +90,7 @@ export async function runUserTool(
   try {
     // The signal is checked when the task starts rather than handed to p-queue (~3 µs per add):
     // a tool queued for an agent that has since stopped never runs either way.
-    return await rt.toolQueue.add(() => {
+    return await rt.queue.add(() => {
       if (signal.aborted) throw signal.reason;
       return execute();
     });

@@ -5,8 +5,8 @@
  * rewrite the session in one transaction that refuses to overwrite items it did not see.
  * @module
  */
-import type { AgentHandle, Runtime } from '../host/runtime.js';
 import type { ContentPart, ModelRequest, SessionItem } from '../model/types.js';
+import type { AgentRef, Halt, TurnHost } from './ports.js';
 import { transcript } from './texts.js';
 
 export const IMAGE_PLACEHOLDER = '[image rejected by the model]';
@@ -32,11 +32,15 @@ export function withoutImages(items: readonly SessionItem[]): SessionItem[] | nu
   return changed ? out : null;
 }
 
+/** Whether the session holds an image. */
+export const hasImages = (items: readonly SessionItem[]) =>
+  items.some((item) => item.role === 'user' && typeof item.content !== 'string' && item.content.some((p) => p.type === 'image'));
+
 /** Replace the agent's images with placeholders; false if it had none (or the session moved on). */
-export function stripImages(rt: Runtime, agent: AgentHandle): boolean {
-  const items = rt.store.loadSession(agent.id);
+export function stripImages(host: TurnHost, agent: AgentRef): boolean {
+  const items = host.sessions.items(agent);
   const stripped = withoutImages(items);
-  return stripped !== null && rt.commit(() => rt.store.replaceSession(agent.id, stripped, items.length));
+  return stripped !== null && host.sessions.replace(agent, stripped, items.length);
 }
 
 /**
@@ -57,11 +61,12 @@ export function compactionCut(items: readonly SessionItem[]): number {
 
 /**
  * Summarise all but the first item (identity and task) and the newest tail, with the agent's own
- * model. Returns false when there is nothing to compact or the summary came back empty; a failing
- * summary call throws (the caller treats the overflow as unrecovered).
+ * model. `false` when there is nothing to compact or the summary came back empty; `{halt}` when the
+ * budget does not let the call start. A failing summary call throws (the overflow is then not
+ * recovered).
  */
-export async function compactSession(rt: Runtime, agent: AgentHandle, turn: number, signal: AbortSignal): Promise<boolean> {
-  const items = rt.store.loadSession(agent.id);
+export async function compactSession(host: TurnHost, agent: AgentRef, turn: number, signal: AbortSignal): Promise<boolean | Halt> {
+  const items = host.sessions.items(agent);
   const cut = compactionCut(items);
   const older = items.slice(1, cut);
   if (older.length === 0) return false;
@@ -73,18 +78,18 @@ export async function compactSession(rt: Runtime, agent: AgentHandle, turn: numb
     turn,
     purpose: 'compaction',
   };
-  const answer = await rt.complete(agent, request, signal);
-  const summary = answer.text?.trim() ?? '';
+  // Not reserved (it serves a turn already admitted), but re-checked like every call.
+  const answer = await host.gateway.call(agent, request, signal);
+  if ('halt' in answer) return answer;
+  host.gateway.settle(agent, answer.turn, { purpose: 'compaction', request });
+  const summary = answer.turn.text?.trim() ?? '';
+  if (summary === '') return false;
   const first = items[0]!;
-  return rt.commit(() => {
-    rt.ledger.record(agent, answer, { purpose: 'compaction', request });
-    if (summary === '') return false;
-    const note = `${SUMMARY_HEADER}\n${summary}`;
-    // One user message, not two: strict-alternation providers reject adjacent user messages.
-    const head: SessionItem[] =
-      first.role === 'user' && typeof first.content === 'string'
-        ? [{ role: 'user', content: `${first.content}\n\n${note}` }]
-        : [first, { role: 'user', content: note }];
-    return rt.store.replaceSession(agent.id, [...head, ...items.slice(cut)], items.length);
-  });
+  const note = `${SUMMARY_HEADER}\n${summary}`;
+  // One user message, not two: strict-alternation providers reject adjacent user messages.
+  const head: SessionItem[] =
+    first.role === 'user' && typeof first.content === 'string'
+      ? [{ role: 'user', content: `${first.content}\n\n${note}` }]
+      : [first, { role: 'user', content: note }];
+  return host.sessions.replace(agent, [...head, ...items.slice(cut)], items.length);
 }

@@ -6,47 +6,50 @@
  * @module
  */
 import { fromCallback } from 'xstate';
-import { turnInputOf, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
-import type { Runtime } from '../host/runtime.js';
+import { turnInputOf, type AgentContext, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
+import type { RecoveryAttempts } from '../../machines/types.js';
 import { serializeError } from '../errors.js';
+import type { TurnHost } from './ports.js';
 import { runTurn, type TurnResult } from './turn.js';
 
 /** The abort reason of a stopped cycle: one instance (an Error per stop captured a stack each time). */
 const CYCLE_STOPPED = new Error('the cycle was stopped');
 
-export function createCycleLogic(rt: Runtime) {
+/**
+ * @param contextOf the agent machine's context now (the cycle reads it before every turn).
+ */
+export function createCycleLogic(host: TurnHost, contextOf: (agentId: string) => AgentContext) {
   return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
     const controller = new AbortController();
     const { signal } = controller;
+    const reports = { recovering: (attempts: RecoveryAttempts) => sendBack({ type: 'turn.recovering', attempts }) };
     const loop = async () => {
       // Never run inside the transition that started the cycle.
       await Promise.resolve();
-      const agent = rt.handle(input.agentId);
+      const agent = host.agent(input.agentId);
       for (let first = true; !signal.aborted; first = false) {
         let result: TurnResult;
-        const input = turnInputOf(agent.actor.getSnapshot().context);
+        const turn = turnInputOf(contextOf(input.agentId));
         try {
-          result = await runTurn(rt, input, signal, first);
+          result = await runTurn(host, turn, signal, first, reports);
         } catch (err) {
           if (signal.aborted) return;
           agent.logger.error({ err }, 'turn crashed');
           result = { outcome: { kind: 'crashed', error: serializeError(err) }, items: [] };
         }
-        if (signal.aborted || rt.failure) return;
-        // The tool results, the machine's decision and the rows it causes (status, counters,
-        // notices) commit together: the transition runs synchronously inside this transaction.
-        rt.commit(() => {
-          if (result.items.length > 0) rt.store.appendSession(agent.id, result.items);
-          // The in-doubt ledger: these calls' results are in this very transaction.
-          if (result.started && result.started.length > 0) rt.store.finishToolCalls(agent.id, input.turn, result.started, rt.clock.now());
-          sendBack({ type: 'turn.done', outcome: result.outcome });
-        });
-        rt.reviews?.afterTurn(agent, result.outcome);
+        if (signal.aborted || host.failure) return;
+        // The tool results, the machine's decision and the writes it causes (status, counters,
+        // notices) are staged together, so they commit in one group.
+        if (result.items.length > 0) host.sessions.append(agent, result.items);
+        // The in-doubt ledger: these calls' results are in this very group.
+        if (result.started && result.started.length > 0) host.ledger.finish(agent, turn.turn, result.started);
+        sendBack({ type: 'turn.done', outcome: result.outcome });
+        host.afterTurn(agent, result.outcome);
       }
     };
-    // A failed commit has already stopped the coordinator (rt.failure); nothing else escapes.
+    // A failed commit has already stopped the host (host.failure); nothing else escapes.
     loop().catch((err: unknown) => {
-      if (!rt.failure) rt.logger.error({ err }, 'a cycle ended unexpectedly');
+      if (!host.failure) host.logger.error({ err }, 'a cycle ended unexpectedly');
     });
     return () => controller.abort(CYCLE_STOPPED);
   });

@@ -17,11 +17,20 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
-import type { AgentHandle, Runtime } from '../host/runtime.js';
 import type { ModelRequest, SessionItem, ToolCall, ToolSpec } from '../model/types.js';
-import type { Store } from '../store/types.js';
+import type { EventRow } from '../store/types.js';
 import { withoutImages } from './compaction.js';
+import type { AgentRef, ModelGateway, SessionPort } from './ports.js';
 import { openToolCalls } from './turn.js';
+
+/** What a review needs of its host. */
+export interface ReviewHost {
+  readonly gateway: ModelGateway;
+  readonly sessions: SessionPort;
+  now(): number;
+  /** Keep a proposed note (a `review.note` event row, and an event to subscribers). */
+  proposeNote(agent: AgentRef, note: { title: string; content: string; at: number }): void;
+}
 
 export const REVIEW_PROMPT = [
   'Background review. The work above is paused while you review it; you are a reviewer, not the agent.',
@@ -84,10 +93,9 @@ export function forkSession(session: readonly SessionItem[]): SessionItem[] {
   return items;
 }
 
-/** Notes background reviews proposed in a run, oldest first. */
-export function reviewNotes(store: Store, runId: string): ReviewNote[] {
-  return store
-    .listEvents(runId)
+/** The notes among a run's event rows, oldest first. */
+export function reviewNotes(events: readonly EventRow[]): ReviewNote[] {
+  return events
     .filter((e) => e.type === 'review.note')
     .map((e) => {
       const data = e.data as { agentName: string; title: string; content: string };
@@ -96,7 +104,7 @@ export function reviewNotes(store: Store, runId: string): ReviewNote[] {
 }
 
 export class BackgroundReviews {
-  readonly #rt: Runtime;
+  readonly #host: ReviewHost;
   readonly #everyTurns: number;
   readonly #maxSteps: number;
   /** Productive turns since the agent's last review. */
@@ -106,14 +114,14 @@ export class BackgroundReviews {
   readonly #running = new Set<Promise<void>>();
   readonly #controller = new AbortController();
 
-  constructor(rt: Runtime, options: { everyTurns: number; maxSteps: number }) {
-    this.#rt = rt;
+  constructor(host: ReviewHost, options: { everyTurns: number; maxSteps: number }) {
+    this.#host = host;
     this.#everyTurns = options.everyTurns;
     this.#maxSteps = options.maxSteps;
   }
 
   /** Called after every committed turn of an agent. */
-  afterTurn(agent: AgentHandle, outcome: TurnOutcome): void {
+  afterTurn(agent: AgentRef, outcome: TurnOutcome): void {
     if (!productive(outcome) || this.#controller.signal.aborted) return;
     const n = (this.#counts.get(agent.id) ?? 0) + 1;
     if (n < this.#everyTurns) {
@@ -144,10 +152,10 @@ export class BackgroundReviews {
     this.#controller.abort(new Error('the coordinator shut down'));
   }
 
-  async #review(agent: AgentHandle): Promise<void> {
-    const rt = this.#rt;
+  async #review(agent: AgentRef): Promise<void> {
+    const { gateway } = this.#host;
     const signal = this.#controller.signal;
-    const messages = forkSession(rt.store.loadSession(agent.id));
+    const messages = forkSession(this.#host.sessions.items(agent));
     agent.logger.info('background review started');
     let proposed = false;
     for (let step = 1; step <= this.#maxSteps; step++) {
@@ -160,23 +168,25 @@ export class BackgroundReviews {
         turn: step,
         purpose: 'review',
       };
-      const reservation = rt.ledger.admitOptional(request);
+      const reservation = gateway.admitOptional(request);
       if (reservation === null) {
         agent.logger.info('background review skipped: it does not fit in the budget');
         return;
       }
-      let turn;
+      let answer;
       try {
-        turn = await rt.complete(agent, request, signal);
+        answer = await gateway.call(agent, request, signal);
       } catch (err) {
-        rt.ledger.release(reservation);
+        gateway.release(reservation);
         throw err;
       }
-      if (signal.aborted) {
-        rt.ledger.release(reservation);
+      if (signal.aborted || 'halt' in answer) {
+        gateway.release(reservation);
+        if (!signal.aborted) agent.logger.info('background review skipped: the budget moved while it queued');
         return;
       }
-      rt.ledger.record(agent, turn, { purpose: 'review', reservation, request });
+      const turn = answer.turn;
+      gateway.settle(agent, turn, { purpose: 'review', reservation, request });
       if (turn.toolCalls.length === 0) break;
       messages.push({ role: 'assistant', content: turn.text, toolCalls: turn.toolCalls });
       let done = false;
@@ -191,7 +201,7 @@ export class BackgroundReviews {
     agent.logger.info({ proposed }, 'background review ended');
   }
 
-  #toolResult(agent: AgentHandle, call: ToolCall, proposed: boolean): { ok: boolean; done?: boolean; proposed?: boolean; body: unknown } {
+  #toolResult(agent: AgentRef, call: ToolCall, proposed: boolean): { ok: boolean; done?: boolean; proposed?: boolean; body: unknown } {
     const fail = (message: string) => ({ ok: false, body: { success: false, error: { code: 'TOOL_INPUT_INVALID', message } } });
     if (call.name === 'review_done') return { ok: true, done: true, body: { success: true } };
     if (call.name !== 'propose_note') {
@@ -203,10 +213,7 @@ export class BackgroundReviews {
     const content = typeof args?.content === 'string' ? args.content.trim() : '';
     if (title === '' || /[\n\r]/.test(title) || title.length > MAX_TITLE) return fail(`Expected title to be one line of 1..${MAX_TITLE} characters.`);
     if (content === '' || content.length > MAX_NOTE) return fail(`Expected content to be 1..${MAX_NOTE} characters.`);
-    const rt = this.#rt;
-    const at = rt.clock.now();
-    rt.commit(() => rt.store.appendEvent({ runId: rt.runId, agentId: agent.id, type: 'review.note', data: { agentName: agent.name, title, content }, at }));
-    rt.publish({ type: 'review.note', agentId: agent.id, name: agent.name, title, content, at });
+    this.#host.proposeNote(agent, { title, content, at: this.#host.now() });
     agent.logger.info({ title }, 'background review proposed a note');
     return { ok: true, proposed: true, body: { success: true, note: 'Saved for review. Call review_done.' } };
   }

@@ -13,12 +13,11 @@
  */
 import { createHash } from 'node:crypto';
 import type { TurnOutcome } from '../../machines/types.js';
-import type { AgentHandle, Runtime } from '../host/runtime.js';
 import { serializeError, TroupeError, toError } from '../errors.js';
 import type { SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
-import { runUserTool } from '../tools/runUserTool.js';
+import type { AgentRef, TurnHost } from './ports.js';
 
 /** The tool results of a turn, and the calls the ledger marked started (finished with the turn's commit). */
 export interface ToolsResult {
@@ -60,12 +59,12 @@ export const interruptedResult = (call: ToolCall): SessionItem =>
   toolItem(call, { success: false, error: { code: 'INTERNAL', message: 'The turn was interrupted before this call finished; its outcome is unknown.' } }, true);
 
 /** The key a tool call keeps across restarts. */
-export const idempotencyKey = (rt: Runtime, agent: AgentHandle, turn: number, callId: string) => `${rt.runId}:${agent.id}:${turn}:${callId}`;
+export const idempotencyKey = (host: TurnHost, agent: AgentRef, turn: number, callId: string) => `${host.runId}:${agent.id}:${turn}:${callId}`;
 
 /** Whether the ledger tracks this user tool: anything that may have effects. */
 const tracked = (tool: CompiledTool) => (tool.risk ?? 'mutation') !== 'read_only';
 
-export async function runTools(rt: Runtime, agent: AgentHandle, turn: { text: string | null; toolCalls: ToolCall[]; number: number }, signal: AbortSignal): Promise<ToolsResult> {
+export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: string | null; toolCalls: ToolCall[]; number: number }, signal: AbortSignal): Promise<ToolsResult> {
   // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
   const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
   agent.lastText = null;
@@ -92,7 +91,7 @@ export async function runTools(rt: Runtime, agent: AgentHandle, turn: { text: st
     if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
     // An async execution this tool started is linked to the agent, to continue it when it ends.
-    if (!isError && !deferred && rt.tools.has(call.name)) rt.executions.link(agent, content);
+    if (!isError && !deferred && rt.tools.has(call.name)) rt.linkExecutions(agent, content);
     // A deferred call (a parking wait) is answered when the agent wakes.
     if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
     if (isError) {
@@ -107,8 +106,8 @@ export async function runTools(rt: Runtime, agent: AgentHandle, turn: { text: st
  * turn), each exactly once: the results go into the session with the turn's first transaction.
  * `started` lists re-run calls the ledger marked started again, to finish with those results.
  */
-export async function resolveCutCalls(rt: Runtime, agent: AgentHandle, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
-  const inDoubt = new Set(rt.store.startedToolCalls(agent.id).filter((r) => r.turn === turn).map((r) => r.callId));
+export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
+  const inDoubt = new Set((await rt.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
   const scope: CallScope = { turn, started: [] };
   const items: SessionItem[] = [];
   for (const call of open) {
@@ -159,8 +158,8 @@ export async function resolveCutCalls(rt: Runtime, agent: AgentHandle, open: rea
 const argsHash = (args: unknown) => createHash('sha256').update(JSON.stringify(args)).digest('hex');
 
 async function executeCall(
-  rt: Runtime,
-  agent: AgentHandle,
+  rt: TurnHost,
+  agent: AgentRef,
   call: ToolCall,
   state: TurnToolState,
   signal: AbortSignal,
@@ -186,7 +185,7 @@ async function executeCall(
 
   if (builtin) {
     try {
-      const out = builtin.run(args as Record<string, unknown>, { rt, agent, callId: call.id, state });
+      const out = builtin.run(args as Record<string, unknown>, rt.builtinEnv(agent, call.id, state));
       if ('deferred' in out) {
         state.settled = out.deferred;
         state.settledBy = call.name;
@@ -212,13 +211,16 @@ async function executeCall(
     }
   }
   if (tracked(tool)) {
-    // Committed before the tool acts: after a crash, this row is what says the call may have taken effect.
-    rt.commit(() => rt.store.startToolCall({ agentId: agent.id, turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(args), startedAt: rt.clock.now() }));
+    // Durable before the tool acts: after a crash, this row (and the answer that asked for the
+    // call) is what says the call may have taken effect.
+    rt.ledger.start(agent, { turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(args) });
     scope.started.push(call.id);
+    await rt.durable();
+    if (signal.aborted) throw signal.reason;
   }
   try {
     const key = idempotencyKey(rt, agent, scope.turn, call.id);
-    const result = await runUserTool(rt, tool, args as Record<string, unknown>, agent, signal, key);
+    const result = await rt.runTool(agent, tool, args as Record<string, unknown>, signal, key);
     return { content: result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result), isError: false, deferred: false };
   } catch (err) {
     if (signal.aborted) throw err;

@@ -16,7 +16,16 @@ export function loadScript(name: string): Script {
   return JSON.parse(readFileSync(new URL(`../../fixtures/scenarios/${name}.json`, import.meta.url), 'utf8')) as Script;
 }
 
-export const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Let every piece of work that is already due run: each event-loop turn lets the group committer
+ * commit once (a turn waits for one commit before its model call), so a few dozen turns settle in
+ * as many turns of the loop. No timer moves; only the simulated clock does that.
+ */
+export const flush = async (rounds = 25) => {
+  for (let i = 0; i < rounds; i++) await tick();
+};
 
 export function team(script: Script | string, options: Partial<Omit<CoordinatorOptions, 'clock'>> & { clock?: SimulatedClock } = {}) {
   const clock = options.clock ?? new SimulatedClock();

@@ -12,7 +12,7 @@ import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { team } from '../helpers/team.js';
+import { flush, team } from '../helpers/team.js';
 
 const A = '019f4b19-eafd-74ed-baa6-d24a27b3f52c';
 const B = '019f4af7-7eff-7723-b38c-b540b267f407';
@@ -74,12 +74,12 @@ describe('auto-continuation of async executions', () => {
     expect(t.c.executions.get(A)).toMatchObject({ agentId: rootId, status: 'running' });
     const usersBefore = userTurns(t, rootId);
 
-    expect(t.c.executions.finish(A, { status: 'completed', result: 'container 101 up' })).toBe(true);
+    expect(await t.c.executions.finish(A, { status: 'completed', result: 'container 101 up' })).toBe(true);
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(2);
     expect(t.model.calls[1]!.request.messages.at(-1)!.content).toContain(continuationNote(A, 'completed', 'container 101 up'));
 
-    expect(t.c.executions.finish(B, { status: 'failed', result: 'apt: 404' })).toBe(true);
+    expect(await t.c.executions.finish(B, { status: 'failed', result: 'apt: 404' })).toBe(true);
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(3);
     const last = JSON.stringify(t.model.calls[2]!.request.messages);
@@ -88,7 +88,7 @@ describe('auto-continuation of async executions', () => {
 
     // The notes were never persisted as user turns; nothing continues twice.
     expect(userTurns(t, rootId)).toBe(usersBefore);
-    expect(t.c.executions.finish(A, { status: 'completed', result: 'again' })).toBe(false);
+    expect(await t.c.executions.finish(A, { status: 'completed', result: 'again' })).toBe(false);
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(3);
     expect(t.c.executions.get(A)!.continuedAt).not.toBeNull();
@@ -108,14 +108,14 @@ describe('auto-continuation of async executions', () => {
     const model = scriptedModel({ agents: { lead: [respond('A is done.')] } }, { clock: t.clock });
     const again = await resumeCoordinator({ store, model, clock: t.clock, tools: [provision], interactive: true });
     await again.waitFor(rootId, ['waiting']);
-    await new Promise((resolve) => setImmediate(resolve));
+    await flush();
     expect(model.calls).toHaveLength(1);
     expect(JSON.stringify(model.calls[0]!.request.messages.at(-1))).toContain(`execution ${A} completed: container 101 up`);
     await again.shutdown();
 
     const third = scriptedModel({ agents: { lead: [] } }, { clock: t.clock });
     const once = await resumeCoordinator({ store, model: third, clock: t.clock, tools: [provision], interactive: true });
-    await new Promise((resolve) => setImmediate(resolve));
+    await flush();
     expect(third.calls).toHaveLength(0);
     await once.shutdown();
   });
@@ -126,12 +126,12 @@ describe('auto-continuation of async executions', () => {
     const t = asyncTeam(memoryStore(), approvals);
     const rootId = await t.c.start({ name: 'lead', task: 'Provision two containers.' });
     await t.c.waitFor(rootId, ['waiting']);
-    t.c.executions.finish(A, { status: 'completed', result: 'up' });
+    await t.c.executions.finish(A, { status: 'completed', result: 'up' });
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(1);
     expect(t.c.executions.get(A)!.continuedAt).toBeNull();
     open = true;
-    t.c.executions.finish(B, { status: 'completed', result: 'up too' });
+    await t.c.executions.finish(B, { status: 'completed', result: 'up too' });
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(2);
     await t.c.shutdown();
@@ -161,7 +161,7 @@ describe('an approval window opening', () => {
     expect(gate.windowOpen(rootId)).toBe(false);
 
     // A finishes outside the window: it waits.
-    t.c.executions.finish(A, { status: 'completed', result: 'container 101 up' });
+    await t.c.executions.finish(A, { status: 'completed', result: 'container 101 up' });
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(1);
     expect(t.c.executions.get(A)!.continuedAt).toBeNull();

@@ -30,15 +30,15 @@ describe('delegations', () => {
     const id = c.delegations.dispatch(root, 'crawl the docs');
     expect(id).toBe('deleg_0001');
     expect(c.delegations.list(root)).toMatchObject([{ delegationId: 'deleg_0001', status: 'running', goal: 'crawl the docs' }]);
-    c.delegations.complete(root, id, 'r'.repeat(RESULT_TEXT_CAP + 500));
+    await c.delegations.complete(root, id, 'r'.repeat(RESULT_TEXT_CAP + 500));
     expect(c.delegations.list(root)[0]).toMatchObject({ status: 'completed' });
     expect(c.delegations.list(root)[0]!.resultText).toHaveLength(RESULT_TEXT_CAP);
     await c.waitFor(root, ['completed']);
     const results = c.store.listMessages(c.runId).filter((m) => m.type === 'delegation_result');
     expect(results).toHaveLength(1);
     expect(results[0]!.content).toMatch(/^Delegation deleg_0001 \(crawl the docs\) completed: r{100}/);
-    expect(() => c.delegations.complete(root, id, 'again')).toThrow(expect.objectContaining({ code: 'TOOL_NOT_ALLOWED' }));
-    expect(() => c.delegations.fail(root, 'deleg_0042', 'x')).toThrow(expect.objectContaining({ code: 'AGENT_NOT_FOUND' }));
+    await expect(c.delegations.complete(root, id, 'again')).rejects.toMatchObject(expect.objectContaining({ code: 'TOOL_NOT_ALLOWED' }));
+    await expect(c.delegations.fail(root, 'deleg_0042', 'x')).rejects.toMatchObject(expect.objectContaining({ code: 'AGENT_NOT_FOUND' }));
     expect(() => c.delegations.dispatch('ghost', 'x')).toThrow(expect.objectContaining({ code: 'AGENT_NOT_FOUND' }));
     expect(() => c.delegations.dispatch(root, '')).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
     await c.shutdown();
@@ -53,7 +53,7 @@ describe('delegations', () => {
     await c.waitFor(root, ['waiting']);
     const done = c.delegations.dispatch(root, 'first job');
     const lost = c.delegations.dispatch(root, 'second job');
-    c.delegations.complete(root, done, 'finished');
+    await c.delegations.complete(root, done, 'finished');
     await c.shutdown();
     store.close();
 
@@ -73,24 +73,18 @@ describe('delegations', () => {
     // The agent read it (it was woken by it).
     await c2.whenIdle();
     expect(JSON.stringify(store.loadSession(root))).toContain('did NOT complete');
-    recoverRun(store, undefined, {});
+    await recoverRun(store, undefined, {});
     expect(interrupted()).toHaveLength(1);
     expect(c2.delegations.dispatch(root, 'third job')).toBe('deleg_0003');
     await c2.shutdown();
     store.close();
   });
 
-  it('fails open to memory, with a warning, when the store cannot keep delegations', async () => {
+  it('a store that cannot keep a delegation stops the coordinator (crash-only, like the mailbox): nothing is acknowledged', async () => {
     const base = memoryStore();
     const broken: Store = {
       ...base,
       insertDelegation: () => {
-        throw new Error('no such table: delegations');
-      },
-      listDelegations: () => {
-        throw new Error('no such table: delegations');
-      },
-      finishDelegation: () => {
         throw new Error('no such table: delegations');
       },
     };
@@ -99,11 +93,13 @@ describe('delegations', () => {
     const clock = new SimulatedClock();
     const c = createCoordinator({ model: scriptedModel(parked, { clock }), store: broken, clock, logger });
     const root = await c.start({ name: 'lead', task: 'x' });
-    const id = c.delegations.dispatch(root, 'kept in memory');
-    expect(c.delegations.list(root)).toMatchObject([{ delegationId: id, status: 'running' }]);
-    c.delegations.complete(root, id, 'ok');
-    expect(c.delegations.list(root)[0]!.status).toBe('completed');
-    expect(lines.join('')).toContain('delegations continue in memory only');
+    const id = c.delegations.dispatch(root, 'cannot be kept');
+    // The dispatch's commit fails: its completion is never acknowledged, and no more work is accepted.
+    await expect(c.delegations.complete(root, id, 'ok')).rejects.toMatchObject({ code: 'STORE_IO' });
+    expect(c.health()).toMatchObject({ ok: false, error: { code: 'STORE_IO' } });
+    await expect(c.send(root, { content: 'hello?' })).rejects.toMatchObject({ code: 'STORE_IO' });
+    expect(base.listDelegations(c.runId)).toEqual([]);
+    expect(lines.join('')).toContain('the coordinator stopped accepting work');
     await c.shutdown();
   });
 });

@@ -4,7 +4,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { defineTool } from '../../src/tools/defineTool.js';
+import { SimulatedClock } from 'xstate';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
+import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
+import { openaiModel } from '../../src/model/openaiModel.js';
+import { scriptedModel } from '../../src/model/scriptedModel.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
+import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import type { TroupeEvent } from '../../src/host/runtime.js';
 import type { ModelDelta, SessionItem } from '../../src/model/types.js';
 import { IMAGE_PLACEHOLDER, SUMMARY_HEADER } from '../../src/turn/compaction.js';
@@ -196,21 +202,22 @@ describe('input the provider rejects is repaired, then retried', () => {
   });
 
   it('a 400 while the session holds images: every image becomes a placeholder, then the turn is retried', async () => {
-    const base = memoryStore();
-    // A run whose root was started with a screenshot in its first input.
-    const store = {
-      ...base,
-      registerAgent: (row: Parameters<typeof base.registerAgent>[0], input: SessionItem[]) =>
-        base.registerAgent(row, [...input, { role: 'user', content: [{ type: 'text', text: 'The page:' }, { type: 'image', url: 'data:image/png;base64,AAAA' }] }]),
-    };
-    const { t, rootId } = await run({ lead: [status(400, {}, { error: { message: 'Invalid image.', type: 'invalid_request_error' } }), finish()] }, { coordinator: { store } });
-    await using _ = t;
-    expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');
-    const [first, second] = requestsOf(t, 'lead').map((r) => JSON.stringify(bodyOf(r).messages));
-    expect(first).toContain('image_url');
-    expect(second).not.toContain('image_url');
-    expect(second).toContain(IMAGE_PLACEHOLDER);
-    expect(JSON.stringify(t.session(rootId))).not.toContain('data:image');
+    // A run whose root has a screenshot in its session (as a tool or a host may put there), resumed.
+    const store = memoryStore();
+    const clock = new SimulatedClock();
+    const first = createCoordinator({ model: scriptedModel({ agents: { lead: [{ delayMs: 60_000, ...{ tool: 'finish', args: { summary: 'never' } } }] } }, { clock }), store, clock });
+    const rootId = await first.start({ name: 'lead', task: 'Describe the page.' });
+    await first.shutdown();
+    store.appendSession(rootId, [{ role: 'user', content: [{ type: 'text', text: 'The page:' }, { type: 'image', url: 'data:image/png;base64,AAAA' }] }]);
+    await using server = await createFakeOpenAIServer([status(400, {}, { error: { message: 'Invalid image.', type: 'invalid_request_error' } }), finish()]);
+    const c = await resumeCoordinator({ store, clock, model: openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: 'sk-test', clock }) });
+    expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    const [one, two] = server.requests.map((r) => JSON.stringify(bodyOf(r).messages));
+    expect(one).toContain('image_url');
+    expect(two).not.toContain('image_url');
+    expect(two).toContain(IMAGE_PLACEHOLDER);
+    expect(JSON.stringify(store.loadSession(rootId))).not.toContain('data:image');
+    await c.shutdown();
   });
 });
 

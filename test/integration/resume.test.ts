@@ -214,16 +214,16 @@ describe('resumeCoordinator', () => {
     // A stale row claims the budget was stopped; the ledger says $6 of $10. The reserve trip is
     // kept (it can trip below the line, at admission), the budget stop follows the ledger.
     store.updateRun(c.runId, { budget: { ...store.getRun(c.runId)!.budget, budgetStopped: true, reserveStopped: true } });
-    const once = recoverRun(store, undefined, { budget: { limitUsd: 10 } });
+    const once = await recoverRun(store, undefined, { budget: { limitUsd: 10 } });
     expect(once.budget).toMatchObject({ budgetStopped: false, reserveStopped: true });
     const dump = () => JSON.stringify([store.listRuns(), store.listAgents(c.runId), store.listMessages(c.runId)]);
     const after1 = dump();
-    recoverRun(store, undefined, { budget: { limitUsd: 10 } });
+    await recoverRun(store, undefined, { budget: { limitUsd: 10 } });
     expect(dump()).toBe(after1);
     // A new limit is a new budget: the trip is recomputed from the ledger ($6 < 0.9 × $20)…
-    expect(recoverRun(store, c.runId, { budget: { limitUsd: 20 } }).budget).toMatchObject({ reserveStopped: false, budgetStopped: false });
+    expect((await recoverRun(store, c.runId, { budget: { limitUsd: 20 } })).budget).toMatchObject({ reserveStopped: false, budgetStopped: false });
     // …and with a lower limit the same ledger trips the reserve ($6 ≥ 0.9 × $6.5).
-    expect(recoverRun(store, c.runId, { budget: { limitUsd: 6.5 } }).budget).toMatchObject({ reserveStopped: true, budgetStopped: false });
+    expect((await recoverRun(store, c.runId, { budget: { limitUsd: 6.5 } })).budget).toMatchObject({ reserveStopped: true, budgetStopped: false });
     store.close();
   });
 

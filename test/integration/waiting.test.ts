@@ -41,13 +41,13 @@ describe('waiting on your own work', () => {
     await t.advance(250_000, 50_000);
     expect(t.model.calls).toHaveLength(2);
 
-    expect(t.c.executions.finish(A, { status: 'completed', result: 'container 101 up' })).toBe(true);
+    expect(await t.c.executions.finish(A, { status: 'completed', result: 'container 101 up' })).toBe(true);
     await t.advance(10, 10);
     expect(t.model.calls).toHaveLength(3);
     expect(JSON.stringify(t.model.calls[2]!.request.messages)).toContain(`execution ${A} completed: container 101 up`);
     await t.c.waitFor(rootId, ['waiting']);
 
-    expect(t.c.executions.finish(B, { status: 'failed', result: 'apt: 404' })).toBe(true);
+    expect(await t.c.executions.finish(B, { status: 'failed', result: 'apt: 404' })).toBe(true);
     const root = await t.c.waitFor(rootId, TERMINAL);
     expect(root).toMatchObject({ status: 'completed', report: { summary: 'A up, B failed' } });
     expect(t.model.calls.length).toBeLessThanOrEqual(6);
@@ -66,7 +66,7 @@ describe('waiting on your own work', () => {
     const refused = t.toolResults(rootId)[1]!;
     expect(refused.result.error).toMatchObject({ code: 'FINISH_REFUSED' });
     expect(refused.result.error!.message).toContain(A);
-    t.c.executions.finish(A, { status: 'completed', result: 'ok' });
+    await t.c.executions.finish(A, { status: 'completed', result: 'ok' });
     expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
     await t.c.shutdown();
   });
@@ -79,7 +79,7 @@ describe('waiting on your own work', () => {
     await t.c.waitFor(rootId, ['waiting']);
     await t.advance(100_000, 50_000);
     expect(t.model.calls).toHaveLength(1);
-    t.c.delegations.complete(rootId, id, '42 files');
+    await t.c.delegations.complete(rootId, id, '42 files');
     expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
     expect(t.toolResults(rootId)[0]!.result.wait_outcome).toBe('message_arrived');
     await t.c.shutdown();
@@ -92,7 +92,7 @@ describe('waiting on your own work', () => {
     await t.advance(900_000, 60_000);
     expect(t.c.get(rootId).status).toBe('stalled');
     expect(t.model.calls).toHaveLength(4);
-    t.c.executions.finish(A, { status: 'completed', result: 'finally' });
+    await t.c.executions.finish(A, { status: 'completed', result: 'finally' });
     expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
     expect(JSON.stringify(t.model.calls[4]!.request.messages)).toContain(`execution ${A} completed: finally`);
     await t.c.shutdown();
@@ -102,11 +102,11 @@ describe('waiting on your own work', () => {
     const t = team({ agents: { lead: [{ tool: 'provision', args: { id: A } }, wait, finish()] } }, { tools: [provision] });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, ['waiting']);
-    expect(() => t.c.executions.finish(B, { status: 'completed', result: 'x' })).toThrow(expect.objectContaining({ code: 'EXECUTION_NOT_FOUND' }));
+    await expect(t.c.executions.finish(B, { status: 'completed', result: 'x' })).rejects.toMatchObject(expect.objectContaining({ code: 'EXECUTION_NOT_FOUND' }));
     expect(t.c.executions.get(B)).toBeUndefined();
-    expect(t.c.executions.finish(A, { status: 'completed', result: 'x' })).toBe(true);
+    expect(await t.c.executions.finish(A, { status: 'completed', result: 'x' })).toBe(true);
     // Already finished: false, not an error (hosts may report twice).
-    expect(t.c.executions.finish(A, { status: 'failed', result: 'late' })).toBe(false);
+    expect(await t.c.executions.finish(A, { status: 'failed', result: 'late' })).toBe(false);
     await t.c.waitFor(rootId, TERMINAL);
     await t.c.shutdown();
   });
@@ -126,11 +126,11 @@ describe('waiting on your own work', () => {
     await flush();
     expect(again.get(rootId).status).toBe('waiting');
     expect(model.calls).toHaveLength(0);
-    again.executions.finish(A, { status: 'completed', result: 'up' });
+    await again.executions.finish(A, { status: 'completed', result: 'up' });
     await flush();
     await again.waitFor(rootId, ['waiting']);
     expect(model.calls).toHaveLength(1);
-    again.executions.finish(B, { status: 'completed', result: 'up too' });
+    await again.executions.finish(B, { status: 'completed', result: 'up too' });
     expect(await again.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
     await again.shutdown();
     store.close();
@@ -218,7 +218,7 @@ describe('dead waits (the wait-for graph)', () => {
     await flush();
     expect(deadlocks).toHaveLength(0);
     // The execution ends: the lead runs, parks again on the worker; now the wait is dead.
-    t.c.executions.finish(A, { status: 'completed', result: 'ok' });
+    await t.c.executions.finish(A, { status: 'completed', result: 'ok' });
     await t.c.waitFor(rootId, TERMINAL);
     expect(deadlocks).toHaveLength(1);
     await t.c.shutdown();

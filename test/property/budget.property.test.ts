@@ -110,7 +110,13 @@ test.prop([scenario, fc.scheduler()], { numRuns: Number(process.env.PROPERTY_RUN
         }),
       ]),
     );
-    await s.waitIdle();
+    // Calls wait for the group commit (a macrotask) before they reach the model: drain both until
+    // no call is scheduled and no agent runs.
+    for (let i = 0; i < 200; i++) {
+      await s.waitIdle();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (s.count() === 0 && c.list().every((a) => a.status !== 'running')) break;
+    }
     const budget = c.budget();
     const slackOf = (calls: Call[]) => calls.reduce((sum, x) => sum + Math.max(0, x.costUsd - x.reserveUsd), 0);
     expect(violations).toEqual([]);

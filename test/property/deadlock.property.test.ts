@@ -141,7 +141,7 @@ test.prop([plan, ops], { numRuns: Number(process.env.PROPERTY_RUNS ?? 150), time
         } else if (op.kind === 'finishExec') {
           const running = t.store.runningExecutions();
           const target = running[op.index % Math.max(1, running.length)];
-          if (target) t.c.executions.finish(target.id, { status: 'completed', result: 'ok' });
+          if (target) await t.c.executions.finish(target.id, { status: 'completed', result: 'ok' });
           await settle(`finish ${target?.id ?? 'nothing'}`);
         } else {
           const id = op.to === 'lead' ? rootId : t.c.list().find((a) => a.name === 'c0')?.id;

@@ -35,12 +35,12 @@ const delegate = defineTool({
     const c = coordinator!;
     const id = c.delegations.dispatch(agentId, goal as string);
     setTimeout(() => {
-      try {
-        c.delegations.complete(agentId, id, `result of ${goal as string}`);
-        process.stdout.write(`DDONE ${agentId}/${id}\n`);
-      } catch {
+      // Acknowledged only once committed.
+      c.delegations.complete(agentId, id, `result of ${goal as string}`).then(
+        () => process.stdout.write(`DDONE ${agentId}/${id}\n`),
         // The agent or the coordinator is gone: the delegation stays running until recovery.
-      }
+        () => undefined,
+      );
     }, 5 + random() * 40);
     return { delegation_id: id };
   },
@@ -128,7 +128,7 @@ async function main(): Promise<void> {
   // The harness may time its kill from here, so a slow start-up (a loaded machine) does not eat the trial.
   process.stdout.write('OPEN\n');
   if (mode === 'recover-loop') {
-    for (;;) recoverRun(store, undefined, {});
+    for (;;) await recoverRun(store, undefined, {});
   }
   if (mode === 'start') {
     const c = createCoordinator({ ...options, store });

@@ -135,7 +135,7 @@ export const VIOLATIONS = [
 type Violation = Exclude<(typeof VIOLATIONS)[number], 'childErrors'>;
 
 /** Check the file after a crash. Returns the number of violations found. */
-function verify(path: string, acked: Set<string>, ackedDone: Set<string>, counts: CrashCounts, finished: boolean): number {
+async function verify(path: string, acked: Set<string>, ackedDone: Set<string>, counts: CrashCounts, finished: boolean): Promise<number> {
   let violations = 0;
   const fail = (what: Violation, n = 1) => {
     counts[what] += n;
@@ -177,9 +177,9 @@ function verify(path: string, acked: Set<string>, ackedDone: Set<string>, counts
     }
     // Recovery twice changes nothing.
     const dump = () => JSON.stringify([store.listRuns(), store.listAgents(run.id), store.listMessages(run.id)]);
-    recoverRun(store, run.id, {});
+    await recoverRun(store, run.id, {});
     const once = dump();
-    recoverRun(store, run.id, {});
+    await recoverRun(store, run.id, {});
     if (dump() !== once) fail('recoveryNotIdempotent');
     // Delegations: after recovery none is running; each ended one told its agent exactly once;
     // one acknowledged as completed is never downgraded to interrupted.
@@ -279,13 +279,13 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
         const recovery = await runChild(child, [path, 'recover-loop', String(trialSeed), sync], 450 + Math.floor(random() * 300), false);
         if (recovery.killed) counts.killsDuringRecovery++;
       }
-      violations += verify(path, acked, ackedDone, counts, false);
+      violations += await verify(path, acked, ackedDone, counts, false);
       // Resume to the end in a fresh process (unless the first kill came before a run existed).
       if (hasRun()) {
         const last = await runChild(child, [path, 'resume', String(trialSeed), sync], null, false);
         last.delegationsDone.forEach((d) => ackedDone.add(d));
         childError(last.done === null && !last.failed ? { ...last, failed: 'no DONE line' } : last, 'final resume');
-        violations += verify(path, acked, ackedDone, counts, true);
+        violations += await verify(path, acked, ackedDone, counts, true);
       }
     } finally {
       counts.trials++;

@@ -91,7 +91,7 @@ describe('GroupCommitter', () => {
   it('a failed commit rejects every barrier, drops the effects, reports once and accepts nothing more', async () => {
     const { port, held, holdCommits } = heldPort();
     const fatal: unknown[] = [];
-    const c = new GroupCommitter(port, (err) => fatal.push(err));
+    const c = new GroupCommitter(port, (err) => void fatal.push(err));
     holdCommits(true);
     c.stage(event(1));
     let effect = false;

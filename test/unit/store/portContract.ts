@@ -121,9 +121,16 @@ export function describePortContract(name: string, create: () => Promise<{ port:
         { op: 'finishToolCalls', agentId: 'a', turn: 1, callIds: ['c1'], at: 6 },
       ]);
       expect(await port.listDelegations('run1')).toMatchObject([{ delegationId: 'deleg_0001', status: 'completed', resultText: 'done' }]);
-      expect((await port.openExecutionsOf(['a', 'b'])).map((e) => `${e.id}:${e.status}`).sort()).toEqual(['e1:completed', 'e2:running']);
-      await port.commit([{ op: 'markExecutionContinued', id: 'e1', at: 7 }]);
-      expect((await port.openExecutionsOf(['a'])).map((e) => e.id)).toEqual([]);
+      expect((await port.executionsOf(['a', 'b'])).map((e) => `${e.id}:${e.status}`).sort()).toEqual(['e1:completed', 'e2:running']);
+      expect((await port.executionsOf(['b'])).map((e) => e.id)).toEqual(['e2']);
+      await port.commit([
+        { op: 'markExecutionContinued', id: 'e1', at: 7 },
+        { op: 'putReentryBudget', row: { sessionId: 'a', count: 2, lastWakeAt: 8 } },
+        { op: 'appendEvent', row: { runId: 'run1', agentId: 'a', type: 'review.note', data: { title: 't' }, at: 9 } },
+        { op: 'appendEvent', row: { runId: 'run1', agentId: 'a', type: 'other', data: {}, at: 9 } },
+      ]);
+      expect(await port.reentryBudgetsOf(['a', 'b'])).toEqual([{ sessionId: 'a', count: 2, lastWakeAt: 8 }]);
+      expect((await port.eventsOf('run1', 'review.note')).map((e) => e.data)).toEqual([{ title: 't' }]);
       expect(await port.getExecution('e1')).toMatchObject({ continuedAt: 7 });
       expect((await port.startedToolCalls('a')).map((r) => r.callId)).toEqual(['c2']);
       await close();

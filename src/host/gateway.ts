@@ -1,0 +1,125 @@
+/**
+ * The model gateway (DESIGN §12): every model call of the run passes here — the shared queue and
+ * rate limit, request building (once per call: the request whose estimate is reserved is the one
+ * sent), and the budget's admission, re-check and settlement. Results, not exceptions: a call the
+ * budget stops is `{ halt }`, never thrown.
+ * @module
+ */
+import PQueue from 'p-queue';
+import type { Clock } from '../clock.js';
+import { ProviderError } from '../errors.js';
+import type { Model, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
+import type { AgentRef, Halt, ModelGateway, Reservation } from '../turn/ports.js';
+import { RateLimiter } from '../turn/rateLimiter.js';
+import { systemPrompt } from '../turn/texts.js';
+import type { BudgetLedger } from './budget.js';
+
+/**
+ * The messages with a note at the end: merged into a trailing user message (strict-alternation
+ * providers reject two in a row), else as a user message of its own.
+ */
+export function withNote(messages: readonly SessionItem[], note: string): SessionItem[] {
+  const last = messages.at(-1);
+  if (last?.role === 'user' && typeof last.content === 'string') return [...messages.slice(0, -1), { role: 'user', content: `${last.content}\n\n${note}` }];
+  return [...messages, { role: 'user', content: note }];
+}
+
+export interface GatewayDeps {
+  model: Model;
+  clock: Clock;
+  ledger: BudgetLedger;
+  concurrency: number;
+  rateLimit: { requests: number; intervalMs: number } | null;
+  interactive: boolean;
+  systemPrompt: string | undefined;
+  /** The agent's conversation (loaded). */
+  session(agent: AgentRef): readonly SessionItem[];
+  toolSpecs(agent: AgentRef): readonly ToolSpec[];
+  parentName(agent: AgentRef): string | null;
+  /** Streamed pieces of a main call (nothing when nobody listens). */
+  delta(agent: AgentRef, delta: ModelDelta): void;
+  hasListeners(): boolean;
+}
+
+export class Gateway implements ModelGateway {
+  readonly queue: PQueue;
+  readonly #deps: GatewayDeps;
+  readonly #rateLimiter: RateLimiter | null;
+  /** System prompts, built on an agent's first call. */
+  readonly #prompts = new Map<string, string>();
+
+  constructor(deps: GatewayDeps) {
+    this.#deps = deps;
+    this.queue = new PQueue({ concurrency: deps.concurrency });
+    this.#rateLimiter = deps.rateLimit ? new RateLimiter(deps.clock, deps.rateLimit.requests, deps.rateLimit.intervalMs) : null;
+  }
+
+  request(agent: AgentRef, turn: number): ModelRequest {
+    let system = this.#prompts.get(agent.id);
+    if (system === undefined) {
+      system = systemPrompt({ id: agent.id, name: agent.name, parentId: agent.parentId, parentName: this.#deps.parentName(agent) }, this.#deps.interactive, this.#deps.systemPrompt);
+      this.#prompts.set(agent.id, system);
+    }
+    // A snapshot: a model may keep the request it was given while the session grows.
+    let messages: readonly SessionItem[] = this.#deps.session(agent).slice();
+    for (const note of agent.notes) messages = withNote(messages, note);
+    const warning = this.#deps.ledger.warning(agent);
+    return {
+      agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
+      system,
+      // A budget warning goes into this call's input only, never into the session.
+      messages: warning === null ? messages : withNote(messages, warning),
+      tools: this.#deps.toolSpecs(agent),
+      turn,
+    };
+  }
+
+  /** Forget an agent's cached prompt (it finished). */
+  forget(agentId: string): void {
+    this.#prompts.delete(agentId);
+  }
+
+  async admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | Halt> {
+    const admitted = await this.#deps.ledger.admit(agent, request, signal);
+    return 'outcome' in admitted ? { halt: admitted.outcome } : admitted;
+  }
+
+  admitOptional(request: ModelRequest): Reservation | null {
+    return this.#deps.ledger.admitOptional(request);
+  }
+
+  call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ turn: ModelTurn } | Halt> {
+    const purpose: UsagePurpose = request.purpose ?? 'main';
+    const { ledger, model } = this.#deps;
+    const onDelta = (delta: ModelDelta) => {
+      if (this.#deps.hasListeners()) this.#deps.delta(agent, delta);
+    };
+    return this.queue.add(async (): Promise<{ turn: ModelTurn } | Halt> => {
+      if (signal.aborted) throw signal.reason;
+      if (this.#rateLimiter) await this.#rateLimiter.acquire(signal);
+      // The budget may have stopped or paused while this call queued: then it never starts.
+      // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
+      // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
+      if (purpose === 'main' || purpose === 'compaction') {
+        const halt = ledger.recheck(agent);
+        if (halt) return { halt };
+      }
+      if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
+      // A review's answer is not the agent's: it streams to nobody.
+      const turn = await model.complete(request, purpose === 'review' ? { signal } : { signal, onDelta });
+      // A custom model is a boundary too: what it returns is checked once, here.
+      if (!turn || !Array.isArray(turn.toolCalls)) {
+        throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
+      }
+      return { turn };
+    }) as Promise<{ turn: ModelTurn } | Halt>;
+  }
+
+  settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): void {
+    this.#deps.ledger.record(agent, answer, how);
+  }
+
+  release(reservation: Reservation): void {
+    this.#deps.ledger.release(reservation);
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * What the built-in tools need of the host: the graph actions (spawn, message, stop), the wait and
+ * finish rules, and a few facts. Narrow on purpose: built-ins act through this, never on the host.
+ * @module
+ */
+import type { AgentStatus } from '../../machines/types.js';
+import type { MessagePriority } from '../store/types.js';
+
+/** The calling agent, as the built-ins see it. */
+export interface BuiltinAgent {
+  readonly id: string;
+  readonly name: string;
+  readonly parentId: string | null;
+}
+
+/** Another agent, as a result describes it. */
+export interface AgentSummary {
+  agent_id: string;
+  name: string;
+  status: AgentStatus;
+}
+
+export interface BuiltinHost {
+  readonly interactive: boolean;
+  now(): number;
+  /** Register and start a child (limits and budget checked); throws a TroupeError when refused. */
+  spawnChild(parent: BuiltinAgent, req: { name: string; task: string; skills: string[]; inheritContext: boolean }): { id: string; name: string };
+  /** Queue a message from an agent (recipient rules checked); throws a TroupeError when refused. */
+  sendFromAgent(
+    from: BuiltinAgent,
+    to: string,
+    content: string,
+    opts: { type: string; priority: MessagePriority },
+  ): { messageId: string; target: { id: string; name: string; status: AgentStatus } };
+  /** Stop a descendant (and with cascade its subtree) after its current turn; the ids stopping. */
+  stopFromAgent(caller: BuiltinAgent, ref: string, cascade: boolean): string[];
+  /** The agent said something to the user (respond_to_user). */
+  said(agent: BuiltinAgent, text: string): void;
+  budgetFlags(): { budgetStopped: boolean; reserveStopped: boolean };
+  isStopRequested(agent: BuiltinAgent): boolean;
+  pendingCount(agent: BuiltinAgent): number;
+  pendingFromUser(agent: BuiltinAgent): boolean;
+  /** What a wait of the agent would park on: agents that could answer and its own running work. */
+  waitsOn(agent: BuiltinAgent): { agents: AgentSummary[]; executions: string[]; delegations: string[] };
+  /** Throws FINISH_REFUSED while the agent's work still runs (agents below it, its own executions and delegations). */
+  assertNothingOutstanding(agent: BuiltinAgent): void;
+  childrenSummary(agent: BuiltinAgent): AgentSummary[];
+  graphView(agent: BuiltinAgent): unknown;
+}

@@ -1,0 +1,138 @@
+/**
+ * What a turn needs of the host that runs it — and nothing more. The host (src/host/) implements
+ * these ports; the turn code imports them, never the host, so the two cannot grow back into one
+ * hub (the pattern of `DelegationHost`).
+ * @module
+ */
+import type { Logger } from 'pino';
+import type { TurnOutcome } from '../../machines/types.js';
+import type { Clock } from '../clock.js';
+import type { ModelRequest, ModelTurn, SessionItem, ToolCall, ToolSpec, UsagePurpose } from '../model/types.js';
+import type { BuiltinEnv } from '../tools/builtin.js';
+import type { CompiledTool } from '../tools/defineTool.js';
+import type { FailureTracker } from './failureTracker.js';
+
+/** What turn code may read and keep of one agent. */
+export interface AgentRef {
+  readonly id: string;
+  readonly name: string;
+  readonly parentId: string | null;
+  readonly depth: number;
+  readonly logger: Logger;
+  readonly tracker: FailureTracker;
+  /** Notes for this agent's next call only, never persisted (finished executions). */
+  notes: string[];
+  /** The strategy-rotation prompt to inject before the next model call. */
+  strategyPrompt: string | null;
+  /** Plain text of the last plain-text turn (respond_to_user may deliver it). */
+  lastText: string | null;
+  /** The result a dead-wait report gives the wait that parked the agent (then cleared). */
+  waitReport: string | null;
+  /**
+   * Aborts the in-flight model call: with INTERRUPTED when a message cuts the turn short, with
+   * STOP_REQUESTED when the agent is stopped (the request is cancelled on the wire).
+   */
+  inFlight: AbortController | null;
+}
+
+/** An amount held for one call until it settles. */
+export interface Reservation {
+  readonly usd: number;
+  settled: boolean;
+}
+
+/** A call the budget would not let start: the turn ends with this outcome instead. */
+export interface Halt {
+  halt: TurnOutcome;
+}
+
+/**
+ * The model gateway: the shared queue and rate limit, request building, and the budget's
+ * admission, re-check and settlement. Results, not exceptions: a call the budget stops is `{halt}`.
+ */
+export interface ModelGateway {
+  /** The request for the agent's next main call: its session, notes and budget warning. */
+  request(agent: AgentRef, turn: number): ModelRequest;
+  /** Reserve the estimate of a main call (waiting for calls in flight if it does not fit yet). */
+  admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | Halt>;
+  /** Reserve an optional call (a review): never waits, never trips; null when it does not fit. */
+  admitOptional(request: ModelRequest): Reservation | null;
+  /**
+   * One call through the queue and rate limit. Right before it starts, the budget is checked again
+   * (it may have stopped, or its limit dropped, while the call queued or backed off). Provider
+   * failures are thrown (ProviderError); streamed pieces become `agent.delta` events.
+   */
+  call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ turn: ModelTurn } | Halt>;
+  /** Book a call's cost (its reservation released) — under the stop policy, trip the reserve or the stop. */
+  settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): void;
+  /** Give back a reservation whose call ended without usage. Idempotent. */
+  release(reservation: Reservation): void;
+}
+
+/** What the turn loop needs of the agent's session and mailbox. */
+export interface SessionPort {
+  /** Make sure the agent's conversation is in memory (after a restart it is read once). */
+  load(agent: AgentRef): Promise<void>;
+  /** The agent's conversation (loaded). */
+  items(agent: AgentRef): readonly SessionItem[];
+  /** Append items (committed with the current group). */
+  append(agent: AgentRef, items: SessionItem[]): void;
+  /** Replace the whole conversation unless it changed length since it was read. */
+  replace(agent: AgentRef, items: SessionItem[], expectedLength: number): boolean;
+  /** Messages waiting for the agent. */
+  pending(agent: AgentRef): number;
+  /** Whether one of them is from the user. */
+  pendingFromUser(agent: AgentRef): boolean;
+  /** Move every waiting message into the session (delivered with the current group). */
+  drain(agent: AgentRef): void;
+}
+
+/** The in-doubt ledger (issue 14): tools with effects are marked started before they run. */
+export interface ToolLedger {
+  start(agent: AgentRef, call: { turn: number; callId: string; tool: string; argsHash: string }): void;
+  finish(agent: AgentRef, turn: number, callIds: readonly string[]): void;
+  started(agent: AgentRef): Promise<{ turn: number; callId: string }[]>;
+}
+
+/** Options a turn reads. */
+export interface TurnOptions {
+  readonly interactive: boolean;
+  readonly toolTimeoutMs: number;
+  readonly retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
+  readonly approvals: {
+    request(req: { agentId: string; agentName?: string; action: string; risk: 'read_only' | 'mutation' | 'destructive'; args?: unknown }): Promise<{ approved: boolean; reason: string }>;
+  } | null;
+}
+
+export interface TurnHost {
+  readonly runId: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly options: TurnOptions;
+  /** The fatal error that stopped the host, if any (a turn writes nothing more then). */
+  readonly failure: unknown;
+  readonly gateway: ModelGateway;
+  readonly sessions: SessionPort;
+  readonly ledger: ToolLedger;
+  /** User tools by name. */
+  readonly tools: ReadonlyMap<string, CompiledTool>;
+  agent(id: string): AgentRef;
+  /** Tool names the agent is offered (for TOOL_NOT_FOUND messages). */
+  toolNames(agent: AgentRef): string[];
+  toolSpecs(agent: AgentRef): readonly ToolSpec[];
+  /** What a built-in tool needs, for this agent's call. */
+  builtinEnv(agent: AgentRef, callId: string, state: BuiltinEnv['state']): BuiltinEnv;
+  /** Run a user tool through the shared tool queue, with its timeout and the agent's signal. */
+  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, signal: AbortSignal, idempotencyKey: string): Promise<unknown>;
+  /** A tool result may announce async executions: link them to the agent. */
+  linkExecutions(agent: AgentRef, content: string): void;
+  /** Resolves once everything staged so far is committed (before a model call or a tool with effects). */
+  durable(): Promise<void>;
+  /** After every committed turn (background review counts turns). */
+  afterTurn(agent: AgentRef, outcome: TurnOutcome): void;
+  /** The stop requested for this agent, if any (a call not started yet is cancelled). */
+  stopRequested(agent: AgentRef): boolean;
+}
+
+/** A model call's answer, or the calls of a turn that crashed (for `openToolCalls`). */
+export type { ToolCall };

@@ -25,7 +25,7 @@ export const ERROR_CODES = {
   MAX_DEPTH_EXCEEDED: { retryable: false, description: 'Spawning would go deeper than limits.maxDepth.' },
   MAX_CHILDREN_EXCEEDED: {
     retryable: true,
-    description: 'The parent already has limits.maxChildren active children; retry when one finishes.',
+    description: 'The parent already has limits.maxChildren active children (for a spawn, or a message that would revive a finished child); retry when one finishes.',
   },
   MAX_AGENTS_EXCEEDED: { retryable: false, description: 'The run already registered limits.maxAgents agents.' },
   BUDGET_EXCEEDED: { retryable: false, description: 'The run budget is spent; agents are stopped and none may start.' },

@@ -22,6 +22,8 @@ export const EXIT = {
   NOT_REACHABLE: 8,
   /** The agent's mailbox is full (MAILBOX_FULL): try again once it has read some. */
   MAILBOX_FULL: 9,
+  /** The message would revive a finished child whose parent already has limits.maxChildren active children (MAX_CHILDREN_EXCEEDED): try again once one finishes. */
+  MAX_CHILDREN: 10,
   /** Anything else, including bugs (INTERNAL). */
   INTERNAL: 70,
 } as const;
@@ -34,6 +36,7 @@ const BY_CODE: Readonly<Record<string, number>> = {
   MESSAGE_TOO_LARGE: EXIT.MESSAGE_TOO_LARGE,
   AGENT_NOT_REACHABLE: EXIT.NOT_REACHABLE,
   MAILBOX_FULL: EXIT.MAILBOX_FULL,
+  MAX_CHILDREN_EXCEEDED: EXIT.MAX_CHILDREN,
 };
 
 export function exitCodeFor(code: string | undefined): number {

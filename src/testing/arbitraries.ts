@@ -1,10 +1,13 @@
 /**
  * fast-check arbitraries for what a model does on a turn: a call to any built-in or user tool with
  * valid or invalid arguments, plain text, a transient, fatal, refusal or context-overflow error,
- * with optional delays and costs. Needs `fast-check` (an optional peer dependency of troupe).
+ * a model adapter that throws, with optional delays and costs — and mishaps, the runs of turns that
+ * end an agent abnormally (crashed, failed, stalled), so that every terminal path is taken often.
+ * Needs `fast-check` (an optional peer dependency of troupe).
  * @module
  */
 import fc from 'fast-check';
+import { DEFAULT_IDLE_LIMIT, DEFAULT_RECOVERY_LIMIT } from '../../machines/types.js';
 import type { Behaviour } from './simulate.js';
 
 export interface BehaviourSpace {
@@ -53,6 +56,11 @@ export function behaviour(space: BehaviourSpace): fc.Arbitrary<Behaviour> {
     { kind: 'error', code: 'PROVIDER_CONTEXT_OVERFLOW', status: 400 },
   );
   const base = fc.oneof({ arbitrary: fc.oneof(...calls), weight: 4 }, { arbitrary: other, weight: 1 });
+  return priced(space, base);
+}
+
+/** The behaviour with an optional delay and, if the space has costs, a cost. */
+function priced(space: BehaviourSpace, base: fc.Arbitrary<Behaviour>): fc.Arbitrary<Behaviour> {
   const delay = space.delays === false ? fc.constant(undefined) : fc.option(fc.integer({ min: 1, max: 30_000 }), { nil: undefined, freq: 3 });
   const cost = space.maxCostUsd === undefined ? fc.constant(undefined) : fc.integer({ min: 0, max: Math.round(space.maxCostUsd * 100) }).map((c) => c / 100);
   return fc.tuple(base, delay, cost).map(([b, delayMs, costUsd]) => ({
@@ -62,8 +70,59 @@ export function behaviour(space: BehaviourSpace): fc.Arbitrary<Behaviour> {
   }));
 }
 
-/** Behaviour lists for every agent name (the root first), up to `maxPerAgent` calls each. */
-export function behaviours(space: BehaviourSpace & { maxPerAgent?: number }): fc.Arbitrary<Record<string, Behaviour[]>> {
-  const list = fc.array(behaviour(space), { maxLength: space.maxPerAgent ?? 8 });
-  return fc.tuple(...space.names.map(() => list)).map((lists) => Object.fromEntries(space.names.map((n, i) => [n, lists[i]!])));
+/**
+ * A mishap: the turns that take an agent down, as one unit, so that random lists reach every
+ * abnormal end instead of needing several unlikely draws in a row.
+ * - crash: the model adapter throws something that is not a ProviderError → crashed;
+ * - fail: a non-retryable provider error or a refusal → failed;
+ * - plain text until the recovery limit → crashed (autonomous) or stalled (interactive);
+ * - waits that time out until the idle limit → stalled (if nothing messages the agent meanwhile).
+ */
+export function mishap(space: BehaviourSpace): fc.Arbitrary<Behaviour[]> {
+  const one = (b: fc.Arbitrary<Behaviour>) => priced(space, b).map((x) => [x]);
+  const repeat = (b: fc.Arbitrary<Behaviour>, n: number) => fc.array(priced(space, b), { minLength: n, maxLength: n });
+  return fc.oneof(
+    one(fc.constant<Behaviour>({ kind: 'crash', message: 'simulated bug: the model adapter threw' })),
+    one(
+      fc.constantFrom<Behaviour>(
+        { kind: 'error', code: 'PROVIDER_AUTH', status: 401 },
+        { kind: 'error', code: 'PROVIDER_BAD_REQUEST', status: 400 },
+        { kind: 'refusal', text: 'I will not.' },
+      ),
+    ),
+    repeat(fc.constant<Behaviour>({ kind: 'text', text: 'Still thinking, no tool.' }), DEFAULT_RECOVERY_LIMIT),
+    fc
+      .integer({ min: 1, max: 120 })
+      .chain((seconds) => repeat(fc.constant<Behaviour>({ kind: 'tool', name: 'wait_for_agents', args: { reason: 'idle', timeout_seconds: seconds } }), DEFAULT_IDLE_LIMIT)),
+  );
+}
+
+/**
+ * The root's opening in three runs of four: it spawns one or two of the other names in its first
+ * turn and waits on them in its second, so that most runs have children to crash, fail and stall
+ * (left to chance, the root finishes or fails before spawning anyone in nine runs of ten).
+ */
+function opening(space: BehaviourSpace): fc.Arbitrary<Behaviour[]> {
+  const others = space.names.slice(1);
+  if (others.length === 0) return fc.constant([]);
+  const team = fc.uniqueArray(fc.constantFrom(...others), { minLength: 1, maxLength: 2 }).map((names): Behaviour[] => [
+    { kind: 'tools', calls: names.map((name) => ({ name: 'spawn_agent', args: { name, task: 'work' } })) },
+    { kind: 'tool', name: 'wait_for_agents', args: { reason: 'my team' } },
+  ]);
+  return fc.option(team, { nil: [], freq: 4 });
+}
+
+/**
+ * Behaviour lists for every agent name (the root first): up to `maxPerAgent` steps each, a step
+ * being one behaviour or (one step in five, unless `mishaps` is false) a mishap of up to three
+ * calls; the root's list may start with an opening that spawns a team (`team`, default true).
+ */
+export function behaviours(space: BehaviourSpace & { maxPerAgent?: number; mishaps?: boolean; team?: boolean }): fc.Arbitrary<Record<string, Behaviour[]>> {
+  const single = behaviour(space).map((b) => [b]);
+  const step = space.mishaps === false ? single : fc.oneof({ arbitrary: single, weight: 4 }, { arbitrary: mishap(space), weight: 1 });
+  const list = fc.array(step, { maxLength: space.maxPerAgent ?? 8 }).map((steps) => steps.flat());
+  const first = space.team === false ? fc.constant([]) : opening(space);
+  return fc
+    .tuple(first, ...space.names.map(() => list))
+    .map(([open, ...lists]) => Object.fromEntries(space.names.map((n, i) => [n, i === 0 ? [...open, ...lists[i]!] : lists[i]!])));
 }

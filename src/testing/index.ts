@@ -27,5 +27,5 @@ export {
   userGatedRevival,
 } from './invariants.js';
 export type { Checker } from './invariants.js';
-export { behaviour, behaviours } from './arbitraries.js';
+export { behaviour, behaviours, mishap } from './arbitraries.js';
 export type { BehaviourSpace } from './arbitraries.js';

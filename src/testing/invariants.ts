@@ -8,7 +8,7 @@ import { DEFAULT_IDLE_LIMIT, DEFAULT_RECOVERY_LIMIT, isActive, isTerminal } from
 import { DEFAULT_LIMITS } from '../host/options.js';
 import { SUMMARY_HEADER } from '../turn/compaction.js';
 import type { AgentRow, MessageRow } from '../store/types.js';
-import type { Simulation } from './simulate.js';
+import type { Simulation, TransitionRecord } from './simulate.js';
 
 export type Checker = (sim: Simulation) => string[];
 
@@ -69,9 +69,26 @@ export const noChildCallAfterReserve: Checker = (sim) =>
     .map((c) => `sub-agent ${c.agentName} (${c.agentId}) started a model call at ${c.at} ms after the reserve tripped`);
 
 /**
+ * Whether nothing but the agents a dead-wait report wakes could move when it came (the run was
+ * quiescent): by the trace, no other agent of that boot was running, budget-paused or — in an
+ * interactive run — waiting on the user. (Executions and delegations are not in the trace: a
+ * report they should have prevented is not caught here.)
+ */
+function quiescentAt(sim: Simulation, wake: TransitionRecord): boolean {
+  const latest = new Map<string, TransitionRecord>();
+  for (const t of sim.trace.transitions) if (t.boot === wake.boot && t.seq < wake.seq) latest.set(t.agentId, t);
+  for (const t of latest.values()) {
+    if (t.to === 'running' && t.wake === 'deadlock' && t.at === wake.at) continue; // woken by the same report
+    if (t.to === 'running' || t.to === 'budgetPaused') return false;
+    if (t.to === 'waiting' && t.waitKind === 'user' && sim.options.interactive) return false;
+  }
+  return true;
+}
+
+/**
  * After a restart, an agent that was parked (or finished) runs again only when something woke it:
  * a message that was pending at the restart or came after it, its idle timer (time has passed),
- * or a budget resume.
+ * a budget resume, or a dead-wait report in a run where nothing else could move.
  */
 export const parkedStayParkedAfterRestart: Checker = (sim) => {
   const out: string[] = [];
@@ -84,7 +101,8 @@ export const parkedStayParkedAfterRestart: Checker = (sim) => {
       const mail = messages.some((m) => m.to === agentId && m.createdAt <= first.at && (m.deliveredAt === null || m.deliveredAt >= restart.at));
       const timePassed = first.at > restart.at;
       const resumed = status === 'budgetPaused' && first.wake === 'budgetResumed';
-      if (!mail && !timePassed && !resumed) {
+      const deadWait = status === 'waiting' && first.wake === 'deadlock' && quiescentAt(sim, first);
+      if (!mail && !timePassed && !resumed && !deadWait) {
         out.push(`${name(agentId)}, ${status} when the process stopped, ran after restart ${restart.boot - 1} with nothing to wake it`);
       }
     }
@@ -129,7 +147,9 @@ export const acknowledgedDeliveredOnce: Checker = (sim) => {
       out.push(`acknowledged message ${ack.messageId} to ${name(ack.to)} is missing from the store`);
       continue;
     }
-    const laterTurn = sim.trace.calls.some((c) => c.agentId === ack.to && c.seq > ack.seq && c.boot === ack.boot && !c.retry);
+    // A turn that began after the acknowledgement drained the mailbox before its first call. Only
+    // turns count: a compaction or a retry serves a turn that began earlier.
+    const laterTurn = sim.trace.calls.some((c) => c.agentId === ack.to && c.boot === ack.boot && c.purpose === 'main' && c.turnSeq !== null && c.turnSeq > ack.seq);
     if (laterTurn && m.deliveredAt === null) out.push(`message ${ack.messageId} to ${name(ack.to)} was not delivered before its next turn`);
     const key = `${ack.to}\u0000${ack.content}`;
     if (groups.has(key)) continue;
@@ -149,14 +169,17 @@ export const acknowledgedDeliveredOnce: Checker = (sim) => {
 /**
  * Spend stays within the limit in force: no call starts unless what is spent and reserved fits
  * under the limit of that moment, and the total ends within the highest limit set — beyond either
- * only by what calls cost over their reservations (a compaction's whole cost: it is not reserved). (An operator may lower the limit below what is
- * already spent; that stops further calls, it does not undo spending.)
+ * only by what calls cost over the reservations they settle against. A turn is reserved once, at
+ * its admission: its retries (after a provider error, a compaction or an image strip) reuse that
+ * reservation, and a compaction is never reserved, so all of its cost is settlement error. (An
+ * operator may lower the limit below what is already spent; that stops further calls, it does not
+ * undo spending.)
  */
 export const spendWithinLimit: Checker = (sim) => {
   const out: string[] = [];
-  // A compaction is never reserved (it serves a turn already admitted): all of its cost is settlement error.
+  // A call that throws records no usage; one that answers costs its behaviour's costUsd.
   const error = (c: (typeof sim.trace.calls)[number]) =>
-    c.purpose === 'compaction' ? (c.behaviour.costUsd ?? 0) : Math.max(0, (c.behaviour.costUsd ?? 0) - (c.behaviour.reserveUsd ?? c.behaviour.costUsd ?? 0));
+    c.behaviour.kind === 'error' || c.behaviour.kind === 'crash' ? 0 : Math.max(0, (c.behaviour.costUsd ?? 0) - c.reservationUsd);
   let slack = 0;
   let highest = 0;
   for (const c of sim.trace.calls) {

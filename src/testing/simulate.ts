@@ -29,6 +29,8 @@ export type Behaviour = (
   | { kind: 'text'; text: string }
   | { kind: 'refusal'; text: string }
   | { kind: 'error'; code: Extract<ErrorCode, `PROVIDER_${string}`>; status?: number; retryAfterMs?: number }
+  /** The model adapter throws something that is not a ProviderError (a bug): the agent crashes. */
+  | { kind: 'crash'; message: string }
 ) & {
   /** Answer after this long on the simulated clock (a stop or a message may cut it short). */
   delayMs?: number;
@@ -72,8 +74,19 @@ export interface CallRecord {
   spentUsd: number;
   reservedUsd: number;
   limitUsd: number | null;
-  /** The same request again after a provider error (a retry within the turn, not a new turn). */
+  /**
+   * The trace `seq` at which this call's turn began — the agent entered `running` or finished its
+   * previous turn — and its mailbox was drained, before its first call. Null for a review (not a turn).
+   */
+  turnSeq: number | null;
+  /** A main call of a turn that already made one (a retry after a provider error, compaction or image strip). */
   retry: boolean;
+  /**
+   * The reservation this call settles against (USD): for a main call the estimate its turn was
+   * admitted with (every retry of the turn reuses it), for a review the estimate it was admitted
+   * with, for a compaction 0 (never reserved). What a call costs beyond it is settlement error.
+   */
+  reservationUsd: number;
   /** `main`, or what troupe asked on its own behalf (`compaction`, `review`). */
   purpose: UsagePurpose;
   behaviour: Behaviour;
@@ -85,6 +98,8 @@ export interface TransitionRecord {
   agentId: string;
   from: AgentStatus | null;
   to: AgentStatus;
+  /** What a `waiting` agent waits on (`agents` or `user`); null otherwise. */
+  waitKind: string | null;
   wake: string | null;
   recoveries: number;
   idleResumes: number;
@@ -162,6 +177,11 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
   let rootId: string | null = null;
   const lastStatus = new Map<string, AgentStatus>();
   const lastCounters = new Map<string, string>();
+  /** Per agent: its finished-turn count as last seen, and the seq at which its current turn began. */
+  const turnsSeen = new Map<string, number>();
+  const turnStart = new Map<string, number>();
+  /** Per requesting agent id: the last estimate the ledger asked for (what it reserved, if it admitted the call). */
+  const estimates = new Map<string, number>();
 
   /**
    * Behaviours an agent claimed when its call was estimated: the call that was priced is the call
@@ -169,7 +189,9 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
    */
   const claimed = new Map<string, Behaviour[]>();
   const next = (request: ModelRequest): Behaviour => {
-    const mine = claimed.get(request.agent.id);
+    // A compaction serves the turn but is not the call its estimate priced: it takes the next
+    // unclaimed behaviour, and the retry after it still gets the priced one.
+    const mine = request.purpose === 'compaction' ? undefined : claimed.get(request.agent.id);
     const b = mine && mine.length > 0 ? mine.shift() : queues.get(request.agent.name)?.shift();
     return b ?? fallback({ name: request.agent.name, parentId: request.agent.parentId });
   };
@@ -185,19 +207,24 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
     return mine.find((b) => b.kind !== 'error') ?? fallback({ name: request.agent.name, parentId: request.agent.parentId });
   };
   let callIds = 0;
-  const lastLength = new Map<string, number>();
   const model: Model = {
     name: 'simulated',
     estimateCostUsd: (request) => {
       const b = peek(request);
-      return b.reserveUsd ?? b.costUsd ?? 0;
+      const usd = b.reserveUsd ?? b.costUsd ?? 0;
+      estimates.set(request.agent.id, usd);
+      return usd;
     },
     async complete(request, { signal }): Promise<ModelTurn> {
       const behaviour = next(request);
       const budget = coordinator.budget();
-      const previous = trace.calls.findLast((c) => c.agentId === request.agent.id && c.boot === boot);
-      const retry = previous !== undefined && previous.behaviour.kind === 'error' && lastLength.get(request.agent.id) === request.messages.length;
-      lastLength.set(request.agent.id, request.messages.length);
+      const purpose = request.purpose ?? 'main';
+      const turnSeq = purpose === 'review' ? null : (turnStart.get(request.agent.id) ?? 0);
+      const retry =
+        purpose === 'main' &&
+        trace.calls.some((c) => c.agentId === request.agent.id && c.boot === boot && c.purpose === 'main' && c.turnSeq === turnSeq);
+      // Only a limit makes the ledger reserve (it estimates nothing without one); the estimate is clamped at 0 there too.
+      const reservationUsd = purpose === 'compaction' || budget.limitUsd === null ? 0 : Math.max(0, estimates.get(request.agent.id) ?? 0);
       trace.calls.push({
         seq: ++seq,
         boot,
@@ -210,13 +237,17 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
         spentUsd: budget.spentUsd,
         reservedUsd: budget.reservedUsd,
         limitUsd: budget.limitUsd,
+        turnSeq,
         retry,
-        purpose: request.purpose ?? 'main',
+        reservationUsd,
+        purpose,
         behaviour,
       });
       if (behaviour.delayMs) await sleep(clock, behaviour.delayMs, signal);
       const usage = { costUsd: behaviour.costUsd ?? 0 };
       switch (behaviour.kind) {
+        case 'crash':
+          throw new TypeError(behaviour.message);
         case 'error':
           throw new ProviderError(behaviour.code, `simulated ${behaviour.code}`, {
             ...(behaviour.status === undefined ? {} : { status: behaviour.status }),
@@ -243,13 +274,18 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
     if (event.type !== '@xstate.snapshot') return;
     const id = (event.actorRef as { id?: string }).id ?? '';
     if (!id.startsWith('agent:')) return;
-    const snapshot = event.snapshot as { value?: unknown; context?: { wake?: string | null; recoveries?: number; idleResumes?: number } };
+    const snapshot = event.snapshot as { value?: unknown; context?: { wake?: string | null; recoveries?: number; idleResumes?: number; turns?: number; waitKind?: string | null } };
     const value = snapshot.value;
     const to = (typeof value === 'string' ? value : 'waiting') as AgentStatus;
     const agentId = id.slice('agent:'.length);
     const ctx = snapshot.context ?? {};
     const counters = `${ctx.recoveries ?? 0}/${ctx.idleResumes ?? 0}`;
     const from = lastStatus.get(agentId) ?? null;
+    // A turn begins when the agent enters running or finishes a turn (every turn.done counts one);
+    // the cycle drains the mailbox right after either (within a microtask), before the turn's first call.
+    const turns = ctx.turns ?? 0;
+    if (to === 'running' && (from !== 'running' || turnsSeen.get(agentId) !== turns)) turnStart.set(agentId, ++seq);
+    turnsSeen.set(agentId, turns);
     if (from === to && lastCounters.get(agentId) === counters) return;
     lastStatus.set(agentId, to);
     lastCounters.set(agentId, counters);
@@ -259,6 +295,7 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
       agentId,
       from,
       to,
+      waitKind: to === 'waiting' ? (ctx.waitKind ?? null) : null,
       wake: ctx.wake ?? null,
       recoveries: ctx.recoveries ?? 0,
       idleResumes: ctx.idleResumes ?? 0,
@@ -337,6 +374,7 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
       // Respawned agents show up as transitions from the status they had when the process stopped.
       lastStatus.clear();
       lastCounters.clear();
+      turnsSeen.clear();
       for (const [id, status] of Object.entries(statuses)) lastStatus.set(id, status);
       coordinator = await resumeCoordinator({ ...common(), store });
     },

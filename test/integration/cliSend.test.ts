@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { expectOneLine, fileHashes, seedRun, spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { team } from '../helpers/team.js';
 
 /** Undelivered messages in the database, by recipient name. */
 function pending(db: string): Record<string, number> {
@@ -76,6 +77,45 @@ describe('troupe send to a run no process drives: the coordinator’s rules, fro
     const r = await troupe(['send', 'worker', 'one more thing', '--db', interactive], cwd);
     expect(r.code, r.stderr).toBe(0);
     expect(pending(interactive)).toEqual({ worker: 1 });
+  });
+});
+
+describe('troupe send that would revive a finished child: maxChildren, as for a spawn', () => {
+  it('refused (exit 10, nothing written) while the parent has maxChildren active children; queued otherwise', async () => {
+    const cwd = workdir();
+    const db = join(cwd, 'team.db');
+    // lead has two children: worker completed, helper still in a model call when the process stops.
+    const store = openStore({ path: db });
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tools: ['worker', 'helper'].map((name) => ({ name: 'spawn_agent', args: { name, task: 'a part' } })) },
+            { tool: 'wait_for_agents', args: { reason: 'reports' } },
+            { tool: 'wait_for_agents', args: { reason: 'the helper' } },
+          ],
+          worker: [{ tool: 'agent_finish', args: { summary: 'done' } }],
+          helper: [{ tool: 'view_agent_graph', args: {}, delayMs: 60_000 }],
+        },
+      },
+      { store, interactive: true },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Split the work.' });
+    await t.c.waitFor(rootId, ['waiting']);
+    await t.c.waitFor(t.byName('worker').id, ['completed']);
+    expect(t.byName('helper').status).toBe('running');
+    store.appendEvent({ runId: t.c.runId, agentId: null, type: 'cli.run', data: { limits: { maxChildren: 1 } }, at: 1 });
+    await t.c.shutdown();
+    store.close();
+
+    const before = fileHashes(db);
+    const refused = await troupe(['send', 'worker', 'one more thing', '--db', db], cwd);
+    expect(refused.code, refused.stderr).toBe(10);
+    expectOneLine(refused, 'MAX_CHILDREN_EXCEEDED');
+    expect(fileHashes(db)).toEqual(before);
+    // A message to an active agent revives nobody: the limit does not apply.
+    expect((await troupe(['send', 'helper', 'keep going', '--db', db], cwd)).code).toBe(0);
+    expect(pending(db)).toEqual({ helper: 1 });
   });
 });
 

@@ -77,7 +77,12 @@ function checkStep(before: AgentSnap, e: AgentEvent, after: AgentSnap, interacti
   if (to === 'running' && from !== 'running') expect(after.context.stopRequested).toBeNull();
 }
 
-test.prop([fc.boolean(), fc.array(event, { maxLength: 60 })], { numRuns: Number(process.env.PROPERTY_RUNS ?? 300) })(
+/** Replay a failure with PROPERTY_SEED=<seed> PROPERTY_PATH=<path> (both printed by fast-check), as the other suites do. */
+const replay = process.env.PROPERTY_SEED
+  ? { seed: Number(process.env.PROPERTY_SEED), ...(process.env.PROPERTY_PATH ? { path: process.env.PROPERTY_PATH } : {}), endOnFailure: true }
+  : {};
+
+test.prop([fc.boolean(), fc.array(event, { maxLength: 60 })], { numRuns: Number(process.env.PROPERTY_RUNS ?? 300), ...replay })(
   'random event sequences keep the lifecycle rules',
   (interactive, events) => {
     let [snap] = initialTransition(agentMachine, baseInput({ policy: { interactive, maxTurns: 20 } }));
@@ -89,7 +94,7 @@ test.prop([fc.boolean(), fc.array(event, { maxLength: 60 })], { numRuns: Number(
   },
 );
 
-test.prop([fc.boolean(), fc.array(event, { maxLength: 60 })], { numRuns: Number(process.env.PROPERTY_RUNS ?? 200) })(
+test.prop([fc.boolean(), fc.array(event, { maxLength: 60 })], { numRuns: Number(process.env.PROPERTY_RUNS ?? 200), ...replay })(
   'the stall comes exactly at the 3rd idle timeout or plain-text turn in a row',
   (interactive, events) => {
     let [snap] = initialTransition(agentMachine, baseInput({ policy: { interactive, maxTurns: 1_000 } }));

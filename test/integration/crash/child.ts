@@ -9,6 +9,12 @@
  * `DONE <status>`. recover-loop: run the recovery transaction in a loop (to be killed inside it).
  * own: try to own the file; print `LEADER` and hold it, or `REFUSED` on RUN_LOCKED.
  * With BUGGY=ack-early the ACK is printed before the message is sent: the negative control.
+ *
+ * Progress lines, which the harness counts to time its kill (by events, not by the clock, so the
+ * kill lands at the same point of the run on a quiet and on a loaded machine): `BOOT` once the
+ * code is loaded, `OPEN` once the file is open, `RUN` once the run and its root exist (start) or
+ * `RESUMED` once recovery and the respawn are done (resume), and `TICK` at every model call of a
+ * worker (or every pass of the recovery loop).
  */
 import { createCoordinator, type Coordinator } from '../../../src/host/createCoordinator.js';
 import { recoverRun, resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
@@ -60,6 +66,9 @@ const work = defineTool({
 const model: Model = {
   name: 'crash-harness',
   async complete(request: ModelRequest): Promise<ModelTurn> {
+    // The workers' calls are the run's fixed amount of work (WORKERS × (WORK_TURNS + 1)); the
+    // root's wakes vary with the user messages, so they are not counted.
+    if (request.agent.parentId !== null) process.stdout.write('TICK\n');
     await pause(random() * 6);
     let n = 0;
     const call = (name: string, args: object) => ({ id: `c-${request.agent.id}-${request.messages.length}-${n++}`, name, arguments: JSON.stringify(args) });
@@ -124,16 +133,20 @@ async function main(): Promise<void> {
     setInterval(() => {}, 1 << 30); // stay alive, holding the lock, until killed
     return new Promise(() => {});
   }
+  process.stdout.write('BOOT\n');
   const store = openStore({ path, synchronous: sync === 'NORMAL' ? 'NORMAL' : 'FULL' });
-  // The harness may time its kill from here, so a slow start-up (a loaded machine) does not eat the trial.
   process.stdout.write('OPEN\n');
   if (mode === 'recover-loop') {
-    for (;;) await recoverRun(store, undefined, {});
+    for (;;) {
+      await recoverRun(store, undefined, {});
+      process.stdout.write('TICK\n');
+    }
   }
   if (mode === 'start') {
     const c = createCoordinator({ ...options, store });
     coordinator = c;
     const rootId = await c.start({ name: 'lead', task: 'split the job' });
+    process.stdout.write('RUN\n');
     void sendUserMessages(c);
     await c.waitFor(rootId, ['completed', 'failed', 'crashed', 'stopped']);
     process.stdout.write(`DONE ${c.get(rootId).status}\n`);
@@ -141,6 +154,7 @@ async function main(): Promise<void> {
   }
   const c = await resumeCoordinator({ ...options, store });
   coordinator = c;
+  process.stdout.write('RESUMED\n');
   const root = c.list().find((a) => a.parentId === null)!;
   const end = await c.waitFor(root.id, ['completed', 'failed', 'crashed', 'stopped'], { timeoutMs: 20_000 });
   await c.whenIdle();

@@ -24,15 +24,21 @@ describe('kill -9 at random points, then resume', () => {
   it(`${TRIALS} trials: nothing acknowledged is lost, nothing is told twice or not at all, recovery is idempotent, every run completes`, async () => {
     const counts = await runCrashTrials({ trials: TRIALS, seed: SEED, parallel: 2 });
     // The counts are the result: printed so CI logs show what the trials covered.
-    process.stderr.write(`\ncrash harness (FULL): ${JSON.stringify(counts)}\n`);
+    process.stderr.write(`\ncrash harness (FULL): ${JSON.stringify(counts)}\nkill phases: ${JSON.stringify(counts.phases)}\n`);
     expect(counts.failingSeeds, `replay with CRASH_SEED=<seed> CRASH_TRIALS=1`).toEqual([]);
     expect(Object.fromEntries(VIOLATIONS.map((v) => [v, counts[v]]))).toEqual(Object.fromEntries(VIOLATIONS.map((v) => [v, 0])));
     // The trials must actually have crashed things, in every phase (checked on full runs: a
-    // handful of replayed trials need not reach every phase).
+    // handful of replayed trials need not reach every phase). Kills are timed by the child's
+    // events, so these shares hold on a quiet and on a loaded machine alike: every first child is
+    // killed (a quarter at start-up), a quarter of the trials crash a resume and a sixth a recovery.
     if (TRIALS >= 100) {
-      expect(counts.killsDuringStart).toBeGreaterThan(TRIALS / 2);
-      expect(counts.killsDuringResume).toBeGreaterThan(0);
-      expect(counts.killsDuringRecovery).toBeGreaterThan(0);
+      const phase = (key: string) => counts.phases[key] ?? 0;
+      expect(counts.killsDuringStart).toBeGreaterThan(TRIALS * 0.9);
+      expect(phase('start:boot') + phase('start:open')).toBeGreaterThan(TRIALS * 0.05);
+      expect(phase('start:steady')).toBeGreaterThan(TRIALS / 2);
+      expect(counts.killsDuringResume).toBeGreaterThan(TRIALS * 0.1);
+      expect(phase('resume:recovering')).toBeGreaterThan(0);
+      expect(counts.killsDuringRecovery).toBeGreaterThan(TRIALS * 0.05);
       expect(counts.acked).toBeGreaterThan(TRIALS);
       expect(counts.delegations).toBeGreaterThan(TRIALS);
       expect(counts.delegationsInterrupted).toBeGreaterThan(0);

@@ -4,6 +4,14 @@
  * during a resume, or inside the recovery transaction), then checks the invariants on the file,
  * resumes to the end in a new process and checks them again. The acknowledgement ledger lives
  * here, in the parent, filled only from the child's `ACK` lines.
+ *
+ * Kills are timed by events, not by the clock: the child prints a line at each step of its
+ * start-up and at every model call of a worker, and the parent kills after a random number of
+ * them (plus a random share of the gap since the previous line). A window in milliseconds let 38 %
+ * of first children finish before the kill on a quiet machine and almost none under load; counted
+ * in events, the kill lands at the same point of the run either way. How many events an uncrashed
+ * run makes is measured once per harness run (`calibrationTicks`), and where every kill landed is
+ * counted in `phases`.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -17,9 +25,19 @@ const STINT_TYPES = new Set(['completion', 'completed', 'failed', 'crashed', 'st
 
 export interface CrashCounts {
   trials: number;
+  /** Workers' model calls in one uncrashed run (measured first): the range the steady-state kills are drawn from. */
+  calibrationTicks: number;
+  /** First children killed (at start-up or in steady state), second children killed while resuming, recovery loops killed inside recovery. */
   killsDuringStart: number;
   killsDuringResume: number;
   killsDuringRecovery: number;
+  /**
+   * Where each child of a trial was when the kill landed, as `<child>:<phase>` — the last progress
+   * line the parent had seen: `start:boot` (opening the file), `start:open` (creating the run),
+   * `start:steady`, `resume:boot`, `resume:recovering` (recovery and respawn), `resume:resumed`,
+   * `recovery:recovering`; `<child>:finished` when it ended before its kill.
+   */
+  phases: Record<string, number>;
   acked: number;
   lostAcks: number;
   duplicateDeliveries: number;
@@ -65,33 +83,69 @@ function lcg(seed: number) {
   return () => ((s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32);
 }
 
+/** The child's progress lines (see child.ts): the named steps of its start-up, and one TICK per model call or recovery pass. */
+type Progress = 'BOOT' | 'OPEN' | 'RUN' | 'RESUMED' | 'TICK';
+const PROGRESS = new Set<string>(['BOOT', 'OPEN', 'RUN', 'RESUMED', 'TICK']);
+
+/**
+ * When to SIGKILL a child: upon the `count`-th `line`, after `jitter` (0..1) times the gap between
+ * that line and the one before it — so a kill can land anywhere between two events, not only
+ * right after one.
+ */
+interface KillPlan {
+  line: Progress;
+  count: number;
+  jitter: number;
+}
+
 interface ChildRun {
   acks: string[];
   delegationsDone: string[];
   done: string | null;
   killed: boolean;
+  /** The last named step (not TICK) the parent had seen when the kill landed, or when the child ended. */
+  step: Progress | null;
+  ticks: number;
   failed: string | null;
 }
 
-/**
- * @param killAfterMs when to SIGKILL the child: a number counts from the spawn; `{ afterOpenMs }`
- * counts from the moment it opened the database (its start-up time varies with the machine's load).
- */
-function runChild(child: string, args: string[], killAfterMs: number | { afterOpenMs: number } | null, buggy: boolean): Promise<ChildRun> {
+/** A child hangs if it runs this long: it is ended and reported as a failure. */
+const HANG_MS = 30_000;
+
+function runChild(child: string, args: string[], plan: KillPlan | null, buggy: boolean): Promise<ChildRun> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [child, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, BUGGY: buggy ? 'ack-early' : '' },
     });
-    const run: ChildRun = { acks: [], delegationsDone: [], done: null, killed: false, failed: null };
+    const run: ChildRun = { acks: [], delegationsDone: [], done: null, killed: false, step: null, ticks: 0, failed: null };
     let out = '';
     let err = '';
+    let seen = 0;
+    let lastAt = performance.now();
+    let killTimer: NodeJS.Timeout | undefined;
+    const kill = () => {
+      if (run.killed || proc.exitCode !== null || proc.signalCode !== null) return;
+      run.killed = true;
+      proc.kill('SIGKILL');
+    };
+    const progress = (line: Progress) => {
+      const now = performance.now();
+      const gap = now - lastAt;
+      lastAt = now;
+      if (line === 'TICK') run.ticks++;
+      else if (!run.killed) run.step = line;
+      if (!plan || line !== plan.line || ++seen !== plan.count) return;
+      const delay = plan.jitter * gap;
+      if (delay < 1) kill();
+      else killTimer = setTimeout(kill, delay);
+    };
     proc.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
         const line = out.slice(0, i);
         out = out.slice(i + 1);
-        if (line === 'OPEN' && typeof killAfterMs === 'object' && killAfterMs !== null) armKill(killAfterMs.afterOpenMs);
+        if (PROGRESS.has(line)) progress(line as Progress);
         else if (line.startsWith('ACK ')) run.acks.push(line.slice(4));
         else if (line.startsWith('NACK ')) run.acks.splice(run.acks.indexOf(line.slice(5)), 1);
         else if (line.startsWith('DONE ')) run.done = line.slice(5);
@@ -99,23 +153,30 @@ function runChild(child: string, args: string[], killAfterMs: number | { afterOp
       }
     });
     proc.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    const kill = () => {
-      run.killed = true;
-      proc.kill('SIGKILL');
-    };
     // A child that hangs is a failure, not a hang: the guard ends it either way.
-    let timer = typeof killAfterMs === 'number' ? setTimeout(kill, killAfterMs) : setTimeout(() => proc.kill('SIGKILL'), 30_000);
-    function armKill(ms: number) {
-      clearTimeout(timer);
-      timer = setTimeout(kill, ms);
-    }
+    const guard = setTimeout(() => proc.kill('SIGKILL'), HANG_MS);
     proc.on('close', (code) => {
-      clearTimeout(timer);
+      clearTimeout(guard);
+      clearTimeout(killTimer);
       if (!run.killed && code !== 0) run.failed = `exit ${code}: ${err.slice(0, 2_000)}`;
       resolve(run);
     });
   });
 }
+
+/** Workers' model calls in one uncrashed run of the child team: what the steady-state kills are spread over. */
+async function calibrate(child: string, seed: number, sync: string): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'troupe-crash-'));
+  try {
+    const run = await runChild(child, [join(dir, 'run.db'), 'start', String(seed), sync], null, false);
+    if (run.failed || run.done === null) throw new Error(`the calibration run failed: ${run.failed ?? 'no DONE line'}`);
+    return run.ticks;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const PHASE: Record<Progress, string> = { BOOT: 'boot', OPEN: 'open', RUN: 'steady', RESUMED: 'resumed', TICK: 'steady' };
 
 /** Every count that must stay zero on the real code. */
 export const VIOLATIONS = [
@@ -209,11 +270,14 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
   const started = Date.now();
   const child = options.childPath ?? defaultChild();
   const sync = options.synchronous ?? 'FULL';
+  const calibrationTicks = await calibrate(child, options.seed, sync);
   const counts: CrashCounts = {
     trials: 0,
+    calibrationTicks,
     killsDuringStart: 0,
     killsDuringResume: 0,
     killsDuringRecovery: 0,
+    phases: {},
     acked: 0,
     lostAcks: 0,
     duplicateDeliveries: 0,
@@ -244,12 +308,20 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
     const acked = new Set<string>();
     const ackedDone = new Set<string>();
     let violations = 0;
+    const phase = (who: string, run: ChildRun, named: (step: Progress | null) => string) => {
+      const key = `${who}:${run.killed ? named(run.step) : 'finished'}`;
+      counts.phases[key] = (counts.phases[key] ?? 0) + 1;
+    };
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
     try {
-      // A quarter of the kills land during start-up (timed from the spawn; the child needs ~500 ms
-      // to load and open the file); the rest during steady state, timed from the open.
-      const when = random();
-      const killAt = when < 0.25 ? 100 + Math.floor(random() * 600) : { afterOpenMs: Math.floor(random() * 900) };
-      const first = await runChild(child, [path, 'start', String(trialSeed), sync], killAt, options.buggy ?? false);
+      // A quarter of the first kills land during start-up: right as the file opens, as the run is
+      // created, or just after; the rest at a random model call of the run.
+      const plan: KillPlan =
+        random() < 0.25
+          ? { line: pick(['BOOT', 'OPEN', 'RUN'] as const), count: 1, jitter: 0 }
+          : { line: 'TICK', count: 1 + Math.floor(random() * calibrationTicks), jitter: random() };
+      const first = await runChild(child, [path, 'start', String(trialSeed), sync], plan, options.buggy ?? false);
+      phase('start', first, (step) => (step === null ? 'boot' : PHASE[step]));
       first.acks.forEach((a) => acked.add(a));
       first.delegationsDone.forEach((d) => ackedDone.add(d));
       const childError = (run: ChildRun, phase: string) => {
@@ -269,19 +341,32 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
         }
       };
       const extra = random();
-      if (extra < 0.25 && hasRun()) {
-        // A second crash, this time while resuming.
-        const second = await runChild(child, [path, 'resume', String(trialSeed), sync], 300 + Math.floor(random() * 700), false);
+      const exists = hasRun();
+      if (extra < 0.25 && exists) {
+        // A second crash, this time while resuming: as it opens the file, inside recovery and the
+        // respawn, as it resumes, or at one of the model calls the first child left undone.
+        const left = Math.max(1, calibrationTicks - first.ticks);
+        const at = random();
+        const resumePlan: KillPlan =
+          at < 0.45
+            ? { line: at < 0.15 ? 'BOOT' : at < 0.3 ? 'OPEN' : 'RESUMED', count: 1, jitter: 0 }
+            : { line: 'TICK', count: 1 + Math.floor(random() * left), jitter: random() };
+        const second = await runChild(child, [path, 'resume', String(trialSeed), sync], resumePlan, false);
+        phase('resume', second, (step) => (step === 'OPEN' ? 'recovering' : step === null ? 'boot' : PHASE[step]));
         second.delegationsDone.forEach((d) => ackedDone.add(d));
         if (second.killed) counts.killsDuringResume++;
         childError(second, 'resume');
-      } else if (extra < 0.4) {
-        const recovery = await runChild(child, [path, 'recover-loop', String(trialSeed), sync], 450 + Math.floor(random() * 300), false);
-        if (recovery.killed) counts.killsDuringRecovery++;
+      } else if (extra < 0.4 && exists) {
+        // Inside the recovery transaction: the child runs it in a loop, one TICK per pass.
+        const recoveryPlan: KillPlan = { line: 'TICK', count: 1 + Math.floor(random() * 10), jitter: random() };
+        const recovery = await runChild(child, [path, 'recover-loop', String(trialSeed), sync], recoveryPlan, false);
+        phase('recovery', recovery, (step) => (step === 'OPEN' ? 'recovering' : 'boot'));
+        if (recovery.killed && recovery.step === 'OPEN') counts.killsDuringRecovery++;
+        childError(recovery, 'recovery');
       }
       violations += await verify(path, acked, ackedDone, counts, false);
       // Resume to the end in a fresh process (unless the first kill came before a run existed).
-      if (hasRun()) {
+      if (exists) {
         const last = await runChild(child, [path, 'resume', String(trialSeed), sync], null, false);
         last.delegationsDone.forEach((d) => ackedDone.add(d));
         childError(last.done === null && !last.failed ? { ...last, failed: 'no DONE line' } : last, 'final resume');

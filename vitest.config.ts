@@ -21,8 +21,8 @@ export default defineConfig({
       },
       {
         extends: true,
-        // --expose-gc lets the resume benchmark measure heap per agent.
-        test: { name: 'bench', include: [], execArgv: ['--expose-gc'], benchmark: { include: ['test/bench/**/*.bench.ts'] } },
+        // The resume benchmark runs a compiled child in a fresh process: build once first.
+        test: { name: 'bench', include: [], globalSetup: ['test/helpers/buildOnce.ts'], benchmark: { include: ['test/bench/**/*.bench.ts'] } },
       },
     ],
   },

@@ -4,6 +4,7 @@
  */
 export { createCoordinator } from './host/createCoordinator.js';
 export { recoverRun, resumeCoordinator } from './host/resumeCoordinator.js';
+export { isStorePort, portOf, type StorePort, type WriteOp } from './store/port.js';
 export type { ResumeOptions } from './host/resumeCoordinator.js';
 export type { Coordinator, SendOptions } from './host/createCoordinator.js';
 export type { AgentInfo, CoordinatorHealth, TroupeEvent } from './host/runtime.js';

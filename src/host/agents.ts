@@ -164,6 +164,8 @@ export class Agents {
    */
   add(row: AgentRow, restore: boolean): AgentHandle {
     const { logger: rootLogger, runId } = this.#deps;
+    // One lifecycle object serves as both the recorded and the dormant state (never mutated in place).
+    const state = lifecycleOf(row);
     const h: AgentHandle = {
       id: row.id,
       runId,
@@ -188,7 +190,7 @@ export class Agents {
       },
       live: null,
       dormant: null,
-      applied: lifecycleOf(row),
+      applied: state,
       spentUsd: 0,
       spentByPurpose: {},
       notes: [],
@@ -200,7 +202,7 @@ export class Agents {
     this.#all.set(row.id, h);
     if (row.status === 'running') this.running += 1;
     if (restore && isDormantStatus(row.status)) {
-      h.dormant = lifecycleOf(row);
+      h.dormant = state;
       this.#arm(h, row.status);
     } else {
       this.#start(h, restore ? row.status : 'running', restore ? lifecycleOf(row) : undefined);
@@ -243,6 +245,8 @@ export class Agents {
     const status = statusOf(snap);
     if (!isDormantStatus(status) || snap.context.stopRequested !== null) return;
     h.dormant = lifecycleOf(snap.context);
+    // Equal to what was recorded, and it frees the stopped actor's context.
+    h.applied = h.dormant;
     h.live = null;
     actor.stop();
     this.#arm(h, status);

@@ -3,11 +3,29 @@
  * send_message, stop_agent, wait_for_agents and the graph views may see and do.
  * @module
  */
+import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
+import type { Clock } from '../clock.js';
 import type { BuiltinHost } from '../tools/ports.js';
+import type { AgentHandle, Agents } from './agents.js';
 import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn, type GraphHost } from './graph.js';
-import type { Runtime } from './runtime.js';
+import type { Mailboxes } from './mailbox.js';
+import type { Messaging } from './messaging.js';
+import type { ResolvedOptions } from './options.js';
+import type { Registrar } from './registration.js';
 
-export function builtinHost(rt: Runtime, g: GraphHost): BuiltinHost {
+/** What the built-ins' port is made of (the runtime provides it). */
+export interface BuiltinParts {
+  readonly options: Pick<ResolvedOptions, 'interactive'>;
+  readonly clock: Clock;
+  readonly agents: Agents;
+  readonly mailboxes: Mailboxes;
+  readonly registrar: Pick<Registrar, 'spawnChild'>;
+  readonly messaging: Pick<Messaging, 'sendFromAgent'>;
+  said(agent: AgentHandle, text: string): void;
+  budgetFlags(): BudgetFlags;
+}
+
+export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
   const h = (a: { id: string }) => rt.agents.get(a.id);
   return {
     interactive: rt.options.interactive,

@@ -7,8 +7,26 @@
 import { isActive } from '../../machines/types.js';
 import { positiveLimit } from './options.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
+import type { Logger } from 'pino';
+import type { Actor } from 'xstate';
+import type { BudgetFlags, coordinatorMachine } from '../../machines/coordinatorMachine.js';
+import type { WriteOp } from '../store/port.js';
 import type { AgentHandle, Agents } from './agents.js';
-import type { Runtime } from './runtime.js';
+import type { Messaging } from './messaging.js';
+
+/** What the controls act on (the runtime provides it). */
+export interface ControlParts {
+  readonly runId: string;
+  readonly coordinator: Actor<typeof coordinatorMachine>;
+  readonly agents: Agents;
+  readonly logger: Logger;
+  readonly messaging: Pick<Messaging, 'deliverNotice'>;
+  assertUsable(): void;
+  stage(op: WriteOp): void;
+  after(effect: () => void): void;
+  durable(): Promise<void>;
+  budgetFlags(): BudgetFlags;
+}
 
 /** Ask `target` (and with cascade its subtree, leaves first) to stop after the current turn; returns who was asked. */
 export function requestStop(agents: Agents, target: AgentHandle, cascade: boolean): string[] {
@@ -28,7 +46,7 @@ export function requestStop(agents: Agents, target: AgentHandle, cascade: boolea
 }
 
 /** Resolves once the pause is durable. */
-export function pauseBudget(rt: Runtime): Promise<void> {
+export function pauseBudget(rt: ControlParts): Promise<void> {
   rt.assertUsable();
   rt.coordinator.send({ type: 'budget.pause' });
   rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
@@ -36,7 +54,7 @@ export function pauseBudget(rt: Runtime): Promise<void> {
 }
 
 /** Resolves, once the resume is durable, with the agents it un-parks. */
-export async function resumeBudget(rt: Runtime, limitUsd?: number): Promise<string[]> {
+export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise<string[]> {
   if (limitUsd !== undefined) positiveLimit('resumeBudget limitUsd', limitUsd);
   rt.assertUsable();
   const parked = [...rt.agents.values()].filter((h) => rt.agents.status(h) === 'budgetPaused').map((h) => h.id);
@@ -46,7 +64,7 @@ export async function resumeBudget(rt: Runtime, limitUsd?: number): Promise<stri
   return parked;
 }
 
-export function wireCoordinatorEvents(rt: Runtime): void {
+export function wireCoordinatorEvents(rt: ControlParts): void {
   rt.coordinator.on('notice', (e) => rt.messaging.deliverNotice(e));
   rt.coordinator.on('agents.stop', (e) =>
     rt.after(() => {

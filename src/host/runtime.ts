@@ -144,7 +144,7 @@ export class Runtime implements TurnHost {
       },
       onActorError: (h, err) => this.#onActorError(h, err),
     });
-    this.views = new Views({ agents: this.agents, clock: this.clock, logger: this.logger, pending: (id) => this.mailboxes.count(id) });
+    this.views = new Views({ agents: this.agents, clock: this.clock, logger: this.logger, pending: (id) => this.mailboxes.count(id), after: (effect) => this.after(effect) });
     this.messaging = new Messaging(this);
     this.lifecycle = new Lifecycle({
       runId: this.runId,

@@ -4,11 +4,30 @@
  * notes are events of the run.
  * @module
  */
-import { BackgroundReviews } from '../turn/review.js';
+import type { Clock } from '../clock.js';
+import type { StorePort, WriteOp } from '../store/port.js';
+import { BackgroundReviews, type ReviewNote } from '../turn/review.js';
 import type { ToolLedger } from '../turn/ports.js';
-import type { Runtime } from './runtime.js';
+import type { Gateway } from './gateway.js';
+import type { Sessions } from './sessions.js';
+import type { Views } from './views.js';
 
-export function toolLedger(rt: Runtime): ToolLedger {
+interface LedgerParts {
+  readonly clock: Clock;
+  readonly port: Pick<StorePort, 'startedToolCalls'>;
+  stage(op: WriteOp): void;
+}
+
+interface ReviewParts extends LedgerParts {
+  readonly runId: string;
+  readonly gateway: Gateway;
+  readonly sessions: Sessions;
+  readonly views: Pick<Views, 'emit'>;
+  readonly reviewNotes: ReviewNote[];
+  after(effect: () => void): void;
+}
+
+export function toolLedger(rt: LedgerParts): ToolLedger {
   return {
     start: (agent, call) => rt.stage({ op: 'startToolCall', row: { agentId: agent.id, turn: call.turn, callId: call.callId, tool: call.tool, argsHash: call.argsHash, startedAt: rt.clock.now() } }),
     finish: (agent, turn, callIds) => rt.stage({ op: 'finishToolCalls', agentId: agent.id, turn, callIds, at: rt.clock.now() }),
@@ -16,7 +35,7 @@ export function toolLedger(rt: Runtime): ToolLedger {
   };
 }
 
-export function backgroundReviews(rt: Runtime, options: { everyTurns: number; maxSteps: number }): BackgroundReviews {
+export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number; maxSteps: number }): BackgroundReviews {
   return new BackgroundReviews(
     {
       gateway: rt.gateway,

@@ -58,13 +58,15 @@ export class Views {
   readonly #agents: Agents;
   readonly #logger: Logger;
   readonly #pending: (id: string) => number;
+  readonly #after: (effect: () => void) => void;
   readonly #listeners = new Set<(event: TroupeEvent) => void>();
   readonly #dirty = new Set<AgentHandle>();
   /** While respawning: views are published together when it ends. */
   #batch: AgentHandle[] | null = null;
 
-  constructor(deps: { agents: Agents; clock: Clock; logger: Logger; pending: (id: string) => number }) {
+  constructor(deps: { agents: Agents; clock: Clock; logger: Logger; pending: (id: string) => number; after: (effect: () => void) => void }) {
     this.#agents = deps.agents;
+    this.#after = deps.after;
     this.#logger = deps.logger;
     this.#pending = deps.pending;
     this.waiters = new Waiters(deps.clock, () => deps.agents.running === 0, (id) => this.info(id));
@@ -101,11 +103,16 @@ export class Views {
     }
   }
 
-  /** An agent appeared: its view, and its first status event. */
+  /**
+   * An agent appeared: its view at once (in-process reads must find it), and its first status event
+   * once its registration is committed (subscribers are outside: they never hear of an agent a
+   * crash could still take back).
+   */
   added(h: AgentHandle, at: number): void {
     if (this.#batch) this.#batch.push(h);
     else this.registry.trigger.upsert({ view: this.view(h) });
-    this.emit({ type: 'agent.status', agentId: h.id, name: h.name, from: null, to: this.#agents.status(h), at });
+    const to = this.#agents.status(h);
+    this.#after(() => this.emit({ type: 'agent.status', agentId: h.id, name: h.name, from: null, to, at }));
   }
 
   /**

@@ -4,7 +4,7 @@
  * arguments in pieces, usage last when `include_usage` is set), in OpenAI's exact shapes.
  * @module
  */
-import type { FakeReply } from './fakeOpenAIServer.js';
+import type { FakeReply } from './fakeReply.js';
 
 type MessageReply = Extract<FakeReply, { message: unknown }>;
 

@@ -1,28 +1,38 @@
 /**
- * Benchmark (not part of `npm test`; run `npm run bench`): coordination overhead per turn.
+ * Benchmark (not part of `npm test`; run `npm run bench`): what coordination costs per turn, the
+ * way a user runs it — the public API, default concurrency (model 8, tools 16), no tuning.
  *
- * - fan-out: a root spawns 1,000 children in one turn; each child takes 5 turns (4 calls to a
- *   no-op user tool, then agent_finish); the root waits until none is active and finishes.
- * - single agent: one agent takes 1,000 no-op tool turns, then finishes (no spawning).
+ * - fan-out: a root spawns 1,000 children in one turn; each child takes 5 turns (4 calls to a user
+ *   tool returning 200 characters, then agent_finish); the root waits until none is active and
+ *   finishes. In memory, and durable (SQLite, synchronous=FULL, a real file).
+ * - single agent, in memory: mean µs per turn over 1,000 tool turns.
+ * - group commit: agent turns per commit (one commit = one fsync in FULL) with 1, 10, 100 and
+ *   1,000 agents taking turns at once.
  * - baseline, in the same run: bare `actor.send` calls on the agent machine.
  *
- * The model answers instantly, so all the time is troupe's: machine transitions, the model and
- * tool queues, the in-memory store, the coordinator, the read model, notices. Figures are printed
- * as µs per turn and as a ratio to one bare send (this VM is noisy: compare ratios, not µs).
+ * The model answers instantly, so all the time is troupe's. Figures are min / median over the
+ * iterations; this VM is noisy, so compare the ratios to the baseline, not the µs.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, bench, describe } from 'vitest';
 import { createActor, fromCallback } from 'xstate';
 import { agentMachine, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';
+import { portOf, type StorePort } from '../../src/store/port.js';
+import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 
 const CHILDREN = 1_000;
 const CHILD_TURNS = 5;
 const SOLO_TURNS = 1_000;
 const BASELINE_SENDS = 5_000;
+const RESULT = 'r'.repeat(200);
 
-const noop = defineTool({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, execute: () => 'ok' });
+const work = defineTool({ name: 'work', description: 'does a step', parameters: { type: 'object' }, execute: () => RESULT });
+const TERMINAL = ['completed', 'failed', 'crashed', 'stopped'] as const;
 
 /** An instant programmatic model: each answer is a function of the request. */
 function instantModel(answer: (request: ModelRequest) => { name: string; args: object }[]): Model & { turns: number } {
@@ -38,51 +48,76 @@ function instantModel(answer: (request: ModelRequest) => { name: string; args: o
   return model;
 }
 
-const fanoutModel = () =>
+const fanoutModel = (children: number) =>
   instantModel((request) => {
     if (request.agent.parentId !== null) {
-      return [request.turn < CHILD_TURNS ? { name: 'noop', args: {} } : { name: 'agent_finish', args: { summary: 'ok' } }];
+      return [request.turn < CHILD_TURNS ? { name: 'work', args: {} } : { name: 'agent_finish', args: { summary: 'ok' } }];
     }
-    if (request.turn === 1) return Array.from({ length: CHILDREN }, (_, i) => ({ name: 'spawn_agent', args: { name: `w${i}`, task: 'work' } }));
+    if (request.turn === 1) return Array.from({ length: children }, (_, i) => ({ name: 'spawn_agent', args: { name: `w${i}`, task: 'work' } }));
     const last = request.messages.findLast((m) => m.role === 'tool');
     const done = last?.role === 'tool' && last.content.includes('no_active_agents');
     return [done ? { name: 'finish', args: { summary: 'all done' } } : { name: 'wait_for_agents', args: { reason: 'reports' } }];
   });
 
-const soloModel = () =>
-  instantModel((request) => [request.turn < SOLO_TURNS ? { name: 'noop', args: {} } : { name: 'finish', args: { summary: 'done' } }]);
+const soloModel = () => instantModel((request) => [request.turn < SOLO_TURNS ? { name: 'work', args: {} } : { name: 'finish', args: { summary: 'done' } }]);
 
-const samples = { fanoutUs: [] as number[], fanoutTurns: 0, soloUs: [] as number[], sendUs: [] as number[] };
-
-async function run(model: Model & { turns: number }, limits: object): Promise<number> {
-  const coordinator = createCoordinator({ model, tools: [noop], limits, concurrency: { model: 64, tools: 64 } });
-  const t0 = performance.now();
-  const rootId = await coordinator.start({ name: 'lead', task: 'work' });
-  const root = await coordinator.waitFor(rootId, ['completed', 'failed', 'crashed', 'stopped']);
-  const us = (performance.now() - t0) * 1_000;
-  if (root.status !== 'completed') throw new Error(`root ended ${root.status}: ${root.error?.message}`);
-  await coordinator.shutdown();
-  return us / model.turns;
+/** A durable store on a fresh file, and a port that counts its commits (each one fsync in FULL). */
+function durable(): { store: SqliteStore; port: StorePort; commits: () => number; dispose: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'troupe-bench-'));
+  const store = openStore({ path: join(dir, 'b.db') });
+  const inner = portOf(store);
+  let commits = 0;
+  const port: StorePort = Object.create(inner) as StorePort;
+  Object.defineProperty(port, 'boot', { get: () => inner.boot });
+  port.commit = (ops) => {
+    commits++;
+    return inner.commit(ops);
+  };
+  return { store, port, commits: () => commits, dispose: () => (store.close(), rmSync(dir, { recursive: true, force: true })) };
 }
 
-describe('coordination overhead per turn (in memory, instant model)', () => {
-  bench(
-    `fan-out: root + ${CHILDREN} children × ${CHILD_TURNS} turns`,
-    async () => {
-      const model = fanoutModel();
-      samples.fanoutUs.push(await run(model, { maxChildren: CHILDREN, maxAgents: CHILDREN + 1, maxDepth: 1 }));
-      samples.fanoutTurns = model.turns;
-    },
-    { iterations: 10, warmupIterations: 3, time: 0 },
-  );
+/** Run a team to the end of its root; returns wall ms and the model's turn count. */
+async function team(model: Model & { turns: number }, limits: object, store?: StorePort): Promise<{ ms: number; turns: number }> {
+  const coordinator = createCoordinator({ model, tools: [work], limits, ...(store ? { store } : {}) });
+  const t0 = performance.now();
+  const rootId = await coordinator.start({ name: 'lead', task: 'work' });
+  const root = await coordinator.waitFor(rootId, TERMINAL);
+  const ms = performance.now() - t0;
+  if (root.status !== 'completed') throw new Error(`root ended ${root.status}: ${root.error?.message}`);
+  await coordinator.shutdown();
+  return { ms, turns: model.turns };
+}
 
+const fanLimits = (n: number) => ({ maxChildren: n, maxAgents: n + 1, maxDepth: 1 });
+const samples = {
+  fanMemoryMs: [] as number[],
+  fanDurableMs: [] as number[],
+  fanTurns: 0,
+  soloUs: [] as number[],
+  sendUs: [] as number[],
+  perCommit: new Map<number, number[]>(),
+};
+
+describe('fan-out, 1,000 children × 5 turns, default concurrency', () => {
+  bench('in memory', async () => void samples.fanMemoryMs.push((await team(fanoutModel(CHILDREN), fanLimits(CHILDREN))).ms), { iterations: 5, warmupIterations: 1, time: 0 });
   bench(
-    `single agent × ${SOLO_TURNS} turns`,
+    'durable (SQLite FULL)',
     async () => {
-      samples.soloUs.push(await run(soloModel(), { maxTurns: SOLO_TURNS + 1 }));
+      const d = durable();
+      const r = await team(fanoutModel(CHILDREN), fanLimits(CHILDREN), d.port);
+      samples.fanDurableMs.push(r.ms);
+      samples.fanTurns = r.turns;
+      d.dispose();
     },
-    { iterations: 20, warmupIterations: 5, time: 0 },
+    { iterations: 5, warmupIterations: 1, time: 0 },
   );
+});
+
+describe('single agent, in memory', () => {
+  bench(`${SOLO_TURNS} turns`, async () => {
+    const r = await team(soloModel(), { maxTurns: SOLO_TURNS + 1 });
+    samples.soloUs.push((r.ms * 1_000) / r.turns);
+  }, { iterations: 20, warmupIterations: 5, time: 0 });
 
   bench(
     `baseline: ${BASELINE_SENDS} bare actor.send on the agent machine`,
@@ -97,21 +132,43 @@ describe('coordination overhead per turn (in memory, instant model)', () => {
     },
     { iterations: 20, warmupIterations: 5, time: 0 },
   );
-
 });
+
+describe('group commit: agent turns per commit (fsync), durable', () => {
+  for (const n of [1, 10, 100, 1_000]) {
+    const figures: number[] = [];
+    samples.perCommit.set(n, figures);
+    bench(
+      `${n} agent${n === 1 ? '' : 's'} at once`,
+      async () => {
+        const d = durable();
+        // A root that spawns n children then waits; n = 1 is one agent alone.
+        const model = n === 1 ? soloModel() : fanoutModel(n);
+        const before = d.commits();
+        const r = await team(model, n === 1 ? { maxTurns: SOLO_TURNS + 1 } : fanLimits(n), d.port);
+        figures.push(r.turns / (d.commits() - before));
+        d.dispose();
+      },
+      { iterations: 3, warmupIterations: 0, time: 0 },
+    );
+  }
+});
+
+const min = (xs: number[]) => Math.min(...xs);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
 // Top level: vitest's bench runner does not print from a describe-level afterAll.
 afterAll(() => {
-  // Warm-up iterations are in the samples too: the median keeps them from mattering.
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
   const send = median(samples.sendUs);
-  const line = (label: string, us: number) => `${label.padEnd(34)} ${us.toFixed(1).padStart(7)} µs/turn  = ${(us / send).toFixed(1)} bare sends`;
+  const ms = (xs: number[]) => `min ${min(xs).toFixed(0)} ms, median ${median(xs).toFixed(0)} ms`;
   process.stderr.write(
     [
       '',
-      `bare actor.send (baseline)         ${send.toFixed(2).padStart(7)} µs`,
-      line(`fan-out (${samples.fanoutTurns} turns per run)`, median(samples.fanoutUs)),
-      line(`single agent (${SOLO_TURNS} turns)`, median(samples.soloUs)),
+      `baseline: bare actor.send ${send.toFixed(2)} µs (median)`,
+      `fan-out ${CHILDREN} × ${CHILD_TURNS} (${samples.fanTurns} turns), in memory: ${ms(samples.fanMemoryMs)}`,
+      `fan-out ${CHILDREN} × ${CHILD_TURNS}, durable FULL:  ${ms(samples.fanDurableMs)} (target ≤ 1,000 ms); durable ÷ memory ${(median(samples.fanDurableMs) / median(samples.fanMemoryMs)).toFixed(2)}×`,
+      `single agent in memory: min ${min(samples.soloUs).toFixed(1)} µs/turn, median ${median(samples.soloUs).toFixed(1)} µs/turn (target ≤ 15) = ${(median(samples.soloUs) / send).toFixed(1)} bare sends`,
+      `turns per commit: ${[...samples.perCommit].map(([n, xs]) => `${n} agents ${median(xs).toFixed(1)}`).join(', ')}`,
       '',
     ].join('\n'),
   );

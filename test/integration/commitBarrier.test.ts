@@ -20,7 +20,7 @@ function heldPort() {
   port.commit = (ops) => {
     if (!holding) return inner.commit(ops);
     return new Promise<void>((resolve, reject) => {
-      held.push({ ops, release: () => inner.commit(ops).then(resolve, reject) });
+      held.push({ ops, release: () => void inner.commit(ops).then(resolve, reject) });
     });
   };
   return {

@@ -27,7 +27,7 @@ import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import type { Store } from '../store/types.js';
-import type { ProactiveFire } from './proactive.js';
+import type { ProactiveFire } from './proactivePipeline.js';
 
 /** Every proactive run id starts with this (`proactive-<trigger name>`). */
 export const PROACTIVE_RUN_PREFIX = 'proactive-';

@@ -6,7 +6,8 @@
  * @module
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { parseProactiveConfig, type ProactiveTrigger } from '../autonomy/proactive.js';
+import { parseProactiveConfig } from '../autonomy/proactiveConfig.js';
+import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
 import { isValidAgentName } from '../autonomy/proactiveRouter.js';
 import type { BudgetOptions, Limits, ReviewOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';

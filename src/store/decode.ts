@@ -3,78 +3,19 @@
  * leave text that is not JSON, JSON of the wrong shape, or a value of the wrong type in any column.
  * Every row the SQLite store hands out goes through a decoder here, which checks it completely
  * and throws `STORE_CORRUPT` naming the table, the row and the column — never a SyntaxError, and
- * never a half-built row. `verifyRows` runs every decoder over every row: a writer does it before
- * its first write, so a damaged file is refused and left untouched.
+ * never a half-built row. The checks are written with rowChecks.ts; checksums.ts says what a
+ * checksum covers; verifyRows.ts runs every decoder over every row of a file.
  * @module
  */
-import * as crypto from 'node:crypto';
-import type Database from 'better-sqlite3';
 import type { AgentLifecycleState } from '../../machines/agentMachine.js';
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { AGENT_STATUSES } from '../../machines/types.js';
-import { TroupeError } from '../errors.js';
 import type { SessionItem } from '../model/types.js';
+import { messageDigest, sessionChecksum } from './checksums.js';
 import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, InboxDbRow, MessageDbRow, ReentryDbRow, RunDbRow, SessionDbRow, ToolCallDbRow, UsageDbRow } from './dbRows.js';
 import type { InboxRequest } from './inbox.js';
+import { arrayOf, corrupt, expect, isBoolean, isCount, isFlag, isNumber, isRecord, isString, nullable, oneOf, optional, parseJson, shape, type Check } from './rowChecks.js';
 import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, RunRow, ToolCallRow, UsageRow } from './types.js';
-
-/**
- * First 16 hex digits of SHA-256. The one-shot crypto.hash (Node ≥ 20.12) costs ~0.4 µs against
- * ~1.3 µs for createHash, which older Node 20 releases fall back to.
- */
-export const checksum: (text: string) => string =
-  typeof crypto.hash === 'function'
-    ? (text) => crypto.hash('sha256', text, 'hex').slice(0, 16)
-    : (text) => crypto.createHash('sha256').update(text).digest('hex').slice(0, 16);
-
-export const messageDigest = (m: Pick<MessageRow, 'id' | 'to' | 'from' | 'type' | 'priority' | 'content' | 'createdAt'>) =>
-  checksum(`${m.id}\u0000${m.to}\u0000${m.from}\u0000${m.type}\u0000${m.priority}\u0000${m.createdAt}\u0000${m.content}`);
-
-/** The error for a row that failed its checks. */
-export function corrupt(table: string, row: string | number, why: string): TroupeError {
-  return new TroupeError('STORE_CORRUPT', `${table} row ${JSON.stringify(String(row))} is damaged: ${why}`);
-}
-
-// ── checks ────────────────────────────────────────────────────────────────────────────────────
-
-type Check = (value: unknown) => boolean;
-
-const isString: Check = (v) => typeof v === 'string';
-const isBoolean: Check = (v) => typeof v === 'boolean';
-const isNumber: Check = (v) => typeof v === 'number' && Number.isFinite(v);
-const isCount: Check = (v) => Number.isSafeInteger(v) && (v as number) >= 0;
-const isFlag: Check = (v) => v === 0 || v === 1;
-const nullable = (check: Check): Check => (v) => v === null || check(v);
-const optional = (check: Check): Check => (v) => v === undefined || check(v);
-const oneOf = (...values: readonly unknown[]): Check => (v) => values.includes(v);
-const arrayOf = (check: Check): Check => (v) => Array.isArray(v) && v.every(check);
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const shape = (spec: Record<string, Check>): Check => (v) => isRecord(v) && badField(v, spec) === null;
-
-/** The first field of `value` that fails its check, or null. */
-function badField(value: Record<string, unknown>, spec: Record<string, Check>): string | null {
-  for (const [key, check] of Object.entries(spec)) if (!check(value[key])) return key;
-  return null;
-}
-
-/** Throw unless every listed field passes. `what` names the column (or JSON value) checked. */
-function expect(table: string, id: string | number, what: string, value: unknown, spec: Record<string, Check>): void {
-  if (!isRecord(value)) throw corrupt(table, id, `${what} is not an object`);
-  const bad = badField(value, spec);
-  if (bad !== null) throw corrupt(table, id, `${what === 'row' ? '' : `${what}.`}${bad} is ${describe(value[bad])}`);
-}
-
-const describe = (v: unknown) => (v === undefined ? 'missing' : `invalid (${typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) : String(v).slice(0, 40)})`);
-
-/** JSON.parse that names the row instead of throwing a SyntaxError. */
-function parseJson(table: string, id: string | number, column: string, text: unknown): unknown {
-  if (typeof text !== 'string') throw corrupt(table, id, `${column} is not text`);
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw corrupt(table, id, `${column} is not valid JSON (${(err as Error).message})`);
-  }
-}
 
 // ── runs ──────────────────────────────────────────────────────────────────────────────────────
 
@@ -235,14 +176,6 @@ const SESSION_ITEM: Record<SessionItem['role'], Record<string, Check>> = {
   tool: { toolCallId: isString, name: isString, content: isString, isError: optional(isBoolean) },
 };
 
-/** Throws unless the row is item `expectedSeq` (a gap is damage too) and its text matches its checksum. */
-function sessionChecksum(row: SessionDbRow, expectedSeq: number): string {
-  const id = `${String(row.agent_id)}#${String(row.seq)}`;
-  if (row.seq !== expectedSeq) throw corrupt('session_items', id, `expected item ${expectedSeq} here`);
-  if (typeof row.item !== 'string' || checksum(row.item) !== row.checksum) throw corrupt('session_items', id, 'it failed its checksum');
-  return id;
-}
-
 /** One session item, checked: position, checksum, JSON, shape. */
 export function toSessionItem(row: SessionDbRow, expectedSeq: number): SessionItem {
   const id = sessionChecksum(row, expectedSeq);
@@ -369,54 +302,4 @@ export function toInboxRequest(r: InboxDbRow): InboxRequest {
     result = parsed as InboxRequest['result'];
   }
   return { id: r.id, runId: r.run_id, kind: r.kind, payload, createdAt: r.created_at, doneAt: r.done_at, result };
-}
-
-// ── the whole file ────────────────────────────────────────────────────────────────────────────
-
-/** Each table the store reads, the schema version that created it, and how to check its rows. */
-const TABLES: readonly { table: string; since: number; order: string; check: (rows: IterableIterator<unknown>) => void }[] = [
-  { table: 'runs', since: 1, order: 'rowid', check: (rows) => each(rows, toRun) },
-  { table: 'agents', since: 1, order: 'rowid', check: (rows) => each(rows, toAgent) },
-  { table: 'messages', since: 1, order: 'seq', check: (rows) => each(rows, toMessage) },
-  {
-    // The checksum covers the item's whole text, so a matching one means the text is what troupe
-    // wrote; parsing every item of every session here would cost ~10× quick_check (measured:
-    // 0.8 s for 62 MB). Items are parsed and shape-checked when read (toSessionItem).
-    table: 'session_items',
-    since: 1,
-    order: 'agent_id, seq',
-    check: (rows) => {
-      let agent: string | undefined;
-      let next = 0;
-      for (const row of rows as IterableIterator<SessionDbRow>) {
-        if (row.agent_id !== agent) [agent, next] = [row.agent_id, 0];
-        sessionChecksum(row, next++);
-      }
-    },
-  },
-  { table: 'usage', since: 1, order: 'id', check: (rows) => each(rows, toUsage) },
-  { table: 'events', since: 1, order: 'id', check: (rows) => each(rows, toEvent) },
-  { table: 'delegations', since: 1, order: 'rowid', check: (rows) => each(rows, toDelegation) },
-  { table: 'reentry_budgets', since: 1, order: 'rowid', check: (rows) => each(rows, toReentry) },
-  { table: 'executions', since: 1, order: 'rowid', check: (rows) => each(rows, toExecution) },
-  { table: 'inbox', since: 2, order: 'id', check: (rows) => each(rows, toInboxRequest) },
-  { table: 'tool_calls', since: 3, order: 'agent_id, turn, call_id', check: (rows) => each(rows, toToolCall) },
-];
-
-function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): void {
-  for (const row of rows) decode(row as R);
-}
-
-/**
- * Decode every row of every table troupe reads (schema `version`), reading only: throws
- * STORE_CORRUPT for the first damaged row, or for a table the schema should have and the file
- * lacks. A writer calls this before its first write.
- */
-export function verifyRows(db: Database.Database, version: number): void {
-  const present = new Set((db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]));
-  for (const { table, since, order, check } of TABLES) {
-    if (version < since) continue;
-    if (!present.has(table)) throw new TroupeError('STORE_CORRUPT', `the table ${table} is missing`);
-    check(db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).iterate());
-  }
 }

@@ -10,9 +10,9 @@ import { accessSync, constants } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
-import { verifyRows } from './decode.js';
 import { createFileIfMissing, fileState } from './files.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+import { verifyRows } from './verifyRows.js';
 
 export interface OpenFileOptions {
   path: string;

@@ -4,6 +4,10 @@
  * `BEGIN IMMEDIATE` transaction, numbered migrations, a checksum on every message and session
  * row verified on read, `quick_check` at open, one owning process per file (`ownerLock.ts`).
  *
+ * This file owns opening a store and the `Store` methods themselves; their parts live apart:
+ * the SQL (sqliteStatements.ts), transactions and failing closed (sqliteTransaction.ts), the
+ * owner's caches (sqliteCache.ts), and decoding every row read (decode.ts).
+ *
  * One process owns the file, so sessions and agent rows are cached in memory after their first
  * (verified) read; appends go to both, and a rolled-back transaction undoes the cache too.
  *
@@ -14,29 +18,18 @@
 import type Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
-import type { SessionItem } from '../model/types.js';
-import {
-  checksum,
-  messageDigest,
-  stateOf,
-  toAgent,
-  toDelegation,
-  toEvent,
-  toExecution,
-  toInboxRequest,
-  toMessage,
-  toReentry,
-  toRun,
-  toSessionItem,
-  toToolCall,
-  toUsage,
-  verifyRows,
-} from './decode.js';
+import { checksum, messageDigest } from './checksums.js';
+import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, toToolCall, toUsage } from './decode.js';
 import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, InboxDbRow, MessageDbRow, ReentryDbRow, RunDbRow, SessionDbRow, ToolCallDbRow, UsageDbRow } from './dbRows.js';
-import { classify, openDatabase, sqliteCode } from './openFile.js';
+import { openDatabase, sqliteCode } from './openFile.js';
 import type { InboxRequest, InboxResult } from './inbox.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
-import type { AgentRow, DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, UsageRow } from './types.js';
+import { createOwnerCache } from './sqliteCache.js';
+import { prepareStatements } from './sqliteStatements.js';
+import { createTransactor } from './sqliteTransaction.js';
+import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, UsageRow } from './types.js';
+import { verifyRows } from './verifyRows.js';
+
 
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
@@ -121,94 +114,9 @@ function createSqliteStore(
   lock: OwnerLock | null,
 ): SqliteStore {
   const readonly = options.readonly === true;
-  // Caches are safe only for the owner; a read-only viewer always reads the file.
-  const sessions = new Map<string, SessionItem[]>();
-  const agents = new Map<string, AgentRow>();
-  // Undelivered messages per agent: read once, then kept (a count query per turn is a read transaction).
-  const pendingCounts = new Map<string, number>();
-  let undo: (() => void)[] | null = null;
-  let failure: TroupeError | null = null;
-  let depth = 0;
-  // The boot is recorded with this owner's first write, not at open: a command that is refused
-  // (a message over the limit, an unknown agent) leaves the file exactly as it found it.
-  let booted = false;
-
-  const q = {
-    insertBoot: db.prepare('INSERT OR IGNORE INTO boots (id, started_at, pid) VALUES (?, ?, ?)'),
-    insertRun: db.prepare('INSERT INTO runs (id, created_at, interactive, root_id, budget) VALUES (?, ?, ?, ?, ?)'),
-    getRun: db.prepare('SELECT * FROM runs WHERE id = ?'),
-    listRuns: db.prepare('SELECT * FROM runs ORDER BY created_at, rowid'),
-    updateRun: db.prepare('UPDATE runs SET created_at = ?, interactive = ?, root_id = ?, budget = ? WHERE id = ?'),
-    insertAgent: db.prepare(
-      `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
-       VALUES (@id, @run_id, @name, @parent_id, @depth, @task, @skills, @status, @notice_claimed, @stint, @state, @created_at, @updated_at, @boot)`,
-    ),
-    updateAgent: db.prepare(
-      `UPDATE agents SET status = @status, notice_claimed = @notice_claimed, stint = @stint, state = @state,
-       updated_at = @updated_at, boot = @boot WHERE id = @id`,
-    ),
-    getAgent: db.prepare('SELECT * FROM agents WHERE id = ?'),
-    listAgents: db.prepare('SELECT * FROM agents WHERE run_id = ? ORDER BY created_at, rowid'),
-    insertMessage: db.prepare(
-      `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum)
-       VALUES (@id, @run_id, @to_agent, @from_id, @from_name, @type, @priority, @content, @interrupt, @created_at, @notice_key, @boot, @checksum)
-       ON CONFLICT (notice_key) DO NOTHING`,
-    ),
-    messageBySeq: db.prepare('SELECT * FROM messages WHERE seq = ?'),
-    pending: db.prepare('SELECT * FROM messages WHERE to_agent = ? AND delivered_at IS NULL ORDER BY seq'),
-    pendingCount: db.prepare('SELECT count(*) FROM messages WHERE to_agent = ? AND delivered_at IS NULL').pluck(),
-    pendingByAgent: db.prepare('SELECT to_agent, count(*) AS n FROM messages WHERE run_id = ? AND delivered_at IS NULL GROUP BY to_agent'),
-    markDelivered: db.prepare('UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= ?'),
-    markDeliveredUpTo: db.prepare(
-      'UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= (SELECT seq FROM messages WHERE id = ? AND to_agent = ?)',
-    ),
-    pendingOfRun: db.prepare('SELECT * FROM messages WHERE run_id = ? AND delivered_at IS NULL ORDER BY seq'),
-    noticeKeysOf: db.prepare('SELECT notice_key FROM messages WHERE run_id = ? AND notice_key IS NOT NULL').pluck(),
-    spendOf: db.prepare('SELECT agent_id, purpose, sum(cost_usd) AS cost FROM usage WHERE run_id = ? GROUP BY agent_id, purpose'),
-    listMessages: db.prepare('SELECT * FROM messages WHERE run_id = ? ORDER BY seq'),
-    insertItem: db.prepare('INSERT INTO session_items (agent_id, seq, item, checksum) VALUES (?, ?, ?, ?)'),
-    loadItems: db.prepare('SELECT agent_id, seq, item, checksum FROM session_items WHERE agent_id = ? ORDER BY seq'),
-    deleteItems: db.prepare('DELETE FROM session_items WHERE agent_id = ?'),
-    insertUsage: db.prepare(
-      `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ),
-    listUsage: db.prepare('SELECT * FROM usage WHERE run_id = ? ORDER BY id'),
-    insertEvent: db.prepare('INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, ?, ?, ?, ?)'),
-    listEvents: db.prepare('SELECT * FROM events WHERE run_id = ? ORDER BY id'),
-    openInbox: db.prepare('SELECT * FROM inbox WHERE run_id = ? AND done_at IS NULL ORDER BY id'),
-    answerInbox: db.prepare('UPDATE inbox SET done_at = ?, result = ? WHERE id = ? AND done_at IS NULL'),
-    insertDelegation: db.prepare(
-      `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
-       VALUES (@sessionId, @delegationId, @runId, @goal, @status, @dispatchedAt, @completedAt, @resultText, @startedBoot)`,
-    ),
-    finishDelegation: db.prepare(
-      `UPDATE delegations SET status = ?, completed_at = ?, result_text = ? WHERE session_id = ? AND delegation_id = ? AND status = 'running'`,
-    ),
-    listDelegations: db.prepare('SELECT * FROM delegations WHERE run_id = ? ORDER BY dispatched_at, rowid'),
-    getReentry: db.prepare('SELECT * FROM reentry_budgets WHERE session_id = ?'),
-    linkExecution: db.prepare("INSERT OR IGNORE INTO executions (id, agent_id, status, linked_at) VALUES (?, ?, 'running', ?)"),
-    finishExecution: db.prepare("UPDATE executions SET status = ?, result = ?, finished_at = ? WHERE id = ? AND status = 'running'"),
-    continueExecution: db.prepare('UPDATE executions SET continued_at = ? WHERE id = ? AND continued_at IS NULL'),
-    getExecution: db.prepare('SELECT * FROM executions WHERE id = ?'),
-    uncontinued: db.prepare('SELECT * FROM executions WHERE finished_at IS NOT NULL AND continued_at IS NULL ORDER BY finished_at, id'),
-    runningExecutions: db.prepare("SELECT * FROM executions WHERE status = 'running' ORDER BY linked_at, id"),
-    allExecutions: db.prepare('SELECT * FROM executions ORDER BY linked_at, id'),
-    allReentry: db.prepare('SELECT * FROM reentry_budgets'),
-    eventsOf: db.prepare('SELECT * FROM events WHERE run_id = ? AND type = ? ORDER BY id'),
-    startToolCall: db.prepare(
-      `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
-       ON CONFLICT (agent_id, turn, call_id) DO UPDATE SET status = 'started', started_at = excluded.started_at, finished_at = NULL, boot = excluded.boot`,
-    ),
-    finishToolCall: db.prepare("UPDATE tool_calls SET status = 'finished', finished_at = ? WHERE agent_id = ? AND turn = ? AND call_id = ? AND status = 'started'"),
-    startedToolCalls: db.prepare("SELECT * FROM tool_calls WHERE agent_id = ? AND status = 'started' ORDER BY turn, started_at"),
-    putReentry: db.prepare(
-      `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES (?, ?, ?)
-       ON CONFLICT (session_id) DO UPDATE SET count = excluded.count, last_wake_at = excluded.last_wake_at`,
-    ),
-    dropReentry: db.prepare('DELETE FROM reentry_budgets WHERE last_wake_at < ?'),
-  };
-  const immediate = db.transaction((fn: () => unknown) => fn());
+  const q = prepareStatements(db);
+  const tx = createTransactor(db, { path: options.path, readonly, boot, insertBoot: q.insertBoot });
+  const { transaction, onRollback } = tx;
 
   // Secrets never reach the file: every text column is scrubbed on its way in (JSON columns as
   // values, so a replacement cannot cut through JSON syntax). Checksums cover the scrubbed text.
@@ -216,115 +124,21 @@ function createSqliteStore(
   const text = redactor.scrub;
   const json = redactor.scrubJson;
 
-  /** Run `fn` in a BEGIN IMMEDIATE transaction (joining an open one), failing closed on I/O errors. */
-  function transaction<T>(fn: () => T): T {
-    if (failure) throw failure;
-    if (readonly) throw new TroupeError('CONFIG_INVALID', `${options.path} was opened read-only`);
-    if (depth > 0) return fn();
-    const log: (() => void)[] = [];
-    undo = log;
-    depth = 1;
-    try {
-      return immediate.immediate(() => {
-        if (!booted) {
-          q.insertBoot.run(boot, Date.now(), process.pid);
-          booted = true;
-          onRollback(() => (booted = false));
-        }
-        return fn();
-      }) as T;
-    } catch (err) {
-      for (let i = log.length - 1; i >= 0; i--) log[i]!();
-      const fatal = classify(err, 'a write');
-      if (fatal) {
-        failure = fatal;
-        throw fatal;
-      }
-      throw err;
-    } finally {
-      depth = 0;
-      undo = null;
-    }
-  }
-  const onRollback = (fn: () => void) => undo?.push(fn);
-
-  function agentRow(id: string): AgentRow | undefined {
-    const cached = readonly ? undefined : agents.get(id);
-    if (cached) return cached;
-    const row = q.getAgent.get(id) as AgentDbRow | undefined;
-    if (!row) return undefined;
-    const agent = toAgent(row);
-    if (!readonly) agents.set(id, agent);
-    return agent;
-  }
-
-  function pendingCount(agentId: string): number {
-    if (readonly) return q.pendingCount.get(agentId) as number;
-    let n = pendingCounts.get(agentId);
-    if (n === undefined) {
-      n = q.pendingCount.get(agentId) as number;
-      pendingCounts.set(agentId, n);
-    }
-    return n;
-  }
-
-  function setPending(agentId: string, n: number): void {
-    const before = pendingCount(agentId);
-    pendingCounts.set(agentId, n);
-    onRollback(() => pendingCounts.set(agentId, before));
-  }
-
-  function session(agentId: string): SessionItem[] {
-    const cached = readonly ? undefined : sessions.get(agentId);
-    if (cached) return cached;
-    const rows = q.loadItems.all(agentId) as SessionDbRow[];
-    const items = rows.map((r, i) => toSessionItem(r, i));
-    if (!readonly) sessions.set(agentId, items);
-    return items;
-  }
-
-  function append(agentId: string, items: SessionItem[]): void {
-    if (items.length === 0) return;
-    const list = session(agentId);
-    const before = list.length;
-    for (let i = 0; i < items.length; i++) {
-      const item = json(items[i]);
-      q.insertItem.run(agentId, before + i, item, checksum(item));
-    }
-    list.push(...items);
-    onRollback(() => (list.length = before));
-  }
-
-  function writeAgent(next: AgentRow, insert: boolean): void {
-    const params = {
-      id: next.id,
-      run_id: next.runId,
-      name: text(next.name),
-      parent_id: next.parentId,
-      depth: next.depth,
-      task: text(next.task),
-      skills: json(next.skills),
-      status: next.status,
-      notice_claimed: next.noticeClaimed ? 1 : 0,
-      stint: next.stint,
-      state: json(stateOf(next)),
-      created_at: next.createdAt,
-      updated_at: next.updatedAt,
-      boot,
-    };
-    if (insert) q.insertAgent.run(params);
-    else q.updateAgent.run(params);
-    const prev = agents.get(next.id);
-    agents.set(next.id, next);
-    onRollback(() => (prev ? agents.set(next.id, prev) : agents.delete(next.id)));
-  }
+  // Caches are safe only for the owner; a read-only viewer always reads the file.
+  const { sessions, agents, pendingCounts, agentRow, pendingCount, setPending, session, append, writeAgent } = createOwnerCache({
+    q,
+    readonly,
+    boot,
+    redactor,
+    onRollback,
+  });
 
   return {
     path: options.path,
     boot,
     synchronous,
     get failure() {
-      return failure;
+      return tx.failure;
     },
     transaction,
 

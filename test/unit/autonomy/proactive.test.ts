@@ -7,17 +7,12 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { ApprovalGate } from '../../../src/autonomy/approvalGate.js';
 import { EventBus, type AuditEvent } from '../../../src/autonomy/eventBus.js';
-import {
-  defaultDiskProbe,
-  defaultLoadProbe,
-  globToRegExp,
-  parseProactiveConfig,
-  ProactiveManager,
-  renderTemplate,
-  type ProactiveFire,
-  type ProactiveOptions,
-  type ProactiveTrigger,
-} from '../../../src/autonomy/proactive.js';
+import { ProactiveManager, type ProactiveOptions } from '../../../src/autonomy/proactive.js';
+import { parseProactiveConfig } from '../../../src/autonomy/proactiveConfig.js';
+import type { ProactiveFire } from '../../../src/autonomy/proactivePipeline.js';
+import { defaultDiskProbe, defaultLoadProbe } from '../../../src/autonomy/proactiveProbes.js';
+import { globToRegExp, renderTemplate } from '../../../src/autonomy/proactiveTemplate.js';
+import type { ProactiveTrigger } from '../../../src/autonomy/proactiveTrigger.js';
 import { ConfigError } from '../../../src/errors.js';
 
 // fs.watch stays real; the wrapper only records which watchers were opened and closed.

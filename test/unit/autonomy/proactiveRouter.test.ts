@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import type { ProactiveFire } from '../../../src/autonomy/proactive.js';
+import type { ProactiveFire } from '../../../src/autonomy/proactivePipeline.js';
 import { ProactiveManager } from '../../../src/autonomy/proactive.js';
 import { isProactiveRunId, ProactiveRouter, type ProactiveRouterOptions } from '../../../src/autonomy/proactiveRouter.js';
 import { createCoordinator, type Coordinator } from '../../../src/host/createCoordinator.js';

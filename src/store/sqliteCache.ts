@@ -1,0 +1,126 @@
+/**
+ * The owner's in-memory caches over the SQLite file: agent rows, sessions (each a list of items) and
+ * every mailbox's count of undelivered messages. One process owns the file, so each is read (and
+ * verified) once, then kept; the writes that change a cached value go through here, write the file
+ * and the cache together, and register with `onRollback` how to put the cache back, so a rolled-back
+ * transaction leaves cache and file agreeing. A read-only viewer never caches: another process
+ * writes the file under it, so it always reads the file.
+ * @module
+ */
+import type { Redactor } from '../logging/redact.js';
+import type { SessionItem } from '../model/types.js';
+import { checksum } from './checksums.js';
+import type { AgentDbRow, SessionDbRow } from './dbRows.js';
+import { stateOf, toAgent, toSessionItem } from './decode.js';
+import type { Statements } from './sqliteStatements.js';
+import type { AgentRow } from './types.js';
+
+export interface OwnerCacheOptions {
+  q: Statements;
+  readonly: boolean;
+  /** This owner's fencing token, written on every agent row it writes. */
+  boot: number;
+  redactor: Redactor;
+  onRollback: (fn: () => void) => void;
+}
+
+export interface OwnerCache {
+  /** Sessions by agent id (owner only). */
+  readonly sessions: Map<string, SessionItem[]>;
+  /** Agent rows by id (owner only). */
+  readonly agents: Map<string, AgentRow>;
+  /** Undelivered messages per agent (owner only). */
+  readonly pendingCounts: Map<string, number>;
+  agentRow(id: string): AgentRow | undefined;
+  pendingCount(agentId: string): number;
+  /** Set an agent's undelivered count inside a transaction. */
+  setPending(agentId: string, n: number): void;
+  /** The cached list itself (not a copy): callers that change it register an undo. */
+  session(agentId: string): SessionItem[];
+  /** Insert items at the end of a session, scrubbed and checksummed, inside a transaction. */
+  append(agentId: string, items: SessionItem[]): void;
+  /** Insert or update an agent row inside a transaction. */
+  writeAgent(next: AgentRow, insert: boolean): void;
+}
+
+export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: OwnerCacheOptions): OwnerCache {
+  const text = redactor.scrub;
+  const json = redactor.scrubJson;
+  const sessions = new Map<string, SessionItem[]>();
+  const agents = new Map<string, AgentRow>();
+  // Undelivered messages per agent: read once, then kept (a count query per turn is a read transaction).
+  const pendingCounts = new Map<string, number>();
+
+  function agentRow(id: string): AgentRow | undefined {
+    const cached = readonly ? undefined : agents.get(id);
+    if (cached) return cached;
+    const row = q.getAgent.get(id) as AgentDbRow | undefined;
+    if (!row) return undefined;
+    const agent = toAgent(row);
+    if (!readonly) agents.set(id, agent);
+    return agent;
+  }
+
+  function pendingCount(agentId: string): number {
+    if (readonly) return q.pendingCount.get(agentId) as number;
+    let n = pendingCounts.get(agentId);
+    if (n === undefined) {
+      n = q.pendingCount.get(agentId) as number;
+      pendingCounts.set(agentId, n);
+    }
+    return n;
+  }
+
+  function setPending(agentId: string, n: number): void {
+    const before = pendingCount(agentId);
+    pendingCounts.set(agentId, n);
+    onRollback(() => pendingCounts.set(agentId, before));
+  }
+
+  function session(agentId: string): SessionItem[] {
+    const cached = readonly ? undefined : sessions.get(agentId);
+    if (cached) return cached;
+    const rows = q.loadItems.all(agentId) as SessionDbRow[];
+    const items = rows.map((r, i) => toSessionItem(r, i));
+    if (!readonly) sessions.set(agentId, items);
+    return items;
+  }
+
+  function append(agentId: string, items: SessionItem[]): void {
+    if (items.length === 0) return;
+    const list = session(agentId);
+    const before = list.length;
+    for (let i = 0; i < items.length; i++) {
+      const item = json(items[i]);
+      q.insertItem.run(agentId, before + i, item, checksum(item));
+    }
+    list.push(...items);
+    onRollback(() => (list.length = before));
+  }
+
+  function writeAgent(next: AgentRow, insert: boolean): void {
+    const params = {
+      id: next.id,
+      run_id: next.runId,
+      name: text(next.name),
+      parent_id: next.parentId,
+      depth: next.depth,
+      task: text(next.task),
+      skills: json(next.skills),
+      status: next.status,
+      notice_claimed: next.noticeClaimed ? 1 : 0,
+      stint: next.stint,
+      state: json(stateOf(next)),
+      created_at: next.createdAt,
+      updated_at: next.updatedAt,
+      boot,
+    };
+    if (insert) q.insertAgent.run(params);
+    else q.updateAgent.run(params);
+    const prev = agents.get(next.id);
+    agents.set(next.id, next);
+    onRollback(() => (prev ? agents.set(next.id, prev) : agents.delete(next.id)));
+  }
+
+  return { sessions, agents, pendingCounts, agentRow, pendingCount, setPending, session, append, writeAgent };
+}

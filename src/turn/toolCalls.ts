@@ -11,7 +11,7 @@
  *   `TOOL_IN_DOUBT` (never re-run blindly); a call never started is reported `TOOL_NOT_RUN`.
  * @module
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { TurnOutcome } from '../../machines/types.js';
 import { serializeError, TroupeError, toError } from '../errors.js';
 import type { SessionItem, ToolCall } from '../model/types.js';
@@ -155,7 +155,8 @@ export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: reado
   return { items, started: scope.started };
 }
 
-const argsHash = (args: unknown) => createHash('sha256').update(JSON.stringify(args)).digest('hex');
+// Of the arguments as the model sent them (one-shot hash: no re-serialising, no Hash object per call).
+const argsHash = (raw: string) => hash('sha256', raw, 'hex');
 
 async function executeCall(
   rt: TurnHost,
@@ -213,7 +214,7 @@ async function executeCall(
   if (tracked(tool)) {
     // Durable before the tool acts: after a crash, this row (and the answer that asked for the
     // call) is what says the call may have taken effect.
-    rt.ledger.start(agent, { turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(args) });
+    rt.ledger.start(agent, { turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(call.arguments) });
     scope.started.push(call.id);
     await rt.durable();
     if (signal.aborted) throw signal.reason;

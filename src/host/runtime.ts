@@ -20,7 +20,8 @@ import { memoryStore } from '../store/memoryStore.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
 import type { AgentRow, RunRow, Store } from '../store/types.js';
 import { BUILTIN_TOOLS, type BuiltinEnv } from '../tools/builtin.js';
-import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
+import { toToolSpec, type CompiledTool } from '../tools/defineTool.js';
+import { inSets, toolSetOf, ToolCatalog } from '../mcp/catalog.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
@@ -93,7 +94,8 @@ export class Runtime implements TurnHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly options: ResolvedOptions;
-  readonly tools: ReadonlyMap<string, CompiledTool>;
+  /** User tools: `defineTool` tools and the tools of MCP servers (mcp/catalog.ts). */
+  readonly catalog: ToolCatalog;
   readonly committer: GroupCommitter;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly timers: IdleTimers;
@@ -114,7 +116,9 @@ export class Runtime implements TurnHost {
   readonly registrar: Registrar;
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
-  readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
+  /** Tool lists by agent kind and tool sets, for one catalog version. */
+  readonly #toolSpecs = new Map<string, ToolSpec[]>();
+  #toolSpecsVersion = -1;
   readonly #builtins: BuiltinHost;
   readonly #graph: GraphHost;
   #shutdown = false;
@@ -134,15 +138,7 @@ export class Runtime implements TurnHost {
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
       throw new ConfigError(`The store already holds run ${options.runId}: resume it with resumeCoordinator({ store, runId })`);
     }
-    const tools = new Map<string, CompiledTool>();
-    for (const tool of options.tools ?? []) {
-      const compiled = compileTool(tool);
-      if (BUILTIN_TOOLS.has(compiled.name) || tools.has(compiled.name)) {
-        throw new ConfigError(`Expected tool names to be unique and not shadow a built-in, got "${compiled.name}" twice`);
-      }
-      tools.set(compiled.name, compiled);
-    }
-    this.tools = tools;
+    this.catalog = new ToolCatalog(options.tools ?? [], { clock: this.clock, logger: this.logger, reserved: new Set(BUILTIN_TOOLS.keys()) });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
@@ -358,17 +354,41 @@ export class Runtime implements TurnHost {
     return this.toolSpecs(agent).map((t) => t.name);
   }
 
-  /** The tools an agent is offered: the same list object for every root, and for every child. */
+  /**
+   * The tools an agent is offered: the same list object for every root, and for every child with
+   * the same tool sets, until the user tools change (an MCP server connects or lists new tools).
+   */
   toolSpecs(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): readonly ToolSpec[] {
-    const key = agent.parentId === null ? 'root' : 'child';
+    if (this.#toolSpecsVersion !== this.catalog.version) {
+      this.#toolSpecs.clear();
+      this.#toolSpecsVersion = this.catalog.version;
+    }
+    const sets = this.#toolSets(agent);
+    const key = `${agent.parentId === null ? 'root' : 'child'}${sets.length === 0 ? '' : JSON.stringify(sets)}`;
     let specs = this.#toolSpecs.get(key);
     if (!specs) {
       specs = [];
       for (const tool of BUILTIN_TOOLS.values()) if (tool.offeredTo(agent, this.options.interactive)) specs.push(toToolSpec(tool as never));
-      for (const tool of this.tools.values()) specs.push(toToolSpec(tool));
+      for (const entry of this.catalog.values()) if (inSets(entry, sets)) specs.push(toToolSpec(entry.tool));
       this.#toolSpecs.set(key, specs);
     }
     return specs;
+  }
+
+  /** A user tool the agent may call (its tool sets and its ancestors' allow it), by name. */
+  userTool(agent: Pick<AgentRef, 'id' | 'parentId'>, name: string): CompiledTool | undefined {
+    const entry = this.catalog.get(name);
+    return entry && inSets(entry, this.#toolSets(agent)) ? entry.tool : undefined;
+  }
+
+  /** The tool sets (`tools:` skills) of the agent and its ancestors; none for most agents. */
+  #toolSets(agent: Pick<AgentRef, 'id' | 'parentId'>): string[][] {
+    const sets: string[][] = [];
+    for (let h = this.agents.find(agent.id); h; h = h.parentId === null ? undefined : this.agents.find(h.parentId)) {
+      const set = toolSetOf(h.skills);
+      if (set) sets.push(set);
+    }
+    return sets;
   }
 
   builtinEnv(agent: AgentRef, callId: string, state: BuiltinEnv['state']): BuiltinEnv {
@@ -563,5 +583,6 @@ export class Runtime implements TurnHost {
     this.toolQueue.clear();
     this.views.waiters.rejectAll(this.#failure ?? shutDown());
     await this.committer.close();
+    await this.catalog.close();
   }
 }

@@ -22,6 +22,7 @@ import { repliesFromScript, routeByAgent } from '../testing/wireScript.js';
 import { number, parse, USAGE, VIEW_FLAGS, type Io } from './args.js';
 import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, MODEL_HINT, toSaved, type CliConfig } from './config.js';
 import { EXIT } from './exitCodes.js';
+import { mcpSecrets, mcpServersOf } from './mcpConfig.js';
 import { cliLogger } from './logs.js';
 import { send, serveInbox, stop } from './mail.js';
 import { DEMO_DB, defaultReadDb, latestRun, readRun, requireDatabase, savedConfig, views } from './runs.js';
@@ -51,8 +52,9 @@ function viewMode(json: boolean, io: Io): ViewMode {
  * The API key a command ends up with becomes a secret of `io.redactor` (scrubbed from the output
  * streams); returns the options that scrub it from the database and the log too.
  */
-export function secrets(io: Io, config?: Pick<CliConfig, 'apiKey'>): Pick<OpenStoreOptions, 'redactor'> {
+export function secrets(io: Io, config?: Pick<CliConfig, 'apiKey' | 'mcpServers'>): Pick<OpenStoreOptions, 'redactor'> {
   io.redactor?.add(config?.apiKey);
+  for (const secret of mcpSecrets(mcpServersOf(config?.mcpServers))) io.redactor?.add(secret);
   return io.redactor ? { redactor: io.redactor } : {};
 }
 
@@ -129,6 +131,7 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     rateLimit: config.rateLimit,
     idleResumeMs: config.idleResumeMs,
     review: config.review,
+    ...(config.mcpServers ? { tools: mcpServersOf(config.mcpServers) } : {}),
   });
 }
 
@@ -228,7 +231,7 @@ function answeredCalls(store: SqliteStore, runId: string): Record<string, number
 }
 
 async function resume(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget', 'run'], 0);
+  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget', 'run', 'config'], 0);
   const db = defaultReadDb(values.db);
   requireDatabase(db, ': start a run with troupe run or troupe demo first');
   // The key may come from flags or the environment: known before anything is written.
@@ -243,6 +246,8 @@ async function resume(argv: string[], io: Io): Promise<number> {
     const budgetUsd = number('budget', values.budget);
     const config = mergeConfig(
       saved,
+      // MCP servers are not saved with a run (secrets): read from the config file again.
+      defined({ mcpServers: loadConfigFile(values.config).mcpServers }),
       fromEnv(io.env),
       defined({ model: values.model, baseURL: values['base-url'], apiKey: values['api-key'], ...(budgetUsd === undefined ? {} : { budget: { limitUsd: budgetUsd } }) }),
     );

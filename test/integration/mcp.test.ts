@@ -127,6 +127,30 @@ describe('MCP servers as tools', () => {
     expect(sink.raw.join('')).not.toContain('mcp-secret-token');
   });
 
+  it('a server that cannot start (no such command, or no answer to initialize) is logged and retried; the run goes on without its tools', async () => {
+    const clock = new SimulatedClock();
+    const sink = logSink();
+    const { c, model } = run(
+      { agents: { lead: [{ tool: 'mute__echo', args: {} }, { tool: 'finish', args: { summary: 'done' } }] } },
+      {
+        clock,
+        logger: sink.logger,
+        tools: [
+          mcpServer({ name: 'missing', command: '/nonexistent/mcp-server' }),
+          mcpServer({ name: 'mute', command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)'], connectTimeoutMs: 200 }),
+        ],
+      },
+    );
+    const rootId = await c.start({ name: 'lead', task: 'Go on.' });
+    expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    expect(model.calls[0]!.request.tools.map((t) => t.name).filter((n) => n.includes('__') || n === 'echo')).toEqual([]);
+    const failed = sink.records.filter((r) => r.msg === 'MCP server failed to start').map((r) => r.mcpServer);
+    expect(failed.sort()).toEqual(['missing', 'mute']);
+    // Each is retried after the backoff, on the injected clock.
+    clock.increment(250);
+    await sink.until((r) => r.msg === 'MCP server failed to start' && r.mcpServer === 'missing' && sink.records.filter((x) => x.mcpServer === 'missing' && x.msg === r.msg).length === 2);
+  });
+
   it('risk comes from the annotations: a destructive tool asks for approval and the denial reaches the model', async () => {
     const asked: { action: string; risk: string }[] = [];
     const approvals: ApprovalPolicy = {

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
 import type { ApprovalPolicy, CoordinatorOptions } from '../../src/host/options.js';
+import type { Model } from '../../src/model/types.js';
 import { mcpServer } from '../../src/mcp/config.js';
 import { scriptedModel, type Script, type ScriptedModel } from '../../src/model/scriptedModel.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
@@ -27,9 +28,25 @@ afterEach(async () => {
 function run(script: Script, options: Omit<CoordinatorOptions, 'model' | 'store'> & { clock?: SimulatedClock }) {
   const model: ScriptedModel = scriptedModel(script, options.clock ? { clock: options.clock } : {});
   const store = memoryStore();
-  const c = createCoordinator({ model, store, ...options });
+  // `callStarted(n)` resolves once the n-th model call has begun (its scripted delay is armed).
+  const waiting = new Map<number, () => void>();
+  const begun = new Map<number, Promise<void>>();
+  const callStarted = (n: number) => {
+    if (!begun.has(n)) begun.set(n, new Promise<void>((resolve) => waiting.set(n, resolve)));
+    return begun.get(n)!;
+  };
+  const watched: Model = {
+    ...model,
+    complete: (request, opts) => {
+      const answer = model.complete(request, opts);
+      void callStarted(model.calls.length);
+      waiting.get(model.calls.length)?.();
+      return answer;
+    },
+  };
+  const c = createCoordinator({ model: watched, store, ...options });
   open.push(c);
-  return { c, model, store };
+  return { c, model, store, callStarted };
 }
 
 describe('MCP servers as tools', () => {
@@ -215,24 +232,37 @@ describe('MCP servers as tools', () => {
     expect(sink.records.some((r) => r.msg === 'MCP server lost; restarting')).toBe(true);
   });
 
-  it('an HTTP server that goes away mid-call gives a typed tool error; it is reconnected with backoff once it is back', async () => {
+  it('an HTTP server that goes away mid-call gives a typed tool error; a call while it is down fails when the restart fails; it is reconnected once back', async () => {
     const clock = new SimulatedClock();
     const sink = logSink();
     const first = await startHttpFixture();
     const port = Number(new URL(first.url).port);
     const { c, store } = run(
-      { agents: { lead: [{ tool: 'die', args: {} }, { tool: 'echo', args: { text: 'back' } }, { tool: 'finish', args: { summary: 'done' } }] } },
+      {
+        agents: {
+          lead: [
+            { tools: [{ name: 'die', args: {} }, { name: 'echo', args: { text: 'down' } }] },
+            { tool: 'echo', args: { text: 'back' } },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
       { clock, logger: sink.logger, tools: [mcpServer({ name: 'web', url: first.url })] },
     );
+    const failedStarts = () => sink.records.filter((r) => r.msg === 'MCP server failed to start').length;
     const rootId = await c.start({ name: 'lead', task: 'Survive.' });
     await sink.until((r) => r.msg === 'MCP server lost; restarting');
+    // The first restart finds nothing listening: the call waiting on it fails, typed.
+    clock.increment(250);
+    await sink.until(() => failedStarts() === 1);
     const second = await startHttpFixture(port);
     fixtures.push(second);
-    clock.increment(250);
+    clock.increment(500);
     expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
     const items = toolItems(store.loadSession(rootId));
-    expect(codeOf(items[0]!)).toBe('MCP_SERVER_UNAVAILABLE');
-    expect(items[1]!.content).toBe('echo: back');
+    expect(items.slice(0, 3).map(codeOf)).toEqual(['MCP_SERVER_UNAVAILABLE', 'MCP_SERVER_UNAVAILABLE', null]);
+    expect(items[1]!.content).toContain('failed to start');
+    expect(items[2]!.content).toBe('echo: back');
   });
 
   it('a call that never answers times out with TOOL_TIMEOUT on the tool timeout, and the server is told (MCP cancellation)', async () => {
@@ -264,7 +294,7 @@ describe('MCP servers as tools', () => {
   it('tools/list_changed: a tool the server adds is offered from the next model call on', async () => {
     const clock = new SimulatedClock();
     const sink = logSink();
-    const { c, model, store } = run(
+    const { c, model, store, callStarted } = run(
       {
         agents: {
           lead: [{ tool: 'grow', args: {} }, { delayMs: 1_000, tool: 'late', args: {} }, { tool: 'finish', args: { summary: 'done' } }],
@@ -273,8 +303,9 @@ describe('MCP servers as tools', () => {
       { clock, logger: sink.logger, tools: [stdioServer()] },
     );
     const rootId = await c.start({ name: 'lead', task: 'Grow.' });
-    expect(model.calls[0]!.request.tools.map((t) => t.name)).not.toContain('late');
     await sink.until((r) => r.msg === 'MCP tool list changed');
+    await callStarted(2);
+    expect(model.calls[0]!.request.tools.map((t) => t.name)).not.toContain('late');
     clock.increment(1_000);
     expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
     expect(toolItems(store.loadSession(rootId)).map((i) => i.content)).toEqual(['grown', 'late tool ran', expect.any(String)]);

@@ -4,9 +4,12 @@
  * reported TOOL_IN_DOUBT after the restart, never re-run; an idempotent one is re-run with the
  * same key (which reaches the server); a read-only one is re-run; one never started is TOOL_NOT_RUN.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
@@ -69,5 +72,36 @@ describe('MCP tool calls cut by a crash', () => {
     expect(charges[0]).toBe(charges[1]);
     expect(charges[0]).toMatch(new RegExp(`^CHARGE run_[^:]+:${rootId}:1:`));
     expect(items[1]!.content).toBe(charges[0]!.replace('CHARGE', 'charged'));
+  });
+
+  it('after a real kill -9 mid-call, the resumed run reports the MCP mutation in doubt and does not re-run it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'troupe-mcp-'));
+    const path = join(dir, 'run.db');
+    const fixtureLog = join(dir, 'fixture.log');
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../../dist/test/fixtures/mcp/crashChild.js', import.meta.url)), path, fixtureLog], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    let rootId = '';
+    for await (const line of createInterface({ input: child.stdout })) {
+      if (line.startsWith('ROOT ')) rootId = line.slice(5);
+      if (line === 'READY') break;
+    }
+    child.kill('SIGKILL');
+    await exited;
+
+    const store = openStore({ path });
+    const again = await resumeCoordinator({
+      store,
+      model: scriptedModel({ agents: { lead: [{ tool: 'finish', args: { summary: 'checked' } }] } }),
+      tools: [stdioServer({ env: { FIXTURE_LOG: fixtureLog } })],
+    });
+    expect((await again.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    expect(toolItems(store.loadSession(rootId)).map((i) => [i.name, codeOf(i)])).toEqual([
+      ['write_note', 'TOOL_IN_DOUBT'],
+      ['slow', 'TOOL_IN_DOUBT'],
+      ['finish', null],
+    ]);
+    await again.shutdown();
+    store.close();
+    expect(readFileSync(fixtureLog, 'utf8').split('\n').filter((l) => l.startsWith('NOTE'))).toEqual(['NOTE before the crash']);
   });
 });

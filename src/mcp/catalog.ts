@@ -13,7 +13,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { ConfigError } from '../errors.js';
-import { compileTool, type CompiledTool, type Tool } from '../tools/defineTool.js';
+import { compileTool, TOOL_NAME, type CompiledTool, type Tool } from '../tools/defineTool.js';
 import { isMcpServer, type McpServer, type McpServerOptions } from './config.js';
 import { McpConnection } from './connection.js';
 import { adaptTool } from './tools.js';
@@ -37,7 +37,6 @@ export function toolSetOf(skills: readonly string[]): string[] | null {
 export const inSets = (entry: CatalogEntry, sets: readonly (readonly string[])[]): boolean =>
   sets.every((set) => set.includes(entry.tool.name) || (entry.server !== null && set.includes(entry.server)));
 
-const MODEL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
 const safeName = (name: string) => {
   const safe = name.replace(/[^a-zA-Z0-9_-]/g, '_').slice(0, 64);
   return /^[a-zA-Z]/.test(safe) ? safe : `t${safe}`.slice(0, 64);
@@ -122,7 +121,7 @@ export class ToolCatalog {
       for (const listed of conn.tools) {
         if (seen.has(listed.name)) continue;
         seen.add(listed.name);
-        const unique = count.get(listed.name) === 1 && MODEL_NAME.test(listed.name);
+        const unique = count.get(listed.name) === 1 && TOOL_NAME.test(listed.name);
         const name = unique ? listed.name : safeName(`${options.name}__${listed.name}`);
         if (entries.has(name) || this.#reserved.has(name)) {
           this.#logger.warn({ mcpServer: options.name, tool: listed.name, name }, 'an MCP tool was left out: its name collides even with the server prefix');

@@ -60,6 +60,8 @@ export class McpConnection {
   readonly #clock: Clock;
   readonly #logger: Logger;
   #client: Client | null = null;
+  /** The client of an attempt still connecting (closed at once by `close`, not after its timeout). */
+  #connecting: Client | null = null;
   /** Settles with the next connection attempt. */
   #next: Deferred<Client> = deferred();
   #generation = 0;
@@ -120,10 +122,10 @@ export class McpConnection {
     this.#closed = true;
     if (this.#timer !== null) this.#clock.clearTimeout(this.#timer);
     this.#generation += 1;
-    const client = this.#client;
-    this.#client = null;
+    const clients = [this.#client, this.#connecting];
+    this.#client = this.#connecting = null;
     this.#next.reject(unavailable(this.name, 'the coordinator shut down'));
-    await client?.close().catch((err: unknown) => this.#logger.debug({ err }, 'closing the MCP client failed'));
+    await Promise.all(clients.map((c) => c?.close().catch((err: unknown) => this.#logger.debug({ err }, 'closing the MCP client failed'))));
   }
 
   #whenUp(signal: AbortSignal): Promise<Client> {
@@ -161,6 +163,7 @@ export class McpConnection {
     const generation = ++this.#generation;
     const next = this.#next;
     const client = new Client({ name: 'troupe', version: '0.1.0' }, { capabilities: {} });
+    this.#connecting = client;
     client.onclose = () => this.#lost(generation, 'the connection closed');
     client.onerror = (err) => this.#logger.debug({ err }, 'MCP transport error');
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.#relist(client, generation));
@@ -173,6 +176,7 @@ export class McpConnection {
         return false;
       }
       this.#client = client;
+      this.#connecting = null;
       this.#failures = 0;
       this.#logger.info({ tools: tools.length }, 'MCP server connected');
       this.#setTools(tools);
@@ -180,6 +184,7 @@ export class McpConnection {
       return true;
     } catch (err) {
       if (generation !== this.#generation) return false;
+      this.#connecting = null;
       this.#logger.warn({ err: { message: (err as Error)?.message ?? String(err) } }, 'MCP server failed to start');
       client.onclose = () => undefined;
       await client.close().catch(() => undefined);

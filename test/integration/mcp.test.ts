@@ -168,6 +168,16 @@ describe('MCP servers as tools', () => {
     await sink.until((r) => r.msg === 'MCP server failed to start' && r.mcpServer === 'missing' && sink.records.filter((x) => x.mcpServer === 'missing' && x.msg === r.msg).length === 2);
   });
 
+  it('shutdown while a server is still connecting ends it at once, not after its connect timeout', async () => {
+    const sink = logSink();
+    const mute = mcpServer({ name: 'mute', command: process.execPath, args: ['-e', "process.stderr.write('MUTE UP\\n'); setInterval(() => {}, 1000)"], connectTimeoutMs: 600_000 });
+    const { c } = run({ agents: { lead: [] } }, { logger: sink.logger, tools: [mute] });
+    const started = c.start({ name: 'lead', task: 'Never starts.' });
+    await sink.until((r) => r.stderr === 'MUTE UP');
+    await c.shutdown();
+    await expect(started).rejects.toMatchObject({ code: 'COORDINATOR_SHUT_DOWN' });
+  });
+
   it('risk comes from the annotations: a destructive tool asks for approval and the denial reaches the model', async () => {
     const asked: { action: string; risk: string }[] = [];
     const approvals: ApprovalPolicy = {

@@ -52,6 +52,15 @@ describe('config "mcpServers"', () => {
     } finally {
       store.close();
     }
+
+    // resume reads the section from the config file again (it was not saved with the run).
+    const resumed = await troupe(['resume', '--json'], cwd);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(readFileSync(join(cwd, '.troupe/troupe.log'), 'utf8').match(/FIXTURE UP/g)).toHaveLength(2);
+    writeFileSync(join(cwd, 'other.json'), JSON.stringify({ mcpServers: { fx: { command: '' } } }));
+    const bad = await troupe(['resume', '--config', 'other.json'], cwd);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('mcpServers.fx');
   });
 
   it('an invalid entry is refused with exit 2, naming the server', async () => {

@@ -57,6 +57,12 @@ export const ERROR_CODES = {
     retryable: true,
     description: 'A crash or shutdown cut the turn before this tool call started: it had no effect; call it again if it is still needed.',
   },
+  MCP_SERVER_UNAVAILABLE: {
+    retryable: true,
+    description:
+      'The MCP server behind this tool died during the call, or is down and its restart failed; it is restarted with backoff. The effect of a call cut this way is unknown.',
+  },
+  MCP_RESULT_TOO_LARGE: { retryable: false, description: "An MCP tool's result is larger than its server's maxResultChars; the model is told to ask for less." },
   FINISH_REFUSED: {
     retryable: true,
     description: "finish / agent_finish was refused because other agents are still active, or the agent's own executions or delegations are still running.",

@@ -27,7 +27,7 @@ Usage:
                                          the offline demo team (SQLite, the real openai client, a local fake server)
   troupe run "<task>" [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
                       [--interactive] [--db <file>] [--config <file>] [--json] [--inspect[=port]] [-v]
-  troupe resume [--db <file>] [--api-key <key>] [--json] [--inspect[=port]] [-v]
+  troupe resume [--db <file>] [--config <file>] [--api-key <key>] [--json] [--inspect[=port]] [-v]
   troupe status [--db <file>] [--json]   the run's state, read from the database
   troupe tree   [--db <file>] [--json]   the agent tree, read from the database
   troupe send <agent> "<text>" [--db <file>]   message an agent (a live run gets it at once; otherwise on resume)

@@ -190,7 +190,7 @@ function answeredCalls(store: SqliteStore, runId: string): Record<string, number
 }
 
 async function resume(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget', 'run'], 0);
+  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget', 'run', 'config'], 0);
   const db = defaultReadDb(values.db);
   requireDatabase(db, ': start a run with troupe run or troupe demo first');
   // The key may come from flags or the environment: known before anything is written.
@@ -205,6 +205,8 @@ async function resume(argv: string[], io: Io): Promise<number> {
     const budgetUsd = number('budget', values.budget);
     const config = mergeConfig(
       saved,
+      // MCP servers are not saved with a run (secrets): read from the config file again.
+      defined({ mcpServers: loadConfigFile(values.config).mcpServers }),
       fromEnv(io.env),
       defined({ model: values.model, baseURL: values['base-url'], apiKey: values['api-key'], ...(budgetUsd === undefined ? {} : { budget: { limitUsd: budgetUsd } }) }),
     );

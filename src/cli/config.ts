@@ -11,6 +11,7 @@ import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
 import { isValidAgentName } from '../autonomy/proactiveRouter.js';
 import type { BudgetOptions, Limits, ReviewOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';
+import { mcpServersOf, type McpServersSection } from './mcpConfig.js';
 
 export interface CliConfig {
   model?: string;
@@ -37,6 +38,8 @@ export interface CliConfig {
   proactive?: ProactiveSection;
   /** `troupe serve`: the health checks' interval and the failures at which one is logged at error. */
   watchdog?: WatchdogSection;
+  /** MCP servers whose tools the team gets (mcpConfig.ts); never saved with a run. */
+  mcpServers?: McpServersSection;
 }
 
 /** The `proactive` section of the config file: `{ enabled?, triggers: [...] }` (see parseProactiveConfig). */
@@ -53,7 +56,7 @@ export interface WatchdogSection {
 }
 
 /** What is saved with a run (an `cli.run` event): everything needed to resume it, no secrets. */
-export type SavedRunConfig = Omit<CliConfig, 'apiKey' | 'proactive' | 'watchdog'> & { demo?: boolean };
+export type SavedRunConfig = Omit<CliConfig, 'apiKey' | 'proactive' | 'watchdog' | 'mcpServers'> & { demo?: boolean };
 
 export const DEFAULT_DB = '.troupe/troupe.db';
 export const DEFAULT_CONFIG_FILE = 'troupe.config.json';
@@ -75,6 +78,7 @@ const KEYS = new Set<keyof CliConfig>([
   'review',
   'proactive',
   'watchdog',
+  'mcpServers',
 ]);
 
 /** Read the config file: `path` must exist; without it, ./troupe.config.json is used if present. */
@@ -96,6 +100,7 @@ export function loadConfigFile(path: string | undefined): CliConfig {
   const config = parsed as CliConfig & Record<string, unknown>;
   if (config.proactive !== undefined) proactiveTriggers(config.proactive, file);
   if (config.watchdog !== undefined) watchdogSection(config.watchdog, file);
+  if (config.mcpServers !== undefined) mcpServersOf(config.mcpServers, file);
   return config;
 }
 
@@ -179,9 +184,11 @@ To see troupe work without any model or key, run the offline demo: troupe demo`;
 /** Everything of a config that may be written to the database. */
 export function toSaved(config: CliConfig, demo: boolean): SavedRunConfig {
   // The serve-only sections are not a run's settings.
-  const { apiKey: _omit, proactive: _proactive, watchdog: _watchdog, ...rest } = config;
+  // mcpServers: their env and headers may hold secrets; resume reads them from the file again.
+  const { apiKey: _omit, proactive: _proactive, watchdog: _watchdog, mcpServers: _mcp, ...rest } = config;
   void _omit;
   void _proactive;
   void _watchdog;
+  void _mcp;
   return { ...rest, ...(demo ? { demo } : {}) };
 }

@@ -11,6 +11,7 @@ import type { Model } from '../model/types.js';
 import type { OpenStoreOptions } from '../store/sqliteStore.js';
 import { number, type Io } from './args.js';
 import { defined, MODEL_HINT, type CliConfig } from './config.js';
+import { mcpSecrets, mcpServersOf } from './mcpConfig.js';
 
 export const LOG_FILE = '.troupe/troupe.log';
 
@@ -18,8 +19,9 @@ export const LOG_FILE = '.troupe/troupe.log';
  * The API key a command ends up with becomes a secret of `io.redactor` (scrubbed from the output
  * streams); returns the options that scrub it from the database and the log too.
  */
-export function secrets(io: Io, config?: Pick<CliConfig, 'apiKey'>): Pick<OpenStoreOptions, 'redactor'> {
+export function secrets(io: Io, config?: Pick<CliConfig, 'apiKey' | 'mcpServers'>): Pick<OpenStoreOptions, 'redactor'> {
   io.redactor?.add(config?.apiKey);
+  for (const secret of mcpSecrets(mcpServersOf(config?.mcpServers))) io.redactor?.add(secret);
   return io.redactor ? { redactor: io.redactor } : {};
 }
 
@@ -49,5 +51,6 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     rateLimit: config.rateLimit,
     idleResumeMs: config.idleResumeMs,
     review: config.review,
+    ...(config.mcpServers ? { tools: mcpServersOf(config.mcpServers) } : {}),
   });
 }

@@ -126,6 +126,8 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     registry: rt.views.registry,
     start: (root) =>
       settle(async () => {
+        // MCP servers start with the run: the root's first model call already lists their tools.
+        await rt.toolbox.catalog.start();
         const h = await rt.registrar.startRoot(root);
         // Acknowledged only once the run and its root are committed.
         await rt.durable();

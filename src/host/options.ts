@@ -12,6 +12,7 @@ import { checkPrice } from '../model/prices.js';
 import type { Model, ModelPrice } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
+import type { McpServer } from '../mcp/config.js';
 import type { Tool } from '../tools/defineTool.js';
 
 export interface Limits {
@@ -60,7 +61,11 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   model: Model;
   /** Defaults to an in-memory store. */
   store?: S;
-  tools?: Tool[];
+  /**
+   * User tools: `defineTool` tools and MCP servers (`mcpServer(...)`), whose tools are listed when
+   * the run starts (`start()` or `resumeCoordinator`) and again when the server says they changed.
+   */
+  tools?: (Tool | McpServer)[];
   /** A human is attached: agents park instead of ending, terminal agents can be revived. */
   interactive?: boolean;
   budget?: BudgetOptions;

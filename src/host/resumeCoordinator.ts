@@ -116,6 +116,8 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   rt.executions.restore(executions);
   rt.reentry.restore(reentry);
   rt.reviewNotes.push(...reviewNotes(notes));
+  // MCP servers start before any agent runs: a call cut by the crash is judged by its tool's risk.
+  await rt.toolbox.catalog.start();
   // A running agent reads its session at once: read it now, while a failure is still a respawn failure.
   const failed = new Map<string, unknown>();
   await Promise.all(

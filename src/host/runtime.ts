@@ -65,7 +65,7 @@ export class Runtime implements TurnHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly options: ResolvedOptions;
-  readonly tools: ReadonlyMap<string, CompiledTool>;
+  /** User tools: `defineTool` tools and the tools of MCP servers (toolbox.ts, mcp/catalog.ts). */
   readonly toolbox: Toolbox;
   readonly committer: GroupCommitter;
   readonly coordinator: Actor<typeof coordinatorMachine>;
@@ -106,8 +106,7 @@ export class Runtime implements TurnHost {
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
       throw new ConfigError(`The store already holds run ${options.runId}: resume it with resumeCoordinator({ store, runId })`);
     }
-    this.toolbox = new Toolbox(options.tools ?? [], this.options.interactive);
-    this.tools = this.toolbox.tools;
+    this.toolbox = new Toolbox(options.tools ?? [], { interactive: this.options.interactive, clock: this.clock, logger: this.logger, find: (id) => this.agents.find(id) });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
@@ -309,6 +308,11 @@ export class Runtime implements TurnHost {
     return this.toolbox.specs(agent);
   }
 
+  /** A user tool the agent may call (its tool sets and its ancestors' allow it), by name. */
+  userTool(agent: Pick<AgentRef, 'id' | 'parentId'>, name: string): CompiledTool | undefined {
+    return this.toolbox.userTool(agent, name);
+  }
+
   builtinEnv(agent: AgentRef, callId: string, state: BuiltinEnv['state']): BuiltinEnv {
     return { host: this.#builtins, agent, callId, state };
   }
@@ -409,5 +413,6 @@ export class Runtime implements TurnHost {
     this.toolQueue.clear();
     this.views.waiters.rejectAll(this.#failure ?? shutDown());
     await this.committer.close();
+    await this.toolbox.catalog.close();
   }
 }

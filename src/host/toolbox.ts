@@ -1,31 +1,37 @@
 /**
- * The tools of a run: the user's tools compiled once (names unique, no built-in shadowed), and the
- * list each agent is offered — one list object for every root and one for every child, so a
- * request can reuse it (and a provider's prompt cache sees the same bytes).
+ * The tools of a run: the user's tools (`defineTool` tools and the tools of MCP servers, held by
+ * the catalog, mcp/catalog.ts) and the list each agent is offered — one list object for every root
+ * and one for every child with the same tool sets, until the user tools change (an MCP server
+ * connects or lists new tools), so a request can reuse it (and a provider's prompt cache sees the
+ * same bytes). An agent's tool sets (`tools:` skills) narrow what it and its descendants may call.
  * @module
  */
-import { ConfigError } from '../errors.js';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import { inSets, toolSetOf, ToolCatalog } from '../mcp/catalog.js';
+import type { McpServer } from '../mcp/config.js';
 import type { ToolSpec } from '../model/types.js';
 import { BUILTIN_TOOLS } from '../tools/builtin.js';
-import { compileTool, toToolSpec, type CompiledTool, type Tool } from '../tools/defineTool.js';
+import { toToolSpec, type CompiledTool, type Tool } from '../tools/defineTool.js';
 import type { AgentRef } from '../turn/ports.js';
 
-export class Toolbox {
-  readonly tools: ReadonlyMap<string, CompiledTool>;
-  readonly #interactive: boolean;
-  readonly #specs = new Map<'root' | 'child', ToolSpec[]>();
+/** What the toolbox reads of an agent: its tool sets and its parent's. */
+interface ToolAgent {
+  readonly skills: readonly string[];
+  readonly parentId: string | null;
+}
 
-  constructor(definitions: readonly Tool[], interactive: boolean) {
-    const tools = new Map<string, CompiledTool>();
-    for (const tool of definitions) {
-      const compiled = compileTool(tool);
-      if (BUILTIN_TOOLS.has(compiled.name) || tools.has(compiled.name)) {
-        throw new ConfigError(`Expected tool names to be unique and not shadow a built-in, got "${compiled.name}" twice`);
-      }
-      tools.set(compiled.name, compiled);
-    }
-    this.tools = tools;
-    this.#interactive = interactive;
+export class Toolbox {
+  readonly catalog: ToolCatalog;
+  readonly #interactive: boolean;
+  readonly #find: (id: string) => ToolAgent | undefined;
+  readonly #specs = new Map<string, ToolSpec[]>();
+  #specsVersion = -1;
+
+  constructor(definitions: readonly (Tool | McpServer)[], deps: { interactive: boolean; clock: Clock; logger: Logger; find: (id: string) => ToolAgent | undefined }) {
+    this.catalog = new ToolCatalog(definitions, { clock: deps.clock, logger: deps.logger, reserved: new Set(BUILTIN_TOOLS.keys()) });
+    this.#interactive = deps.interactive;
+    this.#find = deps.find;
   }
 
   names(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): string[] {
@@ -34,14 +40,35 @@ export class Toolbox {
 
   /** The tools an agent is offered. */
   specs(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): readonly ToolSpec[] {
-    const key = agent.parentId === null ? 'root' : 'child';
+    if (this.#specsVersion !== this.catalog.version) {
+      this.#specs.clear();
+      this.#specsVersion = this.catalog.version;
+    }
+    const sets = this.#toolSets(agent);
+    const key = `${agent.parentId === null ? 'root' : 'child'}${sets.length === 0 ? '' : JSON.stringify(sets)}`;
     let specs = this.#specs.get(key);
     if (!specs) {
       specs = [];
       for (const tool of BUILTIN_TOOLS.values()) if (tool.offeredTo(agent, this.#interactive)) specs.push(toToolSpec(tool as never));
-      for (const tool of this.tools.values()) specs.push(toToolSpec(tool));
+      for (const entry of this.catalog.values()) if (inSets(entry, sets)) specs.push(toToolSpec(entry.tool));
       this.#specs.set(key, specs);
     }
     return specs;
+  }
+
+  /** A user tool the agent may call (its tool sets and its ancestors' allow it), by name. */
+  userTool(agent: Pick<AgentRef, 'id' | 'parentId'>, name: string): CompiledTool | undefined {
+    const entry = this.catalog.get(name);
+    return entry && inSets(entry, this.#toolSets(agent)) ? entry.tool : undefined;
+  }
+
+  /** The tool sets (`tools:` skills) of the agent and its ancestors; none for most agents. */
+  #toolSets(agent: Pick<AgentRef, 'id' | 'parentId'>): string[][] {
+    const sets: string[][] = [];
+    for (let h = this.#find(agent.id); h; h = h.parentId === null ? undefined : this.#find(h.parentId)) {
+      const set = toolSetOf(h.skills);
+      if (set) sets.push(set);
+    }
+    return sets;
   }
 }

@@ -74,7 +74,7 @@ const spawnAgent = define({
     {
       name: str('Short name for the sub-agent', { minLength: 1, maxLength: 64 }),
       task: str('The complete task for the sub-agent, with everything it needs to know', { minLength: 1 }),
-      skills: strings('Up to 5 skills to load for it', { maxItems: 5 }),
+      skills: strings('Up to 5 skills to load for it; a skill "tools:<server or tool name>" limits its tools to those named', { maxItems: 5 }),
       inherit_context: { type: 'boolean', description: 'Give it your conversation as background (default false)' },
     },
     ['name', 'task'],

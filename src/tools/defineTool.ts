@@ -44,9 +44,12 @@ export interface CompiledTool extends Tool {
   validate: (args: unknown) => TroupeError | null;
 }
 
-const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
+/** Tool names a model API accepts (OpenAI: 1-64 of [a-zA-Z0-9_-]); troupe also wants a letter first. */
+export const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
 
-const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true });
+// Unknown keywords and formats (e.g. "uri", common in MCP servers' schemas) are ignored, not
+// validated; `logger: false` keeps ajv from printing that to the console (library code never does).
+const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true, logger: false });
 
 function describeErrors(errors: ErrorObject[] | null | undefined): string {
   return (errors ?? [])

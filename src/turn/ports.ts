@@ -114,8 +114,8 @@ export interface TurnHost {
   readonly gateway: ModelGateway;
   readonly sessions: SessionPort;
   readonly ledger: ToolLedger;
-  /** User tools by name. */
-  readonly tools: ReadonlyMap<string, CompiledTool>;
+  /** A user tool the agent is offered, by the name the model sees (undefined: none). */
+  userTool(agent: AgentRef, name: string): CompiledTool | undefined;
   agent(id: string): AgentRef;
   /** Tool names the agent is offered (for TOOL_NOT_FOUND messages). */
   toolNames(agent: AgentRef): string[];

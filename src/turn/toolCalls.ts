@@ -91,7 +91,7 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
     if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
     // An async execution this tool started is linked to the agent, to continue it when it ends.
-    if (!isError && !deferred && rt.tools.has(call.name)) rt.linkExecutions(agent, content);
+    if (!isError && !deferred && rt.userTool(agent, call.name)) rt.linkExecutions(agent, content);
     // A deferred call (a parking wait) is answered when the agent wakes.
     if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
     if (isError) {
@@ -111,7 +111,7 @@ export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: reado
   const scope: CallScope = { turn, started: [] };
   const items: SessionItem[] = [];
   for (const call of open) {
-    const user = rt.tools.get(call.name);
+    const user = rt.userTool(agent, call.name);
     const rerun = user ? user.risk === 'read_only' || user.idempotent === true : READ_ONLY_BUILTINS.has(call.name);
     if (rerun) {
       const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: null };
@@ -168,7 +168,7 @@ async function executeCall(
 ): Promise<CallResult> {
   const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false });
   const builtin = BUILTIN_TOOLS.get(call.name);
-  const user = builtin ? undefined : rt.tools.get(call.name);
+  const user = builtin ? undefined : rt.userTool(agent, call.name);
   if (!builtin && !user) {
     return fail(new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${call.name}". Available tools: ${rt.toolNames(agent).join(', ')}`));
   }

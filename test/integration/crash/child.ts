@@ -9,6 +9,8 @@
  * `DONE <status>`. recover-loop: run the recovery transaction in a loop (to be killed inside it).
  * own: try to own the file; print `LEADER` and hold it, or `REFUSED` on RUN_LOCKED.
  * With BUGGY=ack-early the ACK is printed before the message is sent: the negative control.
+ * With CRASH_MCP=1 the work is the `write_note` tool of an MCP server over stdio (the test
+ * fixture, a child of this process): an MCP mutation, killed mid-call like any tool.
  *
  * Progress lines, which the harness counts to time its kill (by events, not by the clock, so the
  * kill lands at the same point of the run on a quiet and on a loaded machine): `BOOT` once the
@@ -16,13 +18,16 @@
  * `RESUMED` once recovery and the respawn are done (resume), and `TICK` at every model call of a
  * worker (or every pass of the recovery loop).
  */
+import { fileURLToPath } from 'node:url';
 import { createCoordinator, type Coordinator } from '../../../src/host/createCoordinator.js';
 import { recoverRun, resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../../src/model/types.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { defineTool } from '../../../src/tools/defineTool.js';
+import { mcpServer } from '../../../src/mcp/config.js';
 
 const [path, mode, seedText, sync] = process.argv.slice(2) as [string, string, string, string | undefined];
+const MCP = process.env.CRASH_MCP === '1';
 let seed = Number(seedText) >>> 0 || 1;
 const random = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -82,7 +87,8 @@ const model: Model = {
       return { text: null, toolCalls: [idle ? call('finish', { summary: 'all parts done' }) : call('wait_for_agents', { reason: 'reports' })] };
     }
     if (done < WORK_TURNS) {
-      const calls = [call(done === 2 ? 'delegate' : 'work', done === 2 ? { goal: `job of ${request.agent.name}` } : { step: done })];
+      const unit = MCP ? call('write_note', { note: `${request.agent.name} step ${done}` }) : call('work', { step: done });
+      const calls = [done === 2 ? call('delegate', { goal: `job of ${request.agent.name}` }) : unit];
       if (done % 3 === 1) calls.push(call('send_message', { to: request.agent.parentId, content: `progress from ${request.agent.name}` }));
       return { text: null, toolCalls: calls };
     }
@@ -90,7 +96,9 @@ const model: Model = {
   },
 };
 
-const options = { model, tools: [work, delegate], limits: { maxTurns: 50 }, idleResumeMs: 60_000 };
+const fixture = fileURLToPath(new URL('../../fixtures/mcp/server.js', import.meta.url));
+const tools = MCP ? [mcpServer({ name: 'fx', command: process.execPath, args: [fixture] }), delegate] : [work, delegate];
+const options = { model, tools, limits: { maxTurns: 50 }, idleResumeMs: 60_000 };
 
 async function sendUserMessages(c: Coordinator): Promise<void> {
   for (let i = 0; ; i++) {

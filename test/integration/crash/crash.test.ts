@@ -19,6 +19,8 @@ function contender(db: string): Promise<{ proc: ChildProcess; verdict: string }>
 
 const TRIALS = Number(process.env.CRASH_TRIALS ?? 200);
 const SEED = Number(process.env.CRASH_SEED ?? 1);
+/** The MCP variant starts a server per child (~3.5 s a trial): off in `npm test`, on in CI (`npm run test:crash-mcp`). */
+const MCP_TRIALS = Number(process.env.CRASH_MCP_TRIALS ?? 0);
 
 describe('kill -9 at random points, then resume', () => {
   it(`${TRIALS} trials: nothing acknowledged is lost, nothing is told twice or not at all, recovery is idempotent, every run completes`, async () => {
@@ -44,6 +46,20 @@ describe('kill -9 at random points, then resume', () => {
       expect(counts.delegationsInterrupted).toBeGreaterThan(0);
     }
   }, 900_000);
+
+  it.skipIf(MCP_TRIALS === 0)(`with an MCP server's mutation tool as the work: ${MCP_TRIALS} trials, the same invariants`, async () => {
+    process.env.CRASH_MCP = '1';
+    try {
+      const counts = await runCrashTrials({ trials: MCP_TRIALS, seed: SEED + 200_000, parallel: 2 });
+      process.stderr.write(`\ncrash harness (MCP): ${JSON.stringify(counts)}\n`);
+      expect(counts.failingSeeds, `replay with CRASH_MCP=1 CRASH_SEED=<seed> CRASH_TRIALS=1`).toEqual([]);
+      expect(Object.fromEntries(VIOLATIONS.map((v) => [v, counts[v]]))).toEqual(Object.fromEntries(VIOLATIONS.map((v) => [v, 0])));
+      expect(counts.trials).toBe(MCP_TRIALS);
+      expect(counts.killsDuringStart).toBeGreaterThan(MCP_TRIALS * 0.5);
+    } finally {
+      delete process.env.CRASH_MCP;
+    }
+  }, 600_000);
 
   it('negative control: acknowledging before the commit is caught', async () => {
     const counts = await runCrashTrials({ trials: 60, seed: SEED + 100_000, parallel: 2, buggy: true });

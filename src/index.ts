@@ -6,7 +6,7 @@ export { createCoordinator } from './host/createCoordinator.js';
 export { recoverRun, resumeCoordinator } from './host/resumeCoordinator.js';
 export type { ResumeOptions } from './host/resumeCoordinator.js';
 export type { Coordinator, SendOptions } from './host/createCoordinator.js';
-export type { AgentInfo, CoordinatorHealth, TroupeEvent } from './host/runtime.js';
+export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './host/runtime.js';
 export type { AgentView, Registry, TreeNode } from './host/registry.js';
 export { DEFAULT_LIMITS } from './host/options.js';
 export type { BudgetOptions, CoordinatorOptions, InspectOption, Limits } from './host/options.js';

@@ -24,7 +24,7 @@ import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
-import type { AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
+import type { AgentActivity, AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
 import { BackgroundReviews, type ReviewNote } from '../turn/review.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
 import { Agents, type AgentHandle } from './agents.js';
@@ -45,7 +45,7 @@ import { Sessions } from './sessions.js';
 import { IdleTimers } from './timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views.js';
 
-export type { AgentInfo, CoordinatorHealth, TroupeEvent } from './views.js';
+export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views.js';
 export type { AgentHandle } from './agents.js';
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
@@ -207,9 +207,16 @@ export class Runtime implements TurnHost {
         model: this.model,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
-        trip: (event) => {
+        trip: (event, reason) => {
+          const before = this.budgetFlags();
           this.coordinator.send({ type: event });
-          this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
+          const after = this.budgetFlags();
+          this.stage({ op: 'updateRun', id: this.runId, patch: { budget: after } });
+          const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
+          if (kind === null) return;
+          this.logger.warn({ kind, reason }, kind === 'stop' ? 'the budget stopped the run' : 'the sub-agent reserve tripped');
+          const at = this.clock.now();
+          this.after(() => this.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: this.budget.spentUsd, limitUsd: after.limitUsd ?? 0, at }));
         },
         stage: (op) => this.stage(op),
         spent: (agentId, purpose, usd) => this.#spent(agentId, purpose, usd),
@@ -389,6 +396,10 @@ export class Runtime implements TurnHost {
 
   stopRequested(agent: AgentRef): boolean {
     return this.agents.stopRequested(this.agents.get(agent.id));
+  }
+
+  activity(agent: AgentRef, activity: AgentActivity): void {
+    if (this.views.hasListeners) this.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: this.clock.now() });
   }
 
   #builtinHost(): BuiltinHost {

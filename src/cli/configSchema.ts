@@ -90,7 +90,7 @@ export const CONFIG_SCHEMA = {
   },
 } as const;
 
-const validate = new Ajv({ allErrors: false, strict: false }).compile(CONFIG_SCHEMA);
+const validate = new Ajv({ allErrors: false, strict: false, verbose: true }).compile(CONFIG_SCHEMA);
 
 /** `/budget/prices/m` → `budget.prices["m"]`. */
 function fieldPath(pointer: string): string {

@@ -3,40 +3,28 @@
  * ends (drive.ts), each returning an exit code.
  * @module
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
 import type { BudgetOptions } from '../host/options.js';
 import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import { ConfigError, errorMessage, TroupeError } from '../errors.js';
-import { openaiModel } from '../model/openaiModel.js';
-import type { Script } from '../model/scriptedModel.js';
-import type { Model, ModelPrice } from '../model/types.js';
+import type { Model } from '../model/types.js';
 import { ensureParentDir } from '../store/files.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
-import { createFakeOpenAIServer, type FakeOpenAIServer } from '../testing/fakeOpenAIServer.js';
-import { repliesFromScript, routeByAgent } from '../testing/wireScript.js';
+import type { FakeOpenAIServer } from '../testing/fakeOpenAIServer.js';
 import { number, type Io } from './args.js';
 import { DEFAULT_DB, fromEnv, loadConfigFile, mergeConfig, requirePrice, toSaved, type CliConfig } from './config.js';
 import { drive, runExitCode } from './drive.js';
 import { cliLogger } from './logs.js';
-import { packageFile } from './paths.js';
+import { DEMO_MODEL, DEMO_PRICE, demoModel, demoScript } from './demoModel.js';
 import { DEMO_DB, defaultReadDb, latestRun, requireDatabase, savedConfig } from './runs.js';
 import { coordinatorOptions, fromFlags, inspector, LOG_FILE, modelFor, secrets } from './setup.js';
 import type { Values } from './spec.js';
 import { forTerminal } from './terminal.js';
 import type { ViewMode } from './view.js';
 
-const DEMO_MODEL = 'troupe-demo';
-const DEMO_PRICE: ModelPrice = { inputPer1M: 2, cachedInputPer1M: 0.5, outputPer1M: 8 };
 const DEMO_BUDGET: BudgetOptions = { limitUsd: 0.5, prices: { [DEMO_MODEL]: DEMO_PRICE } };
 const DEMO_CONFIG: CliConfig = { model: DEMO_MODEL, interactive: true, budget: DEMO_BUDGET, stream: true, maxOutputTokens: 1024, idleResumeMs: 20_000 };
-
-/** The bundled demo scenario (works from src/cli and dist/src/cli). */
-function demoScript(): Script {
-  const path = packageFile('fixtures/scenarios/demo.json');
-  if (!path) throw new TroupeError('INTERNAL', 'The demo scenario fixtures/scenarios/demo.json is missing from this install');
-  return JSON.parse(readFileSync(path, 'utf8')) as Script;
-}
 
 export function viewMode(json: boolean | undefined, io: Io): ViewMode {
   return json ? 'json' : io.tty ? 'tty' : 'lines';
@@ -45,13 +33,6 @@ export function viewMode(json: boolean | undefined, io: Io): ViewMode {
 /** `troupe resume` with the flags that address this database and run. */
 const resumeHint = (db: string, defaultDb: string, runId?: string) =>
   `troupe resume${db === defaultDb ? '' : ` --db ${db}`}${runId === undefined ? '' : ` --run ${runId}`}`;
-
-/** The demo's model: the real openai client against the bundled fake server, replaying the scenario. */
-async function demoModel(script: Script, answered: Record<string, number> = {}): Promise<{ model: Model; server: FakeOpenAIServer }> {
-  const server = await createFakeOpenAIServer(routeByAgent(repliesFromScript(script, answered)).script, { model: DEMO_MODEL });
-  const model = openaiModel({ model: DEMO_MODEL, baseURL: server.url, apiKey: 'demo-key', stream: true, maxOutputTokens: 1024 });
-  return { model, server };
-}
 
 export async function demo(_args: string[], values: Values, io: Io): Promise<number> {
   const killAfterTurns = number('kill-after', values.killAfter, true);

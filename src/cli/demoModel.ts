@@ -12,7 +12,7 @@ import { TroupeError } from '../errors.js';
 import { openaiModel } from '../model/openaiModel.js';
 import type { Script, ScriptStep } from '../model/scriptedModel.js';
 import type { Model, ModelPrice } from '../model/types.js';
-import { createFakeOpenAIServer, type FakeOpenAIServer, type FakeReply, type FakeScript } from '../testing/fakeOpenAIServer.js';
+import { createFakeOpenAIServer, type FakeOpenAIServer, type FakeReply, type FakeRequest } from '../testing/fakeOpenAIServer.js';
 import { agentNameOf, repliesFromScript, routeByAgent } from '../testing/wireScript.js';
 import { packageFile } from './paths.js';
 
@@ -48,7 +48,7 @@ function reportTexts(script: Script): Map<string, string> {
  * The routed wire script with `awaits` honoured: per agent, the next step is
  * `steps.length - remaining` (the demo's agents whose steps may await have no error steps).
  */
-export function holdForReports(script: Script, answered: Record<string, number> = {}): FakeScript {
+export function holdForReports(script: Script, answered: Record<string, number> = {}): (request: FakeRequest) => FakeReply {
   const routed = routeByAgent(repliesFromScript(script, answered));
   const reports = reportTexts(script);
   return (request) => {

@@ -44,6 +44,7 @@ export type { OpenStoreOptions, SqliteStore } from './store/sqliteStore.js';
 export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, UsageRow } from './store/types.js';
 export { defineTool } from './tools/defineTool.js';
 export type { Tool, ToolContext, ToolRisk } from './tools/defineTool.js';
+export type { FromSchema } from './tools/fromSchema.js';
 export { agentMachine, coordinatorMachine } from '../machines/index.js';
 export type { AgentStatus, CompletionReport, WaitKind } from '../machines/index.js';
 export { ApprovalGate, DEFAULT_APPROVAL_WINDOW_MS } from './autonomy/approvalGate.js';

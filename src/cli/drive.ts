@@ -22,7 +22,7 @@ import { budgetBar, treeLines, type ViewMode } from './view.js';
 const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 
 /** Exit code 130: the conventional "ended by SIGINT". */
-export const EXIT_INTERRUPTED = 130;
+export const EXIT_INTERRUPTED = EXIT.INTERRUPTED;
 
 export interface DriveOptions {
   mode: ViewMode;

@@ -206,6 +206,8 @@ export class LiveView {
     this.#timer = null;
     this.#rl?.close();
     this.#rl = undefined;
+    // The run's end prints why the budget tripped in full; the final frame is the team.
+    this.#budgetNote = null;
     this.#draw();
     this.#rows = 0;
     this.#stopped = true;

@@ -60,7 +60,7 @@ function retryCause(a: Extract<AgentActivity, { kind: 'retry' }>): string {
     case 'PROVIDER_RATE_LIMITED':
       return `rate limited${status}`;
     case 'PROVIDER_CONNECTION':
-      return `cannot reach the model server (${a.message})`;
+      return `cannot reach the model server (${a.message.replace(/^Connection to the model server failed: /, '')})`;
     case 'PROVIDER_TIMEOUT':
       return 'the model call timed out';
     case 'PROVIDER_UNAVAILABLE':

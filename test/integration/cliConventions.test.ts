@@ -10,7 +10,8 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { acquireOwnerLock } from '../../src/store/ownerLock.js';
-import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
+import { createFakeOpenAIServer, type FakeReply } from '../../src/testing/fakeOpenAIServer.js';
+import { agentNameOf } from '../../src/testing/wireScript.js';
 import { expectOneLine, jsonLines, seedRun, spawnTroupe, troupe, workdir } from '../helpers/cli.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -139,6 +140,21 @@ describe('money settings fail loudly', () => {
     const typo = await troupe(['run', 'x', '--model', 'm', '--base-url', server.url], cwd);
     expect(typo.code).toBe(2);
     expect(typo.stderr).toContain('budget has an unknown key "limtUsd"');
+  });
+});
+
+describe('a run the budget stopped', () => {
+  it('says why (the next call’s estimate against the limit) and prints the children’s reports when the root wrote none', async () => {
+    const call = (name: string, args: Record<string, unknown>, promptTokens = 10): FakeReply => ({ message: { toolCalls: [{ name, arguments: args }] }, usage: { promptTokens, completionTokens: 0 } });
+    const lead = [call('spawn_agent', { name: 'worker', task: 'find X' }), call('wait_for_agents', { reason: 'the worker' }), call('view_agent_graph', {}, 9_000)];
+    await using server = await createFakeOpenAIServer((request) => (agentNameOf(request) === 'lead' ? lead.shift()! : call('agent_finish', { summary: 'worker found X' })));
+    const cwd = workdir();
+    // $1,000 per 1M tokens: a call reserves ~$4 (its output allowance), 9,000 prompt tokens cost $9.
+    const r = await troupe(['run', 'Find X', '--model', 'local', '--base-url', server.url, '--api-key', 'k', '--budget', '10', '--price', '1000,1000'], cwd);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/reserve tripped: lead's call brought the spend to \$9\.\d\d, past the sub-agent reserve line \$9\.00 \(90 % of \$10\.00\)/);
+    expect(r.stdout).toMatch(/budget stopped the run: lead's next call, estimated at \$\d+\.\d\d, would take \$9\.\d\d spent past the limit \$10\.00/);
+    expect(r.stdout).toContain('Report (stopped):\n(lead wrote none: budget)\nWhat the team reported:\n  worker: worker found X');
   });
 });
 

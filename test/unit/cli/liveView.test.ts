@@ -4,6 +4,7 @@
  * final frame is drawn once. What agents do shows as words: retries with their wait, nudges, why
  * an agent failed.
  */
+import { PassThrough, Writable } from 'node:stream';
 import stringWidth from 'string-width';
 import { describe, expect, it } from 'vitest';
 import { attachView, fit, rowsAt } from '../../../src/cli/liveView.js';
@@ -84,6 +85,41 @@ describe('the TTY view', () => {
     expect(all).toContain('rate limited (429), retrying in 8 s (1/5)');
     // The final frame once: the last write is a full frame showing the root completed.
     expect(drawn.at(-1)!.join('\n')).toMatch(/✓ lead .*completed/);
+  });
+});
+
+describe('the prompt of an interactive run', () => {
+  it('says when the root waits for you, survives redraws, and keeps what you typed in the frame', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tool: 'respond_to_user', args: { message: 'What should I review?' } },
+            { tool: 'finish', args: { summary: 'reviewed it' } },
+          ],
+        },
+      },
+      { interactive: true },
+    );
+    let screen = '';
+    const output = new Writable({ write: (chunk: Buffer, _enc, done) => ((screen += chunk.toString()), done()) });
+    const input = new PassThrough();
+    const rootId = await t.c.start({ name: 'lead', task: 'Review' });
+    const view = attachView(t.c, 'tty', { write: (s) => (screen += s) }, { intervalMs: 0, columns: () => 80, prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }) } });
+    await t.c.waitFor(rootId, ['waiting']);
+    await t.advance(10);
+    expect(screen).toContain('lead waits for you › ');
+    const before = frames(screen).frames.at(-1)!.filter((l) => !l.startsWith('\x1b[1G'));
+    input.write('hello there\r');
+    await t.c.waitFor(rootId, ['completed']);
+    await t.advance(10);
+    view.stop();
+    // The frame after Enter erased the frame and the prompt row the typed line is on.
+    const after = frames(screen);
+    const i = after.frames.findIndex((f) => f.some((l) => l.includes('you → lead: hello there')));
+    expect(i).toBeGreaterThan(0);
+    expect(after.erased[i]).toBe(before.length + 1);
+    expect(after.frames.at(-1)!.join('\n')).toContain('you → lead: hello there');
   });
 });
 

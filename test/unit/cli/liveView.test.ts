@@ -9,6 +9,8 @@ import stringWidth from 'string-width';
 import { describe, expect, it } from 'vitest';
 import { attachView, fit, rowsAt } from '../../../src/cli/liveView.js';
 import { activityText, eventLine } from '../../../src/cli/view.js';
+import { createCoordinator } from '../../../src/host/createCoordinator.js';
+import type { Model } from '../../../src/model/types.js';
 import { team, TERMINAL } from '../../helpers/team.js';
 
 /** The frames a TTY view wrote, and the row count each redraw erased first. */
@@ -85,6 +87,38 @@ describe('the TTY view', () => {
     expect(all).toContain('rate limited (429), retrying in 8 s (1/5)');
     // The final frame once: the last write is a full frame showing the root completed.
     expect(drawn.at(-1)!.join('\n')).toMatch(/✓ lead .*completed/);
+  });
+});
+
+describe('streamed text (--stream)', () => {
+  it('shows on the agent’s line as it is written', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let streamed!: () => void;
+    const wrote = new Promise<void>((resolve) => (streamed = resolve));
+    const model: Model = {
+      name: 'm',
+      complete: async (_request, { onDelta }) => {
+        onDelta?.({ kind: 'text', text: 'Reading the ' });
+        onDelta?.({ kind: 'text', text: 'layout now' });
+        streamed();
+        await released;
+        return { text: null, toolCalls: [{ id: 'c1', name: 'finish', arguments: '{"summary":"done"}' }] };
+      },
+    };
+    const c = createCoordinator({ model });
+    let screen = '';
+    let shown!: () => void;
+    const drawn = new Promise<void>((resolve) => (shown = resolve));
+    const view = attachView(c, 'tty', { write: (s) => ((screen += s), screen.includes('  lead: writes: …Reading the layout now') && shown()) }, { intervalMs: 0 });
+    const rootId = await c.start({ name: 'lead', task: 'x' });
+    await wrote;
+    // The frame drawn after the deltas shows them (the test times out if none does).
+    await drawn;
+    release();
+    await c.waitFor(rootId, TERMINAL);
+    view.stop();
+    await c.shutdown();
   });
 });
 

@@ -11,6 +11,9 @@ import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
 import { isValidAgentName } from '../autonomy/proactiveRouter.js';
 import type { BudgetOptions, Limits, ReviewOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';
+import { DEFAULT_PRICES, lookupPrice } from '../model/prices.js';
+import type { ModelPrice } from '../model/types.js';
+import { checkConfig } from './configSchema.js';
 import { mcpServersOf, type McpServersSection } from './mcpConfig.js';
 
 export interface CliConfig {
@@ -61,26 +64,6 @@ export type SavedRunConfig = Omit<CliConfig, 'apiKey' | 'proactive' | 'watchdog'
 export const DEFAULT_DB = '.troupe/troupe.db';
 export const DEFAULT_CONFIG_FILE = 'troupe.config.json';
 
-const KEYS = new Set<keyof CliConfig>([
-  'model',
-  'baseURL',
-  'apiKey',
-  'stream',
-  'maxOutputTokens',
-  'timeoutMs',
-  'interactive',
-  'budget',
-  'limits',
-  'concurrency',
-  'rateLimit',
-  'idleResumeMs',
-  'db',
-  'review',
-  'proactive',
-  'watchdog',
-  'mcpServers',
-]);
-
 /** Read the config file: `path` must exist; without it, ./troupe.config.json is used if present. */
 export function loadConfigFile(path: string | undefined): CliConfig {
   const file = path ?? (existsSync(DEFAULT_CONFIG_FILE) ? DEFAULT_CONFIG_FILE : undefined);
@@ -94,10 +77,9 @@ export function loadConfigFile(path: string | undefined): CliConfig {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new ConfigError(`Expected the config file ${file} to hold a JSON object`);
   }
-  for (const key of Object.keys(parsed)) {
-    if (!KEYS.has(key as keyof CliConfig)) throw new ConfigError(`Unknown key "${key}" in ${file}; known keys: ${[...KEYS].join(', ')}`);
-  }
-  const config = parsed as CliConfig & Record<string, unknown>;
+  checkConfig(parsed, file);
+  const { $schema: _schema, ...config } = parsed as CliConfig & { $schema?: string };
+  void _schema;
   if (config.proactive !== undefined) proactiveTriggers(config.proactive, file);
   if (config.watchdog !== undefined) watchdogSection(config.watchdog, file);
   if (config.mcpServers !== undefined) mcpServersOf(config.mcpServers, file);
@@ -191,4 +173,32 @@ export function toSaved(config: CliConfig, demo: boolean): SavedRunConfig {
   void _watchdog;
   void _mcp;
   return { ...rest, ...(demo ? { demo } : {}) };
+}
+
+/** `--price 0.15,0.6` or `0.15,0.6,0.075`: USD per 1M input, output and cached input tokens. */
+export function parsePrice(text: string): ModelPrice {
+  const parts = text.split(',').map((p) => p.trim());
+  const numbers = parts.map(Number);
+  if (parts.length < 2 || parts.length > 3 || parts.some((p) => p === '') || numbers.some((n) => !Number.isFinite(n) || n < 0)) {
+    throw new ConfigError(`Expected --price to be <input>,<output>[,<cached input>] in USD per 1M tokens (numbers >= 0), got "${text}"`);
+  }
+  const [inputPer1M, outputPer1M, cachedInputPer1M] = numbers as [number, number, number | undefined];
+  return { inputPer1M, outputPer1M, ...(cachedInputPer1M === undefined ? {} : { cachedInputPer1M }) };
+}
+
+/**
+ * A budget binds only if calls have a price: with a limit and a model troupe has no price for
+ * (every local model), every call would count $0 and the limit would never stop anything. That is
+ * refused before anything starts, with the fix.
+ */
+export function requirePrice(config: CliConfig): void {
+  const limit = config.budget?.limitUsd;
+  if (limit === undefined || !config.model) return;
+  if (lookupPrice(config.budget?.prices ?? {}, config.model) ?? lookupPrice(DEFAULT_PRICES, config.model)) return;
+  throw new ConfigError(
+    `A budget of $${limit} cannot bind: troupe has no price for the model "${config.model}", so every call would count $0. ` +
+      `Give its price in USD per 1M tokens: --price <input>,<output> (e.g. --price 0.15,0.6; --price 0,0 for a free local model, which makes the budget moot), ` +
+      `or "budget": { "prices": { "${config.model}": { "inputPer1M": 0.15, "outputPer1M": 0.6 } } } in ${DEFAULT_CONFIG_FILE}.`,
+    { details: { field: 'budget.prices' } },
+  );
 }

@@ -1,47 +1,36 @@
 /**
- * Process exit codes of the `troupe` command, mapped from error codes (listed in the README).
+ * Process exit codes of the `troupe` command, mapped from error codes. `EXIT_ROWS` is the one
+ * source of the README's exit-code table (generated from it).
  * @module
  */
-export const EXIT = {
-  OK: 0,
-  /** The run ended, but its root did not complete (failed, crashed or stopped). */
-  RUN_NOT_COMPLETED: 1,
-  /** Bad usage or configuration (CONFIG_INVALID, an unknown command or flag, no model). */
-  USAGE: 2,
-  /** Another process owns the database (RUN_LOCKED). */
-  LOCKED: 3,
-  /** No such run or agent (RUN_NOT_FOUND, AGENT_NOT_FOUND). */
-  NOT_FOUND: 4,
-  /** The database cannot be used (STORE_OPEN_FAILED, STORE_CORRUPT, STORE_SCHEMA_TOO_NEW, STORE_IO). */
-  STORE: 5,
-  /** The model provider refused to work (PROVIDER_AUTH and the other PROVIDER_* codes). */
-  PROVIDER: 6,
-  /** The message (or a run's task) is larger than limits.maxMessageBytes (MESSAGE_TOO_LARGE): shorten it. */
-  MESSAGE_TOO_LARGE: 7,
-  /** Nothing will read the message: the agent is completed or stopped in a run that is not interactive (AGENT_NOT_REACHABLE). */
-  NOT_REACHABLE: 8,
-  /** The agent's mailbox is full (MAILBOX_FULL): try again once it has read some. */
-  MAILBOX_FULL: 9,
-  /** The message would revive a finished child whose parent already has limits.maxChildren active children (MAX_CHILDREN_EXCEEDED): try again once one finishes. */
-  MAX_CHILDREN: 10,
-  /** Anything else, including bugs (INTERNAL). */
-  INTERNAL: 70,
-} as const;
 
-const BY_CODE: Readonly<Record<string, number>> = {
-  CONFIG_INVALID: EXIT.USAGE,
-  RUN_LOCKED: EXIT.LOCKED,
-  RUN_NOT_FOUND: EXIT.NOT_FOUND,
-  AGENT_NOT_FOUND: EXIT.NOT_FOUND,
-  MESSAGE_TOO_LARGE: EXIT.MESSAGE_TOO_LARGE,
-  AGENT_NOT_REACHABLE: EXIT.NOT_REACHABLE,
-  MAILBOX_FULL: EXIT.MAILBOX_FULL,
-  MAX_CHILDREN_EXCEEDED: EXIT.MAX_CHILDREN,
-};
+/** Every exit code: its number, what it means, and the error codes that map to it. */
+export const EXIT_ROWS = {
+  OK: { code: 0, meaning: 'the root completed (or the command succeeded)', errors: [] },
+  RUN_NOT_COMPLETED: { code: 1, meaning: 'the run ended without its root completing (failed, crashed or stopped), for a reason other than the provider', errors: [] },
+  USAGE: { code: 2, meaning: 'usage or configuration error: an unknown command or flag, a bad config file, no model, a budget without a price, a busy `--inspect` port', errors: ['CONFIG_INVALID'] },
+  LOCKED: { code: 3, meaning: 'another process owns the database', errors: ['RUN_LOCKED'] },
+  NOT_FOUND: { code: 4, meaning: 'no such run or agent', errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND'] },
+  STORE: { code: 5, meaning: 'the database cannot be used', errors: ['STORE_OPEN_FAILED', 'STORE_CORRUPT', 'STORE_SCHEMA_TOO_NEW', 'STORE_IO'] },
+  PROVIDER: { code: 6, meaning: 'the model provider refused to work: the root failed with a provider error (a 401 or 403, a bad request, retries exhausted, …)', errors: ['PROVIDER_*'] },
+  MESSAGE_TOO_LARGE: { code: 7, meaning: 'the message (`troupe send`) or the task (`troupe run`, `serve`) is larger than `limits.maxMessageBytes`', errors: ['MESSAGE_TOO_LARGE'] },
+  NOT_REACHABLE: { code: 8, meaning: '`troupe send`: nothing will read the message — the agent is completed or stopped and the run is not interactive', errors: ['AGENT_NOT_REACHABLE'] },
+  MAILBOX_FULL: { code: 9, meaning: "`troupe send`: the agent's mailbox is full; try again later", errors: ['MAILBOX_FULL'] },
+  MAX_CHILDREN: { code: 10, meaning: '`troupe send`: the message would revive a finished child whose parent already has `limits.maxChildren` active children; try again once one finishes', errors: ['MAX_CHILDREN_EXCEEDED'] },
+  INTERRUPTED: { code: 130, meaning: 'Ctrl-C (SIGINT) or SIGTERM stopped a run; it is saved, `troupe resume` carries on', errors: [] },
+  INTERNAL: { code: 70, meaning: 'anything else: a bug', errors: ['INTERNAL'] },
+} as const satisfies Record<string, { code: number; meaning: string; errors: readonly string[] }>;
+
+type ExitName = keyof typeof EXIT_ROWS;
+
+export const EXIT = Object.fromEntries(Object.entries(EXIT_ROWS).map(([name, row]) => [name, row.code])) as { readonly [K in ExitName]: (typeof EXIT_ROWS)[K]['code'] };
+
+const BY_CODE: ReadonlyMap<string, number> = new Map(Object.values(EXIT_ROWS).flatMap((row) => row.errors.map((e): [string, number] => [e, row.code])));
 
 export function exitCodeFor(code: string | undefined): number {
   if (code === undefined) return EXIT.INTERNAL;
-  if (Object.hasOwn(BY_CODE, code)) return BY_CODE[code]!;
+  const exact = BY_CODE.get(code);
+  if (exact !== undefined) return exact;
   if (code.startsWith('STORE_')) return EXIT.STORE;
   if (code.startsWith('PROVIDER_')) return EXIT.PROVIDER;
   return EXIT.INTERNAL;

@@ -16,9 +16,10 @@ import type { Model } from '../model/types.js';
 import { postToInbox, readDelivery, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
 import type { RunRow } from '../store/types.js';
-import { parse, type Io } from './args.js';
+import type { Io } from './args.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { defaultReadDb, latestRun, readRun, requireDatabase, savedConfig } from './runs.js';
+import type { Values } from './spec.js';
 import { forTerminal } from './terminal.js';
 
 /** Statuses in which a live agent does not take up a message until something else happens. */
@@ -139,9 +140,8 @@ function findAgent(store: SqliteStore, run: RunRow, agent: string) {
   return target;
 }
 
-export async function send(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parse('send', argv, ['db', 'run'], 2);
-  const [agent, text] = positionals;
+export async function send(args: string[], values: Values, io: Io): Promise<number> {
+  const [agent, text] = args;
   if (!agent || !text) throw new ConfigError('Usage: troupe send <agent> "<text>"');
   const db = defaultReadDb(values.db);
   return onRun(
@@ -180,9 +180,8 @@ export async function send(argv: string[], io: Io): Promise<number> {
   );
 }
 
-export async function stop(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parse('stop', argv, ['db', 'run'], 1);
-  const [agent] = positionals;
+export async function stop(args: string[], values: Values, io: Io): Promise<number> {
+  const [agent] = args;
   if (!agent) throw new ConfigError('Usage: troupe stop <agent>');
   const db = defaultReadDb(values.db);
   return onRun(

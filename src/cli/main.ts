@@ -6,7 +6,7 @@
 import { isTroupeError } from '../errors.js';
 import { createRedactor } from '../logging/redact.js';
 import type { Io } from './args.js';
-import { runCli } from './commands.js';
+import { runCli } from './program.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { forTerminal } from './terminal.js';
 
@@ -18,8 +18,22 @@ const io: Io = {
   err: { write: (text: string) => void process.stderr.write(redactor.scrub(text)) },
   env: process.env,
   tty: Boolean(process.stdout.isTTY),
+  columns: () => process.stdout.columns || 80,
+  onResize: (redraw) => {
+    process.stdout.on('resize', redraw);
+    return () => process.stdout.off('resize', redraw);
+  },
+  stdin: process.stdin,
   redactor,
 };
+
+// Piped into `head` or a closed pager: stop quietly, as other command-line tools do.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(EXIT.OK);
+    throw err;
+  });
+}
 
 runCli(process.argv.slice(2), io).then(
   (code) => process.exit(code),

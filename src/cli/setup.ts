@@ -1,7 +1,6 @@
 /**
- * What every command that runs a team sets up the same way from its resolved config: the model,
- * the coordinator options, the secrets to scrub, the optional inspector. Shared by commands.ts
- * and serve.ts (kept apart from both so neither imports the other).
+ * What the commands that host runs (demo, run, resume, serve) share: the config a command ends up
+ * with, its model, its coordinator options, the inspector, and the secrets to scrub.
  * @module
  */
 import type { CoordinatorOptions } from '../host/options.js';
@@ -10,10 +9,28 @@ import { openaiModel } from '../model/openaiModel.js';
 import type { Model } from '../model/types.js';
 import type { OpenStoreOptions } from '../store/sqliteStore.js';
 import { number, type Io } from './args.js';
-import { defined, MODEL_HINT, type CliConfig } from './config.js';
+import { defined, MODEL_HINT, parsePrice, type CliConfig } from './config.js';
 import { mcpSecrets, mcpServersOf } from './mcpConfig.js';
+import type { Values } from './spec.js';
 
 export const LOG_FILE = '.troupe/troupe.log';
+
+/** The config the flags of a command say (undefined where a flag is absent, so earlier sources stay). */
+export function fromFlags(values: Values, model: string | undefined): Partial<CliConfig> {
+  const limitUsd = number('budget', values.budget);
+  if (values.price !== undefined && !model) throw new ConfigError('--price needs a model (--model or config "model") to price');
+  const prices = values.price === undefined ? undefined : { [model!]: parsePrice(values.price) };
+  const budget = defined({ limitUsd, prices });
+  return defined({
+    model: values.model,
+    baseURL: values.baseUrl,
+    apiKey: values.apiKey,
+    interactive: values.interactive,
+    stream: values.stream,
+    db: values.db,
+    ...(Object.keys(budget).length > 0 ? { budget } : {}),
+  });
+}
 
 /**
  * The API key a command ends up with becomes a secret of `io.redactor` (scrubbed from the output
@@ -23,15 +40,6 @@ export function secrets(io: Io, config?: Pick<CliConfig, 'apiKey' | 'mcpServers'
   io.redactor?.add(config?.apiKey);
   for (const secret of mcpSecrets(mcpServersOf(config?.mcpServers))) io.redactor?.add(secret);
   return io.redactor ? { redactor: io.redactor } : {};
-}
-
-export async function inspector(flags: { inspect?: boolean; 'inspect-port'?: string }, io: Io): Promise<{ inspect?: CoordinatorOptions['inspect']; close: () => Promise<void> }> {
-  if (!flags.inspect) return { close: () => Promise.resolve() };
-  const port = flags['inspect-port'] === undefined ? 8080 : number('inspect', flags['inspect-port'], true);
-  const { startInspector } = await import('../inspect/server.js');
-  const handle = await startInspector({ port: port ?? 8080 });
-  io.err.write(`${handle.hint}\n`);
-  return { inspect: handle.inspect, close: () => handle.close() };
 }
 
 export function modelFor(config: CliConfig): Model {
@@ -53,4 +61,21 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     review: config.review,
     ...(config.mcpServers ? { tools: mcpServersOf(config.mcpServers) } : {}),
   });
+}
+
+export interface Inspection {
+  inspect?: CoordinatorOptions['inspect'];
+  /** The page's address, printed again when the run ends and the inspector keeps serving. */
+  url?: string;
+  close: () => Promise<void>;
+}
+
+/** `--inspect[=port]`: start the inspector server (its address on stderr), or nothing. */
+export async function inspector(values: Pick<Values, 'inspect'>, io: Io): Promise<Inspection> {
+  if (values.inspect === undefined) return { close: () => Promise.resolve() };
+  const port = number('inspect', values.inspect, true, true) ?? 8080;
+  const { startInspector } = await import('../inspect/server.js');
+  const handle = await startInspector({ port });
+  io.err.write(`${handle.hint}\n`);
+  return { inspect: handle.inspect, url: handle.url, close: () => handle.close() };
 }

@@ -1,13 +1,13 @@
 /**
- * What the CLI shows while agents run: a redrawn tree with a budget bar on a TTY, one line per
- * event otherwise, JSON lines with `--json`. Also the static tree and status renderings used by
- * `troupe tree` and `troupe status`.
+ * How the CLI puts runs into words: the tree and the budget bar (`troupe tree`, `status` and the
+ * live view), what agents do (`activityText`), and one line per event for piped output. The live
+ * view itself is in liveView.ts.
  * @module
  */
 import type { BudgetState, Coordinator } from '../host/createCoordinator.js';
 import type { TreeNode } from '../host/registry.js';
-import type { TroupeEvent } from '../host/runtime.js';
-import { forTerminal, jsonLine } from './terminal.js';
+import type { AgentActivity, AgentInfo, TroupeEvent } from '../host/runtime.js';
+import { forTerminal } from './terminal.js';
 
 export type ViewMode = 'tty' | 'lines' | 'json';
 
@@ -26,7 +26,7 @@ const STATUS_MARK: Record<string, string> = {
   crashed: '☠',
 };
 
-const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
+export const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
 
 /** The agent tree as text lines: name, status, turns, spend, last tool (each safe for a terminal). */
 export function treeLines(nodes: readonly TreeNode[], indent = ''): string[] {
@@ -34,7 +34,8 @@ export function treeLines(nodes: readonly TreeNode[], indent = ''): string[] {
   for (const n of nodes) {
     const mark = STATUS_MARK[n.status] ?? '?';
     const last = n.lastTool ? `  last=${forTerminal(n.lastTool)}` : '';
-    lines.push(`${indent}${mark} ${forTerminal(n.name)} (${forTerminal(n.id)})  ${forTerminal(n.status)}  turns=${n.turns}  ${usd(n.spentUsd)}${last}`);
+    const waits = n.status === 'waiting' && n.waitKind === 'user' ? ' (waits for you)' : '';
+    lines.push(`${indent}${mark} ${forTerminal(n.name)} (${forTerminal(n.id)})  ${forTerminal(n.status)}${waits}  turns=${n.turns}  ${usd(n.spentUsd)}${last}`);
     lines.push(...treeLines(n.children, `${indent}  `));
   }
   return lines;
@@ -50,62 +51,78 @@ export function budgetBar(budget: Pick<BudgetState, 'spentUsd' | 'limitUsd' | 'r
   return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${usd(budget.spentUsd)} of ${usd(budget.limitUsd)} (${Math.floor(share * 100)} %)${suffix}`;
 }
 
+const seconds = (ms: number) => (ms < 1000 ? `${ms} ms` : `${Math.round(ms / 100) / 10} s`);
+
+/** What a transient failure was, in words a user knows. */
+function retryCause(a: Extract<AgentActivity, { kind: 'retry' }>): string {
+  const status = a.status === undefined ? '' : ` (${a.status})`;
+  switch (a.code) {
+    case 'PROVIDER_RATE_LIMITED':
+      return `rate limited${status}`;
+    case 'PROVIDER_CONNECTION':
+      return `cannot reach the model server (${a.message.replace(/^Connection to the model server failed: /, '')})`;
+    case 'PROVIDER_TIMEOUT':
+      return 'the model call timed out';
+    case 'PROVIDER_UNAVAILABLE':
+      return `the model server is unavailable${status}`;
+    default:
+      return `${a.code}: ${a.message}`;
+  }
+}
+
+/** One activity in words: `rate limited (429), retrying in 8 s (2/5)`. */
+export function activityText(a: AgentActivity): string {
+  switch (a.kind) {
+    case 'tool':
+      return `calls ${a.tool}`;
+    case 'retry':
+      return `${retryCause(a)}, retrying in ${seconds(a.delayMs)} (${a.retry}/${a.maxRetries})`;
+    case 'nudge':
+      return `answered in plain text: nudged (${a.attempt}/${a.limit})`;
+  }
+}
+
+/** Why an agent ended up failed, crashed or stopped, when the coordinator knows. */
+export function endReason(info: Pick<AgentInfo, 'status' | 'error' | 'stopReason'> | undefined): string | null {
+  if (!info) return null;
+  if ((info.status === 'failed' || info.status === 'crashed') && info.error) return `${info.error.code}: ${info.error.message}`;
+  if (info.status === 'stopped' && info.stopReason) return info.stopReason;
+  return null;
+}
+
+export type Lookup = (agentId: string) => AgentInfo | undefined;
+
+/** A coordinator's `get` that answers undefined instead of throwing for an unknown agent. */
+export const lookupIn =
+  (c: Pick<Coordinator, 'get'>): Lookup =>
+  (id) => {
+    try {
+      return c.get(id);
+    } catch {
+      return undefined;
+    }
+  };
+
 /** One event as a line for non-TTY output (safe for a terminal); null for events not worth a line. */
-export function eventLine(event: TroupeEvent): string | null {
+export function eventLine(event: TroupeEvent, lookup: Lookup = () => undefined): string | null {
   switch (event.type) {
-    case 'agent.status':
-      return `${forTerminal(event.name).padEnd(10)} ${event.from ?? 'new'} → ${event.to}`;
+    case 'agent.status': {
+      const info = event.to === 'failed' || event.to === 'crashed' || event.to === 'stopped' || event.to === 'waiting' ? lookup(event.agentId) : undefined;
+      const why = endReason(info);
+      const waits = event.to === 'waiting' && info?.waitKind === 'user' ? ' (waits for you)' : '';
+      return `${forTerminal(event.name).padEnd(10)} ${event.from ?? 'new'} → ${event.to}${waits}${why ? `: ${forTerminal(why)}` : ''}`;
+    }
     case 'agent.said':
       return `${forTerminal(event.name).padEnd(10)} says: ${forTerminal(event.text, true)}`;
+    case 'agent.activity':
+      return `${forTerminal(event.name).padEnd(10)} ${forTerminal(activityText(event.activity))}`;
+    case 'budget.tripped':
+      return `${'budget'.padEnd(10)} ${event.kind === 'stop' ? 'stopped the run' : 'reserve tripped, sub-agents stop'}: ${forTerminal(event.reason)}`;
+    case 'run.deadlock':
+      return `${'run'.padEnd(10)} deadlock: ${event.waits.length} wait(s) nothing can answer; the agents are woken`;
     case 'coordinator.failed':
       return `coordinator stopped: ${forTerminal(event.error.code)}: ${forTerminal(event.error.message)}`;
     default:
       return null;
   }
-}
-
-/**
- * Attach a live view to a coordinator; returns a function that draws the final frame and detaches.
- * The TTY view redraws at most every `intervalMs`, in place.
- */
-export function attachView(coordinator: Coordinator, mode: ViewMode, out: Output, intervalMs = 100): () => void {
-  if (mode === 'json') {
-    const unsubscribe = coordinator.subscribe((event) => out.write(`${jsonLine(event)}\n`));
-    return unsubscribe;
-  }
-  if (mode === 'lines') {
-    const unsubscribe = coordinator.subscribe((event) => {
-      const line = eventLine(event);
-      if (line !== null) out.write(`  ${line}\n`);
-    });
-    return unsubscribe;
-  }
-  let drawn = 0;
-  let timer: ReturnType<typeof setTimeout> | null = null;
-  const lastSaid = new Map<string, string>();
-  const draw = () => {
-    timer = null;
-    const lines = [budgetBar(coordinator.budget()), ...treeLines(coordinator.tree())];
-    const said = [...lastSaid].map(([name, text]) => `  ${forTerminal(name)}: ${forTerminal(text.length > 100 ? `${text.slice(0, 97)}...` : text)}`);
-    const frame = [...lines, ...said];
-    // Move up over the previous frame and clear it, then draw the new one.
-    const clear = drawn > 0 ? `\x1b[${drawn}F\x1b[0J` : '';
-    out.write(`${clear}${frame.join('\n')}\n`);
-    drawn = frame.length;
-  };
-  const schedule = () => {
-    if (timer === null) timer = setTimeout(draw, intervalMs);
-  };
-  const unsubscribe = coordinator.subscribe((event) => {
-    if (event.type === 'agent.said') lastSaid.set(event.name, event.text.replace(/\s+/g, ' '));
-    schedule();
-  });
-  const unsubscribeRegistry = coordinator.registry.subscribe(schedule);
-  draw();
-  return () => {
-    unsubscribe();
-    unsubscribeRegistry.unsubscribe();
-    if (timer !== null) clearTimeout(timer);
-    draw();
-  };
 }

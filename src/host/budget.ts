@@ -20,7 +20,10 @@ import type { ResolvedOptions } from './options.js';
 export type { Reservation };
 
 /** The calling agent, as the ledger needs it. */
-type Payer = { readonly id: string; readonly parentId: string | null; readonly logger: Logger };
+type Payer = { readonly id: string; readonly name?: string; readonly parentId: string | null; readonly logger: Logger };
+
+/** `$0.0712` under a dollar, `$4.50` above. */
+const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
 
 /** What the ledger needs of its host. */
 export interface LedgerHost {
@@ -31,8 +34,11 @@ export interface LedgerHost {
   readonly budget: ResolvedOptions['budget'];
   /** The coordinator's budget flags now. */
   flags(): BudgetFlags;
-  /** Trip the reserve or the budget stop (the coordinator decides; the flags are staged with it). */
-  trip(event: 'budget.stop' | 'budget.reserveTrip'): void;
+  /**
+   * Trip the reserve or the budget stop (the coordinator decides; the flags are staged with it).
+   * `reason` says why in words, for views.
+   */
+  trip(event: 'budget.stop' | 'budget.reserveTrip', reason: string): void;
   stage(op: WriteOp): void;
   /** Book spend against an agent (its views and `spentByPurpose`). */
   spent(agentId: string, purpose: UsagePurpose, usd: number): void;
@@ -186,8 +192,11 @@ export class BudgetLedger {
     rt.spent(agent.id, purpose, costUsd);
     const limitUsd = this.limitUsd;
     if (limitUsd !== null && rt.budget.policy === 'stop') {
-      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop');
-      else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) rt.trip('budget.reserveTrip');
+      const spent = `${agent.name ?? agent.id}'s call brought the spend to ${usd(this.#spentUsd)}`;
+      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop', `${spent}, at or past the limit ${usd(limitUsd)}`);
+      else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) {
+        rt.trip('budget.reserveTrip', `${spent}, past the sub-agent reserve line ${usd(rt.budget.reserveFraction * limitUsd)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`);
+      }
     }
     this.release(reservation);
   }
@@ -242,7 +251,7 @@ export class BudgetLedger {
         await this.#nextSettlement(signal);
         continue;
       }
-      return { outcome: this.#refuse(child) };
+      return { outcome: this.#refuse(agent, usd) };
     }
   }
 
@@ -277,11 +286,24 @@ export class BudgetLedger {
     return policy === 'stop' && belowReserve ? reserveFraction * limitUsd : limitUsd;
   }
 
-  /** Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or the stop. */
-  #refuse(child: boolean): TurnOutcome {
+  /**
+   * Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or
+   * the stop. `estimateUsd` is what the refused call would have reserved (null: the limit was
+   * lowered under what is already spent and reserved).
+   */
+  #refuse(agent: Payer, estimateUsd: number | null): TurnOutcome {
     const rt = this.#rt;
+    const child = agent.parentId !== null;
     if (rt.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: rt.flags().resumeEpoch };
-    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop');
+    const limitUsd = this.limitUsd ?? 0;
+    const line = this.#cap(limitUsd, child);
+    const lineText = child ? `the sub-agent reserve line ${usd(line)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})` : `the limit ${usd(limitUsd)}`;
+    const committed = `${usd(this.#spentUsd)} spent${this.#reservedUsd > 0 ? ` + ${usd(this.#reservedUsd)} reserved` : ''}`;
+    const reason =
+      estimateUsd === null
+        ? `${committed} is past ${lineText}`
+        : `${agent.name ?? agent.id}'s next call, estimated at ${usd(estimateUsd)}, would take ${committed} past ${lineText}`;
+    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop', reason);
     return { kind: 'stopped', reason: child ? 'reserve' : 'budget' };
   }
 
@@ -295,7 +317,7 @@ export class BudgetLedger {
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return null;
     const child = agent.parentId !== null;
-    return this.#spentUsd + this.#reservedUsd > this.#cap(limitUsd, child) + 1e-9 ? this.#refuse(child) : null;
+    return this.#spentUsd + this.#reservedUsd > this.#cap(limitUsd, child) + 1e-9 ? this.#refuse(agent, null) : null;
   }
 
   #nextSettlement(signal: AbortSignal): Promise<void> {

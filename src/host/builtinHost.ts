@@ -6,12 +6,14 @@
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import type { Clock } from '../clock.js';
 import type { BuiltinHost } from '../tools/ports.js';
-import type { AgentHandle, Agents } from './agents.js';
+import type { WriteOp } from '../store/port.js';
+import type { Agents } from './agents.js';
 import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn, type GraphHost } from './graph.js';
 import type { Mailboxes } from './mailbox.js';
 import type { Messaging } from './messaging.js';
 import type { ResolvedOptions } from './options.js';
 import type { Registrar } from './registration.js';
+import type { Views } from './views.js';
 
 /** What the built-ins' port is made of (the runtime provides it). */
 export interface BuiltinParts {
@@ -21,7 +23,10 @@ export interface BuiltinParts {
   readonly mailboxes: Mailboxes;
   readonly registrar: Pick<Registrar, 'spawnChild'>;
   readonly messaging: Pick<Messaging, 'sendFromAgent'>;
-  said(agent: AgentHandle, text: string): void;
+  readonly runId: string;
+  readonly views: Pick<Views, 'emit'>;
+  stage(op: WriteOp): void;
+  after(effect: () => void): void;
   budgetFlags(): BudgetFlags;
 }
 
@@ -36,7 +41,12 @@ export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
       return { messageId: mail.id, target: { id: target.id, name: target.name, status: rt.agents.status(target) } };
     },
     stopFromAgent: (caller, ref, cascade) => stopFromAgent(g, h(caller), ref, cascade),
-    said: (agent, text) => rt.said(h(agent), text),
+    // The agent said something to the user (respond_to_user): an event row, and the event once committed.
+    said: (agent, text) => {
+      const at = rt.clock.now();
+      rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'agent.said', data: { text }, at } });
+      rt.after(() => rt.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
+    },
     budgetFlags: () => rt.budgetFlags(),
     isStopRequested: (agent) => rt.agents.stopRequested(h(agent)),
     pendingCount: (agent) => rt.mailboxes.count(agent.id),

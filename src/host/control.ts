@@ -7,12 +7,15 @@
 import { isActive } from '../../machines/types.js';
 import { positiveLimit } from './options.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
+import type PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import type { Actor } from 'xstate';
 import type { BudgetFlags, coordinatorMachine } from '../../machines/coordinatorMachine.js';
 import type { WriteOp } from '../store/port.js';
 import type { AgentHandle, Agents } from './agents.js';
 import type { Messaging } from './messaging.js';
+import { TroupeError } from '../errors.js';
+import type { CoordinatorHealth } from './views.js';
 
 /** What the controls act on (the runtime provides it). */
 export interface ControlParts {
@@ -79,4 +82,16 @@ export function wireCoordinatorEvents(rt: ControlParts): void {
       for (const h of rt.agents.values()) if (rt.agents.status(h) === 'budgetPaused') rt.agents.send(h, { type: 'budget.resume', epoch: e.epoch });
     }),
   );
+}
+
+/** A snapshot for health checks: the fatal failure or the shutdown, and both queues. */
+export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gateway: { queue: PQueue }; toolQueue: PQueue }): CoordinatorHealth {
+  const error = rt.failure ?? (rt.usable ? null : new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
+  const queue = (q: PQueue) => ({ waiting: q.size, running: q.pending, concurrency: q.concurrency });
+  return {
+    ok: error === null,
+    error: error === null ? null : { code: error.code, message: error.message },
+    modelQueue: queue(rt.gateway.queue),
+    toolQueue: queue(rt.toolQueue),
+  };
 }

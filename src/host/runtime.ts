@@ -24,12 +24,12 @@ import type { CompiledTool } from '../tools/defineTool.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
-import type { AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
+import type { AgentActivity, AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents.js';
 import { BudgetLedger } from './budget.js';
 import { GroupCommitter } from './commit.js';
-import { requestStop, wireCoordinatorEvents } from './control.js';
+import { healthOf, requestStop, wireCoordinatorEvents } from './control.js';
 import { DeadlockWatch } from './deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { AsyncExecutions } from './executions.js';
@@ -49,7 +49,7 @@ import { backgroundReviews, toolLedger } from './turnServices.js';
 import { IdleTimers } from './timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views.js';
 
-export type { AgentInfo, CoordinatorHealth, TroupeEvent } from './views.js';
+export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views.js';
 export type { AgentHandle } from './agents.js';
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
@@ -171,9 +171,16 @@ export class Runtime implements TurnHost {
         model: this.model,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
-        trip: (event) => {
+        trip: (event, reason) => {
+          const before = this.budgetFlags();
           this.coordinator.send({ type: event });
-          this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
+          const after = this.budgetFlags();
+          this.stage({ op: 'updateRun', id: this.runId, patch: { budget: after } });
+          const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
+          if (kind === null) return;
+          this.logger.warn({ kind, reason }, kind === 'stop' ? 'the budget stopped the run' : 'the sub-agent reserve tripped');
+          const at = this.clock.now();
+          this.after(() => this.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: this.budget.spentUsd, limitUsd: after.limitUsd ?? 0, at }));
         },
         stage: (op) => this.stage(op),
         spent: (agentId, purpose, usd) => this.#spent(agentId, purpose, usd),
@@ -333,6 +340,10 @@ export class Runtime implements TurnHost {
     return this.agents.stopRequested(this.agents.get(agent.id));
   }
 
+  activity(agent: AgentRef, activity: AgentActivity): void {
+    if (this.views.hasListeners) this.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: this.clock.now() });
+  }
+
   // ── agents ──────────────────────────────────────────────────────────────────────────────────
 
   #spent(agentId: string, purpose: UsagePurpose, usd: number): void {
@@ -357,12 +368,6 @@ export class Runtime implements TurnHost {
     queueMicrotask(() => this.registrar.crash(h, error));
   }
 
-  /** The agent said something to the user (respond_to_user). */
-  said(agent: AgentHandle, text: string): void {
-    const at = this.clock.now();
-    this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'agent.said', data: { text }, at } });
-    this.after(() => this.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
-  }
 
   // ── budget ──────────────────────────────────────────────────────────────────────────────────
 
@@ -386,14 +391,7 @@ export class Runtime implements TurnHost {
   }
 
   health(): CoordinatorHealth {
-    const error = this.#failure ?? (this.#shutdown ? shutDown() : null);
-    const queue = (q: PQueue) => ({ waiting: q.size, running: q.pending, concurrency: q.concurrency });
-    return {
-      ok: error === null,
-      error: error === null ? null : { code: error.code, message: error.message },
-      modelQueue: queue(this.gateway.queue),
-      toolQueue: queue(this.toolQueue),
-    };
+    return healthOf(this);
   }
 
   /**

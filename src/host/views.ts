@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { AgentStatus, WaitKind } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
 import type { ModelDelta, UsagePurpose } from '../model/types.js';
+import type { AgentActivity } from '../turn/ports.js';
 import type { AgentHandle, Agents } from './agents.js';
 import type { DeadWait } from './deadlock.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
@@ -26,6 +27,8 @@ export interface AgentInfo extends AgentView {
   spentByPurpose: Partial<Record<UsagePurpose, number>>;
 }
 
+export type { AgentActivity };
+
 /** Events for views and scripts (`coordinator.subscribe`). */
 export type TroupeEvent =
   | { type: 'agent.status'; agentId: string; name: string; from: AgentStatus | null; to: AgentStatus; at: number }
@@ -39,6 +42,16 @@ export type TroupeEvent =
    * with the `deadlock` wait outcome (also a `run.deadlock` event row).
    */
   | { type: 'run.deadlock'; waits: DeadWait[]; at: number }
+  /**
+   * What an agent is doing between status changes (never persisted): a tool call starting, a
+   * transient provider error it will retry after a wait, a plain-text nudge. For views only.
+   */
+  | { type: 'agent.activity'; agentId: string; name: string; activity: AgentActivity; at: number }
+  /**
+   * The stop policy tripped the sub-agent reserve or stopped the budget; `reason` says why in words
+   * (the spend crossed the line, or the next call's estimate would have).
+   */
+  | { type: 'budget.tripped'; kind: 'reserve' | 'stop'; reason: string; spentUsd: number; limitUsd: number; at: number }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 

@@ -213,7 +213,10 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => {
       wss.close();
-      reject(new Error(`XState inspector: cannot listen on 127.0.0.1:${requested}: ${err.message}`, { cause: err }));
+      // A busy or forbidden port is the user's to fix: a one-line configuration error, not a crash.
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code === 'EADDRINUSE' ? 'the port is in use' : code === 'EACCES' ? 'permission denied' : err.message;
+      reject(new ConfigError(`XState inspector: cannot listen on 127.0.0.1:${requested}: ${why} (--inspect=<port> picks another, --inspect=0 any free one)`, { cause: err }));
     };
     server.once('error', onError);
     server.listen({ port: requested, host: '127.0.0.1' }, () => {

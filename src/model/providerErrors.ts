@@ -74,7 +74,9 @@ export function classifyHttpFailure(failure: HttpFailure, now?: number): Provide
     details: { status: status ?? null, providerCode: typeof code === 'string' ? code : null },
     ...(cause === undefined ? {} : { cause }),
   };
-  const text = `${status === undefined ? 'provider error' : `HTTP ${status}`}: ${message}`;
+  // The openai client's messages already start with the status ("401 Incorrect API key"): say it once.
+  const said = status !== undefined && message.startsWith(`${status} `) ? message.slice(`${status} `.length) : message;
+  const text = `${status === undefined ? 'provider error' : `HTTP ${status}`}: ${said}`;
   if (isContextOverflow(status, code, message)) return new ProviderError('PROVIDER_CONTEXT_OVERFLOW', text, base);
   if (status === 429) {
     // Out of credit is not a rate limit that waiting fixes.

@@ -57,3 +57,24 @@ export function acquireOwnerLock(dbPath: string): OwnerLock {
   }
   throw new TroupeError('STORE_OPEN_FAILED', `Cannot take the lock ${lockPath}: ${(lastError as Error).message}`, { cause: lastError });
 }
+
+/**
+ * Whether a process holds the lock of `dbPath` now (a live run), without taking it: the owner's
+ * EXCLUSIVE lock makes even a read busy. Never blocks; no lock file means no owner.
+ */
+export function ownerAlive(dbPath: string): boolean {
+  let lock: Database.Database;
+  try {
+    lock = new Database(`${dbPath}.lock`, { readonly: true, fileMustExist: true, timeout: 0 });
+  } catch {
+    return false;
+  }
+  try {
+    lock.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all();
+    return false;
+  } catch (err) {
+    return isBusy(err);
+  } finally {
+    lock.close();
+  }
+}

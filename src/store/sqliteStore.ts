@@ -24,6 +24,7 @@ import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, InboxDbRo
 import { openDatabase, sqliteCode } from './openFile.js';
 import type { InboxRequest, InboxResult } from './inbox.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
+import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
 import { prepareStatements } from './sqliteStatements.js';
 import { createTransactor } from './sqliteTransaction.js';
@@ -93,6 +94,8 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
     throw new TroupeError('CONFIG_INVALID', `Expected synchronous to be "FULL" or "NORMAL", got ${JSON.stringify(synchronous)}`);
   }
   const memory = options.path === ':memory:';
+  // A new project has no .troupe/ yet: the owner creates the database's folder (0700).
+  if (!memory && !options.readonly) ensureParentDir(options.path);
   // The lock comes before anything else touches the database.
   const lock: OwnerLock | null = memory || options.readonly ? null : acquireOwnerLock(options.path);
   let db: Database.Database;

@@ -1,5 +1,6 @@
 /**
- * `troupe/testing`: fakes and helpers for testing agent teams.
+ * `troupe/testing`: fakes and helpers for testing agent teams. It needs nothing beyond troupe's
+ * own dependencies; the fast-check arbitraries are in `troupe/testing/property`.
  * @module
  */
 export { scriptedModel } from '../model/scriptedModel.js';
@@ -27,5 +28,3 @@ export {
   userGatedRevival,
 } from './invariants.js';
 export type { Checker } from './invariants.js';
-export { behaviour, behaviours, mishap } from './arbitraries.js';
-export type { BehaviourSpace } from './arbitraries.js';

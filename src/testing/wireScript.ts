@@ -4,7 +4,7 @@
  * @module
  */
 import type { Script, ScriptStep } from '../model/scriptedModel.js';
-import type { FakeReply, FakeRequest, FakeScript, FakeUsage } from './fakeOpenAIServer.js';
+import type { FakeReply, FakeRequest, FakeUsage } from './fakeOpenAIServer.js';
 
 /** Requests troupe makes on its own behalf (compaction summaries) are routed under this name. */
 export const TROUPE_CALLS = '(troupe)';
@@ -65,7 +65,7 @@ export function stepToReply(step: ScriptStep): FakeReply {
 }
 
 export interface RoutedScript {
-  readonly script: FakeScript;
+  readonly script: (request: FakeRequest) => FakeReply;
   /** Replies not yet served, per agent name. */
   remaining(): Record<string, number>;
 }

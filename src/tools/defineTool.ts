@@ -6,6 +6,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Logger } from 'pino';
 import type { JsonSchema, ToolSpec } from '../model/types.js';
+import type { FromSchema } from './fromSchema.js';
 import { ConfigError, TroupeError } from '../errors.js';
 
 export type ToolRisk = 'read_only' | 'mutation' | 'destructive';
@@ -81,8 +82,11 @@ export function compileSchema(name: string, schema: JsonSchema): (args: unknown)
  *   execute: async ({ q }, { signal }) => fetchDocs(q, { signal }),
  * });
  */
-export function defineTool<Args = Record<string, unknown>>(tool: Tool<Args>): Tool<Args> {
-  compileTool(tool as unknown as Tool);
+export function defineTool<const P extends JsonSchema>(tool: Omit<Tool<FromSchema<P>>, 'parameters'> & { parameters: P }): Tool<FromSchema<P>>;
+/** With the arguments' type given: `defineTool<{ q: string }>({ … })`. */
+export function defineTool<Args>(tool: Tool<Args>): Tool<Args>;
+export function defineTool(tool: Tool<unknown>): Tool<unknown> {
+  compileTool(tool as Tool);
   return tool;
 }
 

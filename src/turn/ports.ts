@@ -94,6 +94,12 @@ export interface ToolLedger {
   started(agent: AgentRef): Promise<{ turn: number; callId: string }[]>;
 }
 
+/** What an agent is doing between status changes, for views (`agent.activity` events). */
+export type AgentActivity =
+  | { kind: 'tool'; tool: string }
+  | { kind: 'retry'; code: string; message: string; status?: number; retry: number; maxRetries: number; delayMs: number }
+  | { kind: 'nudge'; attempt: number; limit: number };
+
 /** Options a turn reads. */
 export interface TurnOptions {
   readonly interactive: boolean;
@@ -132,6 +138,8 @@ export interface TurnHost {
   afterTurn(agent: AgentRef, outcome: TurnOutcome): void;
   /** The stop requested for this agent, if any (a call not started yet is cancelled). */
   stopRequested(agent: AgentRef): boolean;
+  /** Tell views what the agent is doing (a tool starting, a retry after a wait, a nudge); never persisted. */
+  activity(agent: AgentRef, activity: AgentActivity): void;
 }
 
 /** A model call's answer, or the calls of a turn that crashed (for `openToolCalls`). */

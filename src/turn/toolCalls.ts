@@ -77,6 +77,7 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
       items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
       continue;
     }
+    rt.activity(agent, { kind: 'tool', tool: call.name });
     let result: CallResult;
     try {
       result = await executeCall(rt, agent, call, state, signal, scope);

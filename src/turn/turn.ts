@@ -168,6 +168,7 @@ function prepareSession(
   );
   if (cut && cut.started.length > 0) host.ledger.finish(agent, input.turn, cut.started);
   if (input.nudge) {
+    host.activity(agent, { kind: 'nudge', attempt: input.nudge.attempt, limit: input.nudge.limit });
     items.push({ role: 'user', content: nudgeText(agent.parentId === null, host.options.interactive, input.nudge.attempt, input.nudge.limit) });
   }
   if (items.length > 0) sessions.append(agent, items);
@@ -240,6 +241,17 @@ async function callModel(host: TurnHost, agent: AgentRef, input: TurnInput, firs
           agent.logger.warn({ compactions: attempts.compactions }, 'context overflow; compacted the session and retrying');
         } else {
           agent.logger.warn({ err, retry: attempts.retries, delayMs: decision.delayMs }, 'transient model error; retrying');
+          const failed = serializeError(err);
+          const status = (err as { status?: unknown }).status;
+          host.activity(agent, {
+            kind: 'retry',
+            code: failed.code,
+            message: failed.message,
+            ...(typeof status === 'number' ? { status } : {}),
+            retry: attempts.retries,
+            maxRetries: host.options.retry.maxRetries,
+            delayMs: decision.delayMs,
+          });
           try {
             await sleep(host.clock, decision.delayMs, callSignal);
           } catch (abort) {

@@ -124,11 +124,11 @@ describe('troupe run', () => {
     expect(bad.stderr).toContain('review.everyTurns');
   });
 
-  it('a provider that refuses the key: the run ends failed, exit 1', async () => {
+  it('a provider that refuses the key: the run ends failed, exit 6 (PROVIDER_*), the status said once', async () => {
     await using server = await createFakeOpenAIServer([{ status: 401, body: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } }]);
     const r = await troupe(['run', 'x', '--model', 'm', '--base-url', server.url, '--api-key', 'bad', '--json'], workdir());
-    expect(r.code).toBe(1);
-    expect(jsonLines(r.stdout).at(-1)).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_AUTH' } });
+    expect(r.code).toBe(6);
+    expect(jsonLines(r.stdout).at(-1)).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_AUTH', message: 'HTTP 401: Incorrect API key provided' } });
   });
 });
 

@@ -35,7 +35,7 @@ describe('the API key is scrubbed by value from the database, the log and the ou
     const cwd = workdir();
     if (variant.file) writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ apiKey: KEY }));
     const r = await troupe(['run', 'Say hello', '--model', 'm', '--base-url', server.url, ...variant.args], cwd, variant.env);
-    expect(r.code, r.stderr).toBe(1);
+    expect(r.code, r.stderr).toBe(6);
     // The key did reach the provider, and the provider did quote it.
     expect(server.requests[0]!.headers.authorization).toBe(`Bearer ${KEY}`);
     if (variant.args.includes('--json')) expect(jsonLines(r.stdout).at(-1)).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_AUTH' } });

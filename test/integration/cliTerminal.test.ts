@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
-import { attachView } from '../../src/cli/view.js';
+import { attachView } from '../../src/cli/liveView.js';
 import { forTerminal, jsonLine } from '../../src/cli/terminal.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
 import { createFakeOpenAIServer, type FakeReply } from '../../src/testing/fakeOpenAIServer.js';
@@ -77,18 +77,18 @@ describe('control characters from the model are neutralised in everything the CL
     const c = createCoordinator({ model, interactive: true });
     let tty = '';
     let json = '';
-    const detachTty = attachView(c, 'tty', { write: (t) => (tty += t) }, 1);
+    const detachTty = attachView(c, 'tty', { write: (t) => (tty += t) }, { intervalMs: 1 });
     const detachJson = attachView(c, 'json', { write: (t) => (json += t) });
     const rootId = await c.start({ name: 'lead', task: 'go' });
     await c.waitFor(rootId, ['waiting', ...TERMINAL]);
     await c.whenIdle();
-    detachTty();
-    detachJson();
+    detachTty.stop();
+    detachJson.stop();
     await c.shutdown();
     // The view's own redraw sequences (cursor up N lines, clear to the end) are the only ESCs.
     const own = tty.replace(/\x1b\[\d+F\x1b\[0J/g, '');
     expect(RAW_CONTROL.exec(own), JSON.stringify(own)).toBeNull();
-    expect(own).toContain(`  lead: hello \\x1b]0;pwned\\x07\\x1b[31mRED\\x1b[0m`);
+    expect(own).toContain(`  lead: says: hello \\x1b]0;pwned\\x07\\x1b[31mRED\\x1b[0m`);
     expect(own).toContain(`w\\x1b]0;pwned\\x07\\x1b[31mRED\\x1b[0m (`);
     expect(RAW_CONTROL.exec(json.replace(/\n/g, ''))).toBeNull();
     const said = json

@@ -109,8 +109,13 @@ describe('openStore', () => {
     expect(readFileSync(path).equals(before)).toBe(true);
   });
 
-  it('refuses an unwritable or missing directory with STORE_OPEN_FAILED', () => {
-    expect(() => openStore({ path: join(tempDir(), 'missing', 'x.db') })).toThrow(expect.objectContaining({ code: 'STORE_OPEN_FAILED' }));
+  it('creates a missing directory (0700); refuses an unwritable one, or a file in the way, with STORE_OPEN_FAILED', () => {
+    const fresh = join(tempDir(), 'missing', 'deeper', 'x.db');
+    openStore({ path: fresh }).close();
+    expect(statSync(join(fresh, '..')).mode & 0o777).toBe(0o700);
+    const file = join(tempDir(), 'a-file');
+    writeFileSync(file, 'x');
+    expect(() => openStore({ path: join(file, 'x.db') })).toThrow(expect.objectContaining({ code: 'STORE_OPEN_FAILED' }));
     const dir = join(tempDir(), 'ro');
     mkdirSync(dir);
     chmodSync(dir, 0o500);

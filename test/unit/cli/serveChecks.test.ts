@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { EventBus, type AuditEvent } from '../../../src/autonomy/eventBus.js';
 import { Watchdog } from '../../../src/autonomy/watchdog.js';
-import { dropFilter } from '../../../src/cli/serve.js';
+import { dropFilter } from '../../../src/cli/serveLines.js';
 import { modelCheck, OPENAI_DEFAULT_BASE_URL, queueCheck, storeCheck } from '../../../src/cli/serveChecks.js';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import type { CoordinatorHealth } from '../../../src/host/runtime.js';

@@ -1,0 +1,131 @@
+/**
+ * The JSON Schema of `troupe.config.json`: one schema checks the whole file (ajv, already the tool
+ * argument validator), so a typo anywhere (`"budget": { "limtUsd": 5 }`) is refused with its path
+ * instead of silently meaning nothing. The package ships it as
+ * `fixtures/troupe.config.schema.json` (generated from this constant, kept equal by a test) for
+ * editors: `"$schema": "./node_modules/troupe/fixtures/troupe.config.schema.json"`.
+ * Proactive triggers are checked by `parseProactiveConfig` (their keys come in two spellings).
+ * @module
+ */
+import { Ajv, type ErrorObject } from 'ajv';
+import { ConfigError } from '../errors.js';
+
+const positiveInt = { type: 'integer', minimum: 1 } as const;
+const usdPer1M = { type: 'number', minimum: 0 } as const;
+
+export const CONFIG_SCHEMA = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  title: 'troupe.config.json',
+  description: 'Settings of the troupe command (troupe run, resume, serve). Flags and OPENAI_API_KEY / OPENAI_BASE_URL override them.',
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    $schema: { type: 'string', description: 'This schema, for editors.' },
+    model: { type: 'string', minLength: 1, description: 'The model name sent to the server.' },
+    baseURL: { type: 'string', minLength: 1, description: 'Any OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama.' },
+    apiKey: { type: 'string', description: 'The API key (chmod 600 the file); OPENAI_API_KEY is preferred.' },
+    stream: { type: 'boolean', description: 'Stream answers: text shows as it is written.' },
+    maxOutputTokens: { ...positiveInt, description: 'Output tokens per call (also what the budget reserves per call).' },
+    timeoutMs: { ...positiveInt, description: 'Per-request timeout; default 600000.' },
+    interactive: { type: 'boolean', description: 'A human is attached: agents park, finished agents can be revived.' },
+    budget: {
+      type: 'object',
+      additionalProperties: false,
+      description: 'A spending limit that cannot be blown (see the README, Budget).',
+      properties: {
+        limitUsd: { type: 'number', exclusiveMinimum: 0, description: 'The limit in USD.' },
+        reserveFraction: { type: 'number', exclusiveMinimum: 0, maximum: 1, description: 'Share of the limit at which every sub-agent is stopped; default 0.9.' },
+        policy: { enum: ['stop', 'pause'], description: 'stop (default) or pause at the limit.' },
+        prices: {
+          type: 'object',
+          description: 'USD per 1M tokens by model name (or name prefix); needed for models troupe has no price for (every local model).',
+          additionalProperties: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['inputPer1M', 'outputPer1M'],
+            properties: { inputPer1M: usdPer1M, outputPer1M: usdPer1M, cachedInputPer1M: usdPer1M },
+          },
+        },
+      },
+    },
+    limits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        maxDepth: positiveInt,
+        maxChildren: positiveInt,
+        maxAgents: positiveInt,
+        maxTurns: positiveInt,
+        maxMessageBytes: positiveInt,
+        maxMailbox: positiveInt,
+      },
+    },
+    concurrency: { type: 'object', additionalProperties: false, properties: { model: positiveInt, tools: positiveInt } },
+    rateLimit: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['requests', 'intervalMs'],
+      properties: { requests: positiveInt, intervalMs: positiveInt },
+    },
+    idleResumeMs: { ...positiveInt, description: 'Idle auto-resume of waits on agents; default 300000.' },
+    db: { type: 'string', minLength: 1, description: 'The database file; default .troupe/troupe.db.' },
+    review: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['everyTurns'],
+      properties: { everyTurns: positiveInt, maxSteps: { type: 'integer', minimum: 1, maximum: 10 } },
+    },
+    proactive: {
+      type: 'object',
+      additionalProperties: false,
+      description: 'troupe serve: triggers that start or message runs (README, troupe serve).',
+      properties: { enabled: { type: 'boolean' }, triggers: { type: 'array', items: { type: 'object' } } },
+    },
+    watchdog: {
+      type: 'object',
+      additionalProperties: false,
+      description: 'troupe serve: health checks.',
+      properties: { intervalMs: { type: 'integer', minimum: 1, maximum: 2_147_483_647 }, failureThreshold: positiveInt },
+    },
+    mcpServers: {
+      type: 'object',
+      description: 'MCP servers whose tools the team gets, by name: { command, args?, env?, cwd? } (stdio) or { url, headers? } (streamable HTTP), plus tools?, connectTimeoutMs?, maxResultChars?. Checked in full when read; never saved with a run.',
+      additionalProperties: { type: 'object' },
+    },
+  },
+} as const;
+
+const validate = new Ajv({ allErrors: false, strict: false, verbose: true }).compile(CONFIG_SCHEMA);
+
+/** `/budget/prices/m` → `budget.prices["m"]`. */
+function fieldPath(pointer: string): string {
+  const parts = pointer.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return parts.reduce((out, p) => (/^\d+$/.test(p) ? `${out}[${p}]` : /^[A-Za-z_$][\w$]*$/.test(p) ? (out ? `${out}.${p}` : p) : `${out}[${JSON.stringify(p)}]`), '');
+}
+
+function describe(error: ErrorObject, data: unknown): { field: string; message: string } {
+  const field = fieldPath(error.instancePath);
+  const where = field || 'the top level';
+  const value = error.instancePath.split('/').slice(1).reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], data);
+  switch (error.keyword) {
+    case 'additionalProperty':
+    case 'additionalProperties': {
+      const key = String((error.params as { additionalProperty: string }).additionalProperty);
+      const known = Object.keys(((error.parentSchema as { properties?: object } | undefined)?.properties ?? {}) as object);
+      return { field: field ? `${field}.${key}` : key, message: `${where} has an unknown key "${key}"${known.length ? ` (known: ${known.join(', ')})` : ''}` };
+    }
+    case 'required': {
+      const key = String((error.params as { missingProperty: string }).missingProperty);
+      return { field: field ? `${field}.${key}` : key, message: `${field ? `${field}.` : ''}${key} is required` };
+    }
+    default:
+      return { field, message: `${where} ${error.message ?? 'is invalid'}, got ${JSON.stringify(value)}` };
+  }
+}
+
+/** Check a parsed config file against CONFIG_SCHEMA; ConfigError naming the file and the field. */
+export function checkConfig(data: unknown, file: string): void {
+  if (validate(data)) return;
+  const { field, message } = describe(validate.errors![0]!, data);
+  throw new ConfigError(`${file}: ${message}`, { details: { field } });
+}

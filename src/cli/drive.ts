@@ -1,0 +1,182 @@
+/**
+ * Driving a started (or resumed) run to the end of its root with the live view, as `troupe demo`,
+ * `run` and `resume` do: the inbox for `send`/`stop` from other shells, typed lines to the root,
+ * Ctrl-C (stop cleanly, exit 130, say how to resume), and the end of the run printed once — the
+ * team, the budget and why it tripped, the report (or the children's when the root has none).
+ * With `--inspect` the inspector keeps serving after the run until Ctrl-C.
+ * @module
+ */
+import { createInterface } from 'node:readline';
+import type { Coordinator } from '../host/createCoordinator.js';
+import type { AgentInfo, TroupeEvent } from '../host/runtime.js';
+import { errorMessage } from '../errors.js';
+import type { SqliteStore } from '../store/sqliteStore.js';
+import type { Io } from './args.js';
+import { EXIT, exitCodeFor } from './exitCodes.js';
+import { attachView, type View } from './liveView.js';
+import { serveInbox } from './mail.js';
+import type { Inspection } from './setup.js';
+import { forTerminal, jsonLine } from './terminal.js';
+import { budgetBar, treeLines, type ViewMode } from './view.js';
+
+const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
+
+/** Exit code 130: the conventional "ended by SIGINT". */
+export const EXIT_INTERRUPTED = EXIT.INTERRUPTED;
+
+export interface DriveOptions {
+  mode: ViewMode;
+  io: Io;
+  store: SqliteStore;
+  /** How the user resumes this run (printed after Ctrl-C). */
+  resumeHint: string;
+  killAfterTurns?: number | undefined;
+  interactive: boolean;
+  inspection?: Inspection;
+  /** Whether this is a resume (the `run.started` event says so). */
+  resumed?: boolean;
+}
+
+/** Resolves with the signal's name at the first SIGINT/SIGTERM; a second one exits at once. */
+function interrupted(io: Io): { promise: Promise<string>; dispose: () => void } {
+  let seen = false;
+  let resolve!: (name: string) => void;
+  const promise = new Promise<string>((r) => (resolve = r));
+  const handler = (name: NodeJS.Signals) => {
+    if (seen) {
+      io.err.write(`troupe: ${name} again; exiting now\n`);
+      process.exit(EXIT_INTERRUPTED);
+    }
+    seen = true;
+    resolve(name);
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+  return {
+    promise,
+    dispose: () => {
+      process.off('SIGINT', handler);
+      process.off('SIGTERM', handler);
+    },
+  };
+}
+
+/** The exit code of a run whose root ended so: 0 completed, 6 a provider refused (PROVIDER_*), else 1. */
+export function runExitCode(root: Pick<AgentInfo, 'status' | 'error'>): number {
+  if (root.status === 'completed') return EXIT.OK;
+  if (root.status === 'failed' && root.error && exitCodeFor(root.error.code) === EXIT.PROVIDER) return EXIT.PROVIDER;
+  return EXIT.RUN_NOT_COMPLETED;
+}
+
+/** The reports of the root's descendants, depth first (what the team found when the root did not say). */
+function childReports(c: Coordinator, rootId: string): string[] {
+  const out: string[] = [];
+  const walk = (id: string, indent: string) => {
+    for (const child of c.list().filter((a) => a.parentId === id)) {
+      const info = c.get(child.id);
+      const body = info.report?.summary ?? (info.error ? `${info.error.code}: ${info.error.message}` : `(no report: ${info.status}${info.stopReason ? `, ${info.stopReason}` : ''})`);
+      out.push(`${indent}${forTerminal(info.name)}: ${forTerminal(body, true)}`);
+      walk(child.id, `${indent}  `);
+    }
+  };
+  walk(rootId, '  ');
+  return out;
+}
+
+function printEnd(c: Coordinator, root: AgentInfo, rootId: string, trips: string[], io: Io, mode: ViewMode): void {
+  if (mode === 'json') {
+    io.out.write(`${jsonLine({ type: 'run.finished', runId: c.runId, status: root.status, report: root.report, error: root.error, budget: c.budget(), budgetTrips: trips, tree: c.tree() })}\n`);
+    return;
+  }
+  // The live view's final frame already shows the team on a terminal.
+  const lines = mode === 'tty' ? [] : ['', 'Team:', ...treeLines(c.tree()), budgetBar(c.budget())];
+  for (const trip of trips) lines.push(`  ${forTerminal(trip)}`);
+  lines.push('', `Report (${root.status}):`);
+  if (root.report) lines.push(forTerminal(root.report.summary, true));
+  else {
+    if (root.error) lines.push(forTerminal(`${root.error.code}: ${root.error.message}`, true));
+    else lines.push(`(${forTerminal(root.name)} wrote none${root.stopReason ? `: ${forTerminal(root.stopReason)}` : ''})`);
+    const children = childReports(c, rootId);
+    if (children.length > 0) lines.push('What the team reported:', ...children);
+  }
+  io.out.write(`${lines.join('\n')}\n`);
+}
+
+/** Watch the budget trips of the run (their reasons go into the summary). */
+function tripWatcher(c: Coordinator): { trips: string[]; stop: () => void } {
+  const trips: string[] = [];
+  const stop = c.subscribe((event: TroupeEvent) => {
+    if (event.type === 'budget.tripped') trips.push(`${event.kind === 'stop' ? 'budget stopped the run' : 'reserve tripped'}: ${event.reason}`);
+  });
+  return { trips, stop };
+}
+
+/** Drive a run to the end of its root; returns the exit code. */
+export async function drive(c: Coordinator, start: () => Promise<string>, options: DriveOptions): Promise<number> {
+  const { mode, io } = options;
+  const trips = tripWatcher(c);
+  const signals = interrupted(io);
+  let view: View | undefined;
+  let stopKill: (() => void) | undefined;
+  let stopInbox: (() => void) | undefined;
+  let input: ReturnType<typeof createInterface> | undefined;
+  try {
+    // The view listens before the run starts: its first transitions may commit with its registration.
+    const promptTerminal = options.interactive && mode === 'tty' && io.stdin?.isTTY ? io.stdin : undefined;
+    if (mode === 'json') io.out.write(`${jsonLine({ type: 'run.started', runId: c.runId, resumed: options.resumed ?? false, at: Date.now() })}\n`);
+    if (mode !== 'tty' || !promptTerminal) view = attachView(c, mode, io.out, { ...viewTerminal(io) });
+    const rootId = await start();
+    const send = (line: string) => void c.send(rootId, { content: line }).catch((err: unknown) => io.err.write(`${forTerminal(errorMessage(err))}\n`));
+    if (mode === 'lines' && options.resumed) {
+      const root = c.get(rootId);
+      io.out.write(`  ${forTerminal(root.name).padEnd(10)} resumed (${root.status})\n`);
+    }
+    if (promptTerminal) {
+      view = attachView(c, mode, io.out, { ...viewTerminal(io), prompt: { input: promptTerminal, output: process.stdout, rootId, onLine: send } });
+    } else if (options.interactive && mode !== 'json' && io.stdin?.isTTY) {
+      input = createInterface({ input: io.stdin });
+      input.on('line', (line) => line.trim() !== '' && send(line));
+    }
+    stopInbox = serveInbox(c, options.store);
+    if (options.killAfterTurns !== undefined) {
+      const limit = options.killAfterTurns;
+      // Abrupt, like a crash: no shutdown, no flush beyond what each commit already made durable.
+      const sub = c.registry.subscribe(({ context }) => {
+        let turns = 0;
+        for (const v of context.agents.values()) turns += v.turns;
+        if (turns >= limit) process.kill(process.pid, 'SIGKILL');
+      });
+      stopKill = () => sub.unsubscribe();
+    }
+    const ended = await Promise.race([c.waitFor(rootId, TERMINAL).then((root) => ({ root })), signals.promise.then((signal) => ({ signal }))]);
+    if ('signal' in ended) {
+      view?.stop();
+      io.err.write(`\ntroupe: interrupted (${ended.signal}); every agent's state is saved. Carry on with: ${options.resumeHint}\n`);
+      return EXIT_INTERRUPTED;
+    }
+    await c.whenIdle();
+    // Background reviews (config `review`) are bounded: let the ones running propose their note.
+    await c.reviews.settled();
+    view?.stop();
+    view = undefined;
+    const root = c.get(rootId);
+    printEnd(c, root, rootId, trips.trips, io, mode);
+    if (options.inspection?.url) {
+      io.err.write(`The run ended; the inspector keeps serving ${options.inspection.url} until Ctrl-C.\n`);
+      await signals.promise;
+    }
+    return runExitCode(root);
+  } finally {
+    trips.stop();
+    signals.dispose();
+    input?.close();
+    stopKill?.();
+    stopInbox?.();
+    view?.stop();
+  }
+}
+
+/** The terminal's width and resizes, when stdout is one. */
+function viewTerminal(io: Io): { columns?: () => number; onResize?: (redraw: () => void) => () => void } {
+  return { ...(io.columns ? { columns: io.columns } : {}), ...(io.onResize ? { onResize: io.onResize } : {}) };
+}

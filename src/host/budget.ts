@@ -14,7 +14,7 @@ import { DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_PRICES, estimatePromptTokens, lookup
 import type { Model, ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../model/types.js';
 import { checkUsage, isUsd, MAX_USD_PER_CALL } from '../model/usage.js';
 import type { WriteOp } from '../store/port.js';
-import type { Reservation } from '../turn/ports.js';
+import type { Charge, Reservation } from '../turn/ports.js';
 import type { ResolvedOptions } from './options.js';
 
 export type { Reservation };
@@ -31,8 +31,8 @@ export interface LedgerHost {
   readonly budget: ResolvedOptions['budget'];
   /** The coordinator's budget flags now. */
   flags(): BudgetFlags;
-  /** Trip the reserve or the budget stop (the coordinator decides; the flags are staged with it). */
-  trip(event: 'budget.stop' | 'budget.reserveTrip'): void;
+  /** Trip the reserve or the budget stop (the coordinator decides; the flags are staged with it); `agentId` made the call that tripped it. */
+  trip(event: 'budget.stop' | 'budget.reserveTrip', agentId: string): void;
   stage(op: WriteOp): void;
   /** Book spend against an agent (its views and `spentByPurpose`). */
   spent(agentId: string, purpose: UsagePurpose, usd: number): void;
@@ -104,7 +104,7 @@ export class BudgetLedger {
    * charged what was reserved for it — or, with nothing reserved (no limit set, a compaction), the
    * estimate of its request — so spend never goes down and never becomes NaN. Logged once per call.
    */
-  #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose) {
+  #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose): Charge {
     let reason: string | undefined;
     let usage: Partial<TurnUsage> | undefined;
     if (answer?.invalidUsage !== undefined) {
@@ -166,7 +166,7 @@ export class BudgetLedger {
    * transaction. `request` is the call's request: with nothing reserved, invalid usage is charged
    * at its estimate.
    */
-  record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): void {
+  record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): Charge {
     const rt = this.#rt;
     const charged = this.#charge(agent, answer, reservation, request, purpose);
     const { costUsd } = charged;
@@ -186,10 +186,11 @@ export class BudgetLedger {
     rt.spent(agent.id, purpose, costUsd);
     const limitUsd = this.limitUsd;
     if (limitUsd !== null && rt.budget.policy === 'stop') {
-      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop');
-      else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) rt.trip('budget.reserveTrip');
+      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop', agent.id);
+      else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) rt.trip('budget.reserveTrip', agent.id);
     }
     this.release(reservation);
+    return charged;
   }
 
   /** Give back a reservation whose call ended without usage (failed, aborted). Idempotent. */
@@ -242,7 +243,7 @@ export class BudgetLedger {
         await this.#nextSettlement(signal);
         continue;
       }
-      return { outcome: this.#refuse(child) };
+      return { outcome: this.#refuse(child, agent.id) };
     }
   }
 
@@ -278,10 +279,10 @@ export class BudgetLedger {
   }
 
   /** Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or the stop. */
-  #refuse(child: boolean): TurnOutcome {
+  #refuse(child: boolean, agentId: string): TurnOutcome {
     const rt = this.#rt;
     if (rt.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: rt.flags().resumeEpoch };
-    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop');
+    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop', agentId);
     return { kind: 'stopped', reason: child ? 'reserve' : 'budget' };
   }
 
@@ -295,7 +296,7 @@ export class BudgetLedger {
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return null;
     const child = agent.parentId !== null;
-    return this.#spentUsd + this.#reservedUsd > this.#cap(limitUsd, child) + 1e-9 ? this.#refuse(child) : null;
+    return this.#spentUsd + this.#reservedUsd > this.#cap(limitUsd, child) + 1e-9 ? this.#refuse(child, agent.id) : null;
   }
 
   #nextSettlement(signal: AbortSignal): Promise<void> {

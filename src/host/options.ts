@@ -13,6 +13,7 @@ import type { Model, ModelPrice } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import type { Tool } from '../tools/defineTool.js';
+import type { TelemetryOptions } from '../trace/tracer.js';
 
 export interface Limits {
   /** Deepest level below the root (root = 0). Default 4. */
@@ -98,6 +99,11 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   logger?: Logger;
   /** The XState inspection observer, passed to the coordinator and every agent actor. */
   inspect?: InspectOption;
+  /**
+   * OpenTelemetry GenAI spans and metrics (README "Traces and metrics"). troupe uses the global
+   * providers of `@opentelemetry/api` unless given others here; with no SDK registered it is a no-op.
+   */
+  telemetry?: TelemetryOptions;
   runId?: string;
 }
 

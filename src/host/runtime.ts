@@ -25,6 +25,8 @@ import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
 import type { AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
+import { EVENT_BUDGET_STOP, EVENT_BUDGET_WARNING, EVENT_RESERVE_TRIP, STINT_EVENT } from '../trace/attributes.js';
+import { RunTracer } from '../trace/tracer.js';
 import { BackgroundReviews, type ReviewNote } from '../turn/review.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
 import { Agents, type AgentHandle } from './agents.js';
@@ -112,6 +114,8 @@ export class Runtime implements TurnHost {
   readonly reviews: BackgroundReviews | null;
   readonly ledger: ToolLedger;
   readonly registrar: Registrar;
+  /** OpenTelemetry spans and metrics (a no-op unless an SDK is registered). */
+  readonly trace: RunTracer;
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
   readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
@@ -144,6 +148,12 @@ export class Runtime implements TurnHost {
     }
     this.tools = tools;
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
+    this.trace = new RunTracer({
+      runId: this.runId,
+      model: this.model.name ?? 'model',
+      options: options.telemetry,
+      persist: (agentId, data) => this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId, type: STINT_EVENT, data, at: this.clock.now() } }),
+    });
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
       systemId: 'coordinator',
@@ -188,6 +198,7 @@ export class Runtime implements TurnHost {
       coordinator: this.coordinator,
       agents: this.agents,
       mailboxes: this.mailboxes,
+      trace: this.trace,
       stage: (op) => this.stage(op),
       after: (effect) => this.after(effect),
       published: (h, change) => this.views.changed(h, change),
@@ -207,8 +218,12 @@ export class Runtime implements TurnHost {
         model: this.model,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
-        trip: (event) => {
+        trip: (event, agentId) => {
+          const before = this.budgetFlags();
           this.coordinator.send({ type: event });
+          const after = this.budgetFlags();
+          if (after.reserveStopped && !before.reserveStopped) this.trace.event(agentId, EVENT_RESERVE_TRIP);
+          if (after.budgetStopped && !before.budgetStopped) this.trace.event(agentId, EVENT_BUDGET_STOP);
           this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
         },
         stage: (op) => this.stage(op),
@@ -227,6 +242,7 @@ export class Runtime implements TurnHost {
       session: (agent) => this.sessions.items(agent),
       toolSpecs: (agent) => this.toolSpecs(agent),
       parentName: (agent) => (agent.parentId === null ? null : (this.agents.find(agent.parentId)?.name ?? null)),
+      warned: (agent, warning) => this.trace.event(agent.id, EVENT_BUDGET_WARNING, { 'troupe.budget.band': warning.slice(1, warning.indexOf(']')) }),
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
     });
@@ -284,7 +300,10 @@ export class Runtime implements TurnHost {
     this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.usable && this.executions.continueFor(agentId)) ?? null;
 
     this.coordinator.subscribe({ error: (err) => this.logger.fatal({ err }, 'coordinator actor failed') });
-    this.coordinator.on('notice', (e) => this.messaging.deliverNotice(e));
+    this.coordinator.on('notice', (e) => {
+      this.trace.notice(e);
+      this.messaging.deliverNotice(e);
+    });
     this.coordinator.on('agents.stop', (e) =>
       this.after(() => {
         for (const id of e.ids) {
@@ -557,6 +576,7 @@ export class Runtime implements TurnHost {
     this.#shutdown = true;
     this.#stopWindowListener?.();
     this.reviews?.close();
+    this.trace.close((id) => this.agents.status(this.agents.get(id)));
     this.agents.stopAll();
     this.coordinator.stop();
     this.gateway.queue.clear();

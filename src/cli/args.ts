@@ -23,11 +23,11 @@ export interface Io {
 export const USAGE = `troupe — a durable coordinator for teams of LLM agents
 
 Usage:
-  troupe demo [--json] [--kill-after <turns>] [--inspect[=port]] [-v]
+  troupe demo [--json] [--kill-after <turns>] [--inspect[=port]] [--otel] [-v]
                                          the offline demo team (SQLite, the real openai client, a local fake server)
   troupe run "<task>" [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
-                      [--interactive] [--db <file>] [--config <file>] [--json] [--inspect[=port]] [-v]
-  troupe resume [--db <file>] [--api-key <key>] [--json] [--inspect[=port]] [-v]
+                      [--interactive] [--db <file>] [--config <file>] [--json] [--inspect[=port]] [--otel] [-v]
+  troupe resume [--db <file>] [--api-key <key>] [--json] [--inspect[=port]] [--otel] [-v]
   troupe status [--db <file>] [--json]   the run's state, read from the database
   troupe tree   [--db <file>] [--json]   the agent tree, read from the database
   troupe send <agent> "<text>" [--db <file>]   message an agent (a live run gets it at once; otherwise on resume)
@@ -41,6 +41,8 @@ Usage:
   resume, status, tree, send and stop take --run <id> (default: the latest run no trigger started).
 
 Environment: OPENAI_API_KEY, OPENAI_BASE_URL. Config file: ./troupe.config.json or --config.
+--otel (config "otel": true) exports OpenTelemetry GenAI spans and metrics over OTLP/HTTP to
+OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318); no message content is exported.
 Prefer OPENAI_API_KEY or the config file for the key: --api-key shows in the process list (ps) to
 every user of this machine.
 Logs: .troupe/troupe.log (-v also prints them).`;
@@ -66,6 +68,7 @@ const FLAGS = {
   stream: { type: 'boolean' },
   resume: { type: 'boolean' },
   run: { type: 'string' },
+  otel: { type: 'boolean' },
 } as const;
 
 export type Flag = keyof typeof FLAGS;

@@ -23,6 +23,7 @@ import { number, parse, USAGE, VIEW_FLAGS, type Io } from './args.js';
 import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, MODEL_HINT, toSaved, type CliConfig } from './config.js';
 import { EXIT } from './exitCodes.js';
 import { cliLogger } from './logs.js';
+import { cliTelemetry, type CliTelemetry } from './otel.js';
 import { send, serveInbox, stop } from './mail.js';
 import { DEMO_DB, defaultReadDb, latestRun, readRun, requireDatabase, savedConfig, views } from './runs.js';
 import { forTerminal, jsonLine } from './terminal.js';
@@ -142,7 +143,7 @@ async function demoModel(script: Script, answered: Record<string, number> = {}):
 const DEMO_CONFIG: CliConfig = { model: DEMO_MODEL, interactive: true, budget: DEMO_BUDGET, stream: true, maxOutputTokens: 1024, idleResumeMs: 20_000 };
 
 async function demo(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('demo', argv, [...VIEW_FLAGS, 'kill-after'], 0);
+  const { values } = parse('demo', argv, [...VIEW_FLAGS, 'kill-after', 'otel'], 0);
   const killAfterTurns = number('kill-after', values['kill-after'], true);
   const db = values.db ?? DEMO_DB;
   // Each demo starts from an empty database, so status and tree show just this run.
@@ -161,16 +162,19 @@ async function demo(argv: string[], io: Io): Promise<number> {
   const inspect = await inspector(values, io);
   const logger = cliLogger(LOG_FILE, values.verbose, io.redactor);
   const store = openStore({ path: db, ...secrets(io) });
-  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(DEMO_CONFIG), retry: { baseDelayMs: 200 }, ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
+  const otel = await cliTelemetry(values.otel, io.env);
+  const config = { ...DEMO_CONFIG, ...defined({ otel: values.otel }) };
+  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...otel.options, retry: { baseDelayMs: 200 }, ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
   try {
     const start = async () => {
       const rootId = await c.start({ name: 'lead', task: 'Review this repository with a small team.' });
-      store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(DEMO_CONFIG, true) }, at: Date.now() });
+      store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(config, true) }, at: Date.now() });
       return rootId;
     };
     return await drive(c, start, { mode, io, store, killAfterTurns, interactive: false });
   } finally {
     await c.shutdown();
+    await otel.shutdown();
     store.close();
     await server.close();
     await inspect.close();
@@ -178,7 +182,7 @@ async function demo(argv: string[], io: Io): Promise<number> {
 }
 
 async function run(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parse('run', argv, [...VIEW_FLAGS, 'model', 'base-url', 'api-key', 'budget', 'interactive', 'config', 'stream'], 1);
+  const { values, positionals } = parse('run', argv, [...VIEW_FLAGS, 'model', 'base-url', 'api-key', 'budget', 'interactive', 'config', 'stream', 'otel'], 1);
   const task = positionals[0];
   if (!task || task.trim() === '') throw new ConfigError('Usage: troupe run "<task>" [--model <id>] …  (the task is missing)');
   const budgetUsd = number('budget', values.budget);
@@ -191,6 +195,7 @@ async function run(argv: string[], io: Io): Promise<number> {
       apiKey: values['api-key'],
       interactive: values.interactive,
       stream: values.stream,
+      otel: values.otel,
       db: values.db,
       ...(budgetUsd === undefined ? {} : { budget: { limitUsd: budgetUsd } }),
     }),
@@ -203,7 +208,8 @@ async function run(argv: string[], io: Io): Promise<number> {
   const inspect = await inspector(values, io);
   const logger = cliLogger(LOG_FILE, values.verbose, io.redactor);
   const store = openStore({ path: db, ...stored });
-  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
+  const otel = await cliTelemetry(config.otel, io.env);
+  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...otel.options, ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
   try {
     const start = async () => {
       const rootId = await c.start({ name: 'lead', task });
@@ -213,6 +219,7 @@ async function run(argv: string[], io: Io): Promise<number> {
     return await drive(c, start, { mode, io, store, interactive: config.interactive ?? false });
   } finally {
     await c.shutdown();
+    await otel.shutdown();
     store.close();
     await inspect.close();
   }
@@ -228,7 +235,7 @@ function answeredCalls(store: SqliteStore, runId: string): Record<string, number
 }
 
 async function resume(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget', 'run'], 0);
+  const { values } = parse('resume', argv, [...VIEW_FLAGS, 'api-key', 'model', 'base-url', 'budget', 'run', 'otel'], 0);
   const db = defaultReadDb(values.db);
   requireDatabase(db, ': start a run with troupe run or troupe demo first');
   // The key may come from flags or the environment: known before anything is written.
@@ -236,6 +243,7 @@ async function resume(argv: string[], io: Io): Promise<number> {
   let server: FakeOpenAIServer | undefined;
   let closeInspector = () => Promise.resolve();
   let c: Coordinator | undefined;
+  let otel: CliTelemetry | undefined;
   try {
     const run = latestRun(store, values.run);
     if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume`);
@@ -244,7 +252,7 @@ async function resume(argv: string[], io: Io): Promise<number> {
     const config = mergeConfig(
       saved,
       fromEnv(io.env),
-      defined({ model: values.model, baseURL: values['base-url'], apiKey: values['api-key'], ...(budgetUsd === undefined ? {} : { budget: { limitUsd: budgetUsd } }) }),
+      defined({ model: values.model, baseURL: values['base-url'], apiKey: values['api-key'], otel: values.otel, ...(budgetUsd === undefined ? {} : { budget: { limitUsd: budgetUsd } }) }),
     );
     secrets(io, config);
     let model: Model;
@@ -254,13 +262,15 @@ async function resume(argv: string[], io: Io): Promise<number> {
     const inspect = await inspector(values, io);
     closeInspector = inspect.close;
     const logger = cliLogger(LOG_FILE, values.verbose, io.redactor);
-    c = await resumeCoordinator({ store, model, logger, runId: run.id, ...coordinatorOptions(config), ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
+    otel = await cliTelemetry(config.otel, io.env);
+    c = await resumeCoordinator({ store, model, logger, runId: run.id, ...coordinatorOptions(config), ...otel.options, ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
     const rootId = run.rootId;
     if (rootId === null) throw new TroupeError('RUN_NOT_FOUND', `Run ${run.id} has no root agent`);
     if (mode !== 'json') io.out.write(`Resuming run ${forTerminal(run.id)} from ${forTerminal(db)}\n`);
     return await drive(c, () => Promise.resolve(rootId), { mode, io, store, interactive: config.interactive ?? false });
   } finally {
     await c?.shutdown();
+    await otel?.shutdown();
     store.close();
     await server?.close();
     await closeInspector();

@@ -36,6 +36,8 @@ export interface CliConfig {
   proactive?: ProactiveSection;
   /** `troupe serve`: the health checks' interval and the failures at which one is logged at error. */
   watchdog?: WatchdogSection;
+  /** Export OpenTelemetry spans and metrics over OTLP/HTTP (`--otel`; see src/cli/otel.ts). */
+  otel?: boolean;
 }
 
 /** The `proactive` section of the config file: `{ enabled?, triggers: [...] }` (see parseProactiveConfig). */
@@ -74,6 +76,7 @@ const KEYS = new Set<keyof CliConfig>([
   'review',
   'proactive',
   'watchdog',
+  'otel',
 ]);
 
 /** Read the config file: `path` must exist; without it, ./troupe.config.json is used if present. */
@@ -95,6 +98,7 @@ export function loadConfigFile(path: string | undefined): CliConfig {
   const config = parsed as CliConfig & Record<string, unknown>;
   if (config.proactive !== undefined) proactiveTriggers(config.proactive, file);
   if (config.watchdog !== undefined) watchdogSection(config.watchdog, file);
+  if (config.otel !== undefined && typeof config.otel !== 'boolean') throw new ConfigError(`${file}: otel must be true or false, got ${JSON.stringify(config.otel)}`);
   return config;
 }
 

@@ -11,7 +11,7 @@ import { getAgentRecord, type coordinatorMachine } from '../../machines/coordina
 import { isTerminal, type AgentStatus } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
 import type { WriteOp } from '../store/port.js';
-import type { RunTracer } from '../trace/tracer.js';
+import type { RunTrace } from '../trace/tracer.js';
 import { lifecycleOf, statusOf, type AgentHandle, type Agents, type AgentSnapshot } from './agents.js';
 import type { Mailboxes } from './mailbox.js';
 
@@ -23,7 +23,7 @@ export interface LifecycleHost {
   readonly agents: Agents;
   readonly mailboxes: Mailboxes;
   /** Stint spans: one per stretch of `running` (no-op without an OpenTelemetry SDK). */
-  readonly trace: Pick<RunTracer, 'stintStarted' | 'stintEnded'>;
+  readonly trace: Pick<RunTrace, 'stintStarted' | 'stintEnded'>;
   stage(op: WriteOp): void;
   after(effect: () => void): void;
   /** The read model, subscribers and waits learn of a change (once it is committed). */

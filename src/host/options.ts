@@ -102,8 +102,9 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   /**
    * OpenTelemetry GenAI spans and metrics (README "Traces and metrics"). troupe uses the global
    * providers of `@opentelemetry/api` unless given others here; with no SDK registered it is a no-op.
+   * `false`: no OpenTelemetry call at all.
    */
-  telemetry?: TelemetryOptions;
+  telemetry?: TelemetryOptions | false;
   runId?: string;
 }
 

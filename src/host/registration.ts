@@ -13,7 +13,7 @@ import { ConfigError, TroupeError } from '../errors.js';
 import type { UsagePurpose } from '../model/types.js';
 import type { StorePort, WriteOp } from '../store/port.js';
 import { newAgentRow } from '../store/rows.js';
-import type { RunTracer } from '../trace/tracer.js';
+import type { RunTrace } from '../trace/tracer.js';
 import type { AgentRow } from '../store/types.js';
 import { childFirstInput, inheritedContext, rootFirstInput } from '../turn/texts.js';
 import { lifecycleOf, type AgentHandle, type Agents } from './agents.js';
@@ -34,7 +34,7 @@ export interface RegistrarHost {
   readonly sessions: Sessions;
   readonly views: Views;
   readonly lifecycle: Lifecycle;
-  readonly trace: Pick<RunTracer, 'stintStarted'>;
+  readonly trace: Pick<RunTrace, 'stintStarted'>;
   stage(op: WriteOp): void;
   assertUsable(): void;
   checkQuiescence(): void;

@@ -26,7 +26,7 @@ import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
 import type { AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
 import { EVENT_BUDGET_STOP, EVENT_BUDGET_WARNING, EVENT_RESERVE_TRIP, STINT_EVENT } from '../trace/attributes.js';
-import { RunTracer } from '../trace/tracer.js';
+import { NO_TRACE, RunTracer, type RunTrace } from '../trace/tracer.js';
 import { BackgroundReviews, type ReviewNote } from '../turn/review.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
 import { Agents, type AgentHandle } from './agents.js';
@@ -115,7 +115,7 @@ export class Runtime implements TurnHost {
   readonly ledger: ToolLedger;
   readonly registrar: Registrar;
   /** OpenTelemetry spans and metrics (a no-op unless an SDK is registered). */
-  readonly trace: RunTracer;
+  readonly trace: RunTrace;
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
   readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
@@ -148,12 +148,15 @@ export class Runtime implements TurnHost {
     }
     this.tools = tools;
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
-    this.trace = new RunTracer({
-      runId: this.runId,
-      model: this.model.name ?? 'model',
-      options: options.telemetry,
-      persist: (agentId, data) => this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId, type: STINT_EVENT, data, at: this.clock.now() } }),
-    });
+    this.trace =
+      options.telemetry === false
+        ? NO_TRACE
+        : new RunTracer({
+            runId: this.runId,
+            model: this.model.name ?? 'model',
+            options: options.telemetry,
+            persist: (agentId, data) => this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId, type: STINT_EVENT, data, at: this.clock.now() } }),
+          });
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
       systemId: 'coordinator',

@@ -20,6 +20,7 @@
  */
 import {
   context,
+  createNoopMeter,
   metrics,
   ProxyTracerProvider,
   ROOT_CONTEXT,
@@ -97,6 +98,24 @@ export interface StintRecord {
 }
 
 const NOOP_TOOL: ToolSpan = { end: () => undefined };
+const NOOP_CHAT: ChatSpan = { retry: () => undefined, end: () => undefined };
+/** The API's no-op histogram (a singleton): a meter that returns it records nothing. */
+const NOOP_HISTOGRAM = createNoopMeter().createHistogram('troupe.noop');
+
+/** What the host calls: the tracer of a run. */
+export type RunTrace = Pick<RunTracer, keyof RunTracer>;
+
+/** `telemetry: false`: not even the API is called. */
+export const NO_TRACE: RunTrace = {
+  restore: () => undefined,
+  stintStarted: () => undefined,
+  stintEnded: () => undefined,
+  event: () => undefined,
+  notice: () => undefined,
+  chat: () => NOOP_CHAT,
+  tool: () => NOOP_TOOL,
+  close: () => undefined,
+};
 const TRACER_NAME = 'troupe';
 
 const spanContextOf = (data: unknown): SpanContext | null => {
@@ -112,7 +131,8 @@ const errorStatus = (span: Span, code: string) => {
 };
 
 /** Whether spans can record at all: a provider was given, or an SDK is registered globally. */
-export function tracingRegistered(options?: TelemetryOptions): boolean {
+export function tracingRegistered(options?: TelemetryOptions | false): boolean {
+  if (options === false) return false;
   const provider = options?.tracerProvider ?? trace.getTracerProvider();
   return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(TRACER_NAME) !== undefined;
 }
@@ -132,6 +152,8 @@ export class RunTracer implements TurnTrace {
   readonly #duration: Histogram;
   readonly #deps: RunTracerDeps;
   readonly #content: boolean;
+  /** Whether a meter provider records (else a call with no recording span costs nothing at all). */
+  readonly #metered: boolean;
   /** The open stint span of every awake agent. */
   readonly #stints = new Map<string, Span>();
   /** The open tool span of an agent (a child spawned by it sits under it). */
@@ -148,6 +170,7 @@ export class RunTracer implements TurnTrace {
     const meter = (deps.options?.meterProvider ?? metrics.getMeterProvider()).getMeter(TRACER_NAME);
     this.#tokens = meter.createHistogram(A.METRIC_TOKEN_USAGE, { description: 'Number of input and output tokens used', unit: '{token}' });
     this.#duration = meter.createHistogram(A.METRIC_OPERATION_DURATION, { description: 'GenAI operation duration', unit: 's' });
+    this.#metered = this.#tokens !== NOOP_HISTOGRAM;
   }
 
   /** After a restart: the stints the earlier process started (rows of type `trace.stint`, oldest first). */
@@ -218,6 +241,7 @@ export class RunTracer implements TurnTrace {
 
   chat(agent: TracedAgent, request: ModelRequest, purpose: UsagePurpose): ChatSpan {
     const stint = this.#stints.get(agent.id);
+    if (!this.#metered && !stint?.isRecording()) return NOOP_CHAT;
     const model = this.#deps.model;
     const started = performance.now();
     let span: Span | null = null;

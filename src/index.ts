@@ -52,7 +52,7 @@ export { Conversation, conversation } from './autonomy/conversation.js';
 export type { Reply } from './autonomy/conversation.js';
 export { EventBus } from './autonomy/eventBus.js';
 export type { AuditEvent, AuditListener } from './autonomy/eventBus.js';
-export { continuationNote, extractExecutionIds } from './autonomy/executions.js';
+export { continuationNote, extractExecutionIds } from './host/executionText.js';
 export { parseProactiveConfig, ProactiveManager, renderTemplate } from './autonomy/proactive.js';
 export type { ProactiveFire, ProactiveOptions, ProactiveTarget, ProactiveTrigger, TriggerStats, TriggerType } from './autonomy/proactive.js';
 export { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX, ProactiveRouter } from './autonomy/proactiveRouter.js';

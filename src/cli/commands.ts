@@ -8,7 +8,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
-import type { BudgetOptions, CoordinatorOptions } from '../host/options.js';
+import type { BudgetOptions } from '../host/options.js';
 import { toTree } from '../host/registry.js';
 import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import { ConfigError, errorMessage, TroupeError } from '../errors.js';
@@ -16,21 +16,21 @@ import { openaiModel } from '../model/openaiModel.js';
 import type { Script } from '../model/scriptedModel.js';
 import type { Model, ModelPrice } from '../model/types.js';
 import { ensureParentDir } from '../store/files.js';
-import { openStore, type OpenStoreOptions, type SqliteStore } from '../store/sqliteStore.js';
+import { openStore, type SqliteStore } from '../store/sqliteStore.js';
 import { createFakeOpenAIServer, type FakeOpenAIServer } from '../testing/fakeOpenAIServer.js';
 import { repliesFromScript, routeByAgent } from '../testing/wireScript.js';
 import { number, parse, USAGE, VIEW_FLAGS, type Io } from './args.js';
-import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, MODEL_HINT, toSaved, type CliConfig } from './config.js';
+import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, toSaved, type CliConfig } from './config.js';
 import { EXIT } from './exitCodes.js';
 import { cliLogger } from './logs.js';
 import { cliTelemetry, type CliTelemetry } from './otel.js';
 import { send, serveInbox, stop } from './mail.js';
 import { DEMO_DB, defaultReadDb, latestRun, readRun, requireDatabase, savedConfig, views } from './runs.js';
+import { coordinatorOptions, inspector, LOG_FILE, modelFor, secrets } from './setup.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { attachView, budgetBar, treeLines, type ViewMode } from './view.js';
 
 const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
-export const LOG_FILE = '.troupe/troupe.log';
 const DEMO_MODEL = 'troupe-demo';
 const DEMO_PRICE: ModelPrice = { inputPer1M: 2, cachedInputPer1M: 0.5, outputPer1M: 8 };
 const DEMO_BUDGET: BudgetOptions = { limitUsd: 0.5, prices: { [DEMO_MODEL]: DEMO_PRICE } };
@@ -48,25 +48,7 @@ function viewMode(json: boolean, io: Io): ViewMode {
   return json ? 'json' : io.tty ? 'tty' : 'lines';
 }
 
-/**
- * The API key a command ends up with becomes a secret of `io.redactor` (scrubbed from the output
- * streams); returns the options that scrub it from the database and the log too.
- */
-export function secrets(io: Io, config?: Pick<CliConfig, 'apiKey'>): Pick<OpenStoreOptions, 'redactor'> {
-  io.redactor?.add(config?.apiKey);
-  return io.redactor ? { redactor: io.redactor } : {};
-}
-
 // ── running a team ─────────────────────────────────────────────────────────────────────────────
-
-export async function inspector(flags: { inspect?: boolean; 'inspect-port'?: string }, io: Io): Promise<{ inspect?: CoordinatorOptions['inspect']; close: () => Promise<void> }> {
-  if (!flags.inspect) return { close: () => Promise.resolve() };
-  const port = flags['inspect-port'] === undefined ? 8080 : number('inspect', flags['inspect-port'], true);
-  const { startInspector } = await import('../inspect/server.js');
-  const handle = await startInspector({ port: port ?? 8080 });
-  io.err.write(`${handle.hint}\n`);
-  return { inspect: handle.inspect, close: () => handle.close() };
-}
 
 /** Drive a started (or resumed) run to the end of its root, with the live view; returns the exit code. */
 async function drive(
@@ -111,26 +93,6 @@ async function drive(
     io.out.write(`\nReport (${root.status}):\n${forTerminal(body, true)}\n`);
   }
   return root.status === 'completed' ? EXIT.OK : EXIT.RUN_NOT_COMPLETED;
-}
-
-export function modelFor(config: CliConfig): Model {
-  if (!config.model) throw new ConfigError(MODEL_HINT);
-  return openaiModel({
-    model: config.model,
-    ...defined({ baseURL: config.baseURL, apiKey: config.apiKey, stream: config.stream, maxOutputTokens: config.maxOutputTokens, timeoutMs: config.timeoutMs }),
-  });
-}
-
-export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 'model' | 'store'> {
-  return defined({
-    interactive: config.interactive,
-    budget: config.budget,
-    limits: config.limits,
-    concurrency: config.concurrency,
-    rateLimit: config.rateLimit,
-    idleResumeMs: config.idleResumeMs,
-    review: config.review,
-  });
 }
 
 /** The demo's model: the real openai client against the bundled fake server, replaying the scenario. */

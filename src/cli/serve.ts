@@ -23,7 +23,7 @@ import type { Model } from '../model/types.js';
 import { ensureParentDir } from '../store/files.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
 import { number, parse, type Io } from './args.js';
-import { coordinatorOptions, inspector, LOG_FILE, modelFor, secrets } from './commands.js';
+import { coordinatorOptions, inspector, LOG_FILE, modelFor, secrets } from './setup.js';
 import { serveInbox } from './mail.js';
 import { latestMainRun, savedConfig } from './runs.js';
 import {

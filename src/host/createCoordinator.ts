@@ -2,6 +2,7 @@
  * The public face of a run: start a root agent, message agents, watch and stop them.
  * @module
  */
+import { pauseBudget, requestStop, resumeBudget } from './control.js';
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
 import type { StorePort } from '../store/port.js';
@@ -155,7 +156,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     stop: (id, opts) =>
       settle(async () => {
         const target = rt.agents.resolve(id);
-        const ids = rt.requestStop(target, opts?.cascade ?? true);
+        const ids = requestStop(rt.agents, target, opts?.cascade ?? true);
         await Promise.all(ids.map((stopped) => coordinatorOf(rt).waitFor(stopped, [...TERMINAL_STATUSES])));
         return ids;
       }),
@@ -178,8 +179,8 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         paused: flags.paused,
       };
     },
-    pauseBudget: () => settle(() => rt.pauseBudget()),
-    resumeBudget: (limitUsd) => settle(() => rt.resumeBudget(limitUsd)),
+    pauseBudget: () => settle(() => pauseBudget(rt)),
+    resumeBudget: (limitUsd) => settle(() => resumeBudget(rt, limitUsd)),
     subscribe: (listener) => rt.views.subscribe(listener),
     delegations: {
       dispatch: (agentId, goal) => rt.delegations.dispatch(agentId, goal),

@@ -8,7 +8,7 @@
  * @module
  */
 import type { Logger } from 'pino';
-import { continuationNote, extractExecutionIds } from '../autonomy/executions.js';
+import { continuationNote, extractExecutionIds } from './executionText.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { WriteOp } from '../store/port.js';
 import type { ExecutionRow } from '../store/types.js';

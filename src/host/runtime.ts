@@ -11,39 +11,42 @@ import PQueue from 'p-queue';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
-import { coordinatorMachine, getAgentRecord, type AgentRecord, type BudgetFlags } from '../../machines/coordinatorMachine.js';
-import { isActive, type TurnOutcome } from '../../machines/types.js';
+import { coordinatorMachine, getAgentRecord, type BudgetFlags } from '../../machines/coordinatorMachine.js';
+import type { TurnOutcome } from '../../machines/types.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model, ToolSpec, UsagePurpose } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
-import type { AgentRow, RunRow, Store } from '../store/types.js';
-import { BUILTIN_TOOLS, type BuiltinEnv } from '../tools/builtin.js';
-import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.js';
+import type { Store } from '../store/types.js';
+import type { BuiltinEnv } from '../tools/builtin.js';
+import type { CompiledTool } from '../tools/defineTool.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
 import type { AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
-import { EVENT_BUDGET_STOP, EVENT_BUDGET_WARNING, EVENT_RESERVE_TRIP, STINT_EVENT } from '../trace/attributes.js';
-import { NO_TRACE, RunTracer, type RunTrace } from '../trace/tracer.js';
-import { BackgroundReviews, type ReviewNote } from '../turn/review.js';
-import { STOP_REQUESTED } from '../turn/turn.js';
+import { runTrace, type RunTrace } from '../trace/tracer.js';
+import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents.js';
 import { BudgetLedger } from './budget.js';
 import { GroupCommitter } from './commit.js';
-import { deadWaits, deadlockResult } from './deadlock.js';
+import { requestStop, tripBudget, wireCoordinatorEvents } from './control.js';
+import { DeadlockWatch } from './deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { AsyncExecutions } from './executions.js';
 import { Gateway } from './gateway.js';
-import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn, type GraphHost } from './graph.js';
+import { type GraphHost } from './graph.js';
+import { builtinHost } from './builtinHost.js';
+import { recordsOf, type RestoredRun } from './restore.js';
 import { Lifecycle } from './lifecycle.js';
 import { Mailboxes } from './mailbox.js';
 import { Registrar } from './registration.js';
 import { Messaging, newId } from './messaging.js';
-import { positiveLimit, resolveOptions, type CoordinatorOptions, type ResolvedOptions } from './options.js';
+import { resolveOptions, type CoordinatorOptions, type ResolvedOptions } from './options.js';
 import type { TreeNode } from './registry.js';
 import { Sessions } from './sessions.js';
+import { Toolbox } from './toolbox.js';
+import { backgroundReviews, toolLedger } from './turnServices.js';
 import { IdleTimers } from './timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views.js';
 
@@ -53,38 +56,6 @@ export type { AgentHandle } from './agents.js';
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
 
 const isFatal = (err: unknown): err is TroupeError => err instanceof TroupeError && (err.code === 'STORE_IO' || err.code === 'STORE_CORRUPT');
-
-/** A run read back from the store, after its recovery. */
-export interface RestoredRun {
-  run: RunRow;
-  agents: readonly AgentRow[];
-  spentUsd: number;
-}
-
-/** The coordinator's records of restored agents: claims, stints and counters survive a restart. */
-function recordsOf(rows: readonly AgentRow[]): AgentRecord[] {
-  const alive = new Map<string, number>();
-  const spawned = new Map<string, number>();
-  for (const row of rows) {
-    if (row.parentId === null) continue;
-    spawned.set(row.parentId, (spawned.get(row.parentId) ?? 0) + 1);
-    if (isActive(row.status)) alive.set(row.parentId, (alive.get(row.parentId) ?? 0) + 1);
-  }
-  return rows.map((row) => ({
-    id: row.id,
-    name: row.name,
-    parentId: row.parentId,
-    depth: row.depth,
-    status: row.status,
-    waitKind: row.status === 'waiting' ? row.waitKind : null,
-    recoveries: row.recoveries,
-    idleResumes: row.idleResumes,
-    noticeClaimed: row.noticeClaimed,
-    stint: row.stint,
-    aliveChildren: alive.get(row.id) ?? 0,
-    spawnedChildren: spawned.get(row.id) ?? 0,
-  }));
-}
 
 export class Runtime implements TurnHost {
   readonly runId: string;
@@ -96,6 +67,7 @@ export class Runtime implements TurnHost {
   readonly logger: Logger;
   readonly options: ResolvedOptions;
   readonly tools: ReadonlyMap<string, CompiledTool>;
+  readonly toolbox: Toolbox;
   readonly committer: GroupCommitter;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly timers: IdleTimers;
@@ -114,16 +86,15 @@ export class Runtime implements TurnHost {
   readonly reviews: BackgroundReviews | null;
   readonly ledger: ToolLedger;
   readonly registrar: Registrar;
+  readonly deadlocks: DeadlockWatch;
   /** OpenTelemetry spans and metrics (a no-op unless an SDK is registered). */
   readonly trace: RunTrace;
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
-  readonly #toolSpecs = new Map<'root' | 'child', ToolSpec[]>();
   readonly #builtins: BuiltinHost;
   readonly #graph: GraphHost;
   #shutdown = false;
   #failure: TroupeError | null = null;
-  #quiescenceCheck = false;
   #stopWindowListener: (() => void) | null;
 
   constructor(options: CoordinatorOptions<Store | StorePort>, restore?: RestoredRun) {
@@ -138,25 +109,10 @@ export class Runtime implements TurnHost {
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
       throw new ConfigError(`The store already holds run ${options.runId}: resume it with resumeCoordinator({ store, runId })`);
     }
-    const tools = new Map<string, CompiledTool>();
-    for (const tool of options.tools ?? []) {
-      const compiled = compileTool(tool);
-      if (BUILTIN_TOOLS.has(compiled.name) || tools.has(compiled.name)) {
-        throw new ConfigError(`Expected tool names to be unique and not shadow a built-in, got "${compiled.name}" twice`);
-      }
-      tools.set(compiled.name, compiled);
-    }
-    this.tools = tools;
+    this.toolbox = new Toolbox(options.tools ?? [], this.options.interactive);
+    this.tools = this.toolbox.tools;
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
-    this.trace =
-      options.telemetry === false
-        ? NO_TRACE
-        : new RunTracer({
-            runId: this.runId,
-            model: this.model.name ?? 'model',
-            options: options.telemetry,
-            persist: (agentId, data) => this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId, type: STINT_EVENT, data, at: this.clock.now() } }),
-          });
+    this.trace = runTrace(options.telemetry, { runId: this.runId, model: this.model.name ?? 'model', now: () => this.clock.now(), stage: (op) => this.stage(op) });
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
       systemId: 'coordinator',
@@ -221,14 +177,7 @@ export class Runtime implements TurnHost {
         model: this.model,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
-        trip: (event, agentId) => {
-          const before = this.budgetFlags();
-          this.coordinator.send({ type: event });
-          const after = this.budgetFlags();
-          if (after.reserveStopped && !before.reserveStopped) this.trace.event(agentId, EVENT_RESERVE_TRIP);
-          if (after.budgetStopped && !before.budgetStopped) this.trace.event(agentId, EVENT_BUDGET_STOP);
-          this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
-        },
+        trip: (event, agentId) => tripBudget(this, event, agentId),
         stage: (op) => this.stage(op),
         spent: (agentId, purpose, usd) => this.#spent(agentId, purpose, usd),
       },
@@ -245,7 +194,7 @@ export class Runtime implements TurnHost {
       session: (agent) => this.sessions.items(agent),
       toolSpecs: (agent) => this.toolSpecs(agent),
       parentName: (agent) => (agent.parentId === null ? null : (this.agents.find(agent.parentId)?.name ?? null)),
-      warned: (agent, warning) => this.trace.event(agent.id, EVENT_BUDGET_WARNING, { 'troupe.budget.band': warning.slice(1, warning.indexOf(']')) }),
+      warned: (agent, warning) => this.trace.budgetWarning(agent.id, warning),
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
     });
@@ -268,26 +217,8 @@ export class Runtime implements TurnHost {
     this.executions = new AsyncExecutions(host);
     this.delegations = new Delegations(host);
     this.reentry = new ReentryBudgets(host);
-    this.reviews = this.options.review
-      ? new BackgroundReviews(
-          {
-            gateway: this.gateway,
-            sessions: this.sessions,
-            now: () => this.clock.now(),
-            proposeNote: (agent, note) => {
-              this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'review.note', data: { agentName: agent.name, title: note.title, content: note.content }, at: note.at } });
-              this.reviewNotes.push({ agentId: agent.id, agentName: agent.name, ...note });
-              this.after(() => this.views.emit({ type: 'review.note', agentId: agent.id, name: agent.name, ...note }));
-            },
-          },
-          this.options.review,
-        )
-      : null;
-    this.ledger = {
-      start: (agent, call) => this.stage({ op: 'startToolCall', row: { agentId: agent.id, turn: call.turn, callId: call.callId, tool: call.tool, argsHash: call.argsHash, startedAt: this.clock.now() } }),
-      finish: (agent, turn, callIds) => this.stage({ op: 'finishToolCalls', agentId: agent.id, turn, callIds, at: this.clock.now() }),
-      started: async (agent) => (await this.port.startedToolCalls(agent.id)).map((r) => ({ turn: r.turn, callId: r.callId })),
-    };
+    this.reviews = this.options.review ? backgroundReviews(this, this.options.review) : null;
+    this.ledger = toolLedger(this);
     this.#graph = {
       agents: this.agents,
       coordinator: this.coordinator,
@@ -295,31 +226,28 @@ export class Runtime implements TurnHost {
       runningExecutions: (id) => this.executions.runningFor(id),
       runningDelegations: (id) => this.delegations.list(id).filter((d) => d.status === 'running').map((d) => d.delegationId),
       tree: () => this.views.tree(),
-      requestStop: (target, cascade) => this.requestStop(target, cascade),
+      requestStop: (target, cascade) => requestStop(this.agents, target, cascade),
     };
+    this.deadlocks = new DeadlockWatch({
+      runId: this.runId,
+      interactive: this.options.interactive,
+      clock: this.clock,
+      logger: this.logger,
+      agents: this.agents,
+      usable: () => this.usable,
+      stage: (op) => this.stage(op),
+      after: (effect) => this.after(effect),
+      emit: (event) => this.views.emit(event),
+      anyExecutionRunning: () => this.executions.anyRunning,
+      anyDelegationRunning: () => this.delegations.anyRunning,
+    });
     this.registrar = new Registrar(this, embedded !== null || restore !== undefined);
-    this.#builtins = this.#builtinHost();
+    this.#builtins = builtinHost(this, this.#graph);
     // Executions that finished outside the agent's approval window continue when one opens.
     this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.usable && this.executions.continueFor(agentId)) ?? null;
 
     this.coordinator.subscribe({ error: (err) => this.logger.fatal({ err }, 'coordinator actor failed') });
-    this.coordinator.on('notice', (e) => {
-      this.trace.notice(e);
-      this.messaging.deliverNotice(e);
-    });
-    this.coordinator.on('agents.stop', (e) =>
-      this.after(() => {
-        for (const id of e.ids) {
-          const h = this.agents.find(id);
-          if (h) this.agents.send(h, { type: 'agent.stop', reason: e.reason });
-        }
-      }),
-    );
-    this.coordinator.on('budget.resumed', (e) =>
-      this.after(() => {
-        for (const h of this.agents.values()) if (this.agents.status(h) === 'budgetPaused') this.agents.send(h, { type: 'budget.resume', epoch: e.epoch });
-      }),
-    );
+    wireCoordinatorEvents(this);
     this.coordinator.on('register.rejected', (e) => this.logger.warn({ ...e }, 'registration rejected'));
     this.coordinator.start();
   }
@@ -377,20 +305,11 @@ export class Runtime implements TurnHost {
   }
 
   toolNames(agent: AgentRef): string[] {
-    return this.toolSpecs(agent).map((t) => t.name);
+    return this.toolbox.names(agent);
   }
 
-  /** The tools an agent is offered: the same list object for every root, and for every child. */
   toolSpecs(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): readonly ToolSpec[] {
-    const key = agent.parentId === null ? 'root' : 'child';
-    let specs = this.#toolSpecs.get(key);
-    if (!specs) {
-      specs = [];
-      for (const tool of BUILTIN_TOOLS.values()) if (tool.offeredTo(agent, this.options.interactive)) specs.push(toToolSpec(tool as never));
-      for (const tool of this.tools.values()) specs.push(toToolSpec(tool));
-      this.#toolSpecs.set(key, specs);
-    }
-    return specs;
+    return this.toolbox.specs(agent);
   }
 
   builtinEnv(agent: AgentRef, callId: string, state: BuiltinEnv['state']): BuiltinEnv {
@@ -411,30 +330,6 @@ export class Runtime implements TurnHost {
 
   stopRequested(agent: AgentRef): boolean {
     return this.agents.stopRequested(this.agents.get(agent.id));
-  }
-
-  #builtinHost(): BuiltinHost {
-    const g = this.#graph;
-    const h = (a: { id: string }) => this.agents.get(a.id);
-    return {
-      interactive: this.options.interactive,
-      now: () => this.clock.now(),
-      spawnChild: (parent, req) => this.registrar.spawnChild(h(parent), req),
-      sendFromAgent: (from, to, content, opts) => {
-        const { mail, target } = this.messaging.sendFromAgent(h(from), to, content, opts);
-        return { messageId: mail.id, target: { id: target.id, name: target.name, status: this.agents.status(target) } };
-      },
-      stopFromAgent: (caller, ref, cascade) => stopFromAgent(g, h(caller), ref, cascade),
-      said: (agent, text) => this.said(h(agent), text),
-      budgetFlags: () => this.budgetFlags(),
-      isStopRequested: (agent) => this.agents.stopRequested(h(agent)),
-      pendingCount: (agent) => this.mailboxes.count(agent.id),
-      pendingFromUser: (agent) => this.mailboxes.fromUser(agent.id),
-      waitsOn: (agent) => waitsOn(g, h(agent)),
-      assertNothingOutstanding: (agent) => assertNothingOutstanding(g, h(agent)),
-      childrenSummary: (agent) => childrenSummary(g, h(agent)),
-      graphView: (agent) => graphView(g, h(agent)),
-    };
   }
 
   // ── agents ──────────────────────────────────────────────────────────────────────────────────
@@ -468,44 +363,10 @@ export class Runtime implements TurnHost {
     this.after(() => this.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
   }
 
-  /** Ask `target` (and with cascade its subtree, leaves first) to stop after the current turn. */
-  requestStop(target: AgentHandle, cascade: boolean): string[] {
-    const order: AgentHandle[] = [];
-    const visit = (h: AgentHandle) => {
-      if (cascade) for (const id of h.children) visit(this.agents.get(id));
-      order.push(h);
-    };
-    visit(target);
-    const stopping = order.filter((h) => isActive(this.agents.status(h)));
-    for (const h of stopping) {
-      this.agents.send(h, { type: 'agent.stop', reason: 'requested' });
-      // A model call in flight is cancelled; tools already running finish and are recorded.
-      h.inFlight?.abort(STOP_REQUESTED);
-    }
-    return stopping.map((h) => h.id);
-  }
-
   // ── budget ──────────────────────────────────────────────────────────────────────────────────
 
   budgetFlags(): BudgetFlags {
     return this.coordinator.getSnapshot().context.budget;
-  }
-
-  pauseBudget(): Promise<void> {
-    this.assertUsable();
-    this.coordinator.send({ type: 'budget.pause' });
-    this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
-    return this.durable();
-  }
-
-  async resumeBudget(limitUsd?: number): Promise<string[]> {
-    if (limitUsd !== undefined) positiveLimit('resumeBudget limitUsd', limitUsd);
-    this.assertUsable();
-    const parked = [...this.agents.values()].filter((h) => this.agents.status(h) === 'budgetPaused').map((h) => h.id);
-    this.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });
-    this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
-    await this.durable();
-    return parked;
   }
 
   // ── waits and views ─────────────────────────────────────────────────────────────────────────
@@ -518,43 +379,9 @@ export class Runtime implements TurnHost {
     return this.views.tree();
   }
 
-  /**
-   * Report dead waits (deadlock.ts) once the effects of the current step have run: when the run is
-   * quiescent, every agent waiting on agents is woken at once with the `deadlock` outcome. Once per
-   * quiescent episode: the woken agents run, so the next episode starts only when they park again,
-   * and each report counts against their idle limit like a timeout (so it never loops).
-   */
+  /** See DeadlockWatch (deadlockWatch.ts): report dead waits once the effects of this step have run. */
   checkQuiescence(): void {
-    if (this.#quiescenceCheck || this.agents.running > 0) return;
-    this.#quiescenceCheck = true;
-    // After the commit that parked the last agent (and the wakes it releases) — the same tick.
-    this.after(() =>
-      queueMicrotask(() => {
-        this.#quiescenceCheck = false;
-        if (!this.usable) return;
-        const waits = deadWaits({
-          interactive: this.options.interactive,
-          runningAgents: this.agents.running,
-          agents: () => this.agents.values(),
-          find: (id) => this.agents.find(id),
-          status: (h) => this.agents.status(h as AgentHandle),
-          waitKind: (h) => this.agents.waitKind(h as AgentHandle),
-          anyExecutionRunning: () => this.executions.anyRunning,
-          anyDelegationRunning: () => this.delegations.anyRunning,
-        });
-        if (waits.length === 0) return;
-        const at = this.clock.now();
-        this.logger.warn({ waits }, 'the run is quiescent and these waits cannot be answered: waking them');
-        this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: null, type: 'run.deadlock', data: { waits }, at } });
-        this.views.emit({ type: 'run.deadlock', waits, at });
-        const report = deadlockResult(waits);
-        for (const wait of waits) {
-          const h = this.agents.get(wait.agent_id);
-          h.waitReport = report;
-          this.agents.send(h, { type: 'agent.deadlock' });
-        }
-      }),
-    );
+    this.deadlocks.check();
   }
 
   health(): CoordinatorHealth {

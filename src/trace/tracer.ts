@@ -38,6 +38,7 @@ import {
   type TracerProvider,
 } from '@opentelemetry/api';
 import type { ModelRequest, ModelTurn, ToolCall, UsagePurpose } from '../model/types.js';
+import type { WriteOp } from '../store/port.js';
 import * as A from './attributes.js';
 
 export interface TelemetryOptions {
@@ -111,6 +112,7 @@ export const NO_TRACE: RunTrace = {
   stintStarted: () => undefined,
   stintEnded: () => undefined,
   event: () => undefined,
+  budgetWarning: () => undefined,
   notice: () => undefined,
   chat: () => NOOP_CHAT,
   tool: () => NOOP_TOOL,
@@ -142,9 +144,14 @@ export interface RunTracerDeps {
   /** The model's name (`gen_ai.request.model`). */
   model: string;
   options: TelemetryOptions | undefined;
-  /** Persist a recording stint's span context (staged with the current commit group). */
-  persist(agentId: string, data: { traceId: string; spanId: string; traceFlags: number }): void;
+  now(): number;
+  /** Stage a write with the current commit group (a recording stint's span context). */
+  stage(op: WriteOp): void;
 }
+
+/** The run's tracer: `telemetry: false` calls nothing at all. */
+export const runTrace = (options: TelemetryOptions | false | undefined, deps: Omit<RunTracerDeps, 'options'>): RunTrace =>
+  options === false ? NO_TRACE : new RunTracer({ ...deps, options });
 
 export class RunTracer implements TurnTrace {
   readonly #tracer: Tracer;
@@ -209,7 +216,8 @@ export class RunTracer implements TurnTrace {
     if (!span.isRecording()) return;
     const ctx = span.spanContext();
     this.#previous.set(agent.id, ctx);
-    this.#deps.persist(agent.id, { traceId: ctx.traceId, spanId: ctx.spanId, traceFlags: ctx.traceFlags });
+    const data = { traceId: ctx.traceId, spanId: ctx.spanId, traceFlags: ctx.traceFlags };
+    this.#deps.stage({ op: 'appendEvent', row: { runId: this.#deps.runId, agentId: agent.id, type: A.STINT_EVENT, data, at: this.#deps.now() } });
   }
 
   /** The agent left `running`: parked (waiting, stalled, budget-paused) or ended. */
@@ -228,6 +236,11 @@ export class RunTracer implements TurnTrace {
   event(agentId: string, name: string, attributes?: Attributes): void {
     const span = this.#stints.get(agentId);
     if (span?.isRecording()) span.addEvent(name, attributes);
+  }
+
+  /** A budget warning went into the agent's call: its band (`[BUDGET NOTICE] …` → `BUDGET NOTICE`). */
+  budgetWarning(agentId: string, warning: string): void {
+    if (this.#stints.get(agentId)?.isRecording()) this.event(agentId, A.EVENT_BUDGET_WARNING, { 'troupe.budget.band': warning.slice(1, Math.max(1, warning.indexOf(']'))) });
   }
 
   /**

@@ -6,7 +6,7 @@ import { SimulatedClock } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { ApprovalGate } from '../../src/autonomy/approvalGate.js';
 import { conversation } from '../../src/autonomy/conversation.js';
-import { continuationNote, extractExecutionIds } from '../../src/autonomy/executions.js';
+import { continuationNote, extractExecutionIds } from '../../src/host/executionText.js';
 import type { ApprovalPolicy } from '../../src/host/options.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';

@@ -159,6 +159,33 @@ describe('GenAI spans of the demo team (in-memory exporter)', () => {
     await meterProvider.shutdown();
   });
 
+  it('a context overflow: a retry event (no delay) on the main call, and the compaction its own chat span', async () => {
+    const { exporter, tracerProvider } = sdk();
+    const graph = { tool: 'view_agent_graph', args: {} };
+    const t = team(
+      {
+        agents: {
+          lead: [
+            graph,
+            graph,
+            { error: { code: 'PROVIDER_CONTEXT_OVERFLOW', status: 400 } },
+            { text: 'summary of the work so far', usage: { inputTokens: 900, outputTokens: 30 } },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
+      { telemetry: { tracerProvider } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    expect((await t.c.waitFor(rootId, [...TERMINAL])).status).toBe('completed');
+    await t.c.shutdown();
+    const chats = exporter.getFinishedSpans().filter((s) => s.name === 'chat scripted');
+    expect(chats.map((s) => s.attributes['troupe.purpose'])).toEqual(['main', 'main', 'compaction', 'main']);
+    expect(chats[2]!.attributes['gen_ai.usage.input_tokens']).toBe(900);
+    const retry = chats[3]!.events.find((e) => e.name === 'troupe.retry')!;
+    expect(retry.attributes).toEqual({ 'error.type': 'PROVIDER_CONTEXT_OVERFLOW' });
+  });
+
   it('no SDK: nothing recorded, no stint rows written', async () => {
     const { store } = await demoTeam(undefined);
     const run = store.listRuns().at(-1)!;

@@ -120,6 +120,8 @@ describe('GenAI spans of the demo team (in-memory exporter)', () => {
     // The reserve trip: an event on the stint whose call tripped it (the lead's big read).
     const tripped = stints.filter((s) => events(s).includes('troupe.budget.reserve_trip'));
     expect(tripped.map((s) => s.name)).toEqual(['invoke_agent lead']);
+    // Once: later calls past the line do not trip it again.
+    expect(spans.flatMap((s) => events(s)).filter((e) => e === 'troupe.budget.reserve_trip')).toHaveLength(1);
     // The completion notices are events on the children's stints.
     expect(stints.find((s) => s.name === 'invoke_agent scout')!.events.find((e) => e.name === 'troupe.notice')?.attributes).toMatchObject({ 'troupe.notice.kind': 'completion' });
     // Budget warnings went into calls after 70 %.
@@ -159,14 +161,14 @@ describe('GenAI spans of the demo team (in-memory exporter)', () => {
     await meterProvider.shutdown();
   });
 
-  it('a context overflow: a retry event (no delay) on the main call, and the compaction its own chat span', async () => {
+  it('a context overflow: a retry event (no delay) on the main call, the compaction its own chat span; a failed tool call', async () => {
     const { exporter, tracerProvider } = sdk();
     const graph = { tool: 'view_agent_graph', args: {} };
     const t = team(
       {
         agents: {
           lead: [
-            graph,
+            { tool: 'no_such_tool', args: {} },
             graph,
             { error: { code: 'PROVIDER_CONTEXT_OVERFLOW', status: 400 } },
             { text: 'summary of the work so far', usage: { inputTokens: 900, outputTokens: 30 } },
@@ -184,6 +186,13 @@ describe('GenAI spans of the demo team (in-memory exporter)', () => {
     expect(chats[2]!.attributes['gen_ai.usage.input_tokens']).toBe(900);
     const retry = chats[3]!.events.find((e) => e.name === 'troupe.retry')!;
     expect(retry.attributes).toEqual({ 'error.type': 'PROVIDER_CONTEXT_OVERFLOW' });
+    // A failed tool call: its span carries the error code.
+    const tools = exporter.getFinishedSpans().filter((s) => s.name.startsWith('execute_tool '));
+    expect(tools.map((s) => [s.name, s.attributes['error.type'] ?? null])).toEqual([
+      ['execute_tool no_such_tool', 'TOOL_NOT_FOUND'],
+      ['execute_tool view_agent_graph', null],
+      ['execute_tool finish', null],
+    ]);
   });
 
   it('no SDK: nothing recorded, no stint rows written', async () => {

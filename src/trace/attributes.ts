@@ -43,6 +43,19 @@ export const TROUPE_STOP_REASON = 'troupe.stop_reason';
 export const TROUPE_COST_USD = 'troupe.cost_usd';
 export const TROUPE_PURPOSE = 'troupe.purpose';
 export const TROUPE_DEPTH = 'troupe.depth';
+/** Why a model call was never answered (`budget`-stopped, `interrupted`, `cancelled`…): not an error. */
+export const TROUPE_HALTED = 'troupe.halted';
+/** On a stint's link to the agent's previous stint. */
+export const TROUPE_LINK = 'troupe.link';
+
+/** Event attributes. */
+export const TROUPE_RETRY_DELAY_MS = 'troupe.retry.delay_ms';
+export const TROUPE_NOTICE_KIND = 'troupe.notice.kind';
+export const TROUPE_NOTICE_FROM = 'troupe.notice.from';
+export const TROUPE_NOTICE_TO = 'troupe.notice.to';
+export const TROUPE_NUDGE_ATTEMPT = 'troupe.nudge.attempt';
+export const TROUPE_NUDGE_LIMIT = 'troupe.nudge.limit';
+export const TROUPE_BUDGET_BAND = 'troupe.budget.band';
 
 /** Span events. */
 export const EVENT_RETRY = 'troupe.retry';

@@ -199,7 +199,7 @@ export class RunTracer implements TurnTrace {
       this.#parents.set(agent.id, parent);
     }
     const previous = this.#previous.get(agent.id);
-    const links: Link[] | undefined = previous ? [{ context: previous, attributes: { 'troupe.link': 'previous_stint' } }] : undefined;
+    const links: Link[] | undefined = previous ? [{ context: previous, attributes: { [A.TROUPE_LINK]: 'previous_stint' } }] : undefined;
     const attributes: Attributes = {
       [A.GEN_AI_OPERATION_NAME]: A.OP_INVOKE_AGENT,
       [A.GEN_AI_AGENT_ID]: agent.id,
@@ -240,7 +240,7 @@ export class RunTracer implements TurnTrace {
 
   /** A budget warning went into the agent's call: its band (`[BUDGET NOTICE] …` → `BUDGET NOTICE`). */
   budgetWarning(agentId: string, warning: string): void {
-    if (this.#stints.get(agentId)?.isRecording()) this.event(agentId, A.EVENT_BUDGET_WARNING, { 'troupe.budget.band': warning.slice(1, Math.max(1, warning.indexOf(']'))) });
+    if (this.#stints.get(agentId)?.isRecording()) this.event(agentId, A.EVENT_BUDGET_WARNING, { [A.TROUPE_BUDGET_BAND]: warning.slice(1, Math.max(1, warning.indexOf(']'))) });
   }
 
   /**
@@ -248,7 +248,7 @@ export class RunTracer implements TurnTrace {
    * else on the recipient's if that one is running.
    */
   notice(e: { from: string; to: string; kind: string }): void {
-    const attributes = { 'troupe.notice.kind': e.kind, 'troupe.notice.from': e.from, 'troupe.notice.to': e.to };
+    const attributes = { [A.TROUPE_NOTICE_KIND]: e.kind, [A.TROUPE_NOTICE_FROM]: e.from, [A.TROUPE_NOTICE_TO]: e.to };
     this.event(this.#stints.has(e.from) ? e.from : e.to, A.EVENT_NOTICE, attributes);
   }
 
@@ -284,7 +284,7 @@ export class RunTracer implements TurnTrace {
     const content = this.#content;
     return {
       retry(reason, delayMs) {
-        span?.addEvent(A.EVENT_RETRY, delayMs === null ? { [A.ERROR_TYPE]: reason } : { [A.ERROR_TYPE]: reason, 'troupe.retry.delay_ms': delayMs });
+        span?.addEvent(A.EVENT_RETRY, delayMs === null ? { [A.ERROR_TYPE]: reason } : { [A.ERROR_TYPE]: reason, [A.TROUPE_RETRY_DELAY_MS]: delayMs });
       },
       end(how) {
         const base: Attributes = { [A.GEN_AI_OPERATION_NAME]: A.OP_CHAT, [A.GEN_AI_REQUEST_MODEL]: model };
@@ -309,7 +309,7 @@ export class RunTracer implements TurnTrace {
           if (span) errorStatus(span, how.error);
         } else if (span) {
           // Never made (the budget stopped it, a message interrupted it): not an error.
-          span.setAttribute('troupe.halted', how.halted);
+          span.setAttribute(A.TROUPE_HALTED, how.halted);
         }
         duration.record((performance.now() - started) / 1000, base);
         span?.end();

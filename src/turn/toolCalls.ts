@@ -84,7 +84,8 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
     try {
       result = await executeCall(rt, agent, call, state, signal, scope);
     } catch (err) {
-      span.end(serializeError(err).code);
+      // Cut off by a stop or shutdown: not the tool's error.
+      span.end(signal.aborted ? null : serializeError(err).code);
       if (signal.aborted) throw err;
       // A bug escaped: keep the results this turn already produced and close the calls left open.
       agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');

@@ -16,7 +16,7 @@ import { sleep } from '../clock.js';
 import { serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { compactSession, hasImages, stripImages } from './compaction.js';
-import { EVENT_NUDGE } from '../trace/attributes.js';
+import { EVENT_NUDGE, TROUPE_NUDGE_ATTEMPT, TROUPE_NUDGE_LIMIT } from '../trace/attributes.js';
 import type { ChatSpan } from '../trace/tracer.js';
 import type { AgentRef, TurnHost } from './ports.js';
 import { afterDecision, decideRecovery, failure, noAttempts } from './recovery.js';
@@ -117,7 +117,7 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: AbortSig
     call = await callModel(host, agent, input, request, signal, reports, chat);
   } catch (err) {
     host.gateway.release(reservation);
-    chat.end({ error: serializeError(err).code });
+    chat.end(signal.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });
     throw err;
   }
   if ('outcome' in call) {
@@ -170,7 +170,7 @@ function prepareSession(
   );
   if (cut && cut.started.length > 0) host.ledger.finish(agent, input.turn, cut.started);
   if (input.nudge) {
-    host.trace.event(agent.id, EVENT_NUDGE, { 'troupe.nudge.attempt': input.nudge.attempt, 'troupe.nudge.limit': input.nudge.limit });
+    host.trace.event(agent.id, EVENT_NUDGE, { [TROUPE_NUDGE_ATTEMPT]: input.nudge.attempt, [TROUPE_NUDGE_LIMIT]: input.nudge.limit });
     items.push({ role: 'user', content: nudgeText(agent.parentId === null, host.options.interactive, input.nudge.attempt, input.nudge.limit) });
   }
   if (items.length > 0) sessions.append(agent, items);

@@ -195,6 +195,24 @@ describe('GenAI spans of the demo team (in-memory exporter)', () => {
     ]);
   });
 
+  it('a background review: its calls are chat spans of purpose review on the reviewed agent', async () => {
+    const { exporter, tracerProvider } = sdk();
+    const graph = { tool: 'view_agent_graph', args: {} };
+    const t = team(
+      { agents: { lead: [graph, graph, { tool: 'finish', args: { summary: 'done' } }], 'lead:review': [{ tool: 'review_done', args: { reason: 'nothing new' }, usage: { inputTokens: 50, outputTokens: 5 } }] } },
+      { review: { everyTurns: 2, maxSteps: 1 }, telemetry: { tracerProvider } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    expect((await t.c.waitFor(rootId, [...TERMINAL])).status).toBe('completed');
+    await t.c.reviews.settled();
+    await t.c.shutdown();
+    const spans = exporter.getFinishedSpans();
+    const review = spans.filter((s) => s.attributes['troupe.purpose'] === 'review');
+    expect(review).toHaveLength(1);
+    expect(review[0]!.attributes['gen_ai.usage.input_tokens']).toBe(50);
+    expect(spans.find((s) => id(s) === parentOf(review[0]!))!.name).toBe('invoke_agent lead');
+  });
+
   it('no SDK: nothing recorded, no stint rows written', async () => {
     const { store } = await demoTeam(undefined);
     const run = store.listRuns().at(-1)!;

@@ -20,6 +20,7 @@ export function backgroundReviews(rt: Runtime, options: { everyTurns: number; ma
   return new BackgroundReviews(
     {
       gateway: rt.gateway,
+      trace: rt.trace,
       sessions: rt.sessions,
       now: () => rt.clock.now(),
       proposeNote: (agent, note) => {

@@ -43,6 +43,8 @@ export interface CliConfig {
   watchdog?: WatchdogSection;
   /** MCP servers whose tools the team gets (mcpConfig.ts); never saved with a run. */
   mcpServers?: McpServersSection;
+  /** Export OpenTelemetry spans and metrics over OTLP/HTTP (`--otel`; see src/cli/otel.ts). Saved with the run. */
+  otel?: boolean;
 }
 
 /** The `proactive` section of the config file: `{ enabled?, triggers: [...] }` (see parseProactiveConfig). */

@@ -13,6 +13,7 @@ import { ensureParentDir } from '../store/files.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
 import type { FakeOpenAIServer } from '../testing/fakeOpenAIServer.js';
 import { number, type Io } from './args.js';
+import { cliTelemetry, type CliTelemetry } from './otel.js';
 import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, requirePrice, toSaved, type CliConfig } from './config.js';
 import { drive, runExitCode } from './drive.js';
 import { cliLogger } from './logs.js';
@@ -53,16 +54,19 @@ export async function demo(_args: string[], values: Values, io: Io): Promise<num
   const inspection = await inspector(values, io);
   const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
   const store = openStore({ path: db, ...secrets(io) });
-  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(DEMO_CONFIG), retry: { baseDelayMs: 200 }, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
+  const config = { ...DEMO_CONFIG, ...defined({ otel: values.otel }) };
+  const otel = await cliTelemetry(config.otel, io.env);
+  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...otel.options, retry: { baseDelayMs: 200 }, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
   try {
     const start = async () => {
       const rootId = await c.start({ name: 'lead', task: 'Review this repository with a small team.' });
-      store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(DEMO_CONFIG, true) }, at: Date.now() });
+      store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(config, true) }, at: Date.now() });
       return rootId;
     };
     return await drive(c, start, { mode, io, store, killAfterTurns, interactive: false, inspection, resumeHint: resumeHint(db, DEMO_DB) });
   } finally {
     await c.shutdown();
+    await otel.shutdown();
     store.close();
     await server.close();
     await inspection.close();
@@ -83,7 +87,8 @@ export async function run(args: string[], values: Values, io: Io): Promise<numbe
   const inspection = await inspector(values, io);
   const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
   const store = openStore({ path: db, ...stored });
-  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
+  const otel = await cliTelemetry(config.otel, io.env);
+  const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...otel.options, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
   try {
     const start = async () => {
       const rootId = await c.start({ name: 'lead', task });
@@ -93,6 +98,7 @@ export async function run(args: string[], values: Values, io: Io): Promise<numbe
     return await drive(c, start, { mode, io, store, interactive: config.interactive ?? false, inspection, resumeHint: resumeHint(db, DEFAULT_DB) });
   } finally {
     await c.shutdown();
+    await otel.shutdown();
     store.close();
     await inspection.close();
   }
@@ -113,6 +119,7 @@ export async function resume(_args: string[], values: Values, io: Io): Promise<n
   // The key may come from flags or the environment: known before anything is written.
   const store = openStore({ path: db, ...secrets(io, mergeConfig(fromEnv(io.env), fromFlags({ ...values, price: undefined }, undefined))) });
   let server: FakeOpenAIServer | undefined;
+  let otel: CliTelemetry | undefined;
   let closeInspector = () => Promise.resolve();
   let c: Coordinator | undefined;
   try {
@@ -150,11 +157,13 @@ export async function resume(_args: string[], values: Values, io: Io): Promise<n
     const inspection = await inspector(values, io);
     closeInspector = inspection.close;
     const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
-    c = await resumeCoordinator({ store, model, logger, runId: run.id, ...coordinatorOptions(config), ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
+    otel = await cliTelemetry(config.otel, io.env);
+    c = await resumeCoordinator({ store, model, logger, runId: run.id, ...coordinatorOptions(config), ...otel.options, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
     if (mode !== 'json') io.out.write(`Resuming run ${forTerminal(run.id)} from ${forTerminal(db)}\n`);
     return await drive(c, () => Promise.resolve(rootId), { mode, io, store, interactive: config.interactive ?? false, inspection, resumeHint: hint, resumed: true });
   } finally {
     await c?.shutdown();
+    await otel?.shutdown();
     store.close();
     await server?.close();
     await closeInspector();

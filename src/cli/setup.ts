@@ -27,6 +27,7 @@ export function fromFlags(values: Values, model: string | undefined): Partial<Cl
     apiKey: values.apiKey,
     interactive: values.interactive,
     stream: values.stream,
+    otel: values.otel,
     db: values.db,
     ...(Object.keys(budget).length > 0 ? { budget } : {}),
   });

@@ -28,6 +28,7 @@ export const FLAGS = {
   killAfter: { syntax: '--kill-after <turns>', help: 'kill the process (SIGKILL) after this many turns, to try resume' },
   json: { syntax: '--json', help: 'JSON lines on stdout instead of the live view' },
   inspect: { syntax: '--inspect [port]', help: 'serve the XState inspector on 127.0.0.1 (default port 8080; 0 picks a free one)' },
+  otel: { syntax: '--otel', help: 'export OpenTelemetry GenAI spans and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (no message content)' },
   verbose: { syntax: '-v, --verbose', help: 'also print the log on stderr' },
 } as const satisfies Record<string, FlagSpec>;
 
@@ -49,6 +50,7 @@ export interface Values {
   killAfter?: string;
   json?: boolean;
   inspect?: string;
+  otel?: boolean;
   verbose?: boolean;
 }
 
@@ -72,21 +74,21 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'demo',
     args: '',
     summary: 'the offline demo team: SQLite, the real openai client, a bundled fake server; no key, no network',
-    flags: ['db', 'killAfter', ...VIEW],
+    flags: ['db', 'killAfter', 'otel', ...VIEW],
     load: async () => (await import('./runCommands.js')).demo,
   },
   {
     name: 'run',
     args: '<task>',
     summary: 'start a team on any OpenAI-compatible model',
-    flags: [...MODEL, 'interactive', 'stream', 'config', 'db', ...VIEW],
+    flags: [...MODEL, 'interactive', 'stream', 'config', 'db', 'otel', ...VIEW],
     load: async () => (await import('./runCommands.js')).run,
   },
   {
     name: 'resume',
     args: '',
     summary: 'continue a run with the settings it was started with (flags given now override them)',
-    flags: [...MODEL, 'config', 'stream', 'db', 'run', ...VIEW],
+    flags: [...MODEL, 'config', 'stream', 'db', 'run', 'otel', ...VIEW],
     load: async () => (await import('./runCommands.js')).resume,
   },
   {

@@ -14,7 +14,7 @@ import { DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_PRICES, estimatePromptTokens, lookup
 import type { Model, ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../model/types.js';
 import { checkUsage, isUsd, MAX_USD_PER_CALL } from '../model/usage.js';
 import type { WriteOp } from '../store/port.js';
-import type { Reservation } from '../turn/ports.js';
+import type { Charge, Reservation } from '../turn/ports.js';
 import type { ResolvedOptions } from './options.js';
 
 export type { Reservation };
@@ -36,9 +36,9 @@ export interface LedgerHost {
   flags(): BudgetFlags;
   /**
    * Trip the reserve or the budget stop (the coordinator decides; the flags are staged with it).
-   * `reason` says why in words, for views.
+   * `reason` says why in words, for views; `agentId` made the call that tripped it.
    */
-  trip(event: 'budget.stop' | 'budget.reserveTrip', reason: string): void;
+  trip(event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void;
   stage(op: WriteOp): void;
   /** Book spend against an agent (its views and `spentByPurpose`). */
   spent(agentId: string, purpose: UsagePurpose, usd: number): void;
@@ -110,7 +110,7 @@ export class BudgetLedger {
    * charged what was reserved for it — or, with nothing reserved (no limit set, a compaction), the
    * estimate of its request — so spend never goes down and never becomes NaN. Logged once per call.
    */
-  #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose) {
+  #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose): Charge {
     let reason: string | undefined;
     let usage: Partial<TurnUsage> | undefined;
     if (answer?.invalidUsage !== undefined) {
@@ -172,7 +172,7 @@ export class BudgetLedger {
    * transaction. `request` is the call's request: with nothing reserved, invalid usage is charged
    * at its estimate.
    */
-  record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): void {
+  record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): Charge {
     const rt = this.#rt;
     const charged = this.#charge(agent, answer, reservation, request, purpose);
     const { costUsd } = charged;
@@ -193,12 +193,13 @@ export class BudgetLedger {
     const limitUsd = this.limitUsd;
     if (limitUsd !== null && rt.budget.policy === 'stop') {
       const spent = `${agent.name ?? agent.id}'s call brought the spend to ${usd(this.#spentUsd)}`;
-      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop', `${spent}, at or past the limit ${usd(limitUsd)}`);
+      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop', `${spent}, at or past the limit ${usd(limitUsd)}`, agent.id);
       else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) {
-        rt.trip('budget.reserveTrip', `${spent}, past the sub-agent reserve line ${usd(rt.budget.reserveFraction * limitUsd)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`);
+        rt.trip('budget.reserveTrip', `${spent}, past the sub-agent reserve line ${usd(rt.budget.reserveFraction * limitUsd)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`, agent.id);
       }
     }
     this.release(reservation);
+    return charged;
   }
 
   /** Give back a reservation whose call ended without usage (failed, aborted). Idempotent. */
@@ -303,7 +304,7 @@ export class BudgetLedger {
       estimateUsd === null
         ? `${committed} is past ${lineText}`
         : `${agent.name ?? agent.id}'s next call, estimated at ${usd(estimateUsd)}, would take ${committed} past ${lineText}`;
-    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop', reason);
+    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop', reason, agent.id);
     return { kind: 'stopped', reason: child ? 'reserve' : 'budget' };
   }
 

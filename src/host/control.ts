@@ -6,6 +6,7 @@
  */
 import { isActive } from '../../machines/types.js';
 import { positiveLimit } from './options.js';
+import { EVENT_BUDGET_STOP, EVENT_RESERVE_TRIP } from '../trace/attributes.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
 import type PQueue from 'p-queue';
 import type { Logger } from 'pino';
@@ -15,7 +16,9 @@ import type { WriteOp } from '../store/port.js';
 import type { AgentHandle, Agents } from './agents.js';
 import type { Messaging } from './messaging.js';
 import { TroupeError } from '../errors.js';
-import type { CoordinatorHealth } from './views.js';
+import type { CoordinatorHealth, Views } from './views.js';
+import type { Clock } from '../clock.js';
+import type { RunTrace } from '../trace/tracer.js';
 
 /** What the controls act on (the runtime provides it). */
 export interface ControlParts {
@@ -24,6 +27,10 @@ export interface ControlParts {
   readonly agents: Agents;
   readonly logger: Logger;
   readonly messaging: Pick<Messaging, 'deliverNotice'>;
+  readonly trace: Pick<RunTrace, 'event' | 'notice'>;
+  readonly clock: Clock;
+  readonly views: Pick<Views, 'emit'>;
+  readonly budget: { readonly spentUsd: number };
   assertUsable(): void;
   stage(op: WriteOp): void;
   after(effect: () => void): void;
@@ -67,8 +74,29 @@ export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise
   return parked;
 }
 
+/**
+ * Trip the reserve or the budget stop. A trip that happened is logged, an event on the stint whose
+ * call caused it, and (once committed) a `budget.tripped` event saying why in words.
+ */
+export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void {
+  const before = rt.budgetFlags();
+  rt.coordinator.send({ type: event });
+  const after = rt.budgetFlags();
+  rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: after } });
+  const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
+  if (after.reserveStopped && !before.reserveStopped) rt.trace.event(agentId, EVENT_RESERVE_TRIP);
+  if (after.budgetStopped && !before.budgetStopped) rt.trace.event(agentId, EVENT_BUDGET_STOP);
+  if (kind === null) return;
+  rt.logger.warn({ kind, reason }, kind === 'stop' ? 'the budget stopped the run' : 'the sub-agent reserve tripped');
+  const at = rt.clock.now();
+  rt.after(() => rt.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: rt.budget.spentUsd, limitUsd: after.limitUsd ?? 0, at }));
+}
+
 export function wireCoordinatorEvents(rt: ControlParts): void {
-  rt.coordinator.on('notice', (e) => rt.messaging.deliverNotice(e));
+  rt.coordinator.on('notice', (e) => {
+    rt.trace.notice(e);
+    rt.messaging.deliverNotice(e);
+  });
   rt.coordinator.on('agents.stop', (e) =>
     rt.after(() => {
       for (const id of e.ids) {

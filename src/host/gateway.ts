@@ -9,7 +9,7 @@ import PQueue from 'p-queue';
 import type { Clock } from '../clock.js';
 import { ProviderError } from '../errors.js';
 import type { Model, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
-import type { AgentRef, Halt, ModelGateway, Reservation } from '../turn/ports.js';
+import type { AgentRef, Charge, Halt, ModelGateway, Reservation } from '../turn/ports.js';
 import { RateLimiter } from '../turn/rateLimiter.js';
 import { systemPrompt } from '../turn/texts.js';
 import type { BudgetLedger } from './budget.js';
@@ -36,6 +36,8 @@ export interface GatewayDeps {
   session(agent: AgentRef): readonly SessionItem[];
   toolSpecs(agent: AgentRef): readonly ToolSpec[];
   parentName(agent: AgentRef): string | null;
+  /** A budget warning went into this agent's call (traces record it). */
+  warned(agent: AgentRef, warning: string): void;
   /** Streamed pieces of a main call (nothing when nobody listens). */
   delta(agent: AgentRef, delta: ModelDelta): void;
   hasListeners(): boolean;
@@ -64,6 +66,7 @@ export class Gateway implements ModelGateway {
     let messages: readonly SessionItem[] = this.#deps.session(agent).slice();
     for (const note of agent.notes) messages = withNote(messages, note);
     const warning = this.#deps.ledger.warning(agent);
+    if (warning !== null) this.#deps.warned(agent, warning);
     return {
       agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
       system,
@@ -115,8 +118,8 @@ export class Gateway implements ModelGateway {
     }) as Promise<{ turn: ModelTurn } | Halt>;
   }
 
-  settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): void {
-    this.#deps.ledger.record(agent, answer, how);
+  settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): Charge {
+    return this.#deps.ledger.record(agent, answer, how);
   }
 
   release(reservation: Reservation): void {

@@ -11,6 +11,7 @@ import { getAgentRecord, type coordinatorMachine } from '../../machines/coordina
 import { isTerminal, type AgentStatus } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
 import type { WriteOp } from '../store/port.js';
+import type { RunTrace } from '../trace/tracer.js';
 import { lifecycleOf, statusOf, type AgentHandle, type Agents, type AgentSnapshot } from './agents.js';
 import type { Mailboxes } from './mailbox.js';
 
@@ -21,6 +22,8 @@ export interface LifecycleHost {
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly agents: Agents;
   readonly mailboxes: Mailboxes;
+  /** Stint spans: one per stretch of `running` (no-op without an OpenTelemetry SDK). */
+  readonly trace: Pick<RunTrace, 'stintStarted' | 'stintEnded'>;
   stage(op: WriteOp): void;
   after(effect: () => void): void;
   /** The read model, subscribers and waits learn of a change (once it is committed). */
@@ -60,6 +63,7 @@ export class Lifecycle {
     }
     if (from === 'running' && status !== 'running') host.agents.running -= 1;
     if (from !== 'running' && status === 'running') host.agents.running += 1;
+    if (from !== 'running' && status === 'running') host.trace.stintStarted(h);
     // The coordinator decides the notices this change owes; they are staged with it (coordinator.on('notice')).
     host.coordinator.send({
       type: 'agent.changed',
@@ -74,6 +78,8 @@ export class Lifecycle {
       task: h.task,
       at,
     });
+    // After the coordinator's decision: its notices are events on this stint before it ends.
+    if (from === 'running' && status !== 'running') host.trace.stintEnded(h.id, { status, error: ctx.error, stopReason: ctx.stopReason });
     const claimed = getAgentRecord(host.coordinator.getSnapshot().context, h.id)!;
     host.stage({
       op: 'updateAgent',

@@ -14,6 +14,7 @@ import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import type { McpServer } from '../mcp/config.js';
 import type { Tool } from '../tools/defineTool.js';
+import type { TelemetryOptions } from '../trace/tracer.js';
 
 export interface Limits {
   /** Deepest level below the root (root = 0). Default 4. */
@@ -103,6 +104,12 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   logger?: Logger;
   /** The XState inspection observer, passed to the coordinator and every agent actor. */
   inspect?: InspectOption;
+  /**
+   * OpenTelemetry GenAI spans and metrics (README "Traces and metrics"). troupe uses the global
+   * providers of `@opentelemetry/api` unless given others here; with no SDK registered it is a no-op.
+   * `false`: no OpenTelemetry call at all.
+   */
+  telemetry?: TelemetryOptions | false;
   runId?: string;
 }
 

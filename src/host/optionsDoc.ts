@@ -48,4 +48,5 @@ export const OPTION_DOCS = {
   logger: { default: () => 'silent', meaning: 'a pino logger (a child per agent)' },
   inspect: { meaning: 'an XState inspection observer: the coordinator and every agent (`agent:<id>`)' },
   runId: { default: () => 'generated', meaning: "the run's id" },
+  telemetry: { default: () => 'the global OpenTelemetry providers', meaning: '`{ tracerProvider?, meterProvider?, recordContent? }` or `false`: GenAI spans and metrics (see *Traces and metrics*); a no-op when no SDK is registered' },
 } as const satisfies Record<keyof CoordinatorOptions, OptionDoc>;

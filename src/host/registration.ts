@@ -13,6 +13,7 @@ import { ConfigError, TroupeError } from '../errors.js';
 import type { UsagePurpose } from '../model/types.js';
 import type { StorePort, WriteOp } from '../store/port.js';
 import { newAgentRow } from '../store/rows.js';
+import type { RunTrace } from '../trace/tracer.js';
 import type { AgentRow } from '../store/types.js';
 import { childFirstInput, inheritedContext, rootFirstInput } from '../turn/texts.js';
 import { lifecycleOf, type AgentHandle, type Agents } from './agents.js';
@@ -33,6 +34,7 @@ export interface RegistrarHost {
   readonly sessions: Sessions;
   readonly views: Views;
   readonly lifecycle: Lifecycle;
+  readonly trace: Pick<RunTrace, 'stintStarted'>;
   stage(op: WriteOp): void;
   assertUsable(): void;
   checkQuiescence(): void;
@@ -111,6 +113,7 @@ export class Registrar {
     host.stage({ op: 'appendEvent', row: { runId: host.runId, agentId: reg.id, type: 'agent.registered', data: { parentId: reg.parentId, name: reg.name }, at } });
     host.sessions.seed(reg.id, [firstInput]);
     const h = host.agents.add(row, false);
+    host.trace.stintStarted(h);
     host.views.added(h, at);
     if (host.logger.isLevelEnabled('info')) h.logger.info({ name: reg.name, parentId: reg.parentId, depth: reg.depth }, 'agent registered');
     return h;
@@ -145,6 +148,7 @@ export class Registrar {
         continue;
       }
       const status = host.agents.status(h);
+      if (status === 'running') host.trace.stintStarted(h);
       host.lifecycle.rewakeRestored(h, status, host.agents.lifecycle(h));
     }
     if (host.logger.isLevelEnabled('info')) host.logger.info({ agents: rows.length }, 'agents respawned');

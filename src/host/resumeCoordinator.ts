@@ -10,6 +10,8 @@ import { systemClock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import { isStorePort, portOf, type StorePort } from '../store/port.js';
 import type { RunRow, Store, UsagePurpose } from '../store/types.js';
+import { STINT_EVENT } from '../trace/attributes.js';
+import { tracingRegistered } from '../trace/tracer.js';
 import { reviewNotes } from '../turn/review.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
 import { interruptStaleDelegations, STALE_BUDGET_MS } from './delegations.js';
@@ -93,13 +95,15 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   const { store, runId, ...rest } = options;
   const port = isStorePort(store) ? store : portOf(store as Store);
   const run = await recoverRun(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
-  const [agents, spend, pending, noticeKeys, delegations, notes] = await Promise.all([
+  const [agents, spend, pending, noticeKeys, delegations, notes, stints] = await Promise.all([
     port.listAgents(run.id),
     port.spendOf(run.id),
     port.pendingMessagesOf(run.id),
     port.noticeKeysOf(run.id),
     port.listDelegations(run.id),
     port.eventsOf(run.id, 'review.note'),
+    // Read only when spans can record: a link needs a tracer to put it on.
+    tracingRegistered(options.telemetry) ? port.eventsOf(run.id, STINT_EVENT) : [],
   ]);
   const ids = agents.map((a) => a.id);
   const [executions, reentry] = await Promise.all([port.executionsOf(ids), port.reentryBudgetsOf(ids)]);
@@ -118,6 +122,8 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   rt.reviewNotes.push(...reviewNotes(notes));
   // MCP servers start before any agent runs: a call cut by the crash is judged by its tool's risk.
   await rt.toolbox.catalog.start();
+  // Resumed stints link to the spans they continue.
+  rt.trace.restore(stints);
   // A running agent reads its session at once: read it now, while a failure is still a respawn failure.
   const failed = new Map<string, unknown>();
   await Promise.all(

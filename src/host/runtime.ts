@@ -25,11 +25,12 @@ import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
 import type { AgentActivity, AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
+import { runTrace, type RunTrace } from '../trace/tracer.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents.js';
 import { BudgetLedger } from './budget.js';
 import { GroupCommitter } from './commit.js';
-import { healthOf, requestStop, wireCoordinatorEvents } from './control.js';
+import { healthOf, requestStop, tripBudget, wireCoordinatorEvents } from './control.js';
 import { DeadlockWatch } from './deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './delegations.js';
 import { AsyncExecutions } from './executions.js';
@@ -86,6 +87,8 @@ export class Runtime implements TurnHost {
   readonly ledger: ToolLedger;
   readonly registrar: Registrar;
   readonly deadlocks: DeadlockWatch;
+  /** OpenTelemetry spans and metrics (a no-op unless an SDK is registered). */
+  readonly trace: RunTrace;
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
   readonly #builtins: BuiltinHost;
@@ -108,6 +111,7 @@ export class Runtime implements TurnHost {
     }
     this.toolbox = new Toolbox(options.tools ?? [], { interactive: this.options.interactive, clock: this.clock, logger: this.logger, find: (id) => this.agents.find(id) });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
+    this.trace = runTrace(options.telemetry, { runId: this.runId, model: this.model.name ?? 'model', now: () => this.clock.now(), stage: (op) => this.stage(op) });
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
       systemId: 'coordinator',
@@ -152,6 +156,7 @@ export class Runtime implements TurnHost {
       coordinator: this.coordinator,
       agents: this.agents,
       mailboxes: this.mailboxes,
+      trace: this.trace,
       stage: (op) => this.stage(op),
       after: (effect) => this.after(effect),
       published: (h, change) => this.views.changed(h, change),
@@ -171,17 +176,7 @@ export class Runtime implements TurnHost {
         model: this.model,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
-        trip: (event, reason) => {
-          const before = this.budgetFlags();
-          this.coordinator.send({ type: event });
-          const after = this.budgetFlags();
-          this.stage({ op: 'updateRun', id: this.runId, patch: { budget: after } });
-          const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
-          if (kind === null) return;
-          this.logger.warn({ kind, reason }, kind === 'stop' ? 'the budget stopped the run' : 'the sub-agent reserve tripped');
-          const at = this.clock.now();
-          this.after(() => this.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: this.budget.spentUsd, limitUsd: after.limitUsd ?? 0, at }));
-        },
+        trip: (event, reason, agentId) => tripBudget(this, event, reason, agentId),
         stage: (op) => this.stage(op),
         spent: (agentId, purpose, usd) => this.#spent(agentId, purpose, usd),
       },
@@ -198,6 +193,7 @@ export class Runtime implements TurnHost {
       session: (agent) => this.sessions.items(agent),
       toolSpecs: (agent) => this.toolSpecs(agent),
       parentName: (agent) => (agent.parentId === null ? null : (this.agents.find(agent.parentId)?.name ?? null)),
+      warned: (agent, warning) => this.trace.budgetWarning(agent.id, warning),
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
     });
@@ -405,6 +401,7 @@ export class Runtime implements TurnHost {
     this.#shutdown = true;
     this.#stopWindowListener?.();
     this.reviews?.close();
+    this.trace.close((id) => this.agents.status(this.agents.get(id)));
     this.agents.stopAll();
     this.coordinator.stop();
     this.gateway.queue.clear();

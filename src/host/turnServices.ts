@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../clock.js';
 import type { StorePort, WriteOp } from '../store/port.js';
-import { BackgroundReviews, type ReviewNote } from '../turn/review.js';
+import { BackgroundReviews, type ReviewHost, type ReviewNote } from '../turn/review.js';
 import type { ToolLedger } from '../turn/ports.js';
 import type { Gateway } from './gateway.js';
 import type { Sessions } from './sessions.js';
@@ -21,6 +21,7 @@ interface LedgerParts {
 interface ReviewParts extends LedgerParts {
   readonly runId: string;
   readonly gateway: Gateway;
+  readonly trace: ReviewHost['trace'];
   readonly sessions: Sessions;
   readonly views: Pick<Views, 'emit'>;
   readonly reviewNotes: ReviewNote[];
@@ -39,6 +40,7 @@ export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number
   return new BackgroundReviews(
     {
       gateway: rt.gateway,
+      trace: rt.trace,
       sessions: rt.sessions,
       now: () => rt.clock.now(),
       proposeNote: (agent, note) => {

@@ -64,6 +64,9 @@ function unique(calls: ToolCall[]): ToolCall[] {
   return calls;
 }
 
+/** The model the provider says answered (`gen_ai.response.model`): a short string, or nothing. */
+const modelOf = (raw: unknown): Pick<ModelTurn, 'model'> => (typeof raw === 'string' && raw !== '' && raw.length <= 200 ? { model: raw } : {});
+
 function usageOf(raw: unknown): Pick<ModelTurn, 'usage' | 'invalidUsage'> {
   const checked = usageFromWire(raw);
   if (!checked.ok) return { invalidUsage: checked.reason };
@@ -91,7 +94,7 @@ export function fromCompletion(res: unknown): ModelTurn {
   const refusal = maybeString(message.refusal, 'message.refusal') || null;
   const finish = maybeString(choice.finish_reason, 'choices[0].finish_reason');
   const filtered = finish === 'content_filter' && !content && toolCalls.length === 0;
-  return { text: content, toolCalls, refusal: refusal ?? (filtered ? CONTENT_FILTERED : null), ...usageOf(body.usage) };
+  return { text: content, toolCalls, refusal: refusal ?? (filtered ? CONTENT_FILTERED : null), ...usageOf(body.usage), ...modelOf(body.model) };
 }
 
 /**
@@ -105,6 +108,7 @@ export class StreamAssembler {
   #finish: string | null = null;
   #sawChoice = false;
   #usage: Pick<ModelTurn, 'usage' | 'invalidUsage'> = {};
+  #model: Pick<ModelTurn, 'model'> = {};
   readonly #calls = new Map<number, { id: string; name: string; arguments: string }>();
 
   /** `partial.text` always holds the text streamed so far (salvaged if the stream fails). */
@@ -117,6 +121,7 @@ export class StreamAssembler {
     const chunk = object(raw, 'a stream chunk');
     // OpenAI sends `usage: null` on every chunk but the last; the last usage reported counts.
     if (chunk.usage !== undefined && chunk.usage !== null) this.#usage = usageOf(chunk.usage);
+    if (this.#model.model === undefined) this.#model = modelOf(chunk.model);
     if (chunk.choices === undefined || chunk.choices === null) return;
     if (!Array.isArray(chunk.choices)) throw invalid(`a stream chunk's choices is ${kind(chunk.choices)}, not an array`);
     if (chunk.choices.length === 0) return;
@@ -172,6 +177,7 @@ export class StreamAssembler {
       toolCalls: unique(calls),
       refusal: this.#refusal || (filtered ? CONTENT_FILTERED : null),
       ...this.#usage,
+      ...this.#model,
     };
   }
 }

@@ -80,6 +80,8 @@ export interface ModelTurn {
    * Either way invalid usage is charged at the call's reserved estimate and logged (once per call).
    */
   invalidUsage?: string;
+  /** The model that answered, as the provider named it (traces: `gen_ai.response.model`). */
+  model?: string;
 }
 
 /** Anything that can answer a turn: `openaiModel`, `scriptedModel`, or your own. */

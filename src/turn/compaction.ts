@@ -5,6 +5,7 @@
  * rewrite the session in one transaction that refuses to overwrite items it did not see.
  * @module
  */
+import { serializeError } from '../errors.js';
 import type { ContentPart, ModelRequest, SessionItem } from '../model/types.js';
 import type { AgentRef, Halt, TurnHost } from './ports.js';
 import { transcript } from './texts.js';
@@ -79,9 +80,19 @@ export async function compactSession(host: TurnHost, agent: AgentRef, turn: numb
     purpose: 'compaction',
   };
   // Not reserved (it serves a turn already admitted), but re-checked like every call.
-  const answer = await host.gateway.call(agent, request, signal);
-  if ('halt' in answer) return answer;
-  host.gateway.settle(agent, answer.turn, { purpose: 'compaction', request });
+  const span = host.trace.chat(agent, request, 'compaction');
+  let answer;
+  try {
+    answer = await host.gateway.call(agent, request, signal);
+  } catch (err) {
+    span.end({ error: serializeError(err).code });
+    throw err;
+  }
+  if ('halt' in answer) {
+    span.end({ halted: answer.halt.kind });
+    return answer;
+  }
+  span.end({ turn: answer.turn, charge: host.gateway.settle(agent, answer.turn, { purpose: 'compaction', request }) });
   const summary = answer.turn.text?.trim() ?? '';
   if (summary === '') return false;
   const first = items[0]!;

@@ -10,6 +10,7 @@ import type { Clock } from '../clock.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall, ToolSpec, UsagePurpose } from '../model/types.js';
 import type { BuiltinEnv } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
+import type { TurnTrace } from '../trace/tracer.js';
 import type { FailureTracker } from './failureTracker.js';
 
 /** What turn code may read and keep of one agent. */
@@ -41,6 +42,14 @@ export interface Reservation {
   settled: boolean;
 }
 
+/** What one settled call was charged (its usage row). */
+export interface Charge {
+  costUsd: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+}
+
 /** A call the budget would not let start: the turn ends with this outcome instead. */
 export interface Halt {
   halt: TurnOutcome;
@@ -63,8 +72,8 @@ export interface ModelGateway {
    * failures are thrown (ProviderError); streamed pieces become `agent.delta` events.
    */
   call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ turn: ModelTurn } | Halt>;
-  /** Book a call's cost (its reservation released) — under the stop policy, trip the reserve or the stop. */
-  settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): void;
+  /** Book a call's cost (its reservation released) — under the stop policy, trip the reserve or the stop. Returns what was charged. */
+  settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): Charge;
   /** Give back a reservation whose call ended without usage. Idempotent. */
   release(reservation: Reservation): void;
 }
@@ -122,6 +131,8 @@ export interface TurnHost {
   readonly ledger: ToolLedger;
   /** A user tool the agent is offered, by the name the model sees (undefined: none). */
   userTool(agent: AgentRef, name: string): CompiledTool | undefined;
+  /** Spans for model and tool calls, events on the agent's stint (no-op without an OpenTelemetry SDK). */
+  readonly trace: TurnTrace;
   agent(id: string): AgentRef;
   /** Tool names the agent is offered (for TOOL_NOT_FOUND messages). */
   toolNames(agent: AgentRef): string[];

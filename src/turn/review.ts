@@ -17,8 +17,10 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
+import { serializeError } from '../errors.js';
 import type { ModelRequest, SessionItem, ToolCall, ToolSpec } from '../model/types.js';
 import type { EventRow } from '../store/types.js';
+import type { TurnTrace } from '../trace/tracer.js';
 import { withoutImages } from './compaction.js';
 import type { AgentRef, ModelGateway, SessionPort } from './ports.js';
 import { openToolCalls } from './turn.js';
@@ -26,6 +28,8 @@ import { openToolCalls } from './turn.js';
 /** What a review needs of its host. */
 export interface ReviewHost {
   readonly gateway: ModelGateway;
+  /** A review's calls are chat spans (purpose `review`) on the agent's stint, while it runs. */
+  readonly trace: Pick<TurnTrace, 'chat'>;
   readonly sessions: SessionPort;
   now(): number;
   /** Keep a proposed note (a `review.note` event row, and an event to subscribers). */
@@ -173,20 +177,23 @@ export class BackgroundReviews {
         agent.logger.info('background review skipped: it does not fit in the budget');
         return;
       }
+      const span = this.#host.trace.chat(agent, request, 'review');
       let answer;
       try {
         answer = await gateway.call(agent, request, signal);
       } catch (err) {
         gateway.release(reservation);
+        span.end(signal.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });
         throw err;
       }
       if (signal.aborted || 'halt' in answer) {
         gateway.release(reservation);
+        span.end({ halted: signal.aborted ? 'cancelled' : 'budget' });
         if (!signal.aborted) agent.logger.info('background review skipped: the budget moved while it queued');
         return;
       }
       const turn = answer.turn;
-      gateway.settle(agent, turn, { purpose: 'review', reservation, request });
+      span.end({ turn, charge: gateway.settle(agent, turn, { purpose: 'review', reservation, request }) });
       if (turn.toolCalls.length === 0) break;
       messages.push({ role: 'assistant', content: turn.text, toolCalls: turn.toolCalls });
       let done = false;

@@ -30,6 +30,8 @@ interface CallResult {
   content: string;
   isError: boolean;
   deferred: boolean;
+  /** A failed call's error code (its span's `error.type`). */
+  errorCode?: string;
 }
 
 /** Where a call sits: the turn whose answer asked for it (the ledger's and the idempotency key's scope). */
@@ -79,9 +81,12 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
     }
     rt.activity(agent, { kind: 'tool', tool: call.name });
     let result: CallResult;
+    const span = rt.trace.tool(agent, call);
     try {
       result = await executeCall(rt, agent, call, state, signal, scope);
     } catch (err) {
+      // Cut off by a stop or shutdown: not the tool's error.
+      span.end(signal.aborted ? null : serializeError(err).code);
       if (signal.aborted) throw err;
       // A bug escaped: keep the results this turn already produced and close the calls left open.
       agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');
@@ -89,6 +94,7 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
       return { outcome: { kind: 'crashed', error: serializeError(err) }, items, started: scope.started };
     }
     const { content, isError, deferred } = result;
+    span.end(result.errorCode ?? null, content);
     if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
     lastTool = call.name;
     // An async execution this tool started is linked to the agent, to continue it when it ends.
@@ -167,7 +173,7 @@ async function executeCall(
   signal: AbortSignal,
   scope: CallScope,
 ): Promise<CallResult> {
-  const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false });
+  const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false, errorCode: serializeError(err).code });
   const builtin = BUILTIN_TOOLS.get(call.name);
   const user = builtin ? undefined : rt.userTool(agent, call.name);
   if (!builtin && !user) {

@@ -16,7 +16,9 @@ import { sleep } from '../clock.js';
 import { serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { compactSession, hasImages, stripImages } from './compaction.js';
-import type { AgentRef, Reservation, TurnHost } from './ports.js';
+import { EVENT_NUDGE, TROUPE_NUDGE_ATTEMPT, TROUPE_NUDGE_LIMIT } from '../trace/attributes.js';
+import type { ChatSpan } from '../trace/tracer.js';
+import type { AgentRef, TurnHost } from './ports.js';
 import { afterDecision, decideRecovery, failure, noAttempts } from './recovery.js';
 import { nudgeText } from './texts.js';
 import { resolveCutCalls, runTools } from './toolCalls.js';
@@ -109,16 +111,20 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: AbortSig
   live();
   // Notes (finished executions) go into this call's input; once it is answered they are spent.
   const notes = agent.notes.length;
+  const chat = host.trace.chat(agent, request, 'main');
   let call: ModelCall;
   try {
-    call = await callModel(host, agent, input, request, signal, reports);
+    call = await callModel(host, agent, input, request, signal, reports, chat);
   } catch (err) {
     host.gateway.release(reservation);
+    chat.end(signal.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });
     throw err;
   }
   if ('outcome' in call) {
     host.gateway.release(reservation);
-    return { outcome: call.outcome, items: call.items ?? [] };
+    const { outcome } = call;
+    chat.end(outcome.kind === 'failed' || outcome.kind === 'crashed' ? { error: outcome.error.code } : { halted: outcome.kind });
+    return { outcome, items: call.items ?? [] };
   }
   if (signal.aborted) host.gateway.release(reservation);
   live();
@@ -133,7 +139,7 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: AbortSig
   // The answer and its cost go in the same group: a tool never acts on an answer not yet durable
   // (tools with effects wait for it; built-ins stage their writes after it).
   host.sessions.append(agent, [answer]);
-  settle(host, agent, turn, reservation, request);
+  chat.end({ turn, charge: host.gateway.settle(agent, turn, { purpose: 'main', reservation, request }) });
   if (turn.refusal) {
     return only({ kind: 'failed', error: { code: 'PROVIDER_REFUSAL', message: `The model refused: ${turn.refusal}`, retryable: false } });
   }
@@ -142,10 +148,6 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: AbortSig
     return only({ kind: 'plainText' });
   }
   return runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn }, signal);
-}
-
-function settle(host: TurnHost, agent: AgentRef, turn: ModelTurn, reservation: Reservation, request: ModelRequest): void {
-  host.gateway.settle(agent, turn, { purpose: 'main', reservation, request });
 }
 
 /** Everything that must be in the session before the model sees it, staged together. */
@@ -169,6 +171,7 @@ function prepareSession(
   if (cut && cut.started.length > 0) host.ledger.finish(agent, input.turn, cut.started);
   if (input.nudge) {
     host.activity(agent, { kind: 'nudge', attempt: input.nudge.attempt, limit: input.nudge.limit });
+    host.trace.event(agent.id, EVENT_NUDGE, { [TROUPE_NUDGE_ATTEMPT]: input.nudge.attempt, [TROUPE_NUDGE_LIMIT]: input.nudge.limit });
     items.push({ role: 'user', content: nudgeText(agent.parentId === null, host.options.interactive, input.nudge.attempt, input.nudge.limit) });
   }
   if (items.length > 0) sessions.append(agent, items);
@@ -188,7 +191,15 @@ type ModelCall = { turn: ModelTurn; request: ModelRequest } | { outcome: TurnOut
  * → failed, anything else → crashed with what was streamed so far salvaged into the session. The
  * attempts are reported to the machine before each recovery, so a restart continues the count.
  */
-async function callModel(host: TurnHost, agent: AgentRef, input: TurnInput, first: ModelRequest, signal: AbortSignal, reports: TurnReports): Promise<ModelCall> {
+async function callModel(
+  host: TurnHost,
+  agent: AgentRef,
+  input: TurnInput,
+  first: ModelRequest,
+  signal: AbortSignal,
+  reports: TurnReports,
+  chat: ChatSpan,
+): Promise<ModelCall> {
   // The call's own controller: a message (INTERRUPTED) or a stop (STOP_REQUESTED) cancels it
   // without ending the cycle's signal.
   const controller = new AbortController();
@@ -224,6 +235,7 @@ async function callModel(host: TurnHost, agent: AgentRef, input: TurnInput, firs
         }
         attempts = afterDecision(attempts, decision);
         reports.recovering(attempts);
+        chat.retry(serializeError(err).code, decision.kind === 'retry' ? decision.delayMs : null);
         if (decision.kind === 'stripImages') {
           stripImages(host, agent);
           agent.logger.warn({ err, imageStrips: attempts.imageStrips }, 'request rejected while the session holds images; replaced them with a placeholder');

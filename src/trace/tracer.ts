@@ -1,0 +1,355 @@
+/**
+ * OpenTelemetry GenAI spans and metrics for one run, behind a narrow interface the host calls.
+ *
+ * troupe depends only on `@opentelemetry/api`: when the application registers no SDK, every span
+ * is the API's non-recording span and every histogram a no-op, and this module does no more than
+ * one map entry per agent stint. Spans are parented explicitly (no context manager needed):
+ *
+ * - `invoke_agent {name}` per agent stint (from the moment it runs until it parks or ends), under
+ *   the `execute_tool spawn_agent` span of the turn that spawned it (the root: under the caller's
+ *   active context). A later stint of the same agent sits under the same parent and links to the
+ *   previous stint; after a restart the link target is read back from the store (a `trace.stint`
+ *   event row written when the stint started), so a run that spans a crash reads as one story.
+ * - `chat {model}` per model call of a turn (CLIENT), retries as events, usage and cost at the end.
+ * - `execute_tool {tool}` per tool call.
+ * - notices, stalls, nudges, budget warnings and trips as events on the agent's stint.
+ *
+ * Message content and tool arguments/results are recorded only with `recordContent: true`; API
+ * keys never reach this module.
+ * @module
+ */
+import {
+  context,
+  createNoopMeter,
+  metrics,
+  ProxyTracerProvider,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Histogram,
+  type Link,
+  type MeterProvider,
+  type Span,
+  type SpanContext,
+  type Tracer,
+  type TracerProvider,
+} from '@opentelemetry/api';
+import type { ModelRequest, ModelTurn, ToolCall, UsagePurpose } from '../model/types.js';
+import type { WriteOp } from '../store/port.js';
+import * as A from './attributes.js';
+
+export interface TelemetryOptions {
+  /** Default: the global provider (`trace.setGlobalTracerProvider`); none registered → no-op. */
+  tracerProvider?: TracerProvider;
+  /** Default: the global meter provider; none registered → no-op. */
+  meterProvider?: MeterProvider;
+  /**
+   * Record message content (`gen_ai.input.messages`, `gen_ai.output.messages`) and tool arguments
+   * and results on spans. Off by default: prompts and results may hold secrets or personal data.
+   */
+  recordContent?: boolean;
+}
+
+/** What a span needs to know of an agent. */
+export interface TracedAgent {
+  readonly id: string;
+  readonly name: string;
+  readonly parentId: string | null;
+  readonly depth: number;
+}
+
+/** What a settled call cost (the usage row the budget wrote). */
+export interface ChatCharge {
+  costUsd: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+}
+
+/** How a model call ended: answered and settled, failed with an error code, or never made. */
+export type ChatEnd = { turn: ModelTurn; charge: ChatCharge } | { error: string } | { halted: string };
+
+/** One model call (all its attempts). */
+export interface ChatSpan {
+  /** The call is tried again: `reason` is the error code, `delayMs` the backoff (null: no wait). */
+  retry(reason: string, delayMs: number | null): void;
+  end(how: ChatEnd): void;
+}
+
+/** One tool call. */
+export interface ToolSpan {
+  /** `error`: the error code of a failed call, else null. */
+  end(error: string | null, result?: string): void;
+}
+
+/** The part of the tracer turn code sees. */
+export interface TurnTrace {
+  chat(agent: TracedAgent, request: ModelRequest, purpose: UsagePurpose): ChatSpan;
+  tool(agent: TracedAgent, call: ToolCall): ToolSpan;
+  event(agentId: string, name: string, attributes?: Attributes): void;
+}
+
+/** A persisted stint span context (the `data` of a `trace.stint` event row). */
+export interface StintRecord {
+  agentId: string | null;
+  data: unknown;
+}
+
+const NOOP_TOOL: ToolSpan = { end: () => undefined };
+const NOOP_CHAT: ChatSpan = { retry: () => undefined, end: () => undefined };
+/** The API's no-op histogram (a singleton): a meter that returns it records nothing. */
+const NOOP_HISTOGRAM = createNoopMeter().createHistogram('troupe.noop');
+
+/** What the host calls: the tracer of a run. */
+export type RunTrace = Pick<RunTracer, keyof RunTracer>;
+
+/** `telemetry: false`: not even the API is called. */
+export const NO_TRACE: RunTrace = {
+  restore: () => undefined,
+  stintStarted: () => undefined,
+  stintEnded: () => undefined,
+  event: () => undefined,
+  budgetWarning: () => undefined,
+  notice: () => undefined,
+  chat: () => NOOP_CHAT,
+  tool: () => NOOP_TOOL,
+  close: () => undefined,
+};
+const TRACER_NAME = 'troupe';
+
+const spanContextOf = (data: unknown): SpanContext | null => {
+  const d = data as { traceId?: unknown; spanId?: unknown; traceFlags?: unknown } | null;
+  if (typeof d?.traceId !== 'string' || typeof d.spanId !== 'string') return null;
+  const ctx: SpanContext = { traceId: d.traceId, spanId: d.spanId, traceFlags: typeof d.traceFlags === 'number' ? d.traceFlags : 1, isRemote: true };
+  return trace.isSpanContextValid(ctx) ? ctx : null;
+};
+
+const errorStatus = (span: Span, code: string) => {
+  span.setAttribute(A.ERROR_TYPE, code);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+};
+
+/** Whether spans can record at all: a provider was given, or an SDK is registered globally. */
+export function tracingRegistered(options?: TelemetryOptions | false): boolean {
+  if (options === false) return false;
+  const provider = options?.tracerProvider ?? trace.getTracerProvider();
+  return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(TRACER_NAME) !== undefined;
+}
+
+export interface RunTracerDeps {
+  runId: string;
+  /** The model's name (`gen_ai.request.model`). */
+  model: string;
+  options: TelemetryOptions | undefined;
+  now(): number;
+  /** Stage a write with the current commit group (a recording stint's span context). */
+  stage(op: WriteOp): void;
+}
+
+/** The run's tracer: `telemetry: false` calls nothing at all. */
+export const runTrace = (options: TelemetryOptions | false | undefined, deps: Omit<RunTracerDeps, 'options'>): RunTrace =>
+  options === false ? NO_TRACE : new RunTracer({ ...deps, options });
+
+export class RunTracer implements TurnTrace {
+  readonly #tracer: Tracer;
+  readonly #tokens: Histogram;
+  readonly #duration: Histogram;
+  readonly #deps: RunTracerDeps;
+  readonly #content: boolean;
+  /** Whether a meter provider records (else a call with no recording span costs nothing at all). */
+  readonly #metered: boolean;
+  /** The open stint span of every awake agent. */
+  readonly #stints = new Map<string, Span>();
+  /** The open tool span of an agent (a child spawned by it sits under it). */
+  readonly #tools = new Map<string, Span>();
+  /** Where an agent's stints sit: fixed at its first stint in this process. */
+  readonly #parents = new Map<string, Context>();
+  /** The last stint of each agent (this process's, or persisted by an earlier one): the link target. */
+  readonly #previous = new Map<string, SpanContext>();
+
+  constructor(deps: RunTracerDeps) {
+    this.#deps = deps;
+    this.#content = deps.options?.recordContent === true;
+    this.#tracer = (deps.options?.tracerProvider ?? trace.getTracerProvider()).getTracer(TRACER_NAME);
+    const meter = (deps.options?.meterProvider ?? metrics.getMeterProvider()).getMeter(TRACER_NAME);
+    this.#tokens = meter.createHistogram(A.METRIC_TOKEN_USAGE, { description: 'Number of input and output tokens used', unit: '{token}' });
+    this.#duration = meter.createHistogram(A.METRIC_OPERATION_DURATION, { description: 'GenAI operation duration', unit: 's' });
+    this.#metered = this.#tokens !== NOOP_HISTOGRAM;
+  }
+
+  /** After a restart: the stints the earlier process started (rows of type `trace.stint`, oldest first). */
+  restore(rows: readonly StintRecord[]): void {
+    for (const row of rows) {
+      const ctx = row.agentId === null ? null : spanContextOf(row.data);
+      if (ctx) this.#previous.set(row.agentId!, ctx);
+    }
+  }
+
+  /** The agent starts running (registered, woken, or respawned running). */
+  stintStarted(agent: TracedAgent): void {
+    if (this.#stints.has(agent.id)) return;
+    let parent = this.#parents.get(agent.id);
+    const first = !parent;
+    if (!parent) {
+      const by = agent.parentId === null ? undefined : (this.#tools.get(agent.parentId) ?? this.#stints.get(agent.parentId));
+      parent = by ? trace.setSpan(ROOT_CONTEXT, by) : context.active();
+      this.#parents.set(agent.id, parent);
+    }
+    const previous = this.#previous.get(agent.id);
+    const links: Link[] | undefined = previous ? [{ context: previous, attributes: { [A.TROUPE_LINK]: 'previous_stint' } }] : undefined;
+    const attributes: Attributes = {
+      [A.GEN_AI_OPERATION_NAME]: A.OP_INVOKE_AGENT,
+      [A.GEN_AI_AGENT_ID]: agent.id,
+      [A.GEN_AI_AGENT_NAME]: agent.name,
+      [A.GEN_AI_CONVERSATION_ID]: this.#deps.runId,
+      [A.TROUPE_DEPTH]: agent.depth,
+    };
+    if (agent.parentId !== null) attributes[A.TROUPE_PARENT_ID] = agent.parentId;
+    const span = this.#tracer.startSpan(`${A.OP_INVOKE_AGENT} ${agent.name}`, { kind: SpanKind.INTERNAL, attributes, ...(links ? { links } : {}) }, parent);
+    this.#stints.set(agent.id, span);
+    // An agent with nothing above it here (the root; an agent restored while its parent is not
+    // running): its later stints sit under this first one, so the process's run stays one trace.
+    if (first && !trace.getSpan(parent)) this.#parents.set(agent.id, trace.setSpan(ROOT_CONTEXT, span));
+    if (!span.isRecording()) return;
+    const ctx = span.spanContext();
+    this.#previous.set(agent.id, ctx);
+    const data = { traceId: ctx.traceId, spanId: ctx.spanId, traceFlags: ctx.traceFlags };
+    this.#deps.stage({ op: 'appendEvent', row: { runId: this.#deps.runId, agentId: agent.id, type: A.STINT_EVENT, data, at: this.#deps.now() } });
+  }
+
+  /** The agent left `running`: parked (waiting, stalled, budget-paused) or ended. */
+  stintEnded(agentId: string, end: { status: string; error?: { code: string } | null; stopReason?: string | null }): void {
+    const span = this.#stints.get(agentId);
+    if (!span) return;
+    this.#stints.delete(agentId);
+    span.setAttribute(A.TROUPE_STATUS, end.status);
+    if (end.stopReason) span.setAttribute(A.TROUPE_STOP_REASON, end.stopReason);
+    if (end.status === 'stalled') span.addEvent(A.EVENT_STALL);
+    if ((end.status === 'failed' || end.status === 'crashed') && end.error) errorStatus(span, end.error.code);
+    span.end();
+  }
+
+  /** An event on the agent's open stint (dropped if it has none: it is not running). */
+  event(agentId: string, name: string, attributes?: Attributes): void {
+    const span = this.#stints.get(agentId);
+    if (span?.isRecording()) span.addEvent(name, attributes);
+  }
+
+  /** A budget warning went into the agent's call: its band (`[BUDGET NOTICE] …` → `BUDGET NOTICE`). */
+  budgetWarning(agentId: string, warning: string): void {
+    if (this.#stints.get(agentId)?.isRecording()) this.event(agentId, A.EVENT_BUDGET_WARNING, { [A.TROUPE_BUDGET_BAND]: warning.slice(1, Math.max(1, warning.indexOf(']'))) });
+  }
+
+  /**
+   * A notice the coordinator decided: an event on the stint of the agent it is about (ending now),
+   * else on the recipient's if that one is running.
+   */
+  notice(e: { from: string; to: string; kind: string }): void {
+    const attributes = { [A.TROUPE_NOTICE_KIND]: e.kind, [A.TROUPE_NOTICE_FROM]: e.from, [A.TROUPE_NOTICE_TO]: e.to };
+    this.event(this.#stints.has(e.from) ? e.from : e.to, A.EVENT_NOTICE, attributes);
+  }
+
+  chat(agent: TracedAgent, request: ModelRequest, purpose: UsagePurpose): ChatSpan {
+    const stint = this.#stints.get(agent.id);
+    if (!this.#metered && !stint?.isRecording()) return NOOP_CHAT;
+    const model = this.#deps.model;
+    const started = performance.now();
+    let span: Span | null = null;
+    if (stint?.isRecording()) {
+      span = this.#tracer.startSpan(
+        `${A.OP_CHAT} ${model}`,
+        {
+          kind: SpanKind.CLIENT,
+          attributes: {
+            [A.GEN_AI_OPERATION_NAME]: A.OP_CHAT,
+            [A.GEN_AI_REQUEST_MODEL]: model,
+            [A.GEN_AI_CONVERSATION_ID]: this.#deps.runId,
+            [A.GEN_AI_AGENT_ID]: agent.id,
+            [A.GEN_AI_AGENT_NAME]: agent.name,
+            [A.TROUPE_PURPOSE]: purpose,
+          },
+        },
+        trace.setSpan(ROOT_CONTEXT, stint),
+      );
+      if (this.#content) {
+        span.setAttribute(A.GEN_AI_SYSTEM_INSTRUCTIONS, JSON.stringify([{ type: 'text', content: request.system }]));
+        span.setAttribute(A.GEN_AI_INPUT_MESSAGES, JSON.stringify(request.messages));
+      }
+    }
+    const tokens = this.#tokens;
+    const duration = this.#duration;
+    const content = this.#content;
+    return {
+      retry(reason, delayMs) {
+        span?.addEvent(A.EVENT_RETRY, delayMs === null ? { [A.ERROR_TYPE]: reason } : { [A.ERROR_TYPE]: reason, [A.TROUPE_RETRY_DELAY_MS]: delayMs });
+      },
+      end(how) {
+        const base: Attributes = { [A.GEN_AI_OPERATION_NAME]: A.OP_CHAT, [A.GEN_AI_REQUEST_MODEL]: model };
+        if ('turn' in how) {
+          const { turn, charge } = how;
+          if (turn.model !== undefined) base[A.GEN_AI_RESPONSE_MODEL] = turn.model;
+          tokens.record(charge.inputTokens, { ...base, [A.GEN_AI_TOKEN_TYPE]: 'input' });
+          tokens.record(charge.outputTokens, { ...base, [A.GEN_AI_TOKEN_TYPE]: 'output' });
+          if (span) {
+            span.setAttributes({
+              [A.GEN_AI_USAGE_INPUT_TOKENS]: charge.inputTokens,
+              [A.GEN_AI_USAGE_OUTPUT_TOKENS]: charge.outputTokens,
+              [A.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: charge.cachedInputTokens,
+              [A.TROUPE_COST_USD]: charge.costUsd,
+            });
+            if (turn.model !== undefined) span.setAttribute(A.GEN_AI_RESPONSE_MODEL, turn.model);
+            if (turn.refusal) errorStatus(span, 'PROVIDER_REFUSAL');
+            if (content) span.setAttribute(A.GEN_AI_OUTPUT_MESSAGES, JSON.stringify([{ role: 'assistant', content: turn.text, tool_calls: turn.toolCalls, refusal: turn.refusal ?? null }]));
+          }
+        } else if ('error' in how) {
+          base[A.ERROR_TYPE] = how.error;
+          if (span) errorStatus(span, how.error);
+        } else if (span) {
+          // Never made (the budget stopped it, a message interrupted it): not an error.
+          span.setAttribute(A.TROUPE_HALTED, how.halted);
+        }
+        duration.record((performance.now() - started) / 1000, base);
+        span?.end();
+      },
+    };
+  }
+
+  tool(agent: TracedAgent, call: ToolCall): ToolSpan {
+    const stint = this.#stints.get(agent.id);
+    if (!stint?.isRecording()) return NOOP_TOOL;
+    const attributes: Attributes = {
+      [A.GEN_AI_OPERATION_NAME]: A.OP_EXECUTE_TOOL,
+      [A.GEN_AI_TOOL_NAME]: call.name,
+      [A.GEN_AI_TOOL_CALL_ID]: call.id,
+      [A.GEN_AI_TOOL_TYPE]: 'function',
+    };
+    if (this.#content) attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = call.arguments;
+    const span = this.#tracer.startSpan(`${A.OP_EXECUTE_TOOL} ${call.name}`, { kind: SpanKind.INTERNAL, attributes }, trace.setSpan(ROOT_CONTEXT, stint));
+    this.#tools.set(agent.id, span);
+    const tools = this.#tools;
+    const content = this.#content;
+    return {
+      end(error, result) {
+        if (tools.get(agent.id) === span) tools.delete(agent.id);
+        if (error !== null) errorStatus(span, error);
+        if (content && result !== undefined) span.setAttribute(A.GEN_AI_TOOL_CALL_RESULT, result);
+        span.end();
+      },
+    };
+  }
+
+  /** Shutdown: stints still open end here (status: what the agent was, plus a shutdown event). */
+  close(statusOf: (agentId: string) => string): void {
+    for (const [agentId, span] of this.#stints) {
+      span.addEvent(A.EVENT_SHUTDOWN);
+      span.setAttribute(A.TROUPE_STATUS, statusOf(agentId));
+      span.end();
+    }
+    this.#stints.clear();
+    for (const span of this.#tools.values()) span.end();
+    this.#tools.clear();
+  }
+}

@@ -22,7 +22,8 @@
  * code is loaded, `OPEN` once the file is open, `RUN` once the run and its root exist (start) or
  * `RESUMED` once recovery and the respawn are done (resume), `TICK` at every model call of a
  * worker (or every pass of the recovery loop), `TOOL` / `EFFECT` around an append tool's side
- * effect, and in group mode `GROUP <agents>` / `GROUPED` around a commit of several agents' writes.
+ * effect, and in group mode `GROUP <agents> <message ids>` / `GROUPED` around a commit of several
+ * agents' writes.
  */
 import { createCoordinator, type Coordinator } from '../../../src/host/createCoordinator.js';
 import { recoverRun, resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
@@ -76,14 +77,22 @@ function portFor(store: ReturnType<typeof openStore>): StorePort {
   port.commit = (ops) => {
     const kept = BUGGY === 'skip-started' ? ops.filter((w) => w.op !== 'startToolCall') : ops;
     const agents = teamName === 'group' ? new Set(kept.map(agentOf).filter((a) => a !== null)).size : 0;
-    if (agents >= 2) print(`GROUP ${agents}`);
-    let done: Promise<void>;
+    const apply = () => {
+      // The messages the group carries: all or none of them may be on the file after a kill inside it.
+      if (agents >= 2) print(`GROUP ${agents} ${kept.flatMap((w) => (w.op === 'enqueueMessage' ? [w.message.id] : [])).join(',')}`);
+      const done = inner.commit(kept); // synchronous inside: durable once it returns
+      if (agents >= 2) print('GROUPED');
+      return done;
+    };
     if (BUGGY === 'commit-behind') {
-      setTimeout(() => void inner.commit(kept).catch(() => undefined), 10);
-      done = Promise.resolve();
-    } else done = inner.commit(kept); // synchronous inside: durable once it returns
-    if (agents >= 2) print('GROUPED');
-    return done;
+      setTimeout(() => void apply().catch(() => undefined), 10);
+      return Promise.resolve();
+    }
+    if (teamName !== 'group') return apply();
+    // Group mode: asynchronous, as a networked store's commit would be (it resolves in a later
+    // macrotask, not at once), so that anything let out before the commit resolves (an effect run
+    // early) gets the chance to show before a kill lands inside the commit.
+    return new Promise<void>((resolve, reject) => setImmediate(() => apply().then(resolve, reject)));
   };
   return port;
 }

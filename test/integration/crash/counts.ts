@@ -60,6 +60,9 @@ export interface CrashCounts {
   /** Group mode: commits carrying several agents' writes in an uncrashed run, and agents per such commit at the kills that landed in one. */
   groupsPerRun: number;
   agentsInKilledGroups: number;
+  /** Group mode: kills inside a commit whose messages (two or more) were checked all-or-none, and those found torn. */
+  groupsCheckedAtomic: number;
+  tornGroups: number;
   childErrors: number;
   /** The first few child failures, for the log. */
   errors: string[];
@@ -92,6 +95,7 @@ export const VIOLATIONS = [
   'notRunButRan',
   'successWithoutEffect',
   'ledgerLeftStarted',
+  'tornGroups',
   'childErrors',
 ] as const;
 export type Violation = Exclude<(typeof VIOLATIONS)[number], 'childErrors'>;
@@ -120,6 +124,7 @@ export function emptyCounts(mode: string, calibrationTicks: number): CrashCounts
     notRunCalls: 0,
     groupsPerRun: 0,
     agentsInKilledGroups: 0,
+    groupsCheckedAtomic: 0,
     errors: [],
     trialsWithViolation: 0,
     failingSeeds: [],

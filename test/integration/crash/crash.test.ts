@@ -81,7 +81,7 @@ describe('kill -9 at random points, then resume', () => {
     expect(counts.acked).toBeGreaterThan(MODE_TRIALS);
   }, 1_800_000);
 
-  it(`group commit, ${MODE_TRIALS} trials: kills inside and right after commits of many agents lose nothing acknowledged`, async () => {
+  it(`group commit, ${MODE_TRIALS} trials: kills inside and right after commits of many agents lose nothing acknowledged and tear no group`, async () => {
     const counts = await runCrashTrials({ trials: MODE_TRIALS, seed: SEED + 300_000, parallel: 2, mode: 'group' });
     report('group', counts);
     expectNoViolation(counts);
@@ -92,6 +92,8 @@ describe('kill -9 at random points, then resume', () => {
     expect(inCommit).toBeGreaterThan(MODE_TRIALS / 4);
     expect(phase(counts, 'start:after-commit', 'resume:after-commit')).toBeGreaterThan(MODE_TRIALS / 10);
     expect(counts.agentsInKilledGroups / inCommit).toBeGreaterThan(3);
+    // Those that carried two or more messages were checked all-or-none on the file.
+    expect(counts.groupsCheckedAtomic).toBeGreaterThan(MODE_TRIALS / 10);
     expect(counts.acked).toBeGreaterThan(MODE_TRIALS * 5);
   }, 1_800_000);
 

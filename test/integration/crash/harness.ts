@@ -19,7 +19,8 @@
  *   kills aim at a tool between its `started` ledger row and its recorded result, and the
  *   in-doubt rules are checked on top (inDoubtCheck.ts).
  * - `group`: 24–40 workers moving at once, so commits carry many agents' writes; most kills aim
- *   inside such a commit or right after it, before its effects (acknowledgements, wakes) run.
+ *   inside such a commit or right after it, before its effects (acknowledgements, wakes) run, and
+ *   a group killed inside its commit must be on the file whole or not at all.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,7 +31,7 @@ import { emptyCounts, type CrashCounts } from './counts.js';
 import { observeInDoubt, verifyInDoubt, type InDoubtSeen } from './inDoubtCheck.js';
 import { runChild, type ChildRun, type KillPlan, type Progress } from './runChild.js';
 import type { TeamName } from './teams.js';
-import { verify } from './verify.js';
+import { verify, verifyGroupAtomic } from './verify.js';
 
 export { VIOLATIONS, type CrashCounts } from './counts.js';
 
@@ -143,13 +144,15 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
       violations++;
       if (counts.errors.length < 3) counts.errors.push(`seed ${trialSeed} ${phase}: ${run.failed}`);
     };
-    // After every child: in-doubt mode notes the calls its death left in doubt.
-    const observe = () => {
+    // After every child: in-doubt mode notes the calls its death left in doubt; a kill inside a
+    // group commit must have left all of the group or none.
+    const observe = (run: ChildRun) => {
       if (mode === 'in-doubt') observeInDoubt(path, seen, counts);
+      if (run.killed && run.last === 'GROUP') violations += verifyGroupAtomic(path, run.lastGroupMessages, counts);
     };
     try {
       const first = await runChild(child, args('start'), firstPlan(mode, random, calibration), childEnv(options));
-      observe();
+      observe(first);
       phase('start', first, (step) => (step === null ? 'boot' : PHASE[step]!));
       first.acks.forEach((a) => acked.add(a));
       first.delegationsDone.forEach((d) => ackedDone.add(d));
@@ -168,7 +171,7 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
       const clean = childEnv({ ...options, buggy: false });
       if (extra < 0.25 && exists) {
         const second = await runChild(child, args('resume'), resumePlan(mode, random, calibration, first), clean);
-        observe();
+        observe(second);
         phase('resume', second, (step) => (step === 'OPEN' ? 'recovering' : step === null ? 'boot' : PHASE[step]!));
         second.delegationsDone.forEach((d) => ackedDone.add(d));
         if (second.killed) counts.killsDuringResume++;

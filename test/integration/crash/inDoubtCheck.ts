@@ -116,9 +116,8 @@ export function verifyInDoubt(path: string, seen: InDoubtSeen, counts: CrashCoun
       const turn = turnOf.get(`${first.agent}/${call}`);
       if (turn === undefined) fail('effectWithoutLedgerRow');
       // One key for every run of the call: the one of its run, agent, turn and call id.
-      const [, agentId, turnText, callId] = first.key.split(':');
-      const wellFormed = first.key.startsWith(`${run.id}:`) && agentId === first.agent && callId === call && (turn === undefined || Number(turnText) === turn);
-      if (!wellFormed || runs.some((l) => l.key !== first.key)) fail('idempotencyKeyChanged');
+      const expected = turn === undefined ? null : `${run.id}:${first.agent}:${turn}:${call}`;
+      if ((expected !== null && first.key !== expected) || runs.some((l) => l.key !== first.key)) fail('idempotencyKeyChanged');
     }
     for (const runs of groupBy(lines.filter((l) => l.tool === 'append'), (l) => l.op).values()) if (runs.length > 1) fail('opRanTwice');
     for (const agent of store.listAgents(run.id)) {

@@ -34,8 +34,9 @@ export interface ChildRun {
   step: Progress | null;
   /** The last progress line the child printed before it died (read to the end of its output). */
   last: Progress | null;
-  /** How many agents the last GROUP line's commit carried. */
+  /** How many agents the last GROUP line's commit carried, and the ids of the messages it enqueued. */
   lastGroupAgents: number;
+  lastGroupMessages: string[];
   /** Progress lines seen, by kind. */
   seen: Partial<Record<Progress, number>>;
   failed: string | null;
@@ -48,7 +49,7 @@ const HANG_MS = 30_000;
 export function runChild(child: string, args: string[], plan: KillPlan | null, env: Record<string, string>): Promise<ChildRun> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [child, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    const run: ChildRun = { acks: [], delegationsDone: [], done: null, killed: false, step: null, last: null, lastGroupAgents: 0, seen: {}, failed: null };
+    const run: ChildRun = { acks: [], delegationsDone: [], done: null, killed: false, step: null, last: null, lastGroupAgents: 0, lastGroupMessages: [], seen: {}, failed: null };
     let out = '';
     let err = '';
     let lastAt = performance.now();
@@ -77,7 +78,9 @@ export function runChild(child: string, args: string[], plan: KillPlan | null, e
         out = out.slice(i + 1);
         if (PROGRESS.has(line)) progress(line as Progress);
         else if (line.startsWith('GROUP ')) {
-          run.lastGroupAgents = Number(line.slice(6));
+          const [agents, ids] = line.slice(6).split(' ');
+          run.lastGroupAgents = Number(agents);
+          run.lastGroupMessages = ids ? ids.split(',') : [];
           progress('GROUP');
         } else if (line.startsWith('ACK ')) run.acks.push(line.slice(4));
         else if (line.startsWith('NACK ')) run.acks.splice(run.acks.indexOf(line.slice(5)), 1);

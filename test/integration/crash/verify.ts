@@ -79,3 +79,23 @@ export async function verify(path: string, acked: Set<string>, ackedDone: Set<st
   }
   return violations;
 }
+
+/**
+ * A kill inside a group commit: the messages the group enqueued are all on the file or none is
+ * (a group is one transaction). Returns the number of violations found.
+ */
+export function verifyGroupAtomic(path: string, ids: readonly string[], counts: CrashCounts): number {
+  if (ids.length < 2) return 0;
+  const store = openStore({ path });
+  try {
+    const run = store.listRuns().at(-1);
+    const present = new Set((run ? store.listMessages(run.id) : []).map((m) => m.id));
+    const landed = ids.filter((id) => present.has(id)).length;
+    counts.groupsCheckedAtomic++;
+    if (landed === 0 || landed === ids.length) return 0;
+    counts.tornGroups++;
+    return 1;
+  } finally {
+    store.close();
+  }
+}

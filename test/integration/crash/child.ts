@@ -92,7 +92,7 @@ function portFor(store: ReturnType<typeof openStore>): StorePort {
     // Group mode: asynchronous, as a networked store's commit would be (it resolves in a later
     // macrotask, not at once), so that anything let out before the commit resolves (an effect run
     // early) gets the chance to show before a kill lands inside the commit.
-    return new Promise<void>((resolve, reject) => setImmediate(() => apply().then(resolve, reject)));
+    return new Promise<void>((resolve, reject) => setImmediate(() => void apply().then(resolve, reject)));
   };
   return port;
 }

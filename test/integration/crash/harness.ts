@@ -88,6 +88,7 @@ function firstPlan(mode: TeamName, random: Random, calibration: number): KillPla
   const atStart = mode === 'default' ? 0.25 : 0.1;
   if (random() < atStart) return { line: pick(random, ['BOOT', 'OPEN', 'RUN'] as const), count: 1, jitter: 0 };
   const count = 1 + Math.floor(random() * calibration);
+  if (mode === 'default') return { line: 'TICK', count, jitter: random() };
   const r = random();
   if (mode === 'in-doubt') {
     // Between a tool's start and its effect, or after its effect; a few at a model call.
@@ -95,8 +96,7 @@ function firstPlan(mode: TeamName, random: Random, calibration: number): KillPla
     return { line: r < 0.6 ? 'TOOL' : 'EFFECT', count, jitter: random() };
   }
   // Inside the commit of a group (at once), or after it as its effects run.
-  if (mode === 'group') return r < 0.5 ? { line: 'GROUP', count, jitter: 0 } : { line: 'GROUPED', count, jitter: random() };
-  return { line: 'TICK', count, jitter: random() };
+  return r < 0.5 ? { line: 'GROUP', count, jitter: 0 } : { line: 'GROUPED', count, jitter: random() };
 }
 
 /** A second crash, while resuming: as it opens the file, inside recovery and the respawn, as it resumes, or at one of the events the first child left undone. */

@@ -59,7 +59,8 @@ function caller(request: ModelRequest) {
   let n = 0;
   const done = request.messages.filter((m) => m.role === 'assistant').length;
   // Unique in the run and a function of the conversation: a re-asked answer gets the same ids.
-  return { done, call: (name: string, args: object): ToolCall => ({ id: `c-${request.agent.id}-${done}-${n++}`, name, arguments: JSON.stringify(args) }) };
+  const id = () => `c-${request.agent.id}-${done}-${n++}`;
+  return { done, id, call: (name: string, args: object): ToolCall => ({ id: id(), name, arguments: JSON.stringify(args) }) };
 }
 
 /** The root: spawn `workers`, wait for their reports, finish once none is left. */
@@ -158,16 +159,17 @@ function inDoubtTeam(io: TeamIO): Team {
       if (request.agent.parentId !== null) io.print('TICK');
       await io.pause(io.random() * 4);
       if (request.agent.parentId === null) return rootTurn(request, WORKERS);
-      const { done, call } = caller(request);
+      const { done, id, call } = caller(request);
       if (done >= IN_DOUBT_TURNS) return { text: null, toolCalls: [call('agent_finish', { summary: `${request.agent.name} finished` })] };
       const retry = notRun(request.messages);
       const h = hash(`${request.agent.name}/${done}`);
       const first: EffectLine['tool'] = h % 2 === 0 ? 'append' : 'append_idem';
       const fresh = h % 3 === 0 ? [first] : [first, first === 'append' ? 'append_idem' : 'append'];
       const ops = retry.length > 0 ? retry : fresh.map((tool, i) => ({ tool, op: `${request.agent.name}-${done}-${i}` }));
+      // Each call carries its own id in its arguments, for the side-effect line.
       const calls = ops.map(({ tool, op }) => {
-        const id = call('x', {}).id; // reserve the id the call will carry, to put it in its arguments
-        return { id, name: tool, arguments: JSON.stringify({ op, call: id }) };
+        const callId = id();
+        return { id: callId, name: tool, arguments: JSON.stringify({ op, call: callId }) };
       });
       if (done === 3) calls.push(call('send_message', { to: request.agent.parentId, content: `progress from ${request.agent.name}` }));
       return { text: null, toolCalls: calls };

@@ -12,61 +12,39 @@
  * in events, the kill lands at the same point of the run either way. How many events an uncrashed
  * run makes is measured once per harness run (`calibrationTicks`), and where every kill landed is
  * counted in `phases`.
+ *
+ * Three trial modes (teams.ts), the same invariants in each (verify.ts):
+ * - `default`: 4 workers with delegations; steady-state kills at a worker's model call.
+ * - `in-doubt`: tools with a side effect (an fsynced line in a file), idempotent or not; most
+ *   kills aim at a tool between its `started` ledger row and its recorded result, and the
+ *   in-doubt rules are checked on top (inDoubtCheck.ts).
+ * - `group`: 24–40 workers moving at once, so commits carry many agents' writes; most kills aim
+ *   inside such a commit or right after it, before its effects (acknowledgements, wakes) run, and
+ *   a group killed inside its commit must be on the file whole or not at all.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { recoverRun } from '../../../src/host/resumeCoordinator.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
+import { emptyCounts, type CrashCounts } from './counts.js';
+import { observeInDoubt, verifyInDoubt, type InDoubtSeen } from './inDoubtCheck.js';
+import { runChild, type ChildRun, type KillPlan, type Progress } from './runChild.js';
+import type { TeamName } from './teams.js';
+import { verify, verifyGroupAtomic } from './verify.js';
 
-const STINT_TYPES = new Set(['completion', 'completed', 'failed', 'crashed', 'stopped']);
-
-export interface CrashCounts {
-  trials: number;
-  /** Workers' model calls in one uncrashed run (measured first): the range the steady-state kills are drawn from. */
-  calibrationTicks: number;
-  /** First children killed (at start-up or in steady state), second children killed while resuming, recovery loops killed inside recovery. */
-  killsDuringStart: number;
-  killsDuringResume: number;
-  killsDuringRecovery: number;
-  /**
-   * Where each child of a trial was when the kill landed, as `<child>:<phase>` — the last progress
-   * line the parent had seen: `start:boot` (opening the file), `start:open` (creating the run),
-   * `start:steady`, `resume:boot`, `resume:recovering` (recovery and respawn), `resume:resumed`,
-   * `recovery:recovering`; `<child>:finished` when it ended before its kill.
-   */
-  phases: Record<string, number>;
-  acked: number;
-  lostAcks: number;
-  duplicateDeliveries: number;
-  duplicateNotices: number;
-  missingNotices: number;
-  integrityFailures: number;
-  checksumFailures: number;
-  recoveryNotIdempotent: number;
-  runsNotCompleted: number;
-  /** Delegations seen: dispatched in total, and acknowledged complete by the child. */
-  delegations: number;
-  delegationsInterrupted: number;
-  delegationsAckedDone: number;
-  delegationsLeftRunning: number;
-  delegationsDowngraded: number;
-  delegationMessagesWrong: number;
-  childErrors: number;
-  /** The first few child failures, for the log. */
-  errors: string[];
-  trialsWithViolation: number;
-  failingSeeds: number[];
-  seconds: number;
-}
+export { VIOLATIONS, type CrashCounts } from './counts.js';
 
 export interface CrashOptions {
   trials: number;
   seed: number;
-  /** Negative control: the child acknowledges before it sends. */
-  buggy?: boolean;
+  /** The trial mode (the team the child runs and where the kills aim); `default` unless said. */
+  mode?: TeamName;
+  /**
+   * Negative control: a planted bug in the first child of each trial. `true` is the default
+   * mode's (acknowledge before the send); the others are named (child.ts).
+   */
+  buggy?: boolean | 'ack-early' | 'skip-started' | 'commit-behind';
   synchronous?: 'FULL' | 'NORMAL';
   /** Trials run side by side. */
   parallel?: number;
@@ -83,253 +61,101 @@ function lcg(seed: number) {
   return () => ((s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32);
 }
 
-/** The child's progress lines (see child.ts): the named steps of its start-up, and one TICK per model call or recovery pass. */
-type Progress = 'BOOT' | 'OPEN' | 'RUN' | 'RESUMED' | 'TICK';
-const PROGRESS = new Set<string>(['BOOT', 'OPEN', 'RUN', 'RESUMED', 'TICK']);
+/** The steady-state event each mode's kills are counted in. */
+const STEADY: Record<TeamName, Progress> = { default: 'TICK', 'in-doubt': 'TOOL', group: 'GROUP' };
 
-/**
- * When to SIGKILL a child: upon the `count`-th `line`, after `jitter` (0..1) times the gap between
- * that line and the one before it — so a kill can land anywhere between two events, not only
- * right after one.
- */
-interface KillPlan {
-  line: Progress;
-  count: number;
-  jitter: number;
-}
-
-interface ChildRun {
-  acks: string[];
-  delegationsDone: string[];
-  done: string | null;
-  killed: boolean;
-  /** The last named step (not TICK) the parent had seen when the kill landed, or when the child ended. */
-  step: Progress | null;
-  ticks: number;
-  failed: string | null;
-}
-
-/** A child hangs if it runs this long: it is ended and reported as a failure. */
-const HANG_MS = 30_000;
-
-function runChild(child: string, args: string[], plan: KillPlan | null, buggy: boolean): Promise<ChildRun> {
-  return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [child, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, BUGGY: buggy ? 'ack-early' : '' },
-    });
-    const run: ChildRun = { acks: [], delegationsDone: [], done: null, killed: false, step: null, ticks: 0, failed: null };
-    let out = '';
-    let err = '';
-    let seen = 0;
-    let lastAt = performance.now();
-    let killTimer: NodeJS.Timeout | undefined;
-    const kill = () => {
-      if (run.killed || proc.exitCode !== null || proc.signalCode !== null) return;
-      run.killed = true;
-      proc.kill('SIGKILL');
-    };
-    const progress = (line: Progress) => {
-      const now = performance.now();
-      const gap = now - lastAt;
-      lastAt = now;
-      if (line === 'TICK') run.ticks++;
-      else if (!run.killed) run.step = line;
-      if (!plan || line !== plan.line || ++seen !== plan.count) return;
-      const delay = plan.jitter * gap;
-      if (delay < 1) kill();
-      else killTimer = setTimeout(kill, delay);
-    };
-    proc.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
-        const line = out.slice(0, i);
-        out = out.slice(i + 1);
-        if (PROGRESS.has(line)) progress(line as Progress);
-        else if (line.startsWith('ACK ')) run.acks.push(line.slice(4));
-        else if (line.startsWith('NACK ')) run.acks.splice(run.acks.indexOf(line.slice(5)), 1);
-        else if (line.startsWith('DONE ')) run.done = line.slice(5);
-        else if (line.startsWith('DDONE ')) run.delegationsDone.push(line.slice(6));
-      }
-    });
-    proc.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    // A child that hangs is a failure, not a hang: the guard ends it either way.
-    const guard = setTimeout(() => proc.kill('SIGKILL'), HANG_MS);
-    proc.on('close', (code) => {
-      clearTimeout(guard);
-      clearTimeout(killTimer);
-      if (!run.killed && code !== 0) run.failed = `exit ${code}: ${err.slice(0, 2_000)}`;
-      resolve(run);
-    });
-  });
-}
-
-/** Workers' model calls in one uncrashed run of the child team: what the steady-state kills are spread over. */
-async function calibrate(child: string, seed: number, sync: string): Promise<number> {
+/** How many steady-state events an uncrashed run of the team makes: what the steady-state kills are spread over. */
+async function calibrate(child: string, seed: number, sync: string, mode: TeamName): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-crash-'));
   try {
-    const run = await runChild(child, [join(dir, 'run.db'), 'start', String(seed), sync], null, false);
+    const run = await runChild(child, [join(dir, 'run.db'), 'start', String(seed), sync, mode], null, {});
     if (run.failed || run.done === null) throw new Error(`the calibration run failed: ${run.failed ?? 'no DONE line'}`);
-    return run.ticks;
+    return run.seen[STEADY[mode]] ?? 0;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-const PHASE: Record<Progress, string> = { BOOT: 'boot', OPEN: 'open', RUN: 'steady', RESUMED: 'resumed', TICK: 'steady' };
+const PHASE: Partial<Record<Progress, string>> = { BOOT: 'boot', OPEN: 'open', RUN: 'steady', RESUMED: 'resumed', TICK: 'steady' };
+/** Where a child of the new modes died: the last line it printed. */
+const DIED_AT: Partial<Record<Progress, string>> = { TOOL: 'tool-running', EFFECT: 'tool-effected', GROUP: 'in-commit', GROUPED: 'after-commit' };
 
-/** Every count that must stay zero on the real code. */
-export const VIOLATIONS = [
-  'lostAcks',
-  'duplicateDeliveries',
-  'duplicateNotices',
-  'missingNotices',
-  'integrityFailures',
-  'checksumFailures',
-  'recoveryNotIdempotent',
-  'runsNotCompleted',
-  'delegationsLeftRunning',
-  'delegationsDowngraded',
-  'delegationMessagesWrong',
-  'childErrors',
-] as const;
-type Violation = Exclude<(typeof VIOLATIONS)[number], 'childErrors'>;
+type Random = () => number;
+const pick = <T>(random: Random, items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
 
-/** Check the file after a crash. Returns the number of violations found. */
-async function verify(path: string, acked: Set<string>, ackedDone: Set<string>, counts: CrashCounts, finished: boolean): Promise<number> {
-  let violations = 0;
-  const fail = (what: Violation, n = 1) => {
-    counts[what] += n;
-    violations += 1;
-  };
-  const store = openStore({ path });
-  try {
-    if (store.integrityCheck() !== 'ok') fail('integrityFailures');
-    const bad = store.verifyChecksums();
-    if (bad.messages.length + bad.sessionItems.length > 0) fail('checksumFailures');
-    const run = store.listRuns().at(-1);
-    if (!run) {
-      // Killed before the run existed: nothing can have been acknowledged.
-      if (acked.size > 0) fail('lostAcks', acked.size);
-      return violations;
-    }
-    const messages = store.listMessages(run.id);
-    const contents = new Set(messages.map((m) => m.content));
-    for (const content of acked) {
-      if (contents.has(content)) continue;
-      fail('lostAcks');
-      acked.delete(content); // counted once, not again at the next check
-    }
-    // Delivered exactly once: a delivered message's text is in its agent's session once.
-    for (const m of messages) {
-      if (m.deliveredAt === null || m.from !== 'user') continue;
-      const copies = store.loadSession(m.to).filter((i) => i.role === 'user' && i.content === m.content).length;
-      if (copies !== 1) fail('duplicateDeliveries');
-    }
-    // One item closes each child stint; a terminal child's current stint has its item.
-    const agents = store.listAgents(run.id);
-    for (const a of agents) {
-      if (a.parentId === null) continue;
-      const items = messages.filter((m) => m.from === a.id && m.to === a.parentId && STINT_TYPES.has(m.type));
-      const keys = new Set(items.map((m) => m.noticeKey));
-      if (keys.size !== items.length || items.length > a.stint + 1) fail('duplicateNotices');
-      const terminal = ['completed', 'failed', 'crashed', 'stopped'].includes(a.status);
-      if (terminal && !keys.has(`notice:${a.id}:${a.stint}`)) fail('missingNotices');
-    }
-    // Recovery twice changes nothing.
-    const dump = () => JSON.stringify([store.listRuns(), store.listAgents(run.id), store.listMessages(run.id)]);
-    await recoverRun(store, run.id, {});
-    const once = dump();
-    await recoverRun(store, run.id, {});
-    if (dump() !== once) fail('recoveryNotIdempotent');
-    // Delegations: after recovery none is running; each ended one told its agent exactly once;
-    // one acknowledged as completed is never downgraded to interrupted.
-    const delegations = store.listDelegations(run.id);
-    const after = store.listMessages(run.id);
-    for (const d of delegations) {
-      if (d.status === 'running') fail('delegationsLeftRunning');
-      const told = after.filter((m) => m.noticeKey === `deleg:${d.sessionId}:${d.delegationId}`);
-      if (told.length !== 1 || told[0]!.to !== d.sessionId) fail('delegationMessagesWrong');
-      if (ackedDone.has(`${d.sessionId}/${d.delegationId}`) && d.status !== 'completed') {
-        fail('delegationsDowngraded');
-        ackedDone.delete(`${d.sessionId}/${d.delegationId}`);
-      }
-    }
-    if (finished) {
-      counts.delegations += delegations.length;
-      counts.delegationsInterrupted += delegations.filter((d) => d.status === 'interrupted').length;
-    }
-    if (finished && agents.find((a) => a.parentId === null)?.status !== 'completed') fail('runsNotCompleted');
-  } finally {
-    store.close();
+/** The first child's kill: a share at start-up, the rest at the mode's steady-state events. */
+function firstPlan(mode: TeamName, random: Random, calibration: number): KillPlan {
+  const atStart = mode === 'default' ? 0.25 : 0.1;
+  if (random() < atStart) return { line: pick(random, ['BOOT', 'OPEN', 'RUN'] as const), count: 1, jitter: 0 };
+  const count = 1 + Math.floor(random() * calibration);
+  if (mode === 'default') return { line: 'TICK', count, jitter: random() };
+  const r = random();
+  if (mode === 'in-doubt') {
+    // Between a tool's start and its effect, or after its effect; a few at a model call.
+    if (r < 0.15) return { line: 'TICK', count: 1 + Math.floor(random() * calibration), jitter: random() };
+    return { line: r < 0.6 ? 'TOOL' : 'EFFECT', count, jitter: random() };
   }
-  return violations;
+  // Inside the commit of a group (at once), or after it as its effects run.
+  return r < 0.5 ? { line: 'GROUP', count, jitter: 0 } : { line: 'GROUPED', count, jitter: random() };
+}
+
+/** A second crash, while resuming: as it opens the file, inside recovery and the respawn, as it resumes, or at one of the events the first child left undone. */
+function resumePlan(mode: TeamName, random: Random, calibration: number, first: ChildRun): KillPlan {
+  const line = STEADY[mode];
+  const left = Math.max(1, calibration - (first.seen[line] ?? 0));
+  const at = random();
+  if (at < 0.45) return { line: at < 0.15 ? 'BOOT' : at < 0.3 ? 'OPEN' : 'RESUMED', count: 1, jitter: 0 };
+  return { line, count: 1 + Math.floor(random() * left), jitter: mode === 'group' ? 0 : random() };
+}
+
+function childEnv(options: CrashOptions): Record<string, string> {
+  const bug = options.buggy === true ? 'ack-early' : options.buggy || '';
+  return { BUGGY: bug };
 }
 
 export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts> {
   const started = Date.now();
+  const mode = options.mode ?? 'default';
   const child = options.childPath ?? defaultChild();
   const sync = options.synchronous ?? 'FULL';
-  const calibrationTicks = await calibrate(child, options.seed, sync);
-  const counts: CrashCounts = {
-    trials: 0,
-    calibrationTicks,
-    killsDuringStart: 0,
-    killsDuringResume: 0,
-    killsDuringRecovery: 0,
-    phases: {},
-    acked: 0,
-    lostAcks: 0,
-    duplicateDeliveries: 0,
-    duplicateNotices: 0,
-    missingNotices: 0,
-    integrityFailures: 0,
-    checksumFailures: 0,
-    recoveryNotIdempotent: 0,
-    runsNotCompleted: 0,
-    delegations: 0,
-    delegationsInterrupted: 0,
-    delegationsAckedDone: 0,
-    delegationsLeftRunning: 0,
-    delegationsDowngraded: 0,
-    delegationMessagesWrong: 0,
-    childErrors: 0,
-    errors: [],
-    trialsWithViolation: 0,
-    failingSeeds: [],
-    seconds: 0,
-  };
+  const calibration = await calibrate(child, options.seed, sync, mode);
+  const counts = emptyCounts(mode, calibration);
+  if (mode === 'group') counts.groupsPerRun = calibration;
 
   async function trial(index: number): Promise<void> {
     const trialSeed = options.seed + index;
     const random = lcg(trialSeed);
     const dir = mkdtempSync(join(tmpdir(), 'troupe-crash-'));
     const path = join(dir, 'run.db');
+    const args = (role: string) => [path, role, String(trialSeed), sync, mode];
     const acked = new Set<string>();
     const ackedDone = new Set<string>();
+    const seen: InDoubtSeen = new Map();
     let violations = 0;
     const phase = (who: string, run: ChildRun, named: (step: Progress | null) => string) => {
-      const key = `${who}:${run.killed ? named(run.step) : 'finished'}`;
+      const died = run.killed && run.last ? DIED_AT[run.last] : undefined;
+      const key = `${who}:${run.killed ? (died ?? named(run.step)) : 'finished'}`;
       counts.phases[key] = (counts.phases[key] ?? 0) + 1;
+      if (run.killed && run.last === 'GROUP') counts.agentsInKilledGroups += run.lastGroupAgents;
     };
-    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+    const childError = (run: ChildRun, phase: string) => {
+      if (!run.failed) return;
+      counts.childErrors++;
+      violations++;
+      if (counts.errors.length < 3) counts.errors.push(`seed ${trialSeed} ${phase}: ${run.failed}`);
+    };
+    // After every child: in-doubt mode notes the calls its death left in doubt; a kill inside a
+    // group commit must have left all of the group or none.
+    const observe = (run: ChildRun) => {
+      if (mode === 'in-doubt') observeInDoubt(path, seen, counts);
+      if (run.killed && run.last === 'GROUP') violations += verifyGroupAtomic(path, run.lastGroupMessages, counts);
+    };
     try {
-      // A quarter of the first kills land during start-up: right as the file opens, as the run is
-      // created, or just after; the rest at a random model call of the run.
-      const plan: KillPlan =
-        random() < 0.25
-          ? { line: pick(['BOOT', 'OPEN', 'RUN'] as const), count: 1, jitter: 0 }
-          : { line: 'TICK', count: 1 + Math.floor(random() * calibrationTicks), jitter: random() };
-      const first = await runChild(child, [path, 'start', String(trialSeed), sync], plan, options.buggy ?? false);
-      phase('start', first, (step) => (step === null ? 'boot' : PHASE[step]));
+      const first = await runChild(child, args('start'), firstPlan(mode, random, calibration), childEnv(options));
+      observe(first);
+      phase('start', first, (step) => (step === null ? 'boot' : PHASE[step]!));
       first.acks.forEach((a) => acked.add(a));
       first.delegationsDone.forEach((d) => ackedDone.add(d));
-      const childError = (run: ChildRun, phase: string) => {
-        if (!run.failed) return;
-        counts.childErrors++;
-        violations++;
-        if (counts.errors.length < 3) counts.errors.push(`seed ${trialSeed} ${phase}: ${run.failed}`);
-      };
       if (first.killed) counts.killsDuringStart++;
       childError(first, 'start');
       const hasRun = () => {
@@ -342,24 +168,18 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
       };
       const extra = random();
       const exists = hasRun();
+      const clean = childEnv({ ...options, buggy: false });
       if (extra < 0.25 && exists) {
-        // A second crash, this time while resuming: as it opens the file, inside recovery and the
-        // respawn, as it resumes, or at one of the model calls the first child left undone.
-        const left = Math.max(1, calibrationTicks - first.ticks);
-        const at = random();
-        const resumePlan: KillPlan =
-          at < 0.45
-            ? { line: at < 0.15 ? 'BOOT' : at < 0.3 ? 'OPEN' : 'RESUMED', count: 1, jitter: 0 }
-            : { line: 'TICK', count: 1 + Math.floor(random() * left), jitter: random() };
-        const second = await runChild(child, [path, 'resume', String(trialSeed), sync], resumePlan, false);
-        phase('resume', second, (step) => (step === 'OPEN' ? 'recovering' : step === null ? 'boot' : PHASE[step]));
+        const second = await runChild(child, args('resume'), resumePlan(mode, random, calibration, first), clean);
+        observe(second);
+        phase('resume', second, (step) => (step === 'OPEN' ? 'recovering' : step === null ? 'boot' : PHASE[step]!));
         second.delegationsDone.forEach((d) => ackedDone.add(d));
         if (second.killed) counts.killsDuringResume++;
         childError(second, 'resume');
       } else if (extra < 0.4 && exists) {
         // Inside the recovery transaction: the child runs it in a loop, one TICK per pass.
         const recoveryPlan: KillPlan = { line: 'TICK', count: 1 + Math.floor(random() * 10), jitter: random() };
-        const recovery = await runChild(child, [path, 'recover-loop', String(trialSeed), sync], recoveryPlan, false);
+        const recovery = await runChild(child, args('recover-loop'), recoveryPlan, clean);
         phase('recovery', recovery, (step) => (step === 'OPEN' ? 'recovering' : 'boot'));
         if (recovery.killed && recovery.step === 'OPEN') counts.killsDuringRecovery++;
         childError(recovery, 'recovery');
@@ -367,10 +187,11 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
       violations += await verify(path, acked, ackedDone, counts, false);
       // Resume to the end in a fresh process (unless the first kill came before a run existed).
       if (exists) {
-        const last = await runChild(child, [path, 'resume', String(trialSeed), sync], null, false);
+        const last = await runChild(child, args('resume'), null, clean);
         last.delegationsDone.forEach((d) => ackedDone.add(d));
         childError(last.done === null && !last.failed ? { ...last, failed: 'no DONE line' } : last, 'final resume');
         violations += await verify(path, acked, ackedDone, counts, true);
+        if (mode === 'in-doubt') violations += verifyInDoubt(path, seen, counts);
       }
     } finally {
       counts.trials++;
@@ -380,7 +201,9 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
         counts.trialsWithViolation++;
         counts.failingSeeds.push(trialSeed);
       }
-      rmSync(dir, { recursive: true, force: true });
+      // CRASH_KEEP=1 keeps the files of a failing trial for a post-mortem.
+      if (violations > 0 && process.env.CRASH_KEEP) counts.errors.push(`seed ${trialSeed}: files kept in ${dir}`);
+      else rmSync(dir, { recursive: true, force: true });
     }
   }
 

@@ -23,15 +23,17 @@ export interface Io {
 export const USAGE = `troupe — a durable coordinator for teams of LLM agents
 
 Usage:
-  troupe demo [--json] [--kill-after <turns>] [--inspect[=port]] [-v]
+  troupe demo [--json] [--kill-after <turns>] [--inspect[=port]] [--ui[=port]] [-v]
                                          the offline demo team (SQLite, the real openai client, a local fake server)
   troupe run "<task>" [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
-                      [--interactive] [--db <file>] [--config <file>] [--json] [--inspect[=port]] [-v]
-  troupe resume [--db <file>] [--api-key <key>] [--json] [--inspect[=port]] [-v]
+                      [--interactive] [--db <file>] [--config <file>] [--json] [--inspect[=port]] [--ui[=port]] [-v]
+  troupe resume [--db <file>] [--api-key <key>] [--json] [--inspect[=port]] [--ui[=port]] [-v]
   troupe status [--db <file>] [--json]   the run's state, read from the database
   troupe tree   [--db <file>] [--json]   the agent tree, read from the database
   troupe send <agent> "<text>" [--db <file>]   message an agent (a live run gets it at once; otherwise on resume)
   troupe stop <agent> [--db <file>]            stop an agent and its descendants (live or not)
+  troupe ui [--db <file>] [--port <n>]         the web dashboard on a database (live or finished), until Ctrl-C;
+                                         --ui[=port] on demo, run and resume serves it beside the run
   troupe serve ["<task>" | --resume] [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
                [--db <file>] [--config <file>] [--stream] [--json] [--inspect[=port]] [-v]
                                          long-running: proactive triggers (config "proactive") start or
@@ -45,9 +47,11 @@ Prefer OPENAI_API_KEY or the config file for the key: --api-key shows in the pro
 every user of this machine.
 Logs: .troupe/troupe.log (-v also prints them).`;
 
-/** `--inspect=9000` → `--inspect --inspect-port 9000` (parseArgs has no optional values). */
+/** `--inspect=9000` → `--inspect --inspect-port 9000`, `--ui=7070` likewise (parseArgs has no optional values). */
 function splitInspect(argv: string[]): string[] {
-  return argv.flatMap((a) => (a.startsWith('--inspect=') ? ['--inspect', '--inspect-port', a.slice('--inspect='.length)] : [a]));
+  return argv.flatMap((a) =>
+    a.startsWith('--inspect=') ? ['--inspect', '--inspect-port', a.slice('--inspect='.length)] : a.startsWith('--ui=') ? ['--ui', '--ui-port', a.slice('--ui='.length)] : [a],
+  );
 }
 
 const FLAGS = {
@@ -56,6 +60,9 @@ const FLAGS = {
   verbose: { type: 'boolean', short: 'v', default: false },
   inspect: { type: 'boolean', default: false },
   'inspect-port': { type: 'string' },
+  ui: { type: 'boolean', default: false },
+  'ui-port': { type: 'string' },
+  port: { type: 'string' },
   'kill-after': { type: 'string' },
   model: { type: 'string' },
   'base-url': { type: 'string' },
@@ -87,7 +94,7 @@ export function parse(command: string, argv: string[], allowed: readonly Flag[],
   return parsed;
 }
 
-export const VIEW_FLAGS: Flag[] = ['db', 'json', 'verbose', 'inspect', 'inspect-port'];
+export const VIEW_FLAGS: Flag[] = ['db', 'json', 'verbose', 'inspect', 'inspect-port', 'ui', 'ui-port'];
 
 export function number(name: string, value: string | undefined, integer = false): number | undefined {
   if (value === undefined) return undefined;

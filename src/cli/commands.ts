@@ -26,6 +26,7 @@ import { cliLogger } from './logs.js';
 import { send, serveInbox, stop } from './mail.js';
 import { DEMO_DB, defaultReadDb, latestRun, readRun, requireDatabase, savedConfig, views } from './runs.js';
 import { forTerminal, jsonLine } from './terminal.js';
+import { uiBeside, type UiBeside } from './ui.js';
 import { attachView, budgetBar, treeLines, type ViewMode } from './view.js';
 
 const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
@@ -162,15 +163,20 @@ async function demo(argv: string[], io: Io): Promise<number> {
   const logger = cliLogger(LOG_FILE, values.verbose, io.redactor);
   const store = openStore({ path: db, ...secrets(io) });
   const c = createCoordinator({ model, store, logger, ...coordinatorOptions(DEMO_CONFIG), retry: { baseDelayMs: 200 }, ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
+  let dashboard: UiBeside | undefined;
   try {
+    dashboard = await uiBeside(values, io, c, store, db);
     const start = async () => {
       const rootId = await c.start({ name: 'lead', task: 'Review this repository with a small team.' });
       store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(DEMO_CONFIG, true) }, at: Date.now() });
       return rootId;
     };
-    return await drive(c, start, { mode, io, store, killAfterTurns, interactive: false });
+    const code = await drive(c, start, { mode, io, store, killAfterTurns, interactive: false });
+    await dashboard.linger();
+    return code;
   } finally {
     await c.shutdown();
+    await dashboard?.close();
     store.close();
     await server.close();
     await inspect.close();
@@ -204,15 +210,20 @@ async function run(argv: string[], io: Io): Promise<number> {
   const logger = cliLogger(LOG_FILE, values.verbose, io.redactor);
   const store = openStore({ path: db, ...stored });
   const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...(inspect.inspect ? { inspect: inspect.inspect } : {}) });
+  let dashboard: UiBeside | undefined;
   try {
+    dashboard = await uiBeside(values, io, c, store, db);
     const start = async () => {
       const rootId = await c.start({ name: 'lead', task });
       store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(config, false) }, at: Date.now() });
       return rootId;
     };
-    return await drive(c, start, { mode, io, store, interactive: config.interactive ?? false });
+    const code = await drive(c, start, { mode, io, store, interactive: config.interactive ?? false });
+    await dashboard.linger();
+    return code;
   } finally {
     await c.shutdown();
+    await dashboard?.close();
     store.close();
     await inspect.close();
   }
@@ -236,6 +247,7 @@ async function resume(argv: string[], io: Io): Promise<number> {
   let server: FakeOpenAIServer | undefined;
   let closeInspector = () => Promise.resolve();
   let c: Coordinator | undefined;
+  let dashboard: UiBeside | undefined;
   try {
     const run = latestRun(store, values.run);
     if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume`);
@@ -258,9 +270,13 @@ async function resume(argv: string[], io: Io): Promise<number> {
     const rootId = run.rootId;
     if (rootId === null) throw new TroupeError('RUN_NOT_FOUND', `Run ${run.id} has no root agent`);
     if (mode !== 'json') io.out.write(`Resuming run ${forTerminal(run.id)} from ${forTerminal(db)}\n`);
-    return await drive(c, () => Promise.resolve(rootId), { mode, io, store, interactive: config.interactive ?? false });
+    dashboard = await uiBeside(values, io, c, store, db);
+    const code = await drive(c, () => Promise.resolve(rootId), { mode, io, store, interactive: config.interactive ?? false });
+    await dashboard.linger();
+    return code;
   } finally {
     await c?.shutdown();
+    await dashboard?.close();
     store.close();
     await server?.close();
     await closeInspector();
@@ -332,6 +348,8 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
       return stop(rest, io);
     case 'serve':
       return (await import('./serve.js')).serve(rest, io);
+    case 'ui':
+      return (await import('./ui.js')).ui(rest, io);
     case undefined:
     case '--help':
     case '-h':

@@ -207,10 +207,7 @@ export class Runtime implements TurnHost {
         model: this.model,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
-        trip: (event) => {
-          this.coordinator.send({ type: event });
-          this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
-        },
+        trip: (event) => this.#budgetEvent(event, () => this.coordinator.send({ type: event })),
         stage: (op) => this.stage(op),
         spent: (agentId, purpose, usd) => this.#spent(agentId, purpose, usd),
       },
@@ -471,17 +468,29 @@ export class Runtime implements TurnHost {
 
   pauseBudget(): Promise<void> {
     this.assertUsable();
-    this.coordinator.send({ type: 'budget.pause' });
-    this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
+    this.#budgetEvent('budget.pause', () => this.coordinator.send({ type: 'budget.pause' }));
     return this.durable();
+  }
+
+  /**
+   * Change the run's budget flags: persist them, and when they changed, journal the change (a
+   * `budget.*` event row with the spend at that moment, what the dashboard's timeline shows).
+   */
+  #budgetEvent(type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume', change: () => void): void {
+    const before = JSON.stringify(this.budgetFlags());
+    change();
+    const flags = this.budgetFlags();
+    this.stage({ op: 'updateRun', id: this.runId, patch: { budget: flags } });
+    if (JSON.stringify(flags) !== before) {
+      this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: null, type, data: { spentUsd: this.budget.spentUsd, limitUsd: flags.limitUsd }, at: this.clock.now() } });
+    }
   }
 
   async resumeBudget(limitUsd?: number): Promise<string[]> {
     if (limitUsd !== undefined) positiveLimit('resumeBudget limitUsd', limitUsd);
     this.assertUsable();
     const parked = [...this.agents.values()].filter((h) => this.agents.status(h) === 'budgetPaused').map((h) => h.id);
-    this.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });
-    this.stage({ op: 'updateRun', id: this.runId, patch: { budget: this.budgetFlags() } });
+    this.#budgetEvent('budget.resume', () => this.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) }));
     await this.durable();
     return parked;
   }

@@ -57,3 +57,24 @@ export function acquireOwnerLock(dbPath: string): OwnerLock {
   }
   throw new TroupeError('STORE_OPEN_FAILED', `Cannot take the lock ${lockPath}: ${(lastError as Error).message}`, { cause: lastError });
 }
+
+/**
+ * Whether a process owns `dbPath` now (its lock is held), found by a read that writes nothing: a
+ * held lock refuses even readers. False when there is no lock file (no process ever drove it).
+ */
+export function isOwned(dbPath: string): boolean {
+  let lock: Database.Database;
+  try {
+    lock = new Database(`${dbPath}.lock`, { readonly: true, fileMustExist: true, timeout: 0 });
+  } catch {
+    return false;
+  }
+  try {
+    lock.prepare('SELECT count(*) FROM sqlite_master').get();
+    return false;
+  } catch (err) {
+    return isBusy(err);
+  } finally {
+    lock.close();
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * `troupe ui [--db <file>] [--port N] [--run <id>]`: the web dashboard on a database, live or
+ * finished, until Ctrl-C; and `--ui[=port]` on demo, run and resume: the dashboard beside the run
+ * this process drives, which keeps serving after the run ends until Ctrl-C.
+ * @module
+ */
+import type { Coordinator } from '../host/createCoordinator.js';
+import { startDashboard, type DashboardHandle } from '../dashboard/server.js';
+import { coordinatorSource, databaseSource } from '../dashboard/sources.js';
+import type { SqliteStore } from '../store/sqliteStore.js';
+import { number, parse, type Io } from './args.js';
+import { EXIT } from './exitCodes.js';
+import { defaultReadDb, readRun } from './runs.js';
+import { forTerminal } from './terminal.js';
+
+export const DEFAULT_UI_PORT = 7070;
+
+/** Resolves on the first SIGINT or SIGTERM (or when `signal` aborts). */
+function interrupted(signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      process.off('SIGINT', done);
+      process.off('SIGTERM', done);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    process.once('SIGINT', done);
+    process.once('SIGTERM', done);
+    if (signal?.aborted) done();
+    else signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+function announce(io: Io, handle: DashboardHandle): void {
+  io.err.write(
+    `Dashboard: open ${handle.url} in a browser on this machine (bound to 127.0.0.1; the URL carries its access token, keep it to yourself). ` +
+      `From another machine: ssh -L ${handle.port}:127.0.0.1:${handle.port} <user>@<this-host>, then open the same URL there.\n`,
+  );
+}
+
+export async function ui(argv: string[], io: Io, signal?: AbortSignal): Promise<number> {
+  const { values } = parse('ui', argv, ['db', 'run', 'port'], 0);
+  const port = values.port === '0' ? 0 : (number('port', values.port, true) ?? DEFAULT_UI_PORT);
+  const db = defaultReadDb(values.db);
+  // Read-only, every row decoded first: a file that is not troupe's, or of a newer schema, is
+  // refused here with its typed error before anything is served (and nothing is written).
+  const { store, run } = readRun(db, values.run, true);
+  try {
+    const handle = await startDashboard(databaseSource(store, db), { port });
+    announce(io, handle);
+    io.out.write(`serving run ${forTerminal(run.id)} of ${forTerminal(db)} — Ctrl-C to stop\n`);
+    await interrupted(signal);
+    await handle.close();
+    return EXIT.OK;
+  } finally {
+    store.close();
+  }
+}
+
+export interface UiBeside {
+  /** After the run: say so, keep serving (read only) until Ctrl-C. No-op without --ui. */
+  linger(signal?: AbortSignal): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** `--ui[=port]` on demo, run and resume: a dashboard over the run `c` drives in `store` (file `db`). */
+export async function uiBeside(
+  flags: { ui?: boolean; 'ui-port'?: string },
+  io: Io,
+  c: Pick<Coordinator, 'subscribe' | 'registry'>,
+  store: SqliteStore,
+  db: string,
+): Promise<UiBeside> {
+  if (!flags.ui) return { linger: () => Promise.resolve(), close: () => Promise.resolve() };
+  const port = flags['ui-port'] === '0' ? 0 : (number('ui', flags['ui-port'], true) ?? DEFAULT_UI_PORT);
+  let live = true;
+  const handle = await startDashboard(coordinatorSource(c, store, db, () => live), { port });
+  announce(io, handle);
+  return {
+    async linger(signal) {
+      live = false;
+      handle.changed();
+      io.err.write(`The run has ended; the dashboard keeps serving at ${handle.url} until Ctrl-C.\n`);
+      await interrupted(signal);
+    },
+    close: () => handle.close(),
+  };
+}

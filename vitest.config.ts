@@ -21,6 +21,11 @@ export default defineConfig({
       },
       {
         extends: true,
+        // The dashboard in headless Chromium (npm run test:browser; CI runs it with TROUPE_REQUIRE_BROWSER=1).
+        test: { name: 'browser', include: ['test/browser/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 },
+      },
+      {
+        extends: true,
         // --expose-gc lets the resume benchmark measure heap per agent.
         test: { name: 'bench', include: [], execArgv: ['--expose-gc'], benchmark: { include: ['test/bench/**/*.bench.ts'] } },
       },

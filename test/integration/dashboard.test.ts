@@ -3,7 +3,8 @@
  * the guard (token, Host, Origin), actions refused on a run no process drives (nothing written),
  * bad databases and run ids refused with their typed errors, and pushes batched.
  */
-import { writeFileSync } from 'node:fs';
+import { copyFileSync, writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ import { ui } from '../../src/cli/ui.js';
 import { readAgent, readTeam, readTimeline } from '../../src/dashboard/readModel.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
 import { databaseSource } from '../../src/dashboard/sources.js';
+import { isOwned } from '../../src/store/ownerLock.js';
 import { portOf } from '../../src/store/port.js';
 import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
 import { fileHashes, workdir } from '../helpers/cli.js';
@@ -125,6 +127,26 @@ describe('bad input: a clear typed error, nothing written', () => {
     await expect(ui(['--db', notOurs, '--port', '0'], captureIo())).rejects.toMatchObject({ code: expect.stringMatching(/^STORE_(CORRUPT|OPEN_FAILED)$/) });
     expect(fileHashes(notOurs)).toEqual(before);
     await expect(ui(['--db', join(dir, 'missing.db'), '--port', '0'], captureIo())).rejects.toMatchObject({ code: 'RUN_NOT_FOUND' });
+  });
+
+  it('a database of a newer schema: STORE_SCHEMA_TOO_NEW, nothing written', async () => {
+    const newer = join(workdir(), 'newer.db');
+    copyFileSync(db, newer);
+    const raw = new Database(newer);
+    raw.pragma('user_version = 999');
+    raw.close();
+    const before = fileHashes(newer);
+    await expect(ui(['--db', newer, '--port', '0'], captureIo())).rejects.toMatchObject({ code: 'STORE_SCHEMA_TOO_NEW' });
+    expect(fileHashes(newer)).toEqual(before);
+  });
+
+  it('whether a process drives a database: its lock held or not, found without writing', () => {
+    const path = join(workdir(), 'owned.db');
+    expect(isOwned(path)).toBe(false);
+    const owner = openStore({ path });
+    expect(isOwned(path)).toBe(true);
+    owner.close();
+    expect(isOwned(path)).toBe(false);
   });
 });
 

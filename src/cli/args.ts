@@ -33,9 +33,9 @@ Usage:
   troupe send <agent> "<text>" [--db <file>]   message an agent (a live run gets it at once; otherwise on resume)
   troupe stop <agent> [--db <file>]            stop an agent and its descendants (live or not)
   troupe ui [--db <file>] [--port <n>]         the web dashboard on a database (live or finished), until Ctrl-C;
-                                         --ui[=port] on demo, run and resume serves it beside the run
+                                         --ui[=port] on demo, run, resume and serve serves it beside the run
   troupe serve ["<task>" | --resume] [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
-               [--db <file>] [--config <file>] [--stream] [--json] [--inspect[=port]] [-v]
+               [--db <file>] [--config <file>] [--stream] [--json] [--inspect[=port]] [--ui[=port]] [-v]
                                          long-running: proactive triggers (config "proactive") start or
                                          message runs, a watchdog checks the store, model and queues;
                                          with a task (or --resume) it also hosts an interactive main run

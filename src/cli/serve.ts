@@ -40,6 +40,7 @@ import {
 import { EXIT } from './exitCodes.js';
 import { cliLogger } from './logs.js';
 import { modelCheck, queueCheck, storeCheck } from './serveChecks.js';
+import { uiServing } from './ui.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { eventLine, type Output } from './view.js';
 
@@ -250,7 +251,7 @@ async function startMain(
 }
 
 export async function serve(argv: string[], io: Io, options: ServeOptions = {}): Promise<number> {
-  const { values, positionals } = parse('serve', argv, ['db', 'json', 'verbose', 'model', 'base-url', 'api-key', 'budget', 'config', 'stream', 'resume', 'inspect', 'inspect-port'], 1);
+  const { values, positionals } = parse('serve', argv, ['db', 'json', 'verbose', 'model', 'base-url', 'api-key', 'budget', 'config', 'stream', 'resume', 'inspect', 'inspect-port', 'ui', 'ui-port'], 1);
   const task = positionals[0];
   if (task !== undefined && task.trim() === '') throw new ConfigError('Usage: troupe serve ["<task>" | --resume] …  (the task is empty)');
   if (task !== undefined && values.resume) throw new ConfigError('troupe serve takes a task or --resume, not both');
@@ -287,6 +288,7 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
   let watchdog: Watchdog | undefined;
   let ready = false;
   let closeInspector = () => Promise.resolve();
+  let closeDashboard = () => Promise.resolve();
   try {
     // One inspector for every run this process hosts (XState session ids are unique per process).
     const inspection = await inspector(values, io);
@@ -306,6 +308,7 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
       main = await startMain(store, model!, config, logger, { task }, attachMain, extra);
     }
     if (main) detach.push(serveInbox(main.coordinator, store));
+    closeDashboard = await uiServing(values, io, store, db, main?.coordinator);
 
     if (process.stdin.isTTY) {
       terminal = new Terminal(io);
@@ -398,6 +401,7 @@ export async function serve(argv: string[], io: Io, options: ServeOptions = {}):
     await router?.close();
     for (const d of detach.splice(0).reverse()) d();
     await main?.coordinator.shutdown();
+    await closeDashboard();
     store?.close();
     await closeInspector();
     if (ready) printer.line('stopped    every run is saved and resumable', { type: 'serve.stopped', at: Date.now() });

@@ -1,7 +1,8 @@
 /**
  * `troupe ui [--db <file>] [--port N] [--run <id>]`: the web dashboard on a database, live or
- * finished, until Ctrl-C; and `--ui[=port]` on demo, run and resume: the dashboard beside the run
- * this process drives, which keeps serving after the run ends until Ctrl-C.
+ * finished, until Ctrl-C; `--ui[=port]` on demo, run and resume: the dashboard beside the run
+ * this process drives, which keeps serving after the run ends until Ctrl-C; and on serve: over every
+ * run in the database it serves, until serve stops.
  * @module
  */
 import type { Coordinator } from '../host/createCoordinator.js';
@@ -85,4 +86,35 @@ export async function uiBeside(
     },
     close: () => handle.close(),
   };
+}
+
+/**
+ * `--ui[=port]` on serve: every run of the database this process serves (the main run and the
+ * proactive runs; serve applies the inbox of each run it hosts). Returns how to close it.
+ */
+export async function uiServing(
+  flags: { ui?: boolean; 'ui-port'?: string },
+  io: Io,
+  store: SqliteStore,
+  db: string,
+  main?: Pick<Coordinator, 'subscribe' | 'registry'>,
+): Promise<() => Promise<void>> {
+  if (!flags.ui) return () => Promise.resolve();
+  const port = flags['ui-port'] === '0' ? 0 : (number('ui', flags['ui-port'], true) ?? DEFAULT_UI_PORT);
+  const polled = databaseSource(store, db);
+  const handle = await startDashboard(
+    {
+      ...polled,
+      live: () => true,
+      // Proactive runs come and go: the database is polled; the main run's events push at once.
+      watch: (changed) => {
+        const stopPolling = polled.watch(changed);
+        const stopMain = main ? coordinatorSource(main, store, db, () => true).watch(changed) : () => {};
+        return () => (stopPolling(), stopMain());
+      },
+    },
+    { port },
+  );
+  announce(io, handle);
+  return () => handle.close();
 }

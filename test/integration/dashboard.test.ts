@@ -5,6 +5,7 @@
  */
 import { copyFileSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +16,7 @@ import { databaseSource } from '../../src/dashboard/sources.js';
 import { isOwned } from '../../src/store/ownerLock.js';
 import { portOf } from '../../src/store/port.js';
 import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
-import { fileHashes, workdir } from '../helpers/cli.js';
+import { BIN, fileHashes, workdir } from '../helpers/cli.js';
 import { call, captureIo, demoDb } from '../helpers/dashboard.js';
 
 let db: string;
@@ -192,6 +193,66 @@ describe('live updates', () => {
       expect(Number(s.frames[2]!.version)).toBe(Number(s.frames[1]!.version) + 1);
     } finally {
       s.close();
+    }
+  });
+});
+
+describe('the CLI: troupe ui and demo --ui', () => {
+  /** Start the built CLI; `stderrMatch` resolves with the first match of a pattern on its stderr. */
+  function start(args: string[], cwd: string) {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    let stdout = '';
+    const watchers = new Set<() => void>();
+    child.stderr.setEncoding('utf8').on('data', (c: string) => ((stderr += c), [...watchers].forEach((w) => w())));
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const stderrMatch = (pattern: RegExp) =>
+      new Promise<RegExpExecArray>((resolve, reject) => {
+        const check = () => {
+          const m = pattern.exec(stderr);
+          if (m) {
+            watchers.delete(check);
+            resolve(m);
+          }
+        };
+        watchers.add(check);
+        child.on('exit', () => reject(new Error(`exited before ${pattern}: ${stderr}${stdout}`)));
+        check();
+      });
+    return { child, exited, stderrMatch, stdout: () => stdout };
+  }
+  const URL_PATTERN = /http:\/\/127\.0\.0\.1:(\d+)\/\?token=([\w-]+)/;
+
+  it('troupe ui serves a database until Ctrl-C, then exits 0', async () => {
+    const p = start(['ui', '--db', db, '--port', '0'], workdir());
+    try {
+      const [, port, token] = await p.stderrMatch(URL_PATTERN);
+      const team = JSON.parse((await call(Number(port), `/api/team?token=${token}`)).body) as { agents: unknown[]; live: boolean };
+      expect(team.agents).toHaveLength(5);
+      expect(team.live).toBe(false);
+      p.child.kill('SIGINT');
+      expect(await p.exited).toBe(0);
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+  });
+
+  it('demo --ui=0: the dashboard is live during the run and keeps serving after it ends, until Ctrl-C', async () => {
+    const cwd = workdir();
+    const p = start(['demo', '--ui=0', '--db', join(cwd, 'd.db')], cwd);
+    try {
+      const [, port, token] = await p.stderrMatch(URL_PATTERN);
+      await p.stderrMatch(/The run has ended; the dashboard keeps serving/);
+      const team = JSON.parse((await call(Number(port), `/api/team?token=${token}`)).body) as { agents: { status: string }[]; live: boolean };
+      expect(team.agents.map((a) => a.status).sort()).toEqual(['completed', 'completed', 'completed', 'failed', 'stopped']);
+      // After the run, actions are refused: nothing applies the inbox any more.
+      expect(team.live).toBe(false);
+      p.child.kill('SIGINT');
+      expect(await p.exited).toBe(0);
+      expect(p.stdout()).toMatch(/Report \(completed\)/);
+    } finally {
+      p.child.kill('SIGKILL');
     }
   });
 });

@@ -1,9 +1,9 @@
 /**
  * What the dashboard shows, read from the store port: the team (agents with status, turns, spend,
  * last tool and what a waiting agent waits on, counts by status, the budget), the timeline (one lane
- * per agent: status spans and marks for model calls, messages, notices, budget trips) and one
- * agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page; every value
- * is derived from rows, nothing is kept here.
+ * per agent: status spans and marks for model calls and their retries, messages, notices, budget
+ * trips) and one agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page;
+ * every value is derived from rows, nothing is kept here.
  * @module
  */
 import { isActive, type AgentStatus, type WaitKind } from '../../machines/types.js';
@@ -52,7 +52,7 @@ export interface Span {
   to: number | null;
 }
 
-export type MarkKind = 'model' | 'message' | 'notice' | 'said' | 'error' | 'trip' | 'deadlock';
+export type MarkKind = 'model' | 'retry' | 'message' | 'notice' | 'said' | 'error' | 'trip' | 'deadlock';
 
 export interface Mark {
   at: number;
@@ -160,6 +160,12 @@ const RUN_MARKS: Record<string, { kind: MarkKind; label: (data: Record<string, u
   'run.deadlock': { kind: 'deadlock', label: () => 'deadlock: waits on agents that cannot answer' },
 };
 
+/** `retry 1 in 200 ms after PROVIDER_RATE_LIMITED: …`, `compaction after PROVIDER_CONTEXT_OVERFLOW: …` */
+function recoveryLabel(d: Record<string, unknown>): string {
+  const what = d.kind === 'retry' ? `retry ${String(d.attempt)} in ${String(d.delayMs)} ms` : d.kind === 'compact' ? 'compaction' : 'images stripped';
+  return `${what} after ${String(d.code)}: ${String(d.message)}`;
+}
+
 export async function readTimeline(port: StorePort, runId?: string): Promise<Timeline> {
   const run = await pickRun(port, runId);
   const [agents, events, usage, messages] = await Promise.all([port.listAgents(run.id), port.listEvents(run.id), port.listUsage(run.id), port.listMessages(run.id)]);
@@ -188,6 +194,8 @@ export async function readTimeline(port: StorePort, runId?: string): Promise<Tim
       open(lane, to, e.at);
       const error = e.data.error as { code?: string; message?: string } | null | undefined;
       if (error) lane.marks.push({ at: e.at, kind: 'error', label: clip(`${error.code ?? ''}: ${error.message ?? ''}`) });
+    } else if (e.type === 'model.recovery') {
+      lane.marks.push({ at: e.at, kind: 'retry', label: clip(recoveryLabel(e.data), 160) });
     } else if (e.type === 'agent.said') {
       lane.marks.push({ at: e.at, kind: 'said', label: clip(String(e.data.text ?? '')) });
     }

@@ -24,7 +24,7 @@ import { compileTool, toToolSpec, type CompiledTool } from '../tools/defineTool.
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
-import type { AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
+import type { AgentRef, ModelRecovery, ToolLedger, TurnHost } from '../turn/ports.js';
 import { BackgroundReviews, type ReviewNote } from '../turn/review.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
 import { Agents, type AgentHandle } from './agents.js';
@@ -386,6 +386,10 @@ export class Runtime implements TurnHost {
 
   stopRequested(agent: AgentRef): boolean {
     return this.agents.stopRequested(this.agents.get(agent.id));
+  }
+
+  recovering(agent: AgentRef, recovery: ModelRecovery): void {
+    this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: this.clock.now() } });
   }
 
   #builtinHost(): BuiltinHost {

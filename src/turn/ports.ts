@@ -132,6 +132,19 @@ export interface TurnHost {
   afterTurn(agent: AgentRef, outcome: TurnOutcome): void;
   /** The stop requested for this agent, if any (a call not started yet is cancelled). */
   stopRequested(agent: AgentRef): boolean;
+  /** A failed model call is being recovered from: journal what and why (an event row views show). */
+  recovering(agent: AgentRef, recovery: ModelRecovery): void;
+}
+
+/** How a failed model call is recovered from, and why: the provider error's code and message. */
+export interface ModelRecovery {
+  kind: 'retry' | 'compact' | 'stripImages';
+  code: string;
+  message: string;
+  /** This turn's attempts of this kind so far, this one included. */
+  attempt: number;
+  /** Before a retry. */
+  delayMs?: number;
 }
 
 /** A model call's answer, or the calls of a turn that crashed (for `openToolCalls`). */

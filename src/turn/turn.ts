@@ -13,7 +13,7 @@
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts, TurnOutcome, WakeReason } from '../../machines/types.js';
 import { sleep } from '../clock.js';
-import { serializeError, TroupeError } from '../errors.js';
+import { errorMessage, isTroupeError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { compactSession, hasImages, stripImages } from './compaction.js';
 import type { AgentRef, Reservation, TurnHost } from './ports.js';
@@ -223,6 +223,13 @@ async function callModel(host: TurnHost, agent: AgentRef, input: TurnInput, firs
         }
         attempts = afterDecision(attempts, decision);
         reports.recovering(attempts);
+        host.recovering(agent, {
+          kind: decision.kind,
+          code: isTroupeError(err) ? err.code : 'INTERNAL',
+          message: errorMessage(err),
+          attempt: decision.kind === 'retry' ? attempts.retries : decision.kind === 'compact' ? attempts.compactions : attempts.imageStrips,
+          ...(decision.kind === 'retry' ? { delayMs: decision.delayMs } : {}),
+        });
         if (decision.kind === 'stripImages') {
           stripImages(host, agent);
           agent.logger.warn({ err, imageStrips: attempts.imageStrips }, 'request rejected while the session holds images; replaced them with a placeholder');

@@ -56,6 +56,9 @@ describe('what the dashboard reads from the demo run', () => {
     const lane = (name: string) => t.lanes.find((l) => l.name === name)!;
     expect(lane('talker').spans.map((s) => s.status)).toEqual(['running', 'stalled', 'stopped']);
     expect(lane('prober').marks.some((m) => m.kind === 'error' && m.label.startsWith('PROVIDER_AUTH'))).toBe(true);
+    // flaky was rate-limited once and retried: the retry and its reason are on its lane.
+    expect(lane('flaky').marks.filter((m) => m.kind === 'retry').map((m) => m.label)).toEqual([expect.stringMatching(/^retry 1 in \d+ ms after PROVIDER_RATE_LIMITED: /)]);
+    expect(t.lanes.filter((l) => l.name !== 'flaky').flatMap((l) => l.marks).filter((m) => m.kind === 'retry')).toEqual([]);
     for (const name of ['scout', 'flaky', 'talker', 'prober']) expect(lane(name).marks.filter((m) => m.kind === 'notice')).toHaveLength(1);
     // Every model call is a mark on its agent's lane.
     const calls = t.lanes.reduce((n, l) => n + l.marks.filter((m) => m.kind === 'model').length, 0);

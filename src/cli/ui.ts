@@ -6,6 +6,7 @@
  * @module
  */
 import type { Coordinator } from '../host/createCoordinator.js';
+import { ConfigError } from '../errors.js';
 import { startDashboard, type DashboardHandle } from '../dashboard/server.js';
 import { coordinatorSource, databaseSource } from '../dashboard/sources.js';
 import type { SqliteStore } from '../store/sqliteStore.js';
@@ -15,6 +16,17 @@ import { defaultReadDb, readRun } from './runs.js';
 import { forTerminal } from './terminal.js';
 
 export const DEFAULT_UI_PORT = 7070;
+
+/**
+ * The page's token: TROUPE_UI_TOKEN if set (so an open page reconnects to a restarted process on
+ * the same port), else a fresh random one.
+ */
+function tokenFrom(io: Io): { token?: string } {
+  const token = io.env.TROUPE_UI_TOKEN;
+  if (token === undefined || token === '') return {};
+  if (!/^[\w-]{16,}$/.test(token)) throw new ConfigError('Expected TROUPE_UI_TOKEN to be at least 16 letters, digits, _ or -');
+  return { token };
+}
 
 /** Resolves on the first SIGINT or SIGTERM (or when `signal` aborts). */
 function interrupted(signal?: AbortSignal): Promise<void> {
@@ -47,7 +59,7 @@ export async function ui(argv: string[], io: Io, signal?: AbortSignal): Promise<
   // refused here with its typed error before anything is served (and nothing is written).
   const { store, run } = readRun(db, values.run, true);
   try {
-    const handle = await startDashboard(databaseSource(store, db), { port });
+    const handle = await startDashboard(databaseSource(store, db), { port, ...tokenFrom(io) });
     announce(io, handle);
     io.out.write(`serving run ${forTerminal(run.id)} of ${forTerminal(db)} — Ctrl-C to stop\n`);
     await interrupted(signal);
@@ -75,7 +87,7 @@ export async function uiBeside(
   if (!flags.ui) return { linger: () => Promise.resolve(), close: () => Promise.resolve() };
   const port = flags['ui-port'] === '0' ? 0 : (number('ui', flags['ui-port'], true) ?? DEFAULT_UI_PORT);
   let live = true;
-  const handle = await startDashboard(coordinatorSource(c, store, db, () => live), { port });
+  const handle = await startDashboard(coordinatorSource(c, store, db, () => live), { port, ...tokenFrom(io) });
   announce(io, handle);
   return {
     async linger(signal) {
@@ -113,7 +125,7 @@ export async function uiServing(
         return () => (stopPolling(), stopMain());
       },
     },
-    { port },
+    { port, ...tokenFrom(io) },
   );
   announce(io, handle);
   return () => handle.close();

@@ -20,6 +20,24 @@ import { demoDb } from '../helpers/dashboard.js';
 import { team } from '../helpers/team.js';
 import { join } from 'node:path';
 
+const RUN = 'run_big';
+
+/** Agent `i` of the run {@link bigRun} makes: under a0; every third one completed. */
+function addAgent(store: ReturnType<typeof memoryStore>, i: number): void {
+  const id = `a${i}`;
+  const agent = newAgentRow({ id, runId: RUN, name: `agent-${i}`, parentId: i === 0 ? null : 'a0', depth: i === 0 ? 0 : 1, task: 'part', skills: [] }, 1_000 + i);
+  store.registerAgent({ ...agent, status: i % 3 === 0 ? 'completed' : 'running' }, [{ role: 'user', content: 'go' }]);
+  if (i % 3 === 0) store.appendEvent({ runId: RUN, agentId: id, type: 'agent.status', data: { from: 'running', to: 'completed' }, at: 5_000 + i });
+}
+
+/** A memory store holding one run of `n` agents (written directly, as rows). */
+function bigRun(n: number) {
+  const store = memoryStore();
+  store.insertRun({ id: RUN, createdAt: 1_000, interactive: false, rootId: 'a0', budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false } });
+  for (let i = 0; i < n; i++) addAgent(store, i);
+  return store;
+}
+
 const row = (page: Page, name: string) => page.locator(`#agents tr[data-agent="${name}"]`);
 const statusOf = (page: Page, name: string) => row(page, name).locator('[data-status]');
 
@@ -190,17 +208,35 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
-  it('a run of 1,000 agents: the table lists them all, the timeline draws only the lanes in view', async () => {
-    const store = memoryStore();
-    const runId = 'run_big';
-    store.insertRun({ id: runId, createdAt: 1_000, interactive: false, rootId: 'a0', budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false } });
-    for (let i = 0; i < 1_000; i++) {
-      const id = `a${i}`;
-      const agent = newAgentRow({ id, runId, name: `agent-${i}`, parentId: i === 0 ? null : 'a0', depth: i === 0 ? 0 : 1, task: 'part', skills: [] }, 1_000 + i);
-      store.registerAgent({ ...agent, status: i % 3 === 0 ? 'completed' : 'running' }, [{ role: 'user', content: 'go' }]);
-      if (i % 3 === 0) store.appendEvent({ runId, agentId: id, type: 'agent.status', data: { from: 'running', to: 'completed' }, at: 5_000 + i });
+  it('reconnects after the server restarts (same port and token) and catches up from the database', async () => {
+    const store = bigRun(3);
+    const source = { port: portOf(store), db: ':memory:', live: () => false, watch: () => () => {} };
+    let handle = await startDashboard(source, { port: 0 });
+    const page = await browser.newPage();
+    try {
+      await page.goto(handle.url);
+      await expect.poll(() => page.locator('#agents tr').count()).toBe(3);
+      await handle.close();
+      await expect.poll(() => page.locator('#conn').textContent()).toMatch(/^disconnected/);
+      // Meanwhile the run moved on, as a resumed process finds it.
+      addAgent(store, 3);
+      handle = await startDashboard(source, { port: handle.port, token: handle.token });
+      await expect.poll(() => page.locator('#agents tr').count()).toBe(4);
+      expect(await page.locator('#conn').textContent()).toBe('not live (read only)');
+
+      // Restarted with another token: the page says why it cannot reconnect.
+      const port = handle.port;
+      await handle.close();
+      handle = await startDashboard(source, { port });
+      await expect.poll(() => page.locator('#problem').textContent()).toMatch(/^DISCONNECTED: the server refused this page’s token/);
+    } finally {
+      await page.close();
+      await handle.close();
     }
-    const handle = await startDashboard({ port: portOf(store), db: ':memory:', live: () => false, watch: () => () => {} }, { port: 0 });
+  });
+
+  it('a run of 1,000 agents: the table lists them all, the timeline draws only the lanes in view', async () => {
+    const handle = await startDashboard({ port: portOf(bigRun(1_000)), db: ':memory:', live: () => false, watch: () => () => {} }, { port: 0 });
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {
       await page.goto(handle.url);

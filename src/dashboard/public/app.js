@@ -266,6 +266,13 @@ function connect() {
   events.onerror = () => {
     conn.className = 'conn down';
     conn.textContent = 'disconnected — reconnecting…';
+    // The browser retries a dropped stream by itself (each connection starts with a read of
+    // everything, so the page catches up from the database), but not one refused outright: a
+    // process restarted on this port with another token. Say so, and try again in a while.
+    if (events.readyState === EventSource.CLOSED) {
+      showProblem({ code: 'DISCONNECTED', message: 'the server refused this page’s token (restarted? open the URL it printed, or set TROUPE_UI_TOKEN to keep one across restarts)' });
+      setTimeout(connect, 2_000);
+    }
   };
 }
 

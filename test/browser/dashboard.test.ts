@@ -198,6 +198,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       await page.click('#resume');
       await expect.poll(() => page.locator('#action-result').textContent()).toMatch(/^budget resumed/);
       expect(store.getRun(t.c.runId)?.budget.paused).toBe(false);
+      await expect.poll(() => page.locator('#budget-text').textContent()).toBe('budget: spent $0.0000');
       await page.screenshot({ path: shot('live') });
     } finally {
       await page.close();

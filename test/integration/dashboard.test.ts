@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ui } from '../../src/cli/ui.js';
 import { readAgent, readTeam, readTimeline } from '../../src/dashboard/readModel.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
-import { databaseSource } from '../../src/dashboard/sources.js';
+import { databaseSource, fingerprint } from '../../src/dashboard/sources.js';
 import { isOwned } from '../../src/store/ownerLock.js';
 import { portOf } from '../../src/store/port.js';
 import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
@@ -144,6 +144,22 @@ describe('bad input: a clear typed error, nothing written', () => {
     expect(fileHashes(newer)).toEqual(before);
   });
 
+  it('a file locked by another program: STORE_OPEN_FAILED (locked), nothing written', async () => {
+    const locked = join(workdir(), 'locked.db');
+    copyFileSync(db, locked);
+    const before = fileHashes(locked);
+    const holder = new Database(locked);
+    holder.pragma('locking_mode = EXCLUSIVE');
+    holder.exec('BEGIN EXCLUSIVE');
+    try {
+      await expect(ui(['--db', locked, '--port', '0'], captureIo())).rejects.toMatchObject({ code: 'STORE_OPEN_FAILED', message: expect.stringMatching(/locked/) });
+    } finally {
+      holder.exec('ROLLBACK');
+      holder.close();
+    }
+    expect(fileHashes(locked)).toEqual(before);
+  });
+
   it('whether a process drives a database: its lock held or not, found without writing', () => {
     const path = join(workdir(), 'owned.db');
     expect(isOwned(path)).toBe(false);
@@ -156,7 +172,7 @@ describe('bad input: a clear typed error, nothing written', () => {
 
 describe('live updates', () => {
   /** The stream's `changed` frames as they arrive. */
-  function stream(): { frames: Record<string, unknown>[]; next: (n: number) => Promise<void>; close: () => void } {
+  function stream(handle: DashboardHandle): { frames: Record<string, unknown>[]; next: (n: number) => Promise<void>; close: () => void } {
     const frames: Record<string, unknown>[] = [];
     const waiters: (() => void)[] = [];
     let buffer = '';
@@ -183,8 +199,43 @@ describe('live updates', () => {
     return { frames, next, close: () => req.destroy() };
   }
 
+  it('troupe ui on a database another connection writes: the poll sees the change', async () => {
+    const copy = join(workdir(), 'polled.db');
+    copyFileSync(db, copy);
+    const owner = openStore({ path: copy });
+    const reader = openStore({ path: copy, readonly: true });
+    const source = databaseSource(reader, copy, 20);
+    let calls = 0;
+    let wake = () => {};
+    const unwatch = source.watch(() => {
+      calls++;
+      wake();
+    });
+    const nextCall = () => new Promise<void>((resolve) => (wake = resolve));
+    try {
+      await nextCall(); // the first poll: nothing seen before
+      expect(source.live()).toBe(true);
+      // Stable while nothing is written (no push every second for nothing).
+      const before = await fingerprint(portOf(reader));
+      expect(await fingerprint(portOf(reader))).toBe(before);
+      const run = owner.listRuns()[0]!;
+      const seen = calls;
+      const changed = nextCall();
+      owner.appendEvent({ runId: run.id, agentId: null, type: 'test.note', data: {}, at: 1 });
+      await changed;
+      expect(calls).toBe(seen + 1);
+      expect(await fingerprint(portOf(reader))).not.toBe(before);
+    } finally {
+      unwatch();
+      reader.close();
+      owner.close();
+    }
+  });
+
   it('a burst of changes reaches the page as one push', async () => {
-    const s = stream();
+    // Nothing else tells this server of changes: only the burst below.
+    const handle = await startDashboard({ port: portOf(store), db, live: () => false, watch: () => () => {} }, { port: 0, batchMs: 20 });
+    const s = stream(handle);
     try {
       await s.next(1); // the frame every (re)connection starts with
       for (let i = 0; i < 500; i++) handle.changed();
@@ -196,6 +247,7 @@ describe('live updates', () => {
       expect(Number(s.frames[2]!.version)).toBe(Number(s.frames[1]!.version) + 1);
     } finally {
       s.close();
+      await handle.close();
     }
   });
 });

@@ -83,6 +83,19 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       await trip.waitFor();
       expect(await trip.allTextContents()).toEqual([expect.stringMatching(/reserve tripped at \$0\.4\d+$/)]);
       await page.screenshot({ path: shot('timeline') });
+
+      // Zoom: + halves the window shown, fit shows the whole run again.
+      const range = () => page.evaluate(() => (globalThis as unknown as { troupeTimeline: { range(): [number, number] } }).troupeTimeline.range());
+      const [t0, t1] = await range();
+      await page.click('#zoom-in');
+      const [z0, z1] = await range();
+      expect(z1 - z0).toBeCloseTo((t1 - t0) / 2, 6);
+      await page.click('#zoom-reset');
+      expect(await range()).toEqual([t0, t1]);
+      // A click on a lane opens its agent.
+      const box = (await page.locator('#tl-canvas').boundingBox())!;
+      await page.mouse.click(box.x + 60, box.y + 22 + 4 * 22 + 11); // the fifth lane: prober
+      await expect.poll(() => page.locator('#agent-name').textContent()).toBe('prober failed');
       expect(errors).toEqual([]);
       await page.close();
     });

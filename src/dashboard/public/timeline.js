@@ -178,6 +178,8 @@ export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
       window0 = null;
       draw();
     },
+    /** The time window shown, [from, to] in ms. */
+    range: () => [...range()],
     /** For tests and tools: how many lanes the last frame drew. */
     drawnLanes: () => Math.max(0, Math.min(data.lanes.length - firstLane(), Math.ceil((height() - AXIS) / LANE) + 1)),
   };

@@ -69,6 +69,8 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
       const errors: string[] = [];
       page.on('pageerror', (e) => errors.push(e.message));
+      // Console errors too: a file refused by the page's Content-Security-Policy shows there.
+      page.on('console', (m) => void (m.type() === 'error' && errors.push(m.text())));
       await page.goto(handle.url);
       await expect.poll(() => page.locator('#agents tr').count()).toBe(5);
       const statuses: Record<string, string> = {};

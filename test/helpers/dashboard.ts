@@ -29,6 +29,7 @@ export async function demoDb(): Promise<string> {
 
 export interface Reply {
   status: number;
+  headers: Record<string, string | string[] | undefined>;
   body: string;
 }
 
@@ -38,7 +39,7 @@ export function call(port: number, path: string, options: { method?: string; hea
     const req = request({ host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: options.headers ?? {} }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
     });
     req.on('error', reject);
     req.end(options.body);

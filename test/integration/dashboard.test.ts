@@ -81,7 +81,9 @@ describe('the guard', () => {
   const host = () => ({ Host: `127.0.0.1:${handle.port}` });
 
   it('the token: the page and every API call without it, or with a wrong one, are refused', async () => {
-    expect((await call(handle.port, `/?token=${handle.token}`, { headers: host() })).status).toBe(200);
+    const page = await call(handle.port, `/?token=${handle.token}`, { headers: host() });
+    expect(page.status).toBe(200);
+    expect(page.headers['content-security-policy']).toMatch(/script-src 'self';.*frame-ancestors 'none'/);
     for (const path of ['/', '/?token=wrong', `/?token=${handle.token}x`, '/api/team', '/api/team?token=wrong', '/api/events?token=wrong']) {
       const r = await call(handle.port, path, { headers: host() });
       expect(r.status, path).toBe(403);

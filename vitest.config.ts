@@ -21,6 +21,11 @@ export default defineConfig({
       },
       {
         extends: true,
+        // The dashboard in headless Chromium (npm run test:browser; CI runs it with TROUPE_REQUIRE_BROWSER=1).
+        test: { name: 'browser', include: ['test/browser/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000, expect: { poll: { timeout: 15_000 } } },
+      },
+      {
+        extends: true,
         // The resume benchmark runs a compiled child in a fresh process: build once first.
         test: { name: 'bench', include: [], globalSetup: ['test/helpers/buildOnce.ts'], benchmark: { include: ['test/bench/**/*.bench.ts'] } },
       },

@@ -90,6 +90,7 @@ export const ERROR_CODES = {
     retryable: true,
     description: 'Another process owns this database (its single-writer lock is held); only one process may drive a run.',
   },
+  RUN_NOT_LIVE: { retryable: true, description: 'No process drives this run now: an action that needs a live run (the dashboard\'s send, stop, pause) was refused; resume it first.' },
   RUN_NOT_FOUND: { retryable: false, description: 'The database holds no run to resume (or not the one asked for).' },
   STORE_OPEN_FAILED: {
     retryable: false,

@@ -35,13 +35,21 @@ export function serveInbox(c: Coordinator, store: SqliteStore, everyMs = 200): (
       for (const request of store.openInbox(c.runId)) {
         let result: InboxResult;
         try {
-          const agent = c.get(String(request.payload.agent));
-          if (request.kind === 'send') {
-            const row = await c.send(agent.id, { content: String(request.payload.content) });
-            result = { ok: true, message: `queued for ${agent.name} (${agent.id})`, messageId: row.id };
+          if (request.kind === 'pause') {
+            await c.pauseBudget();
+            result = { ok: true, message: 'budget paused: agents park before their next paid call' };
+          } else if (request.kind === 'resume') {
+            const woken = await c.resumeBudget();
+            result = { ok: true, message: `budget resumed (${woken.length} agent(s) woken)` };
           } else {
-            const stopped = await c.stop(agent.id);
-            result = { ok: true, message: `stopped ${stopped.map((id) => c.get(id).name).join(', ') || '(already terminal)'}` };
+            const agent = c.get(String(request.payload.agent));
+            if (request.kind === 'send') {
+              const row = await c.send(agent.id, { content: String(request.payload.content) });
+              result = { ok: true, message: `queued for ${agent.name} (${agent.id})`, messageId: row.id };
+            } else {
+              const stopped = await c.stop(agent.id, { cascade: request.payload.cascade !== false });
+              result = { ok: true, message: `stopped ${stopped.map((id) => c.get(id).name).join(', ') || '(already terminal)'}` };
+            }
           }
         } catch (err) {
           result = isTroupeError(err) ? { ok: false, code: err.code, message: `${err.code}: ${err.message}` } : { ok: false, message: errorMessage(err) };

@@ -11,7 +11,8 @@ import { packageVersion } from './paths.js';
 import { COMMANDS, ENVIRONMENT, FLAGS, type CommandSpec, type Values } from './spec.js';
 
 /**
- * `--inspect 8089` and `--inspect=8089` are the port; a bare `--inspect` is the default port. The
+ * `--inspect 8089` and `--inspect=8089` are the port; a bare `--inspect` is the default port (and
+ * `--ui` likewise). The
  * word after a bare `--inspect` stays what it is (a task, another flag), so the value is written
  * into the flag here and commander never has to guess.
  */
@@ -23,12 +24,13 @@ export function normalizeInspect(argv: readonly string[]): string[] {
       out.push(...argv.slice(i));
       break;
     }
-    if (a === '--inspect') {
+    const flag = a === '--inspect' ? { name: 'inspect', port: 8080 } : a === '--ui' ? { name: 'ui', port: 7070 } : null;
+    if (flag) {
       const next = argv[i + 1];
       if (next !== undefined && /^\d+$/.test(next)) {
-        out.push(`--inspect=${next}`);
+        out.push(`--${flag.name}=${next}`);
         i++;
-      } else out.push('--inspect=8080');
+      } else out.push(`--${flag.name}=${flag.port}`);
     } else out.push(a);
   }
   return out;

@@ -3,6 +3,7 @@
  * ends (drive.ts), each returning an exit code.
  * @module
  */
+import { uiBeside, type UiBeside } from './ui.js';
 import { rmSync } from 'node:fs';
 import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
 import type { BudgetOptions } from '../host/options.js';
@@ -56,6 +57,7 @@ export async function demo(_args: string[], values: Values, io: Io): Promise<num
   const store = openStore({ path: db, ...secrets(io) });
   const config = { ...DEMO_CONFIG, ...defined({ otel: values.otel }) };
   const otel = await cliTelemetry(config.otel, io.env);
+  let dashboard: UiBeside | undefined;
   const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...otel.options, retry: { baseDelayMs: 200 }, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
   try {
     const start = async () => {
@@ -63,13 +65,17 @@ export async function demo(_args: string[], values: Values, io: Io): Promise<num
       store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(config, true) }, at: Date.now() });
       return rootId;
     };
-    return await drive(c, start, { mode, io, store, killAfterTurns, interactive: false, inspection, resumeHint: resumeHint(db, DEMO_DB) });
+    dashboard = await uiBeside(values, io, c, store, db);
+    const code = await drive(c, start, { mode, io, store, killAfterTurns, interactive: false, inspection, resumeHint: resumeHint(db, DEMO_DB) });
+    await dashboard.linger();
+    return code;
   } finally {
     await c.shutdown();
     await otel.shutdown();
     store.close();
     await server.close();
     await inspection.close();
+    await dashboard?.close();
   }
 }
 
@@ -88,6 +94,7 @@ export async function run(args: string[], values: Values, io: Io): Promise<numbe
   const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
   const store = openStore({ path: db, ...stored });
   const otel = await cliTelemetry(config.otel, io.env);
+  let dashboard: UiBeside | undefined;
   const c = createCoordinator({ model, store, logger, ...coordinatorOptions(config), ...otel.options, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
   try {
     const start = async () => {
@@ -95,12 +102,16 @@ export async function run(args: string[], values: Values, io: Io): Promise<numbe
       store.appendEvent({ runId: c.runId, agentId: null, type: 'cli.run', data: { ...toSaved(config, false) }, at: Date.now() });
       return rootId;
     };
-    return await drive(c, start, { mode, io, store, interactive: config.interactive ?? false, inspection, resumeHint: resumeHint(db, DEFAULT_DB) });
+    dashboard = await uiBeside(values, io, c, store, db);
+    const code = await drive(c, start, { mode, io, store, interactive: config.interactive ?? false, inspection, resumeHint: resumeHint(db, DEFAULT_DB) });
+    await dashboard.linger();
+    return code;
   } finally {
     await c.shutdown();
     await otel.shutdown();
     store.close();
     await inspection.close();
+    await dashboard?.close();
   }
 }
 
@@ -120,6 +131,7 @@ export async function resume(_args: string[], values: Values, io: Io): Promise<n
   const store = openStore({ path: db, ...secrets(io, mergeConfig(fromEnv(io.env), fromFlags({ ...values, price: undefined }, undefined))) });
   let server: FakeOpenAIServer | undefined;
   let otel: CliTelemetry | undefined;
+  let dashboard: UiBeside | undefined;
   let closeInspector = () => Promise.resolve();
   let c: Coordinator | undefined;
   try {
@@ -160,12 +172,16 @@ export async function resume(_args: string[], values: Values, io: Io): Promise<n
     otel = await cliTelemetry(config.otel, io.env);
     c = await resumeCoordinator({ store, model, logger, runId: run.id, ...coordinatorOptions(config), ...otel.options, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) });
     if (mode !== 'json') io.out.write(`Resuming run ${forTerminal(run.id)} from ${forTerminal(db)}\n`);
-    return await drive(c, () => Promise.resolve(rootId), { mode, io, store, interactive: config.interactive ?? false, inspection, resumeHint: hint, resumed: true });
+    dashboard = await uiBeside(values, io, c, store, db);
+    const code = await drive(c, () => Promise.resolve(rootId), { mode, io, store, interactive: config.interactive ?? false, inspection, resumeHint: hint, resumed: true });
+    await dashboard.linger();
+    return code;
   } finally {
     await c?.shutdown();
     await otel?.shutdown();
     store.close();
     await server?.close();
     await closeInspector();
+    await dashboard?.close();
   }
 }

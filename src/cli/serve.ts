@@ -8,6 +8,7 @@
  * stops everything, leaves every run resumable, and exits 0.
  * @module
  */
+import { uiServing } from './ui.js';
 import type { Logger } from 'pino';
 import { ApprovalGate } from '../autonomy/approvalGate.js';
 import { EventBus } from '../autonomy/eventBus.js';
@@ -108,6 +109,7 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
   let watchdog: Watchdog | undefined;
   let ready = false;
   let closeInspector = () => Promise.resolve();
+  let closeDashboard = () => Promise.resolve();
   try {
     // One inspector for every run this process hosts (XState session ids are unique per process).
     const inspection = await inspector(values, io);
@@ -195,6 +197,7 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
       }),
     );
     watchdog.start();
+    closeDashboard = await uiServing(values, io, store, db, main?.coordinator);
 
     const intervalMs = watchdogConfig.intervalMs ?? DEFAULT_WATCHDOG_INTERVAL_MS;
     printer.line(
@@ -219,6 +222,7 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
     terminal?.close();
     await router?.close();
     for (const d of detach.splice(0).reverse()) d();
+    await closeDashboard();
     await main?.coordinator.shutdown();
     store?.close();
     await closeInspector();

@@ -28,6 +28,8 @@ export const FLAGS = {
   killAfter: { syntax: '--kill-after <turns>', help: 'kill the process (SIGKILL) after this many turns, to try resume' },
   json: { syntax: '--json', help: 'JSON lines on stdout instead of the live view' },
   inspect: { syntax: '--inspect [port]', help: 'serve the XState inspector on 127.0.0.1 (default port 8080; 0 picks a free one)' },
+  ui: { syntax: '--ui [port]', help: 'serve the web dashboard beside the run on 127.0.0.1 (default port 7070; 0 picks a free one); it keeps serving after the run until Ctrl-C' },
+  port: { syntax: '--port <n>', help: 'the port (default 7070; 0 picks a free one)' },
   otel: { syntax: '--otel', help: 'export OpenTelemetry GenAI spans and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (no message content)' },
   verbose: { syntax: '-v, --verbose', help: 'also print the log on stderr' },
 } as const satisfies Record<string, FlagSpec>;
@@ -51,6 +53,8 @@ export interface Values {
   json?: boolean;
   inspect?: string;
   otel?: boolean;
+  ui?: string;
+  port?: string;
   verbose?: boolean;
 }
 
@@ -74,22 +78,29 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'demo',
     args: '',
     summary: 'the offline demo team: SQLite, the real openai client, a bundled fake server; no key, no network',
-    flags: ['db', 'killAfter', 'otel', ...VIEW],
+    flags: ['db', 'killAfter', 'otel', 'ui', ...VIEW],
     load: async () => (await import('./runCommands.js')).demo,
   },
   {
     name: 'run',
     args: '<task>',
     summary: 'start a team on any OpenAI-compatible model',
-    flags: [...MODEL, 'interactive', 'stream', 'config', 'db', 'otel', ...VIEW],
+    flags: [...MODEL, 'interactive', 'stream', 'config', 'db', 'otel', 'ui', ...VIEW],
     load: async () => (await import('./runCommands.js')).run,
   },
   {
     name: 'resume',
     args: '',
     summary: 'continue a run with the settings it was started with (flags given now override them)',
-    flags: [...MODEL, 'config', 'stream', 'db', 'run', 'otel', ...VIEW],
+    flags: [...MODEL, 'config', 'stream', 'db', 'run', 'otel', 'ui', ...VIEW],
     load: async () => (await import('./runCommands.js')).resume,
+  },
+  {
+    name: 'ui',
+    args: '',
+    summary: 'the web dashboard on a database, live or finished, on 127.0.0.1 until Ctrl-C',
+    flags: ['db', 'run', 'port'],
+    load: async () => (await import('./ui.js')).ui,
   },
   {
     name: 'status',
@@ -123,7 +134,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'serve',
     args: '[task]',
     summary: 'long-running: proactive triggers, a watchdog, and (with a task or --resume) an interactive main run',
-    flags: [...MODEL, 'config', 'stream', 'resume', 'db', ...VIEW],
+    flags: [...MODEL, 'config', 'stream', 'resume', 'db', 'ui', ...VIEW],
     load: async () => (await import('./serve.js')).serveCommand,
   },
 ];

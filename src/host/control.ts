@@ -58,8 +58,10 @@ export function requestStop(agents: Agents, target: AgentHandle, cascade: boolea
 /** Resolves once the pause is durable. */
 export function pauseBudget(rt: ControlParts): Promise<void> {
   rt.assertUsable();
+  const before = rt.budgetFlags();
   rt.coordinator.send({ type: 'budget.pause' });
   rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
+  journalBudget(rt, 'budget.pause', before);
   return rt.durable();
 }
 
@@ -68,8 +70,10 @@ export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise
   if (limitUsd !== undefined) positiveLimit('resumeBudget limitUsd', limitUsd);
   rt.assertUsable();
   const parked = [...rt.agents.values()].filter((h) => rt.agents.status(h) === 'budgetPaused').map((h) => h.id);
+  const before = rt.budgetFlags();
   rt.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });
   rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
+  journalBudget(rt, 'budget.resume', before);
   await rt.durable();
   return parked;
 }
@@ -83,6 +87,7 @@ export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.rese
   rt.coordinator.send({ type: event });
   const after = rt.budgetFlags();
   rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: after } });
+  journalBudget(rt, event, before);
   const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
   if (after.reserveStopped && !before.reserveStopped) rt.trace.event(agentId, EVENT_RESERVE_TRIP);
   if (after.budgetStopped && !before.budgetStopped) rt.trace.event(agentId, EVENT_BUDGET_STOP);
@@ -122,4 +127,14 @@ export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gat
     modelQueue: queue(rt.gateway.queue),
     toolQueue: queue(rt.toolQueue),
   };
+}
+
+/**
+ * When the run's budget flags changed, journal the change: a `budget.*` event row with the spend at
+ * that moment (what the dashboard's timeline shows). Written once per real change.
+ */
+function journalBudget(rt: ControlParts, type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume', before: BudgetFlags): void {
+  const flags = rt.budgetFlags();
+  if (JSON.stringify(flags) === JSON.stringify(before)) return;
+  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: null, type, data: { spentUsd: rt.budget.spentUsd, limitUsd: flags.limitUsd }, at: rt.clock.now() } });
 }

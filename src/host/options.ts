@@ -173,9 +173,12 @@ function boolean(name: string, value: unknown, fallback: boolean): boolean {
 /** A budget limit: finite and > 0 (a typed CONFIG_INVALID otherwise). */
 export const positiveLimit = (name: string, value: unknown): number => positive(name, value, 1);
 
+/** Share of the limit under which sub-agents' calls must stay (stop policy), unless `budget.reserveFraction` says otherwise. */
+export const DEFAULT_RESERVE_FRACTION = 0.9;
+
 export function resolveBudget(budget: BudgetOptions | undefined): ResolvedOptions['budget'] {
   const limitUsd = budget?.limitUsd === undefined ? null : positive('budget.limitUsd', budget.limitUsd, 1);
-  const reserveFraction = positive('budget.reserveFraction', budget?.reserveFraction, 0.9);
+  const reserveFraction = positive('budget.reserveFraction', budget?.reserveFraction, DEFAULT_RESERVE_FRACTION);
   if (reserveFraction > 1) throw new ConfigError(`Expected budget.reserveFraction to be <= 1, got ${show(reserveFraction)}`);
   return {
     limitUsd,

@@ -24,7 +24,7 @@ import type { CompiledTool } from '../tools/defineTool.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
-import type { AgentActivity, AgentRef, ToolLedger, TurnHost } from '../turn/ports.js';
+import type { AgentActivity, AgentRef, ModelRecovery, ToolLedger, TurnHost } from '../turn/ports.js';
 import { runTrace, type RunTrace } from '../trace/tracer.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents.js';
@@ -338,6 +338,10 @@ export class Runtime implements TurnHost {
 
   activity(agent: AgentRef, activity: AgentActivity): void {
     if (this.views.hasListeners) this.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: this.clock.now() });
+  }
+
+  recovering(agent: AgentRef, recovery: ModelRecovery): void {
+    this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: this.clock.now() } });
   }
 
   // ── agents ──────────────────────────────────────────────────────────────────────────────────

@@ -22,13 +22,13 @@
  * reading the stream).
  * @module
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AnyEventObject, InspectionEvent, MachineContext, Observer } from 'xstate';
 import { ConfigError } from '../errors.js';
+import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from './guard.js';
 import { sanitizeContext, sanitizeEvent, toWire } from './wire.js';
 
 export { sanitizeContext, sanitizeEvent };
@@ -103,49 +103,8 @@ function bridgePage(token: string, inspectorUrl = STATELY_INSPECT_URL): string {
 </html>`;
 }
 
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
-
-/** Whether a Host header names this machine's loopback interface (any port). */
-function isLoopbackHost(host: string | undefined): boolean {
-  if (host === undefined) return false;
-  const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0]!;
-  return LOOPBACK_HOSTS.has(name.toLowerCase());
-}
-
-/** No Origin (not a browser), or the page this server served (through whatever forwarded port). */
-function isAllowedOrigin(req: IncomingMessage): boolean {
-  const origin = req.headers.origin;
-  if (origin === undefined) return true;
-  try {
-    return new URL(origin).host === req.headers.host;
-  } catch {
-    return false;
-  }
-}
-
-/** Whether the request's URL carries `token` (`?token=…`), compared in constant time. */
-function hasToken(req: IncomingMessage, token: string): boolean {
-  let given: string | null;
-  try {
-    given = new URL(req.url ?? '/', 'http://127.0.0.1').searchParams.get('token');
-  } catch {
-    return false;
-  }
-  if (given === null) return false;
-  const a = Buffer.from(given);
-  const b = Buffer.from(token);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
 function refuseUpgrade(socket: Duplex, status: string): void {
   socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-}
-
-function checkPort(port: unknown): number {
-  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new ConfigError(`Expected the inspector port to be an integer from 0 to 65535, got ${String(port)}`);
-  }
-  return port;
 }
 
 function hintFor(url: string, port: number): string {
@@ -163,8 +122,8 @@ function hintFor(url: string, port: number): string {
  * Rejects if the port cannot be bound (in use, or not allowed).
  */
 export async function startInspector(options: InspectorOptions = {}): Promise<InspectorHandle> {
-  const requested = checkPort(options.port ?? 8080);
-  const token = randomBytes(24).toString('base64url');
+  const requested = checkPort(options.port ?? 8080, 'inspector');
+  const token = newToken();
   const wss = new WebSocketServer({ noServer: true });
   const replay: string[] = [];
   let accepting = true; // false once close() starts: later events are ignored

@@ -292,7 +292,7 @@ export function toReentry(r: ReentryDbRow): { sessionId: string; count: number; 
 }
 
 export function toInboxRequest(r: InboxDbRow): InboxRequest {
-  expect('inbox', r.id, 'row', r, { id: isCount, run_id: isString, kind: oneOf('send', 'stop'), created_at: isNumber, done_at: nullable(isNumber) });
+  expect('inbox', r.id, 'row', r, { id: isCount, run_id: isString, kind: oneOf('send', 'stop', 'pause', 'resume'), created_at: isNumber, done_at: nullable(isNumber) });
   const payload = parseJson('inbox', r.id, 'payload', r.payload);
   if (!isRecord(payload)) throw corrupt('inbox', r.id, 'payload is not an object');
   let result: InboxRequest['result'] = null;

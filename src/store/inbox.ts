@@ -10,7 +10,8 @@ import { TroupeError } from '../errors.js';
 import type { InboxDbRow } from './dbRows.js';
 import { toInboxRequest } from './decode.js';
 
-export type InboxKind = 'send' | 'stop';
+/** `send` (payload: agent, content), `stop` (agent, cascade?: false to stop it alone), `pause` / `resume` the budget. */
+export type InboxKind = 'send' | 'stop' | 'pause' | 'resume';
 
 export interface InboxResult {
   ok: boolean;

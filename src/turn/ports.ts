@@ -151,6 +151,19 @@ export interface TurnHost {
   stopRequested(agent: AgentRef): boolean;
   /** Tell views what the agent is doing (a tool starting, a retry after a wait, a nudge); never persisted. */
   activity(agent: AgentRef, activity: AgentActivity): void;
+  /** A failed model call is being recovered from: journal what and why (an event row views show). */
+  recovering(agent: AgentRef, recovery: ModelRecovery): void;
+}
+
+/** How a failed model call is recovered from, and why: the provider error's code and message. */
+export interface ModelRecovery {
+  kind: 'retry' | 'compact' | 'stripImages';
+  code: string;
+  message: string;
+  /** This turn's attempts of this kind so far, this one included. */
+  attempt: number;
+  /** Before a retry. */
+  delayMs?: number;
 }
 
 /** A model call's answer, or the calls of a turn that crashed (for `openToolCalls`). */

@@ -13,7 +13,7 @@
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts, TurnOutcome, WakeReason } from '../../machines/types.js';
 import { sleep } from '../clock.js';
-import { serializeError, TroupeError } from '../errors.js';
+import { errorMessage, isTroupeError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
 import { compactSession, hasImages, stripImages } from './compaction.js';
 import { EVENT_NUDGE, TROUPE_NUDGE_ATTEMPT, TROUPE_NUDGE_LIMIT } from '../trace/attributes.js';
@@ -236,6 +236,13 @@ async function callModel(
         attempts = afterDecision(attempts, decision);
         reports.recovering(attempts);
         chat.retry(serializeError(err).code, decision.kind === 'retry' ? decision.delayMs : null);
+        host.recovering(agent, {
+          kind: decision.kind,
+          code: isTroupeError(err) ? err.code : 'INTERNAL',
+          message: errorMessage(err),
+          attempt: decision.kind === 'retry' ? attempts.retries : decision.kind === 'compact' ? attempts.compactions : attempts.imageStrips,
+          ...(decision.kind === 'retry' ? { delayMs: decision.delayMs } : {}),
+        });
         if (decision.kind === 'stripImages') {
           stripImages(host, agent);
           agent.logger.warn({ err, imageStrips: attempts.imageStrips }, 'request rejected while the session holds images; replaced them with a placeholder');

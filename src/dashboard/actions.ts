@@ -1,0 +1,71 @@
+/**
+ * The dashboard's actions on a live run — message an agent, stop it (with its subtree or alone),
+ * pause or resume the budget — posted to the database's inbox, the path `troupe send` and
+ * `troupe stop` take: the process that owns the run applies each request through its coordinator
+ * (the same rules, the same typed refusals) and writes the answer back, which is returned here.
+ * @module
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isErrorCode, TroupeError } from '../errors.js';
+import { postToInbox, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';
+import type { StorePort } from '../store/port.js';
+
+export type Action =
+  | { run: string; kind: 'send'; agent: string; content: string }
+  | { run: string; kind: 'stop'; agent: string; cascade?: boolean }
+  | { run: string; kind: 'pause' }
+  | { run: string; kind: 'resume' };
+
+export interface ActionResult {
+  ok: true;
+  message: string;
+}
+
+const KINDS: readonly InboxKind[] = ['send', 'stop', 'pause', 'resume'];
+
+function invalid(message: string): TroupeError {
+  return new TroupeError('CONFIG_INVALID', message);
+}
+
+/** The action a request body names (CONFIG_INVALID otherwise). */
+export function toAction(body: unknown): Action {
+  if (typeof body !== 'object' || body === null) throw invalid('Expected an action object');
+  const b = body as Record<string, unknown>;
+  if (typeof b.run !== 'string' || b.run === '') throw invalid('Expected the action’s run id');
+  if (!KINDS.includes(b.kind as InboxKind)) throw invalid(`Expected an action of kind ${KINDS.join(', ')}, got ${JSON.stringify(b.kind)}`);
+  if (b.kind === 'pause' || b.kind === 'resume') return { run: b.run, kind: b.kind };
+  if (typeof b.agent !== 'string' || b.agent === '') throw invalid('Expected the agent to act on');
+  if (b.kind === 'stop') return { run: b.run, kind: 'stop', agent: b.agent, cascade: b.cascade !== false };
+  if (typeof b.content !== 'string' || b.content.trim() === '') throw invalid('Expected a message to send');
+  return { run: b.run, kind: 'send', agent: b.agent, content: b.content };
+}
+
+function refusal(result: InboxResult): TroupeError {
+  const code = result.code ?? /^([A-Z_]+):/.exec(result.message)?.[1];
+  const message = code === undefined ? result.message : result.message.replace(new RegExp(`^${code}: `), '');
+  return new TroupeError(code !== undefined && isErrorCode(code) ? code : 'INTERNAL', message);
+}
+
+/**
+ * Post `body` to the live run and wait (up to `waitMs`) for its owner's answer. RUN_NOT_LIVE when
+ * no process drives the database (nothing is written then); the owner's refusal as its typed error.
+ */
+export async function act(source: { port: StorePort; db: string; live(): boolean }, body: unknown, waitMs = 15_000, everyMs = 100): Promise<ActionResult> {
+  const action = toAction(body);
+  if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
+  if (!source.live()) {
+    throw new TroupeError('RUN_NOT_LIVE', 'No process drives this run: resume it (troupe resume --ui) to send, stop or pause from here');
+  }
+  const { run, kind, ...payload } = action;
+  const id = postToInbox(source.db, { runId: run, kind, payload, at: Date.now() });
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const result = readInbox(source.db, id)?.result ?? null;
+    if (result !== null) {
+      if (!result.ok) throw refusal(result);
+      return { ok: true, message: result.message };
+    }
+    if (Date.now() >= deadline) return { ok: true, message: `posted; the run has not answered within ${waitMs / 1000} s (it applies requests while it runs)` };
+    await sleep(everyMs);
+  }
+}

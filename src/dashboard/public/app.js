@@ -1,0 +1,315 @@
+// The troupe dashboard page: the team, the timeline and one agent, read from this server's API and
+// read again whenever its event stream says the run changed. No dependencies; every value from
+// the run is put in the page as text (textContent), never as markup.
+import { createTimeline, MARK_COLORS, STATUS_COLORS } from './timeline.js';
+
+const token = new URLSearchParams(location.search).get('token') ?? '';
+const $ = (id) => document.getElementById(id);
+
+const state = { run: null, team: null, agentId: null, view: 'team', live: false };
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+const usd = (v) => `$${v.toFixed(v >= 1 ? 2 : 4)}`;
+const time = (ms) => new Date(ms).toLocaleTimeString();
+const pill = (status) => el('span', { class: 'pill', style: `background:${STATUS_COLORS[status] ?? '#999'}`, text: status, 'data-status': status });
+
+async function api(path, params = {}, body) {
+  const query = new URLSearchParams({ token, ...params });
+  const res = await fetch(`${path}?${query}`, body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const data = await res.json().catch(() => ({ error: { code: 'INTERNAL', message: `HTTP ${res.status}` } }));
+  if (!res.ok) {
+    const err = new Error(data.error?.message ?? `HTTP ${res.status}`);
+    err.code = data.error?.code ?? 'INTERNAL';
+    throw err;
+  }
+  return data;
+}
+
+function showProblem(err) {
+  const box = $('problem');
+  if (err === null) {
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
+  box.textContent = `${err.code ?? 'ERROR'}: ${err.message}`;
+}
+
+// ── the team ───────────────────────────────────────────────────────────────────────────────────
+
+function budgetBar(b) {
+  const box = $('budget');
+  box.replaceChildren();
+  const flags = [b.reserveStopped && 'reserve tripped', b.budgetStopped && 'budget stopped', b.paused && 'paused'].filter(Boolean);
+  const label = b.limitUsd === null ? `spent ${usd(b.spentUsd)}` : `${usd(b.spentUsd)} of ${usd(b.limitUsd)}${b.reserveUsd === null ? '' : ` (reserve line ${usd(b.reserveUsd)})`}`;
+  box.append(el('div', { id: 'budget-text', text: `budget: ${label}${flags.length ? ` — ${flags.join(', ')}` : ''}` }));
+  if (b.limitUsd === null) return;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 100 10');
+  svg.setAttribute('preserveAspectRatio', 'none');
+  const rect = (x, w, fill) => {
+    const r = document.createElementNS(ns, 'rect');
+    Object.entries({ x, y: 0, width: w, height: 10, fill }).forEach(([k, v]) => r.setAttribute(k, String(v)));
+    svg.append(r);
+  };
+  rect(0, 100, '#455a64');
+  rect(0, Math.min(100, (100 * b.spentUsd) / b.limitUsd), b.budgetStopped || b.reserveStopped ? '#e53935' : '#66bb6a');
+  if (b.reserveUsd !== null) rect((100 * b.reserveUsd) / b.limitUsd - 0.4, 0.8, '#ffeb3b');
+  box.append(svg);
+}
+
+function renderTeam(team) {
+  state.team = team;
+  const select = $('run');
+  select.replaceChildren(...team.runs.map((r) => el('option', { value: r.id, text: `${r.id} (${new Date(r.createdAt).toLocaleString()})` })));
+  select.value = team.run.id;
+  budgetBar(team.budget);
+  $('counts').replaceChildren(
+    el('span', { text: `${team.agents.length} agents:` }),
+    ...Object.entries(team.counts).map(([status, n]) => el('span', { class: 'count', 'data-status': status }, pill(status), ` ${n}`)),
+  );
+  // Depth-first order: each agent under its parent.
+  const children = new Map();
+  for (const a of team.agents) children.set(a.parentId, [...(children.get(a.parentId) ?? []), a]);
+  const rows = [];
+  const walk = (parentId) => {
+    for (const a of children.get(parentId) ?? []) {
+      rows.push(a);
+      walk(a.id);
+    }
+  };
+  walk(null);
+  $('agents').replaceChildren(
+    ...rows.map((a) =>
+      el(
+        'tr',
+        { 'data-agent': a.name, 'data-id': a.id, class: a.id === state.agentId ? 'selected' : '', onclick: () => openAgent(a.id) },
+        el('td', { style: `padding-left:${8 + a.depth * 18}px`, text: a.name }),
+        el('td', {}, pill(a.status)),
+        el('td', { text: String(a.turns) }),
+        el('td', { text: usd(a.spentUsd) }),
+        el('td', { text: a.lastTool ?? '' }),
+        el('td', { class: 'waits', text: a.waitingOn ?? '' }),
+      ),
+    ),
+  );
+}
+
+// ── one agent ──────────────────────────────────────────────────────────────────────────────────
+
+const LIFECYCLE = {
+  nodes: { running: [210, 20], waiting: [80, 75], stalled: [210, 75], budgetPaused: [340, 75], completed: [45, 140], stopped: [160, 140], failed: [265, 140], crashed: [375, 140] },
+  edges: [
+    ['running', 'waiting'], ['running', 'stalled'], ['running', 'budgetPaused'],
+    ['running', 'completed'], ['running', 'stopped'], ['running', 'failed'], ['running', 'crashed'],
+  ],
+};
+
+function lifecycleDiagram(current) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const make = (tag, attrs = {}) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    return node;
+  };
+  const svg = make('svg', { class: 'lifecycle', viewBox: '0 0 420 165' });
+  const defs = make('defs');
+  const marker = make('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: 'auto' });
+  marker.append(make('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#b0bec5' }));
+  defs.append(marker);
+  svg.append(defs);
+  for (const [from, to] of LIFECYCLE.edges) {
+    const [x1, y1] = LIFECYCLE.nodes[from];
+    const [x2, y2] = LIFECYCLE.nodes[to];
+    svg.append(make('line', { x1, y1: y1 + 11, x2, y2: y2 - 11 }));
+  }
+  for (const [status, [x, y]] of Object.entries(LIFECYCLE.nodes)) {
+    const g = make('g', { 'data-status': status, class: status === current ? 'current' : '' });
+    const r = make('rect', { x: x - 40, y: y - 11, width: 80, height: 22, rx: 6 });
+    if (status === current) r.setAttribute('style', `fill:${STATUS_COLORS[status]};stroke:#000`);
+    const t = make('text', { x, y, ...(status === current ? { fill: '#fff' } : {}) });
+    t.textContent = status;
+    g.append(r, t);
+    svg.append(g);
+  }
+  return svg;
+}
+
+/** Long content is folded: the first lines show, the rest opens on a click. */
+function folded(text, limit = 600) {
+  if (text.length <= limit) return el('div', { text });
+  return el('details', {}, el('summary', { text: `${text.slice(0, 200)}… (${text.length} characters)` }), el('div', { text }));
+}
+
+const contentText = (content) => (typeof content === 'string' ? content : Array.isArray(content) ? content.map((p) => p.text ?? `[${p.type}]`).join('\n') : '');
+
+function transcriptItem(item) {
+  const body = el('div', { class: `item ${item.role}` }, el('div', { class: 'role', text: item.role === 'tool' ? `tool result · ${item.name}${item.isError ? ' · error' : ''}` : item.role }));
+  if (item.content) body.append(folded(contentText(item.content)));
+  for (const call of item.toolCalls ?? []) body.append(el('div', { class: 'call' }, folded(`→ ${call.name}(${call.arguments})`, 300)));
+  if (item.refusal) body.append(el('div', { text: `refusal: ${item.refusal}` }));
+  return body;
+}
+
+async function openAgent(id) {
+  state.agentId = id;
+  $('action-result').textContent = '';
+  for (const tr of $('agents').children) tr.classList.toggle('selected', tr.dataset.id === id);
+  await refreshAgent();
+}
+
+async function refreshAgent() {
+  if (state.agentId === null) return;
+  let d;
+  try {
+    d = await api('/api/agent', { run: state.run ?? '', agent: state.agentId });
+  } catch (err) {
+    showProblem(err);
+    return;
+  }
+  const a = d.agent;
+  $('agent').hidden = false;
+  $('agent-name').replaceChildren(`${a.name} `, pill(a.status));
+  const bits = [`id ${a.id}`, `turns ${a.turns}`, `depth ${a.depth}`, a.waitKind && `waits on ${a.waitKind}`, a.stopReason && `stop reason ${a.stopReason}`, a.error && `${a.error.code}: ${a.error.message}`];
+  $('agent-meta').textContent = bits.filter(Boolean).join(' · ');
+  $('agent-task').textContent = a.report ? `task: ${a.task}\nreport: ${a.report.summary}` : `task: ${a.task}`;
+  $('lifecycle').replaceChildren(lifecycleDiagram(a.status));
+  const spend = Object.entries(d.spentByPurpose);
+  $('spend').replaceChildren(...(spend.length ? spend.map(([p, v]) => el('tr', {}, el('td', { text: p }), el('td', { text: usd(v) }))) : [el('tr', {}, el('td', { text: 'nothing spent' }))]));
+  $('children').replaceChildren(...d.children.map((c) => el('li', {}, el('a', { href: '#', onclick: (e) => (e.preventDefault(), openAgent(c.id)), text: c.name }), ' ', pill(c.status))));
+  $('mailbox').replaceChildren(
+    ...d.mailbox.map((m) =>
+      el('li', { class: m.deliveredAt === null ? 'pending' : '' }, `${time(m.createdAt)} ${m.noticeKey ? 'notice' : m.type} from ${m.fromName}${m.deliveredAt === null ? ' (waiting in the mailbox)' : ''}: `, folded(m.content, 300)),
+    ),
+  );
+  $('transcript').replaceChildren(...d.transcript.map(transcriptItem));
+}
+
+async function action(body, label) {
+  const out = $('action-result');
+  out.className = 'action-result';
+  out.textContent = `${label}…`;
+  try {
+    const r = await api('/api/action', {}, { run: state.run, ...body });
+    out.className = 'action-result ok';
+    out.textContent = r.message;
+    return true;
+  } catch (err) {
+    out.className = 'action-result error';
+    out.textContent = `${err.code}: ${err.message}`;
+    return false;
+  }
+}
+
+// ── reading again when the run changes ─────────────────────────────────────────────────────────
+
+const timeline = createTimeline({ scroll: $('tl-scroll'), spacer: $('tl-spacer'), canvas: $('tl-canvas'), tip: $('tl-tip'), onLane: (id) => openAgent(id) });
+// For tests and the curious: the timeline's state (how many lanes the last frame drew).
+window.troupeTimeline = timeline;
+
+function renderRunMarks(marks) {
+  $('run-marks').replaceChildren(...(marks.length ? marks.map((m) => el('li', { 'data-kind': m.kind, text: `${time(m.at)} ${m.label}` })) : [el('li', { text: 'none' })]));
+}
+
+let reading = null;
+let again = false;
+async function refresh() {
+  if (reading) {
+    again = true;
+    return reading;
+  }
+  reading = (async () => {
+    do {
+      again = false;
+      try {
+        const team = await api('/api/team', state.run ? { run: state.run } : {});
+        state.run = team.run.id;
+        state.live = team.live;
+        renderTeam(team);
+        if (state.view === 'timeline') {
+          const t = await api('/api/timeline', { run: state.run });
+          timeline.set(t);
+          renderRunMarks(t.marks);
+        }
+        await refreshAgent();
+        showProblem(null);
+      } catch (err) {
+        showProblem(err);
+      }
+    } while (again);
+  })();
+  await reading;
+  reading = null;
+}
+
+function connect() {
+  const conn = $('conn');
+  const events = new EventSource(`/api/events?token=${encodeURIComponent(token)}`);
+  events.addEventListener('changed', (e) => {
+    const { live } = JSON.parse(e.data);
+    conn.className = `conn ${live ? 'live' : ''}`;
+    conn.textContent = live ? 'live' : 'not live (read only)';
+    void refresh();
+  });
+  events.onerror = () => {
+    conn.className = 'conn down';
+    conn.textContent = 'disconnected — reconnecting…';
+    // The browser retries a dropped stream by itself (each connection starts with a read of
+    // everything, so the page catches up from the database), but not one refused outright: a
+    // process restarted on this port with another token. Say so, and try again in a while.
+    if (events.readyState === EventSource.CLOSED) {
+      showProblem({ code: 'DISCONNECTED', message: 'the server refused this page’s token (restarted? open the URL it printed, or set TROUPE_UI_TOKEN to keep one across restarts)' });
+      setTimeout(connect, 2_000);
+    }
+  };
+}
+
+// ── wiring ─────────────────────────────────────────────────────────────────────────────────────
+
+for (const tab of document.querySelectorAll('.tab')) {
+  tab.addEventListener('click', () => {
+    state.view = tab.dataset.view;
+    for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t === tab);
+    $('team').hidden = state.view !== 'team';
+    $('timeline').hidden = state.view !== 'timeline';
+    void refresh();
+  });
+}
+$('run').addEventListener('change', () => {
+  state.run = $('run').value;
+  state.agentId = null;
+  $('agent').hidden = true;
+  void refresh();
+});
+$('agent-close').addEventListener('click', () => {
+  state.agentId = null;
+  $('agent').hidden = true;
+});
+$('send').addEventListener('click', async () => {
+  const content = $('message').value;
+  if (await action({ kind: 'send', agent: state.agentId, content }, 'sending')) $('message').value = '';
+});
+$('stop').addEventListener('click', () => action({ kind: 'stop', agent: state.agentId, cascade: $('cascade').checked }, 'stopping'));
+$('pause').addEventListener('click', () => action({ kind: 'pause' }, 'pausing the budget'));
+$('resume').addEventListener('click', () => action({ kind: 'resume' }, 'resuming the budget'));
+$('zoom-in').addEventListener('click', () => timeline.zoom(0.5));
+$('zoom-out').addEventListener('click', () => timeline.zoom(2));
+$('zoom-reset').addEventListener('click', () => timeline.fit());
+$('legend').replaceChildren(
+  ...Object.keys(STATUS_COLORS).map((s) => pill(s)),
+  ...Object.entries(MARK_COLORS).map(([kind, color]) => el('span', { class: 'mark-key' }, el('span', { class: 'diamond', style: `background:${color}` }), ` ${kind}`)),
+);
+
+connect();

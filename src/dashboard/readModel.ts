@@ -1,0 +1,253 @@
+/**
+ * What the dashboard shows, read from the store port: the team (agents with status, turns, spend,
+ * last tool and what a waiting agent waits on, counts by status, the budget), the timeline (one lane
+ * per agent: status spans and marks for model calls and their retries, messages, notices, budget
+ * trips) and one agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page;
+ * every value is derived from rows, nothing is kept here.
+ * @module
+ */
+import { isActive, type AgentStatus, type WaitKind } from '../../machines/types.js';
+import { DEFAULT_RESERVE_FRACTION } from '../host/options.js';
+import { TroupeError } from '../errors.js';
+import type { SessionItem, UsagePurpose } from '../model/types.js';
+import type { StorePort } from '../store/port.js';
+import type { AgentRow, MessageRow, RunRow } from '../store/types.js';
+
+export interface TeamAgent {
+  id: string;
+  name: string;
+  parentId: string | null;
+  depth: number;
+  status: AgentStatus;
+  waitKind: WaitKind | null;
+  /** For a waiting agent: `the user`, or the names of the children it waits on. */
+  waitingOn: string | null;
+  turns: number;
+  lastTool: string | null;
+  spentUsd: number;
+}
+
+export interface BudgetView {
+  spentUsd: number;
+  limitUsd: number | null;
+  /** The line under which sub-agents' calls must stay (stop policy), in USD; null without a limit. */
+  reserveUsd: number | null;
+  reserveStopped: boolean;
+  budgetStopped: boolean;
+  paused: boolean;
+}
+
+export interface Team {
+  run: { id: string; createdAt: number; interactive: boolean; rootId: string | null };
+  runs: { id: string; createdAt: number }[];
+  agents: TeamAgent[];
+  counts: Partial<Record<AgentStatus, number>>;
+  budget: BudgetView;
+}
+
+export interface Span {
+  status: AgentStatus;
+  from: number;
+  /** null: still in it. */
+  to: number | null;
+}
+
+export type MarkKind = 'model' | 'retry' | 'message' | 'notice' | 'said' | 'error' | 'trip' | 'deadlock';
+
+export interface Mark {
+  at: number;
+  kind: MarkKind;
+  label: string;
+}
+
+export interface Lane {
+  agentId: string;
+  name: string;
+  depth: number;
+  spans: Span[];
+  marks: Mark[];
+}
+
+export interface Timeline {
+  start: number;
+  end: number;
+  lanes: Lane[];
+  /** Run-wide marks: budget trips and pauses, deadlocks. */
+  marks: Mark[];
+}
+
+export interface AgentDetail {
+  agent: Pick<AgentRow, 'id' | 'name' | 'parentId' | 'depth' | 'task' | 'skills' | 'status' | 'turns' | 'waitKind' | 'stopReason' | 'error' | 'report' | 'lastTool' | 'createdAt'>;
+  spentByPurpose: Partial<Record<UsagePurpose, number>>;
+  transcript: SessionItem[];
+  children: { id: string; name: string; status: AgentStatus }[];
+  /** Messages to this agent, oldest first (`deliveredAt` null: still in its mailbox). */
+  mailbox: Pick<MessageRow, 'id' | 'fromName' | 'type' | 'content' | 'createdAt' | 'deliveredAt' | 'noticeKey'>[];
+}
+
+/** The run asked for (RUN_NOT_FOUND if there is no such run), else the latest one. */
+export async function pickRun(port: StorePort, runId: string | undefined): Promise<RunRow> {
+  if (runId !== undefined && runId !== '') {
+    const run = await port.getRun(runId);
+    if (!run) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${runId}`);
+    return run;
+  }
+  const run = (await port.listRuns()).at(-1);
+  if (!run) throw new TroupeError('RUN_NOT_FOUND', 'The database holds no run yet');
+  return run;
+}
+
+/** The run's reserve fraction, as its `troupe run` saved it (else the default). */
+async function reserveFraction(port: StorePort, runId: string): Promise<number> {
+  const saved = (await port.eventsOf(runId, 'cli.run'))[0]?.data.budget as { reserveFraction?: unknown } | undefined;
+  return typeof saved?.reserveFraction === 'number' ? saved.reserveFraction : DEFAULT_RESERVE_FRACTION;
+}
+
+function waitingOn(agent: AgentRow, all: readonly AgentRow[]): string | null {
+  if (agent.status !== 'waiting') return null;
+  if (agent.waitKind === 'user') return 'the user';
+  const children = all.filter((a) => a.parentId === agent.id && isActive(a.status)).map((a) => a.name);
+  return children.length > 0 ? children.join(', ') : agent.waitKind === 'agents' ? 'its agents' : null;
+}
+
+export async function readTeam(port: StorePort, runId?: string): Promise<Team> {
+  const run = await pickRun(port, runId);
+  const [runs, rows, spend, fraction] = await Promise.all([port.listRuns(), port.listAgents(run.id), port.spendOf(run.id), reserveFraction(port, run.id)]);
+  const spent = new Map<string, number>();
+  for (const s of spend) spent.set(s.agentId, (spent.get(s.agentId) ?? 0) + s.costUsd);
+  const counts: Partial<Record<AgentStatus, number>> = {};
+  const agents = rows.map((a): TeamAgent => {
+    counts[a.status] = (counts[a.status] ?? 0) + 1;
+    return {
+      id: a.id,
+      name: a.name,
+      parentId: a.parentId,
+      depth: a.depth,
+      status: a.status,
+      waitKind: a.waitKind,
+      waitingOn: waitingOn(a, rows),
+      turns: a.turns,
+      lastTool: a.lastTool,
+      spentUsd: spent.get(a.id) ?? 0,
+    };
+  });
+  const limitUsd = run.budget.limitUsd;
+  return {
+    run: { id: run.id, createdAt: run.createdAt, interactive: run.interactive, rootId: run.rootId },
+    runs: runs.map((r) => ({ id: r.id, createdAt: r.createdAt })),
+    agents,
+    counts,
+    budget: {
+      spentUsd: agents.reduce((sum, a) => sum + a.spentUsd, 0),
+      limitUsd,
+      reserveUsd: limitUsd === null ? null : limitUsd * fraction,
+      reserveStopped: run.budget.reserveStopped,
+      budgetStopped: run.budget.budgetStopped,
+      paused: run.budget.paused,
+    },
+  };
+}
+
+const usd = (value: number) => `$${value.toFixed(4)}`;
+const clip = (text: string, max = 80) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
+/** Run-wide event types and how they read on the timeline. */
+const RUN_MARKS: Record<string, { kind: MarkKind; label: (data: Record<string, unknown>) => string }> = {
+  'budget.reserveTrip': { kind: 'trip', label: (d) => `reserve tripped at ${usd(Number(d.spentUsd ?? 0))}` },
+  'budget.stop': { kind: 'trip', label: (d) => `budget stopped at ${usd(Number(d.spentUsd ?? 0))}` },
+  'budget.pause': { kind: 'trip', label: () => 'budget paused' },
+  'budget.resume': { kind: 'trip', label: () => 'budget resumed' },
+  'run.deadlock': { kind: 'deadlock', label: () => 'deadlock: waits on agents that cannot answer' },
+};
+
+/** `retry 1 in 200 ms after PROVIDER_RATE_LIMITED: …`, `compaction after PROVIDER_CONTEXT_OVERFLOW: …` */
+function recoveryLabel(d: Record<string, unknown>): string {
+  const what = d.kind === 'retry' ? `retry ${String(d.attempt)} in ${String(d.delayMs)} ms` : d.kind === 'compact' ? 'compaction' : 'images stripped';
+  return `${what} after ${String(d.code)}: ${String(d.message)}`;
+}
+
+export async function readTimeline(port: StorePort, runId?: string): Promise<Timeline> {
+  const run = await pickRun(port, runId);
+  const [agents, events, usage, messages] = await Promise.all([port.listAgents(run.id), port.listEvents(run.id), port.listUsage(run.id), port.listMessages(run.id)]);
+  const lanes = new Map<string, Lane>(agents.map((a) => [a.id, { agentId: a.id, name: a.name, depth: a.depth, spans: [], marks: [] }]));
+  const marks: Mark[] = [];
+  let end = run.createdAt;
+  const seen = (at: number) => (end = Math.max(end, at));
+  const open = (lane: Lane, status: AgentStatus, at: number) => {
+    const last = lane.spans.at(-1);
+    if (last && last.to === null) last.to = at;
+    lane.spans.push({ status, from: at, to: null });
+  };
+  for (const a of agents) {
+    const lane = lanes.get(a.id)!;
+    open(lane, 'running', a.createdAt);
+    seen(a.updatedAt);
+  }
+  for (const e of events) {
+    seen(e.at);
+    const lane = e.agentId === null ? undefined : lanes.get(e.agentId);
+    const runMark = RUN_MARKS[e.type];
+    if (runMark) marks.push({ at: e.at, kind: runMark.kind, label: runMark.label(e.data) });
+    if (!lane) continue;
+    if (e.type === 'agent.status') {
+      const to = e.data.to as AgentStatus;
+      open(lane, to, e.at);
+      const error = e.data.error as { code?: string; message?: string } | null | undefined;
+      if (error) lane.marks.push({ at: e.at, kind: 'error', label: clip(`${error.code ?? ''}: ${error.message ?? ''}`) });
+    } else if (e.type === 'model.recovery') {
+      lane.marks.push({ at: e.at, kind: 'retry', label: clip(recoveryLabel(e.data), 160) });
+    } else if (e.type === 'agent.said') {
+      lane.marks.push({ at: e.at, kind: 'said', label: clip(String(e.data.text ?? '')) });
+    }
+  }
+  for (const u of usage) {
+    seen(u.at);
+    lanes.get(u.agentId)?.marks.push({ at: u.at, kind: 'model', label: `${u.purpose} call: ${u.inputTokens} in / ${u.outputTokens} out, ${usd(u.costUsd)}` });
+  }
+  for (const m of messages) {
+    seen(m.createdAt);
+    if (m.noticeKey !== null) lanes.get(m.from)?.marks.push({ at: m.createdAt, kind: 'notice', label: clip(`notice to parent: ${m.content}`) });
+    else lanes.get(m.to)?.marks.push({ at: m.createdAt, kind: 'message', label: clip(`from ${m.fromName}: ${m.content}`) });
+  }
+  // A terminal status ends its lane's last span at the moment it was entered.
+  for (const lane of lanes.values()) {
+    const last = lane.spans.at(-1);
+    if (last && last.to === null && !isActive(last.status)) last.to = last.from;
+    lane.marks.sort((x, y) => x.at - y.at);
+  }
+  return { start: run.createdAt, end, lanes: [...lanes.values()], marks };
+}
+
+export async function readAgent(port: StorePort, runId: string | undefined, ref: string): Promise<AgentDetail> {
+  const run = await pickRun(port, runId);
+  const agents = await port.listAgents(run.id);
+  const a = agents.find((x) => x.id === ref || x.name === ref);
+  if (!a) throw new TroupeError('AGENT_NOT_FOUND', `No agent "${ref}" in run ${run.id}`);
+  const [spend, transcript, messages] = await Promise.all([port.spendOf(run.id), port.loadSession(a.id), port.listMessages(run.id)]);
+  const spentByPurpose: Partial<Record<UsagePurpose, number>> = {};
+  for (const s of spend) if (s.agentId === a.id) spentByPurpose[s.purpose] = (spentByPurpose[s.purpose] ?? 0) + s.costUsd;
+  return {
+    agent: {
+      id: a.id,
+      name: a.name,
+      parentId: a.parentId,
+      depth: a.depth,
+      task: a.task,
+      skills: a.skills,
+      status: a.status,
+      turns: a.turns,
+      waitKind: a.waitKind,
+      stopReason: a.stopReason,
+      error: a.error,
+      report: a.report,
+      lastTool: a.lastTool,
+      createdAt: a.createdAt,
+    },
+    spentByPurpose,
+    transcript,
+    children: agents.filter((c) => c.parentId === a.id).map((c) => ({ id: c.id, name: c.name, status: c.status })),
+    mailbox: messages
+      .filter((m) => m.to === a.id)
+      .map((m) => ({ id: m.id, fromName: m.fromName, type: m.type, content: m.content, createdAt: m.createdAt, deliveredAt: m.deliveredAt, noticeKey: m.noticeKey })),
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * Where a dashboard reads from: a database file opened read-only (`troupe ui`; live or finished, a
+ * cheap fingerprint polled for changes) or the store of a run this process drives (`--ui`; the
+ * coordinator's event stream and read model say when to read again).
+ * @module
+ */
+import type { Coordinator } from '../host/createCoordinator.js';
+import { ownerAlive as isOwned } from '../store/ownerLock.js';
+import { portOf, type StorePort } from '../store/port.js';
+import type { Store } from '../store/types.js';
+import type { DashboardSource } from './server.js';
+
+/** What changes whenever a run does: budget flags, agents' statuses and counters, row counts. */
+export async function fingerprint(port: StorePort): Promise<string> {
+  const runs = await port.listRuns();
+  const parts: unknown[] = [];
+  for (const run of runs.slice(-3)) {
+    const [agents, events, messages, usage] = await Promise.all([port.listAgents(run.id), port.listEvents(run.id), port.listMessages(run.id), port.listUsage(run.id)]);
+    parts.push(run.id, run.budget, agents.map((a) => `${a.id}:${a.status}:${a.updatedAt}:${a.turns}`), events.length, messages.length, messages.filter((m) => m.deliveredAt !== null).length, usage.length);
+  }
+  return JSON.stringify([runs.length, parts]);
+}
+
+/** A database file read without owning it: actions are possible while some process drives it. */
+export function databaseSource(store: Store, db: string, pollMs = 1_000): DashboardSource {
+  const port = portOf(store);
+  return {
+    port,
+    db,
+    live: () => isOwned(db),
+    watch(changed) {
+      let last = '';
+      let busy = false;
+      const timer = setInterval(() => {
+        if (busy) return;
+        busy = true;
+        fingerprint(port)
+          .then((now) => {
+            if (now !== last) changed();
+            last = now;
+          })
+          .catch(() => changed())
+          .finally(() => (busy = false));
+      }, pollMs);
+      timer.unref();
+      return () => clearInterval(timer);
+    },
+  };
+}
+
+/**
+ * The store of a run this process drives. `live` says whether its inbox is served now (false once
+ * the run ended and the dashboard lingers).
+ */
+export function coordinatorSource(c: Pick<Coordinator, 'subscribe' | 'registry'>, store: Store, db: string, live: () => boolean): DashboardSource {
+  return {
+    port: portOf(store),
+    db,
+    live,
+    watch(changed) {
+      const unsubscribe = c.subscribe((event) => {
+        if (event.type !== 'agent.delta') changed();
+      });
+      const sub = c.registry.subscribe(() => changed());
+      return () => {
+        unsubscribe();
+        sub.unsubscribe();
+      };
+    },
+  };
+}

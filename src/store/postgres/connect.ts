@@ -27,6 +27,11 @@ export interface PgConnectOptions {
   /** Connections in the pool (default 10). */
   maxConnections?: number;
   connectTimeoutMs?: number;
+  /**
+   * The server ends a transaction left open this long (default 30 s): a worker stopped mid-commit
+   * (SIGSTOP, a long GC pause) must not hold its run's lease row locked against the next claimer.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /** Where a URL points, with the password left out (for messages). */
@@ -56,7 +61,7 @@ export function poolConfig(options: PgConnectOptions, schema: string, max: numbe
     max,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
     // Every statement is unqualified: the schema is the connection's search path.
-    options: `-c search_path=${schema}`,
+    options: `-c search_path=${schema} -c idle_in_transaction_session_timeout=${Math.max(1, Math.floor(options.idleInTransactionTimeoutMs ?? 30_000))}`,
     types: PG_TYPES,
   };
 }

@@ -32,6 +32,8 @@ Usage:
   troupe tree   [--db <file>] [--json]   the agent tree, read from the database
   troupe send <agent> "<text>" [--db <file>]   message an agent (a live run gets it at once; otherwise on resume)
   troupe stop <agent> [--db <file>]            stop an agent and its descendants (live or not)
+  troupe worker --db postgres://… [--concurrency <n>] [--model <id>] [--base-url <url>] [--api-key <key>] [--config <file>] [-v]
+                                         long-running: hosts runs of a shared PostgreSQL (any number of workers)
   troupe serve ["<task>" | --resume] [--model <id>] [--base-url <url>] [--api-key <key>] [--budget <usd>]
                [--db <file>] [--config <file>] [--stream] [--json] [--inspect[=port]] [-v]
                                          long-running: proactive triggers (config "proactive") start or
@@ -39,6 +41,8 @@ Usage:
                                          with a task (or --resume) it also hosts an interactive main run
 
   resume, status, tree, send and stop take --run <id> (default: the latest run no trigger started).
+  With --db postgres://… (see "Scale out" in the README): run submits the run for the workers and
+  prints its id; status, tree, send and stop work from any machine.
 
 Environment: OPENAI_API_KEY, OPENAI_BASE_URL. Config file: ./troupe.config.json or --config.
 Prefer OPENAI_API_KEY or the config file for the key: --api-key shows in the process list (ps) to
@@ -66,6 +70,7 @@ const FLAGS = {
   stream: { type: 'boolean' },
   resume: { type: 'boolean' },
   run: { type: 'string' },
+  concurrency: { type: 'string' },
 } as const;
 
 export type Flag = keyof typeof FLAGS;

@@ -22,6 +22,7 @@ import { repliesFromScript, routeByAgent } from '../testing/wireScript.js';
 import { number, parse, USAGE, VIEW_FLAGS, type Io } from './args.js';
 import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, MODEL_HINT, toSaved, type CliConfig } from './config.js';
 import { EXIT } from './exitCodes.js';
+import { PG_COMMANDS, postgresDb } from './pgArgs.js';
 import { cliLogger } from './logs.js';
 import { send, serveInbox, stop } from './mail.js';
 import { DEMO_DB, defaultReadDb, latestRun, readRun, requireDatabase, savedConfig, views } from './runs.js';
@@ -315,6 +316,10 @@ function status(argv: string[], io: Io): number {
 
 export async function runCli(argv: string[], io: Io): Promise<number> {
   const [command, ...rest] = argv;
+  // PostgreSQL (scale-out): its own commands, in pg.ts.
+  if (command === 'worker' || (command !== undefined && PG_COMMANDS.has(command) && postgresDb(rest))) {
+    return (await import('./pg.js')).pgCommand(command, rest, io);
+  }
   switch (command) {
     case 'demo':
       return demo(rest, io);

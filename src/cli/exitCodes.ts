@@ -8,11 +8,11 @@ export const EXIT = {
   RUN_NOT_COMPLETED: 1,
   /** Bad usage or configuration (CONFIG_INVALID, an unknown command or flag, no model). */
   USAGE: 2,
-  /** Another process owns the database (RUN_LOCKED). */
+  /** Another process owns the database, or another worker the run (RUN_LOCKED, LEASE_LOST). */
   LOCKED: 3,
   /** No such run or agent (RUN_NOT_FOUND, AGENT_NOT_FOUND). */
   NOT_FOUND: 4,
-  /** The database cannot be used (STORE_OPEN_FAILED, STORE_CORRUPT, STORE_SCHEMA_TOO_NEW, STORE_IO). */
+  /** The database cannot be used (STORE_OPEN_FAILED, STORE_CORRUPT, STORE_SCHEMA_TOO_NEW, STORE_IO, and PostgreSQL's STORE_UNREACHABLE, STORE_AUTH_FAILED, STORE_FOREIGN). */
   STORE: 5,
   /** The model provider refused to work (PROVIDER_AUTH and the other PROVIDER_* codes). */
   PROVIDER: 6,
@@ -31,6 +31,7 @@ export const EXIT = {
 const BY_CODE: Readonly<Record<string, number>> = {
   CONFIG_INVALID: EXIT.USAGE,
   RUN_LOCKED: EXIT.LOCKED,
+  LEASE_LOST: EXIT.LOCKED,
   RUN_NOT_FOUND: EXIT.NOT_FOUND,
   AGENT_NOT_FOUND: EXIT.NOT_FOUND,
   MESSAGE_TOO_LARGE: EXIT.MESSAGE_TOO_LARGE,

@@ -20,7 +20,7 @@ export const PG_TYPES = {
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 export interface PgConnectOptions {
-  /** `postgres://user:password@host:port/database` */
+  /** `postgres://user:password@host:port/database`, optionally with `?schema=<name>`. */
   url: string;
   /** The PostgreSQL schema (namespace) troupe's tables live in; `public` by default. */
   schema?: string;
@@ -44,15 +44,30 @@ export function describeUrl(url: string): string {
   }
 }
 
-export function checkOptions(options: PgConnectOptions): string {
+/** The URL without troupe's own `schema` parameter, and that parameter. */
+export function splitSchema(url: string): { url: string; schema: string | undefined } {
+  try {
+    const u = new URL(url);
+    const schema = u.searchParams.get('schema') ?? undefined;
+    if (schema === undefined) return { url, schema };
+    u.searchParams.delete('schema');
+    return { url: u.toString(), schema };
+  } catch {
+    return { url, schema: undefined };
+  }
+}
+
+/** Checked options: the schema (option, else the URL's `?schema=`, else `public`) and the URL to connect to. */
+export function checkOptions(options: PgConnectOptions): { schema: string; url: string } {
   if (typeof options?.url !== 'string' || !/^postgres(ql)?:\/\//.test(options.url)) {
     throw new TroupeError('CONFIG_INVALID', `Expected url to be a postgres://… URL, got ${JSON.stringify(options?.url === undefined ? undefined : describeUrl(String(options.url)))}`);
   }
-  const schema = options.schema ?? 'public';
+  const split = splitSchema(options.url);
+  const schema = options.schema ?? split.schema ?? 'public';
   if (!SCHEMA_NAME.test(schema)) {
     throw new TroupeError('CONFIG_INVALID', `Expected schema to be a lower-case identifier, got ${JSON.stringify(schema)}`);
   }
-  return schema;
+  return { schema, url: split.url };
 }
 
 export function poolConfig(options: PgConnectOptions, schema: string, max: number): pg.PoolConfig {

@@ -52,7 +52,9 @@ export const WAKE_CHANNEL = 'troupe_wake';
  * STORE_AUTH_FAILED, STORE_FOREIGN, STORE_SCHEMA_TOO_NEW — nothing written), then migrate.
  */
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresStore> {
-  const schema = checkOptions(options);
+  const checked = checkOptions(options);
+  const schema = checked.schema;
+  options = { ...options, url: checked.url };
   const pool = new pg.Pool(poolConfig(options, schema, options.maxConnections ?? 10));
   // An idle pooled connection that drops must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);

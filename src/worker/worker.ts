@@ -86,6 +86,57 @@ export function releaseStateOf(agents: readonly AgentRow[], interactive: boolean
 
 const DEFAULT_IDLE_RESUME_MS = 5 * 60_000;
 
+/** Whether a waiting or stalled agent has undelivered mail (it is woken by it: not a run to let go). */
+export function hasMailFor(agents: readonly AgentRow[], pending: readonly { to: string }[]): boolean {
+  const parked = new Set(agents.filter((a) => a.status === 'waiting' || a.status === 'stalled').map((a) => a.id));
+  return pending.some((m) => parked.has(m.to));
+}
+
+/** A port that knows whether a commit is in flight (effects that wake agents run after their commit). */
+interface WatchedPort extends StorePort {
+  /** Resolves once no commit is in flight and none started in the next turn of the event loop. */
+  quiet(): Promise<void>;
+}
+
+function watchedPort(port: StorePort): WatchedPort {
+  let inFlight = 0;
+  let started = 0;
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+  return {
+    ...port,
+    boot: port.boot,
+    async commit(ops) {
+      inFlight += 1;
+      started += 1;
+      try {
+        await port.commit(ops);
+      } finally {
+        inFlight -= 1;
+      }
+    },
+    async quiet() {
+      for (;;) {
+        const seen = started;
+        await turn();
+        if (inFlight === 0 && started === seen) return;
+        while (inFlight > 0) await turn();
+      }
+    },
+  };
+}
+
+/**
+ * Idle for good: no agent running, and no commit in flight whose after-effects could wake one
+ * (a restored agent's wake for its mail runs after the recovery's commit).
+ */
+async function settledIdle(c: Coordinator<StorePort>, port: WatchedPort): Promise<void> {
+  for (;;) {
+    await c.whenIdle();
+    await port.quiet();
+    if (c.list().every((a) => a.status !== 'running')) return;
+  }
+}
+
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { store } = options;
   const id = options.id ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
@@ -151,14 +202,15 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const runId = held.runId;
     const hostOptions = options.hostOptions(runId);
     const idleResumeMs = hostOptions.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS;
+    const port = watchedPort(held.port);
     while (!held.lost && !stopping) {
-      const c = await resumeCoordinator<StorePort>({ ...hostOptions, store: held.port, runId });
+      const c = await resumeCoordinator<StorePort>({ ...hostOptions, store: port, runId });
       entry.c = c;
       options.onHost?.(c, held);
       // Host until idle with nothing open; requests are applied as they come.
       for (;;) {
         await applyRequests(store, held, c);
-        const idle = c.whenIdle().then(
+        const idle = settledIdle(c, port).then(
           () => 'idle' as const,
           () => 'failed' as const,
         );
@@ -182,7 +234,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         // After a clean shutdown the rows are what the run is: decide from them.
         const run = await held.port.getRun(runId);
         const rows = await held.port.listAgents(runId);
-        if (rows.some((a) => a.status === 'running')) break; // woke while shutting down: host it again
+        // Woke while shutting down, or mail waits for a parked agent: host it again.
+        if (rows.some((a) => a.status === 'running') || hasMailFor(rows, await held.port.pendingMessagesOf(runId))) break;
         if (await held.release(releaseStateOf(rows, run?.interactive ?? false, idleResumeMs), seq)) return;
         break; // a wake arrived meanwhile: host it again
       }

@@ -17,6 +17,9 @@ import type { RunLease } from '../store/postgres/lease.js';
 /** From any machine: post a request to a run and wake it; resolves with the request id. */
 export async function postRequest(store: PostgresStore, request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): Promise<number> {
   const client = await store.pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => (broken = err);
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     const { rows } = await client.query<{ id: number }>('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4) RETURNING id', [
@@ -32,7 +35,8 @@ export async function postRequest(store: PostgresStore, request: { runId: string
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(broken);
   }
 }
 

@@ -115,7 +115,8 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
       out += chunk.toString();
       for (const w of waiters) w();
     });
-    child.once('exit', () => {
+    // 'close', not 'exit': the last lines may still be in the pipe when the process has exited.
+    child.once('close', () => {
       exitedEarly = true;
       for (const w of waiters) w();
     });
@@ -142,7 +143,7 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     const next = await b.claim(runId, { owner: 'B', heartbeatMs: 0 });
     expect(next.epoch).toBe(childEpoch + 1);
     const rowsAtClaim = (await a.reads.listEvents(runId)).length;
-    const exited = new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', resolve)));
+    const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
     child.kill('SIGCONT');
     const [, code] = (await waitFor(/STOPPED (\w+)\n/)) as unknown as [string, string];
     expect(['LEASE_LOST', 'STORE_IO']).toContain(code);

@@ -144,6 +144,9 @@ export async function migrate(pool: pg.Pool, options: PgConnectOptions, schema: 
   } catch (err) {
     throw connectError(err, options.url);
   }
+  let broken: Error | undefined;
+  const onError = (err: Error) => (broken = err);
+  client.on('error', onError);
   try {
     const version = await schemaVersion(client, schema, where);
     if (version === PG_SCHEMA_VERSION) return;
@@ -167,6 +170,7 @@ export async function migrate(pool: pg.Pool, options: PgConnectOptions, schema: 
     if (err instanceof TroupeError) throw err;
     throw connectError(err, options.url);
   } finally {
-    client.release();
+    client.off('error', onError);
+    client.release(broken);
   }
 }

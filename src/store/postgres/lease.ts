@@ -98,6 +98,10 @@ export function heldLease(pool: pg.Pool, row: { run_id: string; epoch: number },
       throw operationError(err, `run ${runId}: a commit`);
     }
     let broken: unknown;
+    // A connection the server ends while it is checked out (an idle-in-transaction timeout after
+    // this process was stopped, a restart) emits 'error': the query fails, the process must not.
+    const onError = (err: unknown) => (broken = err);
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const fence = await client.query('SELECT 1 FROM run_leases WHERE run_id = $1 AND epoch = $2 AND owner = $3 FOR SHARE', [runId, epoch, owner]);
@@ -114,6 +118,7 @@ export function heldLease(pool: pg.Pool, row: { run_id: string; epoch: number },
       await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
       throw operationError(err, `run ${runId}: a commit`);
     } finally {
+      client.off('error', onError);
       client.release(broken as Error | undefined);
     }
   }

@@ -110,6 +110,19 @@ export const ERROR_CODES = {
     retryable: false,
     description: 'A write failed with an I/O error or a full disk; the coordinator stops accepting work (restart and resume).',
   },
+  STORE_UNREACHABLE: {
+    retryable: true,
+    description: 'The PostgreSQL server cannot be reached (refused, timed out, shutting down); nothing was written.',
+  },
+  STORE_AUTH_FAILED: { retryable: false, description: 'PostgreSQL refused the login (wrong user or password); nothing was written.' },
+  STORE_FOREIGN: {
+    retryable: false,
+    description: "The PostgreSQL schema holds another application's tables; it is left untouched (give troupe its own database or schema).",
+  },
+  LEASE_LOST: {
+    retryable: false,
+    description: 'Another worker claimed this run (its lease epoch moved on): this worker stopped hosting it and wrote nothing more.',
+  },
   INTERNAL: { retryable: false, description: 'A bug in troupe or in a user-supplied function escaped.' },
 } as const satisfies Record<string, { retryable: boolean; description: string }>;
 

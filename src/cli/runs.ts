@@ -8,7 +8,7 @@ import type { AgentView } from '../host/registry.js';
 import { TroupeError } from '../errors.js';
 import { fileState } from '../store/files.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
-import type { RunRow } from '../store/types.js';
+import type { AgentRow, RunRow, UsageRow } from '../store/types.js';
 import { DEFAULT_DB, type SavedRunConfig } from './config.js';
 
 export const DEMO_DB = '.troupe/demo.db';
@@ -67,9 +67,14 @@ export function readRun(db: string, runId: string | undefined, verify = false): 
 
 /** Every agent of a run as the live registry would show it (spend summed from the usage ledger). */
 export function views(store: SqliteStore, runId: string): AgentView[] {
+  return agentViews(store.listAgents(runId), store.listUsage(runId));
+}
+
+/** Agent rows as the live registry would show them, spend summed from the run's usage rows (any store). */
+export function agentViews(agents: readonly AgentRow[], usage: readonly UsageRow[]): AgentView[] {
   const spent = new Map<string, number>();
-  for (const u of store.listUsage(runId)) spent.set(u.agentId, (spent.get(u.agentId) ?? 0) + u.costUsd);
-  return store.listAgents(runId).map((a) => ({
+  for (const u of usage) spent.set(u.agentId, (spent.get(u.agentId) ?? 0) + u.costUsd);
+  return agents.map((a) => ({
     id: a.id,
     name: a.name,
     parentId: a.parentId,

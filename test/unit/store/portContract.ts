@@ -82,6 +82,24 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       await close();
     });
 
+    it('a failed batch leaves nothing behind for the next one (no read in between)', async () => {
+      const { port, close } = await fresh();
+      await expect(
+        port.commit([
+          { op: 'appendSession', agentId: 'b', items: [{ role: 'assistant', content: 'lost 1' }, { role: 'assistant', content: 'lost 2' }] },
+          { op: 'updateAgent', id: 'b', patch: { turns: 9 } },
+          { op: 'registerAgent', agent: agentRow('b'), firstInput: [FIRST] }, // a duplicate: the store refuses it
+        ]),
+      ).rejects.toBeTruthy();
+      await port.commit([
+        { op: 'appendSession', agentId: 'b', items: [{ role: 'assistant', content: 'kept' }] },
+        { op: 'updateAgent', id: 'b', patch: { status: 'waiting', waitKind: 'agents' } },
+      ]);
+      expect((await port.loadSession('b')).map((i) => i.content)).toEqual(['identity + task', 'kept']);
+      expect((await port.listAgents('run1')).find((r) => r.id === 'b')).toMatchObject({ status: 'waiting', turns: 0 });
+      await close();
+    });
+
     it('keeps the mailbox: pending in order, delivered up to a message, notice keys told once', async () => {
       const { port, close } = await fresh();
       await port.commit([

@@ -1,0 +1,165 @@
+/**
+ * Numbered schema migrations of the PostgreSQL store, the same tables as the SQLite store's
+ * (src/store/migrations.ts) in PostgreSQL's dialect, plus what scale-out needs: the lease of each
+ * run and the inbox other machines post to. `troupe_schema` holds the version; pending migrations
+ * are applied in one transaction under an advisory lock at open. Append; never edit an applied one.
+ *
+ * Column types match what the shared row decoders (decode.ts) check: times and counters are
+ * BIGINT (parsed to numbers), flags INTEGER 0/1, JSON as TEXT (checksums cover the text).
+ * @module
+ */
+import type { Migration } from '../migrations.js';
+
+export const PG_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE troupe_schema (only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row), version INTEGER NOT NULL);
+      CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        created_at BIGINT NOT NULL,
+        interactive INTEGER NOT NULL,
+        root_id TEXT,
+        budget TEXT NOT NULL,
+        ord BIGSERIAL NOT NULL
+      );
+      CREATE TABLE agents (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        name TEXT NOT NULL,
+        parent_id TEXT,
+        depth INTEGER NOT NULL,
+        task TEXT NOT NULL,
+        skills TEXT NOT NULL,
+        status TEXT NOT NULL,
+        notice_claimed INTEGER NOT NULL,
+        stint INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        boot BIGINT NOT NULL,
+        ord BIGSERIAL NOT NULL
+      );
+      CREATE INDEX agents_by_run ON agents(run_id, created_at, ord);
+      CREATE TABLE messages (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        run_id TEXT NOT NULL,
+        to_agent TEXT NOT NULL REFERENCES agents(id),
+        from_id TEXT NOT NULL,
+        from_name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        priority TEXT NOT NULL,
+        content TEXT NOT NULL,
+        interrupt INTEGER NOT NULL,
+        created_at BIGINT NOT NULL,
+        delivered_at BIGINT,
+        notice_key TEXT UNIQUE,
+        boot BIGINT NOT NULL,
+        checksum TEXT NOT NULL
+      );
+      CREATE INDEX messages_pending ON messages(to_agent, seq) WHERE delivered_at IS NULL;
+      CREATE INDEX messages_by_run ON messages(run_id, seq);
+      CREATE TABLE session_items (
+        agent_id TEXT NOT NULL REFERENCES agents(id),
+        seq INTEGER NOT NULL,
+        item TEXT NOT NULL,
+        checksum TEXT NOT NULL,
+        PRIMARY KEY (agent_id, seq)
+      );
+      CREATE TABLE usage (
+        id BIGSERIAL PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens BIGINT NOT NULL,
+        output_tokens BIGINT NOT NULL,
+        cached_input_tokens BIGINT NOT NULL,
+        cost_usd DOUBLE PRECISION NOT NULL,
+        at BIGINT NOT NULL
+      );
+      CREATE INDEX usage_by_run ON usage(run_id);
+      CREATE TABLE events (
+        id BIGSERIAL PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        agent_id TEXT,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        at BIGINT NOT NULL,
+        boot BIGINT NOT NULL
+      );
+      CREATE INDEX events_by_run ON events(run_id, id);
+      CREATE TABLE delegations (
+        session_id TEXT NOT NULL,
+        delegation_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        goal TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+        dispatched_at BIGINT NOT NULL,
+        completed_at BIGINT,
+        result_text TEXT,
+        started_boot BIGINT NOT NULL,
+        ord BIGSERIAL NOT NULL,
+        PRIMARY KEY (session_id, delegation_id)
+      );
+      CREATE INDEX delegations_by_run ON delegations(run_id);
+      CREATE TABLE reentry_budgets (
+        session_id TEXT PRIMARY KEY,
+        count INTEGER NOT NULL,
+        last_wake_at BIGINT NOT NULL
+      );
+      CREATE TABLE executions (
+        id TEXT PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        result TEXT,
+        linked_at BIGINT NOT NULL,
+        finished_at BIGINT,
+        continued_at BIGINT
+      );
+      CREATE INDEX executions_by_agent ON executions(agent_id);
+      CREATE TABLE tool_calls (
+        agent_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('started', 'finished')),
+        started_at BIGINT NOT NULL,
+        finished_at BIGINT,
+        boot BIGINT NOT NULL,
+        PRIMARY KEY (agent_id, turn, call_id)
+      );
+      CREATE INDEX tool_calls_started ON tool_calls(agent_id) WHERE status = 'started';
+      -- Who hosts each run. epoch is the fencing token: a claim bumps it, and every write of the
+      -- run checks it in its transaction. state: runnable (wants a host), parked (released with
+      -- nothing due before wake_at), done (nothing will happen unless a message arrives).
+      CREATE TABLE run_leases (
+        run_id TEXT PRIMARY KEY,
+        owner TEXT,
+        epoch BIGINT NOT NULL,
+        lease_until BIGINT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('runnable', 'parked', 'done')),
+        wake_at BIGINT,
+        -- Bumped by every post to the inbox: a release is conditional on it, so a wake posted
+        -- while the owner decided to let the run go is never lost.
+        wake_seq BIGINT NOT NULL DEFAULT 0
+      );
+      CREATE INDEX run_leases_claimable ON run_leases(state, lease_until);
+      -- Requests from any machine (troupe send / stop) to whichever worker hosts the run.
+      CREATE TABLE inbox (
+        id BIGSERIAL PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        done_at BIGINT,
+        result TEXT
+      );
+      CREATE INDEX inbox_open ON inbox(run_id, id) WHERE done_at IS NULL;
+    `,
+  },
+];
+
+export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -1,0 +1,215 @@
+/**
+ * The write operations of the store port (port.ts `WriteOp`) in PostgreSQL, applied inside the
+ * caller's transaction. The owner of a run is its only writer (fenced by its lease), so the rows it
+ * merges patches into and its sessions' lengths are cached; a batch stages its cache changes and
+ * they are kept only once its transaction committed.
+ * @module
+ */
+import type pg from 'pg';
+import { TroupeError } from '../../errors.js';
+import type { Redactor } from '../../logging/redact.js';
+import type { SessionItem } from '../../model/types.js';
+import { checksum, messageDigest } from '../checksums.js';
+import { stateOf, toAgent, toRun } from '../decode.js';
+import type { AgentDbRow, RunDbRow } from '../dbRows.js';
+import type { WriteOp } from '../port.js';
+import type { AgentRow, RunRow } from '../types.js';
+
+/** What the owner knows of its run's rows (valid because nobody else writes them). */
+export interface OwnerCache {
+  agents: Map<string, AgentRow>;
+  /** Items in each agent's session. */
+  sessionLength: Map<string, number>;
+}
+
+/** One batch's view of the cache: reads fall through to the cache, writes stay here until commit. */
+export class StagedCache {
+  readonly agents = new Map<string, AgentRow>();
+  readonly sessionLength = new Map<string, number>();
+  constructor(readonly base: OwnerCache) {}
+  keep(): void {
+    for (const [k, v] of this.agents) this.base.agents.set(k, v);
+    for (const [k, v] of this.sessionLength) this.base.sessionLength.set(k, v);
+  }
+}
+
+export interface OpContext {
+  client: pg.PoolClient;
+  boot: number;
+  redactor: Redactor;
+  cache: StagedCache;
+}
+
+async function agentRow(ctx: OpContext, id: string): Promise<AgentRow | undefined> {
+  const known = ctx.cache.agents.get(id) ?? ctx.cache.base.agents.get(id);
+  if (known) return known;
+  const { rows } = await ctx.client.query<AgentDbRow>('SELECT * FROM agents WHERE id = $1', [id]);
+  if (!rows[0]) return undefined;
+  const row = toAgent(rows[0]);
+  ctx.cache.base.agents.set(id, row);
+  return row;
+}
+
+async function sessionLength(ctx: OpContext, agentId: string): Promise<number> {
+  const known = ctx.cache.sessionLength.get(agentId) ?? ctx.cache.base.sessionLength.get(agentId);
+  if (known !== undefined) return known;
+  const { rows } = await ctx.client.query<{ n: number }>('SELECT count(*) AS n FROM session_items WHERE agent_id = $1', [agentId]);
+  return rows[0]!.n;
+}
+
+async function append(ctx: OpContext, agentId: string, items: readonly SessionItem[]): Promise<void> {
+  if (items.length === 0) return;
+  const before = await sessionLength(ctx, agentId);
+  const texts = items.map((item) => ctx.redactor.scrubJson(item));
+  await ctx.client.query(
+    'INSERT INTO session_items (agent_id, seq, item, checksum) SELECT $1, $2::int + o - 1, t, c FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS x(t, c, o)',
+    [agentId, before, texts, texts.map(checksum)],
+  );
+  ctx.cache.sessionLength.set(agentId, before + items.length);
+}
+
+async function writeAgent(ctx: OpContext, next: AgentRow, insert: boolean): Promise<void> {
+  const { scrub, scrubJson } = ctx.redactor;
+  const state = scrubJson(stateOf(next));
+  if (insert) {
+    await ctx.client.query(
+      `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+      [next.id, next.runId, scrub(next.name), next.parentId, next.depth, scrub(next.task), scrubJson(next.skills), next.status, next.noticeClaimed ? 1 : 0, next.stint, state, next.createdAt, next.updatedAt, ctx.boot],
+    );
+  } else {
+    await ctx.client.query('UPDATE agents SET status = $2, notice_claimed = $3, stint = $4, state = $5, updated_at = $6, boot = $7 WHERE id = $1', [
+      next.id,
+      next.status,
+      next.noticeClaimed ? 1 : 0,
+      next.stint,
+      state,
+      next.updatedAt,
+      ctx.boot,
+    ]);
+  }
+  ctx.cache.agents.set(next.id, next);
+}
+
+const runParams = (run: RunRow) => [run.id, run.createdAt, run.interactive ? 1 : 0, run.rootId, JSON.stringify(run.budget)];
+
+/** Apply one op inside the open transaction. */
+export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
+  const { client, redactor } = ctx;
+  const { scrub, scrubJson } = redactor;
+  switch (w.op) {
+    case 'insertRun': {
+      const { rowCount } = await client.query(
+        'INSERT INTO runs (id, created_at, interactive, root_id, budget) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING',
+        runParams(w.run),
+      );
+      if (rowCount === 0) throw new TroupeError('CONFIG_INVALID', `store: run ${w.run.id} exists`);
+      return;
+    }
+    case 'updateRun': {
+      const { rows } = await client.query<RunDbRow>('SELECT * FROM runs WHERE id = $1', [w.id]);
+      if (!rows[0]) throw new TroupeError('RUN_NOT_FOUND', `store: no run ${w.id}`);
+      const run: RunRow = { ...toRun(rows[0]), ...w.patch };
+      await client.query('UPDATE runs SET created_at = $2, interactive = $3, root_id = $4, budget = $5 WHERE id = $1', runParams(run));
+      return;
+    }
+    case 'registerAgent': {
+      if (await agentRow(ctx, w.agent.id)) throw new TroupeError('AGENT_EXISTS', `store: agent ${w.agent.id} exists`);
+      await writeAgent(ctx, { ...w.agent }, true);
+      ctx.cache.sessionLength.set(w.agent.id, 0);
+      return append(ctx, w.agent.id, w.firstInput);
+    }
+    case 'updateAgent': {
+      const row = await agentRow(ctx, w.id);
+      if (!row) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${w.id}`);
+      return writeAgent(ctx, { ...row, ...w.patch }, false);
+    }
+    case 'enqueueMessage': {
+      const m = w.message;
+      const scrubbed = { ...m, fromName: scrub(m.fromName), content: scrub(m.content) };
+      await client.query(
+        `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (notice_key) DO NOTHING`,
+        [m.id, m.runId, m.to, m.from, scrubbed.fromName, m.type, m.priority, scrubbed.content, m.interrupt ? 1 : 0, m.createdAt, m.noticeKey ?? null, ctx.boot, messageDigest(scrubbed)],
+      );
+      return;
+    }
+    case 'markDelivered':
+      await client.query(
+        'UPDATE messages SET delivered_at = $1 WHERE to_agent = $2 AND delivered_at IS NULL AND seq <= (SELECT seq FROM messages WHERE id = $3 AND to_agent = $2)',
+        [w.at, w.agentId, w.upToId],
+      );
+      return;
+    case 'appendSession':
+      return append(ctx, w.agentId, w.items);
+    case 'replaceSession':
+      await client.query('DELETE FROM session_items WHERE agent_id = $1', [w.agentId]);
+      ctx.cache.sessionLength.set(w.agentId, 0);
+      return append(ctx, w.agentId, w.items);
+    case 'recordUsage': {
+      const u = w.row;
+      await client.query(
+        `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+        [u.runId, u.agentId, u.purpose, scrub(u.model), u.inputTokens, u.outputTokens, u.cachedInputTokens, u.costUsd, u.at],
+      );
+      return;
+    }
+    case 'appendEvent': {
+      const e = w.row;
+      await client.query('INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES ($1, $2, $3, $4, $5, $6)', [e.runId, e.agentId, e.type, scrubJson(e.data), e.at, ctx.boot]);
+      return;
+    }
+    case 'insertDelegation': {
+      const r = w.row;
+      await client.query(
+        `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+        [r.sessionId, r.delegationId, r.runId, scrub(r.goal), r.status, r.dispatchedAt, r.completedAt, r.resultText === null ? null : scrub(r.resultText), r.startedBoot],
+      );
+      return;
+    }
+    case 'finishDelegation':
+      await client.query(
+        "UPDATE delegations SET status = $1, completed_at = $2, result_text = $3 WHERE session_id = $4 AND delegation_id = $5 AND status = 'running'",
+        [w.end.status, w.end.at, scrub(w.end.resultText), w.sessionId, w.delegationId],
+      );
+      return;
+    case 'putReentryBudget':
+      await client.query(
+        `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES ($1, $2, $3)
+         ON CONFLICT (session_id) DO UPDATE SET count = excluded.count, last_wake_at = excluded.last_wake_at`,
+        [w.row.sessionId, w.row.count, w.row.lastWakeAt],
+      );
+      return;
+    case 'dropReentryBudgets':
+      await client.query('DELETE FROM reentry_budgets WHERE last_wake_at < $1', [w.before]);
+      return;
+    case 'linkExecution':
+      await client.query("INSERT INTO executions (id, agent_id, status, linked_at) VALUES ($1, $2, 'running', $3) ON CONFLICT (id) DO NOTHING", [w.row.id, w.row.agentId, w.row.linkedAt]);
+      return;
+    case 'finishExecution':
+      await client.query("UPDATE executions SET status = $1, result = $2, finished_at = $3 WHERE id = $4 AND status = 'running'", [w.end.status, scrub(w.end.result), w.end.at, w.id]);
+      return;
+    case 'markExecutionContinued':
+      await client.query('UPDATE executions SET continued_at = $1 WHERE id = $2 AND continued_at IS NULL', [w.at, w.id]);
+      return;
+    case 'startToolCall': {
+      const r = w.row;
+      await client.query(
+        `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES ($1, $2, $3, $4, $5, 'started', $6, $7)
+         ON CONFLICT (agent_id, turn, call_id) DO UPDATE SET status = 'started', started_at = excluded.started_at, finished_at = NULL, boot = excluded.boot`,
+        [r.agentId, r.turn, r.callId, r.tool, r.argsHash, r.startedAt, ctx.boot],
+      );
+      return;
+    }
+    case 'finishToolCalls':
+      await client.query("UPDATE tool_calls SET status = 'finished', finished_at = $1 WHERE agent_id = $2 AND turn = $3 AND call_id = ANY($4::text[]) AND status = 'started'", [
+        w.at,
+        w.agentId,
+        w.turn,
+        [...w.callIds],
+      ]);
+      return;
+  }
+}

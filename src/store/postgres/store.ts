@@ -1,0 +1,130 @@
+/**
+ * The PostgreSQL store: troupe's rows in a database many workers share (DESIGN §12, issue 17).
+ * It implements the async store port natively — but only through a run's lease: every commit is
+ * fenced by the epoch of the worker that holds the run (lease.ts). Reads without a lease serve the
+ * CLI's views (`status`, `tree`) from any machine.
+ * @example
+ * const store = await openPostgresStore({ url: 'postgres://app@db/troupe' });
+ * const lease = await store.claim(runId, { owner: 'worker-1' });
+ * const coordinator = createCoordinator({ store: lease.port, runId, model });
+ * @module
+ */
+import pg from 'pg';
+import { TroupeError } from '../../errors.js';
+import { createRedactor, type Redactor } from '../../logging/redact.js';
+import { checkOptions, connectError, describeUrl, migrate, poolConfig, type PgConnectOptions } from './connect.js';
+import { DB_NOW, heldLease, type LeaseOptions, type LeaseRow, type RunLease } from './lease.js';
+import { pgReads, type PortReads } from './reads.js';
+
+export interface PostgresStoreOptions extends PgConnectOptions {
+  /** Secret values to replace with `[redacted]` in every text written (see `createRedactor`). */
+  redactor?: Redactor;
+}
+
+export interface PostgresStore {
+  readonly url: string;
+  readonly schema: string;
+  /** Reads of any run, without hosting it (views from any machine). */
+  readonly reads: PortReads;
+  /**
+   * Claim run `runId` (its lease row is created if the run is new): resolves with the lease and
+   * its fenced port, or rejects with RUN_LOCKED while another worker's lease on it is live.
+   */
+  claim(runId: string, options: LeaseOptions): Promise<RunLease>;
+  /** Claim the next run that wants a host (runnable, or parked with its wake due), or null. Never blocks on a run another worker is claiming. */
+  claimNext(options: LeaseOptions): Promise<RunLease | null>;
+  /** The lease rows (status views, tests). */
+  leases(): Promise<LeaseRow[]>;
+  /** Make a run want a host again (a message or a stop was posted to it); NOTIFY wakes listening workers. */
+  wake(runId: string, client?: pg.ClientBase): Promise<void>;
+  /** The connection pool (the inbox and the worker's LISTEN connection share its settings). */
+  readonly pool: pg.Pool;
+  /** A dedicated connection outside the pool (LISTEN must not share a pooled connection). */
+  connectDedicated(): Promise<pg.Client>;
+  close(): Promise<void>;
+}
+
+/** The channel workers LISTEN on: a run became runnable. */
+export const WAKE_CHANNEL = 'troupe_wake';
+
+/**
+ * Open the PostgreSQL store: connect, refuse what cannot be used (STORE_UNREACHABLE,
+ * STORE_AUTH_FAILED, STORE_FOREIGN, STORE_SCHEMA_TOO_NEW — nothing written), then migrate.
+ */
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresStore> {
+  const checked = checkOptions(options);
+  const schema = checked.schema;
+  options = { ...options, url: checked.url };
+  const pool = new pg.Pool(poolConfig(options, schema, options.maxConnections ?? 10));
+  // An idle pooled connection that drops must not crash the process; the next query reconnects.
+  pool.on('error', () => undefined);
+  try {
+    await migrate(pool, options, schema);
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw err;
+  }
+  const redactor = options.redactor ?? createRedactor();
+  const channel = schema === 'public' ? WAKE_CHANNEL : `${WAKE_CHANNEL}_${schema}`;
+
+  const claimed = (rows: { run_id: string; epoch: number }[], lease: LeaseOptions) => heldLease(pool, rows[0]!, lease, redactor);
+
+  return {
+    url: describeUrl(options.url),
+    schema,
+    pool,
+    reads: pgReads(pool),
+    async claim(runId, lease) {
+      const ttl = lease.ttlMs ?? 15_000;
+      let rows: { run_id: string; epoch: number }[];
+      try {
+        ({ rows } = await pool.query(
+          `INSERT INTO run_leases (run_id, owner, epoch, lease_until, state) VALUES ($1, $2, 1, ${DB_NOW} + $3, 'runnable')
+           ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = run_leases.epoch + 1, lease_until = excluded.lease_until, state = 'runnable'
+           WHERE run_leases.owner IS NULL OR run_leases.lease_until < ${DB_NOW}
+           RETURNING run_id, epoch`,
+          [runId, lease.owner, ttl],
+        ));
+      } catch (err) {
+        throw connectError(err, options.url);
+      }
+      if (rows.length === 0) throw new TroupeError('RUN_LOCKED', `run ${runId} is hosted by another worker (its lease is live)`);
+      return claimed(rows, lease);
+    },
+    async claimNext(lease) {
+      const ttl = lease.ttlMs ?? 15_000;
+      const { rows } = await pool.query<{ run_id: string; epoch: number }>(
+        `UPDATE run_leases SET owner = $1, epoch = epoch + 1, lease_until = ${DB_NOW} + $2, state = 'runnable', wake_at = NULL
+         WHERE run_id = (
+           SELECT run_id FROM run_leases
+           WHERE (state = 'runnable' OR (state = 'parked' AND wake_at <= ${DB_NOW}))
+             AND (owner IS NULL OR lease_until < ${DB_NOW})
+           ORDER BY lease_until, run_id
+           FOR UPDATE SKIP LOCKED LIMIT 1)
+         RETURNING run_id, epoch`,
+        [lease.owner, ttl],
+      );
+      return rows.length === 0 ? null : claimed(rows, lease);
+    },
+    leases: async () => (await pool.query<LeaseRow>('SELECT * FROM run_leases ORDER BY run_id')).rows,
+    async wake(runId, client) {
+      const db = client ?? pool;
+      await db.query("UPDATE run_leases SET state = 'runnable', wake_seq = wake_seq + 1 WHERE run_id = $1", [runId]);
+      await db.query('SELECT pg_notify($1, $2)', [channel, runId]);
+    },
+    async connectDedicated() {
+      const client = new pg.Client(poolConfig(options, schema, 1));
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+      } catch (err) {
+        throw connectError(err, options.url);
+      }
+      return client;
+    },
+    close: () => pool.end(),
+  };
+}
+
+/** The NOTIFY channel of a store's schema. */
+export const wakeChannel = (store: Pick<PostgresStore, 'schema'>) => (store.schema === 'public' ? WAKE_CHANNEL : `${WAKE_CHANNEL}_${store.schema}`);

@@ -1,0 +1,43 @@
+/**
+ * Submitting a run from any machine: its run row and root agent are committed under a short lease
+ * of the submitter, which then lets the run go `runnable` and wakes the workers (NOTIFY). The root's
+ * first model call is made by whichever worker claims the run.
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import { toError } from '../errors.js';
+import { createCoordinator } from '../host/createCoordinator.js';
+import type { CoordinatorOptions } from '../host/options.js';
+import type { Model } from '../model/types.js';
+import type { StorePort } from '../store/port.js';
+import type { PostgresStore } from '../store/postgres/store.js';
+
+/** A model that never answers: the submitter starts nothing (its call is aborted at shutdown). */
+const holdModel: Model = {
+  name: 'troupe-submit',
+  complete: (_request, { signal }) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(toError(signal.reason)), { once: true })),
+};
+
+export interface SubmitOptions extends Pick<CoordinatorOptions<StorePort>, 'interactive' | 'budget' | 'limits'> {
+  root: { name: string; task: string; skills?: string[] };
+  runId?: string;
+  /** Written as the run's first event (the CLI keeps the run's configuration here). */
+  event?: { type: string; data: Record<string, unknown> };
+}
+
+export async function submitRun(store: PostgresStore, options: SubmitOptions): Promise<{ runId: string; rootId: string }> {
+  const runId = options.runId ?? `run_${randomUUID()}`;
+  const lease = await store.claim(runId, { owner: `submit:${randomUUID().slice(0, 8)}`, ttlMs: 60_000, heartbeatMs: 0 });
+  const { root, event, ...rest } = options;
+  const c = createCoordinator<StorePort>({ ...rest, runId, store: lease.port, model: holdModel });
+  let rootId: string;
+  try {
+    rootId = await c.start(root);
+    if (event) await lease.port.commit([{ op: 'appendEvent', row: { runId, agentId: null, type: event.type, data: event.data, at: Date.now() } }]);
+  } finally {
+    await c.shutdown();
+  }
+  await lease.release({ state: 'runnable' });
+  await store.wake(runId);
+  return { runId, rootId };
+}

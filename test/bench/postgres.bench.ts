@@ -1,0 +1,197 @@
+/**
+ * Benchmark (not part of `npm test`; run `npm run bench`): scale-out on one local PostgreSQL.
+ *
+ * - throughput: runs/s and agent turns/s with 1, 2 and 3 workers (each hosting up to 4 runs at
+ *   once), with an instant model and with a simulated 200 ms model latency. The workers share this
+ *   process (one event loop): with the instant model the loop, not PostgreSQL, is the limit.
+ * - durable overhead per turn: one agent's tool turns on PostgreSQL vs SQLite FULL.
+ * - failover: kill -9 the worker process hosting a run of 100 agents; the time until another
+ *   worker process calls the model for it again (lease TTL + claim poll + resume).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, bench, describe } from 'vitest';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
+import type { Model, ModelRequest } from '../../src/model/types.js';
+import { newAgentRow } from '../../src/store/rows.js';
+import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
+import { openStore } from '../../src/store/sqliteStore.js';
+import type { StorePort } from '../../src/store/port.js';
+import { defineTool } from '../../src/tools/defineTool.js';
+import { submitRun } from '../../src/worker/submit.js';
+import { startWorker } from '../../src/worker/worker.js';
+import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import { teamModel, workTool } from '../helpers/pgTeam.js';
+
+const available = await pgAvailable();
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const reporters: (() => string)[] = [];
+const BUDGET = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+
+async function allDone(store: PostgresStore, n: number): Promise<void> {
+  for (;;) {
+    const { rows } = await store.pool.query<{ n: number }>("SELECT count(*) AS n FROM run_leases WHERE state = 'done' AND owner IS NULL");
+    if (rows[0]!.n >= n) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** `runs` runs of a root and 3 sub-agents × 3 turns, hosted by `workers` workers; runs/s and turns/s. */
+async function throughput(workers: number, latencyMs: number, runs: number): Promise<{ runs: number; turns: number }> {
+  const { schema, drop } = freshSchema();
+  const store = await openPostgresStore({ url: PG_URL, schema });
+  for (let i = 0; i < runs; i++) await submitRun(store, { root: { name: 'lead', task: 'split the job' } });
+  let turns = 0;
+  const stores = await Promise.all(Array.from({ length: workers }, () => openPostgresStore({ url: PG_URL, schema })));
+  const t0 = performance.now();
+  const started = await Promise.all(
+    stores.map((s) =>
+      startWorker({ store: s, concurrency: 4, pollMs: 1_000, hostOptions: () => ({ model: teamModel({ workers: 3, turns: 3, latencyMs, onCall: () => void turns++ }), tools: [workTool] }) }),
+    ),
+  );
+  await allDone(store, runs);
+  const seconds = (performance.now() - t0) / 1_000;
+  await Promise.all(started.map((w) => w.stop()));
+  await Promise.all([...stores, store].map((s) => s.close()));
+  await drop();
+  return { runs: runs / seconds, turns: turns / seconds };
+}
+
+describe.skipIf(!available)(pgTitle(available, 'throughput with 1, 2 and 3 workers'), () => {
+  for (const latencyMs of [0, 200]) {
+    const figures = new Map<number, { runs: number[]; turns: number[] }>();
+    for (const workers of [1, 2, 3]) {
+      const f = { runs: [] as number[], turns: [] as number[] };
+      figures.set(workers, f);
+      bench(
+        `${latencyMs} ms model, ${workers} worker(s)`,
+        async () => {
+          const r = await throughput(workers, latencyMs, 12);
+          f.runs.push(r.runs);
+          f.turns.push(r.turns);
+        },
+        { iterations: latencyMs === 0 ? 3 : 1, warmupIterations: latencyMs === 0 ? 1 : 0, time: 0 },
+      );
+    }
+    reporters.push(() => {
+      const one = median(figures.get(1)!.runs);
+      return [1, 2, 3]
+        .map((w) => {
+          const f = figures.get(w)!;
+          return `${String(latencyMs).padStart(3)} ms model, ${w} worker(s): ${median(f.runs).toFixed(1)} runs/s, ${median(f.turns).toFixed(0)} turns/s (${(median(f.runs) / one).toFixed(2)}× one worker)`;
+        })
+        .join('\n');
+    });
+  }
+});
+
+const noop = defineTool({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, execute: () => 'ok' });
+
+/** µs between one agent's model calls over `turns` no-op tool turns. */
+async function soloTurns(store: Parameters<typeof createCoordinator>[0]['store'] | StorePort, turns: number, runId?: string): Promise<number[]> {
+  const starts: number[] = [];
+  let seq = 0;
+  const model: Model = {
+    complete(request: ModelRequest) {
+      starts.push(performance.now());
+      const last = request.turn >= turns;
+      return Promise.resolve({ text: null, toolCalls: [{ id: `c${++seq}`, name: last ? 'finish' : 'noop', arguments: last ? '{"summary":"done"}' : '{}' }] });
+    },
+  };
+  const c = createCoordinator<StorePort>({ model, store: store as StorePort, tools: [noop], limits: { maxTurns: turns + 1 }, ...(runId ? { runId } : {}) });
+  const id = await c.start({ name: 'solo', task: 'work' });
+  await c.waitFor(id, ['completed', 'failed', 'crashed', 'stopped']);
+  await c.shutdown();
+  return starts.slice(1).map((t, i) => (t - starts[i]!) * 1_000);
+}
+
+describe.skipIf(!available)(pgTitle(available, 'durable overhead per turn: PostgreSQL vs SQLite FULL'), () => {
+  const pg: number[] = [];
+  const sqlite: number[] = [];
+  bench(
+    'one agent, 300 tool turns, instant model',
+    async () => {
+      const file = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-bench-')), 'b.db'), synchronous: 'FULL' });
+      sqlite.push(median((await soloTurns(file, 300)).slice(50)));
+      file.close();
+      const { schema, drop } = freshSchema();
+      const store = await openPostgresStore({ url: PG_URL, schema });
+      const lease = await store.claim('solo', { owner: 'bench' });
+      pg.push(median((await soloTurns(lease.port, 300, 'solo')).slice(50)));
+      await lease.release({ state: 'done' });
+      await store.close();
+      await drop();
+    },
+    { iterations: 3, warmupIterations: 1, time: 0 },
+  );
+  reporters.push(() => `per turn: PostgreSQL ${median(pg).toFixed(0)} µs, SQLite FULL ${median(sqlite).toFixed(0)} µs (${(median(pg) / median(sqlite)).toFixed(2)}×)`);
+});
+
+describe.skipIf(!available)(pgTitle(available, 'failover after kill -9'), () => {
+  const root = fileURLToPath(new URL('../../', import.meta.url));
+  const CHILD = join(root, 'dist/test/integration/pg/workerChild.js');
+  const TTL = 1_000;
+  const ms: number[] = [];
+  bench(
+    `a run of 100 agents, lease TTL ${TTL} ms: from the kill to the next model call on another worker`,
+    async () => {
+      const { schema, drop } = freshSchema();
+      const store = await openPostgresStore({ url: PG_URL, schema });
+      const seed = await store.claim('big', { owner: 'seed', heartbeatMs: 0 });
+      const rootRow = newAgentRow({ id: 'root', runId: 'big', name: 'lead', parentId: null, depth: 0, task: 'lead', skills: [] }, 0);
+      await seed.port.commit([
+        { op: 'insertRun', run: { id: 'big', createdAt: 0, interactive: false, rootId: 'root', budget: BUDGET } },
+        { op: 'registerAgent', agent: { ...rootRow, status: 'waiting', waitKind: 'agents', waitingSince: Date.now(), waitTimeoutMs: 300_000 }, firstInput: [{ role: 'user', content: 'lead' }] },
+        ...Array.from({ length: 99 }, (_, i) => ({
+          op: 'registerAgent' as const,
+          agent: newAgentRow({ id: `a${i}`, runId: 'big', name: `w${i}`, parentId: 'root', depth: 1, task: `part ${i}`, skills: [] }, i + 1),
+          firstInput: [{ role: 'user' as const, content: `part ${i}` }],
+        })),
+      ]);
+      await seed.release({ state: 'runnable' });
+      const start = (who: string) => {
+        const proc = spawn(process.execPath, [CHILD, PG_URL, schema, String(TTL), '7'], { stdio: ['ignore', 'pipe', 'inherit'] });
+        const ticks: ((at: number) => void)[] = [];
+        let ready!: () => void;
+        const isReady = new Promise<void>((resolve) => (ready = resolve));
+        let out = '';
+        proc.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
+            const line = out.slice(0, i);
+            out = out.slice(i + 1);
+            if (line === 'READY') ready();
+            if (line === 'TICK big') for (const t of ticks.splice(0)) t(performance.now());
+          }
+        });
+        return { proc, isReady, who, tick: () => new Promise<number>((resolve) => ticks.push(resolve)) };
+      };
+      const a = start('a');
+      await a.isReady;
+      await a.tick(); // a hosts the run
+      const b = start('b');
+      await b.isReady;
+      const next = b.tick();
+      a.proc.kill('SIGKILL');
+      const killedAt = performance.now();
+      ms.push((await next) - killedAt);
+      b.proc.kill('SIGKILL');
+      await store.close();
+      await drop();
+    },
+    {
+      iterations: 3,
+      warmupIterations: 0,
+      time: 0,
+      setup: () => void execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' }),
+    },
+  );
+  reporters.push(() => `failover of a 100-agent run (TTL ${TTL} ms): median ${median(ms).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms from kill -9 to the next model call`);
+});
+
+afterAll(() => {
+  if (reporters.length > 0) process.stderr.write(`\n${reporters.map((r) => r()).join('\n')}\n`);
+});

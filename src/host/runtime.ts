@@ -46,7 +46,7 @@ import { resolveOptions, type CoordinatorOptions, type ResolvedOptions } from '.
 import type { TreeNode } from './registry.js';
 import { Sessions } from './sessions.js';
 import { Toolbox } from './toolbox.js';
-import { backgroundReviews, toolLedger } from './turnServices.js';
+import { asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
 import { IdleTimers } from './timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views.js';
 
@@ -198,21 +198,7 @@ export class Runtime implements TurnHost {
       hasListeners: () => this.views.hasListeners,
     });
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
-    const host = {
-      runId: this.runId,
-      interactive: this.options.interactive,
-      approvals: this.options.approvals,
-      boot: this.port.boot,
-      now: () => this.clock.now(),
-      stage: (op: WriteOp) => this.stage(op),
-      find: (id: string) => this.agents.find(id),
-      status: (h: AgentHandle) => this.agents.status(h),
-      wake: (h: AgentHandle) => this.agents.send(h, { type: 'agent.message', from: 'system', user: false }),
-      assertUsable: () => this.assertUsable(),
-      assertAgent: (id: string) => void this.agents.get(id),
-      notify: (agentId: string, m: { type: string; content: string; noticeKey: string }) => this.messaging.notify(agentId, m),
-      checkQuiescence: () => this.checkQuiescence(),
-    };
+    const host = asyncWorkHost(this);
     this.executions = new AsyncExecutions(host);
     this.delegations = new Delegations(host);
     this.reentry = new ReentryBudgets(host);
@@ -344,8 +330,6 @@ export class Runtime implements TurnHost {
     this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: this.clock.now() } });
   }
 
-  // ── agents ──────────────────────────────────────────────────────────────────────────────────
-
   #spent(agentId: string, purpose: UsagePurpose, usd: number): void {
     const h = this.agents.find(agentId);
     if (!h) return;
@@ -368,8 +352,6 @@ export class Runtime implements TurnHost {
     queueMicrotask(() => this.registrar.crash(h, error));
   }
 
-
-  // ── budget ──────────────────────────────────────────────────────────────────────────────────
 
   budgetFlags(): BudgetFlags {
     return this.coordinator.getSnapshot().context.budget;

@@ -8,7 +8,10 @@ import type { Clock } from '../clock.js';
 import type { StorePort, WriteOp } from '../store/port.js';
 import { BackgroundReviews, type ReviewHost, type ReviewNote } from '../turn/review.js';
 import type { ToolLedger } from '../turn/ports.js';
+import type { AgentHandle, Agents } from './agents.js';
 import type { Gateway } from './gateway.js';
+import type { Messaging } from './messaging.js';
+import type { ResolvedOptions } from './options.js';
 import type { Sessions } from './sessions.js';
 import type { Views } from './views.js';
 
@@ -51,4 +54,35 @@ export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number
     },
     options,
   );
+}
+
+interface AsyncWorkParts {
+  readonly runId: string;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'approvals'>;
+  readonly port: Pick<StorePort, 'boot'>;
+  readonly clock: Clock;
+  readonly agents: Agents;
+  readonly messaging: Pick<Messaging, 'notify'>;
+  stage(op: WriteOp): void;
+  assertUsable(): void;
+  checkQuiescence(): void;
+}
+
+/** What executions, delegations and re-entry budgets see of the run (their host ports). */
+export function asyncWorkHost(rt: AsyncWorkParts) {
+  return {
+    runId: rt.runId,
+    interactive: rt.options.interactive,
+    approvals: rt.options.approvals,
+    boot: rt.port.boot,
+    now: () => rt.clock.now(),
+    stage: (op: WriteOp) => rt.stage(op),
+    find: (id: string) => rt.agents.find(id),
+    status: (h: AgentHandle) => rt.agents.status(h),
+    wake: (h: AgentHandle) => rt.agents.send(h, { type: 'agent.message', from: 'system', user: false }),
+    assertUsable: () => rt.assertUsable(),
+    assertAgent: (id: string) => void rt.agents.get(id),
+    notify: (agentId: string, m: { type: string; content: string; noticeKey: string }) => rt.messaging.notify(agentId, m),
+    checkQuiescence: () => rt.checkQuiescence(),
+  };
 }

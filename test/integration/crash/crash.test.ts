@@ -117,6 +117,24 @@ describe('kill -9 at random points, then resume', () => {
   }, 600_000);
 });
 
+/** The MCP variant starts a server per child (~3.5 s a trial): off in `npm test`, on in CI (`npm run test:crash`). */
+const MCP_TRIALS = Number(process.env.CRASH_MCP_TRIALS ?? (FULL ? 20 : 0));
+
+describe('kill -9 with an MCP server as the work', () => {
+  it.skipIf(MCP_TRIALS === 0)(`an MCP server's mutation tool as the workers' work: ${MCP_TRIALS} trials, the same invariants`, async () => {
+    process.env.CRASH_MCP = '1';
+    try {
+      const counts = await runCrashTrials({ trials: MCP_TRIALS, seed: SEED + 600_000, parallel: 2 });
+      report('MCP', counts);
+      expectNoViolation(counts);
+      expect(counts.trials).toBe(MCP_TRIALS);
+      expect(counts.killsDuringStart).toBeGreaterThan(MCP_TRIALS * 0.5);
+    } finally {
+      delete process.env.CRASH_MCP;
+    }
+  }, 900_000);
+});
+
 describe('one owner per database', () => {
   it('two processes racing: exactly one wins, the other gets RUN_LOCKED; after kill -9 a new process takes over', async () => {
     for (let race = 0; race < 10; race++) {

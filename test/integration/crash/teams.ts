@@ -8,6 +8,8 @@
  *   side-effect file (fsynced): `append` (not idempotent) and `append_idem` (idempotent). A call
  *   reported TOOL_NOT_RUN is retried (same operation, new call), as the message invites; a call
  *   reported TOOL_IN_DOUBT is not (the model is told to check first).
+ * With CRASH_MCP=1 the default team's work is the `write_note` tool of an MCP server over stdio
+ *   (the test fixture, a child of this process): an MCP mutation, killed mid-call like any tool.
  * - `group`: 24–40 workers take 4 quick turns at once, so that each commit carries the writes of
  *   many agents (the group boundaries the kills aim at).
  */
@@ -15,6 +17,8 @@ import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import type { Coordinator } from '../../../src/host/createCoordinator.js';
 import type { StorePort } from '../../../src/store/port.js';
 import type { Model, ModelRequest, ModelTurn, SessionItem, ToolCall } from '../../../src/model/types.js';
+import { fileURLToPath } from 'node:url';
+import { mcpServer, type McpServer } from '../../../src/mcp/config.js';
 import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
 
 export type TeamName = 'default' | 'in-doubt' | 'group';
@@ -32,7 +36,7 @@ export interface TeamIO {
 
 export interface Team {
   model: Model;
-  tools: Tool[];
+  tools: (Tool | McpServer)[];
   /** User messages sent side by side (each waits for its acknowledgement before the next). */
   senders: number;
   /** Pause between two user messages of one sender, at most (ms). */
@@ -49,6 +53,9 @@ export interface EffectLine {
   agent: string;
   pid: number;
 }
+
+/** The default team's work is an MCP server's tool (CRASH_MCP=1; the crash test's MCP variant). */
+const MCP = process.env.CRASH_MCP === '1';
 
 export const WORKERS = 4;
 const WORK_TURNS = 8;
@@ -101,14 +108,17 @@ function defaultTeam(io: TeamIO): Team {
       if (request.agent.parentId === null) return rootTurn(request, WORKERS);
       const { done, call } = caller(request);
       if (done < WORK_TURNS) {
-        const calls = [call(done === 2 ? 'delegate' : 'work', done === 2 ? { goal: `job of ${request.agent.name}` } : { step: done })];
+        const unit = MCP ? call('write_note', { note: `${request.agent.name} step ${done}` }) : call('work', { step: done });
+        const calls = [done === 2 ? call('delegate', { goal: `job of ${request.agent.name}` }) : unit];
         if (done % 3 === 1) calls.push(call('send_message', { to: request.agent.parentId, content: `progress from ${request.agent.name}` }));
         return { text: null, toolCalls: calls };
       }
       return { text: null, toolCalls: [call('agent_finish', { summary: `${request.agent.name} finished` })] };
     },
   };
-  return { model, tools: [work(io, 3), delegate], senders: 1, sendGapMs: 10, limits: { maxTurns: 50 } };
+  const fixture = fileURLToPath(new URL('../../fixtures/mcp/server.js', import.meta.url));
+  const tools = MCP ? [mcpServer({ name: 'fx', command: process.execPath, args: [fixture] }), delegate] : [work(io, 3), delegate];
+  return { model, tools, senders: 1, sendGapMs: 10, limits: { maxTurns: 50 } };
 }
 
 const work = (io: TeamIO, maxMs: number) =>

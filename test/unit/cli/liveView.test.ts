@@ -136,17 +136,28 @@ describe('the prompt of an interactive run', () => {
       { interactive: true },
     );
     let screen = '';
-    const output = new Writable({ write: (chunk: Buffer, _enc, done) => ((screen += chunk.toString()), done()) });
+    // The view redraws on a real timer: wait for the text to be drawn, not for time to pass.
+    const waiting: { text: string; resolve: () => void }[] = [];
+    const wrote = (s: string) => {
+      screen += s;
+      for (const w of waiting.splice(0)) if (screen.includes(w.text)) w.resolve();
+      else waiting.push(w);
+    };
+    const drawn = (text: string) => new Promise<void>((resolve) => (screen.includes(text) ? resolve() : waiting.push({ text, resolve })));
+    const output = new Writable({ write: (chunk: Buffer, _enc, done) => (wrote(chunk.toString()), done()) });
     const input = new PassThrough();
     const rootId = await t.c.start({ name: 'lead', task: 'Review' });
-    const view = attachView(t.c, 'tty', { write: (s) => (screen += s) }, { intervalMs: 0, columns: () => 80, prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }) } });
+    const view = attachView(t.c, 'tty', { write: wrote }, { intervalMs: 0, columns: () => 80, prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }) } });
     await t.c.waitFor(rootId, ['waiting']);
     await t.advance(10);
+    // The test times out if the prompt never says so.
+    await drawn('lead waits for you › ');
     expect(screen).toContain('lead waits for you › ');
     const before = frames(screen).frames.at(-1)!.filter((l) => !l.startsWith('\x1b[1G'));
     input.write('hello there\r');
     await t.c.waitFor(rootId, ['completed']);
     await t.advance(10);
+    await drawn('you → lead: hello there');
     view.stop();
     // The frame after Enter erased the frame and the prompt row the typed line is on.
     const after = frames(screen);

@@ -51,9 +51,11 @@ describe('kill -9 at random points, then resume', () => {
     // The trials must actually have crashed things, in every phase. Kills are timed by the
     // child's events, so these shares hold on a quiet and on a loaded machine alike: every first
     // child is killed (a quarter at start-up), a quarter of the trials crash a resume and a sixth
-    // a recovery. The rarer phases are required only of full runs.
+    // a recovery. The rarer phases are required only of full runs. A first child that finishes
+    // before its kill lands is not killed: 177 to 198 of 200 were in CI runs here, so the bar is
+    // 80 % (a harness whose kills stopped landing would fall far below it).
     if (TRIALS < COVERAGE_MIN) return;
-    expect(counts.killsDuringStart).toBeGreaterThan(TRIALS * 0.9);
+    expect(counts.killsDuringStart).toBeGreaterThan(TRIALS * 0.8);
     expect(phase(counts, 'start:boot', 'start:open')).toBeGreaterThan(TRIALS * 0.05);
     expect(phase(counts, 'start:steady')).toBeGreaterThan(TRIALS / 2);
     expect(counts.killsDuringResume).toBeGreaterThan(TRIALS * 0.1);

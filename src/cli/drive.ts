@@ -37,15 +37,18 @@ export interface DriveOptions {
   resumed?: boolean;
 }
 
-/** Resolves with the signal's name at the first SIGINT/SIGTERM; a second one exits at once. */
-function interrupted(io: Io): { promise: Promise<string>; dispose: () => void } {
+/**
+ * Resolves with the signal's name at the first SIGINT/SIGTERM; a second one exits at once with
+ * `again.code` (the command's own words in `again.words`). Shared by a hosted run and serve.
+ */
+export function stopSignals(io: Io, again: { words: string; code: number }): { promise: Promise<string>; dispose: () => void } {
   let seen = false;
   let resolve!: (name: string) => void;
   const promise = new Promise<string>((r) => (resolve = r));
   const handler = (name: NodeJS.Signals) => {
     if (seen) {
-      io.err.write(`troupe: ${name} again; exiting now\n`);
-      process.exit(EXIT_INTERRUPTED);
+      io.err.write(`${again.words}: ${name} again; exiting now\n`);
+      process.exit(again.code);
     }
     seen = true;
     resolve(name);
@@ -115,7 +118,7 @@ function tripWatcher(c: Coordinator): { trips: string[]; stop: () => void } {
 export async function drive(c: Coordinator, start: () => Promise<string>, options: DriveOptions): Promise<number> {
   const { mode, io } = options;
   const trips = tripWatcher(c);
-  const signals = interrupted(io);
+  const signals = stopSignals(io, { words: 'troupe', code: EXIT_INTERRUPTED });
   let view: View | undefined;
   let stopKill: (() => void) | undefined;
   let stopInbox: (() => void) | undefined;

@@ -2,6 +2,7 @@
  * `troupe serve` on a terminal: the lines typed, the approvals asked, and the signals that stop it.
  * @module
  */
+import { stopSignals } from './drive.js';
 import { createInterface, type Interface } from 'node:readline';
 import type { Approver, ApprovalRequest } from '../autonomy/approvalGate.js';
 import type { Coordinator } from '../host/createCoordinator.js';
@@ -84,24 +85,5 @@ export function stopRequested(options: ServeOptions, io: Io): { promise: Promise
     });
     return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
   }
-  let received: string | undefined;
-  let resolveStop!: (name: string) => void;
-  const promise = new Promise<string>((resolve) => (resolveStop = resolve));
-  const handler = (name: NodeJS.Signals) => {
-    if (received !== undefined) {
-      io.err.write(`troupe serve: ${name} again while stopping; exiting now\n`);
-      process.exit(EXIT.INTERNAL);
-    }
-    received = name;
-    resolveStop(name);
-  };
-  process.on('SIGINT', handler);
-  process.on('SIGTERM', handler);
-  return {
-    promise,
-    dispose: () => {
-      process.off('SIGINT', handler);
-      process.off('SIGTERM', handler);
-    },
-  };
+  return stopSignals(io, { words: 'troupe serve', code: EXIT.INTERNAL });
 }

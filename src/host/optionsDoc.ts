@@ -40,7 +40,7 @@ export const OPTION_DOCS = {
     default: (r) => `${r.retry.maxRetries} retries, ${r.retry.baseDelayMs / 1000} s base, ${r.retry.maxDelayMs / 1000} s max`,
     meaning: '`{ maxRetries, baseDelayMs, maxDelayMs }` for transient model errors',
   },
-  budget: { default: () => 'none', meaning: "`{ limitUsd, reserveFraction: 0.9, policy: 'stop' \\| 'pause', prices }`" },
+  budget: { default: () => 'none', meaning: "`{ limitUsd, reserveFraction: 0.9, policy: 'stop' | 'pause', prices }`" },
   approvals: { default: () => 'none', meaning: 'an `ApprovalGate`' },
   review: { default: () => 'off', meaning: '`{ everyTurns, maxSteps: 3 }`: background review' },
   systemPrompt: { meaning: "appended to every agent's system prompt" },
@@ -48,5 +48,5 @@ export const OPTION_DOCS = {
   logger: { default: () => 'silent', meaning: 'a pino logger (a child per agent)' },
   inspect: { meaning: 'an XState inspection observer' },
   runId: { default: () => 'generated', meaning: "the run's id" },
-  telemetry: { default: () => 'the global OpenTelemetry providers', meaning: '`{ tracerProvider?, meterProvider?, recordContent? }` or `false`' },
+  telemetry: { default: () => 'global providers', meaning: '`{ tracerProvider?, meterProvider?, recordContent? }` or `false`' },
 } as const satisfies Record<keyof CoordinatorOptions, OptionDoc>;

@@ -124,25 +124,18 @@ export function optionsTable(): string {
   return rows.join('\n');
 }
 
+/** The types are in the schema file (editors read it); the README lists keys and meanings. */
 interface SchemaNode {
-  type?: string;
-  enum?: readonly string[];
   description?: string;
   properties?: Record<string, SchemaNode>;
-  additionalProperties?: unknown;
-  minimum?: number;
-  maximum?: number;
 }
-
-const typeOf = (s: SchemaNode): string => (s.enum ? s.enum.map((e) => `\`"${e}"\``).join(' \\| ') : s.type === 'integer' ? `integer${s.minimum === undefined ? '' : ` ≥ ${s.minimum}`}` : (s.type ?? 'any'));
 
 export function configTable(): string {
   const rows = ['| key | meaning |', '|---|---|'];
   for (const [key, node] of Object.entries(CONFIG_SCHEMA.properties as Record<string, SchemaNode>)) {
     if (key === '$schema') continue;
     const fields = node.properties ? ` \`{ ${Object.keys(node.properties).join(', ')} }\`` : '';
-    const type = node.type === 'object' || node.type === 'string' ? '' : ` (${typeOf(node)})`;
-    rows.push(`| \`${key}\`${fields} | ${cell(node.description ?? '')}${type} |`);
+    rows.push(`| \`${key}\`${fields} | ${cell(node.description ?? '')} |`);
   }
   return rows.join('\n');
 }

@@ -31,7 +31,7 @@ export const CONFIG_SCHEMA = {
     budget: {
       type: 'object',
       additionalProperties: false,
-      description: 'A spending limit that cannot be blown (see the README, Budget).',
+      description: 'A spending limit that cannot be blown (README, Budget).',
       properties: {
         limitUsd: { type: 'number', exclusiveMinimum: 0, description: 'The limit in USD.' },
         reserveFraction: { type: 'number', exclusiveMinimum: 0, maximum: 1, description: 'Share of the limit at which every sub-agent is stopped; default 0.9.' },
@@ -51,6 +51,7 @@ export const CONFIG_SCHEMA = {
     limits: {
       type: 'object',
       additionalProperties: false,
+      description: 'As createCoordinator limits.',
       properties: {
         maxDepth: positiveInt,
         maxChildren: positiveInt,
@@ -60,10 +61,11 @@ export const CONFIG_SCHEMA = {
         maxMailbox: positiveInt,
       },
     },
-    concurrency: { type: 'object', additionalProperties: false, properties: { model: positiveInt, tools: positiveInt } },
+    concurrency: { type: 'object', additionalProperties: false, description: 'Model and tool calls at once.', properties: { model: positiveInt, tools: positiveInt } },
     rateLimit: {
       type: 'object',
       additionalProperties: false,
+      description: 'At most `requests` model calls per `intervalMs`.',
       required: ['requests', 'intervalMs'],
       properties: { requests: positiveInt, intervalMs: positiveInt },
     },
@@ -72,13 +74,14 @@ export const CONFIG_SCHEMA = {
     review: {
       type: 'object',
       additionalProperties: false,
+      description: 'Background review every N productive turns.',
       required: ['everyTurns'],
       properties: { everyTurns: positiveInt, maxSteps: { type: 'integer', minimum: 1, maximum: 10 } },
     },
     proactive: {
       type: 'object',
       additionalProperties: false,
-      description: 'troupe serve: triggers that start or message runs (README, troupe serve).',
+      description: 'troupe serve: triggers that start or message runs.',
       properties: { enabled: { type: 'boolean' }, triggers: { type: 'array', items: { type: 'object' } } },
     },
     watchdog: {
@@ -87,10 +90,10 @@ export const CONFIG_SCHEMA = {
       description: 'troupe serve: health checks.',
       properties: { intervalMs: { type: 'integer', minimum: 1, maximum: 2_147_483_647 }, failureThreshold: positiveInt },
     },
-    otel: { type: 'boolean', description: 'export OpenTelemetry GenAI spans and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (troupe run, resume, demo).' },
+    otel: { type: 'boolean', description: 'Export OpenTelemetry spans and metrics over OTLP/HTTP, as --otel.' },
     mcpServers: {
       type: 'object',
-      description: 'MCP servers whose tools the team gets, by name: { command, args?, env?, cwd? } (stdio) or { url, headers? } (streamable HTTP), plus tools?, connectTimeoutMs?, maxResultChars?. Checked in full when read; never saved with a run.',
+      description: 'MCP servers by name: { command, args?, env?, cwd? } or { url, headers? }, plus tools?, connectTimeoutMs?, maxResultChars?. Never saved with a run.',
       additionalProperties: { type: 'object' },
     },
   },

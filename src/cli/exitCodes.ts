@@ -6,18 +6,18 @@
 
 /** Every exit code: its number, what it means, and the error codes that map to it. */
 export const EXIT_ROWS = {
-  OK: { code: 0, meaning: 'the root completed (or the command succeeded)', errors: [] },
-  RUN_NOT_COMPLETED: { code: 1, meaning: 'the run ended without its root completing (failed, crashed or stopped), for a reason other than the provider', errors: [] },
-  USAGE: { code: 2, meaning: 'usage or configuration error: an unknown command or flag, a bad config file, no model, a budget without a price, a busy `--inspect` port', errors: ['CONFIG_INVALID'] },
+  OK: { code: 0, meaning: 'the root completed, or the command succeeded', errors: [] },
+  RUN_NOT_COMPLETED: { code: 1, meaning: 'the root failed, crashed or stopped, not for the provider', errors: [] },
+  USAGE: { code: 2, meaning: 'usage or configuration: unknown command or flag, bad config, no model, a budget without a price, a busy port', errors: ['CONFIG_INVALID'] },
   LOCKED: { code: 3, meaning: 'another process owns the database, or another worker the run', errors: ['RUN_LOCKED', 'LEASE_LOST'] },
   NOT_FOUND: { code: 4, meaning: 'no such run or agent', errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND'] },
   STORE: { code: 5, meaning: 'the database cannot be used', errors: ['STORE_OPEN_FAILED', 'STORE_CORRUPT', 'STORE_SCHEMA_TOO_NEW', 'STORE_IO', 'STORE_UNREACHABLE', 'STORE_AUTH_FAILED', 'STORE_FOREIGN'] },
-  PROVIDER: { code: 6, meaning: 'the model provider refused to work: the root failed with a provider error (a 401 or 403, a bad request, retries exhausted, …)', errors: ['PROVIDER_*'] },
-  MESSAGE_TOO_LARGE: { code: 7, meaning: 'the message (`troupe send`) or the task (`troupe run`, `serve`) is larger than `limits.maxMessageBytes`', errors: ['MESSAGE_TOO_LARGE'] },
-  NOT_REACHABLE: { code: 8, meaning: '`troupe send`: nothing will read the message — the agent is completed or stopped and the run is not interactive', errors: ['AGENT_NOT_REACHABLE'] },
-  MAILBOX_FULL: { code: 9, meaning: "`troupe send`: the agent's mailbox is full; try again later", errors: ['MAILBOX_FULL'] },
-  MAX_CHILDREN: { code: 10, meaning: '`troupe send`: the message would revive a finished child whose parent already has `limits.maxChildren` active children; try again once one finishes', errors: ['MAX_CHILDREN_EXCEEDED'] },
-  INTERRUPTED: { code: 130, meaning: 'Ctrl-C (SIGINT) or SIGTERM stopped a run; it is saved, `troupe resume` carries on', errors: [] },
+  PROVIDER: { code: 6, meaning: 'the root failed with a provider error (401, 403, bad request, retries exhausted, …)', errors: ['PROVIDER_*'] },
+  MESSAGE_TOO_LARGE: { code: 7, meaning: 'the message or task is over `limits.maxMessageBytes`', errors: ['MESSAGE_TOO_LARGE'] },
+  NOT_REACHABLE: { code: 8, meaning: '`send`: nothing will read it (agent finished, run not interactive)', errors: ['AGENT_NOT_REACHABLE'] },
+  MAILBOX_FULL: { code: 9, meaning: "`send`: the agent's mailbox is full; try later", errors: ['MAILBOX_FULL'] },
+  MAX_CHILDREN: { code: 10, meaning: '`send`: reviving the child would pass its parent\'s `limits.maxChildren`; try later', errors: ['MAX_CHILDREN_EXCEEDED'] },
+  INTERRUPTED: { code: 130, meaning: 'Ctrl-C or SIGTERM stopped the run; saved, `troupe resume` carries on', errors: [] },
   INTERNAL: { code: 70, meaning: 'anything else: a bug', errors: ['INTERNAL'] },
 } as const satisfies Record<string, { code: number; meaning: string; errors: readonly string[] }>;
 

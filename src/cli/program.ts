@@ -9,6 +9,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { Io } from './args.js';
 import { EXIT } from './exitCodes.js';
 import { packageVersion } from './paths.js';
+import { COMMAND_HELP } from './commandHelp.js';
 import { COMMANDS, ENVIRONMENT, FLAGS, type CommandSpec, type Values } from './spec.js';
 
 /**
@@ -40,6 +41,8 @@ export function normalizeInspect(argv: readonly string[]): string[] {
 function addCommand(program: Command, spec: CommandSpec, io: Io, done: (code: number) => void): void {
   const command = program.command(`${spec.name}${spec.args ? ` ${spec.args}` : ''}`).description(spec.summary);
   for (const name of spec.flags) command.addOption(new Option(FLAGS[name].syntax, FLAGS[name].help));
+  const details = COMMAND_HELP[spec.name];
+  if (details !== undefined) command.addHelpText('after', `\n${details}\n`);
   command.action(async (...received: unknown[]) => {
     // commander passes the positionals, then the options object, then the command.
     const args = received.slice(0, -2).filter((a): a is string => typeof a === 'string');

@@ -77,7 +77,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'demo',
     args: '',
-    summary: 'the offline demo team: SQLite, the real openai client, a bundled fake server; no key, no network',
+    summary: 'the offline demo team: real SQLite and openai client, a bundled fake server; no key, no network',
     flags: ['db', 'killAfter', 'otel', 'ui', ...VIEW],
     load: async () => (await import('./runCommands.js')).demo,
   },
@@ -91,21 +91,21 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'resume',
     args: '',
-    summary: 'continue a run with the settings it was started with (flags given now override them)',
+    summary: 'continue a run with its saved settings (flags given override them)',
     flags: [...MODEL, 'config', 'stream', 'db', 'run', 'otel', 'ui', ...VIEW],
     load: async () => (await import('./runCommands.js')).resume,
   },
   {
     name: 'ui',
     args: '',
-    summary: 'the web dashboard on a database, live or finished, on 127.0.0.1 until Ctrl-C',
+    summary: 'the web dashboard of a live or finished run, on 127.0.0.1',
     flags: ['db', 'run', 'port'],
     load: async () => (await import('./ui.js')).ui,
   },
   {
     name: 'status',
     args: '',
-    summary: "a run's state read from the database: root, agents, mail, budget, report, whether a process hosts it",
+    summary: "a run's state: root, agents, mail, budget, report, whether a process hosts it",
     flags: ['db', 'run', 'json'],
     load: async () => (await import('./readCommands.js')).status,
   },
@@ -119,7 +119,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'send',
     args: '<agent> <text>',
-    summary: 'message an agent (by name or id): a live run gets it at once, otherwise on resume',
+    summary: 'message an agent by name or id: a live run at once, otherwise on resume',
     flags: ['db', 'run'],
     load: async () => (await import('./mail.js')).send,
   },
@@ -133,7 +133,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'serve',
     args: '[task]',
-    summary: 'long-running: proactive triggers, a watchdog, and (with a task or --resume) an interactive main run',
+    summary: 'long-running: proactive triggers, a watchdog, an optional interactive main run',
     flags: [...MODEL, 'config', 'stream', 'resume', 'db', 'ui', ...VIEW],
     load: async () => (await import('./serve.js')).serveCommand,
   },

@@ -31,6 +31,25 @@ export interface Limits {
   maxMailbox: number;
 }
 
+/**
+ * A spending limit that cannot be blown.
+ *
+ * - Every call is priced (`prices`, then the model's `price`, then OpenAI's list prices, exact
+ *   name or dated suffix) and written to the usage ledger with its purpose (`main`, `compaction`,
+ *   `review`). A model with no price counts $0 (logged once).
+ * - Before each paid call troupe reserves an estimate (the prompt at one token per 3 characters
+ *   plus `maxOutputTokens`, or `model.estimateCostUsd`) and starts the call only if spent +
+ *   reserved + estimate fits under the limit (a sub-agent's under the reserve line); it settles to
+ *   the real cost after. A call that does not fit waits for calls in flight to settle.
+ * - Usage is believed only within bounds (integer token counts in [0, 10⁹], cached ≤ input, a cost
+ *   in [0, $10⁶]); otherwise the call is charged its reservation and a warning names why.
+ * - `stop` (default): agents are warned in that call's input at 70/85/95 % (root) and 75/80/85 %
+ *   (children); at `reserveFraction` every sub-agent stops after its turn and the root gets one
+ *   reserve notice; at the limit every agent stops. No call starts after a stop.
+ * - `pause`: an agent parks in `budgetPaused` before a call that does not fit (or after
+ *   `pauseBudget()`); `resumeBudget(newLimit?)` wakes them to retry the same call.
+ * - After a restart the flags are recomputed from the ledger; a reserve trip is kept.
+ */
 export interface BudgetOptions {
   limitUsd?: number;
   /** USD per 1M tokens by model name (or name prefix); overrides the model's own and the built-in table. */

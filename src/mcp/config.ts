@@ -113,6 +113,21 @@ export function checkMcpServer(options: unknown): McpServerOptions {
 
 /**
  * Declare an MCP server whose tools the team gets (pass it in `tools`).
+ *
+ * - Servers start with the run (`start()`, or `resumeCoordinator` before any agent runs) and stop
+ *   on `shutdown()`; one that fails to start or dies is restarted with backoff (min(250 ms·2^n,
+ *   30 s)), and calls in flight fail with `MCP_SERVER_UNAVAILABLE`.
+ * - Tools are listed at start and on `notifications/tools/list_changed`; a name another tool has
+ *   is offered as `<server>__<tool>`; arguments are validated against the server's JSON Schema.
+ * - Risk: `readOnlyHint` → `read_only`, else `destructiveHint` → `destructive`, else `mutation`;
+ *   `idempotentHint` → re-run after a crash with the key in `_meta["troupe/idempotencyKey"]`.
+ * - Results: text joined; `{ content, structuredContent }` when structured; images described;
+ *   `isError` is `TOOL_FAILED`; over `maxResultChars` is `MCP_RESULT_TOO_LARGE`. A call that
+ *   overruns its timeout is `TOOL_TIMEOUT` and the server is sent `notifications/cancelled`.
+ * - A skill `tools:<server>` or `tools:<tool>` limits an agent's user tools; a child never gets
+ *   a tool its parent lacks.
+ * - A stdio server gets only the `env` it names plus HOME, LOGNAME, PATH, SHELL, TERM, USER; its
+ *   stderr goes to the log. Header values are never logged and are redacted like the API key.
  * @example
  * const fs = mcpServer({ name: 'fs', command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '.'] });
  * const tracker = mcpServer({ name: 'tracker', url: 'https://mcp.example.com/mcp', headers: { authorization: `Bearer ${token}` } });

@@ -144,6 +144,23 @@ function withPartialText(err: unknown, partialText: string): unknown {
 }
 
 /**
+ * A model on any OpenAI-compatible Chat Completions server. Every failure is classified once,
+ * here, and the run loop acts on the class:
+ *
+ * - timeout, dropped connection, stream cut, 408, 409, 429, 5xx, `x-should-retry: true`
+ *   (`PROVIDER_TIMEOUT` / `_CONNECTION` / `_RATE_LIMITED` / `_UNAVAILABLE`): retried ≤ 5 times,
+ *   waiting min(2 s·2^(n-1), 90 s) or what `retry-after(-ms)` asks; then the agent fails.
+ * - a 400 saying the context is too long (`PROVIDER_CONTEXT_OVERFLOW`): all but the task and the
+ *   newest quarter is summarised by the same model (a metered `compaction` call), ≤ 2 times.
+ * - 400/404/422 while the session holds images (`PROVIDER_BAD_REQUEST`): images are replaced by a
+ *   placeholder (≤ 3 times) and the call retried.
+ * - a refusal, 401, 403, other 4xx, exhausted quota, `x-should-retry: false`: the agent fails.
+ * - a response troupe cannot use (no choices, not JSON, a field of the wrong type, a tool-call
+ *   index outside [0, 128), more than 128 calls, an SSE event over 1 MiB or a body over 8 MiB):
+ *   `PROVIDER_INVALID_RESPONSE`, and no tool call of that answer runs.
+ *
+ * The client's own retries and console logging are off (`OPENAI_LOG=warn` turns logging on).
+ * With `stream: true` pieces reach `coordinator.subscribe` as `agent.delta` events.
  * @example
  * const model = openaiModel({ model: 'gpt-4.1-mini' }); // OPENAI_API_KEY from the environment
  * const local = openaiModel({ model: 'qwen2.5:7b', baseURL: 'http://127.0.0.1:11434/v1', apiKey: '' });

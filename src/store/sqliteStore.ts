@@ -78,7 +78,20 @@ export interface SqliteStore extends Store {
 }
 
 /**
- * Open (or create) a durable store.
+ * Open (or create) a durable store: the folder (0700) and file (0600), WAL, `synchronous=FULL`.
+ *
+ * - Writes every agent staged in one tick commit in one transaction; nothing leaves the process
+ *   (a resolved `send`, an event, a notice, the next call) before its commit.
+ * - A lock file beside the database (`<path>.lock`) makes a second owner fail with `RUN_LOCKED`;
+ *   after kill -9 the next process takes over.
+ * - Every row is decoded and checked when read; message and session rows carry checksums. An
+ *   owner's open runs `quick_check` and decodes the whole file read-only first (`verify`), so a
+ *   damaged, foreign or newer-schema file is refused byte for byte as it was.
+ * - An I/O error, a full disk or corruption on write stops the coordinator (`STORE_IO` /
+ *   `STORE_CORRUPT`); restart and resume.
+ * - A tool call with effects commits a `started` row first; after a crash a call with no result
+ *   is re-run if read-only or idempotent (same `idempotencyKey`), else answered `TOOL_IN_DOUBT`
+ *   (started) or `TOOL_NOT_RUN` (never started).
  * @example
  * const store = openStore({ path: '.troupe/troupe.db' });
  */

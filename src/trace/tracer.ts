@@ -41,6 +41,17 @@ import type { ModelRequest, ModelTurn, ToolCall, UsagePurpose } from '../model/t
 import type { WriteOp } from '../store/port.js';
 import * as A from './attributes.js';
 
+/**
+ * OpenTelemetry GenAI conventions (`gen_ai.*`). Spans: `invoke_agent {name}` (INTERNAL, one per
+ * stint, from running until it parks or ends; a child's first under the `execute_tool spawn_agent`
+ * span that spawned it, later stints linked to the previous one), `chat {model}` (CLIENT, one per
+ * model call with retries: tokens, `troupe.cost_usd`, `troupe.purpose`, `error.type`) and
+ * `execute_tool {tool}`. Events: `troupe.retry`, `troupe.nudge`, `troupe.stall`, `troupe.notice`,
+ * `troupe.budget.*`, `troupe.shutdown`. Stint span contexts are stored (`trace.stint` rows), so a
+ * resumed stint links to the one it continues, across kill -9. Metrics:
+ * `gen_ai.client.token.usage`, `gen_ai.client.operation.duration`. Not traced: events about a
+ * parked agent (no open stint).
+ */
 export interface TelemetryOptions {
   /** Default: the global provider (`trace.setGlobalTracerProvider`); none registered → no-op. */
   tracerProvider?: TracerProvider;

@@ -28,10 +28,10 @@ const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 /** Words for the machine's guards and events; anything not listed is shown by its name. */
 const WORDS: Record<string, string> = {
   'isOutcome:finish': 'agent_finish / finish',
-  'isOutcome:failed': 'refusal, non-retryable provider error, retries exhausted',
+  'isOutcome:failed': 'provider error',
   'isOutcome:crashed': 'anything escaping a turn',
   'isOutcome:stopped': 'budget, reserve',
-  'isOutcome:budgetPaused': 'pause policy, before a paid call',
+  'isOutcome:budgetPaused': 'pause policy',
   isStopRequested: 'stop',
   'xstate.and:isRecoveryExhausted+isInteractive': '3 plain-text turns (interactive)',
   isRecoveryExhausted: '3 plain-text turns (autonomous)',
@@ -45,10 +45,10 @@ const WORDS: Record<string, string> = {
   'agent.idleTimeout': 'the idle timer',
   'agent.deadlock': 'a dead wait',
   'xstate.after.idleResume': 'the idle timer',
-  isIdleExhausted: '3rd idle timeout or dead wait in a row',
+  isIdleExhausted: '3rd idle timeout',
   'budget.resume': 'budget resumed',
   isNewerEpoch: 'budget resumed',
-  isRevivingMessage: 'a message, not a notice about a child (interactive only)',
+  isRevivingMessage: 'a message (interactive)',
   isFromUser: 'a user message',
 };
 
@@ -97,13 +97,9 @@ export function lifecycleDiagram(): string {
 // ── the CLI, from spec.ts ──────────────────────────────────────────────────────────────────────
 
 export function cliTables(): string {
-  const commands = ['| command | what it does | flags |', '|---|---|---|'];
-  for (const c of COMMANDS) {
-    commands.push(`| \`troupe ${c.name}${c.args ? ` ${c.args}` : ''}\` | ${cell(c.summary)} | ${c.flags.map((f) => `\`${FLAGS[f].syntax.replace(/^-v, /, '')}\``).join(' ')} |`);
-  }
-  const flags = ['| flag | meaning |', '|---|---|'];
-  for (const flag of Object.values(FLAGS) as (typeof FLAGS)[FlagName][]) flags.push(`| \`${cell(flag.syntax)}\` | ${cell(flag.help)} |`);
-  return [...commands, '', ...flags].join('\n');
+  // One line per command: what it does, then its flags by name (`troupe <command> --help` says what each does).
+  const name = (f: FlagName) => `\`${FLAGS[f].syntax.replace(/^-v, /, '').split(' ')[0]}\``;
+  return COMMANDS.map((c) => `- \`troupe ${c.name}${c.args ? ` ${c.args}` : ''}\` ${c.summary} · ${c.flags.map(name).join(' ')}`).join('\n');
 }
 
 // ── exit codes, options, config keys, errors ───────────────────────────────────────────────────
@@ -118,7 +114,9 @@ export function optionsTable(): string {
   const rows = ['| option | default | meaning |', '|---|---|---|'];
   for (const [name, doc] of Object.entries(OPTION_DOCS) as [string, OptionDoc][]) {
     if (name === 'limits') {
-      for (const [limit, meaning] of Object.entries(LIMIT_DOCS)) rows.push(`| \`limits.${limit}\` | ${DEFAULT_LIMITS[limit as keyof typeof DEFAULT_LIMITS].toLocaleString('en-US')} | ${cell(meaning)} |`);
+      // The limits on one row: each with its default (their TSDoc on `Limits` says more).
+      const limits = Object.entries(LIMIT_DOCS).map(([limit, meaning]) => `\`${limit}\` ${DEFAULT_LIMITS[limit as keyof typeof DEFAULT_LIMITS].toLocaleString('en-US')} (${meaning})`);
+      rows.push(`| \`limits\` | see meaning | ${cell(limits.join(', '))} |`);
       continue;
     }
     rows.push(`| \`${name}\` | ${doc.default ? doc.default(resolved) : '—'} | ${cell(doc.meaning)} |`);
@@ -126,24 +124,18 @@ export function optionsTable(): string {
   return rows.join('\n');
 }
 
+/** The types are in the schema file (editors read it); the README lists keys and meanings. */
 interface SchemaNode {
-  type?: string;
-  enum?: readonly string[];
   description?: string;
   properties?: Record<string, SchemaNode>;
-  additionalProperties?: unknown;
-  minimum?: number;
-  maximum?: number;
 }
 
-const typeOf = (s: SchemaNode): string => (s.enum ? s.enum.map((e) => `\`"${e}"\``).join(' \\| ') : s.type === 'integer' ? `integer${s.minimum === undefined ? '' : ` ≥ ${s.minimum}`}` : (s.type ?? 'any'));
-
 export function configTable(): string {
-  const rows = ['| key | type | meaning |', '|---|---|---|'];
+  const rows = ['| key | meaning |', '|---|---|'];
   for (const [key, node] of Object.entries(CONFIG_SCHEMA.properties as Record<string, SchemaNode>)) {
     if (key === '$schema') continue;
-    const fields = node.properties ? ` \`{ ${Object.keys(node.properties).join(', ')} }\`` : node.type === 'object' ? ' keyed by name' : '';
-    rows.push(`| \`${key}\` | ${typeOf(node)}${fields} | ${cell(node.description ?? '')} |`);
+    const fields = node.properties ? ` \`{ ${Object.keys(node.properties).join(', ')} }\`` : '';
+    rows.push(`| \`${key}\`${fields} | ${cell(node.description ?? '')} |`);
   }
   return rows.join('\n');
 }

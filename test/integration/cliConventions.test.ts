@@ -26,6 +26,12 @@ describe('help, version, suggestions', () => {
     for (const flag of ['--model', '--base-url', '--api-key', '--budget', '--price', '--interactive', '--stream', '--config', '--db', '--json', '--inspect', '--verbose']) expect(run.stdout).toContain(flag);
     const resume = await troupe(['resume', '--help'], cwd);
     for (const flag of ['--model', '--base-url', '--budget', '--run']) expect(resume.stdout).toContain(flag);
+    // The usage detail the README leaves to --help (src/cli/commandHelp.ts).
+    expect(run.stdout).toContain('--price in,out');
+    const serve = await troupe(['serve', '--help'], cwd);
+    expect([serve.code, serve.stdout.includes('watch_patterns'), serve.stdout.includes('failureThreshold')]).toEqual([0, true, true]);
+    const ui = await troupe(['ui', '--help'], cwd);
+    expect(ui.stdout).toContain('TROUPE_UI_TOKEN');
     const top = await troupe([], cwd);
     expect(top.code).toBe(2);
     expect(top.stderr).toContain('serve [options] [task]');

@@ -290,7 +290,7 @@ describe('the checkers themselves', () => {
   });
 });
 
-describe('the README example', () => {
+describe('the README example (and the same with a user tool and a message)', () => {
   const searchTool = defineTool({
     name: 'search',
     description: 'Search.',
@@ -312,4 +312,13 @@ describe('the README example', () => {
       assertInvariants(sim);
     },
   );
+
+  // The README's example, as written there.
+  test.prop([behaviours({ names: ['lead', 'writer'], maxCostUsd: 0.5 }), fc.nat(600_000)], { numRuns: 10 })('my team keeps its promises', async (plan, later) => {
+    await using sim = await simulateTeam({ behaviours: plan, budget: { limitUsd: 2 } });
+    await sim.start('Write a report on X');
+    await sim.advance(later, 60_000);
+    await sim.restart();
+    assertInvariants(sim);
+  });
 });

@@ -49,7 +49,17 @@ export const WAKE_CHANNEL = 'troupe_wake';
 
 /**
  * Open the PostgreSQL store: connect, refuse what cannot be used (STORE_UNREACHABLE,
- * STORE_AUTH_FAILED, STORE_FOREIGN, STORE_SCHEMA_TOO_NEW — nothing written), then migrate.
+ * STORE_AUTH_FAILED, STORE_FOREIGN, STORE_SCHEMA_TOO_NEW — nothing written), then migrate (once,
+ * under an advisory lock, however many workers start together).
+ *
+ * `store.claim(runId, { owner })` returns a lease whose `port` is the run's store for
+ * `createCoordinator` / `resumeCoordinator`. The lease (owner, epoch, lease_until; TTL 15 s,
+ * renewed every TTL/3, times on the database's clock) is claimed with `FOR UPDATE SKIP LOCKED`,
+ * and every commit checks its epoch: a worker that stalled past its lease writes nothing
+ * (`LEASE_LOST`) and stops hosting the run; a second claimer of a live lease gets `RUN_LOCKED`.
+ * A lost connection mid-commit is `STORE_IO`: the run is let go and resumed from what committed.
+ * Wakes use `LISTEN`/`NOTIFY` on a dedicated connection (not through a transaction-mode pooler),
+ * with a 5 s poll as backstop. `?schema=<name>` in the URL keeps troupe in its own schema.
  */
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresStore> {
   const checked = checkOptions(options);

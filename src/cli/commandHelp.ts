@@ -1,0 +1,102 @@
+/**
+ * What `troupe <command> --help` prints after the flags: the per-command usage detail that the
+ * README leaves out (it lists each command in one line). Plain text, wrapped at 100
+ * columns. Keyed by command name (spec.ts); a command without an entry prints its flags only.
+ * @module
+ */
+
+const RUN = `A run needs a model: --model (and --base-url for anything but OpenAI), or "model" /
+"baseURL" in the config file; without one it exits 2. --budget needs a price: troupe knows
+OpenAI's list prices; for any other model (every local one) give --price in,out (USD per 1M
+tokens) or config budget.prices, or the run is refused rather than counting $0.
+
+The database defaults to .troupe/troupe.db. What the run was started with (never its API key)
+is saved there, so troupe resume needs no flags; flags given to resume override them.
+
+On a terminal the view is redrawn in place, each line cut to the terminal's width: the budget
+bar, the tree, and a line per agent (its tool call, "rate limited (429), retrying in 8 s
+(2/5)", a nudge, why it failed or stopped, what it said, with --stream the text as it is
+written), then the final frame once, why the budget tripped and the report (or, when the root
+wrote none, its children's). With --interactive a prompt line stays below the frame
+("lead waits for you ›" when the root waits on you) and what you type goes to the root.
+Piped: one line per event. --json: every event as a JSON line, run.started to run.finished.
+Control characters from the model are shown escaped, never sent to your terminal.
+
+Ctrl-C (or SIGTERM) saves every agent, exits 130 and prints the resume command; a second
+Ctrl-C exits at once. Resuming a run whose root failed does not replay it: troupe send
+<root> "…" revives it, then troupe resume.
+
+--inspect[=port] serves the Stately inspector on http://127.0.0.1:<port>/?token=<token> (the
+token is printed on stderr; the page embeds stately.ai, so the browser needs internet; from
+another machine use ssh -L). Context is sanitised: ids, states, counters, no text or secrets.
+Like --ui, it keeps serving after the run until Ctrl-C. A busy port exits 2.
+
+--otel (or config "otel": true, kept on resume) exports spans and metrics over OTLP/HTTP to
+OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; other OTEL_* variables honoured),
+never message content. It needs the optional packages @opentelemetry/sdk-trace-base@2,
+sdk-metrics@2, resources@2, exporter-trace-otlp-http@0.223 and exporter-metrics-otlp-http@0.223
+(troupe names them when missing, exit 2).
+
+Logs: .troupe/troupe.log (JSON lines; -v also prints them). The log, the database and its lock
+are 0600. The API key's value is replaced by [redacted] in everything troupe writes; prefer
+OPENAI_API_KEY or the config file to --api-key, which ps shows.`;
+
+const SERVE = `troupe serve stays up until SIGINT / SIGTERM. It builds the model as troupe run does, then:
+
+- a main run, optionally: "troupe serve <task>" starts an interactive run with root "lead";
+  --resume takes back the latest run no trigger started. It stays hosted when its root
+  finishes; troupe send / stop from another shell reach it; lines typed go to its root.
+- proactive triggers (config "proactive": { enabled?, triggers: [...] }). Each trigger takes
+  snake_case or camelCase keys: name (≤ 64 characters), trigger_type / type (file_change,
+  disk_threshold, load_threshold, schedule), prompt_template (\${trigger_name},
+  \${trigger_type}, \${timestamp}, \${path}, \${value}), cooldown_seconds (default 300),
+  requires_confirmation, agent, and by type watch_path + watch_patterns (non-recursive),
+  disk_path + disk_threshold_pct, load_threshold_per_core, or one of interval_seconds and
+  cron (+ timezone). Thresholds are polled every 15 s.
+  A fire goes to the run proactive-<name> (created by the first fire, messaged by later ones,
+  resumed after a restart), or with "agent" to that agent of the main run (AGENT_NOT_FOUND if
+  none). requires_confirmation asks on the terminal (y approves that trigger for 30 minutes);
+  without a terminal such fires are denied. Every run uses the config's model, budget (per
+  run), limits and rate limit.
+- a watchdog (config "watchdog": { intervalMs: 30000, failureThreshold: 3 }): the database is
+  readable; GET <baseURL>/models answers below 500 within 5 s; every hosted run accepts work
+  and no queue is stuck. Failures are logged at warn, at error after failureThreshold in a row.
+
+It prints "ready", then a line per trigger fired, routed, dropped by its cooldown, denied or
+failed, per health change, and the hosted runs' events prefixed [main] or [proactive-<name>]
+(--json: serve.ready, proactive.*, watchdog.health_check, agent.*, serve.stopped).
+A bad trigger or watchdog setting is a configuration error naming the field, exit 2.
+
+On SIGINT / SIGTERM it stops the triggers, lets a fire in progress finish, shuts every run down
+(statuses saved) and exits 0; a second signal exits at once. --run proactive-<name> reaches a
+proactive run from status, tree, send, stop and resume.`;
+
+const UI = `Serves a local page of a run, live or finished, on 127.0.0.1 until Ctrl-C (--port, default 7070;
+0 picks a free one). --ui[=port] on demo, run, resume and serve does the same beside the run.
+The URL, http://127.0.0.1:<port>/?token=<token>, is printed on stderr: the token is random per
+process (set TROUPE_UI_TOKEN, 16+ letters, digits, _ or -, to keep one across restarts) and
+required by the page, its API and its event stream; other hosts and origins are refused. The
+page ships with troupe and needs no internet.
+
+- Team: the agent tree with status, turns, spend, last tool and what each waiting agent waits
+  on; the budget (spent, reserve line, limit, flags); a select for the database's runs.
+- Timeline: a lane per agent with status spans, model calls, retries, compactions, messages,
+  notices and errors; budget trips and deadlocks across lanes. Zoom with + / - / fit or
+  Ctrl + wheel, drag to pan, click a lane to open its agent.
+- An agent: its transcript, spend by purpose, its state on the lifecycle, children, mailbox.
+- Actions on a live run: send a message, stop an agent, pause and resume the budget, with the
+  same rules as troupe send / stop (a refusal shows its code). With no process driving the
+  run they are refused (RUN_NOT_LIVE).
+
+The database is opened read-only; a file that is not troupe's, a newer schema or an unknown
+--run stops it with a one-line error.`;
+
+const SEND = `A live run gets the message through the database's inbox ("delivered to …" once it is in the
+agent's session, "queued for …" while it waits in the mailbox); otherwise it waits for troupe
+resume. Refusals have their own exit codes: 7 too large, 8 nobody will read it, 9 mailbox full,
+10 the parent has limits.maxChildren active children.`;
+
+const STATUS = `Says whether a process hosts the run now ("no process hosts it: its agents stand still until
+troupe resume"), and with a PostgreSQL --db which worker does.`;
+
+export const COMMAND_HELP: Readonly<Record<string, string>> = { run: RUN, resume: RUN, demo: RUN, serve: SERVE, ui: UI, send: SEND, status: STATUS };

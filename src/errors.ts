@@ -55,7 +55,12 @@ export const ERROR_CODES = {
   },
   TOOL_NOT_RUN: {
     retryable: true,
-    description: 'A crash or shutdown cut the turn before this tool call started: it had no effect; call it again if it is still needed.',
+    description: 'A crash, a shutdown or a stop cut the turn before this tool call started: it had no effect; call it again if it is still needed.',
+  },
+  TOOL_CANCELLED: {
+    retryable: false,
+    description:
+      'The agent was stopped while this tool call ran: its AbortSignal was aborted (an MCP call is cancelled on the wire) and the call abandoned. Whether it took effect is unknown; check before calling it again.',
   },
   MCP_SERVER_UNAVAILABLE: {
     retryable: true,

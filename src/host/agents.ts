@@ -198,6 +198,7 @@ export class Agents {
       lastText: null,
       waitReport: null,
       inFlight: null,
+      toolsInFlight: null,
     };
     this.#all.set(row.id, h);
     if (row.status === 'running') this.running += 1;

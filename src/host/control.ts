@@ -49,8 +49,10 @@ export function requestStop(agents: Agents, target: AgentHandle, cascade: boolea
   const stopping = order.filter((h) => isActive(agents.status(h)));
   for (const h of stopping) {
     agents.send(h, { type: 'agent.stop', reason: 'requested' });
-    // A model call in flight is cancelled; tools already running finish and are recorded.
+    // A model call in flight is cancelled, and so are the tools running (their AbortSignal): each
+    // ends as TOOL_CANCELLED, recorded with the turn that stops the agent.
     h.inFlight?.abort(STOP_REQUESTED);
+    h.toolsInFlight?.abort(STOP_REQUESTED);
   }
   return stopping.map((h) => h.id);
 }
@@ -106,7 +108,10 @@ export function wireCoordinatorEvents(rt: ControlParts): void {
     rt.after(() => {
       for (const id of e.ids) {
         const h = rt.agents.find(id);
-        if (h) rt.agents.send(h, { type: 'agent.stop', reason: e.reason });
+        if (!h) continue;
+        rt.agents.send(h, { type: 'agent.stop', reason: e.reason });
+        // The budget's stop cancels running tools too (a model call in flight settles and is charged).
+        h.toolsInFlight?.abort(STOP_REQUESTED);
       }
     }),
   );

@@ -20,7 +20,11 @@ interface McpCommon {
   tools?: Record<string, McpToolOverride>;
   /** How long connecting and listing may take before the attempt counts as failed. Default 30 s. */
   connectTimeoutMs?: number;
-  /** A result larger than this (characters of its text) is refused with MCP_RESULT_TOO_LARGE. Default 1 000 000. */
+  /**
+   * A result whose text is larger than this (characters) is refused with MCP_RESULT_TOO_LARGE; its
+   * images are sent to the model while text and base64 together stay within it (an image over it
+   * is described as not shown). Default 1 000 000.
+   */
   maxResultChars?: number;
 }
 

@@ -1,7 +1,10 @@
 /**
  * MCP tools as troupe tools: the server's JSON Schema passed to the model unchanged (and validated
  * before every call), risk and idempotence from the annotations (a per-tool override wins), and
- * results turned into text the model reads.
+ * results turned into text the model reads — and images it sees: an image block (PNG, JPEG, GIF or
+ * WebP) is described in the text and sent as an image after the turn's tool results, as long as the
+ * whole result stays within `maxResultChars` (its base64 counted); an image over that is described
+ * as not shown, never sent.
  *
  * Risk: `readOnlyHint` → `read_only`; else `destructiveHint: true` → `destructive`; else `mutation`.
  * `idempotentHint: true` → `idempotent` (a call cut by a crash is re-run with the same key, sent to
@@ -11,6 +14,7 @@
 import type { Logger } from 'pino';
 import { TroupeError } from '../errors.js';
 import { compileTool, type CompiledTool, type Tool, type ToolRisk } from '../tools/defineTool.js';
+import { toolOutput, type ToolImage } from '../tools/toolOutput.js';
 import type { McpServerOptions } from './config.js';
 import type { CallToolResult, McpConnection, McpTool } from './connection.js';
 
@@ -27,14 +31,23 @@ export function riskOf(tool: McpTool): ToolRisk {
 
 type Block = CallToolResult['content'][number];
 
-/** One content block as text the model can read (binary content is described, not inlined). */
-function blockText(block: Block): string {
+/** The image types models take as input; others are described, not sent. */
+const SHOWN_IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+const bytesOf = (base64: string) => Math.floor((base64.length * 3) / 4);
+
+/** One content block as text the model can read (an image is described; `shown` says whether it is sent too). */
+function blockText(block: Block, image: { shown: boolean; why?: string } | undefined): string {
   switch (block.type) {
     case 'text':
       return block.text;
     case 'image':
+      return image?.shown
+        ? `[image ${block.mimeType}, ${bytesOf(block.data)} bytes: shown to you after the tool results]`
+        : `[image ${block.mimeType}, ${bytesOf(block.data)} bytes: not shown, ${image?.why ?? 'not an image the model takes'}]`;
     case 'audio':
-      return `[${block.type} ${block.mimeType}, ${Math.floor((block.data.length * 3) / 4)} bytes]`;
+      return `[audio ${block.mimeType}, ${bytesOf(block.data)} bytes]`;
     case 'resource_link':
       return `[resource ${block.uri}${block.name ? ` "${block.name}"` : ''}]`;
     case 'resource': {
@@ -46,21 +59,50 @@ function blockText(block: Block): string {
   }
 }
 
+type Shown = Map<Block, { shown: boolean; why?: string }>;
+
+/** The text the model reads (with structured content, `{ content, structuredContent }`) and its size. */
+function textOf(blocks: readonly Block[], structured: unknown, images: Shown): { out: unknown; text: string; size: number } {
+  const text = blocks.map((b) => blockText(b, images.get(b))).join('\n');
+  const out: unknown = structured !== undefined ? { content: text, structuredContent: structured } : text;
+  return { out, text, size: typeof out === 'string' ? out.length : JSON.stringify(out).length };
+}
+
 /**
  * The result the model reads: the text of its content blocks, and with structured content
- * `{ content, structuredContent }`. An error result throws TOOL_FAILED (the model sees it as a
- * tool error); a result over `maxChars` throws MCP_RESULT_TOO_LARGE.
+ * `{ content, structuredContent }`; with images it may see, a ToolOutput carrying them. An error
+ * result throws TOOL_FAILED (the model sees it as a tool error); text over `maxChars` throws
+ * MCP_RESULT_TOO_LARGE. Images go in order while the text and their base64 stay within `maxChars`;
+ * the rest are described as not shown.
  */
 export function resultOf(server: string, tool: string, result: CallToolResult, maxChars: number): unknown {
   const blocks = Array.isArray(result.content) ? result.content : [];
-  const text = blocks.map(blockText).join('\n');
-  const out: unknown = result.structuredContent !== undefined ? { content: text, structuredContent: result.structuredContent } : text;
-  const size = typeof out === 'string' ? out.length : JSON.stringify(out).length;
+  const images: Shown = new Map();
+  const candidates: Extract<Block, { type: 'image' }>[] = [];
+  const overLimit = { shown: false, why: `the result would be over its limit of ${maxChars} characters` };
+  for (const block of blocks) {
+    if (block.type !== 'image') continue;
+    if (!SHOWN_IMAGE_TYPES.has(block.mimeType)) images.set(block, { shown: false, why: 'the model takes only PNG, JPEG, GIF and WebP images' });
+    else if (!BASE64.test(block.data)) images.set(block, { shown: false, why: 'its data is not base64' });
+    else {
+      candidates.push(block);
+      images.set(block, overLimit);
+    }
+  }
+  // Described as not shown, the text is at its longest: what is left of the limit is the images' room.
+  let room = maxChars - textOf(blocks, result.structuredContent, images).size;
+  for (const block of candidates) {
+    if (block.data.length > room) continue;
+    room -= block.data.length;
+    images.set(block, { shown: true });
+  }
+  const { out, text, size } = textOf(blocks, result.structuredContent, images);
   if (size > maxChars) {
     throw new TroupeError('MCP_RESULT_TOO_LARGE', `${tool} (MCP server "${server}") returned ${size} characters, over the limit of ${maxChars}; ask for less.`);
   }
   if (result.isError === true) throw new TroupeError('TOOL_FAILED', `${tool} (MCP server "${server}") returned an error: ${text || 'no details'}`);
-  return out;
+  const shown: ToolImage[] = candidates.filter((b) => images.get(b)?.shown).map((b) => ({ mimeType: b.mimeType, data: b.data }));
+  return shown.length === 0 ? out : toolOutput(out, shown);
 }
 
 /**

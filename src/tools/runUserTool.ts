@@ -91,7 +91,7 @@ export async function runUserTool(
     // The signal is checked when the task starts rather than handed to p-queue (~3 µs per add):
     // a tool queued for an agent that has since stopped never runs either way.
     return await rt.queue.add(() => {
-      if (signal.aborted) throw signal.reason;
+      if (signal.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
       return execute();
     });
   } finally {

@@ -34,6 +34,11 @@ export interface AgentRef {
    * STOP_REQUESTED when the agent is stopped (the request is cancelled on the wire).
    */
   inFlight: AbortController | null;
+  /**
+   * Aborts the user tools the agent's turn is running (their AbortSignal; an MCP call is cancelled
+   * on the wire) when the agent is stopped: the calls end as TOOL_CANCELLED and the turn ends.
+   */
+  toolsInFlight: AbortController | null;
 }
 
 /** An amount held for one call until it settles. */

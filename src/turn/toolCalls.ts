@@ -9,14 +9,21 @@
  *   shutdown cut the turn), each is resolved once: read-only and `idempotent` tools are re-run
  *   (the latter with the same `idempotencyKey`); a call marked started is reported
  *   `TOOL_IN_DOUBT` (never re-run blindly); a call never started is reported `TOOL_NOT_RUN`.
+ *
+ * A stop cancels the user tools a turn runs (their AbortSignal, through `agent.toolsInFlight`): the
+ * running call ends as `TOOL_CANCELLED`, user tool calls after it as `TOOL_NOT_RUN` (built-ins act
+ * as always: they read the stop themselves), and the results (and
+ * the ledger's `finished`) are committed with the turn that stops the agent. Images a tool returns
+ * follow the turn's tool results as one user message with image parts.
  * @module
  */
 import { hash } from 'node:crypto';
 import type { TurnOutcome } from '../../machines/types.js';
 import { serializeError, TroupeError, toError } from '../errors.js';
-import type { SessionItem, ToolCall } from '../model/types.js';
+import type { ContentPart, SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
+import { isToolOutput, type ToolImage } from '../tools/toolOutput.js';
 import type { AgentRef, TurnHost } from './ports.js';
 
 /** The tool results of a turn, and the calls the ledger marked started (finished with the turn's commit). */
@@ -32,6 +39,8 @@ interface CallResult {
   deferred: boolean;
   /** A failed call's error code (its span's `error.type`). */
   errorCode?: string;
+  /** Images the tool returned (shown to the model after the turn's tool results). */
+  images?: readonly ToolImage[];
 }
 
 /** Where a call sits: the turn whose answer asked for it (the ledger's and the idempotency key's scope). */
@@ -63,15 +72,61 @@ export const interruptedResult = (call: ToolCall): SessionItem =>
 /** The key a tool call keeps across restarts. */
 export const idempotencyKey = (host: TurnHost, agent: AgentRef, turn: number, callId: string) => `${host.runId}:${agent.id}:${turn}:${callId}`;
 
+/** The user message that shows the model the images of this turn's tool calls (null: none). */
+export function imagesItem(shown: readonly { call: ToolCall; images: readonly ToolImage[] }[]): SessionItem | null {
+  const content: ContentPart[] = [];
+  for (const { call, images } of shown) {
+    if (images.length === 0) continue;
+    content.push({ type: 'text', text: `[${images.length === 1 ? 'The image' : `The ${images.length} images`} returned by ${call.name} (tool call ${call.id})]` });
+    for (const image of images) content.push({ type: 'image', url: `data:${image.mimeType};base64,${image.data}` });
+  }
+  return content.length === 0 ? null : { role: 'user', content };
+}
+
+/** The abort reason of tools cut by a stop requested before they began. */
+const STOPPED = new Error('the agent was stopped');
+
+const stoppedBefore = (call: ToolCall) =>
+  new TroupeError('TOOL_NOT_RUN', `Not run: the agent was stopped before ${call.name} started, so it had no effect. Call it again if it is still needed.`);
+
+/**
+ * The signal of the user tools run for `agent` inside `fn`: aborted by a stop (`agent.toolsInFlight`,
+ * at once if a stop is already requested) and by `signal` (shutdown, or the agent leaving `running`).
+ */
+async function withToolSignal<T>(rt: TurnHost, agent: AgentRef, signal: AbortSignal, fn: (cancel: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const forward = () => controller.abort(signal.reason);
+  signal.addEventListener('abort', forward, { once: true });
+  agent.toolsInFlight = controller;
+  if (rt.stopRequested(agent)) controller.abort(STOPPED);
+  try {
+    return await fn(controller.signal);
+  } finally {
+    signal.removeEventListener('abort', forward);
+    if (agent.toolsInFlight === controller) agent.toolsInFlight = null;
+  }
+}
+
 /** Whether the ledger tracks this user tool: anything that may have effects. */
 const tracked = (tool: CompiledTool) => (tool.risk ?? 'mutation') !== 'read_only';
 
-export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: string | null; toolCalls: ToolCall[]; number: number }, signal: AbortSignal): Promise<ToolsResult> {
+export function runTools(rt: TurnHost, agent: AgentRef, turn: { text: string | null; toolCalls: ToolCall[]; number: number }, signal: AbortSignal): Promise<ToolsResult> {
+  return withToolSignal(rt, agent, signal, (cancel) => runCalls(rt, agent, turn, signal, cancel));
+}
+
+async function runCalls(
+  rt: TurnHost,
+  agent: AgentRef,
+  turn: { text: string | null; toolCalls: ToolCall[]; number: number },
+  signal: AbortSignal,
+  cancel: AbortSignal,
+): Promise<ToolsResult> {
   // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
   const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
   agent.lastText = null;
   const items: SessionItem[] = [];
   const scope: CallScope = { turn: turn.number, started: [] };
+  const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
   let lastTool: string | null = null;
   for (const [index, call] of turn.toolCalls.entries()) {
     if (signal.aborted) throw signal.reason;
@@ -83,7 +138,7 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
     let result: CallResult;
     const span = rt.trace.tool(agent, call);
     try {
-      result = await executeCall(rt, agent, call, state, signal, scope);
+      result = await executeCall(rt, agent, call, state, signal, scope, cancel);
     } catch (err) {
       // Cut off by a stop or shutdown: not the tool's error.
       span.end(signal.aborted ? null : serializeError(err).code);
@@ -101,10 +156,14 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
     if (!isError && !deferred && rt.userTool(agent, call.name)) rt.linkExecutions(agent, content);
     // A deferred call (a parking wait) is answered when the agent wakes.
     if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
+    if (result.images) shown.push({ call, images: result.images });
     if (isError) {
       if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
     } else agent.tracker.recordSuccess(call.name);
   }
+  // After every tool result: a user message may not come between the answer and its results.
+  const images = imagesItem(shown);
+  if (images) items.push(images);
   return { outcome: state.settled ?? { kind: 'continue', lastTool }, items, started: scope.started };
 }
 
@@ -113,19 +172,32 @@ export async function runTools(rt: TurnHost, agent: AgentRef, turn: { text: stri
  * turn), each exactly once: the results go into the session with the turn's first transaction.
  * `started` lists re-run calls the ledger marked started again, to finish with those results.
  */
-export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
+export function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
+  return withToolSignal(rt, agent, signal, (cancel) => resolveCalls(rt, agent, open, turn, signal, cancel));
+}
+
+async function resolveCalls(
+  rt: TurnHost,
+  agent: AgentRef,
+  open: readonly ToolCall[],
+  turn: number,
+  signal: AbortSignal,
+  cancel: AbortSignal,
+): Promise<{ items: SessionItem[]; started: string[] }> {
   const inDoubt = new Set((await rt.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
   const scope: CallScope = { turn, started: [] };
   const items: SessionItem[] = [];
+  const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
   for (const call of open) {
     const user = rt.userTool(agent, call.name);
     const rerun = user ? user.risk === 'read_only' || user.idempotent === true : READ_ONLY_BUILTINS.has(call.name);
     if (rerun) {
       const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: null };
-      const result = await executeCall(rt, agent, call, state, signal, scope);
+      const result = await executeCall(rt, agent, call, state, signal, scope, cancel);
       if (signal.aborted) throw signal.reason;
       agent.logger.info({ tool: call.name, callId: call.id }, 'a tool call cut by a crash was re-run (read-only or idempotent)');
       items.push({ role: 'tool', toolCallId: call.id, name: call.name, content: result.content, ...(result.isError ? { isError: true } : {}) });
+      if (result.images) shown.push({ call, images: result.images });
       continue;
     }
     // A built-in acts at once (spawn, message, stop): cut off, its effect is as uncertain as a started tool's.
@@ -159,6 +231,8 @@ export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: reado
   }
   // Rows of this turn's calls answered now (in doubt, not run) are closed with these results.
   for (const call of open) if (inDoubt.has(call.id) && !scope.started.includes(call.id)) scope.started.push(call.id);
+  const images = imagesItem(shown);
+  if (images) items.push(images);
   return { items, started: scope.started };
 }
 
@@ -172,6 +246,7 @@ async function executeCall(
   state: TurnToolState,
   signal: AbortSignal,
   scope: CallScope,
+  cancel: AbortSignal,
 ): Promise<CallResult> {
   const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false, errorCode: serializeError(err).code });
   const builtin = BUILTIN_TOOLS.get(call.name);
@@ -209,11 +284,16 @@ async function executeCall(
     }
   }
   const tool = user as CompiledTool;
+  // Stopped: the user tools left in the turn are answered, not run (built-ins still act: a wait
+  // answers "stopped"), and the agent stops when the turn ends.
+  if (cancel.aborted) return fail(stoppedBefore(call));
   const approvals = rt.options.approvals;
   const risk = tool.risk ?? 'mutation';
   if (approvals && risk !== 'read_only') {
-    const decision = await approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args });
+    const decision = await untilAborted(approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args }), cancel);
     if (signal.aborted) throw signal.reason;
+    // Stopped while the approval was pending: not run.
+    if (decision === null) return fail(stoppedBefore(call));
     if (!decision.approved) {
       return fail(new TroupeError('APPROVAL_DENIED', `${call.name} was not approved: ${decision.reason}`, { details: { risk } }));
     }
@@ -225,14 +305,39 @@ async function executeCall(
     scope.started.push(call.id);
     await rt.durable();
     if (signal.aborted) throw signal.reason;
+    if (cancel.aborted) return fail(stoppedBefore(call));
   }
   try {
     const key = idempotencyKey(rt, agent, scope.turn, call.id);
-    const result = await rt.runTool(agent, tool, args as Record<string, unknown>, signal, key);
-    return { content: result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result), isError: false, deferred: false };
+    const result = await rt.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
+    if (isToolOutput(result)) return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
+    return { content: stringify(result), isError: false, deferred: false };
   } catch (err) {
     if (signal.aborted) throw err;
+    if (cancel.aborted) {
+      // The stop's abort, not the tool's failure: a call the queue never started had no effect.
+      if (err instanceof TroupeError && err.code === 'TOOL_NOT_RUN') return fail(stoppedBefore(call));
+      agent.logger.warn({ tool: call.name }, 'tool cancelled: the agent was stopped');
+      return fail(
+        new TroupeError('TOOL_CANCELLED', `${call.name} was cancelled: the agent was stopped while it ran. Whether it took effect is unknown; check before calling it again.`),
+      );
+    }
     agent.logger.warn({ err: toError(err), tool: call.name }, 'tool failed');
     return fail(err instanceof TroupeError ? err : new TroupeError('TOOL_FAILED', `${call.name} failed: ${toError(err).message}`, { cause: err }));
   }
+}
+
+const stringify = (result: unknown) => (result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result));
+
+/** `promise`'s value, or null as soon as `signal` aborts (the promise is left to settle unobserved). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | null> {
+  if (signal.aborted) return Promise.resolve(null);
+  return new Promise<T | null>((resolve, reject) => {
+    const onAbort = () => resolve(null);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => (signal.removeEventListener('abort', onAbort), resolve(value)),
+      (err: unknown) => (signal.removeEventListener('abort', onAbort), reject(err)),
+    );
+  });
 }

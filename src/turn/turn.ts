@@ -168,6 +168,8 @@ function prepareSession(
       ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending, agent) }
       : cut!.items.find((i) => i.role === 'tool' && i.toolCallId === c.id)!,
   );
+  // Images a re-run call returned follow every tool result.
+  if (cut) items.push(...cut.items.filter((i) => i.role === 'user'));
   if (cut && cut.started.length > 0) host.ledger.finish(agent, input.turn, cut.started);
   if (input.nudge) {
     host.activity(agent, { kind: 'nudge', attempt: input.nudge.attempt, limit: input.nudge.limit });

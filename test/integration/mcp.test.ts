@@ -95,7 +95,20 @@ describe('MCP servers as tools', () => {
       ]);
       expect(items[0]!.content).toBe('echo: hi');
       expect(JSON.parse(items[1]!.content)).toEqual({ content: '{"sum":5}', structuredContent: { sum: 5 } });
-      expect(items[2]!.content).toMatch(/^\[image image\/png, \d+ bytes\]\na red square$/);
+      expect(items[2]!.content).toMatch(/^\[image image\/png, \d+ bytes: shown to you after the tool results\]\na red square$/);
+      // The pixels follow every tool result of the turn, as one user message the next call sends.
+      const session = store.loadSession(rootId);
+      const pictureCall = (session[1] as { toolCalls: { id: string; name: string }[] }).toolCalls.find((t) => t.name === 'picture')!;
+      const afterResults = session.findIndex((i, n) => n > 1 && i.role !== 'tool');
+      expect(session.slice(2, afterResults).every((i) => i.role === 'tool')).toBe(true);
+      expect(session[afterResults]).toEqual({
+        role: 'user',
+        content: [
+          { type: 'text', text: `[The image returned by picture (tool call ${pictureCall.id})]` },
+          { type: 'image', url: `data:image/png;base64,${Buffer.from('not really a png').toString('base64')}` },
+        ],
+      });
+      expect(model.calls[1]!.request.messages).toContainEqual(session[afterResults]);
       expect(items[3]!.content).toContain('the disk is on fire');
       // Only the environment the config names (plus the SDK's PATH, HOME, ...): no API key.
       const env = JSON.parse(items[4]!.content) as string[];

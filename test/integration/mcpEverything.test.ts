@@ -53,7 +53,10 @@ describe('@modelcontextprotocol/server-everything', () => {
       expect(items[0]!.content).toContain('hello');
       expect(items[1]!.content).toContain('42');
       expect(JSON.parse(items[2]!.content)).toMatchObject({ structuredContent: { temperature: expect.any(Number), conditions: expect.any(String) } });
-      expect(items[3]!.content).toMatch(/\[image image\/png, \d+ bytes\]/);
+      expect(items[3]!.content).toMatch(/\[image image\/png, \d+ bytes: shown to you after the tool results\]/);
+      // Its pixels follow the turn's tool results, as an image part.
+      const shown = store.loadSession(rootId).find((i) => i.role === 'user' && Array.isArray(i.content) && i.content.some((p) => p.type === 'image'));
+      expect(JSON.stringify(shown)).toMatch(/"url":"data:image\/png;base64,[A-Za-z0-9+/]+=*"/);
       const env = JSON.parse(items[4]!.content.slice(items[4]!.content.indexOf('{'))) as Record<string, string>;
       expect(env.MARKER).toBe('given');
       expect(env).not.toHaveProperty('OPENAI_API_KEY');

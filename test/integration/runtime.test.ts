@@ -12,23 +12,28 @@ import { flush, team, TERMINAL } from '../helpers/team.js';
 
 const finish = { tool: 'finish', args: { summary: 'done' } };
 
-/** A user tool that blocks until the test releases it, to land an event while a tool runs. */
+/**
+ * A user tool that blocks until the test releases it, to land an event while a tool runs. It
+ * records an abort of its signal but does not heed it (it still waits for the gate).
+ */
 function gatedTool() {
   let release!: () => void;
   let entered!: () => void;
   const gate = new Promise<void>((resolve) => (release = resolve));
   const started = new Promise<void>((resolve) => (entered = resolve));
+  const aborted: unknown[] = [];
   const tool = defineTool({
     name: 'slow',
     description: 'Takes a while.',
     parameters: { type: 'object', properties: {} },
-    execute: async () => {
+    execute: async (_args, { signal }) => {
+      signal.addEventListener('abort', () => aborted.push(signal.reason), { once: true });
       entered();
       await gate;
       return { ok: true };
     },
   });
-  return { tool, release, entered: started };
+  return { tool, release, entered: started, aborted };
 }
 
 describe('inspection', () => {
@@ -349,7 +354,7 @@ describe('users, stops and wake-ups', () => {
     await t.c.shutdown();
   });
 
-  it('stop with cascade stops leaves first, lets a running tool finish, and each parent is told', async () => {
+  it('stop with cascade stops leaves first, cancels a running tool (its AbortSignal; settled even if the tool ignores it), and each parent is told', async () => {
     const slow = gatedTool();
     const t = team(
       {
@@ -376,16 +381,18 @@ describe('users, stops and wake-ups', () => {
     t.c.subscribe((e) => {
       if (e.type === 'agent.status' && e.to === 'stopped') order.push(e.name);
     });
-    const stopping = t.c.stop(a.id);
-    await flush();
-    // a was parked, so it stopped at once; a1 was asked first but its tool is still running.
-    expect(order).toEqual(['a']);
-    slow.release();
-    expect(await stopping).toEqual([a1.id, a.id]);
+    const before = t.clock.now();
+    // The gate is never opened: a1 stops because its tool's call was abandoned at the stop.
+    expect(await t.c.stop(a.id)).toEqual([a1.id, a.id]);
+    // a was parked, so it stopped at once; a1 once its turn recorded the cancelled call.
     expect(order).toEqual(['a', 'a1']);
+    expect(t.clock.now()).toBe(before);
+    expect(slow.aborted).toHaveLength(1);
     expect(t.messagesTo(a.id).filter((m) => m.from === a1.id).map((m) => m.type)).toEqual(['stopped']);
     expect(t.messagesTo(rootId).filter((m) => m.from === a.id).map((m) => m.type)).toEqual(['stopped']);
-    expect(t.toolResults(a1.id)[0]).toEqual({ name: 'slow', result: { ok: true } });
+    expect(t.toolResults(a1.id)).toEqual([{ name: 'slow', result: { success: false, error: { code: 'TOOL_CANCELLED', message: expect.stringContaining('stopped while it ran') } } }]);
+    expect(t.c.get(a1.id)).toMatchObject({ status: 'stopped', stopReason: 'requested' });
+    slow.release();
     await t.advance(6_000);
     expect((await t.c.waitFor(rootId, [...TERMINAL])).status).toBe('completed');
     await t.c.shutdown();

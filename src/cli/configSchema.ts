@@ -87,7 +87,7 @@ export const CONFIG_SCHEMA = {
       description: 'troupe serve: health checks.',
       properties: { intervalMs: { type: 'integer', minimum: 1, maximum: 2_147_483_647 }, failureThreshold: positiveInt },
     },
-    otel: { type: 'boolean', description: 'export OpenTelemetry GenAI spans and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (troupe run, resume, demo).' },
+    otel: { type: 'boolean', description: 'export OpenTelemetry GenAI spans and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (troupe run, resume, serve; saved with the run; troupe demo reads no config file: --otel).' },
     mcpServers: {
       type: 'object',
       description: 'MCP servers whose tools the team gets, by name: { command, args?, env?, cwd? } (stdio) or { url, headers? } (streamable HTTP), plus tools?, connectTimeoutMs?, maxResultChars?. Checked in full when read; never saved with a run.',

@@ -13,12 +13,11 @@
  * - `chat {model}` per model call of a turn (CLIENT), retries as events, usage and cost at the end.
  * - `execute_tool {tool}` per tool call.
  * - notices, stalls, nudges, budget warnings and trips as events on the agent's stint; when the
- *   agent is not running (parked or finished: no stint open), on a `troupe.dormant {name}` span —
- *   one per status change of a dormant agent (a wait timing out into a stall, a stop reaching a
- *   parked agent), holding the events that change causes, or one for a lone event (a trip caused
- *   by a background review of a parked agent) — a sibling of the agent's stints that links to its
- *   last one. An ended stint cannot take events (the SDK drops them), and a child span of it would
- *   sit outside its parent's time; a run-level span would put the event on no agent at all.
+ *   agent is not running (no stint open), on a `troupe.dormant {name}` span beside its stints and
+ *   linked to its last one: one per status change of a dormant agent (a wait timing out into a
+ *   stall, a stop reaching it) with that change's events, one per lone event, one around a
+ *   background review's call. An ended stint takes no events (the SDK drops them), a child of it
+ *   would sit outside its time, and a run-level span would put the event on no agent at all.
  *
  * Message content and tool arguments/results are recorded only with `recordContent: true`; API
  * keys never reach this module.
@@ -296,7 +295,9 @@ export class RunTracer implements TurnTrace {
   }
 
   chat(agent: TracedAgent, request: ModelRequest, purpose: UsagePurpose): ChatSpan {
-    const stint = this.#stints.get(agent.id);
+    // A background review of a parked (or finished) agent: its call sits on a dormant span of it.
+    const dormant = this.#stints.has(agent.id) ? null : this.#agentSpan(agent, `${A.SPAN_DORMANT} ${agent.name}`, {}, 'last_stint');
+    const stint = this.#stints.get(agent.id) ?? dormant;
     if (!this.#metered && !stint?.isRecording()) return NOOP_CHAT;
     const model = this.#deps.model;
     const started = performance.now();
@@ -356,6 +357,7 @@ export class RunTracer implements TurnTrace {
         }
         duration.record((performance.now() - started) / 1000, base);
         span?.end();
+        dormant?.end();
       },
     };
   }

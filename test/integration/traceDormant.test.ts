@@ -103,4 +103,31 @@ describe('spans of dormant agents', () => {
       ['troupe.notice', { 'troupe.notice.kind': 'stopped', 'troupe.notice.from': scout.id, 'troupe.notice.to': rootId }],
     ]);
   });
+
+  it('a background review of a parked agent: its call is a chat span on a dormant span of that agent', async () => {
+    const { exporter, tracerProvider } = sdk();
+    const t = team(
+      {
+        agents: {
+          lead: [graph, { tool: 'respond_to_user', args: { message: 'Looked around.' } }],
+          'lead:review': [{ tool: 'review_done', args: { reason: 'nothing new' }, usage: { inputTokens: 50, outputTokens: 5 } }],
+        },
+      },
+      { interactive: true, review: { everyTurns: 2, maxSteps: 1 }, telemetry: { tracerProvider } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    expect(await t.c.waitFor(rootId, ['waiting'])).toMatchObject({ waitKind: 'user' });
+    await t.c.reviews.settled();
+    await t.c.shutdown();
+    const spans = exporter.getFinishedSpans();
+    const review = spans.filter((s) => s.attributes['troupe.purpose'] === 'review');
+    expect(review).toHaveLength(1);
+    expect(review[0]!.attributes['gen_ai.usage.input_tokens']).toBe(50);
+    const parent = spans.find((s) => id(s) === review[0]!.parentSpanContext?.spanId)!;
+    const stints = spans.filter((s) => s.name === 'invoke_agent lead');
+    expect(stints.map((s) => s.attributes['troupe.status'])).toEqual(['waiting']);
+    expect(parent.name).toBe('troupe.dormant lead');
+    expect(parent.links.map((l) => l.context.spanId)).toEqual([id(stints[0]!)]);
+    expect(ns(parent.endTime)).toBeGreaterThanOrEqual(ns(review[0]!.endTime));
+  });
 });

@@ -90,7 +90,7 @@ export const CONFIG_SCHEMA = {
       description: 'troupe serve: health checks.',
       properties: { intervalMs: { type: 'integer', minimum: 1, maximum: 2_147_483_647 }, failureThreshold: positiveInt },
     },
-    otel: { type: 'boolean', description: 'Export OpenTelemetry spans and metrics over OTLP/HTTP, as --otel.' },
+    otel: { type: 'boolean', description: 'Export OpenTelemetry spans and metrics over OTLP/HTTP, as --otel (run, resume, serve; demo: --otel only).' },
     mcpServers: {
       type: 'object',
       description: 'MCP servers by name: { command, args?, env?, cwd? } or { url, headers? }, plus tools?, connectTimeoutMs?, maxResultChars?. Never saved with a run.',

@@ -5,7 +5,8 @@
  * into runs ({@link ProactiveRouter}), and runs a {@link Watchdog} over the store, the model
  * endpoint and the coordinators' queues. It prints a `ready` line once everything is started, a
  * line per trigger fired, dropped, denied or failed and per health change, and on SIGINT/SIGTERM
- * stops everything, leaves every run resumable, and exits 0.
+ * stops everything, leaves every run resumable, and exits 0. With `--otel` (config `otel`) every
+ * run it hosts exports its spans and metrics, flushed when it stops (as `troupe run` does).
  * @module
  */
 import { uiServing } from './ui.js';
@@ -28,6 +29,7 @@ import type { Io } from './args.js';
 import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, proactiveTriggers, requirePrice, toSaved, watchdogSection, type CliConfig } from './config.js';
 import { EXIT } from './exitCodes.js';
 import { cliLogger } from './logs.js';
+import { cliTelemetry, type CliTelemetry } from './otel.js';
 import { serveInbox } from './mail.js';
 import { latestMainRun, savedConfig } from './runs.js';
 import { modelCheck, queueCheck, storeCheck } from './serveChecks.js';
@@ -53,7 +55,7 @@ async function startMain(
   logger: Logger,
   start: { task: string } | { resume: string },
   attach: (c: Coordinator) => void,
-  extra: Pick<CoordinatorOptions, 'inspect'>,
+  extra: Pick<CoordinatorOptions, 'inspect' | 'telemetry'>,
 ): Promise<MainRun> {
   const options = { ...coordinatorOptions(config), ...extra, interactive: true };
   if ('task' in start) {
@@ -110,22 +112,28 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
   let ready = false;
   let closeInspector = () => Promise.resolve();
   let closeDashboard = () => Promise.resolve();
+  let otel: CliTelemetry | undefined;
   try {
     // One inspector for every run this process hosts (XState session ids are unique per process).
     const inspection = await inspector(values, io);
     closeInspector = inspection.close;
-    const extra = inspection.inspect ? { inspect: inspection.inspect } : {};
     store = openStore({ path: db, ...stored });
     const theStore = store;
     const attachMain = (c: Coordinator) => detach.push(runEventLine('main', c, printer));
+    const resumed = values.resume ? latestMainRun(store) : undefined;
     if (values.resume) {
-      const run = latestMainRun(store);
-      if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume (proactive runs are resumed by serve itself)`);
-      config = mergeConfig(savedConfig(store, run), file, fromEnv(io.env), flags);
+      if (!resumed) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run to resume (proactive runs are resumed by serve itself)`);
+      config = mergeConfig(savedConfig(store, resumed), file, fromEnv(io.env), flags);
       secrets(io, config);
       model = modelFor(config);
       requirePrice(config);
-      main = await startMain(store, model, config, logger, { resume: run.id }, attachMain, extra);
+    }
+    // Once the config is final (a resumed run's saved `otel` counts): one exporter pair for every
+    // run this process hosts, the main run's and the proactive ones, flushed after they stop.
+    otel = await cliTelemetry(config.otel, io.env);
+    const extra = { ...(inspection.inspect ? { inspect: inspection.inspect } : {}), ...otel.options };
+    if (resumed) {
+      main = await startMain(store, model!, config, logger, { resume: resumed.id }, attachMain, extra);
     } else if (task !== undefined) {
       main = await startMain(store, model!, config, logger, { task }, attachMain, extra);
     }
@@ -224,6 +232,8 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
     for (const d of detach.splice(0).reverse()) d();
     await closeDashboard();
     await main?.coordinator.shutdown();
+    // Every run has ended its spans: export what is buffered before the process exits.
+    await otel?.shutdown();
     store?.close();
     await closeInspector();
     if (ready) printer.line('stopped    every run is saved and resumable', { type: 'serve.stopped', at: Date.now() });

@@ -134,7 +134,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'serve',
     args: '[task]',
     summary: 'long-running: proactive triggers, a watchdog, an optional interactive main run',
-    flags: [...MODEL, 'config', 'stream', 'resume', 'db', 'ui', ...VIEW],
+    flags: [...MODEL, 'config', 'stream', 'resume', 'db', 'otel', 'ui', ...VIEW],
     load: async () => (await import('./serve.js')).serveCommand,
   },
 ];

@@ -22,8 +22,8 @@ export interface LifecycleHost {
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly agents: Agents;
   readonly mailboxes: Mailboxes;
-  /** Stint spans: one per stretch of `running` (no-op without an OpenTelemetry SDK). */
-  readonly trace: Pick<RunTrace, 'stintStarted' | 'stintEnded'>;
+  /** Stint spans: one per stretch of `running`, and one per change of a dormant agent (no-op without an OpenTelemetry SDK). */
+  readonly trace: Pick<RunTrace, 'stintStarted' | 'dormantChanged' | 'stintEnded'>;
   stage(op: WriteOp): void;
   after(effect: () => void): void;
   /** The read model, subscribers and waits learn of a change (once it is committed). */
@@ -64,6 +64,9 @@ export class Lifecycle {
     if (from === 'running' && status !== 'running') host.agents.running -= 1;
     if (from !== 'running' && status === 'running') host.agents.running += 1;
     if (from !== 'running' && status === 'running') host.trace.stintStarted(h);
+    // A dormant agent changing status (a wait timed out into a stall, a stop reached it parked):
+    // its change gets a span of its own, so the stall and the notices it owes are recorded.
+    else if (from !== 'running' && status !== from) host.trace.dormantChanged(h, from);
     // The coordinator decides the notices this change owes; they are staged with it (coordinator.on('notice')).
     host.coordinator.send({
       type: 'agent.changed',
@@ -78,8 +81,8 @@ export class Lifecycle {
       task: h.task,
       at,
     });
-    // After the coordinator's decision: its notices are events on this stint before it ends.
-    if (from === 'running' && status !== 'running') host.trace.stintEnded(h.id, { status, error: ctx.error, stopReason: ctx.stopReason });
+    // After the coordinator's decision: its notices are events on this stint (or dormant change) before it ends.
+    if (status !== 'running' && status !== from) host.trace.stintEnded(h.id, { status, error: ctx.error, stopReason: ctx.stopReason });
     const claimed = getAgentRecord(host.coordinator.getSnapshot().context, h.id)!;
     host.stage({
       op: 'updateAgent',

@@ -111,7 +111,7 @@ export class Runtime implements TurnHost {
     }
     this.toolbox = new Toolbox(options.tools ?? [], { interactive: this.options.interactive, clock: this.clock, logger: this.logger, find: (id) => this.agents.find(id) });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
-    this.trace = runTrace(options.telemetry, { runId: this.runId, model: this.model.name ?? 'model', now: () => this.clock.now(), stage: (op) => this.stage(op) });
+    this.trace = runTrace(options.telemetry, { runId: this.runId, model: this.model.name ?? 'model', now: () => this.clock.now(), stage: (op) => this.stage(op), agent: (id) => this.agents.find(id) });
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
       systemId: 'coordinator',

@@ -47,6 +47,14 @@ export const TROUPE_DEPTH = 'troupe.depth';
 export const TROUPE_HALTED = 'troupe.halted';
 /** On a stint's link to the agent's previous stint. */
 export const TROUPE_LINK = 'troupe.link';
+/** On a dormant span: the status the agent left (the status it entered is `troupe.status`). */
+export const TROUPE_STATUS_FROM = 'troupe.status.from';
+
+/**
+ * The span of something that happened to an agent while it was not running (a parked or finished
+ * agent: a wait timing out into a stall, a stop reaching it, a notice about it): `troupe.dormant {name}`.
+ */
+export const SPAN_DORMANT = 'troupe.dormant';
 
 /** Event attributes. */
 export const TROUPE_RETRY_DELAY_MS = 'troupe.retry.delay_ms';

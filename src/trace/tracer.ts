@@ -12,7 +12,12 @@
  *   event row written when the stint started), so a run that spans a crash reads as one story.
  * - `chat {model}` per model call of a turn (CLIENT), retries as events, usage and cost at the end.
  * - `execute_tool {tool}` per tool call.
- * - notices, stalls, nudges, budget warnings and trips as events on the agent's stint.
+ * - notices, stalls, nudges, budget warnings and trips as events on the agent's stint; when the
+ *   agent is not running (no stint open), on a `troupe.dormant {name}` span beside its stints and
+ *   linked to its last one: one per status change of a dormant agent (a wait timing out into a
+ *   stall, a stop reaching it) with that change's events, one per lone event, one around a
+ *   background review's call. An ended stint takes no events (the SDK drops them), a child of it
+ *   would sit outside its time, and a run-level span would put the event on no agent at all.
  *
  * Message content and tool arguments/results are recorded only with `recordContent: true`; API
  * keys never reach this module.
@@ -121,6 +126,7 @@ export type RunTrace = Pick<RunTracer, keyof RunTracer>;
 export const NO_TRACE: RunTrace = {
   restore: () => undefined,
   stintStarted: () => undefined,
+  dormantChanged: () => undefined,
   stintEnded: () => undefined,
   event: () => undefined,
   budgetWarning: () => undefined,
@@ -158,6 +164,8 @@ export interface RunTracerDeps {
   now(): number;
   /** Stage a write with the current commit group (a recording stint's span context). */
   stage(op: WriteOp): void;
+  /** The agent an id names (a dormant one's span needs its name and parent); undefined if none. */
+  agent(id: string): TracedAgent | undefined;
 }
 
 /** The run's tracer: `telemetry: false` calls nothing at all. */
@@ -172,7 +180,10 @@ export class RunTracer implements TurnTrace {
   readonly #content: boolean;
   /** Whether a meter provider records (else a call with no recording span costs nothing at all). */
   readonly #metered: boolean;
-  /** The open stint span of every awake agent. */
+  /**
+   * The open span of an agent: its stint while it runs; while a dormant agent changes status, the
+   * short dormant span of that change (both are ended by stintEnded).
+   */
   readonly #stints = new Map<string, Span>();
   /** The open tool span of an agent (a child spawned by it sits under it). */
   readonly #tools = new Map<string, Span>();
@@ -202,6 +213,29 @@ export class RunTracer implements TurnTrace {
   /** The agent starts running (registered, woken, or respawned running). */
   stintStarted(agent: TracedAgent): void {
     if (this.#stints.has(agent.id)) return;
+    const span = this.#agentSpan(agent, `${A.OP_INVOKE_AGENT} ${agent.name}`, { [A.GEN_AI_OPERATION_NAME]: A.OP_INVOKE_AGENT }, 'previous_stint');
+    this.#stints.set(agent.id, span);
+    if (!span.isRecording()) return;
+    const ctx = span.spanContext();
+    this.#previous.set(agent.id, ctx);
+    const data = { traceId: ctx.traceId, spanId: ctx.spanId, traceFlags: ctx.traceFlags };
+    this.#deps.stage({ op: 'appendEvent', row: { runId: this.#deps.runId, agentId: agent.id, type: A.STINT_EVENT, data, at: this.#deps.now() } });
+  }
+
+  /**
+   * A dormant agent changes status without running (a wait times out into a stall, a stop reaches
+   * it while parked): its dormant span opens, for the events of the change; stintEnded ends it.
+   */
+  dormantChanged(agent: TracedAgent, from: string): void {
+    if (this.#stints.has(agent.id)) return;
+    this.#stints.set(agent.id, this.#agentSpan(agent, `${A.SPAN_DORMANT} ${agent.name}`, { [A.TROUPE_STATUS_FROM]: from }, 'last_stint'));
+  }
+
+  /**
+   * A span of the agent, where its stints sit: under the tool span of the parent's turn that spawned
+   * it (the root: under the caller's active context), linked to the agent's last stint.
+   */
+  #agentSpan(agent: TracedAgent, name: string, own: Attributes, link: string): Span {
     let parent = this.#parents.get(agent.id);
     const first = !parent;
     if (!parent) {
@@ -210,28 +244,23 @@ export class RunTracer implements TurnTrace {
       this.#parents.set(agent.id, parent);
     }
     const previous = this.#previous.get(agent.id);
-    const links: Link[] | undefined = previous ? [{ context: previous, attributes: { [A.TROUPE_LINK]: 'previous_stint' } }] : undefined;
+    const links: Link[] | undefined = previous ? [{ context: previous, attributes: { [A.TROUPE_LINK]: link } }] : undefined;
     const attributes: Attributes = {
-      [A.GEN_AI_OPERATION_NAME]: A.OP_INVOKE_AGENT,
+      ...own,
       [A.GEN_AI_AGENT_ID]: agent.id,
       [A.GEN_AI_AGENT_NAME]: agent.name,
       [A.GEN_AI_CONVERSATION_ID]: this.#deps.runId,
       [A.TROUPE_DEPTH]: agent.depth,
     };
     if (agent.parentId !== null) attributes[A.TROUPE_PARENT_ID] = agent.parentId;
-    const span = this.#tracer.startSpan(`${A.OP_INVOKE_AGENT} ${agent.name}`, { kind: SpanKind.INTERNAL, attributes, ...(links ? { links } : {}) }, parent);
-    this.#stints.set(agent.id, span);
+    const span = this.#tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes, ...(links ? { links } : {}) }, parent);
     // An agent with nothing above it here (the root; an agent restored while its parent is not
-    // running): its later stints sit under this first one, so the process's run stays one trace.
+    // running): its later spans sit under this first one, so the process's run stays one trace.
     if (first && !trace.getSpan(parent)) this.#parents.set(agent.id, trace.setSpan(ROOT_CONTEXT, span));
-    if (!span.isRecording()) return;
-    const ctx = span.spanContext();
-    this.#previous.set(agent.id, ctx);
-    const data = { traceId: ctx.traceId, spanId: ctx.spanId, traceFlags: ctx.traceFlags };
-    this.#deps.stage({ op: 'appendEvent', row: { runId: this.#deps.runId, agentId: agent.id, type: A.STINT_EVENT, data, at: this.#deps.now() } });
+    return span;
   }
 
-  /** The agent left `running`: parked (waiting, stalled, budget-paused) or ended. */
+  /** The agent left `running` (parked: waiting, stalled, budget-paused; or ended), or its dormant change is done. */
   stintEnded(agentId: string, end: { status: string; error?: { code: string } | null; stopReason?: string | null }): void {
     const span = this.#stints.get(agentId);
     if (!span) return;
@@ -243,20 +272,33 @@ export class RunTracer implements TurnTrace {
     span.end();
   }
 
-  /** An event on the agent's open stint (dropped if it has none: it is not running). */
+  /**
+   * An event on the agent's open span; with none (the agent is dormant: a trip caused by a review
+   * of a parked agent), on a dormant span of its own. An id that names no agent is ignored.
+   */
   event(agentId: string, name: string, attributes?: Attributes): void {
-    const span = this.#stints.get(agentId);
-    if (span?.isRecording()) span.addEvent(name, attributes);
+    const open = this.#stints.get(agentId);
+    if (open) {
+      if (open.isRecording()) open.addEvent(name, attributes);
+      return;
+    }
+    const agent = this.#deps.agent(agentId);
+    if (!agent) return;
+    const span = this.#agentSpan(agent, `${A.SPAN_DORMANT} ${agent.name}`, {}, 'last_stint');
+    if (span.isRecording()) span.addEvent(name, attributes);
+    span.end();
   }
 
   /** A budget warning went into the agent's call: its band (`[BUDGET NOTICE] …` → `BUDGET NOTICE`). */
   budgetWarning(agentId: string, warning: string): void {
-    if (this.#stints.get(agentId)?.isRecording()) this.event(agentId, A.EVENT_BUDGET_WARNING, { [A.TROUPE_BUDGET_BAND]: warning.slice(1, Math.max(1, warning.indexOf(']'))) });
+    if (this.#stints.get(agentId)?.isRecording() === false) return;
+    this.event(agentId, A.EVENT_BUDGET_WARNING, { [A.TROUPE_BUDGET_BAND]: warning.slice(1, Math.max(1, warning.indexOf(']'))) });
   }
 
   /**
-   * A notice the coordinator decided: an event on the stint of the agent it is about (ending now),
-   * else on the recipient's if that one is running.
+   * A notice the coordinator decided: an event on the open span of the agent it is about (its stint
+   * ending now, or its dormant change), else the recipient's (the reserve notice from `system`: on
+   * the root's stint, or a dormant span of the root when it is parked).
    */
   notice(e: { from: string; to: string; kind: string }): void {
     const attributes = { [A.TROUPE_NOTICE_KIND]: e.kind, [A.TROUPE_NOTICE_FROM]: e.from, [A.TROUPE_NOTICE_TO]: e.to };
@@ -264,7 +306,9 @@ export class RunTracer implements TurnTrace {
   }
 
   chat(agent: TracedAgent, request: ModelRequest, purpose: UsagePurpose): ChatSpan {
-    const stint = this.#stints.get(agent.id);
+    // A background review of a parked (or finished) agent: its call sits on a dormant span of it.
+    const dormant = this.#stints.has(agent.id) ? null : this.#agentSpan(agent, `${A.SPAN_DORMANT} ${agent.name}`, {}, 'last_stint');
+    const stint = this.#stints.get(agent.id) ?? dormant;
     if (!this.#metered && !stint?.isRecording()) return NOOP_CHAT;
     const model = this.#deps.model;
     const started = performance.now();
@@ -324,6 +368,7 @@ export class RunTracer implements TurnTrace {
         }
         duration.record((performance.now() - started) / 1000, base);
         span?.end();
+        dormant?.end();
       },
     };
   }

@@ -2,15 +2,15 @@
  * `--otel`: the built CLI exports its GenAI spans over OTLP/HTTP to a receiver started here on
  * 127.0.0.1 (OTEL_EXPORTER_OTLP_ENDPOINT), with no message content and no key; a demo killed with
  * SIGKILL and resumed produces resumed stints whose links point at the spans the killed process
- * persisted.
+ * persisted; `troupe serve --otel` exports the runs it hosts when it is stopped.
  */
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/sqliteStore.js';
-import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
-import { troupe, workdir } from '../helpers/cli.js';
+import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
+import { spawnTroupe, troupe, workdir } from '../helpers/cli.js';
 
 interface OtlpValue {
   stringValue?: string;
@@ -130,5 +130,45 @@ describe('troupe --otel', () => {
     }
     expect(linked).toBeGreaterThan(0);
     expect(before.has(leadId!)).toBe(true);
+  });
+
+  it('serve --otel: a served run gets a message; its spans are exported when serve stops (SIGTERM), not before', async () => {
+    await using receiver = await otlpReceiver();
+    // Every call answers the user with the gist of the last user message it read.
+    const noted = (request: FakeRequest) => {
+      const text = JSON.stringify((request.body as { messages?: unknown[] }).messages?.at(-1) ?? '');
+      const gist = /SECRET-HELLO|SECRET-STANDBY/.test(text) ? (text.includes('SECRET-HELLO') ? 'hello' : 'standby') : 'something';
+      return { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: `Noted: ${gist}.` } }] } };
+    };
+    await using server = await createFakeOpenAIServer(noted);
+    const cwd = workdir();
+    const s = spawnTroupe(['serve', 'SECRET-STANDBY', '--model', 'any-model', '--base-url', server.url, '--otel'], cwd, {
+      OPENAI_API_KEY: 'sk-serve-otel-secret',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      // The batch processor's timer never fires during the test: what arrives, the stop flushed.
+      OTEL_BSP_SCHEDULE_DELAY: '600000',
+    });
+    try {
+      await s.line(/^ready +serving .*main run run_/);
+      await s.line(/^\[main\] lead +says: Noted: standby\./);
+      const sent = await troupe(['send', 'lead', 'SECRET-HELLO from another shell'], cwd);
+      expect(sent.code, sent.stderr).toBe(0);
+      await s.line(/^\[main\] lead +says: Noted: hello\./);
+      expect(receiver.spans()).toEqual([]);
+      s.child.kill('SIGTERM');
+      expect(await s.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
+    }
+    const spans = receiver.spans();
+    const stints = spans.filter((x) => x.name === 'invoke_agent lead').sort((a, b) => Number(BigInt(a.startTimeUnixNano) - BigInt(b.startTimeUnixNano)));
+    // Two stints: the task, then the message; each ends waiting on the user. The second links to the first.
+    expect(stints.map((x) => attr(x, 'troupe.status'))).toEqual(['waiting', 'waiting']);
+    expect(stints[1]!.links?.map((l) => l.spanId)).toEqual([stints[0]!.spanId]);
+    expect(spans.filter((x) => x.name === 'chat any-model')).toHaveLength(2);
+    expect(spans.filter((x) => x.name === 'execute_tool respond_to_user').map((x) => x.parentSpanId).sort()).toEqual(stints.map((x) => x.spanId).sort());
+    expect(receiver.bodies.some((b) => b.path === '/v1/metrics' && b.raw.includes('gen_ai.client.token.usage'))).toBe(true);
+    const all = receiver.bodies.map((b) => b.raw).join('\n');
+    for (const secret of ['SECRET-STANDBY', 'SECRET-HELLO', 'Noted:', 'sk-serve-otel-secret']) expect(all).not.toContain(secret);
   });
 });

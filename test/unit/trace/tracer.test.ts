@@ -14,12 +14,15 @@ import type { WriteOp } from '../../../src/store/port.js';
 import { NO_TRACE, runTrace, tracingRegistered } from '../../../src/trace/tracer.js';
 
 const agent = { id: 'a1', name: 'lead', parentId: null, depth: 0 };
+const child = { id: 'c1', name: 'scout', parentId: 'a1', depth: 1 };
+const agents = new Map([agent, child].map((a) => [a.id, a]));
+const deps = (staged: WriteOp[] = [], now = 0) => ({ runId: 'run_1', model: 'm', now: () => now, stage: (op: WriteOp) => staged.push(op), agent: (id: string) => agents.get(id) });
 
 function recording() {
   const exporter = new InMemorySpanExporter();
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
   const staged: WriteOp[] = [];
-  const tracer = runTrace({ tracerProvider }, { runId: 'run_1', model: 'm', now: () => 42, stage: (op) => staged.push(op) });
+  const tracer = runTrace({ tracerProvider }, deps(staged, 42));
   return { exporter, tracerProvider, staged, tracer };
 }
 
@@ -51,9 +54,8 @@ describe('the run tracer', () => {
     expect(staged[0]).toMatchObject({ op: 'appendEvent', row: { runId: 'run_1', agentId: 'a1', type: 'trace.stint', at: 42 } });
   });
 
-  it('events on an agent with no open stint are dropped; close ends what is open', () => {
+  it('events on the open stint; close ends what is open', () => {
     const { exporter, tracer } = recording();
-    tracer.event('a1', 'troupe.nudge');
     tracer.stintStarted(agent);
     tracer.event('a1', 'troupe.nudge');
     tracer.close(() => 'running');
@@ -62,9 +64,61 @@ describe('the run tracer', () => {
     expect(span!.attributes['troupe.status']).toBe('running');
   });
 
+  it('an event for a dormant agent: a troupe.dormant span beside its stints, linked to its last stint; an unknown id is ignored', () => {
+    const { exporter, tracer, staged } = recording();
+    tracer.stintStarted(agent);
+    tracer.stintStarted(child); // under the lead's stint (no tool open)
+    tracer.stintEnded('c1', { status: 'waiting' });
+    tracer.event('c1', 'troupe.budget.reserve_trip');
+    tracer.budgetWarning('c1', '[BUDGET NOTICE] 75 % spent');
+    tracer.event('nobody', 'troupe.budget.stop');
+    tracer.stintEnded('a1', { status: 'completed' });
+    const spans = exporter.getFinishedSpans();
+    const [stint, dormant, warned] = spans.filter((s) => s.attributes['gen_ai.agent.id'] === 'c1');
+    const lead = spans.find((s) => s.name === 'invoke_agent lead')!;
+    expect(spans).toHaveLength(4);
+    expect([dormant!.name, warned!.name]).toEqual(['troupe.dormant scout', 'troupe.dormant scout']);
+    expect(dormant!.events.map((e) => e.name)).toEqual(['troupe.budget.reserve_trip']);
+    expect(warned!.events.map((e) => [e.name, e.attributes])).toEqual([['troupe.budget.warning', { 'troupe.budget.band': 'BUDGET NOTICE' }]]);
+    for (const s of [dormant!, warned!]) {
+      expect(s.parentSpanContext?.spanId).toBe(lead.spanContext().spanId);
+      expect(s.links.map((l) => [l.context.spanId, l.attributes])).toEqual([[stint!.spanContext().spanId, { 'troupe.link': 'last_stint' }]]);
+      expect(s.attributes).toMatchObject({ 'gen_ai.agent.name': 'scout', 'gen_ai.conversation.id': 'run_1', 'troupe.parent_id': 'a1' });
+      expect(s.attributes['gen_ai.operation.name']).toBeUndefined();
+    }
+    // Not a stint: no trace.stint row, so a restart still links to the stint.
+    expect(staged).toHaveLength(2);
+  });
+
+  it('a dormant change: one span holding its notice and its stall; a notice from system to a parked agent is on its own dormant span', () => {
+    const { exporter, tracer } = recording();
+    tracer.stintStarted(agent);
+    tracer.stintStarted(child);
+    tracer.stintEnded('c1', { status: 'waiting' });
+    tracer.stintEnded('a1', { status: 'waiting' });
+    // Both parked: the child's wait times out into a stall; the lead is told.
+    tracer.dormantChanged(child, 'waiting');
+    tracer.notice({ from: 'c1', to: 'a1', kind: 'stalled' });
+    tracer.stintEnded('c1', { status: 'stalled' });
+    tracer.notice({ from: 'system', to: 'a1', kind: 'budget_reserve_stop' });
+    const dormant = exporter.getFinishedSpans().filter((s) => s.name.startsWith('troupe.dormant '));
+    expect(dormant.map((s) => [s.name, s.events.map((e) => e.name)])).toEqual([
+      ['troupe.dormant scout', ['troupe.notice', 'troupe.stall']],
+      ['troupe.dormant lead', ['troupe.notice']],
+    ]);
+    expect(dormant[0]!.attributes).toMatchObject({ 'troupe.status.from': 'waiting', 'troupe.status': 'stalled' });
+    expect(dormant[0]!.events[0]!.attributes).toEqual({ 'troupe.notice.kind': 'stalled', 'troupe.notice.from': 'c1', 'troupe.notice.to': 'a1' });
+    expect(dormant[1]!.events[0]!.attributes).toMatchObject({ 'troupe.notice.kind': 'budget_reserve_stop', 'troupe.notice.to': 'a1' });
+    // The lead's later stint still links to its last stint, not to a dormant span.
+    tracer.stintStarted(agent);
+    tracer.close(() => 'running');
+    const stints = exporter.getFinishedSpans().filter((s) => s.name === 'invoke_agent lead');
+    expect(stints[1]!.links[0]!.context.spanId).toBe(stints[0]!.spanContext().spanId);
+  });
+
   it('telemetry: false is the tracer that calls nothing; tracingRegistered says when links can be read', () => {
     const staged: WriteOp[] = [];
-    expect(runTrace(false, { runId: 'r', model: 'm', now: () => 0, stage: (op) => staged.push(op) })).toBe(NO_TRACE);
+    expect(runTrace(false, deps(staged))).toBe(NO_TRACE);
     expect(tracingRegistered(false)).toBe(false);
     // Nothing registered globally in this test file.
     expect(tracingRegistered(undefined)).toBe(false);

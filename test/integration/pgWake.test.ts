@@ -68,10 +68,11 @@ describe.skipIf(!available)(pgTitle(available, 'wakes of released runs on Postgr
     }
   }
 
-  async function answerOf(id: number) {
-    for (;;) {
+  async function answerOf(id: number, timeoutMs = 20_000) {
+    for (const deadline = Date.now() + timeoutMs; ; ) {
       const request = await readRequest(store, id);
       if (request?.result) return request.result;
+      if (Date.now() > deadline) throw new Error(`request ${id} was never answered (a lost wake)`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }

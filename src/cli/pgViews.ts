@@ -14,7 +14,7 @@ import type { Io } from './args.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { secrets } from './setup.js';
 import { agentViews, latestMainRun } from './runs.js';
-import { FLAGS, type FlagName, type Values } from './spec.js';
+import type { FlagName, Values } from './spec.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { budgetBar, treeLines } from './view.js';
 
@@ -22,7 +22,7 @@ import { budgetBar, treeLines } from './view.js';
 export function only(command: string, values: Values, allowed: readonly FlagName[]): void {
   for (const [name, value] of Object.entries(values)) {
     if (value === undefined || (allowed as readonly string[]).includes(name)) continue;
-    const flag = FLAGS[name as FlagName]?.syntax.match(/--[\w-]+/)?.[0] ?? name;
+    const flag = `--${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
     throw new ConfigError(`troupe ${command} does not take ${flag} with a PostgreSQL --db (see "Scale out" in the README)`);
   }
 }

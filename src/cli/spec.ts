@@ -22,7 +22,7 @@ export const FLAGS = {
   interactive: { syntax: '--interactive', help: 'a human is attached: lines typed go to the root, finished agents can be revived' },
   stream: { syntax: '--stream', help: 'stream answers: text shows as it is written' },
   config: { syntax: '--config <file>', help: 'the config file (default ./troupe.config.json when present)' },
-  db: { syntax: '--db <file|url>', help: 'the database file (default .troupe/troupe.db), or a postgres:// URL (see Scale out: workers host the runs)' },
+  db: { syntax: '--db <file-or-url>', help: 'the database file (default .troupe/troupe.db), or a postgres:// URL (see Scale out: workers host the runs)' },
   concurrency: { syntax: '--concurrency <n>', help: 'runs this worker hosts at once (default 10)' },
   run: { syntax: '--run <id>', help: 'the run to act on (default: the latest run no trigger started)' },
   resume: { syntax: '--resume', help: 'host the latest main run of the database again' },

@@ -1,58 +1,108 @@
 /**
- * The CLI on PostgreSQL (`--db postgres://…`, issue 17): `troupe worker` hosts runs; `run` submits
- * one for the workers; `status`, `tree`, `send` and `stop` work from any machine (send and stop
- * post to the run's inbox, which the hosting worker — or the next to claim the run — applies).
+ * The CLI on PostgreSQL (`--db postgres://…`, issue 17): every command has a PostgreSQL form,
+ * chosen by spec.ts from the `--db` value. Workers host the runs: `troupe worker` (and `serve`,
+ * and `demo` in its own process) claims them; `run` submits one, `resume` hands one back to the
+ * workers; `status`, `tree`, `send` and `stop` (pgViews.ts) work from any machine.
+ *
+ * A run's settings (model, base URL, budget, limits… never an API key) are saved with it when it
+ * is submitted (a `cli.run` event; `resume` with flags appends a newer one), and the worker that
+ * hosts it uses them. Which wins: the worker's config file and environment are defaults, the run's
+ * saved settings override them, and the worker's own flags override both. API keys come only from
+ * the worker (its flags, environment or config file).
  * @module
  */
-import { toTree } from '../host/registry.js';
+import type { Logger } from 'pino';
+import { randomUUID } from 'node:crypto';
 import { ConfigError, TroupeError } from '../errors.js';
-import type { InboxKind, InboxResult } from '../store/inbox.js';
-import { openPostgresStore, type PostgresStore } from '../store/postgres/store.js';
-import type { RunRow } from '../store/types.js';
-import { postRequest, readRequest } from '../worker/inbox.js';
+import type { PortReads } from '../store/postgres/reads.js';
+import type { PostgresStore } from '../store/postgres/store.js';
 import { submitRun } from '../worker/submit.js';
-import { startWorker } from '../worker/worker.js';
+import { startWorker, type HostedOptions, type Worker } from '../worker/worker.js';
 import { number, type Io } from './args.js';
-import { coordinatorOptions, LOG_FILE, modelFor, secrets } from './setup.js';
-import { defined, fromEnv, loadConfigFile, mergeConfig, toSaved } from './config.js';
-import { EXIT, exitCodeFor } from './exitCodes.js';
+import { defined, fromEnv, loadConfigFile, mergeConfig, proactiveTriggers, requirePrice, toSaved, type CliConfig, type SavedRunConfig } from './config.js';
+import { DEMO_CONFIG, viewMode } from './runCommands.js';
+import { demoModel, demoScript } from './demoModel.js';
+import { runExitCode } from './drive.js';
+import { EXIT } from './exitCodes.js';
 import { cliLogger } from './logs.js';
-import { parse, postgresDb } from './pgArgs.js';
-import { agentViews, latestMainRun } from './runs.js';
+import { findRun, only, openPg, send, status, stop, tree, treeText } from './pgViews.js';
+import { coordinatorOptions, fromFlags, LOG_FILE, modelFor, secrets } from './setup.js';
+import type { Handler, Values } from './spec.js';
 import { forTerminal, jsonLine } from './terminal.js';
-import { budgetBar, treeLines } from './view.js';
 
-function urlOf(argv: string[]): string {
-  const url = postgresDb(argv);
-  if (!url) throw new ConfigError('Expected --db postgres://user@host:port/database');
-  return url;
+/** The settings a run was submitted with (the latest `cli.run` event: a resume with flags appends one). */
+export async function runSettings(reads: Pick<PortReads, 'eventsOf'>, runId: string): Promise<SavedRunConfig> {
+  return ((await reads.eventsOf(runId, 'cli.run')).at(-1)?.data ?? {}) as SavedRunConfig;
 }
 
-const open = (argv: string[], io: Io): Promise<PostgresStore> => openPostgresStore({ url: urlOf(argv), ...secrets(io) });
-
-async function findRun(store: PostgresStore, runId: string | undefined): Promise<RunRow> {
-  const runs = await store.reads.listRuns();
-  const run = runId === undefined ? (latestMainRun({ listRuns: () => runs }) ?? runs.at(-1)) : runs.find((r) => r.id === runId);
-  if (!run) throw new TroupeError('RUN_NOT_FOUND', runId === undefined ? `${store.url} holds no run` : `${store.url} holds no run ${runId}`);
-  return run;
+/** What a command's flags say about a run's settings, to be saved with it (no key, no database URL). */
+function flagSettings(values: Values, model: string | undefined): Partial<CliConfig> {
+  const { db: _db, apiKey: _key, ...rest } = fromFlags(values, model);
+  return rest;
 }
 
-async function run(argv: string[], io: Io): Promise<number> {
-  const { values, positionals } = parse('run', argv, ['db', 'json', 'verbose', 'model', 'base-url', 'api-key', 'budget', 'interactive', 'config'], 1);
-  const task = positionals[0];
-  if (!task || task.trim() === '') throw new ConfigError('Usage: troupe run "<task>" --db postgres://…  (the task is missing)');
-  const budgetUsd = number('budget', values.budget);
-  const config = mergeConfig(
-    loadConfigFile(values.config),
-    fromEnv(io.env),
-    defined({ model: values.model, baseURL: values['base-url'], apiKey: values['api-key'], interactive: values.interactive, ...(budgetUsd === undefined ? {} : { budget: { limitUsd: budgetUsd } }) }),
-  );
-  const store = await open(argv, io);
+/** Calls each agent's model has answered, by agent name (what a re-hosted demo must not replay). */
+async function answeredCalls(reads: PortReads, runId: string): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const agent of await reads.listAgents(runId)) out[agent.name] = (await reads.loadSession(agent.id)).filter((i) => i.role === 'assistant').length;
+  return out;
+}
+
+/** How this worker hosts a run: the run's saved settings between the worker's defaults and its flags. */
+export function hostSettings(store: PostgresStore, defaults: CliConfig, overrides: Partial<CliConfig>, logger: Logger) {
+  // A run's interactivity is its own (its row), never a worker's.
+  const { interactive: _i, ...workerDefaults } = defaults;
+  return async (runId: string): Promise<HostedOptions> => {
+    const saved = await runSettings(store.reads, runId);
+    const config = mergeConfig(workerDefaults, saved, overrides);
+    if (saved.demo) {
+      const { model, server } = await demoModel(demoScript(), await answeredCalls(store.reads, runId));
+      return { ...coordinatorOptions(config), model, logger, retry: { baseDelayMs: 200 }, dispose: () => server.close() };
+    }
+    return { ...coordinatorOptions(config), model: modelFor(config), logger };
+  };
+}
+
+/** A worker over `store` with the worker flags of `values`. */
+async function hostRuns(store: PostgresStore, values: Values, io: Io, concurrency?: number): Promise<Worker> {
+  const defaults = mergeConfig(loadConfigFile(values.config), fromEnv(io.env));
+  const overrides = defined({ model: values.model, baseURL: values.baseUrl, apiKey: values.apiKey });
+  secrets(io, mergeConfig(defaults, overrides));
+  const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
+  return startWorker({ store, logger, ...defined({ concurrency }), hostOptions: hostSettings(store, defaults, overrides, logger) });
+}
+
+const stopped = () =>
+  new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+
+async function worker(_args: string[], values: Values, io: Io): Promise<number> {
+  if (values.db === undefined || !/^postgres(ql)?:\/\//.test(values.db)) throw new ConfigError('troupe worker needs --db postgres://user@host:port/database (workers share a PostgreSQL server)');
+  const concurrency = number('concurrency', values.concurrency, true);
+  const store = await openPg(values, io);
+  const w = await hostRuns(store, values, io, concurrency);
+  io.out.write(`worker ${forTerminal(w.id)} hosting runs of ${forTerminal(store.url)} (Ctrl-C stops it; its runs are released to other workers)\n`);
+  await stopped();
+  await w.stop();
+  await store.close();
+  return EXIT.OK;
+}
+
+async function run(args: string[], values: Values, io: Io): Promise<number> {
+  only('run', values, ['db', 'json', 'verbose', 'model', 'baseUrl', 'apiKey', 'budget', 'price', 'interactive', 'stream', 'config']);
+  if (!args[0] || args[0].trim() === '') throw new ConfigError('Usage: troupe run "<task>" --db postgres://…  (the task is missing)');
+  const file = loadConfigFile(values.config);
+  const config = mergeConfig(file, fromEnv(io.env), flagSettings(values, values.model ?? file.model), defined({ apiKey: values.apiKey }));
+  requirePrice(config);
+  secrets(io, config);
+  const store = await openPg(values, io);
   try {
     const { runId, rootId } = await submitRun(store, {
-      root: { name: 'lead', task },
+      root: { name: 'lead', task: args[0]! },
       ...defined({ interactive: config.interactive, budget: config.budget, limits: config.limits }),
-      event: { type: 'cli.run', data: { ...toSaved(config, false) } },
+      event: { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } },
     });
     io.out.write(
       values.json ? `${jsonLine({ type: 'run.submitted', runId, rootId, db: store.url })}\n` : `submitted run ${forTerminal(runId)} to ${forTerminal(store.url)}: a worker hosts it (troupe worker --db …)\n`,
@@ -63,133 +113,109 @@ async function run(argv: string[], io: Io): Promise<number> {
   }
 }
 
-async function worker(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('worker', argv, ['db', 'verbose', 'concurrency', 'model', 'base-url', 'api-key', 'config'], 0);
-  const concurrency = number('concurrency', values.concurrency, true);
-  urlOf(argv);
-  const config = mergeConfig(loadConfigFile(values.config), fromEnv(io.env), defined({ model: values.model, baseURL: values['base-url'], apiKey: values['api-key'] }));
-  const model = modelFor(config);
-  secrets(io, config);
-  const store = await open(argv, io);
-  const logger = cliLogger(LOG_FILE, values.verbose, io.redactor);
-  // Each run keeps its own interactive flag and budget (from its row); the rest is this worker's.
-  const { interactive: _interactive, budget: _budget, ...hostOptions } = coordinatorOptions(config);
-  const w = await startWorker({ store, logger, ...defined({ concurrency }), hostOptions: () => ({ ...hostOptions, model, logger }) });
-  io.out.write(`worker ${forTerminal(w.id)} hosting runs of ${forTerminal(store.url)} (Ctrl-C stops it; its runs are released to other workers)\n`);
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
-  await w.stop();
-  await store.close();
-  return EXIT.OK;
-}
-
-async function status(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('status', argv, ['db', 'json', 'run'], 0);
-  const store = await open(argv, io);
+/**
+ * Hand a run back to the workers (it wants a host again). Flags given now override its saved
+ * settings for every later host: they are saved with the run first, under a short lease of this
+ * command (RUN_LOCKED while a worker hosts it: stop that worker, or resume without flags).
+ */
+async function resume(_args: string[], values: Values, io: Io): Promise<number> {
+  only('resume', values, ['db', 'run', 'json', 'model', 'baseUrl', 'apiKey', 'budget', 'price', 'stream']);
+  const store = await openPg(values, io);
   try {
-    const run = await findRun(store, values.run);
-    const [agents, usage, messages, leases] = await Promise.all([
-      store.reads.listAgents(run.id),
-      store.reads.listUsage(run.id),
-      store.reads.pendingMessagesOf(run.id),
-      store.leases(),
-    ]);
-    const views = agentViews(agents, usage);
-    const lease = leases.find((l) => l.run_id === run.id);
-    const counts: Record<string, number> = {};
-    for (const a of views) counts[a.status] = (counts[a.status] ?? 0) + 1;
-    const root = agents.find((a) => a.id === run.rootId);
-    const spentUsd = views.reduce((sum, a) => sum + a.spentUsd, 0);
-    const budget = { spentUsd, limitUsd: run.budget.limitUsd ?? null, reserveStopped: run.budget.reserveStopped, budgetStopped: run.budget.budgetStopped, paused: run.budget.paused };
-    const host = lease ? { state: lease.state, owner: lease.owner, epoch: lease.epoch } : null;
-    if (values.json) {
-      const rootView = root ? { id: root.id, name: root.name, status: root.status } : null;
-      io.out.write(`${jsonLine({ runId: run.id, db: store.url, createdAt: run.createdAt, interactive: run.interactive, host, root: rootView, agents: counts, pendingMessages: messages.length, budget, report: root?.report ?? null })}\n`);
-    } else {
-      const lines = [
-        `run      ${forTerminal(run.id)}  (${forTerminal(store.url)})`,
-        `host     ${host ? `${host.state}${host.owner ? ` on ${forTerminal(host.owner)}` : ''} (epoch ${host.epoch})` : '(none)'}`,
-        `root     ${root ? `${forTerminal(root.name)} (${forTerminal(root.id)}) ${root.status}` : '(none)'}`,
-        `agents   ${Object.entries(counts).map(([s, n]) => `${n} ${s}`).join(', ') || 'none'}`,
-        `mail     ${messages.length} undelivered`,
-        `budget   ${budgetBar(budget)}`,
-      ];
-      if (root?.report) lines.push(`report   ${forTerminal(root.report.summary, true)}`);
-      io.out.write(`${lines.join('\n')}\n`);
+    const found = await findRun(store, values.run);
+    const saved = await runSettings(store.reads, found.id);
+    const given = flagSettings(values, values.model ?? saved.model);
+    secrets(io, defined({ apiKey: values.apiKey }));
+    if (Object.keys(given).length > 0) {
+      const next = mergeConfig(saved, given);
+      requirePrice(next);
+      const lease = await store.claim(found.id, { owner: `resume:${randomUUID().slice(0, 8)}`, ttlMs: 60_000, heartbeatMs: 0 });
+      await lease.port.commit([{ op: 'appendEvent', row: { runId: found.id, agentId: null, type: 'cli.run', data: { ...toSaved(next, saved.demo ?? false) }, at: Date.now() } }]);
+      await lease.release({ state: 'runnable' });
     }
+    await store.wake(found.id);
+    io.out.write(values.json ? `${jsonLine({ type: 'run.resumed', runId: found.id, db: store.url })}\n` : `run ${forTerminal(found.id)} handed to the workers of ${forTerminal(store.url)}\n`);
     return EXIT.OK;
   } finally {
     await store.close();
   }
 }
 
-async function tree(argv: string[], io: Io): Promise<number> {
-  const { values } = parse('tree', argv, ['db', 'json', 'run'], 0);
-  const store = await open(argv, io);
+/** The offline demo on PostgreSQL: submitted as a demo run, hosted by a worker in this process (any worker can host a demo run). */
+async function demo(_args: string[], values: Values, io: Io): Promise<number> {
+  only('demo', values, ['db', 'json', 'verbose']);
+  const script = demoScript();
+  const json = viewMode(values.json, io) === 'json';
+  if (!json) io.out.write(`${script.description ?? ''}\n\n`);
+  const store = await openPg(values, io);
+  let w: Worker | undefined;
   try {
-    const run = await findRun(store, values.run);
-    const views = agentViews(await store.reads.listAgents(run.id), await store.reads.listUsage(run.id));
-    const nodes = toTree(new Map(views.map((v) => [v.id, v])));
-    io.out.write(values.json ? `${jsonLine({ runId: run.id, tree: nodes })}\n` : `${treeLines(nodes).join('\n')}\n`);
-    return EXIT.OK;
+    const { runId, rootId } = await submitRun(store, {
+      root: { name: 'lead', task: 'Review this repository with a small team.' },
+      budget: DEMO_CONFIG.budget!,
+      event: { type: 'cli.run', data: { ...toSaved({ ...DEMO_CONFIG, interactive: false }, true) } },
+    });
+    w = await hostRuns(store, { verbose: values.verbose }, io, 1);
+    io.out.write(json ? `${jsonLine({ type: 'run.submitted', runId, rootId, db: store.url })}\n` : `run ${forTerminal(runId)} on ${forTerminal(store.url)}, hosted by worker ${forTerminal(w.id)}\n`);
+    for (;;) {
+      const lease = (await store.leases()).find((l) => l.run_id === runId);
+      if (lease && lease.owner === null && lease.state !== 'runnable') break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const root = (await store.reads.listAgents(runId)).find((a) => a.id === rootId);
+    if (!root) throw new TroupeError('RUN_NOT_FOUND', `run ${runId} has no root`);
+    io.out.write(await treeText(store, runId, values.json));
+    if (root.report) io.out.write(json ? `${jsonLine({ type: 'run.report', runId, report: root.report })}\n` : `\n${forTerminal(root.report.summary, true)}\n`);
+    return runExitCode(root);
   } finally {
+    await w?.stop();
     await store.close();
   }
 }
 
-const pause = () => new Promise((resolve) => setTimeout(resolve, 100));
-
-/** Post to the run's inbox (waking it) and wait up to `waitMs` for a worker's answer. */
-async function post(command: InboxKind, argv: string[], io: Io, payload: (positionals: string[]) => Record<string, unknown>, waitMs = 15_000): Promise<number> {
-  const { values, positionals } = parse(command, argv, ['db', 'run'], command === 'send' ? 2 : 1);
-  const store = await open(argv, io);
+/**
+ * `serve` on PostgreSQL: submit the main run (a task) or hand the latest one back (`--resume`),
+ * then host runs as a worker until Ctrl-C. Talk to the main run with `troupe send` from any
+ * machine. Proactive triggers and the watchdog need the SQLite form (refused, never ignored).
+ */
+async function serve(args: string[], values: Values, io: Io): Promise<number> {
+  only('serve', values, ['db', 'model', 'baseUrl', 'apiKey', 'budget', 'price', 'stream', 'config', 'resume', 'verbose']);
+  if (args[0] !== undefined && values.resume) throw new ConfigError('Give troupe serve a task or --resume, not both');
+  const file = loadConfigFile(values.config);
+  if (proactiveTriggers(file.proactive).length > 0) throw new ConfigError('troupe serve runs proactive triggers on a SQLite --db only (not yet on PostgreSQL): disable "proactive" in the config file');
+  const store = await openPg(values, io);
   try {
-    const run = await findRun(store, values.run);
-    const id = await postRequest(store, { runId: run.id, kind: command, payload: payload(positionals), at: Date.now() });
-    const deadline = Date.now() + waitMs;
-    let result: InboxResult | null = null;
-    while (result === null && Date.now() < deadline) {
-      result = (await readRequest(store, id))?.result ?? null;
-      if (result === null) await pause();
-    }
-    if (result === null) {
-      io.out.write(`posted to run ${forTerminal(run.id)}; no worker answered within ${waitMs / 1000} s (the next worker to host the run applies it)\n`);
-      return EXIT.OK;
-    }
-    if (!result.ok) {
-      io.err.write(`troupe: ${forTerminal(result.message)}\n`);
-      return exitCodeFor(result.code);
-    }
-    io.out.write(`${forTerminal(result.message)}\n`);
-    return EXIT.OK;
-  } finally {
-    await store.close();
-  }
-}
-
-export async function pgCommand(command: string, argv: string[], io: Io): Promise<number> {
-  switch (command) {
-    case 'worker':
-      return worker(argv, io);
-    case 'run':
-      return run(argv, io);
-    case 'status':
-      return status(argv, io);
-    case 'tree':
-      return tree(argv, io);
-    case 'send':
-      return post('send', argv, io, ([agent, text]) => {
-        if (!agent || !text) throw new ConfigError('Usage: troupe send <agent> "<text>" --db postgres://…');
-        return { agent, content: text };
+    let main = '';
+    if (args[0] !== undefined) {
+      const config = mergeConfig(file, fromEnv(io.env), flagSettings(values, values.model ?? file.model), { interactive: true });
+      requirePrice(config);
+      const { runId } = await submitRun(store, {
+        root: { name: 'lead', task: args[0] },
+        interactive: true,
+        ...defined({ budget: config.budget, limits: config.limits }),
+        event: { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } },
       });
-    case 'stop':
-      return post('stop', argv, io, ([agent]) => {
-        if (!agent) throw new ConfigError('Usage: troupe stop <agent> --db postgres://…');
-        return { agent };
-      });
-    default:
-      throw new ConfigError(`troupe ${command} does not work with a PostgreSQL --db`);
+      main = `; main run ${forTerminal(runId)} (troupe send lead "…" --db …)`;
+    } else if (values.resume) {
+      const found = await findRun(store, undefined);
+      await store.wake(found.id);
+      main = `; main run ${forTerminal(found.id)} handed back`;
+    }
+    const w = await hostRuns(store, values, io);
+    io.out.write(`ready: worker ${forTerminal(w.id)} hosting runs of ${forTerminal(store.url)}${main} (Ctrl-C stops it)\n`);
+    await stopped();
+    await w.stop();
+    return EXIT.OK;
+  } finally {
+    await store.close();
   }
+}
+
+const HANDLERS: Record<string, Handler> = { worker, run, resume, demo, serve, status, tree, send, stop };
+
+/** The PostgreSQL form of a command. */
+export function pgHandler(name: string): Handler {
+  const handler = HANDLERS[name];
+  if (!handler) throw new ConfigError(`troupe ${name} does not work with a PostgreSQL --db`);
+  return handler;
 }

@@ -4,7 +4,6 @@
  * Output goes through the given streams, so tests can run it in-process too.
  * @module
  */
-import { PG_COMMANDS, postgresDb } from './pgArgs.js';
 import { Command, CommanderError, Option } from 'commander';
 import type { Io } from './args.js';
 import { EXIT } from './exitCodes.js';
@@ -73,11 +72,6 @@ export function buildProgram(io: Io, done: (code: number) => void): Command {
 
 /** Run the command line `argv` (without node and the script); resolves with the exit code. */
 export async function runCli(argv: string[], io: Io): Promise<number> {
-  // PostgreSQL (scale-out): `worker`, and the commands given a postgres:// --db, run in pg.ts.
-  const [command, ...rest] = argv;
-  if (command === 'worker' || (command !== undefined && PG_COMMANDS.has(command) && postgresDb(rest))) {
-    return (await import('./pg.js')).pgCommand(command, rest, io);
-  }
   let code: number = EXIT.OK;
   const program = buildProgram(io, (c) => (code = c));
   if (argv.length === 0) {

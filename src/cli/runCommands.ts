@@ -26,7 +26,7 @@ import { forTerminal } from './terminal.js';
 import type { ViewMode } from './view.js';
 
 const DEMO_BUDGET: BudgetOptions = { limitUsd: 0.5, prices: { [DEMO_MODEL]: DEMO_PRICE } };
-const DEMO_CONFIG: CliConfig = { model: DEMO_MODEL, interactive: true, budget: DEMO_BUDGET, stream: true, maxOutputTokens: 1024, idleResumeMs: 20_000 };
+export const DEMO_CONFIG: CliConfig = { model: DEMO_MODEL, interactive: true, budget: DEMO_BUDGET, stream: true, maxOutputTokens: 1024, idleResumeMs: 20_000 };
 
 export function viewMode(json: boolean | undefined, io: Io): ViewMode {
   return json ? 'json' : io.tty ? 'tty' : 'lines';

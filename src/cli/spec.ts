@@ -22,7 +22,8 @@ export const FLAGS = {
   interactive: { syntax: '--interactive', help: 'a human is attached: lines typed go to the root, finished agents can be revived' },
   stream: { syntax: '--stream', help: 'stream answers: text shows as it is written' },
   config: { syntax: '--config <file>', help: 'the config file (default ./troupe.config.json when present)' },
-  db: { syntax: '--db <file>', help: 'the database file (default .troupe/troupe.db)' },
+  db: { syntax: '--db <file-or-url>', help: 'the database file (default .troupe/troupe.db), or a postgres:// URL (see Scale out: workers host the runs)' },
+  concurrency: { syntax: '--concurrency <n>', help: 'runs this worker hosts at once (default 10)' },
   run: { syntax: '--run <id>', help: 'the run to act on (default: the latest run no trigger started)' },
   resume: { syntax: '--resume', help: 'host the latest main run of the database again' },
   killAfter: { syntax: '--kill-after <turns>', help: 'kill the process (SIGKILL) after this many turns, to try resume' },
@@ -56,6 +57,7 @@ export interface Values {
   ui?: string;
   port?: string;
   verbose?: boolean;
+  concurrency?: string;
 }
 
 export type Handler = (args: string[], values: Values, io: Io) => Promise<number>;
@@ -70,6 +72,16 @@ export interface CommandSpec {
   readonly load: () => Promise<Handler>;
 }
 
+/** Whether `--db` names a PostgreSQL server rather than a SQLite file. */
+export const isPostgresUrl = (db: string | undefined): db is string => db !== undefined && /^postgres(ql)?:\/\//.test(db);
+
+/** The command's handler, or its PostgreSQL twin (pg.ts) when `--db` is a postgres:// URL. */
+const orPostgres =
+  (name: string, local: () => Promise<Handler>) =>
+  async (): Promise<Handler> =>
+  async (args, values, io) =>
+    (isPostgresUrl(values.db) ? (await import('./pg.js')).pgHandler(name) : await local())(args, values, io);
+
 const VIEW: readonly FlagName[] = ['json', 'inspect', 'verbose'];
 const MODEL: readonly FlagName[] = ['model', 'baseUrl', 'apiKey', 'budget', 'price'];
 
@@ -79,21 +91,21 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '',
     summary: 'the offline demo team: real SQLite and openai client, a bundled fake server; no key, no network',
     flags: ['db', 'killAfter', 'otel', 'ui', ...VIEW],
-    load: async () => (await import('./runCommands.js')).demo,
+    load: orPostgres('demo', async () => (await import('./runCommands.js')).demo),
   },
   {
     name: 'run',
     args: '<task>',
     summary: 'start a team on any OpenAI-compatible model',
     flags: [...MODEL, 'interactive', 'stream', 'config', 'db', 'otel', 'ui', ...VIEW],
-    load: async () => (await import('./runCommands.js')).run,
+    load: orPostgres('run', async () => (await import('./runCommands.js')).run),
   },
   {
     name: 'resume',
     args: '',
     summary: 'continue a run with its saved settings (flags given override them)',
     flags: [...MODEL, 'config', 'stream', 'db', 'run', 'otel', 'ui', ...VIEW],
-    load: async () => (await import('./runCommands.js')).resume,
+    load: orPostgres('resume', async () => (await import('./runCommands.js')).resume),
   },
   {
     name: 'ui',
@@ -107,35 +119,42 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '',
     summary: "a run's state: root, agents, mail, budget, report, whether a process hosts it",
     flags: ['db', 'run', 'json'],
-    load: async () => (await import('./readCommands.js')).status,
+    load: orPostgres('status', async () => (await import('./readCommands.js')).status),
   },
   {
     name: 'tree',
     args: '',
     summary: 'the agent tree with status, turns, spend and last tool',
     flags: ['db', 'run', 'json'],
-    load: async () => (await import('./readCommands.js')).tree,
+    load: orPostgres('tree', async () => (await import('./readCommands.js')).tree),
   },
   {
     name: 'send',
     args: '<agent> <text>',
     summary: 'message an agent by name or id: a live run at once, otherwise on resume',
     flags: ['db', 'run'],
-    load: async () => (await import('./mail.js')).send,
+    load: orPostgres('send', async () => (await import('./mail.js')).send),
   },
   {
     name: 'stop',
     args: '<agent>',
     summary: 'stop an agent and its descendants, in a live run or not',
     flags: ['db', 'run'],
-    load: async () => (await import('./mail.js')).stop,
+    load: orPostgres('stop', async () => (await import('./mail.js')).stop),
   },
   {
     name: 'serve',
     args: '[task]',
     summary: 'long-running: proactive triggers, a watchdog, an optional interactive main run',
     flags: [...MODEL, 'config', 'stream', 'resume', 'db', 'otel', 'ui', ...VIEW],
-    load: async () => (await import('./serve.js')).serveCommand,
+    load: orPostgres('serve', async () => (await import('./serve.js')).serveCommand),
+  },
+  {
+    name: 'worker',
+    args: '',
+    summary: 'long-running: host runs of a shared PostgreSQL --db; Ctrl-C releases them',
+    flags: ['db', 'concurrency', 'model', 'baseUrl', 'apiKey', 'config', 'verbose'],
+    load: async () => (await import('./pg.js')).pgHandler('worker'),
   },
 ];
 

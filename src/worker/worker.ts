@@ -30,6 +30,9 @@ import { openRequests, wakeSeq } from './inbox.js';
 
 export type HostOptions = Omit<ResumeOptions<StorePort>, 'store' | 'runId'>;
 
+/** How a run is hosted, and what to close once this worker stops hosting it (a demo's fake server). */
+export type HostedOptions = HostOptions & { dispose?: () => Promise<void> };
+
 export interface WorkerOptions {
   store: PostgresStore;
   /** The owner written on lease rows (default `<host>:<pid>:<random>`). */
@@ -42,8 +45,11 @@ export interface WorkerOptions {
   heartbeatMs?: number;
   /** The backstop poll for runnable runs and requests (default 5 s). */
   pollMs?: number;
-  /** What a hosted run needs: model, tools, limits… (the store and run id are the worker's). */
-  hostOptions: (runId: string) => HostOptions;
+  /**
+   * What a hosted run needs: model, tools, limits… (the store and run id are the worker's). Asked
+   * each time the run is claimed, so it can follow the settings saved with the run.
+   */
+  hostOptions: (runId: string) => HostedOptions | Promise<HostedOptions>;
   /** Told each time a run is hosted (tests and the crash harness watch through it). */
   onHost?: (c: Coordinator<StorePort>, lease: RunLease) => void;
   logger?: Logger;
@@ -200,7 +206,17 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   async function hostLoop(entry: Hosted): Promise<void> {
     const { lease: held } = entry;
     const runId = held.runId;
-    const hostOptions = options.hostOptions(runId);
+    const { dispose, ...hostOptions } = await options.hostOptions(runId);
+    try {
+      await hostClaimed(entry, hostOptions);
+    } finally {
+      await dispose?.();
+    }
+  }
+
+  async function hostClaimed(entry: Hosted, hostOptions: HostOptions): Promise<void> {
+    const { lease: held } = entry;
+    const runId = held.runId;
     const idleResumeMs = hostOptions.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS;
     const port = watchedPort(held.port);
     while (!held.lost && !stopping) {

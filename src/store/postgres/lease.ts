@@ -12,7 +12,7 @@ import { TroupeError } from '../../errors.js';
 import type { Redactor } from '../../logging/redact.js';
 import type { StorePort } from '../port.js';
 import { operationError } from './connect.js';
-import { applyPgOp, StagedCache, type OwnerCache } from './ops.js';
+import { applyPgOp, flushPgOps, Pending, StagedCache, type OwnerCache } from './ops.js';
 import { pgReads } from './reads.js';
 
 /** The database's clock in milliseconds (one expression, used by every lease statement). */
@@ -110,7 +110,10 @@ export function heldLease(pool: pg.Pool, row: { run_id: string; epoch: number },
         throw loseIt();
       }
       const staged = new StagedCache(cache);
-      for (const op of ops) await applyPgOp({ client, boot: epoch, redactor, cache: staged }, op);
+      // Rows are gathered and written a table at a time (multi-row statements), all after the fence.
+      const ctx = { client, boot: epoch, redactor, cache: staged, pending: new Pending() };
+      for (const op of ops) await applyPgOp(ctx, op);
+      await flushPgOps(ctx);
       await client.query('COMMIT');
       staged.keep();
     } catch (err) {

@@ -38,6 +38,76 @@ export interface OpContext {
   boot: number;
   redactor: Redactor;
   cache: StagedCache;
+  /** Rows of this group commit not written yet: written together, by `flushPgOps`, before COMMIT. */
+  pending: Pending;
+}
+
+/**
+ * A group commit's inserts and agent updates, gathered so that each table takes one multi-row
+ * statement (arrays through unnest) instead of one statement per row. Only rows nothing in the
+ * batch reads back are deferred; an op that reads or rewrites one of these tables flushes first,
+ * so the batch means exactly what its ops in order mean.
+ */
+export class Pending {
+  readonly session = { agent: [] as string[], seq: [] as number[], item: [] as string[], checksum: [] as string[] };
+  readonly messages: unknown[][] = Array.from({ length: 12 }, () => []);
+  readonly usage: unknown[][] = Array.from({ length: 9 }, () => []);
+  readonly events: unknown[][] = Array.from({ length: 5 }, () => []);
+  /** The last state of each agent updated (an agent updated three times is written once). */
+  readonly agents = new Map<string, unknown[]>();
+}
+
+const push = (columns: unknown[][], row: readonly unknown[]) => row.forEach((v, i) => columns[i]!.push(v));
+
+/** Write what `ctx.pending` holds: one statement per table, rows in the order their ops came. */
+export async function flushPgOps(ctx: OpContext): Promise<void> {
+  const { client, pending: p, boot } = ctx;
+  if (p.session.agent.length > 0) {
+    await client.query('INSERT INTO session_items (agent_id, seq, item, checksum) SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[])', [
+      p.session.agent.splice(0),
+      p.session.seq.splice(0),
+      p.session.item.splice(0),
+      p.session.checksum.splice(0),
+    ]);
+  }
+  if (p.messages[0]!.length > 0) {
+    await client.query(
+      `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, checksum, boot)
+       SELECT m.id, m.run_id, m.to_agent, m.from_id, m.from_name, m.type, m.priority, m.content, m.interrupt, m.created_at, m.notice_key, m.checksum, $13::bigint FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::bigint[], $11::text[], $12::text[])
+         WITH ORDINALITY AS m(id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, checksum, o)
+       ORDER BY m.o ON CONFLICT (notice_key) DO NOTHING`,
+      [...p.messages.map((c) => c.splice(0)), boot],
+    );
+  }
+  if (p.usage[0]!.length > 0) {
+    await client.query(
+      `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
+       SELECT u.run_id, u.agent_id, u.purpose, u.model, u.i, u.o, u.c, u.cost, u.at
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::float8[], $9::bigint[])
+         WITH ORDINALITY AS u(run_id, agent_id, purpose, model, i, o, c, cost, at, n) ORDER BY u.n`,
+      p.usage.map((c) => c.splice(0)),
+    );
+  }
+  if (p.events[0]!.length > 0) {
+    await client.query(
+      `INSERT INTO events (run_id, agent_id, type, data, at, boot) SELECT e.run_id, e.agent_id, e.type, e.data, e.at, $6::bigint
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) WITH ORDINALITY AS e(run_id, agent_id, type, data, at, n) ORDER BY e.n`,
+      [
+      ...p.events.map((c) => c.splice(0)),
+      boot,
+    ],
+    );
+  }
+  if (p.agents.size > 0) {
+    const columns: unknown[][] = Array.from({ length: 6 }, () => []);
+    for (const row of p.agents.values()) push(columns, row);
+    p.agents.clear();
+    await client.query(
+      `UPDATE agents AS a SET status = u.status, notice_claimed = u.notice_claimed, stint = u.stint, state = u.state, updated_at = u.updated_at, boot = $7
+       FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::bigint[]) AS u(id, status, notice_claimed, stint, state, updated_at) WHERE a.id = u.id`,
+      [...columns, boot],
+    );
+  }
 }
 
 async function agentRow(ctx: OpContext, id: string): Promise<AgentRow | undefined> {
@@ -60,11 +130,10 @@ async function sessionLength(ctx: OpContext, agentId: string): Promise<number> {
 async function append(ctx: OpContext, agentId: string, items: readonly SessionItem[]): Promise<void> {
   if (items.length === 0) return;
   const before = await sessionLength(ctx, agentId);
-  const texts = items.map((item) => ctx.redactor.scrubJson(item));
-  await ctx.client.query(
-    'INSERT INTO session_items (agent_id, seq, item, checksum) SELECT $1, $2::int + o - 1, t, c FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS x(t, c, o)',
-    [agentId, before, texts, texts.map(checksum)],
-  );
+  items.forEach((item, i) => {
+    const text = ctx.redactor.scrubJson(item);
+    push([ctx.pending.session.agent, ctx.pending.session.seq, ctx.pending.session.item, ctx.pending.session.checksum], [agentId, before + i, text, checksum(text)]);
+  });
   ctx.cache.sessionLength.set(agentId, before + items.length);
 }
 
@@ -78,15 +147,7 @@ async function writeAgent(ctx: OpContext, next: AgentRow, insert: boolean): Prom
       [next.id, next.runId, scrub(next.name), next.parentId, next.depth, scrub(next.task), scrubJson(next.skills), next.status, next.noticeClaimed ? 1 : 0, next.stint, state, next.createdAt, next.updatedAt, ctx.boot],
     );
   } else {
-    await ctx.client.query('UPDATE agents SET status = $2, notice_claimed = $3, stint = $4, state = $5, updated_at = $6, boot = $7 WHERE id = $1', [
-      next.id,
-      next.status,
-      next.noticeClaimed ? 1 : 0,
-      next.stint,
-      state,
-      next.updatedAt,
-      ctx.boot,
-    ]);
+    ctx.pending.agents.set(next.id, [next.id, next.status, next.noticeClaimed ? 1 : 0, next.stint, state, next.updatedAt]);
   }
   ctx.cache.agents.set(next.id, next);
 }
@@ -127,14 +188,11 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
     case 'enqueueMessage': {
       const m = w.message;
       const scrubbed = { ...m, fromName: scrub(m.fromName), content: scrub(m.content) };
-      await client.query(
-        `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (notice_key) DO NOTHING`,
-        [m.id, m.runId, m.to, m.from, scrubbed.fromName, m.type, m.priority, scrubbed.content, m.interrupt ? 1 : 0, m.createdAt, m.noticeKey ?? null, ctx.boot, messageDigest(scrubbed)],
-      );
+      push(ctx.pending.messages, [m.id, m.runId, m.to, m.from, scrubbed.fromName, m.type, m.priority, scrubbed.content, m.interrupt ? 1 : 0, m.createdAt, m.noticeKey ?? null, messageDigest(scrubbed)]);
       return;
     }
     case 'markDelivered':
+      await flushPgOps(ctx);
       await client.query(
         'UPDATE messages SET delivered_at = $1 WHERE to_agent = $2 AND delivered_at IS NULL AND seq <= (SELECT seq FROM messages WHERE id = $3 AND to_agent = $2)',
         [w.at, w.agentId, w.upToId],
@@ -143,21 +201,18 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
     case 'appendSession':
       return append(ctx, w.agentId, w.items);
     case 'replaceSession':
+      await flushPgOps(ctx);
       await client.query('DELETE FROM session_items WHERE agent_id = $1', [w.agentId]);
       ctx.cache.sessionLength.set(w.agentId, 0);
       return append(ctx, w.agentId, w.items);
     case 'recordUsage': {
       const u = w.row;
-      await client.query(
-        `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [u.runId, u.agentId, u.purpose, scrub(u.model), u.inputTokens, u.outputTokens, u.cachedInputTokens, u.costUsd, u.at],
-      );
+      push(ctx.pending.usage, [u.runId, u.agentId, u.purpose, scrub(u.model), u.inputTokens, u.outputTokens, u.cachedInputTokens, u.costUsd, u.at]);
       return;
     }
     case 'appendEvent': {
       const e = w.row;
-      await client.query('INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES ($1, $2, $3, $4, $5, $6)', [e.runId, e.agentId, e.type, scrubJson(e.data), e.at, ctx.boot]);
+      push(ctx.pending.events, [e.runId, e.agentId, e.type, scrubJson(e.data), e.at]);
       return;
     }
     case 'insertDelegation': {

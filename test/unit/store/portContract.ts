@@ -154,6 +154,35 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       await close();
     });
 
+    it('one batch means its ops in order: an agent and its mail, repeated notice keys, a delivery and updates of one agent', async () => {
+      const { port, close } = await fresh();
+      await port.commit([
+        { op: 'enqueueMessage', message: msg('m1', 'a') },
+        { op: 'registerAgent', agent: agentRow('c', { parentId: 'a', depth: 1 }), firstInput: [FIRST] },
+        { op: 'enqueueMessage', message: msg('m2', 'c') },
+        { op: 'appendSession', agentId: 'c', items: [{ role: 'assistant', content: 'c one' }] },
+        { op: 'updateAgent', id: 'c', patch: { status: 'waiting', waitKind: 'agents', turns: 1 } },
+        { op: 'updateAgent', id: 'c', patch: { status: 'running', waitKind: null, turns: 2 } },
+        { op: 'enqueueMessage', message: msg('m3', 'a', { noticeKey: 'notice:c:0', from: 'c', fromName: 'n-c', type: 'completed' }) },
+        { op: 'enqueueMessage', message: msg('m4', 'a', { noticeKey: 'notice:c:0', from: 'c', fromName: 'n-c', type: 'completed' }) },
+        { op: 'enqueueMessage', message: msg('m5', 'a') },
+        { op: 'markDelivered', agentId: 'a', upToId: 'm3', at: 10 },
+        { op: 'appendSession', agentId: 'c', items: [{ role: 'assistant', content: 'c two' }] },
+        { op: 'appendEvent', row: { runId: 'run1', agentId: 'c', type: 'x', data: { n: 1 }, at: 11 } },
+        { op: 'appendEvent', row: { runId: 'run1', agentId: 'c', type: 'x', data: { n: 2 }, at: 11 } },
+      ]);
+      expect((await port.listMessages('run1')).map((m) => [m.id, m.deliveredAt])).toEqual([
+        ['m1', 10],
+        ['m2', null],
+        ['m3', 10],
+        ['m5', null],
+      ]);
+      expect((await port.loadSession('c')).map((i) => i.content)).toEqual(['identity + task', 'c one', 'c two']);
+      expect((await port.listAgents('run1')).find((r) => r.id === 'c')).toMatchObject({ status: 'running', waitKind: null, turns: 2 });
+      expect((await port.eventsOf('run1', 'x')).map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }]);
+      await close();
+    });
+
     it('replaces a session and updates a run', async () => {
       const { port, close } = await fresh();
       await port.commit([

@@ -1,0 +1,191 @@
+/**
+ * Wakes of a run that workers let go, on a real PostgreSQL:
+ * - a message posted while the worker releases a run whose agents are all parked is not lost (the
+ *   release is conditional on the run's wake sequence);
+ * - a run released parked until a timer (its idle deadline) is claimed again once the timer is due,
+ *   and not before;
+ * - a connection dropped mid-commit (pg_terminate_backend) is indeterminate: the worker stops
+ *   hosting the run, and it is resumed from what committed, nothing committed lost.
+ */
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Coordinator } from '../../src/host/createCoordinator.js';
+import type { StorePort } from '../../src/store/port.js';
+import type { LeaseRow, ReleaseState, RunLease } from '../../src/store/postgres/lease.js';
+import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
+import { newAgentRow } from '../../src/store/rows.js';
+import { postRequest, readRequest } from '../../src/worker/inbox.js';
+import { submitRun } from '../../src/worker/submit.js';
+import { startWorker, type Worker, type WorkerOptions } from '../../src/worker/worker.js';
+import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import { teamModel, workTool } from '../helpers/pgTeam.js';
+
+const available = await pgAvailable();
+const BUDGET = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+
+describe.skipIf(!available)(pgTitle(available, 'wakes of released runs on PostgreSQL'), () => {
+  const { schema, drop } = freshSchema();
+  let store: PostgresStore;
+  const workers: Worker[] = [];
+  const stores: PostgresStore[] = [];
+  beforeAll(async () => {
+    store = await openPostgresStore({ url: PG_URL, schema });
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+  });
+  afterAll(async () => {
+    await Promise.all(stores.map((s) => s.close()));
+    await store?.close();
+    await drop();
+  });
+
+  /** A worker on its own store; `wrap` may stand between it and the store (to act at a precise point). */
+  async function worker(extra: Partial<WorkerOptions> & { wrap?: (s: PostgresStore) => PostgresStore } = {}): Promise<Worker> {
+    const own = await openPostgresStore({ url: PG_URL, schema });
+    stores.push(own);
+    const { wrap, ...rest } = extra;
+    const w = await startWorker({
+      concurrency: 2,
+      // No poll within a test's time unless a test asks: wakes come through LISTEN/NOTIFY.
+      pollMs: 60_000,
+      ttlMs: 3_000,
+      hostOptions: () => ({ model: teamModel({ workers: 2, turns: 2 }), tools: [workTool] }),
+      ...rest,
+      store: wrap ? wrap(own) : own,
+    });
+    workers.push(w);
+    return w;
+  }
+
+  async function leaseWhere(runId: string, ok: (row: LeaseRow) => boolean, timeoutMs = 20_000): Promise<LeaseRow> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const row = (await store.leases()).find((l) => l.run_id === runId);
+      if (row && ok(row)) return row;
+      if (Date.now() > deadline) throw new Error(`lease of ${runId} never matched; last ${JSON.stringify(row)}`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  async function answerOf(id: number, timeoutMs = 20_000) {
+    for (const deadline = Date.now() + timeoutMs; ; ) {
+      const request = await readRequest(store, id);
+      if (request?.result) return request.result;
+      if (Date.now() > deadline) throw new Error(`request ${id} was never answered (a lost wake)`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  it('a message posted while the worker releases a parked run is handled, not lost', async () => {
+    const { runId, rootId } = await submitRun(store, { root: { name: 'lead', task: 'talk to me' }, interactive: true });
+    let posted: number | null = null;
+    const releases: { state: ReleaseState['state']; ifWakeSeq: number | undefined; released: boolean }[] = [];
+    // The worker's lease, with a message posted (committed, NOTIFY sent) between the worker's read
+    // of the wake sequence and its release: the race the conditional release closes.
+    const withRace = (lease: RunLease): RunLease =>
+      new Proxy(lease, {
+        get(target, key, receiver) {
+          if (key !== 'release') return Reflect.get(target, key, receiver) as unknown;
+          return async (state: ReleaseState, ifWakeSeq?: number) => {
+            if (posted === null && state.state === 'parked') posted = await postRequest(store, { runId, kind: 'send', payload: { agent: 'lead', content: 'go ahead' }, at: Date.now() });
+            const released = await target.release(state, ifWakeSeq);
+            releases.push({ state: state.state, ifWakeSeq, released });
+            return released;
+          };
+        },
+      });
+    await worker({
+      wrap: (own) => ({
+        ...own,
+        claimNext: async (options) => {
+          const lease = await own.claimNext(options);
+          return lease && withRace(lease);
+        },
+      }),
+    });
+    await expect.poll(() => posted, { timeout: 20_000 }).not.toBeNull();
+    expect(await answerOf(posted!)).toMatchObject({ ok: true });
+    // The release raced by the message was refused; the run was hosted on and the message handled.
+    expect(releases[0]).toMatchObject({ state: 'parked', released: false });
+    await expect.poll(async () => (await store.reads.listAgents(runId)).find((a) => a.id === rootId)?.status, { timeout: 20_000 }).toBe('completed');
+    const delivered = (await store.reads.listMessages(runId)).filter((m) => m.content === 'go ahead');
+    expect(delivered).toHaveLength(1);
+    expect(delivered[0]!.deliveredAt).not.toBeNull();
+    await leaseWhere(runId, (l) => l.owner === null && l.state !== 'runnable');
+  });
+
+  it('a run released parked until its idle deadline is claimed again once that timer is due, not before', async () => {
+    const runId = 'timer';
+    // A run whose root waits on its agents with a deadline (already run out in the root's own
+    // clock: it resumes as soon as it is hosted), released parked until the deadline.
+    const seed = await store.claim(runId, { owner: 'seed', heartbeatMs: 0 });
+    const root = newAgentRow({ id: 'root', runId, name: 'lead', parentId: null, depth: 0, task: 'lead', skills: [] }, 0);
+    await seed.port.commit([
+      { op: 'insertRun', run: { id: runId, createdAt: 0, interactive: false, rootId: 'root', budget: BUDGET } },
+      {
+        op: 'registerAgent',
+        agent: { ...root, status: 'waiting', waitKind: 'agents', waitingSince: Date.now() - 60_000, waitTimeoutMs: 1_000 },
+        firstInput: [{ role: 'user', content: 'lead' }],
+      },
+    ]);
+    const { rows } = await store.pool.query<{ now: number }>('SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint + 3600000 AS now');
+    expect(await seed.release({ state: 'parked', wakeAt: Number(rows[0]!.now) })).toBe(true);
+    // Not due: nobody may claim it.
+    expect(await store.claimNext({ owner: 'early', heartbeatMs: 0 })).toBeNull();
+    const hosts: string[] = [];
+    await worker({ pollMs: 50, hostOptions: () => ({ model: teamModel({ workers: 0, turns: 0 }), tools: [workTool] }), onHost: (_c, lease) => hosts.push(`${lease.epoch}`) });
+    // The timer comes due (the lease times are the database's clock: the test moves the deadline).
+    await store.pool.query('UPDATE run_leases SET wake_at = 0 WHERE run_id = $1', [runId]);
+    const done = await leaseWhere(runId, (l) => l.state === 'done' && l.owner === null);
+    expect(done.epoch).toBe(2);
+    expect(hosts).toEqual(['2']);
+    const agents = await store.reads.listAgents(runId);
+    expect(agents[0]).toMatchObject({ status: 'completed' });
+  });
+
+  it('a connection dropped mid-commit: the worker stops hosting the run, and it is resumed from what committed', async () => {
+    const { runId, rootId } = await submitRun(store, { root: { name: 'lead', task: 'split the job' } });
+    const committed = await store.reads.loadSession(rootId);
+    // Hold the session table so the worker's first commit blocks inside its transaction.
+    const blocker = new pg.Client({ connectionString: PG_URL });
+    blocker.on('error', () => undefined);
+    await blocker.connect();
+    await blocker.query('BEGIN');
+    await blocker.query(`LOCK TABLE ${schema}.session_items IN SHARE MODE`);
+    const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const hosted: Coordinator<StorePort>[] = [];
+    await worker({ onHost: (c) => hosted.push(c) });
+    let victim: number | undefined;
+    for (const deadline = Date.now() + 20_000; victim === undefined && Date.now() < deadline; ) {
+      // Not on the blocker's connection: pg_stat_activity is a snapshot for the length of a transaction.
+      const { rows } = await store.pool.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [blockerPid]);
+      victim = rows[0]?.pid;
+      if (victim === undefined) await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(victim, 'the worker never committed').toBeDefined();
+    const before = await store.leases();
+    // The connection drops while the worker's commit is open: the worker cannot know whether it
+    // applied (it did not: the transaction had not committed).
+    await blocker.query('SELECT pg_terminate_backend($1)', [victim]);
+    await blocker.query('ROLLBACK');
+    await blocker.end();
+    const done = await leaseWhere(runId, (l) => l.state === 'done' && l.owner === null, 30_000);
+    // The coordinator that saw the drop stopped hosting; a new one resumed the run under a new epoch.
+    expect(hosted.length).toBeGreaterThanOrEqual(2);
+    expect(hosted[0]!.health().error?.code).toBe('STORE_IO');
+    expect(done.epoch).toBeGreaterThan(before.find((l) => l.run_id === runId)!.epoch);
+    const agents = await store.reads.listAgents(runId);
+    expect(agents.map((a) => a.status)).toEqual(['completed', 'completed', 'completed']);
+    // What had committed is still there, once; each child's completion was told exactly once.
+    expect((await store.reads.loadSession(rootId)).slice(0, committed.length)).toEqual(committed);
+    const notices = (await store.reads.listMessages(runId)).filter((m) => m.noticeKey !== null);
+    expect(notices).toHaveLength(2);
+    expect(new Set(notices.map((m) => m.noticeKey)).size).toBe(2);
+    for (const a of agents) {
+      const items = await store.reads.loadSession(a.id);
+      const calls = items.flatMap((i) => (i.role === 'assistant' ? (i.toolCalls ?? []).map((t) => t.id) : []));
+      expect(new Set(calls).size, `${a.name}: a tool call appears twice in its session`).toBe(calls.length);
+    }
+  });
+});

@@ -76,6 +76,66 @@ export function lifecycleOf(ctx: AgentLifecycleState): AgentLifecycleState {
 /** Statuses in which an agent needs no actor. */
 export const isDormantStatus = (status: AgentStatus) => status !== 'running';
 
+/**
+ * An agent handle. A class, so that every handle shares one hidden class with its lazy getters on
+ * the prototype: an object literal with per-object getters was a dictionary-mode object (~1.6 KB
+ * of property table) plus two closures that kept the whole agent row alive — most of the heap of a
+ * dormant agent.
+ */
+class Handle implements AgentHandle {
+  readonly id: string;
+  readonly runId: string;
+  readonly name: string;
+  readonly parentId: string | null;
+  readonly depth: number;
+  readonly task: string;
+  readonly skills: string[];
+  readonly createdAt: number;
+  readonly children: string[] = [];
+  live: Actor<AgentLogic> | null = null;
+  dormant: AgentLifecycleState | null = null;
+  applied: AgentLifecycleState;
+  spentUsd = 0;
+  spentByPurpose: Partial<Record<UsagePurpose, number>> = {};
+  notes: string[] = [];
+  strategyPrompt: string | null = null;
+  lastText: string | null = null;
+  waitReport: string | null = null;
+  inFlight: AbortController | null = null;
+  toolsInFlight: AbortController | null = null;
+  /** The run's logger until this agent's own child is made (then the child). */
+  #logger: Logger;
+  #ownLogger = false;
+  #tracker: FailureTracker | null = null;
+
+  constructor(row: AgentRow, runId: string, applied: AgentLifecycleState, rootLogger: Logger) {
+    this.id = row.id;
+    this.runId = runId;
+    this.name = row.name;
+    this.parentId = row.parentId;
+    this.depth = row.depth;
+    this.task = row.task;
+    this.skills = row.skills;
+    this.createdAt = row.createdAt;
+    this.applied = applied;
+    this.#logger = rootLogger;
+  }
+
+  /** A pino child costs ~15 µs: made on first use, not for every agent spawned. */
+  get logger(): Logger {
+    if (!this.#ownLogger) {
+      this.#logger = this.#logger.child({ agentId: this.id, runId: this.runId });
+      this.#ownLogger = true;
+    }
+    return this.#logger;
+  }
+
+  /** Most agents never see a failing tool: their tracker is made on first use. */
+  get tracker(): FailureTracker {
+    return (this.#tracker ??= new FailureTracker(3));
+  }
+}
+
 export interface AgentsDeps {
   runId: string;
   clock: Clock;
@@ -166,40 +226,7 @@ export class Agents {
     const { logger: rootLogger, runId } = this.#deps;
     // One lifecycle object serves as both the recorded and the dormant state (never mutated in place).
     const state = lifecycleOf(row);
-    const h: AgentHandle = {
-      id: row.id,
-      runId,
-      name: row.name,
-      parentId: row.parentId,
-      depth: row.depth,
-      task: row.task,
-      skills: row.skills,
-      createdAt: row.createdAt,
-      children: [],
-      // A pino child costs ~15 µs: made on first use, not for every agent spawned.
-      get logger() {
-        const child = rootLogger.child({ agentId: row.id, runId });
-        Object.defineProperty(this, 'logger', { value: child });
-        return child;
-      },
-      // Most agents never see a failing tool: their tracker is made on first use.
-      get tracker() {
-        const tracker = new FailureTracker(3);
-        Object.defineProperty(this, 'tracker', { value: tracker });
-        return tracker;
-      },
-      live: null,
-      dormant: null,
-      applied: state,
-      spentUsd: 0,
-      spentByPurpose: {},
-      notes: [],
-      strategyPrompt: null,
-      lastText: null,
-      waitReport: null,
-      inFlight: null,
-      toolsInFlight: null,
-    };
+    const h = new Handle(row, runId, state, rootLogger);
     this.#all.set(row.id, h);
     if (row.status === 'running') this.running += 1;
     if (restore && isDormantStatus(row.status)) {

@@ -62,17 +62,30 @@ export class Gateway implements ModelGateway {
       system = systemPrompt({ id: agent.id, name: agent.name, parentId: agent.parentId, parentName: this.#deps.parentName(agent) }, this.#deps.interactive, this.#deps.systemPrompt);
       this.#prompts.set(agent.id, system);
     }
-    // A snapshot: a model may keep the request it was given while the session grows.
-    let messages: readonly SessionItem[] = this.#deps.session(agent).slice();
-    for (const note of agent.notes) messages = withNote(messages, note);
     const warning = this.#deps.ledger.warning(agent);
     if (warning !== null) this.#deps.warned(agent, warning);
-    return {
-      agent: { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth },
-      system,
+    const head = { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth };
+    const tools = this.#deps.toolSpecs(agent);
+    const session = this.#deps.session(agent);
+    if (agent.notes.length > 0 || warning !== null) {
+      let messages: readonly SessionItem[] = session.slice();
+      for (const note of agent.notes) messages = withNote(messages, note);
       // A budget warning goes into this call's input only, never into the session.
-      messages: warning === null ? messages : withNote(messages, warning),
-      tools: this.#deps.toolSpecs(agent),
+      return { agent: head, system, messages: warning === null ? messages : withNote(messages, warning), tools, turn };
+    }
+    // A snapshot: a model may keep the request it was given while the session grows. A session
+    // array is only ever appended to (a rewrite replaces it: sessions.ts), so its first `length`
+    // items never change, and the copy is made when the messages are first read, not on every
+    // turn: O(1) per turn for troupe, one copy for a model that reads them.
+    const length = session.length;
+    let messages: readonly SessionItem[] | null = null;
+    return {
+      agent: head,
+      system,
+      get messages(): readonly SessionItem[] {
+        return (messages ??= session.slice(0, length));
+      },
+      tools,
       turn,
     };
   }

@@ -4,6 +4,10 @@
  * parked agents reads none at resume). Appends and rewrites go to memory at once and to the store
  * with the group commit. A finished agent's session is dropped from memory and read again if it is
  * revived.
+ *
+ * A session array is only ever appended to; a rewrite (compaction, stripped images) replaces it
+ * with a new array. A model request reads the first items of one lazily (gateway.ts) and relies on
+ * that.
  * @module
  */
 import { TroupeError } from '../errors.js';

@@ -95,6 +95,7 @@ export function memoryStore(): Store {
   return {
     // Nothing survives the process, so every memory store is the first boot of its data.
     boot: 1,
+    inMemory: true,
     transaction<T>(fn: () => T): T {
       if (undo) return fn();
       const log: (() => void)[] = [];

@@ -59,6 +59,13 @@ export interface AgentSpend {
 export interface StorePort {
   /** The fencing token of this owner: it increases each time a process opens the store to write. */
   readonly boot: number;
+  /**
+   * Commits cost no I/O (the in-memory store): the group committer then commits at the end of the
+   * microtask drain instead of waiting for the end of the event-loop turn (commit.ts). Absent or
+   * false: writes wait for the end of the loop turn, so every agent that moved in it shares one
+   * transaction (one fsync).
+   */
+  readonly inMemory?: boolean;
   /** Apply `ops` in one transaction. Resolves once durable; a rejection means nothing of it is known to be applied. */
   commit(ops: readonly WriteOp[]): Promise<void>;
 
@@ -155,6 +162,7 @@ export function portOf(store: Store): StorePort {
     get boot() {
       return store.boot;
     },
+    inMemory: store.inMemory === true,
     commit(ops) {
       try {
         if (ops.length > 0) {

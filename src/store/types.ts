@@ -109,6 +109,8 @@ export interface ReentryBudgetRow {
 export interface Store {
   /** The fencing token of this owner: it increases each time a process opens the store to write. */
   readonly boot: number;
+  /** Commits stay in this process's memory (no I/O): nothing is saved by holding them for a group (port.ts). */
+  readonly inMemory?: boolean;
 
   /** Run `fn` atomically; nested calls join the outer transaction. */
   transaction<T>(fn: () => T): T;

@@ -37,6 +37,24 @@ function heldPort() {
 }
 
 describe('GroupCommitter', () => {
+  it('an in-memory port commits at the end of the microtask drain, yet lets the event loop turn every few commits', async () => {
+    const { port, batches } = heldPort();
+    const c = new GroupCommitter(Object.assign(port, { inMemory: true }), () => undefined);
+    let loopTurned = false;
+    setImmediate(() => (loopTurned = true));
+    let commits = 0;
+    // A turn loop that never waits on I/O (an instant model): stage, wait for the commit, again.
+    while (!loopTurned && commits < 1_000) {
+      c.stage(event(commits));
+      await c.durable();
+      commits++;
+    }
+    // Several commits per loop turn (no loop turn per commit), but timers and I/O are not starved.
+    expect(commits).toBeGreaterThan(1);
+    expect(commits).toBeLessThanOrEqual(32);
+    expect(batches).toHaveLength(commits);
+  });
+
   it('commits everything staged in one tick as one batch, then runs the effects in order', async () => {
     const { port, batches } = heldPort();
     const c = new GroupCommitter(port, () => undefined);

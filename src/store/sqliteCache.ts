@@ -99,7 +99,16 @@ export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: Ow
   }
 
   function writeAgent(next: AgentRow, insert: boolean): void {
-    const params = {
+    if (insert) insertAgent(next);
+    // An update writes the columns that change after registration (positional: it runs every turn).
+    else q.updateAgent.run(next.status, next.noticeClaimed ? 1 : 0, next.stint, json(stateOf(next)), next.updatedAt, boot, next.id);
+    const prev = agents.get(next.id);
+    agents.set(next.id, next);
+    onRollback(() => (prev ? agents.set(next.id, prev) : agents.delete(next.id)));
+  }
+
+  function insertAgent(next: AgentRow): void {
+    q.insertAgent.run({
       id: next.id,
       run_id: next.runId,
       name: text(next.name),
@@ -114,12 +123,7 @@ export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: Ow
       created_at: next.createdAt,
       updated_at: next.updatedAt,
       boot,
-    };
-    if (insert) q.insertAgent.run(params);
-    else q.updateAgent.run(params);
-    const prev = agents.get(next.id);
-    agents.set(next.id, next);
-    onRollback(() => (prev ? agents.set(next.id, prev) : agents.delete(next.id)));
+    });
   }
 
   return { sessions, agents, pendingCounts, agentRow, pendingCount, setPending, session, append, writeAgent };

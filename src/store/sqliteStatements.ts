@@ -17,9 +17,8 @@ const SQL = {
   insertAgent:
     `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
        VALUES (@id, @run_id, @name, @parent_id, @depth, @task, @skills, @status, @notice_claimed, @stint, @state, @created_at, @updated_at, @boot)`,
-  updateAgent:
-    `UPDATE agents SET status = @status, notice_claimed = @notice_claimed, stint = @stint, state = @state,
-       updated_at = @updated_at, boot = @boot WHERE id = @id`,
+  // Positional: it runs on every turn, and only these columns change after registration.
+  updateAgent: 'UPDATE agents SET status = ?, notice_claimed = ?, stint = ?, state = ?, updated_at = ?, boot = ? WHERE id = ?',
   getAgent: 'SELECT * FROM agents WHERE id = ?',
   listAgents: 'SELECT * FROM agents WHERE run_id = ? ORDER BY created_at, rowid',
   insertMessage:

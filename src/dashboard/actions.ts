@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isErrorCode, TroupeError } from '../errors.js';
 import { postToInbox, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';
-import type { StorePort } from '../store/port.js';
+import type { StoreReads } from './readModel.js';
 
 export type Action =
   | { run: string; kind: 'send'; agent: string; content: string }
@@ -50,7 +50,7 @@ function refusal(result: InboxResult): TroupeError {
  * Post `body` to the live run and wait (up to `waitMs`) for its owner's answer. RUN_NOT_LIVE when
  * no process drives the database (nothing is written then); the owner's refusal as its typed error.
  */
-export async function act(source: { port: StorePort; db: string; live(): boolean }, body: unknown, waitMs = 15_000, everyMs = 100): Promise<ActionResult> {
+export async function act(source: { port: StoreReads; db: string; live(): boolean }, body: unknown, waitMs = 15_000, everyMs = 100): Promise<ActionResult> {
   const action = toAction(body);
   if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
   if (!source.live()) {

@@ -19,14 +19,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
-import type { StorePort } from '../store/port.js';
 import { act } from './actions.js';
-import { readAgent, readTeam, readTimeline } from './readModel.js';
+import { readAgent, readTeam, readTimeline, type StoreReads } from './readModel.js';
 
 /** Where the dashboard's data comes from and how it learns of changes. */
 export interface DashboardSource {
   /** Reads (a read-only store, or the live run's own). */
-  port: StorePort;
+  port: StoreReads;
   /** The database file: actions are posted to its inbox. */
   db: string;
   /** Whether a process drives the database now (actions need one). */

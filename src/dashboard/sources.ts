@@ -6,12 +6,13 @@
  */
 import type { Coordinator } from '../host/createCoordinator.js';
 import { ownerAlive as isOwned } from '../store/ownerLock.js';
-import { portOf, type StorePort } from '../store/port.js';
+import { portOf } from '../store/port.js';
+import type { StoreReads } from './readModel.js';
 import type { Store } from '../store/types.js';
 import type { DashboardSource } from './server.js';
 
 /** What changes whenever a run does: budget flags, agents' statuses and counters, row counts. */
-export async function fingerprint(port: StorePort): Promise<string> {
+export async function fingerprint(port: StoreReads): Promise<string> {
   const runs = await port.listRuns();
   const parts: unknown[] = [];
   for (const run of runs.slice(-3)) {

@@ -80,7 +80,7 @@ export interface UiBeside {
 export async function uiBeside(
   flags: Pick<Values, 'ui'>,
   io: Io,
-  c: Pick<Coordinator, 'subscribe' | 'registry'>,
+  c: Pick<Coordinator, 'subscribe' | 'registry' | 'runId'>,
   store: SqliteStore,
   db: string,
 ): Promise<UiBeside> {
@@ -102,14 +102,17 @@ export async function uiBeside(
 
 /**
  * `--ui[=port]` on serve: every run of the database this process serves (the main run and the
- * proactive runs; serve applies the inbox of each run it hosts). Returns how to close it.
+ * proactive runs; serve applies the inbox of each run it hosts). A run is live while serve hosts it
+ * (`hosted`: the main run's or the proactive router's coordinator), its coordinator is healthy, and
+ * it has not finished. Returns how to close it.
  */
 export async function uiServing(
   flags: Pick<Values, 'ui'>,
   io: Io,
   store: SqliteStore,
   db: string,
-  main?: Pick<Coordinator, 'subscribe' | 'registry'>,
+  main?: Pick<Coordinator, 'subscribe' | 'registry' | 'runId' | 'health'>,
+  hosted: (runId: string) => Pick<Coordinator, 'health'> | undefined = () => undefined,
 ): Promise<() => Promise<void>> {
   if (flags.ui === undefined) return () => Promise.resolve();
   const port = number('ui', flags.ui, true, true) ?? DEFAULT_UI_PORT;
@@ -117,7 +120,7 @@ export async function uiServing(
   const handle = await startDashboard(
     {
       ...polled,
-      live: () => true,
+      live: (runId) => (runId === main?.runId ? main : hosted(runId))?.health().ok === true,
       // Proactive runs come and go: the database is polled; the main run's events push at once.
       watch: (changed) => {
         const stopPolling = polled.watch(changed);

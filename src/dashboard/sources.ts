@@ -28,6 +28,7 @@ export function databaseSource(store: Store, db: string, pollMs = 1_000): Dashbo
   return {
     port,
     db,
+    // The file's owner applies the inbox of the runs it drives (a finished one: see isLive).
     live: () => isOwned(db),
     watch(changed) {
       let last = '';
@@ -51,13 +52,13 @@ export function databaseSource(store: Store, db: string, pollMs = 1_000): Dashbo
 
 /**
  * The store of a run this process drives. `live` says whether its inbox is served now (false once
- * the run ended and the dashboard lingers).
+ * the run ended and the dashboard lingers); other runs of the database are not live here.
  */
-export function coordinatorSource(c: Pick<Coordinator, 'subscribe' | 'registry'>, store: Store, db: string, live: () => boolean): DashboardSource {
+export function coordinatorSource(c: Pick<Coordinator, 'subscribe' | 'registry' | 'runId'>, store: Store, db: string, live: () => boolean): DashboardSource {
   return {
     port: portOf(store),
     db,
-    live,
+    live: (runId) => runId === c.runId && live(),
     watch(changed) {
       const unsubscribe = c.subscribe((event) => {
         if (event.type !== 'agent.delta') changed();

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { serveInbox } from '../../src/cli/mail.js';
+import { uiServing } from '../../src/cli/ui.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
 import { coordinatorSource, databaseSource } from '../../src/dashboard/sources.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
@@ -16,7 +17,7 @@ import { newAgentRow } from '../../src/store/rows.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { BROWSER, launch, shot } from '../helpers/browser.js';
 import { workdir } from '../helpers/cli.js';
-import { demoDb } from '../helpers/dashboard.js';
+import { captureIo, demoDb } from '../helpers/dashboard.js';
 import { team } from '../helpers/team.js';
 import { join } from 'node:path';
 
@@ -219,6 +220,32 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       await page.close();
       await handle.close();
       stopInbox();
+      await t.c.shutdown();
+      store.close();
+    }
+  });
+
+  it('under serve --ui: the main run shows live while serve hosts it, not live once it has finished', async () => {
+    const db = join(workdir(), 'served.db');
+    const store = openStore({ path: db });
+    const t = team({ agents: { lead: [{ tool: 'respond_to_user', args: { message: 'Ready.' } }] } }, { store, interactive: true });
+    const rootId = await t.c.start({ name: 'lead', task: 'Stand by.' });
+    await t.c.waitFor(rootId, ['waiting']);
+    const io = captureIo();
+    const close = await uiServing({ ui: '0' }, io, store, db, t.c);
+    const url = /(http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+)/.exec(io.text().err)![1]!;
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    try {
+      await page.goto(url);
+      await expect.poll(() => page.locator('#conn').textContent()).toBe('live');
+      // The run finishes (its root stops) while serve still hosts it: the page follows, no reload.
+      await t.c.stop(rootId);
+      await expect.poll(() => page.locator('#conn').textContent()).toBe('not live (read only)');
+      await expect.poll(() => statusOf(page, 'lead').textContent()).toBe('stopped');
+      await page.screenshot({ path: shot('serve-finished') });
+    } finally {
+      await page.close();
+      await close();
       await t.c.shutdown();
       store.close();
     }

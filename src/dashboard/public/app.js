@@ -237,6 +237,9 @@ async function refresh() {
         const team = await api('/api/team', state.run ? { run: state.run } : {});
         state.run = team.run.id;
         state.live = team.live;
+        // Live: a process drives the run shown and it has not finished (actions reach it).
+        $('conn').className = `conn ${team.live ? 'live' : ''}`;
+        $('conn').textContent = team.live ? 'live' : 'not live (read only)';
         renderTeam(team);
         if (state.view === 'timeline') {
           const t = await api('/api/timeline', { run: state.run });
@@ -257,12 +260,7 @@ async function refresh() {
 function connect() {
   const conn = $('conn');
   const events = new EventSource(`/api/events?token=${encodeURIComponent(token)}`);
-  events.addEventListener('changed', (e) => {
-    const { live } = JSON.parse(e.data);
-    conn.className = `conn ${live ? 'live' : ''}`;
-    conn.textContent = live ? 'live' : 'not live (read only)';
-    void refresh();
-  });
+  events.addEventListener('changed', () => void refresh());
   events.onerror = () => {
     conn.className = 'conn down';
     conn.textContent = 'disconnected — reconnecting…';

@@ -1,8 +1,8 @@
 /**
  * What the dashboard shows, read from the store port: the team (agents with status, turns, spend,
  * last tool and what a waiting agent waits on, counts by status, the budget), the timeline (one lane
- * per agent: status spans and marks for model calls and their retries, messages, notices, budget
- * trips) and one agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page;
+ * per agent: status spans and marks for model calls and their retries, tool calls, messages,
+ * notices, budget warnings and trips) and one agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page;
  * every value is derived from rows, nothing is kept here.
  * @module
  */
@@ -47,7 +47,7 @@ export interface Span {
   to: number | null;
 }
 
-export type MarkKind = 'model' | 'retry' | 'message' | 'notice' | 'said' | 'error' | 'trip' | 'deadlock';
+export type MarkKind = 'model' | 'retry' | 'tool' | 'message' | 'notice' | 'said' | 'warning' | 'error' | 'trip' | 'deadlock';
 
 export interface Mark {
   at: number;
@@ -169,7 +169,12 @@ export async function readTimeline(port: StoreReads, runId?: string): Promise<Ti
     seen(e.at);
     const lane = e.agentId === null ? undefined : lanes.get(e.agentId);
     const runMark = RUN_MARKS[e.type];
-    if (runMark) marks.push({ at: e.at, kind: runMark.kind, label: runMark.label(e.data) });
+    if (runMark) {
+      marks.push({ at: e.at, kind: runMark.kind, label: runMark.label(e.data) });
+      // A trip is on the lane of the agent whose call tripped it, too.
+      const by = typeof e.data.agentId === 'string' ? lanes.get(e.data.agentId) : undefined;
+      by?.marks.push({ at: e.at, kind: runMark.kind, label: runMark.label(e.data) });
+    }
     if (!lane) continue;
     if (e.type === 'agent.status') {
       const to = e.data.to as AgentStatus;
@@ -178,6 +183,10 @@ export async function readTimeline(port: StoreReads, runId?: string): Promise<Ti
       if (error) lane.marks.push({ at: e.at, kind: 'error', label: clip(`${error.code ?? ''}: ${error.message ?? ''}`) });
     } else if (e.type === 'model.recovery') {
       lane.marks.push({ at: e.at, kind: 'retry', label: clip(recoveryLabel(e.data), 160) });
+    } else if (e.type === 'tool.call') {
+      lane.marks.push({ at: e.at, kind: 'tool', label: clip(`tool call: ${String(e.data.tool)}`) });
+    } else if (e.type === 'budget.warning') {
+      lane.marks.push({ at: e.at, kind: 'warning', label: `budget ${String(e.data.level)}: ${String(e.data.pct)}% spent (${usd(Number(e.data.spentUsd ?? 0))})` });
     } else if (e.type === 'agent.said') {
       lane.marks.push({ at: e.at, kind: 'said', label: clip(String(e.data.text ?? '')) });
     }

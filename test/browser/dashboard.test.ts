@@ -85,6 +85,10 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       const trip = page.locator('#run-marks li[data-kind="trip"]');
       await trip.waitFor();
       expect(await trip.allTextContents()).toEqual([expect.stringMatching(/reserve tripped at \$0\.4\d+$/)]);
+      // Tool calls, budget warnings and the trip are drawn as marks on the agents' lanes.
+      const marks = () => page.evaluate(() => (globalThis as unknown as { troupeTimeline: { drawnMarks(): Record<string, number> } }).troupeTimeline.drawnMarks());
+      await expect.poll(async () => (await marks()).tool ?? 0).toBeGreaterThanOrEqual(5);
+      expect(await marks()).toMatchObject({ trip: 1, warning: expect.any(Number), model: expect.any(Number) });
       await page.screenshot({ path: shot('timeline') });
 
       // Zoom: + halves the window shown, fit shows the whole run again.

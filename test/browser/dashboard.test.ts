@@ -73,7 +73,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       // Console errors too: a file refused by the page's Content-Security-Policy shows there.
       page.on('console', (m) => void (m.type() === 'error' && errors.push(m.text())));
       await page.goto(handle.url);
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(5);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBe(5);
       const statuses: Record<string, string> = {};
       for (const name of ['lead', 'scout', 'flaky', 'talker', 'prober']) statuses[name] = (await statusOf(page, name).textContent()) ?? '';
       expect(statuses).toEqual({ lead: 'completed', scout: 'completed', flaky: 'completed', talker: 'stopped', prober: 'failed' });
@@ -262,13 +262,13 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     const page = await browser.newPage();
     try {
       await page.goto(handle.url);
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(3);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBe(3);
       await handle.close();
       await expect.poll(() => page.locator('#conn').textContent()).toMatch(/^disconnected/);
       // Meanwhile the run moved on, as a resumed process finds it.
       addAgent(store, 3);
       handle = await startDashboard(source, { port: handle.port, token: handle.token });
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(4);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBe(4);
       expect(await page.locator('#conn').textContent()).toBe('not live (read only)');
 
       // Restarted with another token: the page says why it cannot reconnect.
@@ -282,12 +282,24 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
-  it('a run of 1,000 agents: the table lists them all, the timeline draws only the lanes in view', async () => {
+  it('a run of 1,000 agents: the table and the timeline draw only the rows and lanes in view', async () => {
     const handle = await startDashboard({ port: portOf(bigRun(1_000)), db: ':memory:', live: () => false, watch: () => () => {} }, { port: 0 });
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {
       await page.goto(handle.url);
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(1_000);
+      // The table: all 1,000 counted, only a screenful of rows in the page; scrolling brings the last ones.
+      await expect.poll(() => page.locator('#counts').textContent()).toMatch(/^1000 agents:/);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBeGreaterThan(10);
+      expect(await page.locator('#agents tr[data-agent]').count()).toBeLessThan(100);
+      expect(await row(page, 'agent-999').count()).toBe(0);
+      await page.locator('#team-scroll').evaluate((el) => (el.scrollTop = el.scrollHeight));
+      await row(page, 'agent-999').waitFor();
+      expect(await page.locator('#agents tr[data-agent]').count()).toBeLessThan(100);
+      expect(await row(page, 'agent-0').count()).toBe(0);
+      await page.screenshot({ path: shot('team-1000') });
+      // A click on a row opens that agent.
+      await row(page, 'agent-999').click();
+      await expect.poll(() => page.locator('#agent-name').textContent()).toBe('agent-999 completed');
       await page.click('.tab[data-view="timeline"]');
       await page.locator('#run-marks li').first().waitFor();
       const drawn = () => page.evaluate(() => (globalThis as unknown as { troupeTimeline: { drawnLanes(): number } }).troupeTimeline.drawnLanes());

@@ -6,7 +6,7 @@ import { createTimeline, MARK_COLORS, STATUS_COLORS } from './timeline.js';
 const token = new URLSearchParams(location.search).get('token') ?? '';
 const $ = (id) => document.getElementById(id);
 
-const state = { run: null, team: null, agentId: null, view: 'team', live: false };
+const state = { run: null, team: null, rows: [], agentId: null, view: 'team', live: false };
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -91,20 +91,35 @@ function renderTeam(team) {
     }
   };
   walk(null);
-  $('agents').replaceChildren(
-    ...rows.map((a) =>
-      el(
-        'tr',
-        { 'data-agent': a.name, 'data-id': a.id, class: a.id === state.agentId ? 'selected' : '', onclick: () => openAgent(a.id) },
-        el('td', { style: `padding-left:${8 + a.depth * 18}px`, text: a.name }),
-        el('td', {}, pill(a.status)),
-        el('td', { text: String(a.turns) }),
-        el('td', { text: usd(a.spentUsd) }),
-        el('td', { text: a.lastTool ?? '' }),
-        el('td', { class: 'waits', text: a.waitingOn ?? '' }),
-      ),
-    ),
+  state.rows = rows;
+  renderRows();
+}
+
+// Only the rows in view (and a few either side) are in the page; a spacer row above and one below
+// stand for the rest, so a run of thousands of agents renders and scrolls like one of five.
+const ROW_HEIGHT = 26; // table.agents tbody tr in style.css
+const OVERSCAN = 8;
+
+function agentRow(a) {
+  return el(
+    'tr',
+    { 'data-agent': a.name, 'data-id': a.id, class: a.id === state.agentId ? 'selected' : '', onclick: () => openAgent(a.id) },
+    el('td', { style: `padding-left:${8 + a.depth * 18}px`, text: a.name }),
+    el('td', {}, pill(a.status)),
+    el('td', { text: String(a.turns) }),
+    el('td', { text: usd(a.spentUsd) }),
+    el('td', { text: a.lastTool ?? '' }),
+    el('td', { class: 'waits', text: a.waitingOn ?? '' }),
   );
+}
+
+function renderRows() {
+  const box = $('team-scroll');
+  const rows = state.rows;
+  const first = Math.max(0, Math.floor(box.scrollTop / ROW_HEIGHT) - OVERSCAN);
+  const last = Math.min(rows.length, first + Math.ceil(box.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN);
+  const spacer = (rowsOf) => el('tr', { class: 'spacer', style: `height:${rowsOf * ROW_HEIGHT}px` }, el('td', { colspan: '6' }));
+  $('agents').replaceChildren(spacer(first), ...rows.slice(first, last).map(agentRow), spacer(rows.length - last));
 }
 
 // ── one agent ──────────────────────────────────────────────────────────────────────────────────
@@ -302,6 +317,8 @@ $('send').addEventListener('click', async () => {
 $('stop').addEventListener('click', () => action({ kind: 'stop', agent: state.agentId, cascade: $('cascade').checked }, 'stopping'));
 $('pause').addEventListener('click', () => action({ kind: 'pause' }, 'pausing the budget'));
 $('resume').addEventListener('click', () => action({ kind: 'resume' }, 'resuming the budget'));
+$('team-scroll').addEventListener('scroll', () => requestAnimationFrame(renderRows));
+window.addEventListener('resize', () => requestAnimationFrame(renderRows));
 $('zoom-in').addEventListener('click', () => timeline.zoom(0.5));
 $('zoom-out').addEventListener('click', () => timeline.zoom(2));
 $('zoom-reset').addEventListener('click', () => timeline.fit());

@@ -24,12 +24,19 @@ export async function fingerprint(port: StoreReads): Promise<string> {
 
 /** A database file read without owning it: actions are possible while some process drives it. */
 export function databaseSource(store: Store, db: string, pollMs = 1_000): DashboardSource {
-  const port = portOf(store);
+  // The file's owner applies the inbox of the runs it drives (a finished one: see isLive).
+  return polledSource(portOf(store), db, () => isOwned(db), pollMs);
+}
+
+/**
+ * Any store's reads, polled for changes (a cheap fingerprint every `pollMs`): a file another
+ * process may drive, or a PostgreSQL database workers drive (`troupe ui --db postgres://…`).
+ */
+export function polledSource(port: StoreReads, db: string, live: DashboardSource['live'], pollMs = 1_000): DashboardSource {
   return {
     port,
     db,
-    // The file's owner applies the inbox of the runs it drives (a finished one: see isLive).
-    live: () => isOwned(db),
+    live,
     watch(changed) {
       let last = '';
       let busy = false;

@@ -1,3 +1,4 @@
+// @ts-check
 // The timeline: one lane per agent over time, drawn on a canvas. Only the lanes in view are drawn
 // (the scroll area is as tall as all lanes; the canvas stays in place and shows the slice scrolled
 // to), so a run of thousands of agents scrolls as fast as one of five. Zoom with the buttons or
@@ -19,11 +20,17 @@ const LANE = 22;
 const AXIS = 22;
 const LABEL = 150;
 
+/** @typedef {import('../readModel.js').Timeline} Timeline */
+
+/**
+ * @param {{ scroll: HTMLElement, spacer: HTMLElement, canvas: HTMLCanvasElement, tip: HTMLElement, onLane: (agentId: string) => void }} parts
+ */
 export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
+  /** @type {Timeline} */
   let data = { start: 0, end: 1, lanes: [], marks: [] };
   let window0 = null; // [t0, t1] shown; null: fit the whole run
   let drawn = {}; // marks on the lanes the last frame drew, by kind
-  const ctx = canvas.getContext('2d');
+  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext('2d'));
 
   const range = () => window0 ?? [data.start, Math.max(data.end, data.start + 1)];
   const width = () => scroll.clientWidth;
@@ -142,7 +149,8 @@ export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
     tip.hidden = false;
     tip.style.left = `${e.clientX + 12}px`;
     tip.style.top = `${e.clientY + 12}px`;
-    tip.textContent = `${h.lane.name}: ${h.mark ? h.mark.label : `${h.span.status} ${(((h.span.to ?? data.end) - h.span.from) / 1000).toFixed(2)} s`}`;
+    const span = h.span;
+    tip.textContent = `${h.lane.name}: ${h.mark ? h.mark.label : span ? `${span.status} ${(((span.to ?? data.end) - span.from) / 1000).toFixed(2)} s` : ''}`;
   });
   canvas.addEventListener('mouseleave', () => (tip.hidden = true));
   canvas.addEventListener('click', (e) => {

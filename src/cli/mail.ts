@@ -11,7 +11,7 @@ import type { Coordinator } from '../host/createCoordinator.js';
 import { messageRefusal } from '../host/messageRules.js';
 import { resolveLimits } from '../host/options.js';
 import { resumeCoordinator } from '../host/resumeCoordinator.js';
-import { ConfigError, errorMessage, isTroupeError, toError, TroupeError } from '../errors.js';
+import { ConfigError, isTroupeError, toError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import { postToInbox, readDelivery, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
@@ -21,6 +21,7 @@ import { EXIT, exitCodeFor } from './exitCodes.js';
 import { defaultReadDb, latestRun, readRun, requireDatabase, savedConfig } from './runs.js';
 import type { Values } from './spec.js';
 import { forTerminal } from './terminal.js';
+import { applyRequest } from '../worker/requests.js';
 
 /** Statuses in which a live agent does not take up a message until something else happens. */
 const PARKED_FOR_MAIL = new Set(['budgetPaused']);
@@ -33,27 +34,7 @@ export function serveInbox(c: Coordinator, store: SqliteStore, everyMs = 200): (
     busy = true;
     try {
       for (const request of store.openInbox(c.runId)) {
-        let result: InboxResult;
-        try {
-          if (request.kind === 'pause') {
-            await c.pauseBudget();
-            result = { ok: true, message: 'budget paused: agents park before their next paid call' };
-          } else if (request.kind === 'resume') {
-            const woken = await c.resumeBudget();
-            result = { ok: true, message: `budget resumed (${woken.length} agent(s) woken)` };
-          } else {
-            const agent = c.get(String(request.payload.agent));
-            if (request.kind === 'send') {
-              const row = await c.send(agent.id, { content: String(request.payload.content) });
-              result = { ok: true, message: `queued for ${agent.name} (${agent.id})`, messageId: row.id };
-            } else {
-              const stopped = await c.stop(agent.id, { cascade: request.payload.cascade !== false });
-              result = { ok: true, message: `stopped ${stopped.map((id) => c.get(id).name).join(', ') || '(already terminal)'}` };
-            }
-          }
-        } catch (err) {
-          result = isTroupeError(err) ? { ok: false, code: err.code, message: `${err.code}: ${err.message}` } : { ok: false, message: errorMessage(err) };
-        }
+        const result = await applyRequest(c, request);
         store.answerInbox(request.id, result, Date.now());
       }
     } finally {

@@ -4,11 +4,11 @@
  */
 import { existsSync } from 'node:fs';
 import { isProactiveRunId } from '../autonomy/proactiveRouter.js';
-import type { AgentView } from '../host/registry.js';
+import { agentViews, type AgentView } from '../host/registry.js';
 import { TroupeError } from '../errors.js';
 import { fileState } from '../store/files.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
-import type { AgentRow, RunRow, UsageRow } from '../store/types.js';
+import type { RunRow } from '../store/types.js';
 import { DEFAULT_DB, type SavedRunConfig } from './config.js';
 
 export const DEMO_DB = '.troupe/demo.db';
@@ -70,19 +70,5 @@ export function views(store: SqliteStore, runId: string): AgentView[] {
   return agentViews(store.listAgents(runId), store.listUsage(runId));
 }
 
-/** Agent rows as the live registry would show them, spend summed from the run's usage rows (any store). */
-export function agentViews(agents: readonly AgentRow[], usage: readonly UsageRow[]): AgentView[] {
-  const spent = new Map<string, number>();
-  for (const u of usage) spent.set(u.agentId, (spent.get(u.agentId) ?? 0) + u.costUsd);
-  return agents.map((a) => ({
-    id: a.id,
-    name: a.name,
-    parentId: a.parentId,
-    depth: a.depth,
-    status: a.status,
-    waitKind: a.waitKind,
-    turns: a.turns,
-    lastTool: a.lastTool,
-    spentUsd: spent.get(a.id) ?? 0,
-  }));
-}
+/** Kept here for the CLI's PostgreSQL commands (pg.ts); the one home is src/host/registry.ts. */
+export { agentViews };

@@ -205,7 +205,7 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
       }),
     );
     watchdog.start();
-    closeDashboard = await uiServing(values, io, store, db, main?.coordinator);
+    closeDashboard = await uiServing(values, io, store, db, main?.coordinator, (runId) => theRouter.get(runId));
 
     const intervalMs = watchdogConfig.intervalMs ?? DEFAULT_WATCHDOG_INTERVAL_MS;
     printer.line(

@@ -1,6 +1,6 @@
 /**
- * `troupe ui [--db <file>] [--port N] [--run <id>]`: the web dashboard on a database, live or
- * finished, until Ctrl-C; `--ui[=port]` on demo, run and resume: the dashboard beside the run
+ * `troupe ui [--db <file|postgres://…>] [--port N] [--run <id>]`: the web dashboard on a database,
+ * live or finished, until Ctrl-C; `--ui[=port]` on demo, run and resume: the dashboard beside the run
  * this process drives, which keeps serving after the run ends until Ctrl-C; and on serve: over every
  * run in the database it serves, until serve stops.
  * @module
@@ -15,6 +15,7 @@ import type { Values } from './spec.js';
 import { EXIT } from './exitCodes.js';
 import { defaultReadDb, readRun } from './runs.js';
 import { forTerminal } from './terminal.js';
+import { postgresDb } from './pgArgs.js';
 
 export const DEFAULT_UI_PORT = 7070;
 
@@ -54,20 +55,26 @@ function announce(io: Io, handle: DashboardHandle): void {
 
 export async function ui(_args: string[], values: Values, io: Io, signal?: AbortSignal): Promise<number> {
   const port = values.port === '0' ? 0 : (number('port', values.port, true) ?? DEFAULT_UI_PORT);
+  const url = postgresDb(['--db', values.db ?? '']);
+  if (url !== undefined) return (await import('./uiPostgres.js')).uiPostgres(url, values.run, io, { port, ...tokenFrom(io) }, (handle) => serveUntilInterrupted(io, handle, signal));
   const db = defaultReadDb(values.db);
   // Read-only, every row decoded first: a file that is not troupe's, or of a newer schema, is
   // refused here with its typed error before anything is served (and nothing is written).
   const { store, run } = readRun(db, values.run, true);
   try {
     const handle = await startDashboard(databaseSource(store, db), { port, ...tokenFrom(io) });
-    announce(io, handle);
     io.out.write(`serving run ${forTerminal(run.id)} of ${forTerminal(db)} — Ctrl-C to stop\n`);
-    await interrupted(signal);
-    await handle.close();
-    return EXIT.OK;
+    return await serveUntilInterrupted(io, handle, signal);
   } finally {
     store.close();
   }
+}
+
+async function serveUntilInterrupted(io: Io, handle: DashboardHandle, signal?: AbortSignal): Promise<number> {
+  announce(io, handle);
+  await interrupted(signal);
+  await handle.close();
+  return EXIT.OK;
 }
 
 export interface UiBeside {
@@ -80,7 +87,7 @@ export interface UiBeside {
 export async function uiBeside(
   flags: Pick<Values, 'ui'>,
   io: Io,
-  c: Pick<Coordinator, 'subscribe' | 'registry'>,
+  c: Pick<Coordinator, 'subscribe' | 'registry' | 'runId'>,
   store: SqliteStore,
   db: string,
 ): Promise<UiBeside> {
@@ -102,14 +109,17 @@ export async function uiBeside(
 
 /**
  * `--ui[=port]` on serve: every run of the database this process serves (the main run and the
- * proactive runs; serve applies the inbox of each run it hosts). Returns how to close it.
+ * proactive runs; serve applies the inbox of each run it hosts). A run is live while serve hosts it
+ * (`hosted`: the main run's or the proactive router's coordinator), its coordinator is healthy, and
+ * it has not finished. Returns how to close it.
  */
 export async function uiServing(
   flags: Pick<Values, 'ui'>,
   io: Io,
   store: SqliteStore,
   db: string,
-  main?: Pick<Coordinator, 'subscribe' | 'registry'>,
+  main?: Pick<Coordinator, 'subscribe' | 'registry' | 'runId' | 'health'>,
+  hosted: (runId: string) => Pick<Coordinator, 'health'> | undefined = () => undefined,
 ): Promise<() => Promise<void>> {
   if (flags.ui === undefined) return () => Promise.resolve();
   const port = number('ui', flags.ui, true, true) ?? DEFAULT_UI_PORT;
@@ -117,7 +127,7 @@ export async function uiServing(
   const handle = await startDashboard(
     {
       ...polled,
-      live: () => true,
+      live: (runId) => (runId === main?.runId ? main : hosted(runId))?.health().ok === true,
       // Proactive runs come and go: the database is polled; the main run's events push at once.
       watch: (changed) => {
         const stopPolling = polled.watch(changed);

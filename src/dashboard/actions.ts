@@ -6,9 +6,10 @@
  * @module
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isActive } from '../../machines/types.js';
 import { isErrorCode, TroupeError } from '../errors.js';
 import { postToInbox, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';
-import type { StorePort } from '../store/port.js';
+import type { StoreReads } from './readModel.js';
 
 export type Action =
   | { run: string; kind: 'send'; agent: string; content: string }
@@ -47,14 +48,27 @@ function refusal(result: InboxResult): TroupeError {
 }
 
 /**
+ * Whether run `runId` takes actions now: a process drives it (the source says so) and it has not
+ * finished (its root agent is still active, or not registered yet).
+ */
+export async function isLive(source: { port: StoreReads; live(runId: string): boolean }, runId: string): Promise<boolean> {
+  if (!source.live(runId)) return false;
+  const run = await source.port.getRun(runId);
+  if (!run) return false;
+  if (run.rootId === null) return true;
+  const root = (await source.port.listAgents(runId)).find((a) => a.id === run.rootId);
+  return root === undefined || isActive(root.status);
+}
+
+/**
  * Post `body` to the live run and wait (up to `waitMs`) for its owner's answer. RUN_NOT_LIVE when
  * no process drives the database (nothing is written then); the owner's refusal as its typed error.
  */
-export async function act(source: { port: StorePort; db: string; live(): boolean }, body: unknown, waitMs = 15_000, everyMs = 100): Promise<ActionResult> {
+export async function act(source: { port: StoreReads; db: string; live(runId: string): boolean }, body: unknown, waitMs = 15_000, everyMs = 100): Promise<ActionResult> {
   const action = toAction(body);
   if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
-  if (!source.live()) {
-    throw new TroupeError('RUN_NOT_LIVE', 'No process drives this run: resume it (troupe resume --ui) to send, stop or pause from here');
+  if (!(await isLive(source, action.run))) {
+    throw new TroupeError('RUN_NOT_LIVE', 'No process drives this run, or it has finished: resume it (troupe resume --ui) to send, stop or pause from here');
   }
   const { run, kind, ...payload } = action;
   const id = postToInbox(source.db, { runId: run, kind, payload, at: Date.now() });

@@ -1,30 +1,25 @@
 /**
  * What the dashboard shows, read from the store port: the team (agents with status, turns, spend,
  * last tool and what a waiting agent waits on, counts by status, the budget), the timeline (one lane
- * per agent: status spans and marks for model calls and their retries, messages, notices, budget
- * trips) and one agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page;
+ * per agent: status spans and marks for model calls and their retries, tool calls, messages,
+ * notices, budget warnings and trips) and one agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page;
  * every value is derived from rows, nothing is kept here.
  * @module
  */
-import { isActive, type AgentStatus, type WaitKind } from '../../machines/types.js';
+import { isActive, type AgentStatus } from '../../machines/types.js';
 import { DEFAULT_RESERVE_FRACTION } from '../host/options.js';
 import { TroupeError } from '../errors.js';
 import type { SessionItem, UsagePurpose } from '../model/types.js';
+import { agentViews, type AgentView } from '../host/registry.js';
 import type { StorePort } from '../store/port.js';
+
+/** The reads the dashboard makes: any store's port (SQLite, memory, PostgreSQL's lease-free reads). */
+export type StoreReads = Omit<StorePort, 'boot' | 'commit'>;
 import type { AgentRow, MessageRow, RunRow } from '../store/types.js';
 
-export interface TeamAgent {
-  id: string;
-  name: string;
-  parentId: string | null;
-  depth: number;
-  status: AgentStatus;
-  waitKind: WaitKind | null;
+export interface TeamAgent extends AgentView {
   /** For a waiting agent: `the user`, or the names of the children it waits on. */
   waitingOn: string | null;
-  turns: number;
-  lastTool: string | null;
-  spentUsd: number;
 }
 
 export interface BudgetView {
@@ -52,7 +47,7 @@ export interface Span {
   to: number | null;
 }
 
-export type MarkKind = 'model' | 'retry' | 'message' | 'notice' | 'said' | 'error' | 'trip' | 'deadlock';
+export type MarkKind = 'model' | 'retry' | 'tool' | 'message' | 'notice' | 'said' | 'warning' | 'error' | 'trip' | 'deadlock';
 
 export interface Mark {
   at: number;
@@ -86,7 +81,7 @@ export interface AgentDetail {
 }
 
 /** The run asked for (RUN_NOT_FOUND if there is no such run), else the latest one. */
-export async function pickRun(port: StorePort, runId: string | undefined): Promise<RunRow> {
+export async function pickRun(port: StoreReads, runId: string | undefined): Promise<RunRow> {
   if (runId !== undefined && runId !== '') {
     const run = await port.getRun(runId);
     if (!run) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${runId}`);
@@ -98,7 +93,7 @@ export async function pickRun(port: StorePort, runId: string | undefined): Promi
 }
 
 /** The run's reserve fraction, as its `troupe run` saved it (else the default). */
-async function reserveFraction(port: StorePort, runId: string): Promise<number> {
+async function reserveFraction(port: StoreReads, runId: string): Promise<number> {
   const saved = (await port.eventsOf(runId, 'cli.run'))[0]?.data.budget as { reserveFraction?: unknown } | undefined;
   return typeof saved?.reserveFraction === 'number' ? saved.reserveFraction : DEFAULT_RESERVE_FRACTION;
 }
@@ -110,26 +105,13 @@ function waitingOn(agent: AgentRow, all: readonly AgentRow[]): string | null {
   return children.length > 0 ? children.join(', ') : agent.waitKind === 'agents' ? 'its agents' : null;
 }
 
-export async function readTeam(port: StorePort, runId?: string): Promise<Team> {
+export async function readTeam(port: StoreReads, runId?: string): Promise<Team> {
   const run = await pickRun(port, runId);
   const [runs, rows, spend, fraction] = await Promise.all([port.listRuns(), port.listAgents(run.id), port.spendOf(run.id), reserveFraction(port, run.id)]);
-  const spent = new Map<string, number>();
-  for (const s of spend) spent.set(s.agentId, (spent.get(s.agentId) ?? 0) + s.costUsd);
   const counts: Partial<Record<AgentStatus, number>> = {};
-  const agents = rows.map((a): TeamAgent => {
-    counts[a.status] = (counts[a.status] ?? 0) + 1;
-    return {
-      id: a.id,
-      name: a.name,
-      parentId: a.parentId,
-      depth: a.depth,
-      status: a.status,
-      waitKind: a.waitKind,
-      waitingOn: waitingOn(a, rows),
-      turns: a.turns,
-      lastTool: a.lastTool,
-      spentUsd: spent.get(a.id) ?? 0,
-    };
+  const agents = agentViews(rows, spend).map((view, i): TeamAgent => {
+    counts[view.status] = (counts[view.status] ?? 0) + 1;
+    return { ...view, waitingOn: waitingOn(rows[i]!, rows) };
   });
   const limitUsd = run.budget.limitUsd;
   return {
@@ -166,7 +148,7 @@ function recoveryLabel(d: Record<string, unknown>): string {
   return `${what} after ${String(d.code)}: ${String(d.message)}`;
 }
 
-export async function readTimeline(port: StorePort, runId?: string): Promise<Timeline> {
+export async function readTimeline(port: StoreReads, runId?: string): Promise<Timeline> {
   const run = await pickRun(port, runId);
   const [agents, events, usage, messages] = await Promise.all([port.listAgents(run.id), port.listEvents(run.id), port.listUsage(run.id), port.listMessages(run.id)]);
   const lanes = new Map<string, Lane>(agents.map((a) => [a.id, { agentId: a.id, name: a.name, depth: a.depth, spans: [], marks: [] }]));
@@ -187,7 +169,12 @@ export async function readTimeline(port: StorePort, runId?: string): Promise<Tim
     seen(e.at);
     const lane = e.agentId === null ? undefined : lanes.get(e.agentId);
     const runMark = RUN_MARKS[e.type];
-    if (runMark) marks.push({ at: e.at, kind: runMark.kind, label: runMark.label(e.data) });
+    if (runMark) {
+      marks.push({ at: e.at, kind: runMark.kind, label: runMark.label(e.data) });
+      // A trip is on the lane of the agent whose call tripped it, too.
+      const by = typeof e.data.agentId === 'string' ? lanes.get(e.data.agentId) : undefined;
+      by?.marks.push({ at: e.at, kind: runMark.kind, label: runMark.label(e.data) });
+    }
     if (!lane) continue;
     if (e.type === 'agent.status') {
       const to = e.data.to as AgentStatus;
@@ -196,6 +183,10 @@ export async function readTimeline(port: StorePort, runId?: string): Promise<Tim
       if (error) lane.marks.push({ at: e.at, kind: 'error', label: clip(`${error.code ?? ''}: ${error.message ?? ''}`) });
     } else if (e.type === 'model.recovery') {
       lane.marks.push({ at: e.at, kind: 'retry', label: clip(recoveryLabel(e.data), 160) });
+    } else if (e.type === 'tool.call') {
+      lane.marks.push({ at: e.at, kind: 'tool', label: clip(`tool call: ${String(e.data.tool)}`) });
+    } else if (e.type === 'budget.warning') {
+      lane.marks.push({ at: e.at, kind: 'warning', label: `budget ${String(e.data.level)}: ${String(e.data.pct)}% spent (${usd(Number(e.data.spentUsd ?? 0))})` });
     } else if (e.type === 'agent.said') {
       lane.marks.push({ at: e.at, kind: 'said', label: clip(String(e.data.text ?? '')) });
     }
@@ -218,7 +209,7 @@ export async function readTimeline(port: StorePort, runId?: string): Promise<Tim
   return { start: run.createdAt, end, lanes: [...lanes.values()], marks };
 }
 
-export async function readAgent(port: StorePort, runId: string | undefined, ref: string): Promise<AgentDetail> {
+export async function readAgent(port: StoreReads, runId: string | undefined, ref: string): Promise<AgentDetail> {
   const run = await pickRun(port, runId);
   const agents = await port.listAgents(run.id);
   const a = agents.find((x) => x.id === ref || x.name === ref);

@@ -19,18 +19,20 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
-import type { StorePort } from '../store/port.js';
-import { act } from './actions.js';
-import { readAgent, readTeam, readTimeline } from './readModel.js';
+import { act, isLive } from './actions.js';
+import { readAgent, readTeam, readTimeline, type StoreReads } from './readModel.js';
 
 /** Where the dashboard's data comes from and how it learns of changes. */
 export interface DashboardSource {
   /** Reads (a read-only store, or the live run's own). */
-  port: StorePort;
+  port: StoreReads;
   /** The database file: actions are posted to its inbox. */
   db: string;
-  /** Whether a process drives the database now (actions need one). */
-  live(): boolean;
+  /**
+   * Whether a process drives run `runId` now and applies its inbox (actions need one). The page
+   * shows a run live only while this holds and the run has not finished (see `isLive`).
+   */
+  live(runId: string): boolean;
   /** Call `changed` whenever the run may have changed; returns a function that stops watching. */
   watch(changed: () => void): () => void;
 }
@@ -134,7 +136,7 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
     pushTimer = null;
     version++;
     // `changes`: how many changes this one push stands for.
-    const frame = `event: changed\ndata: ${JSON.stringify({ version, changes: coalesced, live: source.live() })}\n\n`;
+    const frame = `event: changed\ndata: ${JSON.stringify({ version, changes: coalesced })}\n\n`;
     coalesced = 0;
     for (const res of streams) res.write(frame);
   };
@@ -147,8 +149,10 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
   const api = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     const run = url.searchParams.get('run') ?? undefined;
     switch (url.pathname) {
-      case '/api/team':
-        return json(res, 200, { ...(await readTeam(source.port, run)), db: source.db, live: source.live() });
+      case '/api/team': {
+        const team = await readTeam(source.port, run);
+        return json(res, 200, { ...team, db: source.db, live: await isLive(source, team.run.id) });
+      }
       case '/api/timeline':
         return json(res, 200, await readTimeline(source.port, run));
       case '/api/agent':
@@ -165,7 +169,7 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
       case '/api/events': {
         res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', Connection: 'keep-alive', ...HEADERS });
         // The page reads everything again on each (re)connection: it catches up from the database.
-        res.write(`retry: 1000\nevent: changed\ndata: ${JSON.stringify({ version, changes: 0, live: source.live() })}\n\n`);
+        res.write(`retry: 1000\nevent: changed\ndata: ${JSON.stringify({ version, changes: 0 })}\n\n`);
         streams.add(res);
         req.on('close', () => streams.delete(res));
         return;

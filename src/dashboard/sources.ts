@@ -6,12 +6,13 @@
  */
 import type { Coordinator } from '../host/createCoordinator.js';
 import { ownerAlive as isOwned } from '../store/ownerLock.js';
-import { portOf, type StorePort } from '../store/port.js';
+import { portOf } from '../store/port.js';
+import type { StoreReads } from './readModel.js';
 import type { Store } from '../store/types.js';
 import type { DashboardSource } from './server.js';
 
 /** What changes whenever a run does: budget flags, agents' statuses and counters, row counts. */
-export async function fingerprint(port: StorePort): Promise<string> {
+export async function fingerprint(port: StoreReads): Promise<string> {
   const runs = await port.listRuns();
   const parts: unknown[] = [];
   for (const run of runs.slice(-3)) {
@@ -23,11 +24,19 @@ export async function fingerprint(port: StorePort): Promise<string> {
 
 /** A database file read without owning it: actions are possible while some process drives it. */
 export function databaseSource(store: Store, db: string, pollMs = 1_000): DashboardSource {
-  const port = portOf(store);
+  // The file's owner applies the inbox of the runs it drives (a finished one: see isLive).
+  return polledSource(portOf(store), db, () => isOwned(db), pollMs);
+}
+
+/**
+ * Any store's reads, polled for changes (a cheap fingerprint every `pollMs`): a file another
+ * process may drive, or a PostgreSQL database workers drive (`troupe ui --db postgres://…`).
+ */
+export function polledSource(port: StoreReads, db: string, live: DashboardSource['live'], pollMs = 1_000): DashboardSource {
   return {
     port,
     db,
-    live: () => isOwned(db),
+    live,
     watch(changed) {
       let last = '';
       let busy = false;
@@ -50,13 +59,13 @@ export function databaseSource(store: Store, db: string, pollMs = 1_000): Dashbo
 
 /**
  * The store of a run this process drives. `live` says whether its inbox is served now (false once
- * the run ended and the dashboard lingers).
+ * the run ended and the dashboard lingers); other runs of the database are not live here.
  */
-export function coordinatorSource(c: Pick<Coordinator, 'subscribe' | 'registry'>, store: Store, db: string, live: () => boolean): DashboardSource {
+export function coordinatorSource(c: Pick<Coordinator, 'subscribe' | 'registry' | 'runId'>, store: Store, db: string, live: () => boolean): DashboardSource {
   return {
     port: portOf(store),
     db,
-    live,
+    live: (runId) => runId === c.runId && live(),
     watch(changed) {
       const unsubscribe = c.subscribe((event) => {
         if (event.type !== 'agent.delta') changed();

@@ -78,6 +78,8 @@ export class BudgetLedger {
   /** Callers waiting for an in-flight reservation to settle. */
   #settleWaiters = new Set<() => void>();
   readonly #unpriced = new Set<string>();
+  /** The highest warning band each agent was given (journalled once per band and agent). */
+  readonly #warned = new Map<string, number>();
   #badEstimate = false;
 
   constructor(rt: LedgerHost, spentUsd = 0) {
@@ -344,7 +346,7 @@ export class BudgetLedger {
    * The warning appended to this call's input only (stop policy, limit set): the highest band the
    * spend has crossed, or null. Never persisted; the pause policy never tells the model anything.
    */
-  warning(agent: Pick<Payer, 'parentId'>): string | null {
+  warning(agent: Pick<Payer, 'id' | 'parentId'>): string | null {
     const limitUsd = this.limitUsd;
     if (limitUsd === null || this.#rt.budget.policy !== 'stop') return null;
     const share = this.#spentUsd / limitUsd;
@@ -355,6 +357,12 @@ export class BudgetLedger {
     if (stage < 0) return null;
     const label = ['NOTICE', 'URGENT', 'CRITICAL'][stage];
     const pct = Math.floor(share * 100);
+    if (stage > (this.#warned.get(agent.id) ?? -1)) {
+      // The text stays out of the session; that it was given, and when, is journalled (the dashboard's timeline).
+      this.#warned.set(agent.id, stage);
+      const data = { level: label, pct, spentUsd: this.#spentUsd, limitUsd };
+      this.#rt.stage({ op: 'appendEvent', row: { runId: this.#rt.runId, agentId: agent.id, type: 'budget.warning', data, at: this.#rt.clock.now() } });
+    }
     const reserve = Math.round(this.#rt.budget.reserveFraction * 100);
     const effect = root
       ? `At ${reserve}% every sub-agent is stopped to leave room for your final report; at 100% the whole run stops.`

@@ -89,7 +89,7 @@ export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.rese
   rt.coordinator.send({ type: event });
   const after = rt.budgetFlags();
   rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: after } });
-  journalBudget(rt, event, before);
+  journalBudget(rt, event, before, agentId);
   const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
   if (after.reserveStopped && !before.reserveStopped) rt.trace.event(agentId, EVENT_RESERVE_TRIP);
   if (after.budgetStopped && !before.budgetStopped) rt.trace.event(agentId, EVENT_BUDGET_STOP);
@@ -138,8 +138,10 @@ export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gat
  * When the run's budget flags changed, journal the change: a `budget.*` event row with the spend at
  * that moment (what the dashboard's timeline shows). Written once per real change.
  */
-function journalBudget(rt: ControlParts, type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume', before: BudgetFlags): void {
+function journalBudget(rt: ControlParts, type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume', before: BudgetFlags, by?: string): void {
   const flags = rt.budgetFlags();
   if (JSON.stringify(flags) === JSON.stringify(before)) return;
-  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: null, type, data: { spentUsd: rt.budget.spentUsd, limitUsd: flags.limitUsd }, at: rt.clock.now() } });
+  // `agentId` in the data: the agent whose call tripped it (its lane on the timeline); the row stays run-wide.
+  const data = { spentUsd: rt.budget.spentUsd, limitUsd: flags.limitUsd, ...(by === undefined ? {} : { agentId: by }) };
+  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: null, type, data, at: rt.clock.now() } });
 }

@@ -11,6 +11,7 @@
  */
 import { createStore } from '@xstate/store';
 import type { AgentStatus, WaitKind } from '../../machines/types.js';
+import type { AgentRow } from '../store/types.js';
 
 export interface AgentView {
   id: string;
@@ -22,6 +23,32 @@ export interface AgentView {
   turns: number;
   lastTool: string | null;
   spentUsd: number;
+}
+
+/** Spend per agent, summed from ledger rows (usage rows, or spend by agent and purpose). */
+export function spendByAgent(rows: Iterable<{ agentId: string; costUsd: number }>): Map<string, number> {
+  const spent = new Map<string, number>();
+  for (const r of rows) spent.set(r.agentId, (spent.get(r.agentId) ?? 0) + r.costUsd);
+  return spent;
+}
+
+/**
+ * Stored agent rows as the live registry would show them, spend summed from the run's ledger rows
+ * (any store): the one read of an agent's view from rows (CLI status and tree, the dashboard).
+ */
+export function agentViews(agents: readonly AgentRow[], spend: Iterable<{ agentId: string; costUsd: number }>): AgentView[] {
+  const spent = spendByAgent(spend);
+  return agents.map((a) => ({
+    id: a.id,
+    name: a.name,
+    parentId: a.parentId,
+    depth: a.depth,
+    status: a.status,
+    waitKind: a.waitKind,
+    turns: a.turns,
+    lastTool: a.lastTool,
+    spentUsd: spent.get(a.id) ?? 0,
+  }));
 }
 
 export interface RegistryContext {

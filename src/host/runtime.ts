@@ -323,6 +323,7 @@ export class Runtime implements TurnHost {
   }
 
   activity(agent: AgentRef, activity: AgentActivity): void {
+    if (activity.kind === 'tool') this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: this.clock.now() } });
     if (this.views.hasListeners) this.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: this.clock.now() });
   }
 

@@ -40,10 +40,31 @@ function connect(path: string): Database.Database {
   }
 }
 
-/** From any process, without owning the database: post a request to the run's owner. */
+/**
+ * The schema version from which a file's owner applies a request (migrations.ts): schema 3 knew
+ * only send and stop, and stopped the subtree always.
+ */
+export function inboxSince(kind: InboxKind, payload: Record<string, unknown>): number {
+  return kind === 'pause' || kind === 'resume' || (kind === 'stop' && payload.cascade === false) ? 4 : 2;
+}
+
+/**
+ * From any process, without owning the database: post a request to the run's owner. RUN_NOT_LIVE
+ * (nothing posted) when the file is of an older schema than the request needs: its owner is an
+ * older troupe, which would misread it.
+ */
 export function postToInbox(path: string, request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): number {
   const db = connect(path);
   try {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    const since = inboxSince(request.kind, request.payload);
+    if (version < since) {
+      const what = request.kind === 'stop' ? 'a stop without the subtree' : `a budget ${request.kind}`;
+      throw new TroupeError(
+        'RUN_NOT_LIVE',
+        `${path} has schema version ${version}: the process driving it is an older troupe, which cannot take ${what} (schema ${since}); nothing was posted. Resume the run with this troupe first.`,
+      );
+    }
     const info = db
       .prepare('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES (?, ?, ?, ?)')
       .run(request.runId, request.kind, JSON.stringify(request.payload), request.at);

@@ -157,6 +157,19 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX tool_calls_started ON tool_calls(agent_id) WHERE status = 'started';
     `,
   },
+  {
+    // The inbox takes pause and resume of the budget, and stop without its subtree (payload
+    // cascade: false). A troupe of schema 3 knows only send and stop, always cascading: it must
+    // refuse this file (STORE_SCHEMA_TOO_NEW) rather than misread such a request, and a poster
+    // must not send them to a file of schema 3 (postToInbox). The trigger makes the kinds part
+    // of the schema: a new kind needs a new migration.
+    version: 4,
+    sql: `
+      CREATE TRIGGER inbox_kind BEFORE INSERT ON inbox
+      WHEN NEW.kind NOT IN ('send', 'stop', 'pause', 'resume')
+      BEGIN SELECT RAISE(ABORT, 'inbox kind must be send, stop, pause or resume'); END;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { serveInbox } from '../../src/cli/mail.js';
+import { uiServing } from '../../src/cli/ui.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
 import { coordinatorSource, databaseSource } from '../../src/dashboard/sources.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
@@ -16,7 +17,7 @@ import { newAgentRow } from '../../src/store/rows.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { BROWSER, launch, shot } from '../helpers/browser.js';
 import { workdir } from '../helpers/cli.js';
-import { demoDb } from '../helpers/dashboard.js';
+import { captureIo, demoDb } from '../helpers/dashboard.js';
 import { team } from '../helpers/team.js';
 import { join } from 'node:path';
 
@@ -72,7 +73,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       // Console errors too: a file refused by the page's Content-Security-Policy shows there.
       page.on('console', (m) => void (m.type() === 'error' && errors.push(m.text())));
       await page.goto(handle.url);
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(5);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBe(5);
       const statuses: Record<string, string> = {};
       for (const name of ['lead', 'scout', 'flaky', 'talker', 'prober']) statuses[name] = (await statusOf(page, name).textContent()) ?? '';
       expect(statuses).toEqual({ lead: 'completed', scout: 'completed', flaky: 'completed', talker: 'stopped', prober: 'failed' });
@@ -84,6 +85,10 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       const trip = page.locator('#run-marks li[data-kind="trip"]');
       await trip.waitFor();
       expect(await trip.allTextContents()).toEqual([expect.stringMatching(/reserve tripped at \$0\.4\d+$/)]);
+      // Tool calls, budget warnings and the trip are drawn as marks on the agents' lanes.
+      const marks = () => page.evaluate(() => (globalThis as unknown as { troupeTimeline: { drawnMarks(): Record<string, number> } }).troupeTimeline.drawnMarks());
+      await expect.poll(async () => (await marks()).tool ?? 0).toBeGreaterThanOrEqual(5);
+      expect(await marks()).toMatchObject({ trip: 1, warning: expect.any(Number), model: expect.any(Number) });
       await page.screenshot({ path: shot('timeline') });
 
       // Zoom: + halves the window shown, fit shows the whole run again.
@@ -224,6 +229,32 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
+  it('under serve --ui: the main run shows live while serve hosts it, not live once it has finished', async () => {
+    const db = join(workdir(), 'served.db');
+    const store = openStore({ path: db });
+    const t = team({ agents: { lead: [{ tool: 'respond_to_user', args: { message: 'Ready.' } }] } }, { store, interactive: true });
+    const rootId = await t.c.start({ name: 'lead', task: 'Stand by.' });
+    await t.c.waitFor(rootId, ['waiting']);
+    const io = captureIo();
+    const close = await uiServing({ ui: '0' }, io, store, db, t.c);
+    const url = /(http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+)/.exec(io.text().err)![1]!;
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    try {
+      await page.goto(url);
+      await expect.poll(() => page.locator('#conn').textContent()).toBe('live');
+      // The run finishes (its root stops) while serve still hosts it: the page follows, no reload.
+      await t.c.stop(rootId);
+      await expect.poll(() => page.locator('#conn').textContent()).toBe('not live (read only)');
+      await expect.poll(() => statusOf(page, 'lead').textContent()).toBe('stopped');
+      await page.screenshot({ path: shot('serve-finished') });
+    } finally {
+      await page.close();
+      await close();
+      await t.c.shutdown();
+      store.close();
+    }
+  });
+
   it('reconnects after the server restarts (same port and token) and catches up from the database', async () => {
     const store = bigRun(3);
     const source = { port: portOf(store), db: ':memory:', live: () => false, watch: () => () => {} };
@@ -231,13 +262,13 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     const page = await browser.newPage();
     try {
       await page.goto(handle.url);
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(3);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBe(3);
       await handle.close();
       await expect.poll(() => page.locator('#conn').textContent()).toMatch(/^disconnected/);
       // Meanwhile the run moved on, as a resumed process finds it.
       addAgent(store, 3);
       handle = await startDashboard(source, { port: handle.port, token: handle.token });
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(4);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBe(4);
       expect(await page.locator('#conn').textContent()).toBe('not live (read only)');
 
       // Restarted with another token: the page says why it cannot reconnect.
@@ -251,12 +282,24 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
-  it('a run of 1,000 agents: the table lists them all, the timeline draws only the lanes in view', async () => {
+  it('a run of 1,000 agents: the table and the timeline draw only the rows and lanes in view', async () => {
     const handle = await startDashboard({ port: portOf(bigRun(1_000)), db: ':memory:', live: () => false, watch: () => () => {} }, { port: 0 });
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {
       await page.goto(handle.url);
-      await expect.poll(() => page.locator('#agents tr').count()).toBe(1_000);
+      // The table: all 1,000 counted, only a screenful of rows in the page; scrolling brings the last ones.
+      await expect.poll(() => page.locator('#counts').textContent()).toMatch(/^1000 agents:/);
+      await expect.poll(() => page.locator('#agents tr[data-agent]').count()).toBeGreaterThan(10);
+      expect(await page.locator('#agents tr[data-agent]').count()).toBeLessThan(100);
+      expect(await row(page, 'agent-999').count()).toBe(0);
+      await page.locator('#team-scroll').evaluate((el) => (el.scrollTop = el.scrollHeight));
+      await row(page, 'agent-999').waitFor();
+      expect(await page.locator('#agents tr[data-agent]').count()).toBeLessThan(100);
+      expect(await row(page, 'agent-0').count()).toBe(0);
+      await page.screenshot({ path: shot('team-1000') });
+      // A click on a row opens that agent.
+      await row(page, 'agent-999').click();
+      await expect.poll(() => page.locator('#agent-name').textContent()).toBe('agent-999 completed');
       await page.click('.tab[data-view="timeline"]');
       await page.locator('#run-marks li').first().waitFor();
       const drawn = () => page.evaluate(() => (globalThis as unknown as { troupeTimeline: { drawnLanes(): number } }).troupeTimeline.drawnLanes());

@@ -216,7 +216,7 @@ describe('live updates', () => {
     const nextCall = () => new Promise<void>((resolve) => (wake = resolve));
     try {
       await nextCall(); // the first poll: nothing seen before
-      expect(source.live()).toBe(true);
+      expect(source.live(owner.listRuns()[0]!.id)).toBe(true);
       // Stable while nothing is written (no push every second for nothing).
       const before = await fingerprint(portOf(reader));
       expect(await fingerprint(portOf(reader))).toBe(before);
@@ -242,7 +242,7 @@ describe('live updates', () => {
       await s.next(1); // the frame every (re)connection starts with
       for (let i = 0; i < 500; i++) handle.changed();
       await s.next(2);
-      expect(s.frames[1]).toMatchObject({ changes: 500, live: false });
+      expect(s.frames[1]).toMatchObject({ changes: 500 });
       handle.changed();
       await s.next(3);
       expect(s.frames[2]).toMatchObject({ changes: 1 });

@@ -1,12 +1,22 @@
+// @ts-check
 // The troupe dashboard page: the team, the timeline and one agent, read from this server's API and
 // read again whenever its event stream says the run changed. No dependencies; every value from
 // the run is put in the page as text (textContent), never as markup.
 import { createTimeline, MARK_COLORS, STATUS_COLORS } from './timeline.js';
 
-const token = new URLSearchParams(location.search).get('token') ?? '';
-const $ = (id) => document.getElementById(id);
+/** The JSON the server answers with: the read model's types (src/dashboard/readModel.ts), checked here by npm run typecheck.
+ * @typedef {import('../readModel.js').Team} Team
+ * @typedef {import('../readModel.js').TeamAgent} TeamAgent
+ */
 
-const state = { run: null, team: null, agentId: null, view: 'team', live: false };
+const token = new URLSearchParams(location.search).get('token') ?? '';
+/** An element of index.html by its id (each one exists: the page is ours). @type {(id: string) => HTMLElement} */
+const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+/** A form field of index.html by its id. @type {(id: string) => HTMLInputElement} */
+const field = (id) => /** @type {HTMLInputElement} */ ($(id));
+
+/** @type {{ run: string | null, team: Team | null, rows: TeamAgent[], agentId: string | null, view: string, live: boolean }} */
+const state = { run: null, team: null, rows: [], agentId: null, view: 'team', live: false };
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -29,9 +39,7 @@ async function api(path, params = {}, body) {
   const res = await fetch(`${path}?${query}`, body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   const data = await res.json().catch(() => ({ error: { code: 'INTERNAL', message: `HTTP ${res.status}` } }));
   if (!res.ok) {
-    const err = new Error(data.error?.message ?? `HTTP ${res.status}`);
-    err.code = data.error?.code ?? 'INTERNAL';
-    throw err;
+    throw Object.assign(new Error(data.error?.message ?? `HTTP ${res.status}`), { code: String(data.error?.code ?? 'INTERNAL') });
   }
   return data;
 }
@@ -72,7 +80,7 @@ function budgetBar(b) {
 
 function renderTeam(team) {
   state.team = team;
-  const select = $('run');
+  const select = /** @type {HTMLSelectElement} */ ($('run'));
   select.replaceChildren(...team.runs.map((r) => el('option', { value: r.id, text: `${r.id} (${new Date(r.createdAt).toLocaleString()})` })));
   select.value = team.run.id;
   budgetBar(team.budget);
@@ -83,6 +91,7 @@ function renderTeam(team) {
   // Depth-first order: each agent under its parent.
   const children = new Map();
   for (const a of team.agents) children.set(a.parentId, [...(children.get(a.parentId) ?? []), a]);
+  /** @type {TeamAgent[]} */
   const rows = [];
   const walk = (parentId) => {
     for (const a of children.get(parentId) ?? []) {
@@ -91,20 +100,35 @@ function renderTeam(team) {
     }
   };
   walk(null);
-  $('agents').replaceChildren(
-    ...rows.map((a) =>
-      el(
-        'tr',
-        { 'data-agent': a.name, 'data-id': a.id, class: a.id === state.agentId ? 'selected' : '', onclick: () => openAgent(a.id) },
-        el('td', { style: `padding-left:${8 + a.depth * 18}px`, text: a.name }),
-        el('td', {}, pill(a.status)),
-        el('td', { text: String(a.turns) }),
-        el('td', { text: usd(a.spentUsd) }),
-        el('td', { text: a.lastTool ?? '' }),
-        el('td', { class: 'waits', text: a.waitingOn ?? '' }),
-      ),
-    ),
+  state.rows = rows;
+  renderRows();
+}
+
+// Only the rows in view (and a few either side) are in the page; a spacer row above and one below
+// stand for the rest, so a run of thousands of agents renders and scrolls like one of five.
+const ROW_HEIGHT = 26; // table.agents tbody tr in style.css
+const OVERSCAN = 8;
+
+function agentRow(a) {
+  return el(
+    'tr',
+    { 'data-agent': a.name, 'data-id': a.id, class: a.id === state.agentId ? 'selected' : '', onclick: () => openAgent(a.id) },
+    el('td', { style: `padding-left:${8 + a.depth * 18}px`, text: a.name }),
+    el('td', {}, pill(a.status)),
+    el('td', { text: String(a.turns) }),
+    el('td', { text: usd(a.spentUsd) }),
+    el('td', { text: a.lastTool ?? '' }),
+    el('td', { class: 'waits', text: a.waitingOn ?? '' }),
   );
+}
+
+function renderRows() {
+  const box = $('team-scroll');
+  const rows = state.rows;
+  const first = Math.max(0, Math.floor(box.scrollTop / ROW_HEIGHT) - OVERSCAN);
+  const last = Math.min(rows.length, first + Math.ceil(box.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN);
+  const spacer = (rowsOf) => el('tr', { class: 'spacer', style: `height:${rowsOf * ROW_HEIGHT}px` }, el('td', { colspan: '6' }));
+  $('agents').replaceChildren(spacer(first), ...rows.slice(first, last).map(agentRow), spacer(rows.length - last));
 }
 
 // ── one agent ──────────────────────────────────────────────────────────────────────────────────
@@ -166,7 +190,7 @@ function transcriptItem(item) {
 async function openAgent(id) {
   state.agentId = id;
   $('action-result').textContent = '';
-  for (const tr of $('agents').children) tr.classList.toggle('selected', tr.dataset.id === id);
+  for (const tr of $('agents').querySelectorAll('tr')) tr.classList.toggle('selected', tr.dataset.id === id);
   await refreshAgent();
 }
 
@@ -207,17 +231,18 @@ async function action(body, label) {
     out.textContent = r.message;
     return true;
   } catch (err) {
+    const e = /** @type {Error & { code?: string }} */ (err);
     out.className = 'action-result error';
-    out.textContent = `${err.code}: ${err.message}`;
+    out.textContent = `${e.code}: ${e.message}`;
     return false;
   }
 }
 
 // ── reading again when the run changes ─────────────────────────────────────────────────────────
 
-const timeline = createTimeline({ scroll: $('tl-scroll'), spacer: $('tl-spacer'), canvas: $('tl-canvas'), tip: $('tl-tip'), onLane: (id) => openAgent(id) });
+const timeline = createTimeline({ scroll: $('tl-scroll'), spacer: $('tl-spacer'), canvas: /** @type {HTMLCanvasElement} */ ($('tl-canvas')), tip: $('tl-tip'), onLane: (id) => openAgent(id) });
 // For tests and the curious: the timeline's state (how many lanes the last frame drew).
-window.troupeTimeline = timeline;
+/** @type {any} */ (window).troupeTimeline = timeline;
 
 function renderRunMarks(marks) {
   $('run-marks').replaceChildren(...(marks.length ? marks.map((m) => el('li', { 'data-kind': m.kind, text: `${time(m.at)} ${m.label}` })) : [el('li', { text: 'none' })]));
@@ -237,6 +262,9 @@ async function refresh() {
         const team = await api('/api/team', state.run ? { run: state.run } : {});
         state.run = team.run.id;
         state.live = team.live;
+        // Live: a process drives the run shown and it has not finished (actions reach it).
+        $('conn').className = `conn ${team.live ? 'live' : ''}`;
+        $('conn').textContent = team.live ? 'live' : 'not live (read only)';
         renderTeam(team);
         if (state.view === 'timeline') {
           const t = await api('/api/timeline', { run: state.run });
@@ -257,12 +285,7 @@ async function refresh() {
 function connect() {
   const conn = $('conn');
   const events = new EventSource(`/api/events?token=${encodeURIComponent(token)}`);
-  events.addEventListener('changed', (e) => {
-    const { live } = JSON.parse(e.data);
-    conn.className = `conn ${live ? 'live' : ''}`;
-    conn.textContent = live ? 'live' : 'not live (read only)';
-    void refresh();
-  });
+  events.addEventListener('changed', () => void refresh());
   events.onerror = () => {
     conn.className = 'conn down';
     conn.textContent = 'disconnected — reconnecting…';
@@ -278,9 +301,9 @@ function connect() {
 
 // ── wiring ─────────────────────────────────────────────────────────────────────────────────────
 
-for (const tab of document.querySelectorAll('.tab')) {
+for (const tab of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll('.tab'))) {
   tab.addEventListener('click', () => {
-    state.view = tab.dataset.view;
+    state.view = tab.dataset.view ?? 'team';
     for (const t of document.querySelectorAll('.tab')) t.classList.toggle('active', t === tab);
     $('team').hidden = state.view !== 'team';
     $('timeline').hidden = state.view !== 'timeline';
@@ -288,7 +311,7 @@ for (const tab of document.querySelectorAll('.tab')) {
   });
 }
 $('run').addEventListener('change', () => {
-  state.run = $('run').value;
+  state.run = field('run').value;
   state.agentId = null;
   $('agent').hidden = true;
   void refresh();
@@ -298,12 +321,14 @@ $('agent-close').addEventListener('click', () => {
   $('agent').hidden = true;
 });
 $('send').addEventListener('click', async () => {
-  const content = $('message').value;
-  if (await action({ kind: 'send', agent: state.agentId, content }, 'sending')) $('message').value = '';
+  const content = field('message').value;
+  if (await action({ kind: 'send', agent: state.agentId, content }, 'sending')) field('message').value = '';
 });
-$('stop').addEventListener('click', () => action({ kind: 'stop', agent: state.agentId, cascade: $('cascade').checked }, 'stopping'));
+$('stop').addEventListener('click', () => action({ kind: 'stop', agent: state.agentId, cascade: field('cascade').checked }, 'stopping'));
 $('pause').addEventListener('click', () => action({ kind: 'pause' }, 'pausing the budget'));
 $('resume').addEventListener('click', () => action({ kind: 'resume' }, 'resuming the budget'));
+$('team-scroll').addEventListener('scroll', () => requestAnimationFrame(renderRows));
+window.addEventListener('resize', () => requestAnimationFrame(renderRows));
 $('zoom-in').addEventListener('click', () => timeline.zoom(0.5));
 $('zoom-out').addEventListener('click', () => timeline.zoom(2));
 $('zoom-reset').addEventListener('click', () => timeline.fit());

@@ -1,3 +1,4 @@
+// @ts-check
 // The timeline: one lane per agent over time, drawn on a canvas. Only the lanes in view are drawn
 // (the scroll area is as tall as all lanes; the canvas stays in place and shows the slice scrolled
 // to), so a run of thousands of agents scrolls as fast as one of five. Zoom with the buttons or
@@ -14,15 +15,22 @@ export const STATUS_COLORS = {
   crashed: '#212121',
 };
 
-export const MARK_COLORS = { model: '#ffffff', retry: '#ff5722', message: '#00bcd4', notice: '#ff9800', said: '#cddc39', error: '#ff1744', trip: '#e53935', deadlock: '#ff1744' };
+export const MARK_COLORS = { model: '#ffffff', retry: '#ff5722', tool: '#3f51b5', message: '#00bcd4', notice: '#ff9800', said: '#cddc39', warning: '#ffc107', error: '#ff1744', trip: '#e53935', deadlock: '#ff1744' };
 const LANE = 22;
 const AXIS = 22;
 const LABEL = 150;
 
+/** @typedef {import('../readModel.js').Timeline} Timeline */
+
+/**
+ * @param {{ scroll: HTMLElement, spacer: HTMLElement, canvas: HTMLCanvasElement, tip: HTMLElement, onLane: (agentId: string) => void }} parts
+ */
 export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
+  /** @type {Timeline} */
   let data = { start: 0, end: 1, lanes: [], marks: [] };
   let window0 = null; // [t0, t1] shown; null: fit the whole run
-  const ctx = canvas.getContext('2d');
+  let drawn = {}; // marks on the lanes the last frame drew, by kind
+  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext('2d'));
 
   const range = () => window0 ?? [data.start, Math.max(data.end, data.start + 1)];
   const width = () => scroll.clientWidth;
@@ -53,6 +61,7 @@ export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
     const first = firstLane();
     const count = Math.ceil((h - AXIS) / LANE) + 1;
     const now = Date.now();
+    drawn = {};
     for (let i = first; i < Math.min(data.lanes.length, first + count); i++) {
       const lane = data.lanes[i];
       const y = AXIS + (i - first) * LANE;
@@ -72,6 +81,7 @@ export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
       }
       for (const mark of lane.marks) {
         const mx = x(mark.at);
+        drawn[mark.kind] = (drawn[mark.kind] ?? 0) + 1;
         ctx.fillStyle = MARK_COLORS[mark.kind] ?? '#000';
         ctx.strokeStyle = '#000';
         ctx.beginPath();
@@ -139,7 +149,8 @@ export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
     tip.hidden = false;
     tip.style.left = `${e.clientX + 12}px`;
     tip.style.top = `${e.clientY + 12}px`;
-    tip.textContent = `${h.lane.name}: ${h.mark ? h.mark.label : `${h.span.status} ${(((h.span.to ?? data.end) - h.span.from) / 1000).toFixed(2)} s`}`;
+    const span = h.span;
+    tip.textContent = `${h.lane.name}: ${h.mark ? h.mark.label : span ? `${span.status} ${(((span.to ?? data.end) - span.from) / 1000).toFixed(2)} s` : ''}`;
   });
   canvas.addEventListener('mouseleave', () => (tip.hidden = true));
   canvas.addEventListener('click', (e) => {
@@ -180,6 +191,8 @@ export function createTimeline({ scroll, spacer, canvas, tip, onLane }) {
     },
     /** The time window shown, [from, to] in ms. */
     range: () => [...range()],
+    /** For tests and tools: how many marks of each kind the last frame drew on its lanes. */
+    drawnMarks: () => ({ ...drawn }),
     /** For tests and tools: how many lanes the last frame drew. */
     drawnLanes: () => Math.max(0, Math.min(data.lanes.length - firstLane(), Math.ceil((height() - AXIS) / LANE) + 1)),
   };

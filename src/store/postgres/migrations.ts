@@ -160,6 +160,15 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX inbox_open ON inbox(run_id, id) WHERE done_at IS NULL;
     `,
   },
+  {
+    // SQLite's migration 4: the inbox takes pause and resume of the budget, and stop without its
+    // subtree. A troupe of schema 1 knows only send and stop (always cascading) and must refuse
+    // the database rather than misapply such a request; the kinds become part of the schema.
+    version: 2,
+    sql: `
+      ALTER TABLE inbox ADD CONSTRAINT inbox_kind CHECK (kind IN ('send', 'stop', 'pause', 'resume'));
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -59,6 +59,46 @@ describe('readTeam and readTimeline', () => {
     await t.c.shutdown();
   });
 
+  it('tool calls, budget warnings (once per band) and the trip are marks on the agents’ lanes, at the times they happened', async () => {
+    const paid = (step: object, costUsd: number) => ({ ...step, usage: { costUsd } });
+    const graph = { tool: 'view_agent_graph', args: {} };
+    const t = team(
+      {
+        agents: {
+          lead: [paid({ tool: 'spawn_agent', args: { name: 'a', task: 'spend' } }, 1), { tool: 'wait_for_agents', args: { reason: 'a' } }, graph, graph, { tool: 'finish', args: { summary: 'done' } }],
+          // Spent before each of a's calls: 1, 7.5 (75 %: notice), 8 (80 %: urgent), 8.5 (85 %: critical; its call would cross the reserve line: tripped).
+          a: [paid(graph, 6.5), paid(graph, 0.5), paid(graph, 0.5), paid(graph, 0.6), { tool: 'agent_finish', args: { summary: 'ok' } }],
+        },
+      },
+      { budget: { limitUsd: 10, reserveFraction: 0.9 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Spend.' });
+    await t.c.waitFor(rootId, ['completed', 'stopped', 'failed']);
+    await t.c.whenIdle();
+    const timeline = await readTimeline(portOf(t.store));
+    const lane = (name: string) => timeline.lanes.find((l) => l.name === name)!;
+    const a = lane('a');
+    const events = t.store.listEvents(t.c.runId);
+    const toolEvents = events.filter((e) => e.type === 'tool.call' && e.agentId === a.agentId);
+    expect(toolEvents).toHaveLength(3);
+    expect(a.marks.filter((m) => m.kind === 'tool').map((m) => [m.at, m.label])).toEqual(toolEvents.map((e) => [e.at, 'tool call: view_agent_graph']));
+    const warnings = events.filter((e) => e.type === 'budget.warning' && e.agentId === a.agentId);
+    expect(a.marks.filter((m) => m.kind === 'warning').map((m) => [m.at, m.label])).toEqual([
+      [warnings[0]!.at, 'budget NOTICE: 75% spent ($7.5000)'],
+      [warnings[1]!.at, 'budget URGENT: 80% spent ($8.0000)'],
+      [warnings[2]!.at, 'budget CRITICAL: 85% spent ($8.5000)'],
+    ]);
+    // The root's bands are wider (85 % is its second): given once however many calls it makes past it.
+    expect(lane('lead').marks.filter((m) => m.kind === 'warning').map((m) => m.label)).toEqual(['budget URGENT: 85% spent ($8.5000)']);
+    expect(lane('lead').marks.filter((m) => m.kind === 'tool').map((m) => m.label)).toContain('tool call: spawn_agent');
+    // The reserve trip: run-wide, and on the lane of the agent whose call tripped it.
+    expect(timeline.marks.map((m) => m.kind)).toContain('trip');
+    const trip = timeline.marks.find((m) => m.kind === 'trip')!;
+    expect(a.marks.filter((m) => m.kind === 'trip')).toEqual([trip]);
+    expect(lane('lead').marks.filter((m) => m.kind === 'trip')).toEqual([]);
+    await t.c.shutdown();
+  });
+
   it('pickRun: the latest run, a named one, or RUN_NOT_FOUND', async () => {
     const t = team(script, { interactive: true });
     const port = portOf(t.store);

@@ -34,3 +34,6 @@ export function number(name: string, value: string | undefined, integer = false,
   }
   return n;
 }
+
+/** Whether `--db` names a PostgreSQL server rather than a SQLite file. */
+export const isPostgresUrl = (db: string | undefined): db is string => db !== undefined && /^postgres(ql)?:\/\//.test(db);

@@ -5,7 +5,7 @@
  * COMMANDS whose `load` imports its handler.
  * @module
  */
-import type { Io } from './args.js';
+import { isPostgresUrl, type Io } from './args.js';
 
 /** One flag: how it is written (commander syntax) and what it does. */
 export interface FlagSpec {
@@ -71,9 +71,6 @@ export interface CommandSpec {
   /** Imported when the command runs, so `troupe status` does not load the model client. */
   readonly load: () => Promise<Handler>;
 }
-
-/** Whether `--db` names a PostgreSQL server rather than a SQLite file. */
-export const isPostgresUrl = (db: string | undefined): db is string => db !== undefined && /^postgres(ql)?:\/\//.test(db);
 
 /** The command's handler, or its PostgreSQL twin (pg.ts) when `--db` is a postgres:// URL. */
 const orPostgres =

@@ -10,12 +10,11 @@ import { ConfigError } from '../errors.js';
 import { startDashboard, type DashboardHandle } from '../dashboard/server.js';
 import { coordinatorSource, databaseSource } from '../dashboard/sources.js';
 import type { SqliteStore } from '../store/sqliteStore.js';
-import { number, type Io } from './args.js';
+import { isPostgresUrl, number, type Io } from './args.js';
 import type { Values } from './spec.js';
 import { EXIT } from './exitCodes.js';
 import { defaultReadDb, readRun } from './runs.js';
 import { forTerminal } from './terminal.js';
-import { postgresDb } from './pgArgs.js';
 
 export const DEFAULT_UI_PORT = 7070;
 
@@ -55,8 +54,8 @@ function announce(io: Io, handle: DashboardHandle): void {
 
 export async function ui(_args: string[], values: Values, io: Io, signal?: AbortSignal): Promise<number> {
   const port = values.port === '0' ? 0 : (number('port', values.port, true) ?? DEFAULT_UI_PORT);
-  const url = postgresDb(['--db', values.db ?? '']);
-  if (url !== undefined) return (await import('./uiPostgres.js')).uiPostgres(url, values.run, io, { port, ...tokenFrom(io) }, (handle) => serveUntilInterrupted(io, handle, signal));
+  const url = values.db;
+  if (isPostgresUrl(url)) return (await import('./uiPostgres.js')).uiPostgres(url, values.run, io, { port, ...tokenFrom(io) }, (handle) => serveUntilInterrupted(io, handle, signal));
   const db = defaultReadDb(values.db);
   // Read-only, every row decoded first: a file that is not troupe's, or of a newer schema, is
   // refused here with its typed error before anything is served (and nothing is written).

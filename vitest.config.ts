@@ -2,6 +2,9 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
+    // Vitest's default is one worker on a 2-core machine; most long files (kill -9 trials, CLI
+    // children, PostgreSQL) wait on other processes and fsync, so two overlap them.
+    maxWorkers: 2,
     setupFiles: ['test/helpers/setup.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },

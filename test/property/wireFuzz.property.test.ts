@@ -42,7 +42,9 @@ import { replyArb, type FuzzReply } from '../helpers/wireArbitraries.js';
 /** USD per 1M tokens of the fuzzed model; cached input at the input price. */
 const PRICE = { inputPer1M: 1, outputPer1M: 4 };
 const MAX_OUTPUT_TOKENS = 1_000;
-const STALL_MS = 100;
+// 100 ms failed (122–131 ms, CPU-confirmed) on fe1ad35 too when npm test ran beside the kill -9
+// trials on 2 cores; the stalls this guards against measured 200–290 ms.
+const STALL_MS = 150;
 const MAX_TOKENS = 1e9;
 
 const TERMINAL = [...TERMINAL_STATUSES];

@@ -7,7 +7,7 @@
  * Proactive triggers are checked by `parseProactiveConfig` (their keys come in two spellings).
  * @module
  */
-import { Ajv, type ErrorObject } from 'ajv';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { ConfigError } from '../errors.js';
 
 const positiveInt = { type: 'integer', minimum: 1 } as const;
@@ -99,7 +99,10 @@ export const CONFIG_SCHEMA = {
   },
 } as const;
 
-const validate = new Ajv({ allErrors: false, strict: false, verbose: true }).compile(CONFIG_SCHEMA);
+// Compiled on first use, not at import: every CLI command imports this module, and only those
+// that read a config file need the validator (compiling it is a good share of a command's start).
+let compiled: ValidateFunction | null = null;
+const validator = (): ValidateFunction => (compiled ??= new Ajv({ allErrors: false, strict: false, verbose: true }).compile(CONFIG_SCHEMA));
 
 /** `/budget/prices/m` → `budget.prices["m"]`. */
 function fieldPath(pointer: string): string {
@@ -129,6 +132,7 @@ function describe(error: ErrorObject, data: unknown): { field: string; message: 
 
 /** Check a parsed config file against CONFIG_SCHEMA; ConfigError naming the file and the field. */
 export function checkConfig(data: unknown, file: string): void {
+  const validate = validator();
   if (validate(data)) return;
   const { field, message } = describe(validate.errors![0]!, data);
   throw new ConfigError(`${file}: ${message}`, { details: { field } });

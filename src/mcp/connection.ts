@@ -10,11 +10,9 @@
  */
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, McpError, ToolListChangedNotificationSchema, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { TroupeError } from '../errors.js';
@@ -43,12 +41,33 @@ function deferred<T>(): Deferred<T> {
   return { promise, resolve, reject };
 }
 
+/**
+ * The MCP SDK (and zod under it), imported by the first connection attempt rather than with this
+ * module: every CLI command reaches this file through the runtime, few of them talk to an MCP
+ * server, and loading the SDK was about a third of a command's start-up.
+ */
+const importSdk = async () => {
+  const [client, stdio, http, types] = await Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/stdio.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+  ]);
+  const { ErrorCode, McpError, ToolListChangedNotificationSchema } = types;
+  return { ...client, ...stdio, ...http, ErrorCode, McpError, ToolListChangedNotificationSchema };
+};
+type Sdk = Awaited<ReturnType<typeof importSdk>>;
+let sdk: Sdk | null = null;
+let sdkLoading: Promise<Sdk> | null = null;
+const loadSdk = (): Promise<Sdk> => (sdkLoading ??= importSdk().then((loaded) => (sdk = loaded)));
+
 export const unavailable = (server: string, why: string) =>
   new TroupeError('MCP_SERVER_UNAVAILABLE', `The MCP server "${server}" is unavailable (${why}); it is restarted with backoff. Any effect of a call in flight is unknown.`);
 
 /** Whether an error of a call says the connection is gone (rather than the server answering an error). */
 function isTransportFailure(err: unknown): boolean {
-  if (err instanceof McpError) return err.code === ErrorCode.ConnectionClosed;
+  // A call failed, so a client existed and the SDK is loaded.
+  if (err instanceof sdk!.McpError) return err.code === sdk!.ErrorCode.ConnectionClosed;
   if (err instanceof TroupeError) return false;
   const name = (err as { name?: unknown })?.name;
   return name !== 'ZodError' && name !== 'SyntaxError';
@@ -146,7 +165,7 @@ export class McpConnection {
     });
   }
 
-  #transport(): Transport {
+  #transport({ StdioClientTransport, StreamableHTTPClientTransport }: Sdk): Transport {
     const o = this.#options;
     if ('url' in o) return new StreamableHTTPClientTransport(new URL(o.url), { requestInit: { headers: { ...o.headers } } });
     // Only the environment the config names (the SDK adds HOME, LOGNAME, PATH, SHELL, TERM, USER).
@@ -162,14 +181,17 @@ export class McpConnection {
     if (this.#closed) return false;
     const generation = ++this.#generation;
     const next = this.#next;
-    const client = new Client({ name: 'troupe', version: '0.1.0' }, { capabilities: {} });
+    // Synchronous once loaded; the first attempt waits for the import (close may come meanwhile).
+    const mcp = sdk ?? (await loadSdk());
+    if (generation !== this.#generation || this.#closed) return false;
+    const client = new mcp.Client({ name: 'troupe', version: '0.1.0' }, { capabilities: {} });
     this.#connecting = client;
     client.onclose = () => this.#lost(generation, 'the connection closed');
     client.onerror = (err) => this.#logger.debug({ err }, 'MCP transport error');
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.#relist(client, generation));
+    client.setNotificationHandler(mcp.ToolListChangedNotificationSchema, () => void this.#relist(client, generation));
     const timeout = this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     try {
-      await client.connect(this.#transport(), { timeout });
+      await client.connect(this.#transport(mcp), { timeout });
       const tools = await listAll(client, timeout);
       if (generation !== this.#generation) {
         await client.close();

@@ -59,8 +59,10 @@ const object = (properties: Record<string, JsonSchema>, required: string[]): Jso
 
 const clampSeconds = (s: number) => Math.min(300, Math.max(1, s));
 
+/** The schema is compiled at the first call, not at import: `troupe status` and its kin never validate a tool call. */
 function define(tool: Omit<BuiltinTool, 'validate'>): BuiltinTool {
-  return { ...tool, validate: compileSchema(tool.name, tool.parameters) };
+  let check: BuiltinTool['validate'] | null = null;
+  return { ...tool, validate: (args) => (check ??= compileSchema(tool.name, tool.parameters))(args) };
 }
 
 const everyone = () => true;

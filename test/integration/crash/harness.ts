@@ -50,6 +50,12 @@ export interface CrashOptions {
   parallel?: number;
   /** Where the compiled child lives. */
   childPath?: string;
+  /**
+   * Checked after each trial: once it holds, no further trial starts (those already running
+   * finish and are counted). For a negative control that only has to show its planted bug is
+   * caught; `trials` stays the cap, and `counts.trials` says how many ran.
+   */
+  stopWhen?: (counts: CrashCounts) => boolean;
 }
 
 /** The compiled child: beside this file when it runs compiled (npm run crash), else in dist/. */
@@ -209,9 +215,13 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
 
   const parallel = Math.max(1, options.parallel ?? 2);
   let next = 0;
+  let stop = false;
   await Promise.all(
     Array.from({ length: parallel }, async () => {
-      while (next < options.trials) await trial(next++);
+      while (!stop && next < options.trials) {
+        await trial(next++);
+        if (options.stopWhen?.(counts)) stop = true;
+      }
     }),
   );
   counts.seconds = (Date.now() - started) / 1000;

@@ -39,4 +39,33 @@ describe('the shape of the code', () => {
       .filter(({ lines }) => lines > 420);
     expect(long).toEqual([]);
   });
+
+  // Every CLI spawn pays for what its command imports at start-up: the reading and mailing
+  // commands load neither the MCP SDK (and its zod) nor the model client nor pg. Only `import
+  // type` is erased (verbatimModuleSyntax keeps `import { type X }` as a load).
+  it('troupe status, tree, send and stop load no MCP SDK, model client or pg', () => {
+    const heavy = /^(@modelcontextprotocol\/|zod$|zod\/|openai$|openai\/|pg$)/;
+    const seen = new Map<string, string | null>();
+    const queue = ['src/cli/main.ts', 'src/cli/readCommands.ts', 'src/cli/mail.ts'];
+    for (const f of queue) seen.set(f, null);
+    const reached: string[] = [];
+    while (queue.length > 0) {
+      const file = queue.shift()!;
+      const text = readFileSync(path.join(root, file), 'utf8');
+      for (const m of text.matchAll(/^(import|export)\s+(type\s)?[^;]*?from\s+'([^']+)'|^import\s+'([^']+)'/gms)) {
+        if (m[2] !== undefined) continue;
+        const spec = (m[3] ?? m[4])!;
+        if (!spec.startsWith('.')) {
+          if (heavy.test(spec)) reached.push(`${file} -> ${spec}`);
+          continue;
+        }
+        const target = path.posix.join(path.posix.dirname(file), spec).replace(/\.js$/, '.ts');
+        if (seen.has(target)) continue;
+        seen.set(target, file);
+        queue.push(target);
+      }
+    }
+    expect(seen.has('src/host/runtime.ts'), 'the walk follows the imports').toBe(true);
+    expect(reached).toEqual([]);
+  });
 });

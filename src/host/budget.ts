@@ -54,6 +54,12 @@ export interface RecordOptions {
 }
 
 const NO_RESERVATION: Reservation = Object.freeze({ usd: 0, settled: true }) as Reservation;
+/** A call admitted with nothing to reserve (no limit, or a zero estimate). */
+const FREE: Admission = Object.freeze({ reservation: NO_RESERVATION });
+const WAIT = Symbol('wait');
+
+/** A main call admitted with its reservation, or the outcome that stops it. */
+export type Admission = { reservation: Reservation } | { outcome: TurnOutcome };
 
 /** Warning bands (share of the limit) and what each tells the agent to do. */
 const ROOT_BANDS = [0.7, 0.85, 0.95] as const;
@@ -235,27 +241,37 @@ export class BudgetLedger {
    * if nothing is in flight, the stop policy trips the reserve (a child) or the budget stop (the
    * root), and the pause policy parks the agent.
    */
-  async admit(agent: Payer, request: ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | { outcome: TurnOutcome }> {
-    const child = agent.parentId !== null;
+  admit(agent: Payer, request: ModelRequest, signal: AbortSignal): Admission | Promise<Admission> {
+    // Decided at once unless the call must wait for calls in flight to settle: no promise, and
+    // no microtask hop, on the path every turn takes (the turn awaits only a promise).
+    const now = this.#tryAdmit(agent, request);
+    return now === WAIT ? this.#admitAfterWaits(agent, request, signal) : now;
+  }
+
+  async #admitAfterWaits(agent: Payer, request: ModelRequest, signal: AbortSignal): Promise<Admission> {
     for (;;) {
-      const outcome = this.gate(agent);
-      if (outcome) return { outcome };
-      const limitUsd = this.limitUsd;
-      if (limitUsd === null) return { reservation: NO_RESERVATION };
-      const cap = this.#cap(limitUsd, child);
-      const usd = this.estimate(request);
-      if (this.#spentUsd + this.#reservedUsd + usd <= cap) {
-        if (usd === 0) return { reservation: NO_RESERVATION };
-        this.#reservedUsd += usd;
-        this.#open += 1;
-        return { reservation: { usd, settled: false } };
-      }
-      if (this.#open > 0) {
-        await this.#nextSettlement(signal);
-        continue;
-      }
-      return { outcome: this.#refuse(agent, usd) };
+      await this.#nextSettlement(signal);
+      const now = this.#tryAdmit(agent, request);
+      if (now !== WAIT) return now;
     }
+  }
+
+  /** The gate, then the estimate against the cap: admitted, refused, or WAIT (calls in flight may free room). */
+  #tryAdmit(agent: Payer, request: ModelRequest): Admission | typeof WAIT {
+    const outcome = this.gate(agent);
+    if (outcome) return { outcome };
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null) return FREE;
+    const cap = this.#cap(limitUsd, agent.parentId !== null);
+    const usd = this.estimate(request);
+    if (this.#spentUsd + this.#reservedUsd + usd <= cap) {
+      if (usd === 0) return FREE;
+      this.#reservedUsd += usd;
+      this.#open += 1;
+      return { reservation: { usd, settled: false } };
+    }
+    if (this.#open > 0) return WAIT;
+    return { outcome: this.#refuse(agent, usd) };
   }
 
   /**

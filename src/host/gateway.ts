@@ -5,14 +5,15 @@
  * budget stops is `{ halt }`, never thrown.
  * @module
  */
-import PQueue from 'p-queue';
 import type { Clock } from '../clock.js';
+import { Limiter } from '../limiter.js';
 import { ProviderError } from '../errors.js';
-import type { Model, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
+import type { Cancellation } from '../cancel.js';
+import type { Model, ModelCallOptions, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
 import type { AgentRef, Charge, Halt, ModelGateway, Reservation } from '../turn/ports.js';
 import { RateLimiter } from '../turn/rateLimiter.js';
 import { systemPrompt } from '../turn/texts.js';
-import type { BudgetLedger } from './budget.js';
+import type { Admission, BudgetLedger } from './budget.js';
 
 /**
  * The messages with a note at the end: merged into a trailing user message (strict-alternation
@@ -43,8 +44,10 @@ export interface GatewayDeps {
   hasListeners(): boolean;
 }
 
+const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('outcome' in admitted ? { halt: admitted.outcome } : admitted);
+
 export class Gateway implements ModelGateway {
-  readonly queue: PQueue;
+  readonly queue: Limiter;
   readonly #deps: GatewayDeps;
   readonly #rateLimiter: RateLimiter | null;
   /** System prompts, built on an agent's first call. */
@@ -52,7 +55,7 @@ export class Gateway implements ModelGateway {
 
   constructor(deps: GatewayDeps) {
     this.#deps = deps;
-    this.queue = new PQueue({ concurrency: deps.concurrency });
+    this.queue = new Limiter(deps.concurrency);
     this.#rateLimiter = deps.rateLimit ? new RateLimiter(deps.clock, deps.rateLimit.requests, deps.rateLimit.intervalMs) : null;
   }
 
@@ -95,24 +98,24 @@ export class Gateway implements ModelGateway {
     this.#prompts.delete(agentId);
   }
 
-  async admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | Halt> {
-    const admitted = await this.#deps.ledger.admit(agent, request, signal);
-    return 'outcome' in admitted ? { halt: admitted.outcome } : admitted;
+  admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt> {
+    const admitted = this.#deps.ledger.admit(agent, request, signal);
+    return admitted instanceof Promise ? admitted.then(asGate) : asGate(admitted);
   }
 
   admitOptional(request: ModelRequest): Reservation | null {
     return this.#deps.ledger.admitOptional(request);
   }
 
-  call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ turn: ModelTurn } | Halt> {
+  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt> {
     const purpose: UsagePurpose = request.purpose ?? 'main';
     const { ledger, model } = this.#deps;
     const onDelta = (delta: ModelDelta) => {
       if (this.#deps.hasListeners()) this.#deps.delta(agent, delta);
     };
     return this.queue.add(async (): Promise<{ turn: ModelTurn } | Halt> => {
-      if (signal.aborted) throw signal.reason;
-      if (this.#rateLimiter) await this.#rateLimiter.acquire(signal);
+      if (cancel.aborted) throw cancel.reason;
+      if (this.#rateLimiter) await this.#rateLimiter.acquire(cancel.signal);
       // The budget may have stopped or paused while this call queued: then it never starts.
       // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
       // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
@@ -122,7 +125,12 @@ export class Gateway implements ModelGateway {
       }
       if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
       // A review's answer is not the agent's: it streams to nobody.
-      const turn = await model.complete(request, purpose === 'review' ? { signal } : { signal, onDelta });
+      // The AbortSignal is made only if the model reads it (cancel.ts).
+      const options: ModelCallOptions =
+        purpose === 'review'
+          ? { get signal() { return cancel.signal; } }
+          : { get signal() { return cancel.signal; }, onDelta };
+      const turn = await model.complete(request, options);
       // A custom model is a boundary too: what it returns is checked once, here.
       if (!turn || !Array.isArray(turn.toolCalls)) {
         throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');

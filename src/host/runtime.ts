@@ -7,14 +7,15 @@
  * tools/ports.ts).
  * @module
  */
-import PQueue from 'p-queue';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
 import { coordinatorMachine, getAgentRecord, type BudgetFlags } from '../../machines/coordinatorMachine.js';
 import type { TurnOutcome } from '../../machines/types.js';
+import type { Cancellation } from '../cancel.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
+import { Limiter } from '../limiter.js';
 import type { Model, ToolSpec, UsagePurpose } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
@@ -22,7 +23,7 @@ import type { Store } from '../store/types.js';
 import type { BuiltinEnv } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import type { BuiltinHost } from '../tools/ports.js';
-import { runUserTool } from '../tools/runUserTool.js';
+import { runUserTool, type ToolRunner } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
 import type { AgentActivity, AgentRef, ModelRecovery, ToolLedger, TurnHost } from '../turn/ports.js';
 import { runTrace, type RunTrace } from '../trace/tracer.js';
@@ -79,7 +80,7 @@ export class Runtime implements TurnHost {
   readonly lifecycle: Lifecycle;
   readonly budget: BudgetLedger;
   readonly gateway: Gateway;
-  readonly toolQueue: PQueue;
+  readonly toolQueue: Limiter;
   readonly executions: AsyncExecutions;
   readonly delegations: Delegations;
   readonly reentry: ReentryBudgets;
@@ -92,6 +93,7 @@ export class Runtime implements TurnHost {
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
   readonly #builtins: BuiltinHost;
+  #toolRunner: ToolRunner | undefined;
   readonly #graph: GraphHost;
   #shutdown = false;
   #failure: TroupeError | null = null;
@@ -197,7 +199,7 @@ export class Runtime implements TurnHost {
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
     });
-    this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
+    this.toolQueue = new Limiter(this.options.concurrency.tools);
     const host = asyncWorkHost(this);
     this.executions = new AsyncExecutions(host);
     this.delegations = new Delegations(host);
@@ -306,8 +308,9 @@ export class Runtime implements TurnHost {
     return { host: this.#builtins, agent, callId, state };
   }
 
-  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, signal: AbortSignal, idempotencyKey: string): Promise<unknown> {
-    return runUserTool({ queue: this.toolQueue, clock: this.clock, defaultTimeoutMs: this.options.toolTimeoutMs, runId: this.runId }, tool, args, agent, signal, idempotencyKey);
+  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): Promise<unknown> {
+    this.#toolRunner ??= { queue: this.toolQueue, clock: this.clock, defaultTimeoutMs: this.options.toolTimeoutMs, runId: this.runId };
+    return runUserTool(this.#toolRunner, tool, args, agent, cancel, idempotencyKey);
   }
 
   linkExecutions(agent: AgentRef, content: string): void {

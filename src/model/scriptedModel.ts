@@ -99,13 +99,14 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
   return {
     name: 'scripted',
     calls,
-    async complete(request: ModelRequest, { signal }): Promise<ModelTurn> {
+    // `options.signal` is read only for a delay: the gateway makes it on first read (cancel.ts).
+    async complete(request: ModelRequest, options): Promise<ModelTurn> {
       const step = queues.get(request.agent.name)?.shift();
       calls.push({ agentId: request.agent.id, agentName: request.agent.name, turn: request.turn, at: clock.now(), request, step });
       if (!step) {
         throw new TroupeError('SCRIPT_EXHAUSTED', `The script has no step left for agent "${request.agent.name}" (turn ${request.turn})`);
       }
-      if (step.delayMs) await sleep(clock, step.delayMs, signal);
+      if (step.delayMs) await sleep(clock, step.delayMs, options.signal);
       if (step.error) {
         throw new ProviderError(step.error.code, step.error.message ?? `scripted ${step.error.code}`, {
           ...(step.error.status === undefined ? {} : { status: step.error.status }),

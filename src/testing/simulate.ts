@@ -215,7 +215,7 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
       estimates.set(request.agent.id, usd);
       return usd;
     },
-    async complete(request, { signal }): Promise<ModelTurn> {
+    async complete(request, options): Promise<ModelTurn> {
       const behaviour = next(request);
       const budget = coordinator.budget();
       const purpose = request.purpose ?? 'main';
@@ -243,7 +243,7 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
         purpose,
         behaviour,
       });
-      if (behaviour.delayMs) await sleep(clock, behaviour.delayMs, signal);
+      if (behaviour.delayMs) await sleep(clock, behaviour.delayMs, options.signal);
       const usage = { costUsd: behaviour.costUsd ?? 0 };
       switch (behaviour.kind) {
         case 'crash':

@@ -5,6 +5,7 @@
  * rewrite the session in one transaction that refuses to overwrite items it did not see.
  * @module
  */
+import type { Cancellation } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import type { ContentPart, ModelRequest, SessionItem } from '../model/types.js';
 import type { AgentRef, Halt, TurnHost } from './ports.js';
@@ -66,7 +67,7 @@ export function compactionCut(items: readonly SessionItem[]): number {
  * budget does not let the call start. A failing summary call throws (the overflow is then not
  * recovered).
  */
-export async function compactSession(host: TurnHost, agent: AgentRef, turn: number, signal: AbortSignal): Promise<boolean | Halt> {
+export async function compactSession(host: TurnHost, agent: AgentRef, turn: number, signal: Cancellation): Promise<boolean | Halt> {
   const items = host.sessions.items(agent);
   const cut = compactionCut(items);
   const older = items.slice(1, cut);

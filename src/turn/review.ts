@@ -17,6 +17,7 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
+import { cancellationOf } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import type { ModelRequest, SessionItem, ToolCall, ToolSpec } from '../model/types.js';
 import type { EventRow } from '../store/types.js';
@@ -180,7 +181,7 @@ export class BackgroundReviews {
       const span = this.#host.trace.chat(agent, request, 'review');
       let answer;
       try {
-        answer = await gateway.call(agent, request, signal);
+        answer = await gateway.call(agent, request, cancellationOf(signal));
       } catch (err) {
         gateway.release(reservation);
         span.end(signal.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });

@@ -19,6 +19,7 @@
  */
 import { hash } from 'node:crypto';
 import type { TurnOutcome } from '../../machines/types.js';
+import { LazyAbort, type Cancellation } from '../cancel.js';
 import { serializeError, TroupeError, toError } from '../errors.js';
 import type { ContentPart, SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
@@ -90,81 +91,80 @@ const stoppedBefore = (call: ToolCall) =>
   new TroupeError('TOOL_NOT_RUN', `Not run: the agent was stopped before ${call.name} started, so it had no effect. Call it again if it is still needed.`);
 
 /**
- * The signal of the user tools run for `agent` inside `fn`: aborted by a stop (`agent.toolsInFlight`,
- * at once if a stop is already requested) and by `signal` (shutdown, or the agent leaving `running`).
+ * The cancellation of the user tools a turn runs for `agent`: aborted by a stop
+ * (`agent.toolsInFlight`, at once if a stop is already requested) and by `signal` (shutdown, or
+ * the agent leaving `running`). Lazy: no AbortSignal unless a tool reads one (cancel.ts).
  */
-async function withToolSignal<T>(rt: TurnHost, agent: AgentRef, signal: AbortSignal, fn: (cancel: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  const forward = () => controller.abort(signal.reason);
-  signal.addEventListener('abort', forward, { once: true });
-  agent.toolsInFlight = controller;
-  if (rt.stopRequested(agent)) controller.abort(STOPPED);
-  try {
-    return await fn(controller.signal);
-  } finally {
-    signal.removeEventListener('abort', forward);
-    if (agent.toolsInFlight === controller) agent.toolsInFlight = null;
-  }
+function openCancel(rt: TurnHost, agent: AgentRef, signal: AbortSignal): LazyAbort {
+  const cancel = new LazyAbort(signal);
+  agent.toolsInFlight = cancel;
+  if (rt.stopRequested(agent)) cancel.abort(STOPPED);
+  return cancel;
+}
+
+function closeCancel(agent: AgentRef, cancel: LazyAbort): void {
+  cancel.close();
+  if (agent.toolsInFlight === cancel) agent.toolsInFlight = null;
 }
 
 /** Whether the ledger tracks this user tool: anything that may have effects. */
 const tracked = (tool: CompiledTool) => (tool.risk ?? 'mutation') !== 'read_only';
 
-export function runTools(rt: TurnHost, agent: AgentRef, turn: { text: string | null; toolCalls: ToolCall[]; number: number }, signal: AbortSignal): Promise<ToolsResult> {
-  return withToolSignal(rt, agent, signal, (cancel) => runCalls(rt, agent, turn, signal, cancel));
-}
-
-async function runCalls(
+export async function runTools(
   rt: TurnHost,
   agent: AgentRef,
   turn: { text: string | null; toolCalls: ToolCall[]; number: number },
   signal: AbortSignal,
-  cancel: AbortSignal,
 ): Promise<ToolsResult> {
-  // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
-  const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
-  agent.lastText = null;
-  const items: SessionItem[] = [];
-  const scope: CallScope = { turn: turn.number, started: [] };
-  const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
-  let lastTool: string | null = null;
-  for (const [index, call] of turn.toolCalls.entries()) {
-    if (signal.aborted) throw signal.reason;
-    if (state.settled) {
-      items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
-      continue;
+  const cancel = openCancel(rt, agent, signal);
+  try {
+    // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
+    const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
+    agent.lastText = null;
+    const items: SessionItem[] = [];
+    const scope: CallScope = { turn: turn.number, started: [] };
+    const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
+    let lastTool: string | null = null;
+    for (const [index, call] of turn.toolCalls.entries()) {
+      if (signal.aborted) throw signal.reason;
+      if (state.settled) {
+        items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
+        continue;
+      }
+      rt.activity(agent, { kind: 'tool', tool: call.name });
+      let result: CallResult;
+      const span = rt.trace.tool(agent, call);
+      try {
+        result = await executeCall(rt, agent, call, state, signal, scope, cancel);
+      } catch (err) {
+        // Cut off by a stop or shutdown: not the tool's error.
+        span.end(signal.aborted ? null : serializeError(err).code);
+        if (signal.aborted) throw err;
+        // A bug escaped: keep the results this turn already produced and close the calls left open.
+        agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');
+        for (const open of turn.toolCalls.slice(index)) items.push(interruptedResult(open));
+        return { outcome: { kind: 'crashed', error: serializeError(err) }, items, started: scope.started };
+      }
+      const { content, isError, deferred } = result;
+      span.end(result.errorCode ?? null, content);
+      if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
+      lastTool = call.name;
+      // An async execution this tool started is linked to the agent, to continue it when it ends.
+      if (!isError && !deferred && rt.userTool(agent, call.name)) rt.linkExecutions(agent, content);
+      // A deferred call (a parking wait) is answered when the agent wakes.
+      if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
+      if (result.images) shown.push({ call, images: result.images });
+      if (isError) {
+        if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
+      } else agent.tracker.recordSuccess(call.name);
     }
-    rt.activity(agent, { kind: 'tool', tool: call.name });
-    let result: CallResult;
-    const span = rt.trace.tool(agent, call);
-    try {
-      result = await executeCall(rt, agent, call, state, signal, scope, cancel);
-    } catch (err) {
-      // Cut off by a stop or shutdown: not the tool's error.
-      span.end(signal.aborted ? null : serializeError(err).code);
-      if (signal.aborted) throw err;
-      // A bug escaped: keep the results this turn already produced and close the calls left open.
-      agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');
-      for (const open of turn.toolCalls.slice(index)) items.push(interruptedResult(open));
-      return { outcome: { kind: 'crashed', error: serializeError(err) }, items, started: scope.started };
-    }
-    const { content, isError, deferred } = result;
-    span.end(result.errorCode ?? null, content);
-    if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
-    lastTool = call.name;
-    // An async execution this tool started is linked to the agent, to continue it when it ends.
-    if (!isError && !deferred && rt.userTool(agent, call.name)) rt.linkExecutions(agent, content);
-    // A deferred call (a parking wait) is answered when the agent wakes.
-    if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
-    if (result.images) shown.push({ call, images: result.images });
-    if (isError) {
-      if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
-    } else agent.tracker.recordSuccess(call.name);
+    // After every tool result: a user message may not come between the answer and its results.
+    const images = imagesItem(shown);
+    if (images) items.push(images);
+    return { outcome: state.settled ?? { kind: 'continue', lastTool }, items, started: scope.started };
+  } finally {
+    closeCancel(agent, cancel);
   }
-  // After every tool result: a user message may not come between the answer and its results.
-  const images = imagesItem(shown);
-  if (images) items.push(images);
-  return { outcome: state.settled ?? { kind: 'continue', lastTool }, items, started: scope.started };
 }
 
 /**
@@ -172,8 +172,13 @@ async function runCalls(
  * turn), each exactly once: the results go into the session with the turn's first transaction.
  * `started` lists re-run calls the ledger marked started again, to finish with those results.
  */
-export function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
-  return withToolSignal(rt, agent, signal, (cancel) => resolveCalls(rt, agent, open, turn, signal, cancel));
+export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
+  const cancel = openCancel(rt, agent, signal);
+  try {
+    return await resolveCalls(rt, agent, open, turn, signal, cancel);
+  } finally {
+    closeCancel(agent, cancel);
+  }
 }
 
 async function resolveCalls(
@@ -182,7 +187,7 @@ async function resolveCalls(
   open: readonly ToolCall[],
   turn: number,
   signal: AbortSignal,
-  cancel: AbortSignal,
+  cancel: Cancellation,
 ): Promise<{ items: SessionItem[]; started: string[] }> {
   const inDoubt = new Set((await rt.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
   const scope: CallScope = { turn, started: [] };
@@ -246,7 +251,7 @@ async function executeCall(
   state: TurnToolState,
   signal: AbortSignal,
   scope: CallScope,
-  cancel: AbortSignal,
+  cancel: Cancellation,
 ): Promise<CallResult> {
   const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false, errorCode: serializeError(err).code });
   const builtin = BUILTIN_TOOLS.get(call.name);
@@ -330,8 +335,9 @@ async function executeCall(
 const stringify = (result: unknown) => (result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result));
 
 /** `promise`'s value, or null as soon as `signal` aborts (the promise is left to settle unobserved). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | null> {
-  if (signal.aborted) return Promise.resolve(null);
+function untilAborted<T>(promise: Promise<T>, cancel: Cancellation): Promise<T | null> {
+  if (cancel.aborted) return Promise.resolve(null);
+  const signal = cancel.signal;
   return new Promise<T | null>((resolve, reject) => {
     const onAbort = () => resolve(null);
     signal.addEventListener('abort', onAbort, { once: true });

@@ -12,6 +12,7 @@
  */
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts, TurnOutcome, WakeReason } from '../../machines/types.js';
+import { LazyAbort } from '../cancel.js';
 import { sleep } from '../clock.js';
 import { errorMessage, isTroupeError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
@@ -103,7 +104,8 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: AbortSig
 
   // The request is built once: its estimate is reserved, and the same request is sent.
   let request = host.gateway.request(agent, input.stintTurn);
-  const admitted = await host.gateway.admit(agent, request, signal);
+  const admission = host.gateway.admit(agent, request, signal);
+  const admitted = admission instanceof Promise ? await admission : admission;
   if ('halt' in admitted) return only(admitted.halt);
   const { reservation } = admitted;
   // What the model sees is committed before it sees it.
@@ -204,13 +206,10 @@ async function callModel(
 ): Promise<ModelCall> {
   // The call's own controller: a message (INTERRUPTED) or a stop (STOP_REQUESTED) cancels it
   // without ending the cycle's signal.
-  const controller = new AbortController();
-  const forward = () => controller.abort(signal.reason);
-  signal.addEventListener('abort', forward, { once: true });
-  agent.inFlight = controller;
+  const callSignal = new LazyAbort(signal);
+  agent.inFlight = callSignal;
   // A stop requested before the call began cancels it before it starts.
-  if (host.stopRequested(agent)) controller.abort(STOP_REQUESTED);
-  const callSignal = controller.signal;
+  if (host.stopRequested(agent)) callSignal.abort(STOP_REQUESTED);
   const cancelled = (err: unknown): ModelCall => {
     if (signal.aborted) throw err;
     return callSignal.reason === STOP_REQUESTED ? { outcome: { kind: 'stopped', reason: 'requested' } } : { outcome: { kind: 'interrupted' } };
@@ -274,7 +273,7 @@ async function callModel(
             delayMs: decision.delayMs,
           });
           try {
-            await sleep(host.clock, decision.delayMs, callSignal);
+            await sleep(host.clock, decision.delayMs, callSignal.signal);
           } catch (abort) {
             return cancelled(abort);
           }
@@ -285,7 +284,7 @@ async function callModel(
       }
     }
   } finally {
-    signal.removeEventListener('abort', forward);
+    callSignal.close();
     agent.inFlight = null;
   }
 }

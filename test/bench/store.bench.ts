@@ -61,7 +61,8 @@ async function troupeTurns(sync: 'FULL' | 'NORMAL' | 'memory', turns: number): P
 
 /**
  * The same rows a troupe turn writes, in the same transactions, with bare prepared statements:
- * the answer, its usage and the `started` ledger row (committed before the tool runs), then the
+ * the answer, its usage, the `tool.call` event (the dashboard's timeline) and the `started`
+ * ledger row (committed before the tool runs), then the
  * tool result, the ledger row finished and the agent's state. The schema comes from the store; ids,
  * the model name and the state JSON have the size troupe's have (ids of `newId`'s length, the whole
  * lifecycle state), so neither side writes fewer bytes.
@@ -85,6 +86,7 @@ function bareTurns(sync: 'FULL' | 'NORMAL', turns: number): number[] {
   const usage = db.prepare(
     `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at) VALUES (?, ?, 'main', 'model', 0, 0, 0, 0, ?)`,
   );
+  const event = db.prepare(`INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, 'tool.call', '{"tool":"noop"}', ?, 1)`);
   const started = db.prepare(`INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, 'noop', ?, 'started', ?, 1)`);
   const finished = db.prepare(`UPDATE tool_calls SET status = 'finished', finished_at = ? WHERE agent_id = ? AND turn = ? AND call_id = ? AND status = 'started'`);
   const agent = db.prepare(`UPDATE agents SET status = 'running', notice_claimed = 0, stint = 0, state = ?, updated_at = ?, boot = 1 WHERE id = ?`);
@@ -102,6 +104,7 @@ function bareTurns(sync: 'FULL' | 'NORMAL', turns: number): number[] {
     tx.immediate(() => {
       item.run(agentId, 2 * i + 1, answer, 'abcdef0123456789');
       usage.run(runId, agentId, at);
+      event.run(runId, agentId, at);
       started.run(agentId, turn, callId, hash, at);
     });
     tx.immediate(() => {

@@ -1,0 +1,78 @@
+/**
+ * A FIFO concurrency limiter: the shared model queue and the shared tool queue. It replaces
+ * p-queue, of which troupe used only add/size/pending/concurrency/clear: p-queue's `add` cost
+ * ~2 µs (an event emitter, options objects, a priority queue with binary insertion) on a turn
+ * that costs ~15 µs in memory, and every turn adds twice (its model call and its tool).
+ *
+ * Timing matches p-queue's, which the budget's rules are written against: a task starts
+ * synchronously inside `add` when a slot is free; when a task settles, its caller's promise is
+ * resolved first and the next waiting task starts right after, in the same microtask, so the
+ * caller's continuation runs after the next task has begun (a budget stop decided in that
+ * continuation reaches every task still waiting: host/gateway.ts re-checks when a task starts).
+ * @module
+ */
+
+export class Limiter {
+  readonly concurrency: number;
+  #running = 0;
+  /** Waiting tasks, oldest first from `#head` (an array with a moving head: O(1) per task). */
+  #waiting: ((() => Promise<void>) | undefined)[] = [];
+  #head = 0;
+
+  constructor(concurrency: number) {
+    if (!(Number.isInteger(concurrency) && concurrency >= 1) && concurrency !== Infinity) {
+      throw new TypeError(`concurrency must be a positive integer or Infinity, got ${concurrency}`);
+    }
+    this.concurrency = concurrency;
+  }
+
+  /** Tasks waiting for a slot. */
+  get size(): number {
+    return this.#waiting.length - this.#head;
+  }
+
+  /** Tasks running. */
+  get pending(): number {
+    return this.#running;
+  }
+
+  /** Run `fn` when a slot is free (at once if one is); settles as `fn` does. */
+  add<T>(fn: () => T | PromiseLike<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const run = async (): Promise<void> => {
+        this.#running++;
+        try {
+          resolve(await fn());
+        } catch (err) {
+          reject(err);
+        } finally {
+          this.#running--;
+          this.#next();
+        }
+      };
+      if (this.#running < this.concurrency) void run();
+      else this.#waiting.push(run);
+    });
+  }
+
+  /** Drop every waiting task (their promises never settle, as with p-queue's `clear`). */
+  clear(): void {
+    this.#waiting = [];
+    this.#head = 0;
+  }
+
+  #next(): void {
+    if (this.#running >= this.concurrency || this.#head === this.#waiting.length) return;
+    const run = this.#waiting[this.#head]!;
+    this.#waiting[this.#head++] = undefined;
+    if (this.#head === this.#waiting.length) {
+      this.#waiting = [];
+      this.#head = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#waiting.length) {
+      // A queue that never drains would otherwise keep every slot it ever used.
+      this.#waiting = this.#waiting.slice(this.#head);
+      this.#head = 0;
+    }
+    void run();
+  }
+}

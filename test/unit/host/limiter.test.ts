@@ -1,0 +1,162 @@
+/**
+ * The shared model and tool queues (src/limiter.ts) and lazy cancellation (src/cancel.ts): the
+ * limiter never runs more than its concurrency, starts tasks in the order they were added, settles
+ * each caller as its task did, and hands the next task its slot before the caller resumes; a
+ * LazyAbort behaves as an AbortController linked to its parent would.
+ */
+import { fc, test } from '@fast-check/vitest';
+import { describe, expect, it } from 'vitest';
+import { cancellationOf, LazyAbort } from '../../../src/cancel.js';
+import { Limiter } from '../../../src/limiter.js';
+
+/** A task the test settles by hand. */
+function gate() {
+  let open!: () => void;
+  let fail!: (err: Error) => void;
+  const done = new Promise<void>((resolve, reject) => ((open = resolve), (fail = reject)));
+  return { done, open: () => open(), fail: (err: Error) => fail(err) };
+}
+
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+};
+
+describe('Limiter', () => {
+  test.prop([fc.integer({ min: 1, max: 4 }), fc.array(fc.boolean(), { minLength: 1, maxLength: 30 }), fc.array(fc.nat(), { maxLength: 60 })])(
+    'at most `concurrency` run, in FIFO order, each caller settled as its task',
+    async (concurrency, failing, order) => {
+      const limiter = new Limiter(concurrency);
+      const started: number[] = [];
+      let running = 0;
+      let peak = 0;
+      const gates = failing.map(() => gate());
+      const results = failing.map((fails, i) =>
+        limiter
+          .add(async () => {
+            started.push(i);
+            running++;
+            peak = Math.max(peak, running);
+            try {
+              await gates[i]!.done;
+              return i;
+            } finally {
+              running--;
+            }
+          })
+          .then(
+            (v) => ({ ok: v }),
+            (err: Error) => ({ err: err.message }),
+          ),
+      );
+      expect(started).toEqual(failing.map((_, i) => i).slice(0, concurrency));
+      expect(limiter.pending).toBe(Math.min(concurrency, failing.length));
+      expect(limiter.size).toBe(Math.max(0, failing.length - concurrency));
+      // Settle running tasks in an order the arbitrary picks.
+      const settled = new Set<number>();
+      for (const pick of [...order, ...failing.map((_, i) => i)]) {
+        const runningNow = started.filter((i) => !settled.has(i));
+        if (runningNow.length === 0) break;
+        const i = runningNow[pick % runningNow.length]!;
+        settled.add(i);
+        if (failing[i]) gates[i]!.fail(new Error(`e${i}`));
+        else gates[i]!.open();
+        await flush();
+      }
+      expect(started).toEqual(failing.map((_, i) => i));
+      expect(peak).toBeLessThanOrEqual(concurrency);
+      expect(await Promise.all(results)).toEqual(failing.map((fails, i) => (fails ? { err: `e${i}` } : { ok: i })));
+      expect(limiter.pending).toBe(0);
+      expect(limiter.size).toBe(0);
+    },
+  );
+
+  it('starts a task synchronously when a slot is free, and a thrown error rejects only its caller', async () => {
+    const limiter = new Limiter(1);
+    let ran = false;
+    const a = limiter.add(() => {
+      ran = true;
+      throw new Error('boom');
+    });
+    expect(ran).toBe(true);
+    await expect(a).rejects.toThrow('boom');
+    await expect(limiter.add(() => 7)).resolves.toBe(7);
+  });
+
+  it('the next waiting task has started by the time the previous caller resumes', async () => {
+    const limiter = new Limiter(1);
+    const first = gate();
+    const log: string[] = [];
+    const a = limiter.add(() => first.done).then(() => log.push('caller A resumes'));
+    void limiter.add(() => void log.push('B starts'));
+    first.open();
+    await a;
+    expect(log).toEqual(['B starts', 'caller A resumes']);
+  });
+
+  it('clear drops waiting tasks and refuses a bad concurrency', async () => {
+    const limiter = new Limiter(1);
+    const first = gate();
+    let dropped = false;
+    void limiter.add(() => first.done);
+    void limiter.add(() => (dropped = true));
+    limiter.clear();
+    expect(limiter.size).toBe(0);
+    first.open();
+    await flush();
+    expect(dropped).toBe(false);
+    expect(() => new Limiter(0)).toThrow(TypeError);
+  });
+});
+
+describe('LazyAbort', () => {
+  it('makes no AbortSignal until one is read, and then one that follows it', () => {
+    const parent = new AbortController();
+    const lazy = new LazyAbort(parent.signal);
+    expect(lazy.aborted).toBe(false);
+    const signal = lazy.signal;
+    expect(signal.aborted).toBe(false);
+    lazy.abort('stop');
+    expect(signal.aborted).toBe(true);
+    expect(signal.reason).toBe('stop');
+    expect(lazy.reason).toBe('stop');
+  });
+
+  it('follows its parent, and the first abort decides the reason', () => {
+    const parent = new AbortController();
+    const early = new LazyAbort(parent.signal);
+    const signalBefore = early.signal;
+    const late = new LazyAbort(parent.signal);
+    parent.abort('shutdown');
+    expect(signalBefore.aborted).toBe(true);
+    expect(signalBefore.reason).toBe('shutdown');
+    expect(late.aborted).toBe(true);
+    late.abort('stop');
+    expect(late.reason).toBe('shutdown');
+    expect(late.signal.reason).toBe('shutdown');
+  });
+
+  it('an abort before the signal is read still reaches the signal made later', () => {
+    const lazy = new LazyAbort(null);
+    lazy.abort('interrupt');
+    lazy.abort('second');
+    expect(lazy.signal.aborted).toBe(true);
+    expect(lazy.signal.reason).toBe('interrupt');
+  });
+
+  it('close stops listening to the parent', () => {
+    const parent = new AbortController();
+    const lazy = new LazyAbort(parent.signal);
+    const signal = lazy.signal;
+    lazy.close();
+    parent.abort('late');
+    expect(signal.aborted).toBe(false);
+  });
+
+  it('cancellationOf reads through to its signal', () => {
+    const controller = new AbortController();
+    const c = cancellationOf(controller.signal);
+    expect(c.aborted).toBe(false);
+    controller.abort('x');
+    expect([c.aborted, c.reason, c.signal]).toEqual([true, 'x', controller.signal]);
+  });
+});

@@ -34,9 +34,15 @@ export async function submitRun(store: PostgresStore, options: SubmitOptions): P
   try {
     rootId = await c.start(root);
     if (event) await lease.port.commit([{ op: 'appendEvent', row: { runId, agentId: null, type: event.type, data: event.data, at: Date.now() } }]);
-  } finally {
+  } catch (err) {
     await c.shutdown();
+    // Not left claimed for the lease's minute: a run another submitter created is the workers'
+    // again; a lease row without a run is done (no worker would ever manage to host it).
+    const exists = await store.reads.getRun(runId).catch(() => null);
+    await lease.release(exists ? { state: 'runnable' } : { state: 'done' }).catch(() => undefined);
+    throw err;
   }
+  await c.shutdown();
   await lease.release({ state: 'runnable' });
   await store.wake(runId);
   return { runId, rootId };

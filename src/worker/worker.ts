@@ -59,6 +59,8 @@ export interface Worker {
   readonly id: string;
   /** Ids of the runs hosted now. */
   hosted(): string[];
+  /** The coordinators of the runs hosted now (a run between two hostings has none). */
+  coordinators(): Coordinator<StorePort>[];
   /** Stop claiming, shut every hosted run down and release it (runnable: another worker takes it). */
   stop(): Promise<void>;
 }
@@ -301,6 +303,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   return {
     id,
     hosted: () => [...hosted.keys()],
+    coordinators: () => [...hosted.values()].flatMap((e) => (e.c ? [e.c] : [])),
     async stop() {
       stopping = true;
       clearInterval(poll);

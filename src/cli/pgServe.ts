@@ -1,0 +1,170 @@
+/**
+ * `troupe serve --db postgres://…`: the long-running mode on a shared PostgreSQL. The process is a
+ * worker (it claims and hosts runs as `troupe worker` does, its main run among them) that also runs
+ * the config file's proactive triggers and a watchdog, with the lines of the SQLite form.
+ *
+ * - The main run: a task submits a new interactive run with root `lead`; `--resume` hands the
+ *   latest main run back to the workers. Whichever worker claims it hosts it: this process, or
+ *   another worker of the database (serve never waits for, nor takes, a run another worker holds).
+ *   Lines typed, `{ agent }` fires and `troupe send` reach it through its inbox wherever it runs.
+ * - A fire becomes rows (worker/fires.ts): a new run `proactive-<name>` submitted for the workers,
+ *   or a `proactive` message posted to the run it targets, so it reaches that run wherever it is
+ *   hosted, and a run whose host dies gets it from the next one.
+ * - The watchdog: the database answers a read; GET <baseURL>/models of serve's settings answers
+ *   below 500; every run this process hosts accepts work and no queue of it is stuck.
+ *
+ * On SIGINT / SIGTERM: triggers stop, fires in progress finish, the hosted runs are released to the
+ * other workers (runnable), exit 0.
+ * @module
+ */
+import { ApprovalGate } from '../autonomy/approvalGate.js';
+import { EventBus } from '../autonomy/eventBus.js';
+import { ProactiveManager } from '../autonomy/proactive.js';
+import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
+import { Watchdog } from '../autonomy/watchdog.js';
+import { ConfigError, TroupeError } from '../errors.js';
+import type { PostgresStore } from '../store/postgres/store.js';
+import { databaseFires } from '../worker/fires.js';
+import { postRequest } from '../worker/inbox.js';
+import { submitRun } from '../worker/submit.js';
+import type { Worker } from '../worker/worker.js';
+import type { Io } from './args.js';
+import { defined, fromEnv, loadConfigFile, mergeConfig, proactiveTriggers, requirePrice, toSaved, watchdogSection, type CliConfig } from './config.js';
+import { EXIT } from './exitCodes.js';
+import { cliLogger } from './logs.js';
+import { flagSettings, hostRuns, runSettings } from './pgHost.js';
+import { only, openPg } from './pgViews.js';
+import { latestMainRun } from './runs.js';
+import { DEFAULT_WATCHDOG_INTERVAL_MS, modelCheck, queueCheck, storeCheck } from './serveChecks.js';
+import { busLines, describeRoute, printerFor, runEventLine, seconds, warnAgentTargets } from './serveLines.js';
+import { stopRequested, Terminal, type ServeOptions } from './serveTerminal.js';
+import { LOG_FILE, secrets } from './setup.js';
+import type { Values } from './spec.js';
+import { forTerminal } from './terminal.js';
+
+interface PgMain {
+  runId: string;
+  rootId: string;
+}
+
+/** The main run: a new one submitted for a task, or the latest one handed back (`--resume`). */
+async function mainRun(store: PostgresStore, task: string | undefined, resume: boolean, config: CliConfig): Promise<PgMain | undefined> {
+  if (task !== undefined) {
+    return submitRun(store, {
+      root: { name: 'lead', task },
+      interactive: true,
+      ...defined({ budget: config.budget, limits: config.limits }),
+      event: { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } },
+    });
+  }
+  if (!resume) return undefined;
+  const runs = await store.reads.listRuns();
+  const found = latestMainRun({ listRuns: () => runs });
+  if (!found?.rootId) throw new TroupeError('RUN_NOT_FOUND', `${store.url} holds no run to resume (proactive runs are hosted by the workers)`);
+  await store.wake(found.id);
+  return { runId: found.id, rootId: found.rootId };
+}
+
+export async function pgServe(args: string[], values: Values, io: Io, options: ServeOptions = {}): Promise<number> {
+  only('serve', values, ['db', 'json', 'model', 'baseUrl', 'apiKey', 'budget', 'price', 'stream', 'config', 'resume', 'verbose']);
+  const task = args[0];
+  if (task !== undefined && task.trim() === '') throw new ConfigError('Usage: troupe serve ["<task>" | --resume] --db postgres://…  (the task is empty)');
+  if (task !== undefined && values.resume) throw new ConfigError('Give troupe serve a task or --resume, not both');
+  const file = loadConfigFile(values.config);
+  const triggers = proactiveTriggers(file.proactive, values.config);
+  const watchdogConfig = watchdogSection(file.watchdog, values.config);
+  const flags = flagSettings(values, values.model ?? file.model);
+  let config = mergeConfig(file, fromEnv(io.env), flags, { interactive: true });
+  if (!values.resume) requirePrice(config);
+  const json = values.json ?? false;
+  const printer = printerFor(io.out, json);
+  const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
+  const stop = stopRequested(options, io);
+  const bus = new EventBus({ onListenerError: (err, event) => logger.warn({ err, event: event.type }, 'a serve event listener threw') });
+  const abortChecks = new AbortController();
+  const detach: (() => void)[] = [];
+  /** The event lines of each run this process hosts (replaced when it hosts the run again). */
+  const runLines = new Map<string, () => void>();
+  let store: PostgresStore | undefined;
+  let w: Worker | undefined;
+  let manager: ProactiveManager | undefined;
+  let watchdog: Watchdog | undefined;
+  let terminal: Terminal | undefined;
+  let fires: ReturnType<typeof databaseFires> | undefined;
+  let ready = false;
+  try {
+    store = await openPg(values, io);
+    const theStore = store;
+    const main = await mainRun(store, task, values.resume ?? false, config);
+    if (values.resume && main) {
+      // What the resumed run was started with, under this serve's config, environment and flags.
+      config = mergeConfig(await runSettings(store.reads, main.runId), file, fromEnv(io.env), flags, { interactive: true });
+      requirePrice(config);
+    }
+    secrets(io, mergeConfig(config, defined({ apiKey: values.apiKey })));
+
+    w = await hostRuns(store, values, io, {
+      logger,
+      onHost: (c) => {
+        runLines.get(c.runId)?.();
+        runLines.set(c.runId, runEventLine(c.runId === main?.runId ? 'main' : c.runId, c, printer));
+      },
+    });
+    const theWorker = w;
+
+    if (process.stdin.isTTY) {
+      terminal = new Terminal(io);
+      terminal.toMain = main ? (content) => postRequest(theStore, { runId: main.runId, kind: 'send', payload: { agent: main.rootId, content }, at: Date.now() }) : undefined;
+    }
+    const gate = new ApprovalGate({ bus, ...(terminal ? { approver: terminal.approver } : {}) });
+    const routes = databaseFires({
+      store,
+      ...(main ? { mainRunId: main.runId } : {}),
+      submit: { ...defined({ budget: config.budget, limits: config.limits }), event: { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } } },
+    });
+    fires = routes;
+    const onFire = async (fire: ProactiveFire) => {
+      const routed = await routes.route(fire);
+      printer.line(`proactive  ${fire.trigger} → ${describeRoute(routed)}`, { type: 'proactive.routed', at: Date.now(), trigger: fire.trigger, ...routed });
+    };
+    detach.push(busLines(bus, printer, json));
+    manager = new ProactiveManager({ triggers, onFire, gate, bus, logger });
+    warnAgentTargets(triggers, main !== undefined, printer);
+    manager.start();
+
+    const intervalMs = watchdogConfig.intervalMs ?? DEFAULT_WATCHDOG_INTERVAL_MS;
+    watchdog = new Watchdog({ intervalMs, ...defined({ failureThreshold: watchdogConfig.failureThreshold }), bus, logger });
+    const endpoint = mergeConfig(config, defined({ apiKey: values.apiKey }));
+    watchdog.register('store', storeCheck(store.reads));
+    watchdog.register('model', modelCheck({ baseURL: endpoint.baseURL, apiKey: endpoint.apiKey, signal: abortChecks.signal }));
+    watchdog.register('queue', queueCheck(() => theWorker.coordinators()));
+    watchdog.start();
+
+    const names = triggers.map((t) => t.name);
+    const mainText = main ? `main run ${forTerminal(main.runId)}${task !== undefined ? ' (troupe send lead "…" --db …)' : ' handed back'}` : 'no main run';
+    printer.line(
+      `ready: worker ${w.id} hosting runs of ${store.url}; ${mainText}; ${triggers.length} proactive trigger(s)${names.length > 0 ? ` (${names.join(', ')})` : ''}; ` +
+        `health checks every ${seconds(intervalMs)} (store, model, queue). Ctrl-C stops it`,
+      { type: 'serve.ready', at: Date.now(), db: store.url, worker: w.id, mainRunId: main?.runId ?? null, triggers: names, watchdogIntervalMs: intervalMs },
+    );
+    ready = true;
+    // A first round now, so a dead endpoint shows up at once rather than after one interval.
+    void watchdog.checkNow();
+
+    const signal = await stop.promise;
+    printer.line(`stopping   (${signal})`, { type: 'serve.stopping', at: Date.now(), signal });
+    return EXIT.OK;
+  } finally {
+    stop.dispose();
+    // Sources first (no new fires, no new checks), then the runs (released to the workers), then the store.
+    watchdog?.stop();
+    abortChecks.abort();
+    await manager?.stop();
+    await fires?.settled();
+    terminal?.close();
+    await w?.stop();
+    for (const d of [...detach.splice(0), ...runLines.values()].reverse()) d();
+    await store?.close();
+    if (ready) printer.line('stopped    every run is saved; the other workers of the database host them now', { type: 'serve.stopped', at: Date.now() });
+  }
+}

@@ -3,10 +3,12 @@
  * worker (it claims and hosts runs as `troupe worker` does, its main run among them) that also runs
  * the config file's proactive triggers and a watchdog, with the lines of the SQLite form.
  *
- * - The main run: a task submits a new interactive run with root `lead`; `--resume` hands the
- *   latest main run back to the workers. Whichever worker claims it hosts it: this process, or
- *   another worker of the database (serve never waits for, nor takes, a run another worker holds).
- *   Lines typed, `{ agent }` fires and `troupe send` reach it through its inbox wherever it runs.
+ * - The main run: a task submits a new interactive run with root `lead`, already claimed by this
+ *   process; `--resume` claims the latest main run. Serve hosts it until it stops, parked or not
+ *   (as on SQLite, it stays hosted when its root finishes). If another worker holds it (it took
+ *   the run over while serve was down), serve says so, starts anyway, and takes the run as soon as
+ *   that worker lets it go; meanwhile lines typed, `{ agent }` fires and `troupe send` reach it
+ *   through its inbox. If serve dies, the run's lease runs out and any worker resumes it.
  * - A fire becomes rows (worker/fires.ts): a new run `proactive-<name>` submitted for the workers,
  *   or a `proactive` message posted to the run it targets, so it reaches that run wherever it is
  *   hosted, and a run whose host dies gets it from the next one.
@@ -17,6 +19,7 @@
  * other workers (runnable), exit 0.
  * @module
  */
+import { randomUUID } from 'node:crypto';
 import { ApprovalGate } from '../autonomy/approvalGate.js';
 import { EventBus } from '../autonomy/eventBus.js';
 import { ProactiveManager } from '../autonomy/proactive.js';
@@ -36,7 +39,7 @@ import { flagSettings, hostRuns, runSettings } from './pgHost.js';
 import { only, openPg } from './pgViews.js';
 import { latestMainRun } from './runs.js';
 import { DEFAULT_WATCHDOG_INTERVAL_MS, modelCheck, queueCheck, storeCheck } from './serveChecks.js';
-import { busLines, describeRoute, printerFor, runEventLine, seconds, warnAgentTargets } from './serveLines.js';
+import { busLines, describeRoute, printerFor, runEventLine, seconds, warnAgentTargets, type Printer } from './serveLines.js';
 import { stopRequested, Terminal, type ServeOptions } from './serveTerminal.js';
 import { LOG_FILE, secrets } from './setup.js';
 import type { Values } from './spec.js';
@@ -47,22 +50,40 @@ interface PgMain {
   rootId: string;
 }
 
-/** The main run: a new one submitted for a task, or the latest one handed back (`--resume`). */
-async function mainRun(store: PostgresStore, task: string | undefined, resume: boolean, config: CliConfig): Promise<PgMain | undefined> {
-  if (task !== undefined) {
-    return submitRun(store, {
-      root: { name: 'lead', task },
-      interactive: true,
-      ...defined({ budget: config.budget, limits: config.limits }),
-      event: { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } },
-    });
-  }
-  if (!resume) return undefined;
+/** The latest main run (`--resume`). */
+async function latestMain(store: PostgresStore): Promise<PgMain> {
   const runs = await store.reads.listRuns();
   const found = latestMainRun({ listRuns: () => runs });
   if (!found?.rootId) throw new TroupeError('RUN_NOT_FOUND', `${store.url} holds no run to resume (proactive runs are hosted by the workers)`);
-  await store.wake(found.id);
   return { runId: found.id, rootId: found.rootId };
+}
+
+/**
+ * Host the main run here until serve stops: a new one is submitted already claimed by this worker;
+ * the latest one (`--resume`) is claimed, or, while another worker holds it, taken once it is free.
+ */
+async function hostMain(store: PostgresStore, w: Worker, start: { task: string; runId: string } | undefined, resumed: PgMain | undefined, config: CliConfig, printer: Printer): Promise<PgMain | undefined> {
+  if (start !== undefined) {
+    const { runId, rootId, lease } = await submitRun(store, {
+      runId: start.runId,
+      root: { name: 'lead', task: start.task },
+      interactive: true,
+      ...defined({ budget: config.budget, limits: config.limits }),
+      event: { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } },
+      hold: w.lease,
+    });
+    await w.keep(runId, lease);
+    return { runId, rootId };
+  }
+  if (!resumed) return undefined;
+  if (!(await w.keep(resumed.runId))) {
+    const owner = (await store.leases()).find((l) => l.run_id === resumed.runId)?.owner ?? 'another worker';
+    printer.line(
+      `main run ${resumed.runId} is hosted by ${owner}: serve hosts it once that worker lets it go (meanwhile fires, lines typed and troupe send reach it through its inbox)`,
+      { type: 'serve.main_elsewhere', at: Date.now(), runId: resumed.runId, owner },
+    );
+  }
+  return resumed;
 }
 
 export async function pgServe(args: string[], values: Values, io: Io, options: ServeOptions = {}): Promise<number> {
@@ -95,22 +116,25 @@ export async function pgServe(args: string[], values: Values, io: Io, options: S
   try {
     store = await openPg(values, io);
     const theStore = store;
-    const main = await mainRun(store, task, values.resume ?? false, config);
-    if (values.resume && main) {
+    const resumed = values.resume ? await latestMain(store) : undefined;
+    if (resumed) {
       // What the resumed run was started with, under this serve's config, environment and flags.
-      config = mergeConfig(await runSettings(store.reads, main.runId), file, fromEnv(io.env), flags, { interactive: true });
+      config = mergeConfig(await runSettings(store.reads, resumed.runId), file, fromEnv(io.env), flags, { interactive: true });
       requirePrice(config);
     }
     secrets(io, mergeConfig(config, defined({ apiKey: values.apiKey })));
 
+    // Known before anything is hosted, so the main run's lines are labelled [main] from the first.
+    const mainId = resumed?.runId ?? (task !== undefined ? `run_${randomUUID()}` : undefined);
     w = await hostRuns(store, values, io, {
       logger,
       onHost: (c) => {
         runLines.get(c.runId)?.();
-        runLines.set(c.runId, runEventLine(c.runId === main?.runId ? 'main' : c.runId, c, printer));
+        runLines.set(c.runId, runEventLine(c.runId === mainId ? 'main' : c.runId, c, printer));
       },
     });
     const theWorker = w;
+    const main = await hostMain(store, w, task !== undefined && mainId ? { task, runId: mainId } : undefined, resumed, config, printer);
 
     if (process.stdin.isTTY) {
       terminal = new Terminal(io);

@@ -8,7 +8,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openPostgresStore } from '../../src/store/postgres/store.js';
+import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
+import { submitRun } from '../../src/worker/submit.js';
 import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
 import { spawnTroupe, workdir, type Spawned } from '../helpers/cli.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
@@ -23,6 +24,9 @@ function answerGist(request: FakeRequest) {
   const gist = /second\.md|notes\.md|disk is full|Stand by/.exec(text)?.[0] ?? 'something';
   return { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: `Noted: ${gist}.` } }] } };
 }
+
+/** A short pause between two reads of a condition another process makes true. */
+const tick = () => new Promise((resolve) => setTimeout(resolve, 20));
 
 /** The first stdout line matching `pattern` printed at index `from` or later. */
 function lineAfter(s: Spawned, from: number, pattern: RegExp, timeoutMs = 30_000): Promise<string> {
@@ -48,10 +52,12 @@ function lineAfter(s: Spawned, from: number, pattern: RegExp, timeoutMs = 30_000
 
 describe.skipIf(!available)(pgTitle(available, 'troupe serve on PostgreSQL: proactive triggers and the watchdog'), { timeout: 180_000 }, () => {
   const { schema, drop } = freshSchema();
+  const other = freshSchema();
   const running: Spawned[] = [];
   afterAll(async () => {
     for (const r of running) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
     await drop();
+    await other.drop();
   });
 
   it('fires reach their runs through the database, and the watchdog reports the database and the model endpoint', async () => {
@@ -137,5 +143,53 @@ describe.skipIf(!available)(pgTitle(available, 'troupe serve on PostgreSQL: proa
     s.child.kill('SIGTERM');
     expect(await s.exited, s.stderr()).toEqual({ code: 0, signal: null });
     expect(s.lines.at(-1)).toMatch(/^stopped\b/);
+  });
+
+  it('serve --resume says which worker holds its main run, takes it once that worker lets it go, and keeps it while it is parked', async () => {
+    await using server = await createFakeOpenAIServer(answerGist);
+    const cwd = workdir();
+    const db = `${PG_URL}?schema=${other.schema}`;
+    const config = join(cwd, 'serve.json');
+    writeFileSync(config, JSON.stringify({ apiKey: 'k', watchdog: { intervalMs: 100 } }));
+    const store: PostgresStore = await openPostgresStore({ url: PG_URL, schema: other.schema });
+    try {
+      const { runId, rootId } = await submitRun(store, {
+        root: { name: 'lead', task: 'Stand by for alerts' },
+        interactive: true,
+        event: { type: 'cli.run', data: { model: 'm', baseURL: server.url } },
+      });
+      // Another worker took the run over (while serve was down, say).
+      const elsewhere = await store.claim(runId, { owner: 'other-worker', ttlMs: 120_000, heartbeatMs: 0 });
+      const s = spawnTroupe(['serve', '--resume', '--db', db, '--config', config, '--json'], cwd);
+      running.push(s);
+      expect(JSON.parse(await s.line(/"type":"serve.main_elsewhere"/))).toMatchObject({ runId, owner: 'other-worker' });
+      const ready = JSON.parse(await s.line(/"type":"serve.ready"/)) as { worker: string; mainRunId: string };
+      expect(ready.mainRunId).toBe(runId);
+
+      // The other worker lets it go (parked), and a message wakes it: serve claims it and hosts it.
+      expect(await elsewhere.release({ state: 'parked', wakeAt: null })).toBe(true);
+      await store.wake(runId);
+      for (;;) {
+        const root = (await store.reads.listAgents(runId)).find((a) => a.id === rootId)!;
+        if (root.status === 'waiting' && (await store.reads.loadSession(rootId)).some((i) => i.role === 'assistant')) break;
+        await tick();
+      }
+      const leaseOf = async () => (await store.leases()).find((l) => l.run_id === runId)!;
+      const hosted = await leaseOf();
+      expect(hosted).toMatchObject({ owner: ready.worker, state: 'runnable' });
+      // Its root waits on the user: a worker would let it go now. Serve keeps it, round after round of
+      // its watchdog (each round asks the fake server for /models).
+      const rounds = () => server.requests.filter((r) => r.path === '/v1/models').length;
+      const seen = rounds();
+      while (rounds() < seen + 5) await tick();
+      expect(await leaseOf()).toMatchObject({ owner: ready.worker, epoch: hosted.epoch, state: 'runnable' });
+
+      s.child.kill('SIGTERM');
+      expect(await s.exited, s.stderr()).toEqual({ code: 0, signal: null });
+      // Let go for the other workers when serve stops.
+      expect(await leaseOf()).toMatchObject({ owner: null, state: 'runnable' });
+    } finally {
+      await store.close();
+    }
   });
 });

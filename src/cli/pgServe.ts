@@ -165,7 +165,7 @@ export async function pgServe(args: string[], values: Values, io: Io, options: S
     watchdog.start();
 
     const names = triggers.map((t) => t.name);
-    const mainText = main ? `main run ${forTerminal(main.runId)}${task !== undefined ? ' (troupe send lead "…" --db …)' : ' handed back'}` : 'no main run';
+    const mainText = main ? `main run ${forTerminal(main.runId)}${task !== undefined ? ' (troupe send lead "…" --db …)' : ' (resumed)'}` : 'no main run';
     printer.line(
       `ready: worker ${w.id} hosting runs of ${store.url}; ${mainText}; ${triggers.length} proactive trigger(s)${names.length > 0 ? ` (${names.join(', ')})` : ''}; ` +
         `health checks every ${seconds(intervalMs)} (store, model, queue). Ctrl-C stops it`,
@@ -189,6 +189,6 @@ export async function pgServe(args: string[], values: Values, io: Io, options: S
     await w?.stop();
     for (const d of [...detach.splice(0), ...runLines.values()].reverse()) d();
     await store?.close();
-    if (ready) printer.line('stopped    every run is saved; the other workers of the database host them now', { type: 'serve.stopped', at: Date.now() });
+    if (ready) printer.line('stopped    every run is saved and released to the workers of the database', { type: 'serve.stopped', at: Date.now() });
   }
 }

@@ -69,7 +69,22 @@ A bad trigger or watchdog setting is a configuration error naming the field, exi
 
 On SIGINT / SIGTERM it stops the triggers, lets a fire in progress finish, shuts every run down
 (statuses saved) and exits 0; a second signal exits at once. --run proactive-<name> reaches a
-proactive run from status, tree, send, stop and resume.`;
+proactive run from status, tree, send, stop and resume.
+
+With --db postgres://… serve is also a worker of that database (it hosts the runs it claims, as
+troupe worker does) and runs the same triggers and watchdog:
+- it hosts its main run itself until it stops, parked or not. With --resume, if another worker
+  took the run over while serve was down, serve prints which one (serve.main_elsewhere), starts
+  anyway and takes the run as soon as that worker lets it go; meanwhile lines typed, fires and
+  troupe send reach the run through its inbox. If serve dies, any worker resumes the run once
+  its lease runs out.
+- a fire becomes rows: run proactive-<name> is submitted for whichever worker claims it (its
+  settings, never the key, saved with it); a fire for an existing run or an agent of the main
+  run is posted to that run's inbox, so it arrives wherever the run is hosted, also after its
+  host died ("message to … posted (inbox request N)").
+- the watchdog checks the database, serve's model endpoint, and the runs this process hosts.
+Triggers fire in every serve process that has them: give each trigger to one serve. On SIGINT /
+SIGTERM its runs are released to the other workers.`;
 
 const UI = `Serves a local page of a run, live or finished, on 127.0.0.1 until Ctrl-C (--port, default 7070;
 0 picks a free one). --ui[=port] on demo, run, resume and serve does the same beside the run.

@@ -1,7 +1,7 @@
 /**
  * The CLI on PostgreSQL (`--db postgres://…`, issue 17): every command has a PostgreSQL form,
- * chosen by spec.ts from the `--db` value. Workers host the runs: `troupe worker` (and `serve`,
- * and `demo` in its own process) claims them; `run` submits one, `resume` hands one back to the
+ * chosen by spec.ts from the `--db` value. Workers host the runs: `troupe worker` (and `serve`
+ * (pgServe.ts), and `demo` in its own process) claims them; `run` submits one, `resume` hands one back to the
  * workers; `status`, `tree`, `send` and `stop` (pgViews.ts) work from any machine.
  *
  * A run's settings (model, base URL, budget, limits… never an API key) are saved with it when it
@@ -11,66 +11,22 @@
  * the worker (its flags, environment or config file).
  * @module
  */
-import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import { ConfigError, TroupeError } from '../errors.js';
-import type { PortReads } from '../store/postgres/reads.js';
-import type { PostgresStore } from '../store/postgres/store.js';
 import { submitRun } from '../worker/submit.js';
-import { startWorker, type HostedOptions, type Worker } from '../worker/worker.js';
+import type { Worker } from '../worker/worker.js';
 import { number, type Io } from './args.js';
-import { defined, fromEnv, loadConfigFile, mergeConfig, proactiveTriggers, requirePrice, toSaved, type CliConfig, type SavedRunConfig } from './config.js';
+import { defined, fromEnv, loadConfigFile, mergeConfig, requirePrice, toSaved } from './config.js';
 import { DEMO_CONFIG, viewMode } from './runCommands.js';
-import { demoModel, demoScript } from './demoModel.js';
+import { demoScript } from './demoModel.js';
 import { runExitCode } from './drive.js';
 import { EXIT } from './exitCodes.js';
-import { cliLogger } from './logs.js';
+import { flagSettings, hostRuns, runSettings } from './pgHost.js';
+import { pgServe } from './pgServe.js';
 import { findRun, only, openPg, send, status, stop, tree, treeText } from './pgViews.js';
-import { coordinatorOptions, fromFlags, LOG_FILE, modelFor, secrets } from './setup.js';
+import { secrets } from './setup.js';
 import type { Handler, Values } from './spec.js';
 import { forTerminal, jsonLine } from './terminal.js';
-
-/** The settings a run was submitted with (the latest `cli.run` event: a resume with flags appends one). */
-export async function runSettings(reads: Pick<PortReads, 'eventsOf'>, runId: string): Promise<SavedRunConfig> {
-  return ((await reads.eventsOf(runId, 'cli.run')).at(-1)?.data ?? {}) as SavedRunConfig;
-}
-
-/** What a command's flags say about a run's settings, to be saved with it (no key, no database URL). */
-function flagSettings(values: Values, model: string | undefined): Partial<CliConfig> {
-  const { db: _db, apiKey: _key, ...rest } = fromFlags(values, model);
-  return rest;
-}
-
-/** Calls each agent's model has answered, by agent name (what a re-hosted demo must not replay). */
-async function answeredCalls(reads: PortReads, runId: string): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
-  for (const agent of await reads.listAgents(runId)) out[agent.name] = (await reads.loadSession(agent.id)).filter((i) => i.role === 'assistant').length;
-  return out;
-}
-
-/** How this worker hosts a run: the run's saved settings between the worker's defaults and its flags. */
-export function hostSettings(store: PostgresStore, defaults: CliConfig, overrides: Partial<CliConfig>, logger: Logger) {
-  // A run's interactivity is its own (its row), never a worker's.
-  const { interactive: _i, ...workerDefaults } = defaults;
-  return async (runId: string): Promise<HostedOptions> => {
-    const saved = await runSettings(store.reads, runId);
-    const config = mergeConfig(workerDefaults, saved, overrides);
-    if (saved.demo) {
-      const { model, server } = await demoModel(demoScript(), await answeredCalls(store.reads, runId));
-      return { ...coordinatorOptions(config), model, logger, retry: { baseDelayMs: 200 }, dispose: () => server.close() };
-    }
-    return { ...coordinatorOptions(config), model: modelFor(config), logger };
-  };
-}
-
-/** A worker over `store` with the worker flags of `values`. */
-async function hostRuns(store: PostgresStore, values: Values, io: Io, concurrency?: number): Promise<Worker> {
-  const defaults = mergeConfig(loadConfigFile(values.config), fromEnv(io.env));
-  const overrides = defined({ model: values.model, baseURL: values.baseUrl, apiKey: values.apiKey });
-  secrets(io, mergeConfig(defaults, overrides));
-  const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
-  return startWorker({ store, logger, ...defined({ concurrency }), hostOptions: hostSettings(store, defaults, overrides, logger) });
-}
 
 const stopped = () =>
   new Promise<void>((resolve) => {
@@ -82,7 +38,7 @@ async function worker(_args: string[], values: Values, io: Io): Promise<number> 
   if (values.db === undefined || !/^postgres(ql)?:\/\//.test(values.db)) throw new ConfigError('troupe worker needs --db postgres://user@host:port/database (workers share a PostgreSQL server)');
   const concurrency = number('concurrency', values.concurrency, true);
   const store = await openPg(values, io);
-  const w = await hostRuns(store, values, io, concurrency);
+  const w = await hostRuns(store, values, io, defined({ concurrency }));
   io.out.write(`worker ${forTerminal(w.id)} hosting runs of ${forTerminal(store.url)} (Ctrl-C stops it; its runs are released to other workers)\n`);
   await stopped();
   await w.stop();
@@ -155,7 +111,7 @@ async function demo(_args: string[], values: Values, io: Io): Promise<number> {
       budget: DEMO_CONFIG.budget!,
       event: { type: 'cli.run', data: { ...toSaved({ ...DEMO_CONFIG, interactive: false }, true) } },
     });
-    w = await hostRuns(store, { verbose: values.verbose }, io, 1);
+    w = await hostRuns(store, { verbose: values.verbose }, io, { concurrency: 1 });
     io.out.write(json ? `${jsonLine({ type: 'run.submitted', runId, rootId, db: store.url })}\n` : `run ${forTerminal(runId)} on ${forTerminal(store.url)}, hosted by worker ${forTerminal(w.id)}\n`);
     for (;;) {
       const lease = (await store.leases()).find((l) => l.run_id === runId);
@@ -173,45 +129,7 @@ async function demo(_args: string[], values: Values, io: Io): Promise<number> {
   }
 }
 
-/**
- * `serve` on PostgreSQL: submit the main run (a task) or hand the latest one back (`--resume`),
- * then host runs as a worker until Ctrl-C. Talk to the main run with `troupe send` from any
- * machine. Proactive triggers and the watchdog need the SQLite form (refused, never ignored).
- */
-async function serve(args: string[], values: Values, io: Io): Promise<number> {
-  only('serve', values, ['db', 'model', 'baseUrl', 'apiKey', 'budget', 'price', 'stream', 'config', 'resume', 'verbose']);
-  if (args[0] !== undefined && values.resume) throw new ConfigError('Give troupe serve a task or --resume, not both');
-  const file = loadConfigFile(values.config);
-  if (proactiveTriggers(file.proactive).length > 0) throw new ConfigError('troupe serve runs proactive triggers on a SQLite --db only (not yet on PostgreSQL): disable "proactive" in the config file');
-  const store = await openPg(values, io);
-  try {
-    let main = '';
-    if (args[0] !== undefined) {
-      const config = mergeConfig(file, fromEnv(io.env), flagSettings(values, values.model ?? file.model), { interactive: true });
-      requirePrice(config);
-      const { runId } = await submitRun(store, {
-        root: { name: 'lead', task: args[0] },
-        interactive: true,
-        ...defined({ budget: config.budget, limits: config.limits }),
-        event: { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } },
-      });
-      main = `; main run ${forTerminal(runId)} (troupe send lead "…" --db …)`;
-    } else if (values.resume) {
-      const found = await findRun(store, undefined);
-      await store.wake(found.id);
-      main = `; main run ${forTerminal(found.id)} handed back`;
-    }
-    const w = await hostRuns(store, values, io);
-    io.out.write(`ready: worker ${forTerminal(w.id)} hosting runs of ${forTerminal(store.url)}${main} (Ctrl-C stops it)\n`);
-    await stopped();
-    await w.stop();
-    return EXIT.OK;
-  } finally {
-    await store.close();
-  }
-}
-
-const HANDLERS: Record<string, Handler> = { worker, run, resume, demo, serve, status, tree, send, stop };
+const HANDLERS: Record<string, Handler> = { worker, run, resume, demo, serve: (args, values, io) => pgServe(args, values, io), status, tree, send, stop };
 
 /** The PostgreSQL form of a command. */
 export function pgHandler(name: string): Handler {

@@ -17,7 +17,7 @@ import { ProactiveManager } from '../autonomy/proactive.js';
 import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
 import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
 import { ProactiveRouter } from '../autonomy/proactiveRouter.js';
-import { HEALTH_CHECK_EVENT, Watchdog } from '../autonomy/watchdog.js';
+import { Watchdog } from '../autonomy/watchdog.js';
 import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
 import type { CoordinatorOptions } from '../host/options.js';
 import { resumeCoordinator } from '../host/resumeCoordinator.js';
@@ -32,8 +32,8 @@ import { cliLogger } from './logs.js';
 import { cliTelemetry, type CliTelemetry } from './otel.js';
 import { serveInbox } from './mail.js';
 import { latestMainRun, savedConfig } from './runs.js';
-import { modelCheck, queueCheck, storeCheck } from './serveChecks.js';
-import { auditLine, describeRoute, dropFilter, printerFor, runEventLine, seconds } from './serveLines.js';
+import { DEFAULT_WATCHDOG_INTERVAL_MS, modelCheck, queueCheck, storeCheck } from './serveChecks.js';
+import { busLines, describeRoute, dropFilter, printerFor, runEventLine, seconds, warnAgentTargets } from './serveLines.js';
 import { stopRequested, Terminal, type MainRun, type ServeOptions } from './serveTerminal.js';
 import { coordinatorOptions, fromFlags, inspector, LOG_FILE, modelFor, secrets } from './setup.js';
 import type { Values } from './spec.js';
@@ -41,8 +41,7 @@ import type { Values } from './spec.js';
 export { dropFilter };
 export type { ServeOptions };
 
-/** Between the end of one round of health checks and the next, unless the config says otherwise. */
-export const DEFAULT_WATCHDOG_INTERVAL_MS = 30_000;
+export { DEFAULT_WATCHDOG_INTERVAL_MS } from './serveChecks.js';
 
 /**
  * The main run: a new interactive run with root `lead`, or the latest main run resumed. `attach`
@@ -141,7 +140,8 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
 
     if (process.stdin.isTTY) {
       terminal = new Terminal(io);
-      terminal.main = main;
+      const theMain = main;
+      terminal.toMain = theMain ? (content) => theMain.coordinator.send(theMain.rootId, { content }) : undefined;
     }
     const gate = new ApprovalGate({ bus, ...(terminal ? { approver: terminal.approver } : {}) });
 
@@ -165,26 +165,9 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
       printer.line(`proactive  ${fire.trigger} → ${describeRoute(routed)}`, { type: 'proactive.routed', at: Date.now(), trigger: fire.trigger, ...routed });
     };
 
-    const shown = json ? () => '' : dropFilter();
-    detach.push(
-      bus.on((event) => {
-        if (event.type === HEALTH_CHECK_EVENT) return;
-        const suffix = shown(event);
-        const text = auditLine(event);
-        if (suffix !== null && text !== null) printer.line(text + suffix, event);
-      }),
-    );
+    detach.push(busLines(bus, printer, json));
     manager = new ProactiveManager({ triggers, onFire, gate, bus, logger });
-    for (const t of triggers) {
-      if (t.target && 'agent' in t.target && !main) {
-        printer.line(`proactive  ${t.name} targets agent ${t.target.agent}, but there is no main run: its fires will fail`, {
-          type: 'serve.warning',
-          at: Date.now(),
-          trigger: t.name,
-          message: 'no main run for an agent target',
-        });
-      }
-    }
+    warnAgentTargets(triggers, main !== undefined, printer);
     manager.start();
 
     const hosted = () => [...(main ? [main.coordinator] : []), ...theRouter.coordinators()];
@@ -192,18 +175,6 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
     watchdog.register('store', storeCheck(store));
     watchdog.register('model', modelCheck({ baseURL: config.baseURL, apiKey: config.apiKey, signal: abortChecks.signal }));
     watchdog.register('queue', queueCheck(hosted));
-    const known = new Map<string, boolean>();
-    detach.push(
-      bus.on((event) => {
-        if (event.type !== HEALTH_CHECK_EVENT) return;
-        const name = String(event.name);
-        const healthy = event.healthy === true;
-        if (known.get(name) === healthy) return;
-        known.set(name, healthy);
-        const text = healthy ? `watchdog   ${name} healthy` : `watchdog   ${name} unhealthy: ${String(event.error)}`;
-        printer.line(text, event);
-      }),
-    );
     watchdog.start();
     closeDashboard = await uiServing(values, io, store, db, main?.coordinator, (runId) => theRouter.get(runId));
 

@@ -10,17 +10,26 @@ import type { Coordinator } from '../host/createCoordinator.js';
 import { errorMessage } from '../errors.js';
 import type { Store } from '../store/types.js';
 
+/** Between the end of one round of health checks and the next, unless the config says otherwise. */
+export const DEFAULT_WATCHDOG_INTERVAL_MS = 30_000;
+
 /** Where the `openai` client sends requests when no base URL is configured. */
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 export const DEFAULT_MODEL_CHECK_TIMEOUT_MS = 5_000;
 
-/** A run id no run has: reading it is one indexed lookup that touches the database. */
-const PROBE_RUN_ID = '\u0000troupe-health-probe';
+/**
+ * A run id no run has: reading it is one indexed lookup that touches the database. No NUL in it:
+ * PostgreSQL's text refuses one (22021), which would make every check of a healthy server fail.
+ */
+const PROBE_RUN_ID = '\u0001troupe-health-probe';
 
-/** `store`: a cheap read of the database succeeds (it fails once the store is closed or broken). */
-export function storeCheck(store: Pick<Store, 'getRun'>): HealthCheck {
-  return () => {
-    store.getRun(PROBE_RUN_ID);
+/**
+ * `store`: a cheap read of the database succeeds (it fails once the store is closed or broken).
+ * Any store's `getRun`: SQLite's answers at once, PostgreSQL's (`store.reads`) asks the server.
+ */
+export function storeCheck(store: { getRun(runId: string): ReturnType<Store['getRun']> | Promise<unknown> }): HealthCheck {
+  return async () => {
+    await store.getRun(PROBE_RUN_ID);
     return true;
   };
 }

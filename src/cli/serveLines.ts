@@ -3,10 +3,13 @@
  * health change and per event of a hosted run — text, or JSON lines with `--json`.
  * @module
  */
-import type { AuditEvent } from '../autonomy/eventBus.js';
+import type { AuditEvent, EventBus } from '../autonomy/eventBus.js';
+import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
+import { HEALTH_CHECK_EVENT } from '../autonomy/watchdog.js';
 import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
 import type { RouteResult } from '../autonomy/proactiveRouter.js';
 import type { Coordinator } from '../host/createCoordinator.js';
+import type { FireRoute } from '../worker/fires.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { eventLine, lookupIn, type Output } from './view.js';
 
@@ -26,8 +29,10 @@ function describeTarget(fire: Pick<ProactiveFire, 'sessionId' | 'target'>): stri
   return 'agent' in fire.target ? `agent ${fire.target.agent} of the main run` : `the root of run ${fire.sessionId}`;
 }
 
-export function describeRoute(r: RouteResult): string {
+export function describeRoute(r: RouteResult | FireRoute): string {
   switch (r.kind) {
+    case 'posted':
+      return `message to ${r.agentId} in run ${r.runId} posted (inbox request ${r.requestId}: the run's host delivers it)`;
     case 'started':
       return `started run ${r.runId} (root ${r.agentId})`;
     case 'resumed':
@@ -76,7 +81,7 @@ export function dropFilter(): (event: AuditEvent) => string | null {
 }
 
 /** Prints a hosted run's status changes and answers, prefixed `[label]` (token deltas are left out). */
-export function runEventLine(label: string, c: Coordinator, printer: Printer): () => void {
+export function runEventLine(label: string, c: Pick<Coordinator, 'runId' | 'subscribe' | 'get'>, printer: Printer): () => void {
   const lookup = lookupIn(c);
   return c.subscribe((event) => {
     if (event.type === 'agent.delta') return;
@@ -84,4 +89,41 @@ export function runEventLine(label: string, c: Coordinator, printer: Printer): (
     if (text === null) return;
     printer.line(`[${label}] ${text}`, { ...event, runId: c.runId });
   });
+}
+
+/**
+ * Prints what the bus carries: a line per trigger fired, dropped, denied or failed (drops filtered
+ * on a terminal, see {@link dropFilter}) and per health change of a watchdog check. Returns the
+ * unsubscribe.
+ */
+export function busLines(bus: EventBus, printer: Printer, json: boolean): () => void {
+  const shown = json ? () => '' : dropFilter();
+  const known = new Map<string, boolean>();
+  return bus.on((event) => {
+    if (event.type === HEALTH_CHECK_EVENT) {
+      const name = String(event.name);
+      const healthy = event.healthy === true;
+      if (known.get(name) === healthy) return;
+      known.set(name, healthy);
+      printer.line(healthy ? `watchdog   ${name} healthy` : `watchdog   ${name} unhealthy: ${String(event.error)}`, event);
+      return;
+    }
+    const suffix = shown(event);
+    const text = auditLine(event);
+    if (suffix !== null && text !== null) printer.line(text + suffix, event);
+  });
+}
+
+/** A warning line per trigger that targets an agent when there is no main run to find it in. */
+export function warnAgentTargets(triggers: readonly ProactiveTrigger[], hasMain: boolean, printer: Printer): void {
+  if (hasMain) return;
+  for (const t of triggers) {
+    if (!t.target || !('agent' in t.target)) continue;
+    printer.line(`proactive  ${t.name} targets agent ${t.target.agent}, but there is no main run: its fires will fail`, {
+      type: 'serve.warning',
+      at: Date.now(),
+      trigger: t.name,
+      message: 'no main run for an agent target',
+    });
+  }
 }

@@ -31,7 +31,8 @@ export class Terminal {
   readonly #out: Output;
   readonly #err: Output;
   readonly #questions: { text: string; resolve: (approved: boolean) => void }[] = [];
-  main: MainRun | undefined;
+  /** Sends a line typed to the main run's root (undefined: no main run). */
+  toMain: ((content: string) => Promise<unknown>) | undefined;
 
   constructor(io: Io) {
     this.#out = io.out;
@@ -59,12 +60,11 @@ export class Terminal {
       return;
     }
     if (line.trim() === '') return;
-    const main = this.main;
-    if (!main) {
+    if (!this.toMain) {
       this.#err.write('no main run: start troupe serve with a task (or --resume) to talk to one\n');
       return;
     }
-    main.coordinator.send(main.rootId, { content: line }).catch((err: unknown) => this.#err.write(`${forTerminal(errorMessage(err))}\n`));
+    this.toMain(line).catch((err: unknown) => this.#err.write(`${forTerminal(errorMessage(err))}\n`));
   }
 
   close(): void {

@@ -12,9 +12,10 @@ import type { PostgresStore } from '../store/postgres/store.js';
 import { answerRequest, openRequests } from './inbox.js';
 
 /**
- * Apply one inbox request through the run's coordinator (the same on SQLite and PostgreSQL): send,
- * stop (its subtree unless `cascade: false`), pause or resume the budget. A refusal is the answer,
- * with its code.
+ * Apply one inbox request through the run's coordinator (the same on SQLite and PostgreSQL): send
+ * (with the message type of `payload.type` if given: `proactive` for a trigger's fire), stop (its
+ * subtree unless `cascade: false`), pause or resume the budget. A refusal is the answer, with its
+ * code.
  */
 export async function applyRequest(c: Pick<Coordinator, 'get' | 'send' | 'stop' | 'pauseBudget' | 'resumeBudget'>, request: Pick<InboxRequest, 'kind' | 'payload'>): Promise<InboxResult> {
   try {
@@ -28,7 +29,8 @@ export async function applyRequest(c: Pick<Coordinator, 'get' | 'send' | 'stop' 
     }
     const agent = c.get(String(request.payload.agent));
     if (request.kind === 'send') {
-      const row = await c.send(agent.id, { content: String(request.payload.content) });
+      const type = typeof request.payload.type === 'string' ? { type: request.payload.type } : {};
+      const row = await c.send(agent.id, { content: String(request.payload.content), ...type });
       return { ok: true, message: `queued for ${agent.name} (${agent.id})`, messageId: row.id };
     }
     const stopped = await c.stop(agent.id, { cascade: request.payload.cascade !== false });

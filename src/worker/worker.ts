@@ -12,6 +12,8 @@
  * - Release: when the coordinator is idle, no request is open, and nothing runs in the background,
  *   the run is shut down cleanly and released `parked` until its earliest idle timer (or `done`),
  *   conditional on no wake having been posted meanwhile.
+ * - Kept runs (`keep`, serve's main run): hosted until the worker stops, never released when idle;
+ *   one another worker holds is claimed as soon as it is free (at each poll, and at its wakes).
  * @module
  */
 import { randomUUID } from 'node:crypto';
@@ -22,9 +24,10 @@ import { TERMINAL_STATUSES } from '../../machines/types.js';
 import type { Coordinator } from '../host/createCoordinator.js';
 import { resumeCoordinator, type ResumeOptions } from '../host/resumeCoordinator.js';
 import type { StorePort } from '../store/port.js';
-import type { ReleaseState, RunLease } from '../store/postgres/lease.js';
+import type { LeaseOptions, ReleaseState, RunLease } from '../store/postgres/lease.js';
 import { wakeChannel, type PostgresStore } from '../store/postgres/store.js';
 import type { AgentRow } from '../store/types.js';
+import { TroupeError } from '../errors.js';
 import { applyRequests } from './requests.js';
 import { openRequests, wakeSeq } from './inbox.js';
 
@@ -59,6 +62,16 @@ export interface Worker {
   readonly id: string;
   /** Ids of the runs hosted now. */
   hosted(): string[];
+  /** The lease options this worker claims with (`submitRun`'s `hold` hands a run over with them). */
+  readonly lease: LeaseOptions;
+  /**
+   * Host run `runId` until this worker stops, even while it is idle (it is never released parked);
+   * `held` is a claim of it made with {@link Worker.lease}. Resolves true once hosted here, false
+   * while another worker holds it: this worker then claims it as soon as it is free.
+   */
+  keep(runId: string, held?: RunLease): Promise<boolean>;
+  /** The coordinators of the runs hosted now (a run between two hostings has none). */
+  coordinators(): Coordinator<StorePort>[];
   /** Stop claiming, shut every hosted run down and release it (runnable: another worker takes it). */
   stop(): Promise<void>;
 }
@@ -150,6 +163,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const logger = options.logger ?? pino({ level: 'silent' });
   const lease = { owner: id, ttlMs: options.ttlMs ?? 15_000, ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}) };
   const hosted = new Map<string, Hosted>();
+  const kept = new Set<string>();
   let stopping = false;
   let filling = false;
   let refill = false;
@@ -173,6 +187,19 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       logger.warn({ err }, 'claiming runs failed; retrying at the next poll');
     } finally {
       filling = false;
+    }
+  }
+
+  /** Claim a kept run that is not hosted here; false while another worker holds it. */
+  async function claimKept(runId: string): Promise<boolean> {
+    if (hosted.has(runId)) return true;
+    if (stopping) return false;
+    try {
+      host(await store.claim(runId, lease));
+      return true;
+    } catch (err) {
+      if (!(err instanceof TroupeError && err.code === 'RUN_LOCKED')) logger.warn({ err, runId }, 'claiming a kept run failed; retrying at the next poll');
+      return false;
     }
   }
 
@@ -245,6 +272,10 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
           await nudged(entry);
           continue;
         }
+        if (kept.has(runId)) {
+          await nudged(entry);
+          continue;
+        }
         await c.shutdown();
         entry.c = null;
         // After a clean shutdown the rows are what the run is: decide from them.
@@ -277,6 +308,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       client.on('notification', (n) => {
         const entry = n.payload ? hosted.get(n.payload) : undefined;
         if (entry) entry.nudge();
+        else if (n.payload && kept.has(n.payload)) void claimKept(n.payload);
         else void fill();
       });
       client.on('error', () => {
@@ -293,6 +325,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   }
   await listen();
   const poll = setInterval(() => {
+    for (const runId of kept) void claimKept(runId);
     void fill();
     for (const entry of hosted.values()) entry.nudge();
   }, options.pollMs ?? 5_000);
@@ -301,6 +334,13 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   return {
     id,
     hosted: () => [...hosted.keys()],
+    lease,
+    keep(runId, held) {
+      kept.add(runId);
+      if (held && !hosted.has(runId) && !stopping) host(held);
+      return claimKept(runId);
+    },
+    coordinators: () => [...hosted.values()].flatMap((e) => (e.c ? [e.c] : [])),
     async stop() {
       stopping = true;
       clearInterval(poll);

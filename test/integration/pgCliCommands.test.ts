@@ -95,9 +95,11 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     expect(s).toMatchObject({ root: { status: 'completed' }, host: { state: 'done', owner: null } });
   });
 
-  it('serve on PostgreSQL submits its main run and hosts it; a message reaches it from another process', async () => {
-    await using server = await createFakeOpenAIServer((request) =>
-      request.index === 0
+  it('serve on PostgreSQL submits its main run and keeps hosting it while it waits; a message reaches it from another process', async () => {
+    // Counted here: serve's watchdog also asks the server (GET /models), which request.index counts.
+    let calls = 0;
+    await using server = await createFakeOpenAIServer(() =>
+      calls++ === 0
         ? { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: 'Ready.' } }] } }
         : { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'served' } }] } },
     );
@@ -105,8 +107,9 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     const cwd = workdir();
     const serving = spawnTroupe(['serve', 'Wait for the user', '--db', db, '--model', 'm', '--base-url', server.url, '--api-key', 'k'], cwd);
     running.push(serving);
-    await serving.line(/^ready: worker .* main run/);
-    await statusWhere(db, cwd, (s) => s.host?.state === 'parked');
+    const workerId = /^ready: worker (\S+) /.exec(await serving.line(/^ready: worker .* main run/))![1];
+    // Its root waits on the user: serve keeps the run (a plain worker would release it parked).
+    await statusWhere(db, cwd, (s) => s.root?.status === 'waiting' && s.host?.owner === workerId && s.host?.state === 'runnable');
     const sent = await troupe(['send', 'lead', 'go', '--db', db], cwd);
     expect(sent.code, sent.stderr).toBe(0);
     await statusWhere(db, cwd, (s) => s.root?.status === 'completed');

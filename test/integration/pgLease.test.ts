@@ -6,8 +6,10 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import { agentRow } from '../unit/store/storeContract.js';
 
 const available = await pgAvailable();
 const CHILD = fileURLToPath(new URL('../../dist/test/integration/pg/leaseChild.js', import.meta.url));
@@ -97,6 +99,59 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     expect((await leaseOf('renewed')).lease_until).toBeGreaterThanOrEqual(before);
     await expect(b.claim('renewed', { owner: 'B', heartbeatMs: 0 })).rejects.toMatchObject({ code: 'RUN_LOCKED' });
     expect(await b.claimNext({ owner: 'B', heartbeatMs: 0 })).toBeNull();
+  });
+
+  it('a commit that fails at its last statement or its COMMIT leaves nothing in the host\'s write cache: the next commit of the lease numbers and merges from what committed', async () => {
+    const runId = 'cache';
+    const budget = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+    const held = await a.claim(runId, { owner: 'A', heartbeatMs: 0 });
+    const mail = { runId, to: 'x', from: 'user', fromName: 'user', type: 'instruction', priority: 'normal' as const, content: 'hi', interrupt: false, createdAt: 1 };
+    await held.port.commit([
+      { op: 'insertRun', run: { id: runId, createdAt: 1, interactive: false, rootId: 'x', budget } },
+      { op: 'registerAgent', agent: agentRow('x', { runId }), firstInput: [{ role: 'user', content: 'task' }] },
+      { op: 'enqueueMessage', message: { ...mail, id: 'cache-m1' } },
+    ]);
+    // Every op is applied (and staged in the cache); the batch fails at the multi-row insert of its
+    // messages (a message id that exists), after its session rows were written in the transaction.
+    await expect(
+      held.port.commit([
+        { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'lost 1' }] },
+        { op: 'updateAgent', id: 'x', patch: { turns: 7 } },
+        { op: 'enqueueMessage', message: { ...mail, id: 'cache-m1' } },
+      ]),
+    ).rejects.toMatchObject({ code: 'AGENT_EXISTS' });
+    // The connection is killed as COMMIT is sent: everything was written but nothing committed.
+    const connect = a.pool.connect.bind(a.pool) as () => Promise<pg.PoolClient>;
+    a.pool.connect = (async () => {
+      const client = await connect();
+      const query = client.query.bind(client) as (text: string) => Promise<unknown>;
+      (client as unknown as { query: (text: string, params?: unknown[]) => Promise<unknown> }).query = async (text, params) => {
+        if (text === 'COMMIT') await adminQuery('SELECT pg_terminate_backend($1)', [(client as unknown as { processID: number }).processID]);
+        return (query as (t: string, p?: unknown[]) => Promise<unknown>)(text, params);
+      };
+      return client;
+    }) as typeof a.pool.connect;
+    try {
+      await expect(
+        held.port.commit([
+          { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'lost 2' }, { role: 'assistant', content: 'lost 3' }] },
+          { op: 'updateAgent', id: 'x', patch: { status: 'waiting', waitKind: 'agents' } },
+        ]),
+      ).rejects.toMatchObject({ code: 'STORE_IO' });
+    } finally {
+      a.pool.connect = connect as typeof a.pool.connect;
+    }
+    expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task']);
+    // No read in between: the next commit computes session seqs and the agent's row from its cache.
+    await held.port.commit([
+      { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'kept' }] },
+      { op: 'updateAgent', id: 'x', patch: { stint: 2 } },
+    ]);
+    const seqs = await adminQuery(`SELECT seq FROM ${schema}.session_items WHERE agent_id = 'x' ORDER BY seq`);
+    expect(seqs.rows.map((r: { seq: number }) => r.seq)).toEqual([0, 1]);
+    expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task', 'kept']);
+    expect((await a.reads.listAgents(runId))[0]).toMatchObject({ status: 'running', waitKind: null, turns: 0, stint: 2 });
+    await held.release({ state: 'done' });
   });
 
   it('a SIGSTOPped worker past its lease cannot write a row after waking', async () => {

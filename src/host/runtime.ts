@@ -23,7 +23,7 @@ import type { Store } from '../store/types.js';
 import type { BuiltinEnv } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import type { BuiltinHost } from '../tools/ports.js';
-import { runUserTool, type ToolRunner } from '../tools/runUserTool.js';
+import { runUserTool } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
 import type { AgentActivity, AgentRef, ModelRecovery, ToolLedger, TurnHost } from '../turn/ports.js';
 import { runTrace, type RunTrace } from '../trace/tracer.js';
@@ -52,7 +52,6 @@ import { IdleTimers } from './timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views.js';
 
 export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views.js';
-export type { AgentHandle } from './agents.js';
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
 
@@ -93,7 +92,6 @@ export class Runtime implements TurnHost {
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
   readonly #builtins: BuiltinHost;
-  #toolRunner: ToolRunner | undefined;
   readonly #graph: GraphHost;
   #shutdown = false;
   #failure: TroupeError | null = null;
@@ -309,8 +307,7 @@ export class Runtime implements TurnHost {
   }
 
   runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): Promise<unknown> {
-    this.#toolRunner ??= { queue: this.toolQueue, clock: this.clock, defaultTimeoutMs: this.options.toolTimeoutMs, runId: this.runId };
-    return runUserTool(this.#toolRunner, tool, args, agent, cancel, idempotencyKey);
+    return runUserTool({ queue: this.toolQueue, clock: this.clock, defaultTimeoutMs: this.options.toolTimeoutMs, runId: this.runId }, tool, args, agent, cancel, idempotencyKey);
   }
 
   linkExecutions(agent: AgentRef, content: string): void {

@@ -8,8 +8,8 @@
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { systemClock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
-import { isStorePort, portOf, type StorePort } from '../store/port.js';
-import type { RunRow, Store, UsagePurpose } from '../store/types.js';
+import { isStorePort, portOf, type AgentSpend, type StorePort } from '../store/port.js';
+import type { AgentRow, RunRow, Store, UsagePurpose } from '../store/types.js';
 import { STINT_EVENT } from '../trace/attributes.js';
 import { tracingRegistered } from '../trace/tracer.js';
 import { reviewNotes } from '../turn/review.js';
@@ -60,7 +60,19 @@ export async function recoverRun(
   runId: string | undefined,
   options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & { now?: number },
 ): Promise<RunRow> {
-  const port = isStorePort(store) ? store : portOf(store);
+  return (await recover(isStorePort(store) ? store : portOf(store), runId, options)).run;
+}
+
+/**
+ * recoverRun, also handing back the agent and spend rows it read: the recovery writes neither, so
+ * resume reuses them instead of reading (and decoding) every agent a second time — measured at a
+ * fifth of a 10,000-agent resume.
+ */
+async function recover(
+  port: StorePort,
+  runId: string | undefined,
+  options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & { now?: number },
+): Promise<{ run: RunRow; agents: AgentRow[]; spend: AgentSpend[] }> {
   const now = options.now ?? Date.now();
   const run = runId === undefined ? (await port.listRuns()).at(-1) : await port.getRun(runId);
   if (!run) {
@@ -69,7 +81,8 @@ export async function recoverRun(
   const spend = await port.spendOf(run.id);
   const spent = spend.reduce((sum, s) => sum + s.costUsd, 0);
   const recovered: RunRow = { ...run, interactive: options.interactive ?? run.interactive, budget: recomputeBudgetFlags(run, spent, options.budget) };
-  const agentIds = new Set((await port.listAgents(run.id)).map((a) => a.id));
+  const agents = await port.listAgents(run.id);
+  const agentIds = new Set(agents.map((a) => a.id));
   const delegations = await port.listDelegations(run.id);
   await port.commit([
     { op: 'updateRun', id: run.id, patch: { interactive: recovered.interactive, budget: recovered.budget } },
@@ -77,7 +90,7 @@ export async function recoverRun(
     ...interruptStaleDelegations(delegations, agentIds, port.boot, run.id, now),
     { op: 'dropReentryBudgets', before: now - STALE_BUDGET_MS },
   ]);
-  return recovered;
+  return { run: recovered, agents, spend };
 }
 
 /**
@@ -94,10 +107,8 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   }
   const { store, runId, ...rest } = options;
   const port = isStorePort(store) ? store : portOf(store as Store);
-  const run = await recoverRun(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
-  const [agents, spend, pending, noticeKeys, delegations, notes, stints] = await Promise.all([
-    port.listAgents(run.id),
-    port.spendOf(run.id),
+  const { run, agents, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
+  const [pending, noticeKeys, delegations, notes, stints] = await Promise.all([
     port.pendingMessagesOf(run.id),
     port.noticeKeysOf(run.id),
     port.listDelegations(run.id),

@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
 import { createFileIfMissing, fileState } from './files.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
-import { verifyRows } from './verifyRows.js';
+import { verifyRows, type VerifiedRows } from './verifyRows.js';
 
 export interface OpenFileOptions {
   path: string;
@@ -47,8 +47,8 @@ function connect(path: string, readonly: boolean, timeout: number): Database.Dat
 /** Names of the tables a file holds (a file troupe has not initialised holds none). */
 const tablesOf = (db: Database.Database) => db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[];
 
-/** Check an opened file, reading only; returns its schema version. */
-function checkFile(db: Database.Database, options: OpenFileOptions): number {
+/** Check an opened file, reading only; returns its schema version and, for an owner, what it decoded. */
+function checkFile(db: Database.Database, options: OpenFileOptions): { version: number; verified: VerifiedRows | null } {
   const { path } = options;
   try {
     const version = db.pragma('user_version', { simple: true }) as number;
@@ -67,8 +67,8 @@ function checkFile(db: Database.Database, options: OpenFileOptions): number {
       }
       if (options.readonly) throw new TroupeError('RUN_NOT_FOUND', `${path} holds no troupe data`);
     }
-    if (!options.readonly && options.verify !== false) verifyRows(db, version);
-    return version;
+    const verified = !options.readonly && options.verify !== false ? verifyRows(db, version) : null;
+    return { version, verified };
   } catch (err) {
     if (err instanceof TroupeError) {
       if (err.code !== 'STORE_CORRUPT' || err.message.includes(path)) throw err;
@@ -107,21 +107,27 @@ function closingOnThrow<T>(db: Database.Database, fn: () => T): T {
   }
 }
 
+/** An opened database, and the agent rows its owner's verify pass decoded (null when there was none, or a migration ran since). */
+export interface OpenedDatabase {
+  db: Database.Database;
+  verified: VerifiedRows | null;
+}
+
 /**
  * Open `options.path` (or ':memory:') checked: a reader's connection after the read-only checks,
  * an owner's after every check passed on a read-only probe, then set up and migrated.
  */
-export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NORMAL'): Database.Database {
+export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NORMAL'): OpenedDatabase {
   const { path } = options;
   const timeout = options.busyTimeoutMs ?? 5_000;
   if (path === ':memory:') {
     const db = new Database(':memory:');
-    return closingOnThrow(db, () => (setUp(db, options, synchronous, db.pragma('user_version', { simple: true }) as number), db));
+    return closingOnThrow(db, () => (setUp(db, options, synchronous, db.pragma('user_version', { simple: true }) as number), { db, verified: null }));
   }
   if (options.readonly) {
     if (!fileState(path)) throw new TroupeError('STORE_OPEN_FAILED', `${path} does not exist`);
     const db = connect(path, true, timeout);
-    return closingOnThrow(db, () => (checkFile(db, options), db));
+    return closingOnThrow(db, () => (checkFile(db, options), { db, verified: null }));
   }
   try {
     accessSync(dirname(path), constants.W_OK);
@@ -131,12 +137,14 @@ export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NO
   createFileIfMissing(path);
   fileState(path); // a directory (or anything but a file) where the database should be
   const probe = connect(path, true, timeout);
-  let version: number;
+  let checked: ReturnType<typeof checkFile>;
   try {
-    version = checkFile(probe, options);
+    checked = checkFile(probe, options);
   } finally {
     probe.close(); // a read-only connection never checkpoints: a refused file is left as it was
   }
   const db = connect(path, false, timeout);
-  return closingOnThrow(db, () => (setUp(db, options, synchronous, version), db));
+  // A migration may rewrite rows: what was decoded before it is not what the file holds.
+  const verified = checked.version === SCHEMA_VERSION ? checked.verified : null;
+  return closingOnThrow(db, () => (setUp(db, options, synchronous, checked.version), { db, verified }));
 }

@@ -28,7 +28,9 @@ export const shape = (spec: Record<string, Check>): Check => (v) => isRecord(v) 
 
 /** The first field of `value` that fails its check, or null. */
 function badField(value: Record<string, unknown>, spec: Record<string, Check>): string | null {
-  for (const [key, check] of Object.entries(spec)) if (!check(value[key])) return key;
+  // for-in, not Object.entries: no array per row (resume decodes every agent row twice; entries
+  // made badField 12 % of a 10,000-agent resume's profile).
+  for (const key in spec) if (!spec[key]!(value[key])) return key;
   return null;
 }
 

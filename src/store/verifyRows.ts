@@ -8,13 +8,35 @@
 import type Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
 import { sessionChecksum } from './checksums.js';
-import type { SessionDbRow } from './dbRows.js';
+import type { AgentDbRow, SessionDbRow } from './dbRows.js';
+import type { AgentRow } from './types.js';
 import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, toToolCall, toUsage } from './decode.js';
 
+/**
+ * What the pass decoded and an owner can use instead of reading it again: every agent row, by run,
+ * in `listAgents` order (created_at, then rowid). Valid until the owner's first write.
+ */
+export interface VerifiedRows {
+  agentsByRun: Map<string, AgentRow[]>;
+}
+
 /** Each table the store reads, the schema version that created it, and how to check its rows. */
-const TABLES: readonly { table: string; since: number; order: string; check: (rows: IterableIterator<unknown>) => void }[] = [
+const TABLES: readonly { table: string; since: number; order: string; check: (rows: IterableIterator<unknown>, kept: VerifiedRows) => void }[] = [
   { table: 'runs', since: 1, order: 'rowid', check: (rows) => each(rows, toRun) },
-  { table: 'agents', since: 1, order: 'rowid', check: (rows) => each(rows, toAgent) },
+  {
+    table: 'agents',
+    since: 1,
+    // The agents_by_run index's order, which is listAgents' order within a run.
+    order: 'run_id, created_at, rowid',
+    check: (rows, kept) => {
+      for (const row of rows as IterableIterator<AgentDbRow>) {
+        const agent = toAgent(row);
+        let list = kept.agentsByRun.get(agent.runId);
+        if (!list) kept.agentsByRun.set(agent.runId, (list = []));
+        list.push(agent);
+      }
+    },
+  },
   { table: 'messages', since: 1, order: 'seq', check: (rows) => each(rows, toMessage) },
   {
     // The checksum covers the item's whole text, so a matching one means the text is what troupe
@@ -48,13 +70,15 @@ function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): 
 /**
  * Decode every row of every table troupe reads (schema `version`), reading only: throws
  * STORE_CORRUPT for the first damaged row, or for a table the schema should have and the file
- * lacks. A writer calls this before its first write.
+ * lacks. A writer calls this before its first write; it gets back the agent rows decoded.
  */
-export function verifyRows(db: Database.Database, version: number): void {
+export function verifyRows(db: Database.Database, version: number): VerifiedRows {
   const present = new Set((db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]));
+  const kept: VerifiedRows = { agentsByRun: new Map() };
   for (const { table, since, order, check } of TABLES) {
     if (version < since) continue;
     if (!present.has(table)) throw new TroupeError('STORE_CORRUPT', `the table ${table} is missing`);
-    check(db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).iterate());
+    check(db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).iterate(), kept);
   }
+  return kept;
 }

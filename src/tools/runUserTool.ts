@@ -22,6 +22,51 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
 
 /**
+ * One call's context and scope: a class, so that the lazy `signal` and `logger` are prototype
+ * getters instead of two closures and an accessor literal per call (the in-memory turn's largest
+ * allocation outside XState). The tool's own AbortSignal (the agent's cancellation, and the
+ * timeout) is made only when the tool reads `signal` or returns a promise.
+ */
+class CallContext implements ToolContext {
+  readonly agentId: string;
+  readonly agentName: string;
+  readonly runId: string;
+  readonly idempotencyKey: string;
+  readonly #agentLogger: Logger;
+  readonly #tool: string;
+  readonly #cancel: Cancellation;
+  #own: LazyAbort | undefined = undefined;
+  #logger: Logger | undefined = undefined;
+
+  constructor(runId: string, agent: { readonly id: string; readonly name: string; readonly logger: Logger }, tool: string, cancel: Cancellation, idempotencyKey: string) {
+    this.agentId = agent.id;
+    this.agentName = agent.name;
+    this.runId = runId;
+    this.idempotencyKey = idempotencyKey;
+    this.#agentLogger = agent.logger;
+    this.#tool = tool;
+    this.#cancel = cancel;
+  }
+
+  get signal(): AbortSignal {
+    return this.scope().signal;
+  }
+
+  get logger(): Logger {
+    return (this.#logger ??= this.#agentLogger.child({ tool: this.#tool }));
+  }
+
+  /** The tool's own scope under the agent's cancellation (made on first use). */
+  scope(): LazyAbort {
+    return (this.#own ??= new LazyAbort(this.#cancel.signal));
+  }
+
+  close(): void {
+    this.#own?.close();
+  }
+}
+
+/**
  * Run a user tool through the tool queue with its timeout and the agent's signal. The tool's own
  * AbortSignal and the timeout timer are created only when needed (the tool reads `signal`, or
  * returns a promise): a synchronous tool cannot be timed out and needs neither.
@@ -34,62 +79,47 @@ export async function runUserTool(
   cancel: Cancellation,
   idempotencyKey: string,
 ): Promise<unknown> {
-  const timeoutMs = tool.timeoutMs ?? rt.defaultTimeoutMs;
-  // The tool's own scope: the agent's cancellation, and the timeout.
-  let own: LazyAbort | undefined;
-  const link = (): LazyAbort => (own ??= new LazyAbort(cancel.signal));
-  let logger: Logger | undefined;
-  const context: ToolContext = {
-    agentId: agent.id,
-    agentName: agent.name,
-    runId: rt.runId,
-    idempotencyKey,
-    get signal() {
-      return link().signal;
-    },
-    get logger() {
-      return (logger ??= agent.logger.child({ tool: tool.name }));
-    },
-  };
-  const execute = (): unknown => {
-    const out = tool.execute(args, context);
-    if (!isPromiseLike(out)) return out;
-    const signal = cancel.signal;
-    // A tool that ignores its signal is abandoned at the timeout, not awaited forever.
-    return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        rt.clock.clearTimeout(timer);
-        reject(signal.reason);
-      };
-      const timer = rt.clock.setTimeout(() => {
-        signal.removeEventListener('abort', onAbort);
-        const err = new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`);
-        link().abort(err);
-        reject(err);
-      }, timeoutMs);
-      signal.addEventListener('abort', onAbort, { once: true });
-      out.then(
-        (value) => {
-          rt.clock.clearTimeout(timer);
-          signal.removeEventListener('abort', onAbort);
-          resolve(value);
-        },
-        (err: unknown) => {
-          rt.clock.clearTimeout(timer);
-          signal.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      );
-    });
-  };
+  const context = new CallContext(rt.runId, agent, tool.name, cancel, idempotencyKey);
   try {
     // The cancellation is checked when the task starts:
     // a tool queued for an agent that has since stopped never runs either way.
     return await rt.queue.add(() => {
       if (cancel.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
-      return execute();
+      const out = tool.execute(args, context);
+      return isPromiseLike(out) ? settleInTime(rt, tool, out, cancel, context) : out;
     });
   } finally {
-    own?.close();
+    context.close();
   }
+}
+
+/** An async tool's result, or its timeout, or the agent's cancellation (a tool that ignores its signal is abandoned at the timeout, not awaited forever). */
+function settleInTime(rt: ToolRunner, tool: CompiledTool, out: PromiseLike<unknown>, cancel: Cancellation, context: CallContext): Promise<unknown> {
+  const timeoutMs = tool.timeoutMs ?? rt.defaultTimeoutMs;
+  const signal = cancel.signal;
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      rt.clock.clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = rt.clock.setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      const err = new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`);
+      context.scope().abort(err);
+      reject(err);
+    }, timeoutMs);
+    signal.addEventListener('abort', onAbort, { once: true });
+    out.then(
+      (value) => {
+        rt.clock.clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        rt.clock.clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }

@@ -253,7 +253,6 @@ async function executeCall(
   scope: CallScope,
   cancel: Cancellation,
 ): Promise<CallResult> {
-  const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false, errorCode: serializeError(err).code });
   const builtin = BUILTIN_TOOLS.get(call.name);
   const user = builtin ? undefined : rt.userTool(agent, call.name);
   if (!builtin && !user) {
@@ -331,6 +330,9 @@ async function executeCall(
     return fail(err instanceof TroupeError ? err : new TroupeError('TOOL_FAILED', `${call.name} failed: ${toError(err).message}`, { cause: err }));
   }
 }
+
+/** A call that failed: its error as the tool result (a function, not a closure per call). */
+const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false, errorCode: serializeError(err).code });
 
 const stringify = (result: unknown) => (result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result));
 

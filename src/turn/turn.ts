@@ -210,10 +210,6 @@ async function callModel(
   agent.inFlight = callSignal;
   // A stop requested before the call began cancels it before it starts.
   if (host.stopRequested(agent)) callSignal.abort(STOP_REQUESTED);
-  const cancelled = (err: unknown): ModelCall => {
-    if (signal.aborted) throw err;
-    return callSignal.reason === STOP_REQUESTED ? { outcome: { kind: 'stopped', reason: 'requested' } } : { outcome: { kind: 'interrupted' } };
-  };
   let attempts = input.attempts ?? noAttempts(input.turn);
   let request = first;
   try {
@@ -224,7 +220,7 @@ async function callModel(
         return { turn: answer.turn, request };
       } catch (err) {
         if (signal.aborted) throw err;
-        if (callSignal.aborted) return cancelled(err);
+        if (callSignal.aborted) return cancelledCall(err, signal, callSignal);
         const decision = decideRecovery(err, attempts, { hasImages: hasImages(host.sessions.items(agent)), retry: host.options.retry });
         if (decision.kind === 'crash') {
           agent.logger.error({ err }, 'model call crashed');
@@ -252,7 +248,7 @@ async function callModel(
           try {
             compacted = await compactSession(host, agent, input.stintTurn, callSignal);
           } catch (compactionError) {
-            if (callSignal.aborted) return cancelled(compactionError);
+            if (callSignal.aborted) return cancelledCall(compactionError, signal, callSignal);
             agent.logger.warn({ err: compactionError }, 'compaction failed');
           }
           // The budget stopped (or its limit was lowered) since the turn was admitted.
@@ -275,7 +271,7 @@ async function callModel(
           try {
             await sleep(host.clock, decision.delayMs, callSignal.signal);
           } catch (abort) {
-            return cancelled(abort);
+            return cancelledCall(abort, signal, callSignal);
           }
         }
         // Built again: the session may have changed (images, compaction), and the budget warning with the spend.
@@ -287,6 +283,12 @@ async function callModel(
     callSignal.close();
     agent.inFlight = null;
   }
+}
+
+/** A model call cancelled by a message (interrupted) or a stop; a cancelled cycle rethrows. */
+function cancelledCall(err: unknown, signal: AbortSignal, callSignal: LazyAbort): ModelCall {
+  if (signal.aborted) throw err;
+  return callSignal.reason === STOP_REQUESTED ? { outcome: { kind: 'stopped', reason: 'requested' } } : { outcome: { kind: 'interrupted' } };
 }
 
 /** What a call streamed before it broke, kept in the session so a revived agent sees it. */

@@ -130,6 +130,24 @@ export function describeStoreContract(name: string, create: () => Store) {
       expect(store.listEvents('run1')).toEqual([]);
     });
 
+    it('an update changes no row handed out before it, and a rolled-back pair of updates restores the first values', () => {
+      const store = fresh();
+      store.registerAgent(agentRow('a'), [FIRST]);
+      const before = store.getAgent('a')!;
+      const listed = store.listAgents('run1');
+      store.updateAgent('a', { turns: 4, lastTool: 'x' });
+      expect(before.turns).toBe(0);
+      expect(listed.find((r) => r.id === 'a')!.lastTool).toBeNull();
+      expect(() =>
+        store.transaction(() => {
+          store.updateAgent('a', { turns: 5, status: 'waiting', waitKind: 'agents' });
+          store.updateAgent('a', { turns: 6, lastTool: 'y' });
+          throw new Error('undo');
+        }),
+      ).toThrow('undo');
+      expect(store.getAgent('a')).toMatchObject({ turns: 4, lastTool: 'x', status: 'running', waitKind: null });
+    });
+
     it('nested transactions join the outer one', () => {
       const store = fresh();
       store.registerAgent(agentRow('a'), [FIRST]);

@@ -103,7 +103,7 @@ export class Registrar {
   #register(reg: { id: string; name: string; parentId: string | null; depth: number; task: string; skills: string[] }, firstInput: ReturnType<typeof rootFirstInput>): AgentHandle {
     const host = this.#host;
     const at = host.clock.now();
-    const row = newAgentRow({ ...reg, runId: host.runId }, at);
+    const row = newAgentRow({ id: reg.id, runId: host.runId, name: reg.name, parentId: reg.parentId, depth: reg.depth, task: reg.task, skills: reg.skills }, at);
     host.coordinator.send({ type: 'agent.register', id: reg.id, name: reg.name, parentId: reg.parentId });
     if (!getAgentRecord(host.coordinator.getSnapshot().context, reg.id)) throw new TroupeError('INTERNAL', `the coordinator did not register ${reg.id}`);
     if (reg.parentId === null) {

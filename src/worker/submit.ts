@@ -6,7 +6,7 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { toError } from '../errors.js';
+import { ConfigError, toError } from '../errors.js';
 import { createCoordinator } from '../host/createCoordinator.js';
 import type { CoordinatorOptions } from '../host/options.js';
 import type { Model } from '../model/types.js';
@@ -32,6 +32,11 @@ export interface SubmitOptions extends Pick<CoordinatorOptions<StorePort>, 'inte
 export async function submitRun(store: PostgresStore, options: SubmitOptions): Promise<{ runId: string; rootId: string; lease?: RunLease }> {
   const runId = options.runId ?? `run_${randomUUID()}`;
   const { root, event, hold, ...rest } = options;
+  // Refused before the claim: claiming a finished or parked run's lease would make it runnable
+  // again, and the release after the refusal would leave it so (a worker would host it for nothing).
+  if (options.runId !== undefined && (await store.reads.getRun(runId))) {
+    throw new ConfigError(`The store already holds run ${runId}: resume it with resumeCoordinator({ store, runId })`);
+  }
   const lease = await store.claim(runId, hold ?? { owner: `submit:${randomUUID().slice(0, 8)}`, ttlMs: 60_000, heartbeatMs: 0 });
   const c = createCoordinator<StorePort>({ ...rest, runId, store: lease.port, model: holdModel });
   let rootId: string;

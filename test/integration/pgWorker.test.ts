@@ -91,6 +91,25 @@ describe.skipIf(!available)(pgTitle(available, 'workers on PostgreSQL'), () => {
     expect(delivered[0]!.deliveredAt).not.toBeNull();
   });
 
+  it('a submit whose root is refused leaves no run and no live lease: the id is taken again at once', async () => {
+    const runId = `run_refused_${Date.now()}`;
+    await expect(submitRun(store, { runId, root: { name: 'lead', task: '   ' } })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    const refused = (await store.leases()).find((l) => l.run_id === runId);
+    // Released, not held for the lease's minute; `done`, since no worker could ever host it.
+    expect(refused).toMatchObject({ owner: null, state: 'done' });
+    expect(await store.reads.getRun(runId)).toBeUndefined();
+    const again = await submitRun(store, { runId, root: { name: 'lead', task: 'quick' } });
+    expect(again.runId).toBe(runId);
+    await leaseWhere(runId, (l) => l.state === 'done' && l.owner === null && l.epoch > refused!.epoch);
+  });
+
+  it("a submit under the id of a finished run is refused and leaves that run's lease as it was", async () => {
+    const { runId } = await submitRun(store, { root: { name: 'lead', task: 'quick' } });
+    const done = await leaseWhere(runId, (l) => l.state === 'done');
+    await expect(submitRun(store, { runId, root: { name: 'lead', task: 'again' } })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    expect((await store.leases()).find((l) => l.run_id === runId)).toEqual(done);
+  });
+
   it('finds a run whose notification was lost through the slow poll', async () => {
     const { runId } = await submitRun(store, { root: { name: 'lead', task: 'quick' } });
     const done = await leaseWhere(runId, (l) => l.state === 'done');

@@ -32,7 +32,8 @@ class CallContext implements ToolContext {
   readonly agentName: string;
   readonly runId: string;
   readonly idempotencyKey: string;
-  readonly #agentLogger: Logger;
+  /** The agent, whose logger is read only when the tool reads its own (an agent's pino child is made on first use). */
+  readonly #agent: { readonly logger: Logger };
   readonly #tool: string;
   readonly #cancel: Cancellation;
   #own: LazyAbort | undefined = undefined;
@@ -43,7 +44,7 @@ class CallContext implements ToolContext {
     this.agentName = agent.name;
     this.runId = runId;
     this.idempotencyKey = idempotencyKey;
-    this.#agentLogger = agent.logger;
+    this.#agent = agent;
     this.#tool = tool;
     this.#cancel = cancel;
   }
@@ -53,7 +54,7 @@ class CallContext implements ToolContext {
   }
 
   get logger(): Logger {
-    return (this.#logger ??= this.#agentLogger.child({ tool: this.#tool }));
+    return (this.#logger ??= this.#agent.logger.child({ tool: this.#tool }));
   }
 
   /** The tool's own scope under the agent's cancellation (made on first use). */

@@ -1,0 +1,70 @@
+import type { Logger } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { LazyAbort } from '../../../src/cancel.js';
+import { systemClock } from '../../../src/clock.js';
+import { Limiter } from '../../../src/limiter.js';
+import { compileTool, defineTool, type ToolContext } from '../../../src/tools/defineTool.js';
+import { runUserTool, type ToolRunner } from '../../../src/tools/runUserTool.js';
+
+const runner: ToolRunner = { queue: new Limiter(4), clock: systemClock, defaultTimeoutMs: 1_000, runId: 'run_1' };
+
+/** An agent whose logger counts how often it is read and which children it makes. */
+function agent() {
+  const seen = { reads: 0, children: [] as object[] };
+  const child = { info: () => undefined } as unknown as Logger;
+  const logger = { child: (bindings: object) => (seen.children.push(bindings), child) } as unknown as Logger;
+  return {
+    seen,
+    ref: {
+      id: 'a1',
+      name: 'scout',
+      get logger() {
+        seen.reads++;
+        return logger;
+      },
+    },
+  };
+}
+
+describe('runUserTool: a tool call context', () => {
+  it("carries the call's identity, and touches the agent's logger only when the tool reads its own", async () => {
+    let context: ToolContext | undefined;
+    const quiet = compileTool(defineTool({ name: 'quiet', description: 'd', parameters: { type: 'object' }, execute: (_args, ctx) => ((context = ctx), 'ok') }));
+    const a = agent();
+    expect(await runUserTool(runner, quiet, {}, a.ref, new LazyAbort(), 'run_1:a1:3:c1')).toBe('ok');
+    expect(context).toMatchObject({ agentId: 'a1', agentName: 'scout', runId: 'run_1', idempotencyKey: 'run_1:a1:3:c1' });
+    // An agent's logger is a pino child made on first use: a tool that logs nothing must not make it.
+    expect(a.seen.reads).toBe(0);
+
+    const chatty = compileTool(
+      defineTool({ name: 'chatty', description: 'd', parameters: { type: 'object' }, execute: (_args, ctx) => (ctx.logger.info('one'), ctx.logger.info('two'), 'ok') }),
+    );
+    const b = agent();
+    await runUserTool(runner, chatty, {}, b.ref, new LazyAbort(), 'k');
+    expect(b.seen.reads).toBe(1);
+    expect(b.seen.children).toEqual([{ tool: 'chatty' }]);
+  });
+
+  it("gives the tool a signal that follows the agent's cancellation while it runs", async () => {
+    const cancel = new LazyAbort();
+    let signal: AbortSignal | undefined;
+    const tool = compileTool(
+      defineTool({
+        name: 'watch',
+        description: 'd',
+        parameters: { type: 'object' },
+        execute: (_args, ctx) => new Promise((_resolve, reject) => ((signal = ctx.signal), ctx.signal.addEventListener('abort', () => reject(new Error('saw the abort'))))),
+      }),
+    );
+    const running = runUserTool(runner, tool, {}, agent().ref, cancel, 'k');
+    await Promise.resolve();
+    expect(signal?.aborted).toBe(false);
+    const reason = new Error('the agent was stopped');
+    cancel.abort(reason);
+    expect(signal?.aborted).toBe(true);
+    await expect(running).rejects.toBe(reason);
+    const stopped = new LazyAbort();
+    stopped.abort(new Error('stopped before'));
+    await expect(runUserTool(runner, tool, {}, agent().ref, stopped, 'k')).rejects.toMatchObject({ code: 'TOOL_NOT_RUN' });
+  });
+});

@@ -70,9 +70,11 @@ class CallContext implements ToolContext {
 /**
  * Run a user tool through the tool queue with its timeout and the agent's signal. The tool's own
  * AbortSignal and the timeout timer are created only when needed (the tool reads `signal`, or
- * returns a promise): a synchronous tool cannot be timed out and needs neither.
+ * returns a promise): a synchronous tool cannot be timed out and needs neither. Not an async
+ * function: the queue's promise is the call's (one promise and one await less per tool call); the
+ * call's scope is closed where the call settles.
  */
-export async function runUserTool(
+export function runUserTool(
   rt: ToolRunner,
   tool: CompiledTool,
   args: Record<string, unknown>,
@@ -81,46 +83,48 @@ export async function runUserTool(
   idempotencyKey: string,
 ): Promise<unknown> {
   const context = new CallContext(rt.runId, agent, tool.name, cancel, idempotencyKey);
-  try {
-    // The cancellation is checked when the task starts:
-    // a tool queued for an agent that has since stopped never runs either way.
-    return await rt.queue.add(() => {
-      if (cancel.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
-      const out = tool.execute(args, context);
-      return isPromiseLike(out) ? settleInTime(rt, tool, out, cancel, context) : out;
-    });
-  } finally {
+  // The cancellation is checked when the task starts:
+  // a tool queued for an agent that has since stopped never runs either way.
+  return rt.queue.add(() => {
+    if (cancel.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
+    let out: unknown;
+    try {
+      out = tool.execute(args, context);
+    } catch (err) {
+      context.close();
+      throw err;
+    }
+    if (isPromiseLike(out)) return settleInTime(rt, tool, out, cancel, context);
     context.close();
-  }
+    return out;
+  });
 }
 
-/** An async tool's result, or its timeout, or the agent's cancellation (a tool that ignores its signal is abandoned at the timeout, not awaited forever). */
+/**
+ * An async tool's result, or its timeout, or the agent's cancellation (a tool that ignores its
+ * signal is abandoned at the timeout, not awaited forever). The call's scope closes when it settles.
+ */
 function settleInTime(rt: ToolRunner, tool: CompiledTool, out: PromiseLike<unknown>, cancel: Cancellation, context: CallContext): Promise<unknown> {
   const timeoutMs = tool.timeoutMs ?? rt.defaultTimeoutMs;
   const signal = cancel.signal;
   return new Promise((resolve, reject) => {
-    const onAbort = () => {
+    const settle = (how: 'resolve' | 'reject', value: unknown) => {
       rt.clock.clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = rt.clock.setTimeout(() => {
       signal.removeEventListener('abort', onAbort);
+      context.close();
+      if (how === 'resolve') resolve(value);
+      else reject(value);
+    };
+    const onAbort = () => settle('reject', signal.reason);
+    const timer = rt.clock.setTimeout(() => {
       const err = new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`);
       context.scope().abort(err);
-      reject(err);
+      settle('reject', err);
     }, timeoutMs);
     signal.addEventListener('abort', onAbort, { once: true });
     out.then(
-      (value) => {
-        rt.clock.clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        rt.clock.clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
+      (value) => settle('resolve', value),
+      (err: unknown) => settle('reject', err),
     );
   });
 }

@@ -53,13 +53,16 @@ interface CallScope {
 /** Built-ins that only read: re-run when a crash cut them off. */
 const READ_ONLY_BUILTINS = new Set(['view_agent_graph']);
 
-export const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem => ({
-  role: 'tool',
-  toolCallId: call.id,
-  name: call.name,
-  content: typeof result === 'string' ? result : JSON.stringify(result),
-  ...(isError ? { isError } : {}),
-});
+export const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem =>
+  resultItem(call, typeof result === 'string' ? result : JSON.stringify(result), isError);
+
+/**
+ * A tool result as a session item; `isError` only when set. Two literals, not a spread of
+ * `isError ? { isError } : {}` into one: that built an extra object and took V8's slow path for a
+ * spread followed by properties, on every tool call.
+ */
+const resultItem = (call: ToolCall, content: string, isError: boolean): SessionItem =>
+  isError ? { role: 'tool', toolCallId: call.id, name: call.name, content, isError: true } : { role: 'tool', toolCallId: call.id, name: call.name, content };
 
 const errorContent = (err: unknown) => {
   const e = serializeError(err);
@@ -150,9 +153,10 @@ export async function runTools(
       if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
       lastTool = call.name;
       // An async execution this tool started is linked to the agent, to continue it when it ends.
-      if (!isError && !deferred && rt.userTool(agent, call.name)) rt.linkExecutions(agent, content);
+      // (A call that succeeded and is not a built-in ran a user tool: no second lookup.)
+      if (!isError && !deferred && !BUILTIN_TOOLS.has(call.name)) rt.linkExecutions(agent, content);
       // A deferred call (a parking wait) is answered when the agent wakes.
-      if (!deferred) items.push({ role: 'tool', toolCallId: call.id, name: call.name, content, ...(isError ? { isError } : {}) });
+      if (!deferred) items.push(resultItem(call, content, isError));
       if (result.images) shown.push({ call, images: result.images });
       if (isError) {
         if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
@@ -201,7 +205,7 @@ async function resolveCalls(
       const result = await executeCall(rt, agent, call, state, signal, scope, cancel);
       if (signal.aborted) throw signal.reason;
       agent.logger.info({ tool: call.name, callId: call.id }, 'a tool call cut by a crash was re-run (read-only or idempotent)');
-      items.push({ role: 'tool', toolCallId: call.id, name: call.name, content: result.content, ...(result.isError ? { isError: true } : {}) });
+      items.push(resultItem(call, result.content, result.isError));
       if (result.images) shown.push({ call, images: result.images });
       continue;
     }

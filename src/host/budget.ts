@@ -216,6 +216,7 @@ export class BudgetLedger {
     reservation.settled = true;
     this.#open -= 1;
     this.#reservedUsd = this.#open === 0 ? 0 : Math.max(0, this.#reservedUsd - reservation.usd);
+    if (this.#settleWaiters.size === 0) return; // every turn settles; few wait for it
     const waiters = [...this.#settleWaiters];
     this.#settleWaiters.clear();
     for (const wake of waiters) wake();

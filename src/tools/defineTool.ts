@@ -11,6 +11,11 @@ import { ConfigError, TroupeError } from '../errors.js';
 
 export type ToolRisk = 'read_only' | 'mutation' | 'destructive';
 
+/**
+ * What a tool's `execute` gets besides its arguments. Read its fields directly or destructure them
+ * (`execute(args, { signal, logger })`): `signal` and `logger` are made on first read (getters), so
+ * a copy made by spreading (`{ ...context }`) or `JSON.stringify` does not carry them.
+ */
 export interface ToolContext {
   agentId: string;
   agentName: string;

@@ -25,22 +25,23 @@ export const emptySharded = <T>(): Sharded<T> => Array.from({ length: SHARDS }, 
 
 /** Build from many entries at once in O(n) (restoring 10,000 agents one set at a time copies ~2M properties). */
 export function shardedFrom<T>(entries: Iterable<[string, T]>): Sharded<T> {
-  const shards = emptySharded<T>() as Record<string, T>[];
+  // Without a prototype, so that an assignment defines an own property for any id ("__proto__" too).
+  const shards = Array.from({ length: SHARDS }, () => Object.create(null) as Record<string, T>);
   for (const [id, value] of entries) shards[shardOf(id)]![id] = value;
   return shards;
 }
 
+/** Own properties only: an id such as "toString" or "__proto__" is not found on the prototype. */
 export function getSharded<T>(map: Sharded<T>, id: string): T | undefined {
-  return map[shardOf(id)]?.[id];
+  const shard = map[shardOf(id)];
+  return shard !== undefined && Object.hasOwn(shard, id) ? shard[id] : undefined;
 }
 
 export function setSharded<T>(map: Sharded<T>, id: string, value: T): Sharded<T> {
   const i = shardOf(id);
-  // Clone, then store: `{ ...shard, [id]: value }` (a spread followed by a property) is V8's slow path.
-  const shard: Record<string, T> = { ...map[i] };
-  shard[id] = value;
+  // A computed key in a literal defines an own property for any id ("__proto__" too); a shard is small.
   const next = map.slice();
-  next[i] = shard;
+  next[i] = { ...map[i], [id]: value };
   return next;
 }
 

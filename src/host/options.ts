@@ -303,3 +303,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     review: resolveReview(options.review),
   };
 }
+
+/** The refusal of a new run under the id of a run the store already holds (a start, a submit). */
+export const runExistsError = (runId: string): ConfigError =>
+  new ConfigError(`The store already holds run ${runId}: resume it with resumeCoordinator({ store, runId })`);

@@ -9,7 +9,7 @@ import type { Actor } from 'xstate';
 import { getAgentRecord, spawnRejection, type coordinatorMachine } from '../../machines/coordinatorMachine.js';
 import type { AgentStatus, SerializedError } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
-import { ConfigError, TroupeError } from '../errors.js';
+import { TroupeError } from '../errors.js';
 import type { UsagePurpose } from '../model/types.js';
 import type { StorePort, WriteOp } from '../store/port.js';
 import { newAgentRow } from '../store/rows.js';
@@ -19,7 +19,7 @@ import { childFirstInput, inheritedContext, rootFirstInput } from '../turn/texts
 import { lifecycleOf, type AgentHandle, type Agents } from './agents.js';
 import type { Lifecycle } from './lifecycle.js';
 import { newId } from './messaging.js';
-import { isValidAgentName, type ResolvedOptions } from './options.js';
+import { isValidAgentName, runExistsError, type ResolvedOptions } from './options.js';
 import type { Sessions } from './sessions.js';
 import type { Views } from './views.js';
 
@@ -58,7 +58,7 @@ export class Registrar {
     if (rejection) throw new TroupeError(rejection.code, rejection.reason);
     if (!this.#checkedRunId) {
       if (await host.port.getRun(host.runId)) {
-        throw new ConfigError(`The store already holds run ${host.runId}: resume it with resumeCoordinator({ store, runId })`);
+        throw runExistsError(host.runId);
       }
       this.#checkedRunId = true;
       host.assertUsable();

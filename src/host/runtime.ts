@@ -14,7 +14,7 @@ import { coordinatorMachine, getAgentRecord, type BudgetFlags } from '../../mach
 import type { TurnOutcome } from '../../machines/types.js';
 import type { Cancellation } from '../cancel.js';
 import { systemClock, type Clock } from '../clock.js';
-import { ConfigError, TroupeError } from '../errors.js';
+import { TroupeError } from '../errors.js';
 import { Limiter } from '../limiter.js';
 import type { Model, ToolSpec, UsagePurpose } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
@@ -43,7 +43,7 @@ import { Lifecycle } from './lifecycle.js';
 import { Mailboxes } from './mailbox.js';
 import { Registrar } from './registration.js';
 import { Messaging, newId } from './messaging.js';
-import { resolveOptions, type CoordinatorOptions, type ResolvedOptions } from './options.js';
+import { resolveOptions, runExistsError, type CoordinatorOptions, type ResolvedOptions } from './options.js';
 import type { TreeNode } from './registry.js';
 import { Sessions } from './sessions.js';
 import { Toolbox } from './toolbox.js';
@@ -107,7 +107,7 @@ export class Runtime implements TurnHost {
     this.runId = restore?.run.id ?? options.runId ?? `run_${newId()}`;
     const embedded = isStorePort(this.store) ? null : this.store;
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
-      throw new ConfigError(`The store already holds run ${options.runId}: resume it with resumeCoordinator({ store, runId })`);
+      throw runExistsError(options.runId);
     }
     this.toolbox = new Toolbox(options.tools ?? [], { interactive: this.options.interactive, clock: this.clock, logger: this.logger, find: (id) => this.agents.find(id) });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));

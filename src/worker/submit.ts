@@ -6,9 +6,9 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { ConfigError, toError } from '../errors.js';
+import { toError } from '../errors.js';
 import { createCoordinator } from '../host/createCoordinator.js';
-import type { CoordinatorOptions } from '../host/options.js';
+import { runExistsError, type CoordinatorOptions } from '../host/options.js';
 import type { Model } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { LeaseOptions, RunLease } from '../store/postgres/lease.js';
@@ -35,7 +35,7 @@ export async function submitRun(store: PostgresStore, options: SubmitOptions): P
   // Refused before the claim: claiming a finished or parked run's lease would make it runnable
   // again, and the release after the refusal would leave it so (a worker would host it for nothing).
   if (options.runId !== undefined && (await store.reads.getRun(runId))) {
-    throw new ConfigError(`The store already holds run ${runId}: resume it with resumeCoordinator({ store, runId })`);
+    throw runExistsError(runId);
   }
   const lease = await store.claim(runId, hold ?? { owner: `submit:${randomUUID().slice(0, 8)}`, ttlMs: 60_000, heartbeatMs: 0 });
   const c = createCoordinator<StorePort>({ ...rest, runId, store: lease.port, model: holdModel });

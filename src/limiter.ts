@@ -16,7 +16,7 @@ export class Limiter {
   readonly concurrency: number;
   #running = 0;
   /** Waiting tasks, oldest first from `#head` (an array with a moving head: O(1) per task). */
-  #waiting: ((() => Promise<void>) | undefined)[] = [];
+  #waiting: ((() => void) | undefined)[] = [];
   #head = 0;
 
   constructor(concurrency: number) {
@@ -36,23 +36,34 @@ export class Limiter {
     return this.#running;
   }
 
-  /** Run `fn` when a slot is free (at once if one is); settles as `fn` does. */
+  /**
+   * Run `fn` when a slot is free (at once if one is); settles as `fn` does. With a free slot the
+   * caller gets `fn`'s own promise (no wrapper: a turn adds twice, and each wrapper was three more
+   * promises); the slot's release is the first reaction on it, so it runs before the caller's.
+   */
   add<T>(fn: () => T | PromiseLike<T>): Promise<T> {
+    if (this.#running < this.concurrency) return this.#start(fn);
     return new Promise<T>((resolve, reject) => {
-      const run = async (): Promise<void> => {
-        this.#running++;
-        try {
-          resolve(await fn());
-        } catch (err) {
-          reject(err);
-        } finally {
-          this.#running--;
-          this.#next();
-        }
-      };
-      if (this.#running < this.concurrency) void run();
-      else this.#waiting.push(run);
+      this.#waiting.push(() => void this.#start(fn).then(resolve, reject));
     });
+  }
+
+  readonly #release = (): void => {
+    this.#running--;
+    this.#next();
+  };
+
+  #start<T>(fn: () => T | PromiseLike<T>): Promise<T> {
+    this.#running++;
+    let task: Promise<T>;
+    try {
+      const value = fn();
+      task = value instanceof Promise ? (value as Promise<T>) : Promise.resolve(value);
+    } catch (err) {
+      task = Promise.reject(err);
+    }
+    task.then(this.#release, this.#release);
+    return task;
   }
 
   /** Drop every waiting task (their promises never settle, as with p-queue's `clear`). */
@@ -73,6 +84,6 @@ export class Limiter {
       this.#waiting = this.#waiting.slice(this.#head);
       this.#head = 0;
     }
-    void run();
+    run();
   }
 }

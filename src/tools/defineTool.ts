@@ -12,9 +12,9 @@ import { ConfigError, TroupeError } from '../errors.js';
 export type ToolRisk = 'read_only' | 'mutation' | 'destructive';
 
 /**
- * What a tool's `execute` gets besides its arguments. Read its fields directly or destructure them
- * (`execute(args, { signal, logger })`): `signal` and `logger` are made on first read (getters), so
- * a copy made by spreading (`{ ...context }`) or `JSON.stringify` does not carry them.
+ * What a tool's `execute` gets besides its arguments. `signal` and `logger` are made on first read
+ * (own getters): a tool that never reads them costs neither, and a copy made by spreading
+ * (`{ ...context, extra }`) carries both. `JSON.stringify(context)` gives the four identifiers.
  */
 export interface ToolContext {
   agentId: string;

@@ -45,6 +45,33 @@ describe('runUserTool: a tool call context', () => {
     expect(b.seen.children).toEqual([{ tool: 'chatty' }]);
   });
 
+  it('survives a spread: a copy carries the live signal and the logger; JSON gives the identifiers', async () => {
+    const cancel = new LazyAbort();
+    let copy: ToolContext | undefined;
+    let json = '';
+    const tool = compileTool(
+      defineTool({
+        name: 'wrap',
+        description: 'd',
+        parameters: { type: 'object' },
+        execute: (_args, ctx) => {
+          json = JSON.stringify(ctx);
+          copy = { ...ctx };
+          return new Promise((_resolve, reject) => copy!.signal.addEventListener('abort', () => reject(new Error('saw the abort'))));
+        },
+      }),
+    );
+    const a = agent();
+    const running = runUserTool(runner, tool, {}, a.ref, cancel, 'k1');
+    await Promise.resolve();
+    expect(copy!.signal).toBeInstanceOf(AbortSignal);
+    copy!.logger.info('from the copy');
+    expect(a.seen.children).toEqual([{ tool: 'wrap' }]);
+    expect(JSON.parse(json)).toEqual({ agentId: 'a1', agentName: 'scout', runId: 'run_1', idempotencyKey: 'k1' });
+    cancel.abort(new Error('stop'));
+    await expect(running).rejects.toThrow(/stop|saw the abort/);
+  });
+
   it("gives the tool a signal that follows the agent's cancellation while it runs", async () => {
     const cancel = new LazyAbort();
     let signal: AbortSignal | undefined;

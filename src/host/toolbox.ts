@@ -27,6 +27,8 @@ export class Toolbox {
   readonly #find: (id: string) => ToolAgent | undefined;
   readonly #specs = new Map<string, ToolSpec[]>();
   #specsVersion = -1;
+  /** Each agent's tool sets: its skills and its ancestors' never change, and both lookups of a turn read them. */
+  readonly #sets = new Map<string, readonly (readonly string[])[]>();
 
   constructor(definitions: readonly (Tool | McpServer)[], deps: { interactive: boolean; clock: Clock; logger: Logger; find: (id: string) => ToolAgent | undefined }) {
     this.catalog = new ToolCatalog(definitions, { clock: deps.clock, logger: deps.logger, reserved: new Set(BUILTIN_TOOLS.keys()) });
@@ -63,12 +65,19 @@ export class Toolbox {
   }
 
   /** The tool sets (`tools:` skills) of the agent and its ancestors; none for most agents. */
-  #toolSets(agent: Pick<AgentRef, 'id' | 'parentId'>): string[][] {
+  #toolSets(agent: Pick<AgentRef, 'id' | 'parentId'>): readonly (readonly string[])[] {
+    const known = this.#sets.get(agent.id);
+    if (known) return known;
     const sets: string[][] = [];
     for (let h = this.#find(agent.id); h; h = h.parentId === null ? undefined : this.#find(h.parentId)) {
       const set = toolSetOf(h.skills);
       if (set) sets.push(set);
     }
-    return sets;
+    const found = sets.length === 0 ? NO_SETS : sets;
+    // Only agents the run knows (a lookup for an unknown id is not kept).
+    if (this.#find(agent.id)) this.#sets.set(agent.id, found);
+    return found;
   }
 }
+
+const NO_SETS: readonly (readonly string[])[] = [];

@@ -31,8 +31,17 @@ export default defineConfig({
       },
       {
         extends: true,
-        // The resume benchmark runs a compiled child in a fresh process: build once first.
-        test: { name: 'bench', include: [], globalSetup: ['test/helpers/buildOnce.ts'], benchmark: { include: ['test/bench/**/*.bench.ts'] } },
+        // The resume benchmark runs a compiled child in a fresh process, and every bench loads dist/: build once first.
+        // The benches load the compiled package as Node does (test/bench/compiled.ts): dist/ is not transformed.
+        test: {
+          name: 'bench',
+          include: [],
+          globalSetup: ['test/helpers/buildOnce.ts'],
+          benchmark: { include: ['test/bench/**/*.bench.ts'] },
+          // One file at a time: two benches side by side on 2 cores measure each other.
+          fileParallelism: false,
+          server: { deps: { external: [/\/dist\//] } },
+        },
       },
     ],
   },

@@ -10,6 +10,7 @@
  *   1,000 agents taking turns at once.
  * - baseline, in the same run: bare `actor.send` calls on the agent machine.
  *
+ * Troupe runs compiled, loaded by Node (compiled.ts), as a user runs it.
  * The model answers instantly, so all the time is troupe's. Figures are min / median over the
  * iterations; this VM is noisy, so compare the ratios to the baseline, not the µs.
  */
@@ -18,12 +19,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, bench, describe } from 'vitest';
 import { createActor, fromCallback } from 'xstate';
-import { agentMachine, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
-import { createCoordinator } from '../../src/host/createCoordinator.js';
+import type { AgentEvent, CycleInput } from '../../machines/agentMachine.js';
 import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';
-import { portOf, type StorePort } from '../../src/store/port.js';
-import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
-import { defineTool } from '../../src/tools/defineTool.js';
+import type { StorePort } from '../../src/store/port.js';
+import type { SqliteStore } from '../../src/store/sqliteStore.js';
+import { compiled } from './compiled.js';
+
+// The compiled package, as a user runs it (compiled.ts); the baseline's machine too.
+const { agentMachine } = await compiled<typeof import('../../machines/agentMachine.js')>('machines/agentMachine.js');
+const { createCoordinator } = await compiled<typeof import('../../src/host/createCoordinator.js')>('src/host/createCoordinator.js');
+const { portOf } = await compiled<typeof import('../../src/store/port.js')>('src/store/port.js');
+const { openStore } = await compiled<typeof import('../../src/store/sqliteStore.js')>('src/store/sqliteStore.js');
+const { defineTool } = await compiled<typeof import('../../src/tools/defineTool.js')>('src/tools/defineTool.js');
 
 const CHILDREN = 1_000;
 const CHILD_TURNS = 5;

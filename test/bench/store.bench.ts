@@ -17,15 +17,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, bench, describe } from 'vitest';
-import { createCoordinator } from '../../src/host/createCoordinator.js';
 import type { Model, ModelRequest } from '../../src/model/types.js';
-import { stateOf } from '../../src/store/decode.js';
-import { newAgentRow } from '../../src/store/rows.js';
-import { openStore } from '../../src/store/sqliteStore.js';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { AgentStatus } from '../../machines/types.js';
-import { defineTool } from '../../src/tools/defineTool.js';
+import { compiled } from './compiled.js';
+
+// The compiled package, as a user runs it (compiled.ts).
+const { createCoordinator } = await compiled<typeof import('../../src/host/createCoordinator.js')>('src/host/createCoordinator.js');
+const { stateOf } = await compiled<typeof import('../../src/store/decode.js')>('src/store/decode.js');
+const { newAgentRow } = await compiled<typeof import('../../src/store/rows.js')>('src/store/rows.js');
+const { openStore } = await compiled<typeof import('../../src/store/sqliteStore.js')>('src/store/sqliteStore.js');
+const { defineTool } = await compiled<typeof import('../../src/tools/defineTool.js')>('src/tools/defineTool.js');
 
 const tempDb = () => join(mkdtempSync(join(tmpdir(), 'troupe-bench-')), 'b.db');
 const RESULT = 'r'.repeat(200);

@@ -16,10 +16,13 @@
 import { AggregationTemporality, MeterProvider, PeriodicExportingMetricReader, type PushMetricExporter } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { afterAll, bench, describe } from 'vitest';
-import { createCoordinator } from '../../src/host/createCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';
-import { defineTool } from '../../src/tools/defineTool.js';
 import type { TelemetryOptions } from '../../src/trace/tracer.js';
+import { compiled } from './compiled.js';
+
+// The compiled package, as a user runs it (compiled.ts).
+const { createCoordinator } = await compiled<typeof import('../../src/host/createCoordinator.js')>('src/host/createCoordinator.js');
+const { defineTool } = await compiled<typeof import('../../src/tools/defineTool.js')>('src/tools/defineTool.js');
 
 const TURNS = 1_000;
 const ROUNDS = 30;

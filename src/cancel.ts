@@ -1,11 +1,11 @@
 /**
- * Cancellation without an AbortSignal per operation. A turn opens two cancellable scopes (its
- * model call, its user tools), and most turns are never cancelled and hand their signal to nobody
- * who listens (an instant model, a synchronous tool). Making an AbortController, adding a
- * listener to the cycle's signal and removing it again cost ~3 µs of a ~15 µs in-memory turn
- * (measured, Node 20: `createAbortSignal` alone was 5 % of the profile). `LazyAbort` keeps the
- * flag and the reason itself and makes the real AbortSignal only when somebody reads `.signal`
- * (a network model, an async tool, a retry's sleep).
+ * Cancellation without an AbortSignal per operation. An agent's cycle is a cancellation scope,
+ * and each turn opens two under it (its model call, its user tools); most turns are never
+ * cancelled and hand their signal to nobody who listens (an instant model, a synchronous tool).
+ * Making an AbortController, adding a listener to the parent's signal and removing it again cost
+ * ~3 µs of a ~15 µs in-memory turn (measured, Node 20: `createAbortSignal` alone was 5 % of the
+ * profile). `LazyAbort` keeps the flag and the reason itself and makes the real AbortSignal only
+ * when somebody reads `.signal` (a network model, an async tool, a retry's sleep).
  * @module
  */
 
@@ -23,29 +23,33 @@ export interface Abortable {
 }
 
 /**
- * A cancellation scope under `parent` (the cycle's signal): aborted when it is aborted itself or
- * when the parent is. Invariants: the first abort wins and fixes `reason` (the parent's if it came
- * first, as with a forwarding listener); a signal made after the abort is already aborted with
- * that reason; a signal made before follows every later abort.
+ * A cancellation scope under `parent` (a cycle's scope, or an AbortSignal a caller already has):
+ * aborted when it is aborted itself or when the parent is. Invariants: the first abort wins and
+ * fixes `reason` (the parent's if it came first, as with a forwarding listener); a signal made after
+ * the abort is already aborted with that reason; a signal made before follows every later abort.
+ * Scopes chain without AbortSignals: a cycle is a LazyAbort, and its turns' calls and tools are
+ * LazyAborts under it, so the checks a turn makes read two fields, and only a reader of `.signal`
+ * makes real signals (up the chain, linked by listeners).
  */
 export class LazyAbort implements Cancellation, Abortable {
-  readonly #parent: AbortSignal | null;
+  readonly #parent: Cancellation | AbortSignal | null;
   #aborted = false;
   #reason: unknown = undefined;
   #controller: AbortController | null = null;
   #unlink: (() => void) | null = null;
 
-  constructor(parent: AbortSignal | null = null) {
+  constructor(parent: Cancellation | AbortSignal | null = null) {
     this.#parent = parent;
   }
 
   get aborted(): boolean {
-    return this.#aborted || (this.#parent?.aborted ?? false);
+    return this.#aborted || (this.#parent !== null && this.#parent.aborted);
   }
 
   get reason(): unknown {
     if (this.#aborted) return this.#reason;
-    return this.#parent?.aborted ? this.#parent.reason : undefined;
+    const parent = this.#parent;
+    return parent !== null && parent.aborted ? parent.reason : undefined;
   }
 
   get signal(): AbortSignal {
@@ -55,9 +59,11 @@ export class LazyAbort implements Cancellation, Abortable {
       const parent = this.#parent;
       if (this.aborted) controller.abort(this.reason);
       else if (parent !== null) {
-        const forward = () => this.abort(parent.reason);
-        parent.addEventListener('abort', forward, { once: true });
-        this.#unlink = () => parent.removeEventListener('abort', forward);
+        // The parent's own signal (a LazyAbort parent makes it now): its abort event reaches this one.
+        const parentSignal = parent instanceof AbortSignal ? parent : parent.signal;
+        const forward = () => this.abort(parentSignal.reason);
+        parentSignal.addEventListener('abort', forward, { once: true });
+        this.#unlink = () => parentSignal.removeEventListener('abort', forward);
       }
     }
     return this.#controller.signal;
@@ -67,13 +73,9 @@ export class LazyAbort implements Cancellation, Abortable {
     if (this.#aborted) return;
     // Aborted through the parent already: that reason stands (a forwarding listener would have
     // aborted the child first).
-    if (this.#parent?.aborted) {
-      this.#aborted = true;
-      this.#reason = this.#parent.reason;
-    } else {
-      this.#aborted = true;
-      this.#reason = reason;
-    }
+    const parent = this.#parent;
+    this.#aborted = true;
+    this.#reason = parent !== null && parent.aborted ? parent.reason : reason;
     this.#controller?.abort(this.#reason);
   }
 

@@ -84,8 +84,8 @@ export class Gateway implements ModelGateway {
     this.#prompts.delete(agentId);
   }
 
-  admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt> {
-    const admitted = this.#deps.ledger.admit(agent, request, signal);
+  admit(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt> {
+    const admitted = this.#deps.ledger.admit(agent, request, cancel);
     return admitted instanceof Promise ? admitted.then(asGate) : asGate(admitted);
   }
 

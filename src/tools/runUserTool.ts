@@ -83,7 +83,7 @@ class CallContext implements ToolContext {
 
   /** The tool's own scope under the agent's cancellation (made on first use). */
   scope(): LazyAbort {
-    return (this.#own ??= new LazyAbort(this.#cancel.signal));
+    return (this.#own ??= new LazyAbort(this.#cancel));
   }
 
   close(): void {

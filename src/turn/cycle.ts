@@ -1,13 +1,14 @@
 /**
  * The cycle actor: while its agent is `running`, run one turn after another and report each as
  * `turn.done`. The agent machine handles the event synchronously; if it decided to leave
- * `running`, XState has already stopped this actor (aborting its signal) by the time `sendBack`
+ * `running`, XState has already stopped this actor (aborting its scope) by the time `sendBack`
  * returns, and the loop ends. Nothing escapes: a throw becomes a `crashed` outcome.
  * @module
  */
 import { fromCallback } from 'xstate';
 import { turnInputOf, type AgentContext, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts } from '../../machines/types.js';
+import { LazyAbort } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import type { TurnHost } from './ports.js';
 import { runTurn, type TurnResult } from './turn.js';
@@ -20,24 +21,24 @@ const CYCLE_STOPPED = new Error('the cycle was stopped');
  */
 export function createCycleLogic(host: TurnHost, contextOf: (agentId: string) => AgentContext) {
   return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
-    const controller = new AbortController();
-    const { signal } = controller;
+    // The cycle's scope: no AbortSignal unless something in a turn reads one (cancel.ts).
+    const cycle = new LazyAbort(null);
     const reports = { recovering: (attempts: RecoveryAttempts) => sendBack({ type: 'turn.recovering', attempts }) };
     const loop = async () => {
       // Never run inside the transition that started the cycle.
       await Promise.resolve();
       const agent = host.agent(input.agentId);
-      for (let first = true; !signal.aborted; first = false) {
+      for (let first = true; !cycle.aborted; first = false) {
         let result: TurnResult;
         const turn = turnInputOf(contextOf(input.agentId));
         try {
-          result = await runTurn(host, turn, signal, first, reports);
+          result = await runTurn(host, turn, cycle, first, reports);
         } catch (err) {
-          if (signal.aborted) return;
+          if (cycle.aborted) return;
           agent.logger.error({ err }, 'turn crashed');
           result = { outcome: { kind: 'crashed', error: serializeError(err) }, items: [] };
         }
-        if (signal.aborted || host.failure) return;
+        if (cycle.aborted || host.failure) return;
         // The tool results, the machine's decision and the writes it causes (status, counters,
         // notices) are staged together, so they commit in one group.
         if (result.items.length > 0) host.sessions.append(agent, result.items);
@@ -51,6 +52,6 @@ export function createCycleLogic(host: TurnHost, contextOf: (agentId: string) =>
     loop().catch((err: unknown) => {
       if (!host.failure) host.logger.error({ err }, 'a cycle ended unexpectedly');
     });
-    return () => controller.abort(CYCLE_STOPPED);
+    return () => cycle.abort(CYCLE_STOPPED);
   });
 }

@@ -69,7 +69,7 @@ export interface ModelGateway {
   /** The request for the agent's next main call: its session, notes and budget warning. */
   request(agent: AgentRef, turn: number): ModelRequest;
   /** Reserve the estimate of a main call: decided at once (no promise) unless it must wait for calls in flight to settle. */
-  admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt>;
+  admit(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt>;
   /** Reserve an optional call (a review): never waits, never trips; null when it does not fit. */
   admitOptional(request: ModelRequest): Reservation | null;
   /**

@@ -98,7 +98,7 @@ const stoppedBefore = (call: ToolCall) =>
  * (`agent.toolsInFlight`, at once if a stop is already requested) and by `signal` (shutdown, or
  * the agent leaving `running`). Lazy: no AbortSignal unless a tool reads one (cancel.ts).
  */
-function openCancel(rt: TurnHost, agent: AgentRef, signal: AbortSignal): LazyAbort {
+function openCancel(rt: TurnHost, agent: AgentRef, signal: Cancellation): LazyAbort {
   const cancel = new LazyAbort(signal);
   agent.toolsInFlight = cancel;
   if (rt.stopRequested(agent)) cancel.abort(STOPPED);
@@ -117,7 +117,7 @@ export async function runTools(
   rt: TurnHost,
   agent: AgentRef,
   turn: { text: string | null; toolCalls: ToolCall[]; number: number },
-  signal: AbortSignal,
+  signal: Cancellation,
 ): Promise<ToolsResult> {
   const cancel = openCancel(rt, agent, signal);
   try {
@@ -176,7 +176,7 @@ export async function runTools(
  * turn), each exactly once: the results go into the session with the turn's first transaction.
  * `started` lists re-run calls the ledger marked started again, to finish with those results.
  */
-export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: AbortSignal): Promise<{ items: SessionItem[]; started: string[] }> {
+export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: Cancellation): Promise<{ items: SessionItem[]; started: string[] }> {
   const cancel = openCancel(rt, agent, signal);
   try {
     return await resolveCalls(rt, agent, open, turn, signal, cancel);
@@ -190,7 +190,7 @@ async function resolveCalls(
   agent: AgentRef,
   open: readonly ToolCall[],
   turn: number,
-  signal: AbortSignal,
+  signal: Cancellation,
   cancel: Cancellation,
 ): Promise<{ items: SessionItem[]; started: string[] }> {
   const inDoubt = new Set((await rt.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
@@ -253,7 +253,7 @@ async function executeCall(
   agent: AgentRef,
   call: ToolCall,
   state: TurnToolState,
-  signal: AbortSignal,
+  signal: Cancellation,
   scope: CallScope,
   cancel: Cancellation,
 ): Promise<CallResult> {

@@ -12,7 +12,7 @@
  */
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts, TurnOutcome, WakeReason } from '../../machines/types.js';
-import { LazyAbort } from '../cancel.js';
+import { LazyAbort, type Cancellation } from '../cancel.js';
 import { sleep } from '../clock.js';
 import { errorMessage, isTroupeError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
@@ -86,7 +86,7 @@ const only = (outcome: TurnOutcome): TurnResult => ({ outcome, items: [] });
  * @param firstOfCycle only the first turn after the agent (re)starts running can find tool calls
  * left open (the wait that parked it, calls a crash cut off): later turns skip that scan.
  */
-export async function runTurn(host: TurnHost, input: TurnInput, signal: AbortSignal, firstOfCycle: boolean, reports: TurnReports): Promise<TurnResult> {
+export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancellation, firstOfCycle: boolean, reports: TurnReports): Promise<TurnResult> {
   const live = () => {
     if (signal.aborted) throw signal.reason ?? new TroupeError('COORDINATOR_SHUT_DOWN', 'the agent was stopped');
   };
@@ -200,7 +200,7 @@ async function callModel(
   agent: AgentRef,
   input: TurnInput,
   first: ModelRequest,
-  signal: AbortSignal,
+  signal: Cancellation,
   reports: TurnReports,
   chat: ChatSpan,
 ): Promise<ModelCall> {
@@ -286,7 +286,7 @@ async function callModel(
 }
 
 /** A model call cancelled by a message (interrupted) or a stop; a cancelled cycle rethrows. */
-function cancelledCall(err: unknown, signal: AbortSignal, callSignal: LazyAbort): ModelCall {
+function cancelledCall(err: unknown, signal: Cancellation, callSignal: LazyAbort): ModelCall {
   if (signal.aborted) throw err;
   return callSignal.reason === STOP_REQUESTED ? { outcome: { kind: 'stopped', reason: 'requested' } } : { outcome: { kind: 'interrupted' } };
 }

@@ -159,4 +159,52 @@ describe('LazyAbort', () => {
     controller.abort('x');
     expect([c.aborted, c.reason, c.signal]).toEqual([true, 'x', controller.signal]);
   });
+
+  it('chains under a LazyAbort parent without making any AbortSignal until one is read', () => {
+    const cycle = new LazyAbort(null);
+    const call = new LazyAbort(cycle);
+    const tool = new LazyAbort(call);
+    expect([cycle.aborted, call.aborted, tool.aborted]).toEqual([false, false, false]);
+    cycle.abort('stopped');
+    expect([call.aborted, call.reason, tool.aborted, tool.reason]).toEqual([true, 'stopped', true, 'stopped']);
+    tool.abort('late');
+    expect(tool.reason).toBe('stopped');
+    expect(tool.signal.reason).toBe('stopped');
+  });
+
+  // A chain of three scopes against the reference: AbortControllers linked by forwarding listeners.
+  test.prop([
+    fc.array(
+      fc.oneof(
+        fc.record({ op: fc.constant('abort' as const), level: fc.integer({ min: 0, max: 2 }), reason: fc.string({ maxLength: 2 }) }),
+        fc.record({ op: fc.constant('read' as const), level: fc.integer({ min: 0, max: 2 }) }),
+      ),
+      { maxLength: 12 },
+    ),
+  ])('a chain of LazyAborts behaves as AbortControllers linked by listeners', (ops) => {
+    const ref = [new AbortController(), new AbortController(), new AbortController()];
+    for (const level of [1, 2]) {
+      const parent = ref[level - 1]!.signal;
+      parent.addEventListener('abort', () => ref[level]!.abort(parent.reason), { once: true });
+    }
+    const root = new LazyAbort(null);
+    const mid = new LazyAbort(root);
+    const lazy = [root, mid, new LazyAbort(mid)];
+    const read: (AbortSignal | null)[] = [null, null, null];
+    for (const step of ops) {
+      if (step.op === 'abort') {
+        ref[step.level]!.abort(step.reason);
+        lazy[step.level]!.abort(step.reason);
+      } else {
+        read[step.level] ??= lazy[step.level]!.signal;
+      }
+      // Every scope agrees with its reference, and so does every signal made from one.
+      for (const level of [0, 1, 2]) {
+        const expected = ref[level]!.signal;
+        expect([lazy[level]!.aborted, lazy[level]!.reason]).toEqual([expected.aborted, expected.aborted ? expected.reason : undefined]);
+        const made = read[level];
+        if (made) expect([made.aborted, made.reason]).toEqual([expected.aborted, expected.reason]);
+      }
+    }
+  });
 });

@@ -23,7 +23,7 @@ import type { Store } from '../store/types.js';
 import type { BuiltinEnv } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import type { BuiltinHost } from '../tools/ports.js';
-import { runUserTool } from '../tools/runUserTool.js';
+import { runUserTool, type ToolRunner } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
 import type { AgentActivity, AgentRef, ModelRecovery, ToolLedger, TurnHost } from '../turn/ports.js';
 import { runTrace, type RunTrace } from '../trace/tracer.js';
@@ -80,6 +80,8 @@ export class Runtime implements TurnHost {
   readonly budget: BudgetLedger;
   readonly gateway: Gateway;
   readonly toolQueue: Limiter;
+  /** What user tools run on: one object, made at the first tool call. */
+  #toolRunner: ToolRunner | null = null;
   readonly executions: AsyncExecutions;
   readonly delegations: Delegations;
   readonly reentry: ReentryBudgets;
@@ -306,8 +308,8 @@ export class Runtime implements TurnHost {
     return { host: this.#builtins, agent, callId, state };
   }
 
-  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): Promise<unknown> {
-    return runUserTool({ queue: this.toolQueue, clock: this.clock, defaultTimeoutMs: this.options.toolTimeoutMs, runId: this.runId }, tool, args, agent, cancel, idempotencyKey);
+  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): unknown {
+    return runUserTool((this.#toolRunner ??= { queue: this.toolQueue, clock: this.clock, defaultTimeoutMs: this.options.toolTimeoutMs, runId: this.runId }), tool, args, agent, cancel, idempotencyKey);
   }
 
   linkExecutions(agent: AgentRef, content: string): void {
@@ -352,7 +354,6 @@ export class Runtime implements TurnHost {
     const error = { code: 'INTERNAL', message: err instanceof Error ? err.message : String(err), retryable: false };
     queueMicrotask(() => this.registrar.crash(h, error));
   }
-
 
   budgetFlags(): BudgetFlags {
     return this.coordinator.getSnapshot().context.budget;

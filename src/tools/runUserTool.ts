@@ -94,9 +94,11 @@ class CallContext implements ToolContext {
 /**
  * Run a user tool through the tool queue with its timeout and the agent's signal. The tool's own
  * AbortSignal and the timeout timer are created only when needed (the tool reads `signal`, or
- * returns a promise): a synchronous tool cannot be timed out and needs neither. Not an async
- * function: the queue's promise is the call's (one promise and one await less per tool call); the
+ * returns a promise): a synchronous tool cannot be timed out and needs neither. A synchronous tool
+ * that ran at once (a free slot) gives back its value itself, not a promise (`Limiter.run`); any
+ * other call gives a promise, and a throw is always a rejected promise. Not an async function: the
  * call's scope is closed where the call settles.
+ * @returns the tool's value, or a promise of it
  */
 export function runUserTool(
   rt: ToolRunner,
@@ -105,11 +107,11 @@ export function runUserTool(
   agent: { readonly id: string; readonly name: string; readonly logger: Logger },
   cancel: Cancellation,
   idempotencyKey: string,
-): Promise<unknown> {
+): unknown {
   const context = new CallContext(rt.runId, agent, tool.name, cancel, idempotencyKey);
   // The cancellation is checked when the task starts:
   // a tool queued for an agent that has since stopped never runs either way.
-  return rt.queue.add(() => {
+  return rt.queue.run<unknown>(() => {
     if (cancel.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
     let out: unknown;
     try {

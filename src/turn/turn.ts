@@ -149,7 +149,8 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
     agent.lastText = turn.text;
     return only({ kind: 'plainText' });
   }
-  return runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn }, signal);
+  // Awaited, not returned: an async function returning a promise adopts it two microtasks later.
+  return await runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn }, signal);
 }
 
 /** Everything that must be in the session before the model sees it, staged together. */

@@ -108,6 +108,36 @@ describe('Limiter', () => {
   });
 });
 
+describe('Limiter.run', () => {
+  it('gives back a synchronous value itself, with its slot free at once', () => {
+    const limiter = new Limiter(1);
+    expect(limiter.run(() => 42)).toBe(42);
+    expect(limiter.pending).toBe(0);
+    expect(limiter.run(() => 'again')).toBe('again');
+  });
+
+  it('a throw is a rejected promise and frees the slot; a promise or a full queue gives a promise', async () => {
+    const limiter = new Limiter(1);
+    const thrown = limiter.run(() => {
+      throw new Error('boom');
+    });
+    expect(thrown).toBeInstanceOf(Promise);
+    expect(limiter.pending).toBe(0);
+    await expect(thrown).rejects.toThrow('boom');
+    const first = gate();
+    const running = limiter.run(() => first.done.then(() => 'first'));
+    expect(limiter.pending).toBe(1);
+    // The slot is taken: a synchronous task waits its turn and comes back as a promise.
+    const queued = limiter.run(() => 'second');
+    expect(queued).toBeInstanceOf(Promise);
+    expect(limiter.size).toBe(1);
+    first.open();
+    expect(await running).toBe('first');
+    expect(await queued).toBe('second');
+    expect([limiter.pending, limiter.size]).toEqual([0, 0]);
+  });
+});
+
 describe('LazyAbort', () => {
   it('makes no AbortSignal until one is read, and then one that follows it', () => {
     const parent = new AbortController();

@@ -93,33 +93,40 @@ export class Gateway implements ModelGateway {
     return this.#deps.ledger.admitOptional(request);
   }
 
+  /**
+   * One model call through the queue. Not an async function: the task is the model's own promise
+   * with one check chained on (an async task was one more promise and frame per turn).
+   */
   call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt> {
-    const purpose: UsagePurpose = request.purpose ?? 'main';
-    const { ledger, model } = this.#deps;
-    const onDelta = (delta: ModelDelta) => {
-      if (this.#deps.hasListeners()) this.#deps.delta(agent, delta);
-    };
-    return this.queue.add(async (): Promise<{ turn: ModelTurn } | Halt> => {
+    return this.queue.add(() => {
       if (cancel.aborted) throw cancel.reason;
-      if (this.#rateLimiter) await this.#rateLimiter.acquire(cancel.signal);
-      // The budget may have stopped or paused while this call queued: then it never starts.
-      // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
-      // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
-      if (purpose === 'main' || purpose === 'compaction') {
-        const halt = ledger.recheck(agent);
-        if (halt) return { halt };
-      }
-      if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
-      // A review's answer is not the agent's: it streams to nobody.
-      // The AbortSignal is made only if the model reads it (cancel.ts).
-      const options: ModelCallOptions = new CallOptions(cancel, purpose === 'review' ? undefined : onDelta);
-      const turn = await model.complete(request, options);
-      // A custom model is a boundary too: what it returns is checked once, here.
-      if (!turn || !Array.isArray(turn.toolCalls)) {
-        throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
-      }
-      return { turn };
-    }) as Promise<{ turn: ModelTurn } | Halt>;
+      if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#start(agent, request, cancel));
+      return this.#start(agent, request, cancel);
+    });
+  }
+
+  /** The call leaves the queue: the budget's last word, then the model. */
+  #start(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { turn: ModelTurn } | Halt | Promise<{ turn: ModelTurn }> {
+    const purpose: UsagePurpose = request.purpose ?? 'main';
+    const ledger = this.#deps.ledger;
+    // The budget may have stopped or paused while this call queued: then it never starts.
+    // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
+    // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
+    if (purpose === 'main' || purpose === 'compaction') {
+      const halt = ledger.recheck(agent);
+      if (halt) return { halt };
+    }
+    if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
+    // A review's answer is not the agent's: it streams to nobody.
+    // The AbortSignal is made only if the model reads it (cancel.ts).
+    const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
+    const options: ModelCallOptions = new CallOptions(cancel, onDelta);
+    // Promise.resolve: a custom model that answers with a plain object is still read.
+    return Promise.resolve(this.#deps.model.complete(request, options)).then(checkedTurn);
+  }
+
+  #delta(agent: AgentRef, delta: ModelDelta): void {
+    if (this.#deps.hasListeners()) this.#deps.delta(agent, delta);
   }
 
   settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): Charge {
@@ -129,6 +136,14 @@ export class Gateway implements ModelGateway {
   release(reservation: Reservation): void {
     this.#deps.ledger.release(reservation);
   }
+}
+
+/** A custom model is a boundary too: what it returns is checked once, here. */
+function checkedTurn(turn: ModelTurn): { turn: ModelTurn } {
+  if (!turn || !Array.isArray(turn.toolCalls)) {
+    throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
+  }
+  return { turn };
 }
 
 /*

@@ -80,7 +80,6 @@ export class Runtime implements TurnHost {
   readonly budget: BudgetLedger;
   readonly gateway: Gateway;
   readonly toolQueue: Limiter;
-  /** What user tools run on: one object, made at the first tool call. */
   #toolRunner: ToolRunner | null = null;
   readonly executions: AsyncExecutions;
   readonly delegations: Delegations;

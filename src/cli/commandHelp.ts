@@ -29,6 +29,8 @@ Ctrl-C exits at once. Resuming a run whose root failed does not replay it: troup
 --inspect[=port] serves the Stately inspector on http://127.0.0.1:<port>/?token=<token> (the
 token is printed on stderr; the page embeds stately.ai, so the browser needs internet; from
 another machine use ssh -L). Context is sanitised: ids, states, counters, no text or secrets.
+A parked agent has no actor: agent:<id> shows stopped in its parked state, and a new actor of
+that name appears when the agent wakes.
 Like --ui, it keeps serving after the run until Ctrl-C. A busy port exits 2.
 
 --otel (or config "otel": true, kept on resume) exports spans and metrics over OTLP/HTTP to

@@ -121,7 +121,12 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   review?: ReviewOptions;
   clock?: Clock;
   logger?: Logger;
-  /** The XState inspection observer, passed to the coordinator and every agent actor. */
+  /**
+   * The XState inspection observer, passed to the coordinator and every agent actor. A parked
+   * agent (waiting, stalled, budget-paused) or a finished one has no actor: its actor reports a
+   * `stopped` snapshot in that state, and a new actor of the same id `agent:<id>` boots in it when
+   * the agent wakes.
+   */
   inspect?: InspectOption;
   /**
    * OpenTelemetry GenAI spans and metrics (README "Traces and metrics"). troupe uses the global

@@ -46,7 +46,7 @@ export const OPTION_DOCS = {
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },
   logger: { default: () => 'silent', meaning: 'a pino logger (a child per agent)' },
-  inspect: { meaning: 'an XState inspection observer' },
+  inspect: { meaning: 'an XState inspection observer: the coordinator and each awake agent as `agent:<id>` (a parked agent has no actor: [durable runs](#durable-runs))' },
   runId: { default: () => 'generated', meaning: "the run's id" },
   telemetry: { default: () => 'global providers', meaning: '`{ tracerProvider?, meterProvider?, recordContent? }` or `false`' },
 } as const satisfies Record<keyof CoordinatorOptions, OptionDoc>;

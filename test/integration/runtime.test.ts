@@ -59,6 +59,44 @@ describe('inspection', () => {
     expect(actors).toContain(`agent:${a}`);
     await t.c.shutdown();
   });
+
+  it('a parked agent has no actor: its actor stops in the parked state, and a new agent:<id> boots there when it wakes', async () => {
+    // Per actor session: its name and the snapshots it reported (value, status).
+    const sessions = new Map<string, { name: string; snaps: { value: string; status: string }[] }>();
+    const inspect = (e: InspectionEvent) => {
+      const ref = e.actorRef as unknown as { id: string; sessionId: string };
+      if (e.type === '@xstate.actor') sessions.set(ref.sessionId, { name: ref.id, snaps: [] });
+      if (e.type === '@xstate.snapshot') {
+        const snap = e.snapshot as { value?: unknown; status: string };
+        sessions.get(ref.sessionId)?.snaps.push({ value: JSON.stringify(snap.value), status: snap.status });
+      }
+    };
+    const t = team(
+      {
+        agents: {
+          lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+          // The child takes a minute of simulated time: the lead parks meanwhile.
+          a: [{ delayMs: 60_000, tool: 'agent_finish', args: { summary: 'ok' } }],
+        },
+      },
+      { inspect },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    const lead = () => [...sessions.values()].filter((s) => s.name === `agent:${rootId}`);
+    await flush();
+    expect(t.c.get(rootId)?.status).toBe('waiting');
+    // Parked: the lead's one actor reported a stopped snapshot in its waiting state, none runs.
+    expect(lead()).toHaveLength(1);
+    expect(lead()[0]!.snaps.at(-1)).toEqual({ value: '{"waiting":"agents"}', status: 'stopped' });
+
+    await t.advance(60_000);
+    await t.c.waitFor(rootId, ['completed']);
+    // Woken by the child's report: a second actor of the same name, booted in the parked state.
+    expect(lead()).toHaveLength(2);
+    expect(lead()[1]!.snaps.map((s) => s.value)).toEqual(expect.arrayContaining(['{"waiting":"agents"}', '"running"', '"completed"']));
+    expect(lead()[1]!.snaps[0]).toEqual({ value: '{"waiting":"agents"}', status: 'active' });
+    await t.c.shutdown();
+  });
 });
 
 describe('read model', () => {

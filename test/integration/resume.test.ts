@@ -164,6 +164,38 @@ describe('resumeCoordinator', () => {
     store.close();
   });
 
+  it('a restart in the middle of a turn’s retries continues the count and the backoff: maxRetries is per turn, not per process', async () => {
+    const path = dbPath();
+    const clock = new SimulatedClock();
+    const retry = { maxRetries: 3, baseDelayMs: 1_000, maxDelayMs: 60_000 };
+    const unavailable = { error: { code: 'PROVIDER_UNAVAILABLE', status: 503 } } as const;
+    // Two failed calls (retries 1 and 2, after 1 s and 2 s), then a call that hangs until the crash.
+    const firstModel = scriptedModel({ agents: { lead: [unavailable, unavailable, { delayMs: 600_000, ...finish }] } }, { clock });
+    const first = openStore({ path });
+    const c1 = createCoordinator({ model: firstModel, store: first, clock, retry });
+    const rootId = await c1.start({ name: 'lead', task: 'the task' });
+    await advance(clock, 3_000);
+    expect(firstModel.calls.map((x) => x.at)).toEqual([0, 1_000, 3_000]);
+    expect(first.getAgent(rootId)?.attempts).toEqual({ turn: 1, retries: 2, compactions: 0, imageStrips: 0 });
+    await c1.shutdown();
+    first.close();
+
+    // The provider is still down after the restart: one retry is left (after 4 s, the third
+    // backoff step), then the agent fails. A count reset by the restart would retry three more times.
+    const second = openStore({ path });
+    const model = scriptedModel({ agents: { lead: [unavailable, unavailable] } }, { clock });
+    const c = await resumeCoordinator({ store: second, model, clock, retry });
+    const resumedAt = clock.now();
+    await advance(clock, 10_000);
+    const root = await c.waitFor(rootId, [...TERMINAL]);
+    expect(root.status).toBe('failed');
+    expect(root.error).toMatchObject({ code: 'PROVIDER_UNAVAILABLE', message: expect.stringContaining('(after 3 retries)') });
+    expect(model.calls.map((x) => x.at - resumedAt)).toEqual([0, 4_000]);
+    model.assertComplete();
+    await c.shutdown();
+    second.close();
+  });
+
   it('a respawn that fails (a damaged session) marks the agent crashed and tells its parent', async () => {
     const path = dbPath();
     const { rootId, runId, clock } = await crashAfter(

@@ -167,4 +167,48 @@ describe('acknowledged only once committed', () => {
     expect(uncommitted).toEqual([]);
     await c.shutdown();
   });
+
+  it('a turn that spawns 40 children commits them in one batch with its tool results; no child runs before that commit', async () => {
+    const CHILDREN = 40;
+    const store = memoryStore();
+    const inner = portOf(store);
+    const batches: (readonly WriteOp[])[] = [];
+    const port: StorePort = Object.create(inner) as StorePort;
+    Object.defineProperty(port, 'boot', { get: () => inner.boot });
+    port.commit = (ops) => {
+      // Counted once the batch is in the store: a call that saw it counted saw it committed.
+      return inner.commit(ops).then(() => void batches.push(ops));
+    };
+    // Commits each child's first model call had seen.
+    const firstCallAfter = new Map<string, number>();
+    const model: Model = {
+      complete: (request) => {
+        if (request.agent.parentId !== null) {
+          if (!firstCallAfter.has(request.agent.id)) firstCallAfter.set(request.agent.id, batches.length);
+          return Promise.resolve({ text: null, toolCalls: [{ id: `f-${request.agent.id}`, name: 'agent_finish', arguments: '{"summary":"done"}' }] });
+        }
+        const calls =
+          request.turn === 1
+            ? Array.from({ length: CHILDREN }, (_, i) => ({ id: `s${i}`, name: 'spawn_agent', arguments: JSON.stringify({ name: `w${i}`, task: 'work' }) }))
+            : request.messages.some((m) => m.role === 'tool' && m.content.includes('no_active_agents'))
+              ? [{ id: `fin${request.turn}`, name: 'finish', arguments: '{"summary":"all done"}' }]
+              : [{ id: `w${request.turn}`, name: 'wait_for_agents', arguments: '{"reason":"reports"}' }];
+        return Promise.resolve({ text: null, toolCalls: calls });
+      },
+    };
+    const c = createCoordinator({ model, store: port, limits: { maxChildren: CHILDREN, maxAgents: CHILDREN + 1 } });
+    const id = await c.start({ name: 'lead', task: 'work' });
+    expect((await c.waitFor(id, ['completed'])).status).toBe('completed');
+    await c.shutdown();
+
+    const registering = batches.map((ops, i) => ({ i, ops })).filter((b) => b.ops.some((op) => op.op === 'registerAgent' && op.agent.parentId !== null));
+    expect(registering).toHaveLength(1);
+    const [spawn] = registering;
+    expect(spawn!.ops.filter((op) => op.op === 'registerAgent')).toHaveLength(CHILDREN);
+    // The spawning turn's 40 tool results are in the same batch.
+    const results = spawn!.ops.filter((op) => op.op === 'appendSession' && op.agentId === id).flatMap((op) => (op.op === 'appendSession' ? op.items : []));
+    expect(results.filter((item) => item.role === 'tool' && item.name === 'spawn_agent')).toHaveLength(CHILDREN);
+    expect(firstCallAfter.size).toBe(CHILDREN);
+    for (const seen of firstCallAfter.values()) expect(seen).toBeGreaterThan(spawn!.i);
+  });
 });

@@ -45,7 +45,12 @@ const builds = [
 ];
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-for (const metric of ['solo', 'fanout'] as const) {
+const units = {
+  solo: ['µs per in-memory turn, steady state', 'first 25 runs'],
+  durable: ['µs per durable turn (SQLite FULL), after a warm-up', 'first run'],
+  fanout: ['ms for 1,000 children × 5 turns, durable FULL', 'first run'],
+} as const;
+for (const metric of ['solo', 'durable', 'fanout'] as const) {
   const values = builds.map(() => [] as number[]);
   const colds = builds.map(() => [] as number[]);
   for (let r = 0; r < rounds; r++) {
@@ -55,13 +60,13 @@ for (const metric of ['solo', 'fanout'] as const) {
       colds[i]!.push(out.cold);
     });
   }
-  const unit = metric === 'solo' ? 'µs per in-memory turn, steady state' : 'ms for 1,000 children × 5 turns, durable FULL';
+  const [unit, coldName] = units[metric];
   const [before, after] = [median(values[0]!), median(values[1]!)];
   process.stdout.write(`${unit} (median of ${rounds} alternating processes each):\n`);
   builds.forEach((b, i) =>
     process.stdout.write(
       `  ${b.name.padEnd(14)} ${median(values[i]!).toFixed(1).padStart(7)} (per process ${values[i]!.map((v) => v.toFixed(1)).join(', ')}; ` +
-        `${metric === 'solo' ? 'first 25 runs' : 'first run'} ${median(colds[i]!).toFixed(1)})\n`,
+        `${coldName} ${median(colds[i]!).toFixed(1)})\n`,
     ),
   );
   process.stdout.write(`  ratio          ${(after / before).toFixed(2)}× (this checkout ÷ ${ref})\n`);

@@ -2,8 +2,9 @@
  * One process of `npm run bench:against` (against.ts): loads a compiled troupe from the dist/
  * folder it is given — this checkout's, or an older commit's — and measures it through the public
  * API, with fanout.bench.ts's teams (workloads.ts): `solo`, µs per in-memory turn of one agent in
- * the steady state after 100 runs, median of 40 runs; or `fanout`, ms for a durable (SQLite FULL)
- * team of 1,000 children × 5 turns at default concurrency, median of 3 runs after one. Prints one
+ * the steady state after 100 runs, median of 40 runs; `durable`, µs per turn of the same agent on
+ * SQLite FULL after a warm-up (and in the process's first run); or `fanout`, ms for a durable team
+ * of 1,000 children × 5 turns at default concurrency, median of 3 runs after one. Prints one
  * JSON line. Only entry points that every version since the first has are used (the coordinator
  * lived in src/coordinator/ before it moved to src/host/).
  */
@@ -20,15 +21,15 @@ interface Coordinator {
 }
 
 const [dist, metric] = process.argv.slice(2);
-if (!dist || (metric !== 'solo' && metric !== 'fanout')) {
-  process.stderr.write('usage: node againstChild.js <dist folder> solo|fanout\n');
+if (!dist || (metric !== 'solo' && metric !== 'fanout' && metric !== 'durable')) {
+  process.stderr.write('usage: node againstChild.js <dist folder> solo|fanout|durable\n');
   process.exit(2);
 }
 const load = async (path: string) => (await import(pathToFileURL(join(dist, path)).href)) as Record<string, (...args: never[]) => unknown>;
 const hostPath = existsSync(join(dist, 'src/host/createCoordinator.js')) ? 'src/host/createCoordinator.js' : 'src/coordinator/createCoordinator.js';
 const createCoordinator = (await load(hostPath)).createCoordinator as unknown as (options: object) => Coordinator;
 const defineTool = (await load('src/tools/defineTool.js')).defineTool as unknown as (tool: object) => object;
-const openStore = (await load('src/store/sqliteStore.js')).openStore as unknown as (o: { path: string }) => { close(): void };
+const openStore = (await load('src/store/sqliteStore.js')).openStore as unknown as (o: { path: string; synchronous?: 'FULL' | 'NORMAL' }) => { close(): void };
 
 const work = defineTool({ name: 'work', description: 'does a step', parameters: { type: 'object' }, execute: () => RESULT });
 
@@ -50,6 +51,32 @@ if (metric === 'solo') {
     perTurn.push(((await team(model, { maxTurns: SOLO_TURNS + 1 })) * 1_000) / model.turns);
   }
   process.stdout.write(`${JSON.stringify({ metric, value: median(perTurn.slice(100)), cold: median(perTurn.slice(0, 25)) })}\n`);
+} else if (metric === 'durable') {
+  // One agent on a fresh file: the median µs between its model calls after the first 100 turns.
+  // Cold is the process's first run; then the warm-up store.bench uses (V8 takes tens of runs to
+  // tier a turn up), then the median of 5 runs.
+  const run = async (sync: 'FULL' | 'NORMAL' | 'memory') => {
+    const model = soloModel();
+    const starts: number[] = [];
+    const complete = model.complete;
+    model.complete = (request) => (starts.push(performance.now()), complete(request));
+    const dir = mkdtempSync(join(tmpdir(), 'troupe-against-'));
+    const store = sync === 'memory' ? undefined : openStore({ path: join(dir, 'b.db'), synchronous: sync });
+    await team(model, { maxTurns: SOLO_TURNS + 1 }, store);
+    try {
+      store?.close();
+    } catch {
+      // Versions whose shutdown closes the store it was given.
+    }
+    rmSync(dir, { recursive: true, force: true });
+    return median(starts.slice(101).map((t, i) => (t - starts[i + 100]!) * 1_000));
+  };
+  const cold = await run('FULL');
+  for (let i = 0; i < 60; i++) await run('memory');
+  for (let i = 0; i < 3; i++) await run('NORMAL');
+  const warm: number[] = [];
+  for (let i = 0; i < 5; i++) warm.push(await run('FULL'));
+  process.stdout.write(`${JSON.stringify({ metric, value: median(warm), cold })}\n`);
 } else {
   const ms: number[] = [];
   for (let i = 0; i < 4; i++) {

@@ -4,7 +4,8 @@
  * a figure is only comparable with a baseline taken beside it: the two builds run in alternating
  * fresh processes (againstChild.ts), `rounds` times each (default 3), and the ratio of their
  * medians is the finding. The ref is checked out as a git worktree in the temp folder, installed
- * from its own lock file (`npm ci`) and built once; later runs reuse it.
+ * from its own lock file (`npm ci`) and built once; later runs reuse it (`git worktree remove` it
+ * when done).
  * @module
  */
 import { execFileSync } from 'node:child_process';
@@ -12,6 +13,7 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { median } from './workloads.js';
 
 const [ref, roundsArg] = process.argv.slice(2);
 const rounds = Number(roundsArg ?? 3);
@@ -43,7 +45,6 @@ const builds = [
   { name: ref, dist: join(tree, 'dist') },
   { name: 'this checkout', dist: join(repo, 'dist') },
 ];
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const units = {
   solo: ['µs per in-memory turn, steady state', 'first 25 runs'],

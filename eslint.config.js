@@ -19,10 +19,7 @@ export default tseslint.config(
   {
     files: ['machines/**/*.ts'],
     rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: [{ regex: '^(?!xstate$|\\.\\.?/).*', message: 'machines/ imports only xstate and relative files.' }] },
-      ],
+      'no-restricted-imports': ['error', { patterns: [{ regex: '^(?!xstate$|\\.\\.?/).*', message: 'machines/ imports only xstate and relative files.' }] }],
     },
   },
   {

@@ -49,7 +49,7 @@ export interface AgentInput {
 }
 
 /** What never changes in an actor's life: its identity, policy and the status it booted in. */
-export interface AgentSpec extends AgentPolicy {
+interface AgentSpec extends AgentPolicy {
   id: string;
   name: string;
   parentId: string | null;
@@ -134,9 +134,6 @@ export function turnInputOf(context: AgentContext): TurnInput {
 export function serializeUnknown(error: unknown): SerializedError {
   const message = error instanceof Error ? error.message : String(error);
   const code =
-    typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string'
-      ? (error as { code: string }).code
-      : 'INTERNAL';
+    typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string' ? (error as { code: string }).code : 'INTERNAL';
   return { code, message, retryable: false };
 }
-

@@ -26,7 +26,7 @@ import {
 } from './types.js';
 import { serializeUnknown, type AgentContext, type AgentEvent, type AgentInput, type CycleInput } from './agentContext.js';
 
-export type { AgentContext, AgentEvent, AgentInput, AgentLifecycleState, AgentSpec, CycleInput, TurnInput } from './agentContext.js';
+export type { AgentContext, AgentEvent, AgentInput, AgentLifecycleState, CycleInput, TurnInput } from './agentContext.js';
 export { turnInputOf } from './agentContext.js';
 
 const notProvided = () => {
@@ -51,8 +51,7 @@ export const agentMachine = setup({
   },
   guards: {
     bootsAs: ({ context }, params: { status: AgentStatus; waitKind?: WaitKind }) =>
-      context.spec.initialStatus === params.status &&
-      (params.waitKind === undefined || context.waitKind === params.waitKind),
+      context.spec.initialStatus === params.status && (params.waitKind === undefined || context.waitKind === params.waitKind),
     isOutcome: ({ event }, params: { kind: TurnOutcome['kind'] }) => outcomeOf(event)?.kind === params.kind,
     isWaitFor: ({ event }, params: { waitKind: WaitKind }) => {
       const outcome = outcomeOf(event);
@@ -63,8 +62,7 @@ export const agentMachine = setup({
     isPlainNextTurn: ({ context, event }) =>
       outcomeOf(event)?.kind === 'continue' && context.stopRequested === null && context.stintTurns + 1 < context.spec.maxTurns,
     /** This plain-text turn is the last one recovery allows. */
-    isRecoveryExhausted: ({ context, event }) =>
-      outcomeOf(event)?.kind === 'plainText' && context.recoveries + 1 >= context.spec.recoveryLimit,
+    isRecoveryExhausted: ({ context, event }) => outcomeOf(event)?.kind === 'plainText' && context.recoveries + 1 >= context.spec.recoveryLimit,
     isInteractive: ({ context }) => context.spec.interactive,
     /** Interactive revival of a completed or stopped agent: any message but a notice about a child. */
     isRevivingMessage: ({ context, event }) => context.spec.interactive && event.type === 'agent.message' && !event.notice,
@@ -140,17 +138,13 @@ export const agentMachine = setup({
       return outcome?.kind === 'stopped' ? { stopReason: outcome.reason, stopRequested: null } : {};
     }),
     recordRequestedStop: assign(({ context }) => ({ stopReason: context.stopRequested, stopRequested: null })),
-    requestStop: assign(({ context, event }) =>
-      event.type === 'agent.stop' && context.stopRequested === null ? { stopRequested: event.reason } : {},
-    ),
+    requestStop: assign(({ context, event }) => (event.type === 'agent.stop' && context.stopRequested === null ? { stopRequested: event.reason } : {})),
     stopNow: assign(({ event }) => (event.type === 'agent.stop' ? { stopReason: event.reason, stopRequested: null } : {})),
     enterBudgetPause: assign(({ event }) => {
       const outcome = outcomeOf(event);
       return outcome?.kind === 'budgetPaused' ? { budgetEpoch: outcome.epoch } : {};
     }),
-    resumeFromBudget: assign(({ event }) =>
-      event.type === 'budget.resume' ? { budgetEpoch: event.epoch, wake: 'budgetResumed' as const } : {},
-    ),
+    resumeFromBudget: assign(({ event }) => (event.type === 'budget.resume' ? { budgetEpoch: event.epoch, wake: 'budgetResumed' as const } : {})),
     /** A real message ends the idle and plain-text streaks. */
     wakeByMessage: assign({
       wake: 'message' as const,

@@ -1,7 +1,9 @@
 /**
  * The coordinator (DESIGN §3): one actor that owns every agent's registration, parent link and
- * depth, the spawn limits, the mirrored recovery/idle counters, the exactly-once notice claims,
- * the once-per-run reserve-notice claim and the budget flags.
+ * depth, the spawn limits, the exactly-once notice claims, the once-per-run reserve-notice claim
+ * and the budget flags — facts about relations between agents. An agent's own counters (recoveries,
+ * idle resumes, turns) are its agent machine's alone; the counts here (active, running) are derived
+ * from the status changes this machine sees, in the one place it sees them.
  *
  * Agents are *not* XState children of this machine (spawning into one parent is O(n), stopping it
  * O(n²), see DESIGN §11): the runtime creates each agent as a root actor addressed `agent:<id>` and
@@ -13,23 +15,9 @@
  * @module
  */
 import { assign, emit, enqueueActions, setup } from 'xstate';
-import {
-  completionReportText,
-  RESERVE_NOTICE_TEXT,
-  stallNoticeText,
-  terminalNoticeText,
-  type NoticeKind,
-} from './notices.js';
+import { completionReportText, RESERVE_NOTICE_TEXT, stallNoticeText, terminalNoticeText, type NoticeKind } from './notices.js';
 import { getSharded, setSharded, shardedFrom, shardedValues, type Sharded } from './sharded.js';
-import {
-  isActive,
-  isTerminal,
-  type AgentStatus,
-  type CompletionReport,
-  type SerializedError,
-  type StopReason,
-  type WaitKind,
-} from './types.js';
+import { isActive, isTerminal, type AgentStatus, type CompletionReport, type SerializedError, type StopReason, type WaitKind } from './types.js';
 
 export interface SpawnLimits {
   /** Deepest level below the root (root = depth 0). */
@@ -48,8 +36,6 @@ export interface AgentRecord {
   depth: number;
   status: AgentStatus;
   waitKind: WaitKind | null;
-  recoveries: number;
-  idleResumes: number;
   /** This stint's single parent notice is taken (released when the agent runs again). */
   noticeClaimed: boolean;
   /** Stints so far: a new one starts each time the agent runs again after a terminal state. */
@@ -78,6 +64,8 @@ export interface CoordinatorContext {
   agentCount: number;
   /** Active agents other than the root: the finish gate. */
   activeNonRoot: number;
+  /** Agents whose status is `running` (none: the run is idle, every agent parked or terminal). */
+  running: number;
   budget: BudgetFlags;
 }
 
@@ -93,8 +81,6 @@ export interface AgentChange {
   id: string;
   status: AgentStatus;
   waitKind: WaitKind | null;
-  recoveries: number;
-  idleResumes: number;
   error: SerializedError | null;
   stopReason: StopReason | null;
   report: CompletionReport | null;
@@ -117,7 +103,8 @@ export type CoordinatorEmitted =
   | { type: 'register.rejected'; id: string; code: string; reason: string };
 
 export interface SpawnRejection {
-  code: 'AGENT_NOT_FOUND' | 'ROOT_EXISTS' | 'MAX_AGENTS_EXCEEDED' | 'MAX_DEPTH_EXCEEDED' | 'MAX_CHILDREN_EXCEEDED' | 'BUDGET_EXCEEDED' | 'BUDGET_RESERVE_REACHED';
+  code:
+    'AGENT_NOT_FOUND' | 'ROOT_EXISTS' | 'MAX_AGENTS_EXCEEDED' | 'MAX_DEPTH_EXCEEDED' | 'MAX_CHILDREN_EXCEEDED' | 'BUDGET_EXCEEDED' | 'BUDGET_RESERVE_REACHED';
   reason: string;
 }
 
@@ -155,8 +142,7 @@ export function activeAgentsExcept(context: CoordinatorContext, exceptId: string
   return out;
 }
 
-export const getAgentRecord = (context: CoordinatorContext, id: string): AgentRecord | undefined =>
-  getSharded(context.agents, id);
+export const getAgentRecord = (context: CoordinatorContext, id: string): AgentRecord | undefined => getSharded(context.agents, id);
 
 const DEFAULT_FLAGS: BudgetFlags = {
   limitUsd: null,
@@ -173,6 +159,7 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
   if (!prev) return null;
   let agents = context.agents;
   let activeNonRoot = context.activeNonRoot;
+  const running = context.running + (change.status === 'running' ? 1 : 0) - (prev.status === 'running' ? 1 : 0);
   const notices: Extract<CoordinatorEmitted, { type: 'notice' }>[] = [];
   const wasActive = isActive(prev.status);
   const nowActive = isActive(change.status);
@@ -226,12 +213,10 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
     ...prev,
     status: change.status,
     waitKind: change.waitKind,
-    recoveries: change.recoveries,
-    idleResumes: change.idleResumes,
     noticeClaimed,
     stint,
   });
-  return { agents, activeNonRoot, notices };
+  return { agents, activeNonRoot, running, notices };
 }
 
 function activeIds(context: CoordinatorContext, includeRoot: boolean): string[] {
@@ -251,11 +236,8 @@ export const coordinatorMachine = setup({
   },
   guards: {
     canRegister: ({ context, event }) =>
-      event.type === 'agent.register' &&
-      getSharded(context.agents, event.id) === undefined &&
-      spawnRejection(context, event.parentId) === null,
-    isKnownAgent: ({ context, event }) =>
-      event.type === 'agent.changed' && getSharded(context.agents, event.id) !== undefined,
+      event.type === 'agent.register' && getSharded(context.agents, event.id) === undefined && spawnRejection(context, event.parentId) === null,
+    isKnownAgent: ({ context, event }) => event.type === 'agent.changed' && getSharded(context.agents, event.id) !== undefined,
     isReserveUntripped: ({ context }) => !context.budget.reserveStopped && !context.budget.budgetStopped,
     isBudgetRunning: ({ context }) => !context.budget.budgetStopped,
   },
@@ -278,8 +260,6 @@ export const coordinatorMachine = setup({
         depth: parent ? parent.depth + 1 : 0,
         status: 'running',
         waitKind: null,
-        recoveries: 0,
-        idleResumes: 0,
         noticeClaimed: false,
         stint: 0,
         aliveChildren: 0,
@@ -290,6 +270,7 @@ export const coordinatorMachine = setup({
         agentCount: context.agentCount + 1,
         rootId: event.parentId === null ? event.id : context.rootId,
         activeNonRoot: context.activeNonRoot + (event.parentId === null ? 0 : 1),
+        running: context.running + 1,
       };
     }),
     rejectRegistration: emit(({ context, event }) => {
@@ -304,7 +285,7 @@ export const coordinatorMachine = setup({
       if (event.type !== 'agent.changed') return;
       const result = applyChange(context, event);
       if (!result) return;
-      enqueue.assign({ agents: result.agents, activeNonRoot: result.activeNonRoot });
+      enqueue.assign({ agents: result.agents, activeNonRoot: result.activeNonRoot, running: result.running });
       for (const notice of result.notices) enqueue.emit(notice);
     }),
     tripReserve: enqueueActions(({ context, enqueue }) => {
@@ -338,9 +319,11 @@ export const coordinatorMachine = setup({
   context: ({ input }) => {
     let rootId: string | null = null;
     let activeNonRoot = 0;
+    let running = 0;
     for (const rec of input.agents ?? []) {
       if (rec.parentId === null) rootId = rec.id;
       else if (isActive(rec.status)) activeNonRoot += 1;
+      if (rec.status === 'running') running += 1;
     }
     const agents = shardedFrom((input.agents ?? []).map((rec): [string, AgentRecord] => [rec.id, rec]));
     return {
@@ -350,6 +333,7 @@ export const coordinatorMachine = setup({
       rootId,
       agentCount: input.agents?.length ?? 0,
       activeNonRoot,
+      running,
       budget: { ...DEFAULT_FLAGS, ...input.budget },
     };
   },

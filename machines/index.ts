@@ -1,12 +1,7 @@
 /** The pure lifecycle machines and their types. */
 export { agentMachine } from './agentMachine.js';
 export type { AgentContext, AgentEvent, AgentInput, AgentLifecycleState, TurnInput } from './agentMachine.js';
-export {
-  activeAgentsExcept,
-  coordinatorMachine,
-  getAgentRecord,
-  spawnRejection,
-} from './coordinatorMachine.js';
+export { activeAgentsExcept, coordinatorMachine, getAgentRecord, spawnRejection } from './coordinatorMachine.js';
 export type {
   AgentChange,
   AgentRecord,

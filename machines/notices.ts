@@ -25,11 +25,7 @@ const STOP_WHY: Record<StopReason, string> = {
 
 export function completionReportText(child: NoticeSubject, report: CompletionReport, at: number): string {
   const bullets = (items: string[]) => (items.length > 0 ? items.map((i) => `- ${i}`).join('\n') : '- (none)');
-  const lines = [
-    `== Completion report from ${label(child)} ==`,
-    `Status: ${report.success ? 'SUCCESS' : 'FAILED'}`,
-    `Time: ${new Date(at).toISOString()}`,
-  ];
+  const lines = [`== Completion report from ${label(child)} ==`, `Status: ${report.success ? 'SUCCESS' : 'FAILED'}`, `Time: ${new Date(at).toISOString()}`];
   if (child.task) lines.push(`Task: ${child.task}`);
   lines.push('', 'Summary:', report.summary || '(none)');
   if (report.findings.length > 0) lines.push('', 'Findings:', bullets(report.findings));
@@ -56,10 +52,7 @@ export function terminalNoticeText(
 }
 
 export function stallNoticeText(child: NoticeSubject, cause: 'plainText' | 'idle'): string {
-  const what =
-    cause === 'plainText'
-      ? 'kept ending turns without a tool call'
-      : 'kept waiting on other agents without hearing from any';
+  const what = cause === 'plainText' ? 'kept ending turns without a tool call' : 'kept waiting on other agents without hearing from any';
   return `[Agent stalled] ${label(child)} ${what} and is parked until it gets a message. It will not report by itself: either send it a concrete next step, or stop waiting and account for its subtask.`;
 }
 

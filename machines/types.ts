@@ -5,26 +5,9 @@
  */
 
 /** An agent's status is the top-level state of its machine. */
-export type AgentStatus =
-  | 'running'
-  | 'waiting'
-  | 'stalled'
-  | 'budgetPaused'
-  | 'completed'
-  | 'stopped'
-  | 'failed'
-  | 'crashed';
+export type AgentStatus = 'running' | 'waiting' | 'stalled' | 'budgetPaused' | 'completed' | 'stopped' | 'failed' | 'crashed';
 
-export const AGENT_STATUSES: readonly AgentStatus[] = [
-  'running',
-  'waiting',
-  'stalled',
-  'budgetPaused',
-  'completed',
-  'stopped',
-  'failed',
-  'crashed',
-];
+export const AGENT_STATUSES: readonly AgentStatus[] = ['running', 'waiting', 'stalled', 'budgetPaused', 'completed', 'stopped', 'failed', 'crashed'];
 
 /** Terminal: the agent's stint is over; its parent has been (or is being) told exactly once. */
 export const TERMINAL_STATUSES: ReadonlySet<AgentStatus> = new Set(['completed', 'stopped', 'failed', 'crashed']);
@@ -127,3 +110,17 @@ export interface AgentPolicy {
 export const DEFAULT_RECOVERY_LIMIT = 3;
 export const DEFAULT_IDLE_LIMIT = 3;
 export const DEFAULT_IDLE_RESUME_MS = 300_000;
+
+/**
+ * When an agent's wait on agents times out: when it began plus the wait's own timeout, else the
+ * run's idle auto-resume delay; null for any other status. The one statement of the rule: the
+ * dormant agents' timers, a restored agent's remaining timer and a worker's release deadline use it.
+ */
+export function idleDeadline(
+  status: AgentStatus,
+  state: { waitKind?: WaitKind | null; waitingSince?: number | null; waitTimeoutMs?: number | null },
+  idleResumeMs: number,
+): number | null {
+  if (status !== 'waiting' || state.waitKind !== 'agents' || state.waitingSince === null || state.waitingSince === undefined) return null;
+  return state.waitingSince + (state.waitTimeoutMs ?? idleResumeMs);
+}

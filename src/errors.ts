@@ -31,7 +31,18 @@ export const ERROR_CODES = {
   TOOL_NOT_RUN: { retryable: true, description: 'A crash, shutdown or stop cut the turn before the call started: no effect; call again if needed.' },
   TOOL_CANCELLED: { retryable: false, description: 'A stop aborted the running call (MCP: cancelled on the wire); its effect is unknown; check first.' },
   MCP_SERVER_UNAVAILABLE: { retryable: true, description: "The tool's MCP server died or is down; a cut call's effect is unknown." },
-  MCP_RESULT_TOO_LARGE: { retryable: false, description: "The result exceeds the server's maxResultChars." },
+  MCP_RESULT_TOO_LARGE: {
+    retryable: false,
+    description: "The result exceeds the server's maxResultChars (or its message 8 bytes per such character, at least 8 MiB: cut off while read).",
+  },
+  MCP_TOO_MANY_TOOLS: {
+    retryable: false,
+    description: 'The MCP server lists more than its maxTools tools (256): it fails to start and is retried with backoff.',
+  },
+  MCP_LIST_TOO_LONG: {
+    retryable: false,
+    description: 'The MCP server has more than maxListPages pages of tools/list (100): it fails to start and is retried with backoff.',
+  },
   FINISH_REFUSED: { retryable: true, description: "Agents below, or the agent's own executions or delegations, are still active." },
   EXECUTION_NOT_FOUND: { retryable: false, description: 'No execution with that id is linked to an agent of this run.' },
   PROVIDER_RATE_LIMITED: { retryable: true, description: 'The provider answered 429.' },
@@ -59,7 +70,11 @@ export const ERROR_CODES = {
   STORE_UNREACHABLE: { retryable: true, description: 'The PostgreSQL server cannot be reached; nothing written.' },
   STORE_AUTH_FAILED: { retryable: false, description: 'PostgreSQL refused the login; nothing written.' },
   STORE_FOREIGN: { retryable: false, description: "The PostgreSQL schema holds another application's tables; left untouched." },
-  LEASE_LOST: { retryable: false, description: 'Another worker claimed the run; this one wrote nothing more.' },
+  LEASE_LOST: {
+    retryable: false,
+    description:
+      "Another worker claimed the run, or this host's lease may have expired by its own clock (stopped, partitioned): it makes no model or tool call and writes nothing more.",
+  },
   INTERNAL: { retryable: false, description: 'A bug in troupe or in a user-supplied function.' },
 } as const satisfies Record<string, { retryable: boolean; description: string }>;
 
@@ -100,26 +115,18 @@ export class ProviderError extends TroupeError {
   /** Server-requested delay before a retry (retry-after / retry-after-ms). */
   readonly retryAfterMs: number | undefined;
 
-  constructor(
-    code: Extract<ErrorCode, `PROVIDER_${string}`>,
-    message: string,
-    options: TroupeErrorOptions & { status?: number; retryAfterMs?: number } = {},
-  ) {
+  constructor(code: Extract<ErrorCode, `PROVIDER_${string}`>, message: string, options: TroupeErrorOptions & { status?: number; retryAfterMs?: number } = {}) {
     super(code, message, options);
     this.status = options.status;
     this.retryAfterMs = options.retryAfterMs;
   }
 }
 
-export const isErrorCode = (value: unknown): value is ErrorCode =>
-  typeof value === 'string' && Object.prototype.hasOwnProperty.call(ERROR_CODES, value);
+export const isErrorCode = (value: unknown): value is ErrorCode => typeof value === 'string' && Object.prototype.hasOwnProperty.call(ERROR_CODES, value);
 
 /** True for TroupeError instances and for their JSON form (prototypes do not survive JSON). */
 export function isTroupeError(value: unknown): value is TroupeError {
-  return (
-    value instanceof TroupeError ||
-    (typeof value === 'object' && value !== null && isErrorCode((value as { code?: unknown }).code))
-  );
+  return value instanceof TroupeError || (typeof value === 'object' && value !== null && isErrorCode((value as { code?: unknown }).code));
 }
 
 /** The message of anything thrown: an Error's message, a string, or the value as JSON. Never throws. */

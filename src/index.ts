@@ -2,13 +2,13 @@
  * troupe: a durable, actor-model coordinator for teams of LLM agents.
  * @module
  */
-export { createCoordinator } from './host/createCoordinator.js';
-export { recoverRun, resumeCoordinator } from './host/resumeCoordinator.js';
+export { createCoordinator, resumeCoordinator } from './hosting/library.js';
+export { recoverRun } from './host/resumeCoordinator.js';
 export { isStorePort, portOf, type StorePort, type WriteOp } from './store/port.js';
 export type { ResumeOptions } from './host/resumeCoordinator.js';
 export type { Coordinator, SendOptions } from './host/createCoordinator.js';
 export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './host/runtime.js';
-export type { AgentView, Registry, TreeNode } from './host/registry.js';
+export type { AgentView, Registry, TreeNode } from './host/views/registry.js';
 export { DEFAULT_LIMITS } from './host/options.js';
 export type { BudgetOptions, CoordinatorOptions, InspectOption, Limits } from './host/options.js';
 export { systemClock } from './clock.js';
@@ -45,6 +45,11 @@ export type { OpenStoreOptions, SqliteStore } from './store/sqliteStore.js';
 export { openPostgresStore } from './store/postgres/store.js';
 export type { PostgresStore, PostgresStoreOptions } from './store/postgres/store.js';
 export type { LeaseOptions, ReleaseState, RunLease } from './store/postgres/lease.js';
+export { sqliteRuns } from './hosting/sqliteRuns.js';
+export { postgresRuns } from './hosting/postgresRuns.js';
+export type { HostView, RunClaim, RunStore } from './hosting/runStore.js';
+export { submitRun } from './worker/submit.js';
+export type { SubmitOptions } from './worker/submit.js';
 export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, UsageRow } from './store/types.js';
 export { defineTool } from './tools/defineTool.js';
 export type { Tool, ToolContext, ToolRisk } from './tools/defineTool.js';
@@ -59,7 +64,7 @@ export { Conversation, conversation } from './autonomy/conversation.js';
 export type { Reply } from './autonomy/conversation.js';
 export { EventBus } from './autonomy/eventBus.js';
 export type { AuditEvent, AuditListener } from './autonomy/eventBus.js';
-export { continuationNote, extractExecutionIds } from './host/executionText.js';
+export { continuationNote, extractExecutionIds } from './host/async/executionText.js';
 export { ProactiveManager } from './autonomy/proactive.js';
 export type { ProactiveOptions } from './autonomy/proactive.js';
 export { parseProactiveConfig } from './autonomy/proactiveConfig.js';

@@ -8,7 +8,7 @@
  * synchronously inside `add` when a slot is free; when a task settles, its caller's promise is
  * resolved first and the next waiting task starts right after, in the same microtask, so the
  * caller's continuation runs after the next task has begun (a budget stop decided in that
- * continuation reaches every task still waiting: host/gateway.ts re-checks when a task starts).
+ * continuation reaches every task still waiting: host/calls/gateway.ts re-checks when a task starts).
  * @module
  */
 

@@ -44,7 +44,7 @@ export interface ApprovalDecision {
   reason: string;
 }
 
-export type ApproverAnswer = boolean | { approved: boolean; reason?: string };
+type ApproverAnswer = boolean | { approved: boolean; reason?: string };
 
 export type Approver = (request: ApprovalRequest) => ApproverAnswer | Promise<ApproverAnswer>;
 
@@ -105,8 +105,7 @@ export class ApprovalGate {
   }
 
   async request(req: ApprovalRequest): Promise<ApprovalDecision> {
-    const risk: ToolRisk =
-      req.risk === 'read_only' || req.risk === 'mutation' || req.risk === 'destructive' ? req.risk : 'destructive';
+    const risk: ToolRisk = req.risk === 'read_only' || req.risk === 'mutation' || req.risk === 'destructive' ? req.risk : 'destructive';
     if (risk === 'read_only') return { approved: true, reason: 'read_only' };
 
     if (risk === 'mutation' && this.windowOpen(req.agentId)) {

@@ -48,9 +48,9 @@ export interface ProactiveOptions {
   probes?: ProactiveProbes;
 }
 
-export const DEFAULT_POLL_INTERVAL_MS = 15_000;
-export const MIN_POLL_INTERVAL_MS = 5_000;
-export const MAX_POLL_INTERVAL_MS = 30_000;
+const DEFAULT_POLL_INTERVAL_MS = 15_000;
+const MIN_POLL_INTERVAL_MS = 5_000;
+const MAX_POLL_INTERVAL_MS = 30_000;
 
 /** The largest delay Node's timers honour (larger values fire after 1 ms); longer waits are chained. */
 const MAX_TIMER_MS = 2_147_483_647;

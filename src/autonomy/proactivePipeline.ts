@@ -45,7 +45,7 @@ export interface TriggerStats {
   lastFiredAt: number | null;
 }
 
-export const DEFAULT_COOLDOWN_MS = 300_000;
+const DEFAULT_COOLDOWN_MS = 300_000;
 
 export interface TriggerState {
   readonly trigger: ProactiveTrigger;

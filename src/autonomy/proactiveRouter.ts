@@ -21,9 +21,9 @@
  * @module
  */
 import { pino, type Logger } from 'pino';
-import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
+import type { Coordinator } from '../host/createCoordinator.js';
+import { createCoordinator, resumeCoordinator } from '../hosting/library.js';
 import { isValidAgentName, type CoordinatorOptions } from '../host/options.js';
-import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import type { Store } from '../store/types.js';
@@ -233,10 +233,9 @@ export class ProactiveRouter {
     }
 
     if (!isValidAgentName(fire.trigger)) {
-      throw new ConfigError(
-        `Trigger name ${JSON.stringify(fire.trigger)} cannot name the root of run ${runId}: it must be one line of 1..64 characters`,
-        { details: { trigger: fire.trigger } },
-      );
+      throw new ConfigError(`Trigger name ${JSON.stringify(fire.trigger)} cannot name the root of run ${runId}: it must be one line of 1..64 characters`, {
+        details: { trigger: fire.trigger },
+      });
     }
     const coordinator = createCoordinator({ ...this.#options, store: this.#store, model: this.#model, runId, interactive: true });
     let rootId: string;

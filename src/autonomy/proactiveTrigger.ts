@@ -72,8 +72,7 @@ export function errorMessage(err: unknown): string {
 
 export type FieldName = (field: keyof ProactiveTrigger) => string;
 
-export const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+export const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 export function fail(where: string, field: string, problem: string, value: unknown): never {
   throw new ConfigError(`${where}.${field} ${problem}, got ${show(value)}`, { details: { field: `${where}.${field}`, value } });
@@ -125,10 +124,7 @@ function validateTrigger(t: unknown, where: string, name: FieldName): asserts t 
       if (typeof t.watchPath !== 'string' || t.watchPath === '') {
         fail(where, name('watchPath'), 'is required for a file_change trigger (a non-empty path)', t.watchPath);
       }
-      if (
-        t.watchPatterns !== undefined &&
-        (!Array.isArray(t.watchPatterns) || !t.watchPatterns.every((p) => typeof p === 'string' && p !== ''))
-      ) {
+      if (t.watchPatterns !== undefined && (!Array.isArray(t.watchPatterns) || !t.watchPatterns.every((p) => typeof p === 'string' && p !== ''))) {
         fail(where, name('watchPatterns'), 'must be an array of non-empty glob strings', t.watchPatterns);
       }
       break;
@@ -136,12 +132,7 @@ function validateTrigger(t: unknown, where: string, name: FieldName): asserts t 
       if (typeof t.diskPath !== 'string' || t.diskPath === '') {
         fail(where, name('diskPath'), 'is required for a disk_threshold trigger (a non-empty path)', t.diskPath);
       }
-      if (
-        typeof t.diskThresholdPct !== 'number' ||
-        !Number.isFinite(t.diskThresholdPct) ||
-        t.diskThresholdPct <= 0 ||
-        t.diskThresholdPct > 100
-      ) {
+      if (typeof t.diskThresholdPct !== 'number' || !Number.isFinite(t.diskThresholdPct) || t.diskThresholdPct <= 0 || t.diskThresholdPct > 100) {
         fail(where, name('diskThresholdPct'), 'is required for a disk_threshold trigger (a number in (0, 100])', t.diskThresholdPct);
       }
       break;
@@ -154,10 +145,9 @@ function validateTrigger(t: unknown, where: string, name: FieldName): asserts t 
       const hasInterval = t.intervalMs !== undefined;
       const hasCron = t.cron !== undefined;
       if (hasInterval === hasCron) {
-        throw new ConfigError(
-          `${where} (schedule) needs exactly one of ${name('intervalMs')} and ${name('cron')}, got ${hasInterval ? 'both' : 'neither'}`,
-          { details: { field: `${where}.${name(hasInterval ? 'cron' : 'intervalMs')}` } },
-        );
+        throw new ConfigError(`${where} (schedule) needs exactly one of ${name('intervalMs')} and ${name('cron')}, got ${hasInterval ? 'both' : 'neither'}`, {
+          details: { field: `${where}.${name(hasInterval ? 'cron' : 'intervalMs')}` },
+        });
       }
       if (hasInterval) {
         if (typeof t.intervalMs !== 'number' || !Number.isFinite(t.intervalMs) || t.intervalMs < 1) {

@@ -228,12 +228,7 @@ export class Watchdog {
         return;
       }
       Promise.resolve(result).then(
-        (value) =>
-          finish(
-            value === true
-              ? { healthy: true }
-              : { healthy: false, error: value === false ? 'returned false' : `returned ${typeof value}` },
-          ),
+        (value) => finish(value === true ? { healthy: true } : { healthy: false, error: value === false ? 'returned false' : `returned ${typeof value}` }),
         (err: unknown) => finish({ healthy: false, error: errorMessage(err) }),
       );
     });

@@ -37,3 +37,12 @@ export function number(name: string, value: string | undefined, integer = false,
 
 /** Whether `--db` names a PostgreSQL server rather than a SQLite file. */
 export const isPostgresUrl = (db: string | undefined): db is string => db !== undefined && /^postgres(ql)?:\/\//.test(db);
+
+/** `troupe finish-execution <execution> completed|failed [result]`, checked (the same on every store). */
+export function finishExecutionArgs(args: string[]): { id: string; status: 'completed' | 'failed'; result: string } {
+  const [id, status, result = ''] = args;
+  const usage = 'Usage: troupe finish-execution <execution> completed|failed ["<result>"]';
+  if (!id) throw new ConfigError(usage);
+  if (status !== 'completed' && status !== 'failed') throw new ConfigError(`${usage}: the status is completed or failed, got ${JSON.stringify(status ?? '')}`);
+  return { id, status, result };
+}

@@ -11,7 +11,7 @@ import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
 import { isValidAgentName } from '../autonomy/proactiveRouter.js';
 import type { BudgetOptions, Limits, ReviewOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';
-import { DEFAULT_PRICES, lookupPrice } from '../model/prices.js';
+import { priceOf } from '../model/prices.js';
 import type { ModelPrice } from '../model/types.js';
 import { checkConfig } from './configSchema.js';
 import { mcpServersOf, type McpServersSection } from './mcpConfig.js';
@@ -24,6 +24,8 @@ export interface CliConfig {
   stream?: boolean;
   maxOutputTokens?: number;
   timeoutMs?: number;
+  /** Streaming: no byte from the server for this long ends the attempt as a timeout. */
+  idleTimeoutMs?: number;
   interactive?: boolean;
   budget?: BudgetOptions;
   limits?: Partial<Limits>;
@@ -48,7 +50,7 @@ export interface CliConfig {
 }
 
 /** The `proactive` section of the config file: `{ enabled?, triggers: [...] }` (see parseProactiveConfig). */
-export interface ProactiveSection {
+interface ProactiveSection {
   enabled?: boolean;
   triggers?: Record<string, unknown>[];
 }
@@ -64,7 +66,7 @@ export interface WatchdogSection {
 export type SavedRunConfig = Omit<CliConfig, 'apiKey' | 'proactive' | 'watchdog' | 'mcpServers'> & { demo?: boolean };
 
 export const DEFAULT_DB = '.troupe/troupe.db';
-export const DEFAULT_CONFIG_FILE = 'troupe.config.json';
+const DEFAULT_CONFIG_FILE = 'troupe.config.json';
 
 /** Read the config file: `path` must exist; without it, ./troupe.config.json is used if present. */
 export function loadConfigFile(path: string | undefined): CliConfig {
@@ -102,9 +104,12 @@ export function proactiveTriggers(section: unknown, file = 'the config file'): P
     const all = disabled ? parseProactiveConfig({ ...section, enabled: true }) : triggers;
     all.forEach((t, i) => {
       if (!isValidAgentName(t.name)) {
-        throw new ConfigError(`proactive.triggers[${i}].name must be one line of at most 64 characters (it names the root agent of run proactive-<name>), got ${JSON.stringify(t.name)}`, {
-          details: { field: `proactive.triggers[${i}].name`, value: t.name },
-        });
+        throw new ConfigError(
+          `proactive.triggers[${i}].name must be one line of at most 64 characters (it names the root agent of run proactive-<name>), got ${JSON.stringify(t.name)}`,
+          {
+            details: { field: `proactive.triggers[${i}].name`, value: t.name },
+          },
+        );
       }
     });
   } catch (err) {
@@ -117,7 +122,8 @@ export function proactiveTriggers(section: unknown, file = 'the config file'): P
 /** The `watchdog` section, checked: `{ intervalMs?, failureThreshold? }`, whole numbers >= 1. */
 export function watchdogSection(section: unknown, file = 'the config file'): WatchdogSection {
   if (section === undefined || section === null) return {};
-  if (typeof section !== 'object' || Array.isArray(section)) throw new ConfigError(`${file}: watchdog must be an object { intervalMs?, failureThreshold? }, got ${JSON.stringify(section)}`);
+  if (typeof section !== 'object' || Array.isArray(section))
+    throw new ConfigError(`${file}: watchdog must be an object { intervalMs?, failureThreshold? }, got ${JSON.stringify(section)}`);
   const out: WatchdogSection = {};
   for (const [key, value] of Object.entries(section)) {
     if (key !== 'intervalMs' && key !== 'failureThreshold') {
@@ -146,16 +152,13 @@ export function mergeConfig(...sources: Partial<CliConfig>[]): CliConfig {
       if (value === undefined) continue;
       const prev = (out as Record<string, unknown>)[key];
       (out as Record<string, unknown>)[key] =
-        typeof value === 'object' && value !== null && !Array.isArray(value) && typeof prev === 'object' && prev !== null
-          ? { ...prev, ...value }
-          : value;
+        typeof value === 'object' && value !== null && !Array.isArray(value) && typeof prev === 'object' && prev !== null ? { ...prev, ...value } : value;
     }
   }
   return out;
 }
 
-export const fromEnv = (env: NodeJS.ProcessEnv): Partial<CliConfig> =>
-  defined({ apiKey: env.OPENAI_API_KEY, baseURL: env.OPENAI_BASE_URL });
+export const fromEnv = (env: NodeJS.ProcessEnv): Partial<CliConfig> => defined({ apiKey: env.OPENAI_API_KEY, baseURL: env.OPENAI_BASE_URL });
 
 export const MODEL_HINT = `troupe run needs a model. Point it at any OpenAI-compatible server:
 
@@ -196,7 +199,7 @@ export function parsePrice(text: string): ModelPrice {
 export function requirePrice(config: CliConfig): void {
   const limit = config.budget?.limitUsd;
   if (limit === undefined || !config.model) return;
-  if (lookupPrice(config.budget?.prices ?? {}, config.model) ?? lookupPrice(DEFAULT_PRICES, config.model)) return;
+  if (priceOf({ name: config.model }, config.budget?.prices ?? {})) return;
   throw new ConfigError(
     `A budget of $${limit} cannot bind: troupe has no price for the model "${config.model}", so every call would count $0. ` +
       `Give its price in USD per 1M tokens: --price <input>,<output> (e.g. --price 0.15,0.6; --price 0,0 for a free local model, which makes the budget moot), ` +

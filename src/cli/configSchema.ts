@@ -27,6 +27,11 @@ export const CONFIG_SCHEMA = {
     stream: { type: 'boolean', description: 'Stream answers: text shows as it is written.' },
     maxOutputTokens: { ...positiveInt, description: 'Output tokens per call (also what the budget reserves per call).' },
     timeoutMs: { ...positiveInt, description: 'Per-request timeout; default 600000.' },
+    idleTimeoutMs: {
+      ...positiveInt,
+      description:
+        'Streaming: no byte from the server for this long (before the first chunk or between two) ends the attempt as PROVIDER_TIMEOUT, retried; default 120000.',
+    },
     interactive: { type: 'boolean', description: 'A human is attached: agents park, finished agents can be revived.' },
     budget: {
       type: 'object',
@@ -34,7 +39,12 @@ export const CONFIG_SCHEMA = {
       description: 'A spending limit that cannot be blown (README, Budget).',
       properties: {
         limitUsd: { type: 'number', exclusiveMinimum: 0, description: 'The limit in USD.' },
-        reserveFraction: { type: 'number', exclusiveMinimum: 0, maximum: 1, description: 'Share of the limit at which every sub-agent is stopped; default 0.9.' },
+        reserveFraction: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          maximum: 1,
+          description: 'Share of the limit at which every sub-agent is stopped; default 0.9.',
+        },
         policy: { enum: ['stop', 'pause'], description: 'stop (default) or pause at the limit.' },
         prices: {
           type: 'object',
@@ -61,7 +71,12 @@ export const CONFIG_SCHEMA = {
         maxMailbox: positiveInt,
       },
     },
-    concurrency: { type: 'object', additionalProperties: false, description: 'Model and tool calls at once.', properties: { model: positiveInt, tools: positiveInt } },
+    concurrency: {
+      type: 'object',
+      additionalProperties: false,
+      description: 'Model and tool calls at once.',
+      properties: { model: positiveInt, tools: positiveInt },
+    },
     rateLimit: {
       type: 'object',
       additionalProperties: false,
@@ -93,7 +108,8 @@ export const CONFIG_SCHEMA = {
     otel: { type: 'boolean', description: 'Export OpenTelemetry spans and metrics over OTLP/HTTP, as --otel (run, resume, serve; demo: --otel only).' },
     mcpServers: {
       type: 'object',
-      description: 'MCP servers by name: { command, args?, env?, cwd? } or { url, headers? }, plus tools?, connectTimeoutMs?, maxResultChars?. Never saved with a run.',
+      description:
+        'MCP servers by name: { command, args?, env?, cwd? } or { url, headers? }, plus tools?, connectTimeoutMs?, maxResultChars?, maxTools?, maxListPages?. Never saved with a run.',
       additionalProperties: { type: 'object' },
     },
   },
@@ -106,14 +122,23 @@ const validator = (): ValidateFunction => (compiled ??= new Ajv({ allErrors: fal
 
 /** `/budget/prices/m` → `budget.prices["m"]`. */
 function fieldPath(pointer: string): string {
-  const parts = pointer.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
-  return parts.reduce((out, p) => (/^\d+$/.test(p) ? `${out}[${p}]` : /^[A-Za-z_$][\w$]*$/.test(p) ? (out ? `${out}.${p}` : p) : `${out}[${JSON.stringify(p)}]`), '');
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return parts.reduce(
+    (out, p) => (/^\d+$/.test(p) ? `${out}[${p}]` : /^[A-Za-z_$][\w$]*$/.test(p) ? (out ? `${out}.${p}` : p) : `${out}[${JSON.stringify(p)}]`),
+    '',
+  );
 }
 
 function describe(error: ErrorObject, data: unknown): { field: string; message: string } {
   const field = fieldPath(error.instancePath);
   const where = field || 'the top level';
-  const value = error.instancePath.split('/').slice(1).reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], data);
+  const value = error.instancePath
+    .split('/')
+    .slice(1)
+    .reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], data);
   switch (error.keyword) {
     case 'additionalProperty':
     case 'additionalProperties': {

@@ -10,11 +10,10 @@ import { createInterface } from 'node:readline';
 import type { Coordinator } from '../host/createCoordinator.js';
 import type { AgentInfo, TroupeEvent } from '../host/runtime.js';
 import { errorMessage } from '../errors.js';
-import type { SqliteStore } from '../store/sqliteStore.js';
+import type { StorePort } from '../store/port.js';
 import type { Io } from './args.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { attachView, type View } from './liveView.js';
-import { serveInbox } from './mail.js';
 import type { Inspection } from './setup.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { budgetBar, treeLines, type ViewMode } from './view.js';
@@ -22,12 +21,11 @@ import { budgetBar, treeLines, type ViewMode } from './view.js';
 const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 
 /** Exit code 130: the conventional "ended by SIGINT". */
-export const EXIT_INTERRUPTED = EXIT.INTERRUPTED;
+const EXIT_INTERRUPTED = EXIT.INTERRUPTED;
 
 export interface DriveOptions {
   mode: ViewMode;
   io: Io;
-  store: SqliteStore;
   /** How the user resumes this run (printed after Ctrl-C). */
   resumeHint: string;
   killAfterTurns?: number | undefined;
@@ -72,12 +70,14 @@ export function runExitCode(root: Pick<AgentInfo, 'status' | 'error'>): number {
 }
 
 /** The reports of the root's descendants, depth first (what the team found when the root did not say). */
-function childReports(c: Coordinator, rootId: string): string[] {
+function childReports(c: Driven, rootId: string): string[] {
   const out: string[] = [];
   const walk = (id: string, indent: string) => {
     for (const child of c.list().filter((a) => a.parentId === id)) {
       const info = c.get(child.id);
-      const body = info.report?.summary ?? (info.error ? `${info.error.code}: ${info.error.message}` : `(no report: ${info.status}${info.stopReason ? `, ${info.stopReason}` : ''})`);
+      const body =
+        info.report?.summary ??
+        (info.error ? `${info.error.code}: ${info.error.message}` : `(no report: ${info.status}${info.stopReason ? `, ${info.stopReason}` : ''})`);
       out.push(`${indent}${forTerminal(info.name)}: ${forTerminal(body, true)}`);
       walk(child.id, `${indent}  `);
     }
@@ -86,9 +86,11 @@ function childReports(c: Coordinator, rootId: string): string[] {
   return out;
 }
 
-function printEnd(c: Coordinator, root: AgentInfo, rootId: string, trips: string[], io: Io, mode: ViewMode): void {
+function printEnd(c: Driven, root: AgentInfo, rootId: string, trips: string[], io: Io, mode: ViewMode): void {
   if (mode === 'json') {
-    io.out.write(`${jsonLine({ type: 'run.finished', runId: c.runId, status: root.status, report: root.report, error: root.error, budget: c.budget(), budgetTrips: trips, tree: c.tree() })}\n`);
+    io.out.write(
+      `${jsonLine({ type: 'run.finished', runId: c.runId, status: root.status, report: root.report, error: root.error, budget: c.budget(), budgetTrips: trips, tree: c.tree() })}\n`,
+    );
     return;
   }
   // The live view's final frame already shows the team on a terminal.
@@ -106,7 +108,7 @@ function printEnd(c: Coordinator, root: AgentInfo, rootId: string, trips: string
 }
 
 /** Watch the budget trips of the run (their reasons go into the summary). */
-function tripWatcher(c: Coordinator): { trips: string[]; stop: () => void } {
+function tripWatcher(c: Driven): { trips: string[]; stop: () => void } {
   const trips: string[] = [];
   const stop = c.subscribe((event: TroupeEvent) => {
     if (event.type === 'budget.tripped') trips.push(`${event.kind === 'stop' ? 'budget stopped the run' : 'reserve tripped'}: ${event.reason}`);
@@ -114,21 +116,29 @@ function tripWatcher(c: Coordinator): { trips: string[]; stop: () => void } {
   return { trips, stop };
 }
 
-/** Drive a run to the end of its root; returns the exit code. */
-export async function drive(c: Coordinator, start: () => Promise<string>, options: DriveOptions): Promise<number> {
+/** A hosted run's coordinator (the hosting loop hosts every run through a store port). */
+type Driven = Coordinator<StorePort>;
+
+/**
+ * Drive a run to the end of its root; returns the exit code. `host` hosts the run and calls
+ * `onHosted` with its coordinator as soon as it exists, before any turn of it: the view listens
+ * from there, so none of the run's events is missed.
+ */
+export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c: Driven; rootId: string }>, options: DriveOptions): Promise<number> {
   const { mode, io } = options;
-  const trips = tripWatcher(c);
+  let trips: { trips: string[]; stop: () => void } | undefined;
   const signals = stopSignals(io, { words: 'troupe', code: EXIT_INTERRUPTED });
   let view: View | undefined;
   let stopKill: (() => void) | undefined;
-  let stopInbox: (() => void) | undefined;
   let input: ReturnType<typeof createInterface> | undefined;
   try {
-    // The view listens before the run starts: its first transitions may commit with its registration.
     const promptTerminal = options.interactive && mode === 'tty' && io.stdin?.isTTY ? io.stdin : undefined;
-    if (mode === 'json') io.out.write(`${jsonLine({ type: 'run.started', runId: c.runId, resumed: options.resumed ?? false, at: Date.now() })}\n`);
-    if (mode !== 'tty' || !promptTerminal) view = attachView(c, mode, io.out, { ...viewTerminal(io) });
-    const rootId = await start();
+    // The view listens from the moment the run is hosted, before any of its turns.
+    const { c, rootId } = await host((hosted) => {
+      trips = tripWatcher(hosted);
+      if (mode === 'json') io.out.write(`${jsonLine({ type: 'run.started', runId: hosted.runId, resumed: options.resumed ?? false, at: Date.now() })}\n`);
+      if (mode !== 'tty' || !promptTerminal) view = attachView(hosted, mode, io.out, { ...viewTerminal(io) });
+    });
     const send = (line: string) => void c.send(rootId, { content: line }).catch((err: unknown) => io.err.write(`${forTerminal(errorMessage(err))}\n`));
     if (mode === 'lines' && options.resumed) {
       const root = c.get(rootId);
@@ -140,7 +150,6 @@ export async function drive(c: Coordinator, start: () => Promise<string>, option
       input = createInterface({ input: io.stdin });
       input.on('line', (line) => line.trim() !== '' && send(line));
     }
-    stopInbox = serveInbox(c, options.store);
     if (options.killAfterTurns !== undefined) {
       const limit = options.killAfterTurns;
       // Abrupt, like a crash: no shutdown, no flush beyond what each commit already made durable.
@@ -163,18 +172,17 @@ export async function drive(c: Coordinator, start: () => Promise<string>, option
     view?.stop();
     view = undefined;
     const root = c.get(rootId);
-    printEnd(c, root, rootId, trips.trips, io, mode);
+    printEnd(c, root, rootId, trips?.trips ?? [], io, mode);
     if (options.inspection?.url) {
       io.err.write(`The run ended; the inspector keeps serving ${options.inspection.url} until Ctrl-C.\n`);
       await signals.promise;
     }
     return runExitCode(root);
   } finally {
-    trips.stop();
+    trips?.stop();
     signals.dispose();
     input?.close();
     stopKill?.();
-    stopInbox?.();
     view?.stop();
   }
 }

@@ -11,6 +11,9 @@
 import { createInterface, type Interface } from 'node:readline';
 import stringWidth from 'string-width';
 import type { Coordinator } from '../host/createCoordinator.js';
+
+/** What the view reads of a coordinator (never its store: a hosted run's is a port). */
+type Viewed = Omit<Coordinator, 'store'>;
 import type { TroupeEvent } from '../host/runtime.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { activityText, budgetBar, endReason, eventLine, lookupIn, treeLines, type Lookup, type Output, type ViewMode } from './view.js';
@@ -41,7 +44,7 @@ export function rowsAt(lines: readonly string[], columns: number): number {
 }
 
 /** A prompt below the frame: lines typed go to `onLine` (the root). */
-export interface PromptOptions {
+interface PromptOptions {
   input: NodeJS.ReadableStream;
   output: NodeJS.WritableStream;
   rootId: string;
@@ -61,8 +64,8 @@ export interface ViewOptions {
 
 const TAIL = 200;
 
-export class LiveView {
-  readonly #c: Coordinator;
+class LiveView {
+  readonly #c: Viewed;
   readonly #out: Output;
   readonly #lookup: Lookup;
   readonly #columns: () => number;
@@ -82,7 +85,7 @@ export class LiveView {
   #timer: ReturnType<typeof setTimeout> | null = null;
   #stopped = false;
 
-  constructor(c: Coordinator, out: Output, options: ViewOptions = {}) {
+  constructor(c: Viewed, out: Output, options: ViewOptions = {}) {
     this.#c = c;
     this.#out = out;
     this.#lookup = lookupIn(c);
@@ -220,7 +223,7 @@ export interface View {
 }
 
 /** Attach a live view to a coordinator. */
-export function attachView(coordinator: Coordinator, mode: ViewMode, out: Output, options: ViewOptions = {}): View {
+export function attachView(coordinator: Viewed, mode: ViewMode, out: Output, options: ViewOptions = {}): View {
   if (mode === 'json') return { stop: coordinator.subscribe((event) => out.write(`${jsonLine(event)}\n`)) };
   if (mode === 'lines') {
     const lookup = lookupIn(coordinator);

@@ -1,83 +1,100 @@
 /**
- * `troupe send` and `troupe stop`, and the inbox through which they reach a live run. A run no
- * process drives is changed directly (this process owns the database meanwhile); a live one gets
- * a request in its database's inbox, which the owning process applies and answers. A message
- * passes the same rules either way (`messageRefusal`), and each refusal has its own exit code.
+ * `troupe send`, `stop` and `finish-execution`: requests from outside a run, the same on every
+ * store (DESIGN §13). Each is posted to the run's inbox and applied by whoever hosts the run:
+ * - another process hosts it (the process driving it, a worker): that host applies it and answers;
+ * - nobody does: this command claims the run, hosts it just long enough to apply the request
+ *   through its coordinator (hosting/applyHere.ts), and lets it go for its next host.
+ * A message is checked against the coordinator's rules before anything is posted to a run nobody
+ * hosts (a refusal writes nothing); each refusal has its own exit code.
  * @module
  */
-import { randomUUID } from 'node:crypto';
 import { isActive } from '../../machines/types.js';
-import type { Coordinator } from '../host/createCoordinator.js';
-import { messageRefusal } from '../host/messageRules.js';
+import { messageRefusal } from '../host/mail/messageRules.js';
 import { resolveLimits } from '../host/options.js';
-import { resumeCoordinator } from '../host/resumeCoordinator.js';
-import { ConfigError, isTroupeError, toError, TroupeError } from '../errors.js';
-import type { Model } from '../model/types.js';
-import { postToInbox, readDelivery, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';
-import { openStore, type SqliteStore } from '../store/sqliteStore.js';
-import type { RunRow } from '../store/types.js';
-import type { Io } from './args.js';
+import { applyHere } from '../hosting/applyHere.js';
+import type { RunStore } from '../hosting/runStore.js';
+import { ConfigError, TroupeError } from '../errors.js';
+import type { InboxKind, InboxResult, RunRow } from '../store/types.js';
+import { finishExecutionArgs, type Io } from './args.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
-import { defaultReadDb, latestRun, readRun, requireDatabase, savedConfig } from './runs.js';
-import type { Values } from './spec.js';
+import { findRun, nextHost, openRuns, savedSettings } from './runs.js';
+import type { Values } from './flags.js';
 import { forTerminal } from './terminal.js';
-import { applyRequest } from '../worker/requests.js';
 
 /** Statuses in which a live agent does not take up a message until something else happens. */
 const PARKED_FOR_MAIL = new Set(['budgetPaused']);
 
-/** Apply what `troupe send` / `troupe stop` in other processes posted to this live run. */
-export function serveInbox(c: Coordinator, store: SqliteStore, everyMs = 200): () => void {
-  let busy = false;
-  const poll = async () => {
-    if (busy) return;
-    busy = true;
-    try {
-      for (const request of store.openInbox(c.runId)) {
-        const result = await applyRequest(c, request);
-        store.answerInbox(request.id, result, Date.now());
-      }
-    } finally {
-      busy = false;
-    }
-  };
-  // Not unref'd: while a run is driven (even with every agent parked on a human), the process lives.
-  const timer = setInterval(() => void poll().catch(() => undefined), everyMs);
-  return () => clearInterval(timer);
-}
-
 const pause = () => new Promise((resolve) => setTimeout(resolve, 100));
 
-/** The exit code of a refusal the live run answered (older answers carry the code only as a prefix). */
+/** The exit code of a refusal the run answered (older answers carry the code only as a prefix). */
 const refusalExit = (result: InboxResult) => exitCodeFor(result.code ?? /^([A-Z_]+):/.exec(result.message)?.[1]);
 
+interface Outside {
+  kind: InboxKind;
+  payload: Record<string, unknown>;
+  /** The run it goes to, if the request names it (else `--run`, else the latest main run). */
+  runOf?: (runs: RunStore) => Promise<string | undefined>;
+  /** Refused before anything is posted to a run nobody hosts (the rules its host would apply). */
+  check?: (runs: RunStore, run: RunRow) => Promise<void>;
+  /** What the answer means once applied to a run nobody hosts (its next host carries on). */
+  idle?: (result: InboxResult) => string;
+}
+
 /**
- * Post a request to the live run that owns `db` and wait (up to `waitMs`) for its answer. For a
- * message, also wait until it is in the agent's session ("delivered"), unless the agent is parked
- * where a message does not wake it: then, or at the deadline, it is "queued".
+ * Post a request to its run and report the answer. Hosted elsewhere: wait (up to `waitMs`) for the
+ * host's answer, and for a message until it is in the agent's session ("delivered") unless the
+ * agent is parked where a message does not wake it. Nobody hosts it: apply it here.
  */
-async function postAndWait(db: string, runId: string, kind: InboxKind, payload: Record<string, unknown>, io: Io, waitMs = 15_000): Promise<number> {
-  const id = postToInbox(db, { runId, kind, payload, at: Date.now() });
+async function outside(values: Values, io: Io, request: Outside, waitMs = 15_000): Promise<number> {
+  const runs = await openRuns(values, io);
+  try {
+    const run = await findRun(runs, values.run ?? (await request.runOf?.(runs)));
+    const post = () => runs.post({ runId: run.id, kind: request.kind, payload: request.payload, at: Date.now() });
+    if (!(await runs.hostOf(run.id)).hosted) await request.check?.(runs, run);
+    const claim = await runs.claim(run.id);
+    if (claim === null) return await answered(runs, await post(), io, waitMs);
+    let id: number;
+    try {
+      id = await post();
+    } catch (err) {
+      await claim.release({ state: 'runnable' });
+      throw err;
+    }
+    const limits = (await savedSettings(runs, run.id)).limits;
+    const result = (await applyHere(claim, limits ? { limits } : {})).get(id);
+    if (!result) throw new TroupeError('RUN_NOT_LIVE', `request ${id} to run ${run.id} was not applied`);
+    if (!result.ok) return refused(result, io);
+    io.out.write(`${forTerminal(request.idle?.(result) ?? result.message)}\n`);
+    return EXIT.OK;
+  } finally {
+    await runs.close();
+  }
+}
+
+function refused(result: InboxResult, io: Io): number {
+  io.err.write(`troupe: ${forTerminal(result.message)}\n`);
+  return refusalExit(result);
+}
+
+/** Wait for the answer of the process hosting the run. */
+async function answered(runs: RunStore, id: number, io: Io, waitMs: number): Promise<number> {
   const deadline = Date.now() + waitMs;
   let result: InboxResult | null = null;
   while (result === null && Date.now() < deadline) {
-    result = readInbox(db, id)?.result ?? null;
+    result = (await runs.request(id))?.result ?? null;
     if (result === null) await pause();
   }
   if (result === null) {
-    io.out.write(`posted to the live run; it has not answered within ${waitMs / 1000} s (it applies requests while it runs)\n`);
+    io.out.write(`posted to the live run; it has not answered within ${waitMs / 1000} s (its host applies requests while it runs)\n`);
     return EXIT.OK;
   }
-  if (!result.ok) {
-    io.err.write(`troupe: ${forTerminal(result.message)}\n`);
-    return refusalExit(result);
-  }
+  if (!result.ok) return refused(result, io);
   if (result.messageId === undefined) {
     io.out.write(`${forTerminal(result.message)}\n`);
     return EXIT.OK;
   }
   for (;;) {
-    const delivery = readDelivery(db, result.messageId);
+    const delivery = await runs.delivery(result.messageId);
     if (delivery?.deliveredAt != null) {
       io.out.write(`${forTerminal(result.message.replace(/^queued for/, 'delivered to'))}\n`);
       return EXIT.OK;
@@ -91,110 +108,66 @@ async function postAndWait(db: string, runId: string, kind: InboxKind, payload: 
   }
 }
 
-/**
- * Run `idle` on a run no process is driving (this process owns the database meanwhile; the file
- * was verified before anything is written), or `live` with the run's id when another process
- * owns it (RUN_LOCKED): that process applies the request.
- */
-async function onRun(
-  db: string,
-  runId: string | undefined,
-  io: Io,
-  idle: (store: SqliteStore, run: RunRow) => Promise<number>,
-  live: (runId: string) => Promise<number>,
-): Promise<number> {
-  requireDatabase(db);
-  let store: SqliteStore;
-  try {
-    store = openStore({ path: db, ...(io.redactor ? { redactor: io.redactor } : {}) });
-  } catch (err) {
-    if (!(isTroupeError(err) && err.code === 'RUN_LOCKED')) throw err;
-    // Posting writes to the file too: decode it all first, as an owner's open does.
-    const { store: reader, run } = readRun(db, runId, true);
-    reader.close();
-    return live(run.id);
-  }
-  try {
-    const run = latestRun(store, runId);
-    if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run`);
-    return await idle(store, run);
-  } finally {
-    store.close();
-  }
-}
-
-function findAgent(store: SqliteStore, run: RunRow, agent: string) {
-  const target = store.listAgents(run.id).find((a) => a.id === agent || a.name === agent);
+async function findAgent(runs: RunStore, run: RunRow, agent: string) {
+  const target = (await runs.reads.listAgents(run.id)).find((a) => a.id === agent || a.name === agent);
   if (!target) throw new TroupeError('AGENT_NOT_FOUND', `No agent "${agent}" in run ${run.id}`);
   return target;
 }
 
-export async function send(args: string[], values: Values, io: Io): Promise<number> {
+export function send(args: string[], values: Values, io: Io): Promise<number> {
   const [agent, text] = args;
   if (!agent || !text) throw new ConfigError('Usage: troupe send <agent> "<text>"');
-  const db = defaultReadDb(values.db);
-  return onRun(
-    db,
-    values.run,
-    io,
-    (store, run) => {
-      const target = findAgent(store, run, agent);
-      // The rules a live coordinator applies, with the limits the run was started with.
+  return outside(values, io, {
+    kind: 'send',
+    payload: { agent, content: text },
+    async check(runs, run) {
+      const target = await findAgent(runs, run, agent);
+      const agents = await runs.reads.listAgents(run.id);
+      const pending = (await runs.reads.listMessages(run.id)).filter((m) => m.to === target.id && m.deliveredAt === null).length;
+      // The rules a host's coordinator applies, with the limits the run was started with.
       const refusal = messageRefusal(target, text, {
         interactive: run.interactive,
-        limits: resolveLimits(savedConfig(store, run).limits),
+        limits: resolveLimits((await savedSettings(runs, run.id)).limits),
         fromUser: true,
-        pending: () => store.pendingCount(target.id),
-        parentActiveChildren: () => store.listAgents(run.id).filter((a) => a.parentId === target.parentId && isActive(a.status)).length,
+        pending: () => pending,
+        parentActiveChildren: () => agents.filter((a) => a.parentId === target.parentId && isActive(a.status)).length,
       });
       if (refusal) throw refusal;
-      store.enqueueMessage({
-        id: `msg_cli_${randomUUID()}`,
-        runId: run.id,
-        to: target.id,
-        from: 'user',
-        fromName: 'user',
-        type: 'instruction',
-        priority: 'normal',
-        content: text,
-        interrupt: true,
-        createdAt: Date.now(),
-      });
-      io.out.write(
-        `queued for ${forTerminal(target.name)} (${forTerminal(target.id)}): no process is running this run; it is delivered when the run resumes (troupe resume)\n`,
-      );
-      return Promise.resolve(EXIT.OK);
     },
-    (runId) => postAndWait(db, runId, 'send', { agent, content: text }, io),
-  );
+    idle: (result) => `${result.message}: no process is running this run; the agent reads it once ${nextHost(values)} hosts the run`,
+  });
 }
 
-export async function stop(args: string[], values: Values, io: Io): Promise<number> {
+export function stop(args: string[], values: Values, io: Io): Promise<number> {
   const [agent] = args;
   if (!agent) throw new ConfigError('Usage: troupe stop <agent>');
-  const db = defaultReadDb(values.db);
-  return onRun(
-    db,
-    values.run,
-    io,
-    async (store, run) => {
-      const target = findAgent(store, run, agent);
-      // Stopping goes through the coordinator (notices, cascade) without running anyone's turn:
-      // this model never answers, so resumed agents do no work before the shutdown.
-      const idle: Model = {
-        name: 'troupe-stop',
-        complete: (_request, { signal }) =>
-          new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(toError(signal.reason)), { once: true })),
-      };
-      const c = await resumeCoordinator({ store, model: idle, runId: run.id, interactive: run.interactive });
-      try {
-        const stopped = await c.stop(target.id);
-        io.out.write(`stopped ${stopped.length} agent(s): ${stopped.map((id) => forTerminal(c.get(id).name)).join(', ') || '(already terminal)'}\n`);
-      } finally {
-        await c.shutdown();
-      }
-      return EXIT.OK;
+  return outside(values, io, {
+    kind: 'stop',
+    payload: { agent },
+    check: async (runs, run) => void (await findAgent(runs, run, agent)),
+  });
+}
+
+/**
+ * `troupe finish-execution <id> completed|failed [result]`: the end of an async execution a tool
+ * started (its result said `execution <uuid> running`), from any process. It is applied once, and
+ * the agent that started it continues with the result (at once if the run is hosted, else once it is).
+ */
+export function finishExecution(args: string[], values: Values, io: Io): Promise<number> {
+  const { id, status, result } = finishExecutionArgs(args);
+  return outside(values, io, {
+    kind: 'execution',
+    payload: { execution: id, status, result },
+    async runOf(runs) {
+      const runId = await runs.runOfExecution(id);
+      if (runId === undefined) throw new TroupeError('EXECUTION_NOT_FOUND', `No agent in ${runs.label} linked an execution ${id}`);
+      return runId;
     },
-    (runId) => postAndWait(db, runId, 'stop', { agent }, io),
-  );
+    async check(runs, run) {
+      const row = await runs.reads.getExecution(id);
+      const agent = row && (await runs.reads.listAgents(run.id)).find((a) => a.id === row.agentId);
+      if (!agent) throw new TroupeError('EXECUTION_NOT_FOUND', `No agent of run ${run.id} linked an execution ${id}`);
+    },
+    idle: (answer) => (/nothing changed$/.test(answer.message) ? answer.message : `${answer.message}, once ${nextHost(values)} hosts the run`),
+  });
 }

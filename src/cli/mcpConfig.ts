@@ -6,7 +6,8 @@
  *     "web": { "url": "https://mcp.example.com/mcp", "headers": { "authorization": "Bearer …" } }
  *   }
  *
- * Each entry may also carry troupe's `tools` overrides, `connectTimeoutMs` and `maxResultChars`.
+ * Each entry may also carry troupe's `tools` overrides, `connectTimeoutMs`, `maxResultChars`,
+ * `maxTools` and `maxListPages`.
  * The section is never saved with a run (env and headers may hold secrets): `troupe resume` reads
  * it from the config file again.
  * @module

@@ -18,7 +18,7 @@ export interface CliTelemetry {
 
 const OFF: CliTelemetry = { options: {}, shutdown: () => Promise.resolve() };
 
-export const OTEL_PACKAGES = [
+const OTEL_PACKAGES = [
   '@opentelemetry/sdk-trace-base@2',
   '@opentelemetry/sdk-metrics@2',
   '@opentelemetry/resources@2',

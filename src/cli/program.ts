@@ -9,7 +9,8 @@ import type { Io } from './args.js';
 import { EXIT } from './exitCodes.js';
 import { packageVersion } from './paths.js';
 import { COMMAND_HELP } from './commandHelp.js';
-import { COMMANDS, ENVIRONMENT, FLAGS, type CommandSpec, type Values } from './spec.js';
+import { FLAGS, type Values } from './flags.js';
+import { COMMANDS, ENVIRONMENT, type CommandSpec } from './spec.js';
 
 /**
  * `--inspect 8089` and `--inspect=8089` are the port; a bare `--inspect` is the default port (and
@@ -17,7 +18,7 @@ import { COMMANDS, ENVIRONMENT, FLAGS, type CommandSpec, type Values } from './s
  * word after a bare `--inspect` stays what it is (a task, another flag), so the value is written
  * into the flag here and commander never has to guess.
  */
-export function normalizeInspect(argv: readonly string[]): string[] {
+function normalizeInspect(argv: readonly string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -50,7 +51,7 @@ function addCommand(program: Command, spec: CommandSpec, io: Io, done: (code: nu
   });
 }
 
-export function buildProgram(io: Io, done: (code: number) => void): Command {
+function buildProgram(io: Io, done: (code: number) => void): Command {
   const program = new Command('troupe')
     .description('A durable coordinator for teams of LLM agents.')
     .version(packageVersion(), '--version', 'print the version')
@@ -65,7 +66,11 @@ export function buildProgram(io: Io, done: (code: number) => void): Command {
     .addHelpText('after', `\n${ENVIRONMENT}`);
   for (const spec of COMMANDS) addCommand(program, spec, io, done);
   for (const command of program.commands) {
-    command.exitOverride().configureOutput(program.configureOutput()).showSuggestionAfterError(true).showHelpAfterError(`(troupe ${command.name()} --help lists its flags)`);
+    command
+      .exitOverride()
+      .configureOutput(program.configureOutput())
+      .showSuggestionAfterError(true)
+      .showHelpAfterError(`(troupe ${command.name()} --help lists its flags)`);
   }
   return program;
 }

@@ -1,62 +1,88 @@
 /**
- * `troupe status` and `troupe tree`: a run read from its database (read-only, no lock: the run may
- * be live). Status also says whether a process hosts the run now.
+ * `troupe status` and `troupe tree`: a run read from its database without hosting it (the run may
+ * be live), the same on every store. Status also says who hosts the run now.
  * @module
  */
-import { toTree } from '../host/registry.js';
-import { ownerAlive } from '../store/ownerLock.js';
+import { agentViews, toTree } from '../host/views/registry.js';
+import type { HostView, RunStore } from '../hosting/runStore.js';
 import type { Io } from './args.js';
 import { EXIT } from './exitCodes.js';
-import { defaultReadDb, readRun, views } from './runs.js';
-import type { Values } from './spec.js';
+import { findRun, nextHost, openRuns } from './runs.js';
+import type { Values } from './flags.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { budgetBar, treeLines } from './view.js';
 
-export function tree(_args: string[], values: Values, io: Io): Promise<number> {
-  const { store, run } = readRun(defaultReadDb(values.db), values.run);
+/** The agent tree of a run, as lines (or one JSON line). */
+export async function treeText(runs: Pick<RunStore, 'reads'>, runId: string, json: boolean | undefined): Promise<string> {
+  const views = agentViews(await runs.reads.listAgents(runId), await runs.reads.listUsage(runId));
+  const nodes = toTree(new Map(views.map((v) => [v.id, v])));
+  return json ? `${jsonLine({ runId, tree: nodes })}\n` : `${treeLines(nodes).join('\n')}\n`;
+}
+
+export async function tree(_args: string[], values: Values, io: Io): Promise<number> {
+  const runs = await openRuns(values, io, { readOnly: true });
   try {
-    const nodes = toTree(new Map(views(store, run.id).map((v) => [v.id, v])));
-    io.out.write(values.json ? `${jsonLine({ runId: run.id, tree: nodes })}\n` : `${treeLines(nodes).join('\n')}\n`);
-    return Promise.resolve(EXIT.OK);
+    io.out.write(await treeText(runs, (await findRun(runs, values.run)).id, values.json));
+    return EXIT.OK;
   } finally {
-    store.close();
+    await runs.close();
   }
 }
 
-export function status(_args: string[], values: Values, io: Io): Promise<number> {
-  const db = defaultReadDb(values.db);
-  const { store, run } = readRun(db, values.run);
+/** Who hosts the run, in words. A run with active agents that nobody hosts waits for its next host. */
+function hostText(host: HostView, active: boolean, next: string): string {
+  const claim = host.epoch === null ? '' : ` (${host.state}, epoch ${host.epoch})`;
+  if (host.hosted) return `${host.owner === null ? 'a process' : forTerminal(host.owner)} hosts this run now${claim}`;
+  return `no process hosts it${claim}${active ? `: its agents stand still until ${forTerminal(next)} hosts it` : ''}`;
+}
+
+export async function status(_args: string[], values: Values, io: Io): Promise<number> {
+  const runs = await openRuns(values, io, { readOnly: true });
   try {
-    const agents = views(store, run.id);
+    const run = await findRun(runs, values.run);
+    const [agents, usage, messages, host] = await Promise.all([
+      runs.reads.listAgents(run.id),
+      runs.reads.listUsage(run.id),
+      runs.reads.listMessages(run.id),
+      runs.hostOf(run.id),
+    ]);
+    const views = agentViews(agents, usage);
     const counts: Record<string, number> = {};
-    for (const a of agents) counts[a.status] = (counts[a.status] ?? 0) + 1;
+    for (const a of views) counts[a.status] = (counts[a.status] ?? 0) + 1;
     const root = agents.find((a) => a.id === run.rootId);
-    const spentUsd = agents.reduce((sum, a) => sum + a.spentUsd, 0);
-    const budget = { spentUsd, limitUsd: run.budget.limitUsd ?? null, reserveStopped: run.budget.reserveStopped, budgetStopped: run.budget.budgetStopped, paused: run.budget.paused };
-    const pending = store.listMessages(run.id).filter((m) => m.deliveredAt === null).length;
-    const report = root ? (store.getAgent(root.id)?.report ?? null) : null;
-    // A run whose agents are active but which no process hosts is waiting for `troupe resume`.
-    const hosted = ownerAlive(db);
+    const budget = {
+      spentUsd: views.reduce((sum, a) => sum + a.spentUsd, 0),
+      limitUsd: run.budget.limitUsd ?? null,
+      reserveStopped: run.budget.reserveStopped,
+      budgetStopped: run.budget.budgetStopped,
+      paused: run.budget.paused,
+    };
+    const pending = messages.filter((m) => m.deliveredAt === null).length;
+    const report = root?.report ?? null;
     const active = agents.some((a) => a.status === 'running' || a.status === 'waiting' || a.status === 'stalled' || a.status === 'budgetPaused');
     if (values.json) {
+      const rootView = root ? { id: root.id, name: root.name, status: root.status } : null;
       io.out.write(
-        `${jsonLine({ runId: run.id, db, createdAt: run.createdAt, interactive: run.interactive, hosted, root: root ? { id: root.id, name: root.name, status: root.status } : null, agents: counts, pendingMessages: pending, budget, report })}\n`,
+        `${jsonLine({ runId: run.id, db: runs.label, createdAt: run.createdAt, interactive: run.interactive, hosted: host.hosted, host, root: rootView, agents: counts, pendingMessages: pending, budget, report })}\n`,
       );
     } else {
-      const host = hosted ? 'a troupe process hosts this run now' : active ? `no process hosts it: its agents stand still until troupe resume${values.db ? ` --db ${forTerminal(db)}` : ''}` : 'no process hosts it';
       const lines = [
-        `run      ${forTerminal(run.id)}  (${forTerminal(db)})`,
+        `run      ${forTerminal(run.id)}  (${forTerminal(runs.label)})`,
         `root     ${root ? `${forTerminal(root.name)} (${forTerminal(root.id)}) ${root.status}` : '(none)'}`,
-        `host     ${host}`,
-        `agents   ${Object.entries(counts).map(([s, n]) => `${n} ${s}`).join(', ') || 'none'}`,
+        `host     ${hostText(host, active, nextHost(values))}`,
+        `agents   ${
+          Object.entries(counts)
+            .map(([s, n]) => `${n} ${s}`)
+            .join(', ') || 'none'
+        }`,
         `mail     ${pending} undelivered`,
         `budget   ${budgetBar(budget)}`,
       ];
       if (report) lines.push(`report   ${forTerminal(report.summary, true)}`);
       io.out.write(`${lines.join('\n')}\n`);
     }
-    return Promise.resolve(EXIT.OK);
+    return EXIT.OK;
   } finally {
-    store.close();
+    await runs.close();
   }
 }

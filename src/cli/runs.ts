@@ -4,11 +4,13 @@
  */
 import { existsSync } from 'node:fs';
 import { isProactiveRunId } from '../autonomy/proactiveRouter.js';
-import { agentViews, type AgentView } from '../host/registry.js';
 import { TroupeError } from '../errors.js';
 import { fileState } from '../store/files.js';
-import { openStore, type SqliteStore } from '../store/sqliteStore.js';
+import type { SqliteStore } from '../store/sqliteStore.js';
 import type { RunRow } from '../store/types.js';
+import type { RunStore } from '../hosting/runStore.js';
+import { sqliteRuns } from '../hosting/sqliteRuns.js';
+import { isPostgresUrl, type Io } from './args.js';
 import { DEFAULT_DB, type SavedRunConfig } from './config.js';
 
 export const DEMO_DB = '.troupe/demo.db';
@@ -26,49 +28,42 @@ export function requireDatabase(db: string, hint = ''): void {
 
 /** The latest run no proactive trigger started (`troupe serve` keeps `proactive-<name>` runs in the same database). */
 export function latestMainRun(store: Pick<SqliteStore, 'listRuns'>): RunRow | undefined {
-  return store.listRuns().filter((r) => !isProactiveRunId(r.id)).at(-1);
+  return store
+    .listRuns()
+    .filter((r) => !isProactiveRunId(r.id))
+    .at(-1);
 }
 
 /**
- * The run resume, status, tree, send and stop act on: `--run <id>` if given (RUN_NOT_FOUND if the
- * database has no such run), else the latest main run, else the latest run.
+ * The runs of the database `--db` names (a file by default, a postgres:// URL for PostgreSQL): one
+ * port for every command (hosting/runStore.ts). `readOnly` (status, tree): PostgreSQL opens
+ * read-only sessions and never migrates; a file must exist (RUN_NOT_FOUND otherwise) either way.
  */
-export function latestRun(store: Pick<SqliteStore, 'listRuns'>, runId?: string): RunRow | undefined {
-  if (runId !== undefined) {
-    const run = store.listRuns().find((r) => r.id === runId);
-    if (!run) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${runId}`);
-    return run;
+export async function openRuns(values: { db?: string | undefined }, io: Io, options: { readOnly?: boolean } = {}): Promise<RunStore> {
+  const redactor = io.redactor ? { redactor: io.redactor } : {};
+  if (isPostgresUrl(values.db)) {
+    // Loaded only for a PostgreSQL --db: a command on a file never loads pg.
+    const [{ openPostgresStore }, { postgresRuns }] = await Promise.all([import('../store/postgres/store.js'), import('../hosting/postgresRuns.js')]);
+    return postgresRuns(await openPostgresStore({ url: values.db, ...(options.readOnly ? { readOnly: true } : {}), ...redactor }));
   }
-  return latestMainRun(store) ?? store.listRuns().at(-1);
-}
-
-export function savedConfig(store: Pick<SqliteStore, 'listEvents'>, run: RunRow): SavedRunConfig {
-  const event = store.listEvents(run.id).find((e) => e.type === 'cli.run');
-  return (event?.data ?? {}) as SavedRunConfig;
-}
-
-/**
- * Open `db` read-only (no lock: the run may be live) and find the run. With `verify`, every row of
- * the file is decoded first (for a command about to write to it).
- */
-export function readRun(db: string, runId: string | undefined, verify = false): { store: SqliteStore; run: RunRow } {
+  const db = defaultReadDb(values.db);
   requireDatabase(db);
-  const store = openStore({ path: db, readonly: true });
-  try {
-    if (verify) store.verify();
-    const run = latestRun(store, runId);
-    if (!run) throw new TroupeError('RUN_NOT_FOUND', `${db} holds no run`);
-    return { store, run };
-  } catch (err) {
-    store.close();
-    throw err;
-  }
+  return sqliteRuns(db, redactor);
 }
 
-/** Every agent of a run as the live registry would show it (spend summed from the usage ledger). */
-export function views(store: SqliteStore, runId: string): AgentView[] {
-  return agentViews(store.listAgents(runId), store.listUsage(runId));
+/** How a run nobody hosts gets its next host, as a command the user can type. */
+export const nextHost = (values: { db?: string | undefined }): string =>
+  isPostgresUrl(values.db) ? 'a worker (troupe worker --db …)' : `troupe resume${values.db === undefined ? '' : ` --db ${values.db}`}`;
+
+/** `--run <id>` (RUN_NOT_FOUND if there is no such run), else the latest main run, else the latest run. */
+export async function findRun(runs: Pick<RunStore, 'reads' | 'label'>, runId: string | undefined): Promise<RunRow> {
+  const all = await runs.reads.listRuns();
+  const run = runId === undefined ? (latestMainRun({ listRuns: () => all }) ?? all.at(-1)) : all.find((r) => r.id === runId);
+  if (!run) throw new TroupeError('RUN_NOT_FOUND', runId === undefined ? `${runs.label} holds no run` : `${runs.label} holds no run ${runId}`);
+  return run;
 }
 
-/** Kept here for the CLI's PostgreSQL commands (pg.ts); the one home is src/host/registry.ts. */
-export { agentViews };
+/** The settings a run was started with (the latest `cli.run` event: a resume with flags may append one). */
+export async function savedSettings(runs: Pick<RunStore, 'reads'>, runId: string): Promise<SavedRunConfig> {
+  return ((await runs.reads.eventsOf(runId, 'cli.run')).at(-1)?.data ?? {}) as SavedRunConfig;
+}

@@ -15,7 +15,7 @@ export const DEFAULT_WATCHDOG_INTERVAL_MS = 30_000;
 
 /** Where the `openai` client sends requests when no base URL is configured. */
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
-export const DEFAULT_MODEL_CHECK_TIMEOUT_MS = 5_000;
+const DEFAULT_MODEL_CHECK_TIMEOUT_MS = 5_000;
 
 /**
  * A run id no run has: reading it is one indexed lookup that touches the database. No NUL in it:
@@ -87,7 +87,7 @@ export function modelCheck(options: ModelCheckOptions = {}): HealthCheck {
 }
 
 /** How many checks in a row a queue may hold waiting calls with none running before it is unhealthy. */
-export const STUCK_QUEUE_CHECKS = 2;
+const STUCK_QUEUE_CHECKS = 2;
 
 /**
  * `queue`: every coordinator (read at each check) reports `health().ok`, and no queue has calls

@@ -43,7 +43,7 @@ export function describeRoute(r: RouteResult | FireRoute): string {
 }
 
 /** One line for an audit event worth showing; null for the rest. */
-export function auditLine(event: AuditEvent): string | null {
+function auditLine(event: AuditEvent): string | null {
   const trigger = String(event.trigger ?? '');
   switch (event.type) {
     case 'proactive.trigger_fired':

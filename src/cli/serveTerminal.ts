@@ -5,17 +5,11 @@
 import { stopSignals } from './drive.js';
 import { createInterface, type Interface } from 'node:readline';
 import type { Approver, ApprovalRequest } from '../autonomy/approvalGate.js';
-import type { Coordinator } from '../host/createCoordinator.js';
 import { errorMessage } from '../errors.js';
 import type { Io } from './args.js';
 import { EXIT } from './exitCodes.js';
 import { forTerminal } from './terminal.js';
 import type { Output } from './view.js';
-
-export interface MainRun {
-  coordinator: Coordinator;
-  rootId: string;
-}
 
 export interface ServeOptions {
   /** Stop when this aborts. Default: the process's SIGINT / SIGTERM (a second one exits at once). */

@@ -11,7 +11,7 @@ import type { OpenStoreOptions } from '../store/sqliteStore.js';
 import { number, type Io } from './args.js';
 import { defined, MODEL_HINT, parsePrice, type CliConfig } from './config.js';
 import { mcpSecrets, mcpServersOf } from './mcpConfig.js';
-import type { Values } from './spec.js';
+import type { Values } from './flags.js';
 
 export const LOG_FILE = '.troupe/troupe.log';
 
@@ -47,7 +47,14 @@ export function modelFor(config: CliConfig): Model {
   if (!config.model) throw new ConfigError(MODEL_HINT);
   return openaiModel({
     model: config.model,
-    ...defined({ baseURL: config.baseURL, apiKey: config.apiKey, stream: config.stream, maxOutputTokens: config.maxOutputTokens, timeoutMs: config.timeoutMs }),
+    ...defined({
+      baseURL: config.baseURL,
+      apiKey: config.apiKey,
+      stream: config.stream,
+      maxOutputTokens: config.maxOutputTokens,
+      timeoutMs: config.timeoutMs,
+      idleTimeoutMs: config.idleTimeoutMs,
+    }),
   });
 }
 

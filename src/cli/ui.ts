@@ -8,12 +8,13 @@
 import type { Coordinator } from '../host/createCoordinator.js';
 import { ConfigError } from '../errors.js';
 import { startDashboard, type DashboardHandle } from '../dashboard/server.js';
-import { coordinatorSource, databaseSource } from '../dashboard/sources.js';
+import { coordinatorSource, coordinatorWatch, polledSource, runsSource } from '../dashboard/sources.js';
+import type { StoreReads } from '../dashboard/readModel.js';
 import type { SqliteStore } from '../store/sqliteStore.js';
-import { isPostgresUrl, number, type Io } from './args.js';
-import type { Values } from './spec.js';
+import { number, type Io } from './args.js';
+import type { Values } from './flags.js';
 import { EXIT } from './exitCodes.js';
-import { defaultReadDb, readRun } from './runs.js';
+import { findRun, openRuns } from './runs.js';
 import { forTerminal } from './terminal.js';
 
 export const DEFAULT_UI_PORT = 7070;
@@ -52,20 +53,24 @@ function announce(io: Io, handle: DashboardHandle): void {
   );
 }
 
+/**
+ * `troupe ui`: the same on every store. Actions on a run go to its inbox, applied by the process
+ * that hosts it (on PostgreSQL the worker holding its lease); a run nobody hosts is shown read only.
+ */
 export async function ui(_args: string[], values: Values, io: Io, signal?: AbortSignal): Promise<number> {
   const port = values.port === '0' ? 0 : (number('port', values.port, true) ?? DEFAULT_UI_PORT);
-  const url = values.db;
-  if (isPostgresUrl(url)) return (await import('./uiPostgres.js')).uiPostgres(url, values.run, io, { port, ...tokenFrom(io) }, (handle) => serveUntilInterrupted(io, handle, signal));
-  const db = defaultReadDb(values.db);
-  // Read-only, every row decoded first: a file that is not troupe's, or of a newer schema, is
-  // refused here with its typed error before anything is served (and nothing is written).
-  const { store, run } = readRun(db, values.run, true);
+  // Read-only (PostgreSQL: read-only sessions, never a migration), every row decoded first: a file
+  // that is not troupe's, of a newer schema, or an empty schema is refused here with its typed
+  // error before anything is served (and nothing is written).
+  const runs = await openRuns(values, io, { readOnly: true });
   try {
-    const handle = await startDashboard(databaseSource(store, db), { port, ...tokenFrom(io) });
-    io.out.write(`serving run ${forTerminal(run.id)} of ${forTerminal(db)} — Ctrl-C to stop\n`);
+    await runs.verify();
+    const run = await findRun(runs, values.run);
+    const handle = await startDashboard(runsSource(runs), { port, ...tokenFrom(io) });
+    io.out.write(`serving run ${forTerminal(run.id)} of ${forTerminal(runs.label)} — Ctrl-C to stop\n`);
     return await serveUntilInterrupted(io, handle, signal);
   } finally {
-    store.close();
+    await runs.close();
   }
 }
 
@@ -93,7 +98,10 @@ export async function uiBeside(
   if (flags.ui === undefined) return { linger: () => Promise.resolve(), close: () => Promise.resolve() };
   const port = number('ui', flags.ui, true, true) ?? DEFAULT_UI_PORT;
   let live = true;
-  const handle = await startDashboard(coordinatorSource(c, store, db, () => live), { port, ...tokenFrom(io) });
+  const handle = await startDashboard(
+    coordinatorSource(c, store, db, () => live),
+    { port, ...tokenFrom(io) },
+  );
   announce(io, handle);
   return {
     async linger(signal) {
@@ -107,30 +115,28 @@ export async function uiBeside(
 }
 
 /**
- * `--ui[=port]` on serve: every run of the database this process serves (the main run and the
- * proactive runs; serve applies the inbox of each run it hosts). A run is live while serve hosts it
- * (`hosted`: the main run's or the proactive router's coordinator), its coordinator is healthy, and
- * it has not finished. Returns how to close it.
+ * `--ui[=port]` on serve: every run of the database this process serves, polled (runs come and
+ * go); `live(runId)`: whether serve hosts the run now, healthy (it applies the run's inbox, where
+ * the page's actions go). A `main` run's events push at once. Returns how to close it.
  */
 export async function uiServing(
   flags: Pick<Values, 'ui'>,
   io: Io,
-  store: SqliteStore,
+  reads: StoreReads,
   db: string,
-  main?: Pick<Coordinator, 'subscribe' | 'registry' | 'runId' | 'health'>,
-  hosted: (runId: string) => Pick<Coordinator, 'health'> | undefined = () => undefined,
+  live: (runId: string) => boolean,
+  main?: Pick<Coordinator, 'subscribe' | 'registry'>,
 ): Promise<() => Promise<void>> {
   if (flags.ui === undefined) return () => Promise.resolve();
   const port = number('ui', flags.ui, true, true) ?? DEFAULT_UI_PORT;
-  const polled = databaseSource(store, db);
+  const polled = polledSource(reads, db, live);
+  const pushed = main ? coordinatorWatch(main) : undefined;
   const handle = await startDashboard(
     {
       ...polled,
-      live: (runId) => (runId === main?.runId ? main : hosted(runId))?.health().ok === true,
-      // Proactive runs come and go: the database is polled; the main run's events push at once.
       watch: (changed) => {
         const stopPolling = polled.watch(changed);
-        const stopMain = main ? coordinatorSource(main, store, db, () => true).watch(changed) : () => {};
+        const stopMain = pushed?.(changed) ?? (() => {});
         return () => (stopPolling(), stopMain());
       },
     },

@@ -5,7 +5,7 @@
  * @module
  */
 import type { BudgetState, Coordinator } from '../host/createCoordinator.js';
-import type { TreeNode } from '../host/registry.js';
+import type { TreeNode } from '../host/views/registry.js';
 import type { AgentActivity, AgentInfo, TroupeEvent } from '../host/runtime.js';
 import { forTerminal } from './terminal.js';
 
@@ -26,7 +26,7 @@ const STATUS_MARK: Record<string, string> = {
   crashed: '☠',
 };
 
-export const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
+const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
 
 /** The agent tree as text lines: name, status, turns, spend, last tool (each safe for a terminal). */
 export function treeLines(nodes: readonly TreeNode[], indent = ''): string[] {

@@ -8,10 +8,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isActive } from '../../machines/types.js';
 import { isErrorCode, TroupeError } from '../errors.js';
-import { postToInbox, readInbox, type InboxKind, type InboxResult } from '../store/inbox.js';
+import { postToInbox, readInbox } from '../store/inbox.js';
+import type { InboxKind, InboxRequest, InboxResult } from '../store/types.js';
 import type { StoreReads } from './readModel.js';
 
-export type Action =
+type Action =
   | { run: string; kind: 'send'; agent: string; content: string }
   | { run: string; kind: 'stop'; agent: string; cascade?: boolean }
   | { run: string; kind: 'pause' }
@@ -29,7 +30,7 @@ function invalid(message: string): TroupeError {
 }
 
 /** The action a request body names (CONFIG_INVALID otherwise). */
-export function toAction(body: unknown): Action {
+function toAction(body: unknown): Action {
   if (typeof body !== 'object' || body === null) throw invalid('Expected an action object');
   const b = body as Record<string, unknown>;
   if (typeof b.run !== 'string' || b.run === '') throw invalid('Expected the action’s run id');
@@ -41,6 +42,18 @@ export function toAction(body: unknown): Action {
   return { run: b.run, kind: 'send', agent: b.agent, content: b.content };
 }
 
+/** Where a dashboard posts its actions: the run's inbox on any store (hosting/runStore.ts's `post` and `request`). */
+export interface ActionInbox {
+  post(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): Promise<number>;
+  request(id: number): Promise<InboxRequest | undefined>;
+}
+
+/** The inbox of a SQLite file, written from any process. */
+const fileInbox = (path: string): ActionInbox => ({
+  post: (request) => Promise.resolve(postToInbox(path, request)),
+  request: (id) => Promise.resolve(readInbox(path, id)),
+});
+
 function refusal(result: InboxResult): TroupeError {
   const code = result.code ?? /^([A-Z_]+):/.exec(result.message)?.[1];
   const message = code === undefined ? result.message : result.message.replace(new RegExp(`^${code}: `), '');
@@ -51,8 +64,8 @@ function refusal(result: InboxResult): TroupeError {
  * Whether run `runId` takes actions now: a process drives it (the source says so) and it has not
  * finished (its root agent is still active, or not registered yet).
  */
-export async function isLive(source: { port: StoreReads; live(runId: string): boolean }, runId: string): Promise<boolean> {
-  if (!source.live(runId)) return false;
+export async function isLive(source: { port: StoreReads; live(runId: string): boolean | Promise<boolean> }, runId: string): Promise<boolean> {
+  if (!(await source.live(runId))) return false;
   const run = await source.port.getRun(runId);
   if (!run) return false;
   if (run.rootId === null) return true;
@@ -64,17 +77,23 @@ export async function isLive(source: { port: StoreReads; live(runId: string): bo
  * Post `body` to the live run and wait (up to `waitMs`) for its owner's answer. RUN_NOT_LIVE when
  * no process drives the database (nothing is written then); the owner's refusal as its typed error.
  */
-export async function act(source: { port: StoreReads; db: string; live(runId: string): boolean }, body: unknown, waitMs = 15_000, everyMs = 100): Promise<ActionResult> {
+export async function act(
+  source: { port: StoreReads; db: string; inbox?: ActionInbox; live(runId: string): boolean | Promise<boolean> },
+  body: unknown,
+  waitMs = 15_000,
+  everyMs = 100,
+): Promise<ActionResult> {
   const action = toAction(body);
   if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
   if (!(await isLive(source, action.run))) {
     throw new TroupeError('RUN_NOT_LIVE', 'No process drives this run, or it has finished: resume it (troupe resume --ui) to send, stop or pause from here');
   }
   const { run, kind, ...payload } = action;
-  const id = postToInbox(source.db, { runId: run, kind, payload, at: Date.now() });
+  const inbox = source.inbox ?? fileInbox(source.db);
+  const id = await inbox.post({ runId: run, kind, payload, at: Date.now() });
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const result = readInbox(source.db, id)?.result ?? null;
+    const result = (await inbox.request(id))?.result ?? null;
     if (result !== null) {
       if (!result.ok) throw refusal(result);
       return { ok: true, message: result.message };

@@ -10,19 +10,20 @@ import { isActive, type AgentStatus } from '../../machines/types.js';
 import { DEFAULT_RESERVE_FRACTION } from '../host/options.js';
 import { TroupeError } from '../errors.js';
 import type { SessionItem, UsagePurpose } from '../model/types.js';
-import { agentViews, type AgentView } from '../host/registry.js';
+import { agentViews, type AgentView } from '../host/views/registry.js';
 import type { StorePort } from '../store/port.js';
 
 /** The reads the dashboard makes: any store's port (SQLite, memory, PostgreSQL's lease-free reads). */
 export type StoreReads = Omit<StorePort, 'boot' | 'commit'>;
 import type { AgentRow, MessageRow, RunRow } from '../store/types.js';
 
+/** @public The dashboard page (public/app.js) types its agents with it, which knip does not read. */
 export interface TeamAgent extends AgentView {
   /** For a waiting agent: `the user`, or the names of the children it waits on. */
   waitingOn: string | null;
 }
 
-export interface BudgetView {
+interface BudgetView {
   spentUsd: number;
   limitUsd: number | null;
   /** The line under which sub-agents' calls must stay (stop policy), in USD; null without a limit. */
@@ -40,22 +41,22 @@ export interface Team {
   budget: BudgetView;
 }
 
-export interface Span {
+interface Span {
   status: AgentStatus;
   from: number;
   /** null: still in it. */
   to: number | null;
 }
 
-export type MarkKind = 'model' | 'retry' | 'tool' | 'message' | 'notice' | 'said' | 'warning' | 'error' | 'trip' | 'deadlock';
+type MarkKind = 'model' | 'retry' | 'tool' | 'message' | 'notice' | 'said' | 'warning' | 'error' | 'trip' | 'deadlock';
 
-export interface Mark {
+interface Mark {
   at: number;
   kind: MarkKind;
   label: string;
 }
 
-export interface Lane {
+interface Lane {
   agentId: string;
   name: string;
   depth: number;
@@ -72,7 +73,10 @@ export interface Timeline {
 }
 
 export interface AgentDetail {
-  agent: Pick<AgentRow, 'id' | 'name' | 'parentId' | 'depth' | 'task' | 'skills' | 'status' | 'turns' | 'waitKind' | 'stopReason' | 'error' | 'report' | 'lastTool' | 'createdAt'>;
+  agent: Pick<
+    AgentRow,
+    'id' | 'name' | 'parentId' | 'depth' | 'task' | 'skills' | 'status' | 'turns' | 'waitKind' | 'stopReason' | 'error' | 'report' | 'lastTool' | 'createdAt'
+  >;
   spentByPurpose: Partial<Record<UsagePurpose, number>>;
   transcript: SessionItem[];
   children: { id: string; name: string; status: AgentStatus }[];
@@ -150,7 +154,12 @@ function recoveryLabel(d: Record<string, unknown>): string {
 
 export async function readTimeline(port: StoreReads, runId?: string): Promise<Timeline> {
   const run = await pickRun(port, runId);
-  const [agents, events, usage, messages] = await Promise.all([port.listAgents(run.id), port.listEvents(run.id), port.listUsage(run.id), port.listMessages(run.id)]);
+  const [agents, events, usage, messages] = await Promise.all([
+    port.listAgents(run.id),
+    port.listEvents(run.id),
+    port.listUsage(run.id),
+    port.listMessages(run.id),
+  ]);
   const lanes = new Map<string, Lane>(agents.map((a) => [a.id, { agentId: a.id, name: a.name, depth: a.depth, spans: [], marks: [] }]));
   const marks: Mark[] = [];
   let end = run.createdAt;
@@ -186,7 +195,11 @@ export async function readTimeline(port: StoreReads, runId?: string): Promise<Ti
     } else if (e.type === 'tool.call') {
       lane.marks.push({ at: e.at, kind: 'tool', label: clip(`tool call: ${String(e.data.tool)}`) });
     } else if (e.type === 'budget.warning') {
-      lane.marks.push({ at: e.at, kind: 'warning', label: `budget ${String(e.data.level)}: ${String(e.data.pct)}% spent (${usd(Number(e.data.spentUsd ?? 0))})` });
+      lane.marks.push({
+        at: e.at,
+        kind: 'warning',
+        label: `budget ${String(e.data.level)}: ${String(e.data.pct)}% spent (${usd(Number(e.data.spentUsd ?? 0))})`,
+      });
     } else if (e.type === 'agent.said') {
       lane.marks.push({ at: e.at, kind: 'said', label: clip(String(e.data.text ?? '')) });
     }
@@ -239,6 +252,14 @@ export async function readAgent(port: StoreReads, runId: string | undefined, ref
     children: agents.filter((c) => c.parentId === a.id).map((c) => ({ id: c.id, name: c.name, status: c.status })),
     mailbox: messages
       .filter((m) => m.to === a.id)
-      .map((m) => ({ id: m.id, fromName: m.fromName, type: m.type, content: m.content, createdAt: m.createdAt, deliveredAt: m.deliveredAt, noticeKey: m.noticeKey })),
+      .map((m) => ({
+        id: m.id,
+        fromName: m.fromName,
+        type: m.type,
+        content: m.content,
+        createdAt: m.createdAt,
+        deliveredAt: m.deliveredAt,
+        noticeKey: m.noticeKey,
+      })),
   };
 }

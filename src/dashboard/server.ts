@@ -19,20 +19,22 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
-import { act, isLive } from './actions.js';
+import { act, isLive, type ActionInbox } from './actions.js';
 import { readAgent, readTeam, readTimeline, type StoreReads } from './readModel.js';
 
 /** Where the dashboard's data comes from and how it learns of changes. */
 export interface DashboardSource {
   /** Reads (a read-only store, or the live run's own). */
   port: StoreReads;
-  /** The database file: actions are posted to its inbox. */
+  /** The database as the user named it (a path, or a URL without its password). */
   db: string;
+  /** Where actions are posted and their answers read (default: the inbox of the file `db`). */
+  inbox?: ActionInbox;
   /**
    * Whether a process drives run `runId` now and applies its inbox (actions need one). The page
    * shows a run live only while this holds and the run has not finished (see `isLive`).
    */
-  live(runId: string): boolean;
+  live(runId: string): boolean | Promise<boolean>;
   /** Call `changed` whenever the run may have changed; returns a function that stops watching. */
   watch(changed: () => void): () => void;
 }
@@ -69,9 +71,17 @@ const HEADERS = {
   'Referrer-Policy': 'no-referrer',
   'X-Content-Type-Options': 'nosniff',
   // Only this server's own files run or load; no other page may frame this one.
-  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 };
 const MAX_BODY = 256 * 1024;
+/**
+ * A body over MAX_BODY is still read to its end (and dropped) before the 413 goes out: answering
+ * and closing while the client is still sending resets the connection under the answer. Past this
+ * much, the sender is cut off.
+ */
+const MAX_DRAIN = 64 * 1024 * 1024;
+const TOO_LARGE = Symbol('too large');
 
 /** The page's files (works from src/dashboard and from dist/src/dashboard). */
 function assetDir(): string {
@@ -99,18 +109,21 @@ function fail(res: ServerResponse, err: unknown): void {
   else json(res, 500, { error: { code: 'INTERNAL', message: errorMessage(err) } });
 }
 
+/** The JSON body, or TOO_LARGE once a body over MAX_BODY has been read to its end (and dropped). */
 function readBody(req: IncomingMessage): Promise<unknown> {
   return new Promise((resolve, reject) => {
     let size = 0;
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY) {
+      if (size <= MAX_BODY) chunks.push(chunk);
+      else if (size > MAX_DRAIN) {
         reject(new TroupeError('CONFIG_INVALID', `The request body is over ${MAX_BODY} bytes`));
         req.destroy();
-      } else chunks.push(chunk);
+      } else chunks.length = 0;
     });
     req.on('end', () => {
+      if (size > MAX_BODY) return resolve(TOO_LARGE);
       try {
         resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
       } catch {
@@ -162,7 +175,9 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
         if (!/^application\/json\b/.test(req.headers['content-type'] ?? '')) {
           return json(res, 415, { error: { code: 'CONFIG_INVALID', message: 'Actions are JSON' } });
         }
-        const result = await act(source, await readBody(req));
+        const body = await readBody(req);
+        if (body === TOO_LARGE) return json(res, 413, { error: { code: 'CONFIG_INVALID', message: `The request body is over ${MAX_BODY} bytes` } });
+        const result = await act(source, body);
         changed();
         return json(res, 200, result);
       }
@@ -186,7 +201,7 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const asset = ASSETS[url.pathname];
     if (asset !== undefined) {
-      if ((req.method !== 'GET' && req.method !== 'HEAD')) return text(405, 'Method not allowed\n');
+      if (req.method !== 'GET' && req.method !== 'HEAD') return text(405, 'Method not allowed\n');
       // The page itself needs the token too: a wrong one is told so at once.
       if (asset === 'index.html' && !hasToken(req, token)) return text(403, 'Forbidden: open the URL troupe printed (it carries the token)\n');
       readFile(`${dir}/${asset}`).then(
@@ -201,7 +216,8 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
   });
 
   await new Promise<void>((resolve, reject) => {
-    const onError = (err: Error) => reject(new TroupeError('CONFIG_INVALID', `Dashboard: cannot listen on 127.0.0.1:${requested}: ${err.message}`, { cause: err }));
+    const onError = (err: Error) =>
+      reject(new TroupeError('CONFIG_INVALID', `Dashboard: cannot listen on 127.0.0.1:${requested}: ${err.message}`, { cause: err }));
     server.once('error', onError);
     server.listen({ port: requested, host: '127.0.0.1' }, () => {
       server.off('error', onError);

@@ -5,6 +5,7 @@
  * @module
  */
 import type { Coordinator } from '../host/createCoordinator.js';
+import type { RunStore } from '../hosting/runStore.js';
 import { ownerAlive as isOwned } from '../store/ownerLock.js';
 import { portOf } from '../store/port.js';
 import type { StoreReads } from './readModel.js';
@@ -16,8 +17,21 @@ export async function fingerprint(port: StoreReads): Promise<string> {
   const runs = await port.listRuns();
   const parts: unknown[] = [];
   for (const run of runs.slice(-3)) {
-    const [agents, events, messages, usage] = await Promise.all([port.listAgents(run.id), port.listEvents(run.id), port.listMessages(run.id), port.listUsage(run.id)]);
-    parts.push(run.id, run.budget, agents.map((a) => `${a.id}:${a.status}:${a.updatedAt}:${a.turns}`), events.length, messages.length, messages.filter((m) => m.deliveredAt !== null).length, usage.length);
+    const [agents, events, messages, usage] = await Promise.all([
+      port.listAgents(run.id),
+      port.listEvents(run.id),
+      port.listMessages(run.id),
+      port.listUsage(run.id),
+    ]);
+    parts.push(
+      run.id,
+      run.budget,
+      agents.map((a) => `${a.id}:${a.status}:${a.updatedAt}:${a.turns}`),
+      events.length,
+      messages.length,
+      messages.filter((m) => m.deliveredAt !== null).length,
+      usage.length,
+    );
   }
   return JSON.stringify([runs.length, parts]);
 }
@@ -26,6 +40,14 @@ export async function fingerprint(port: StoreReads): Promise<string> {
 export function databaseSource(store: Store, db: string, pollMs = 1_000): DashboardSource {
   // The file's owner applies the inbox of the runs it drives (a finished one: see isLive).
   return polledSource(portOf(store), db, () => isOwned(db), pollMs);
+}
+
+/**
+ * The runs of any store as a command outside them sees them (`troupe ui`): polled; a run is live
+ * while a process hosts it (its claim holds), and actions go to its inbox, which that host applies.
+ */
+export function runsSource(runs: Pick<RunStore, 'reads' | 'label' | 'hostOf' | 'post' | 'request'>, pollMs = 1_000): DashboardSource {
+  return { ...polledSource(runs.reads, runs.label, async (runId) => (await runs.hostOf(runId)).hosted, pollMs), inbox: runs };
 }
 
 /**
@@ -57,24 +79,24 @@ export function polledSource(port: StoreReads, db: string, live: DashboardSource
   };
 }
 
+/** Changes pushed by a coordinator this process hosts: its events (not token deltas) and its actors. */
+export function coordinatorWatch(c: Pick<Coordinator, 'subscribe' | 'registry'>): DashboardSource['watch'] {
+  return (changed) => {
+    const unsubscribe = c.subscribe((event) => {
+      if (event.type !== 'agent.delta') changed();
+    });
+    const sub = c.registry.subscribe(() => changed());
+    return () => {
+      unsubscribe();
+      sub.unsubscribe();
+    };
+  };
+}
+
 /**
  * The store of a run this process drives. `live` says whether its inbox is served now (false once
  * the run ended and the dashboard lingers); other runs of the database are not live here.
  */
 export function coordinatorSource(c: Pick<Coordinator, 'subscribe' | 'registry' | 'runId'>, store: Store, db: string, live: () => boolean): DashboardSource {
-  return {
-    port: portOf(store),
-    db,
-    live: (runId) => runId === c.runId && live(),
-    watch(changed) {
-      const unsubscribe = c.subscribe((event) => {
-        if (event.type !== 'agent.delta') changed();
-      });
-      const sub = c.registry.subscribe(() => changed());
-      return () => {
-        unsubscribe();
-        sub.unsubscribe();
-      };
-    },
-  };
+  return { port: portOf(store), db, live: (runId) => runId === c.runId && live(), watch: coordinatorWatch(c) };
 }

@@ -7,13 +7,13 @@ import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import type { Clock } from '../clock.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import type { WriteOp } from '../store/port.js';
-import type { Agents } from './agents.js';
-import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn, type GraphHost } from './graph.js';
-import type { Mailboxes } from './mailbox.js';
-import type { Messaging } from './messaging.js';
+import type { Agents } from './agents/agents.js';
+import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn, type GraphHost } from './waits/graph.js';
+import type { Mailboxes } from './mail/mailbox.js';
+import type { Messaging } from './mail/messaging.js';
 import type { ResolvedOptions } from './options.js';
-import type { Registrar } from './registration.js';
-import type { Views } from './views.js';
+import type { Registrar } from './lifecycle/registration.js';
+import type { Views } from './views/views.js';
 
 /** What the built-ins' port is made of (the runtime provides it). */
 export interface BuiltinParts {

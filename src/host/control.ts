@@ -5,7 +5,9 @@
  * @module
  */
 import { isActive } from '../../machines/types.js';
-import { positiveLimit } from './options.js';
+import { positiveLimit, type ResolvedOptions } from './options.js';
+import { requirePriceForBudget } from '../model/prices.js';
+import type { Model } from '../model/types.js';
 import { EVENT_BUDGET_STOP, EVENT_RESERVE_TRIP } from '../trace/attributes.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
 import type { Limiter } from '../limiter.js';
@@ -13,10 +15,10 @@ import type { Logger } from 'pino';
 import type { Actor } from 'xstate';
 import type { BudgetFlags, coordinatorMachine } from '../../machines/coordinatorMachine.js';
 import type { WriteOp } from '../store/port.js';
-import type { AgentHandle, Agents } from './agents.js';
-import type { Messaging } from './messaging.js';
+import type { AgentHandle, Agents } from './agents/agents.js';
+import type { Messaging } from './mail/messaging.js';
 import { TroupeError } from '../errors.js';
-import type { CoordinatorHealth, Views } from './views.js';
+import type { CoordinatorHealth, Views } from './views/views.js';
 import type { Clock } from '../clock.js';
 import type { RunTrace } from '../trace/tracer.js';
 
@@ -31,6 +33,8 @@ export interface ControlParts {
   readonly clock: Clock;
   readonly views: Pick<Views, 'emit'>;
   readonly budget: { readonly spentUsd: number };
+  readonly model: Model;
+  readonly options: { readonly budget: Pick<ResolvedOptions['budget'], 'prices'> };
   assertUsable(): void;
   stage(op: WriteOp): void;
   after(effect: () => void): void;
@@ -69,7 +73,11 @@ export function pauseBudget(rt: ControlParts): Promise<void> {
 
 /** Resolves, once the resume is durable, with the agents it un-parks. */
 export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise<string[]> {
-  if (limitUsd !== undefined) positiveLimit('resumeBudget limitUsd', limitUsd);
+  if (limitUsd !== undefined) {
+    positiveLimit('resumeBudget limitUsd', limitUsd);
+    // A limit set on a run whose model has no price would never bind: refused, nothing changed.
+    requirePriceForBudget(rt.model, rt.options.budget.prices, limitUsd, 'resumeBudget limitUsd');
+  }
   rt.assertUsable();
   const parked = [...rt.agents.values()].filter((h) => rt.agents.status(h) === 'budgetPaused').map((h) => h.id);
   const before = rt.budgetFlags();
@@ -138,7 +146,12 @@ export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gat
  * When the run's budget flags changed, journal the change: a `budget.*` event row with the spend at
  * that moment (what the dashboard's timeline shows). Written once per real change.
  */
-function journalBudget(rt: ControlParts, type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume', before: BudgetFlags, by?: string): void {
+function journalBudget(
+  rt: ControlParts,
+  type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume',
+  before: BudgetFlags,
+  by?: string,
+): void {
   const flags = rt.budgetFlags();
   if (JSON.stringify(flags) === JSON.stringify(before)) return;
   // `agentId` in the data: the agent whose call tripped it (its lane on the timeline); the row stays run-wide.

@@ -3,13 +3,14 @@
  * @module
  */
 import { pauseBudget, requestStop, resumeBudget } from './control.js';
+import { applyInboxRequest } from './inbox.js';
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
 import type { StorePort } from '../store/port.js';
 import type { ReviewNote } from '../turn/review.js';
-import type { ExecutionRow, MessagePriority, MessageRow, Store } from '../store/types.js';
-import type { Delegations, ReentryBudgets } from './delegations.js';
-import type { Registry, TreeNode } from './registry.js';
+import type { ExecutionRow, InboxRequest, InboxResult, MessagePriority, MessageRow, Store } from '../store/types.js';
+import type { Delegations, ReentryBudgets } from './async/delegations.js';
+import type { Registry, TreeNode } from './views/registry.js';
 import { Runtime, type AgentInfo, type CoordinatorHealth, type TroupeEvent } from './runtime.js';
 import type { CoordinatorOptions } from './options.js';
 
@@ -19,6 +20,12 @@ export interface SendOptions {
   from?: 'user' | 'system';
   type?: string;
   priority?: MessagePriority;
+  /**
+   * An idempotency key: a message is queued at most once per key and run, across restarts. A
+   * repeat queues nothing and resolves with the first message's id (the inbox keys each request's
+   * message by the request, so a request applied twice delivers one message).
+   */
+  key?: string;
 }
 
 export interface BudgetState {
@@ -93,6 +100,12 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
   readonly reviews: { notes(): ReviewNote[]; settled(): Promise<void> };
   /** Self-wake counters per agent (persisted; rows older than 7 days are dropped on resume). */
   readonly reentry: Pick<ReentryBudgets, 'get' | 'record' | 'reset'>;
+  /**
+   * Apply a request posted to the run's inbox (how a host applies what comes from outside: a
+   * message, a stop, a budget pause or resume, an execution's or a delegation's end). Its answer is
+   * committed with its effect; resolves with the answer (a refusal is an answer, with its code).
+   */
+  applyRequest(request: Pick<InboxRequest, 'id' | 'kind' | 'payload'>): Promise<InboxResult>;
   /** Stop every actor; persisted statuses stay as they are, so a later resume continues the run. */
   shutdown(): Promise<void>;
 }
@@ -140,7 +153,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
           throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
         }
         const mail = rt.messaging.sendExternal(to, message);
-        // Acknowledged only once committed.
+        // Acknowledged only once committed (a repeat's first send may still be in the commit under way).
         await rt.durable();
         return { id: mail.id, to: mail.to, from: mail.from, createdAt: mail.createdAt };
       }),
@@ -212,6 +225,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
       settled: () => rt.reviews?.settled() ?? Promise.resolve(),
     },
     reentry: rt.reentry,
+    applyRequest: (request) => applyInboxRequest(rt, request),
     shutdown: () => rt.shutdown(),
     [Symbol.asyncDispose]: () => rt.shutdown(),
   };

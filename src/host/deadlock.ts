@@ -13,7 +13,7 @@
 import type { AgentStatus, WaitKind } from '../../machines/types.js';
 
 /** An agent as the wait-for graph sees it. */
-export interface GraphAgent {
+interface GraphAgent {
   readonly id: string;
   readonly name: string;
   readonly parentId: string | null;

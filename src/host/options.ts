@@ -8,13 +8,14 @@ import type { Logger } from 'pino';
 import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
 import { ConfigError } from '../errors.js';
-import { checkPrice } from '../model/prices.js';
+import { checkPrice, requirePriceForBudget } from '../model/prices.js';
 import type { Model, ModelPrice } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import type { McpServer } from '../mcp/config.js';
 import type { Tool } from '../tools/defineTool.js';
 import type { TelemetryOptions } from '../trace/tracer.js';
+import type { ApprovalAsker } from '../turn/ports.js';
 
 export interface Limits {
   /** Deepest level below the root (root = 0). Default 4. */
@@ -36,7 +37,15 @@ export interface Limits {
  *
  * - Every call is priced (`prices`, then the model's `price`, then OpenAI's list prices, exact
  *   name or dated suffix) and written to the usage ledger with its purpose (`main`, `compaction`,
- *   `review`). A model with no price counts $0 (logged once).
+ *   `review`). A limit needs a price: with a model none of these prices, `createCoordinator` or
+ *   `resumeCoordinator` given a `limitUsd`, and `resumeBudget(limit)`, throw CONFIG_INVALID naming
+ *   the model and `prices` (nothing changed) — unless the model prices its own calls: it
+ *   implements `estimateCostUsd` and reports `usage.costUsd` (as `scriptedModel` does: each step
+ *   says what its call costs).
+ * - A call whose usage cannot be priced — the model reported none (no `usage`), or tokens with no
+ *   `costUsd` and no price — is charged what was reserved for it (else the estimate of its
+ *   request); the first such call says so once: a warning in the log and a `budget.usageEstimated`
+ *   event (when a limit is set or the charge is not $0).
  * - Before each paid call troupe reserves an estimate (the prompt at one token per 3 characters
  *   plus `maxOutputTokens`, or `model.estimateCostUsd`) and starts the call only if spent +
  *   reserved + estimate fits under the limit (a sub-agent's under the reserve line); it settles to
@@ -60,8 +69,7 @@ export interface BudgetOptions {
 }
 
 /** What the coordinator needs of an approval gate (`ApprovalGate` from troupe's autonomy module). */
-export interface ApprovalPolicy {
-  request(req: { agentId: string; agentName?: string; action: string; risk: 'read_only' | 'mutation' | 'destructive'; args?: unknown }): Promise<{ approved: boolean; reason: string }>;
+export interface ApprovalPolicy extends ApprovalAsker {
   /** Whether the agent has an open approval window (auto-continuation only runs inside one). */
   windowOpen(agentId: string): boolean;
   /** Told when an approval opens an agent's window: its finished executions continue then. */
@@ -101,7 +109,16 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   messagePolicy?: 'family' | 'any';
   /** Whether user and peer messages cut a running model call short. Default: `interactive`. */
   interruptOnMessage?: boolean;
-  /** Transient model errors: retries per turn and backoff. Defaults 5, 2 s, 90 s. */
+  /**
+   * Host the run without running a turn (default false): an agent that would run stays `running`,
+   * its mail queued, until the next host that runs turns. For a process that only creates a run or
+   * applies requests to it (`troupe send` to a run nobody hosts).
+   */
+  holdTurns?: boolean;
+  /**
+   * Transient model errors: retries per turn and backoff. Defaults 5, 2 s, 90 s. The delay doubles
+   * from `baseDelayMs`; a server's `retry-after` replaces it, and either is capped at `maxDelayMs`.
+   */
   retry?: { maxRetries?: number; baseDelayMs?: number; maxDelayMs?: number };
   /** Appended to every agent's system prompt. */
   systemPrompt?: string;
@@ -139,6 +156,7 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
 
 export interface ResolvedOptions {
   interactive: boolean;
+  holdTurns: boolean;
   limits: Limits;
   budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause'; prices: Record<string, ModelPrice> };
   idleResumeMs: number;
@@ -285,10 +303,13 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
   const limits = resolveLimits(options.limits);
   const interactive = boolean('interactive', options.interactive, false);
   const retry = options.retry ?? {};
+  const budget = resolveBudget(options.budget);
+  requirePriceForBudget(options.model, budget.prices, budget.limitUsd);
   return {
     interactive,
+    holdTurns: boolean('holdTurns', options.holdTurns, false),
     limits,
-    budget: resolveBudget(options.budget),
+    budget,
     idleResumeMs: integer('idleResumeMs', options.idleResumeMs, DEFAULT_IDLE_RESUME_MS, 1),
     toolTimeoutMs: integer('toolTimeoutMs', options.toolTimeoutMs, 120_000, 1),
     concurrency: {

@@ -26,7 +26,7 @@ export const LIMIT_DOCS = {
 
 export const OPTION_DOCS = {
   model: { meaning: 'required: `openaiModel(…)`, `scriptedModel(…)` or any `{ complete(request, { signal }) }`' },
-  store: { default: () => '`memoryStore()`', meaning: '`openStore({ path })` (SQLite), a PostgreSQL lease\'s `port`, or any `StorePort`' },
+  store: { default: () => '`memoryStore()`', meaning: "`openStore({ path })` (SQLite), a PostgreSQL lease's `port`, or any `StorePort`" },
   tools: { default: () => '`[]`', meaning: 'user tools (`defineTool`)' },
   interactive: { default: (r) => `\`${r.interactive}\``, meaning: 'a human is attached: agents park, finished ones can be revived' },
   limits: { meaning: 'see the `limits.*` rows' },
@@ -36,6 +36,10 @@ export const OPTION_DOCS = {
   rateLimit: { default: () => 'none', meaning: '`{ requests, intervalMs }`: model calls started per interval' },
   messagePolicy: { default: (r) => `\`${r.messagePolicy}\``, meaning: '`any` lets every agent message every other' },
   interruptOnMessage: { default: () => '`interactive`', meaning: 'a user or peer message cuts the model call in flight short' },
+  holdTurns: {
+    default: () => '`false`',
+    meaning: 'host without running turns (agents that would run stay `running`, mail stays queued): to create a run or apply requests only',
+  },
   retry: {
     default: (r) => `${r.retry.maxRetries} retries, ${r.retry.baseDelayMs / 1000} s base, ${r.retry.maxDelayMs / 1000} s max`,
     meaning: '`{ maxRetries, baseDelayMs, maxDelayMs }` for transient model errors',
@@ -46,7 +50,9 @@ export const OPTION_DOCS = {
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },
   logger: { default: () => 'silent', meaning: 'a pino logger (a child per agent)' },
-  inspect: { meaning: 'an XState inspection observer: the coordinator and each awake agent as `agent:<id>` (a parked agent has no actor: [durable runs](#durable-runs))' },
+  inspect: {
+    meaning: 'an XState inspection observer: the coordinator and each awake agent as `agent:<id>` (a parked agent has no actor: [durable runs](#durable-runs))',
+  },
   runId: { default: () => 'generated', meaning: "the run's id" },
   telemetry: { default: () => 'global providers', meaning: '`{ tracerProvider?, meterProvider?, recordContent? }` or `false`' },
 } as const satisfies Record<keyof CoordinatorOptions, OptionDoc>;

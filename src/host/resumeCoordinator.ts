@@ -9,12 +9,13 @@ import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { systemClock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import { isStorePort, portOf, type AgentSpend, type StorePort } from '../store/port.js';
-import type { AgentRow, RunRow, Store, UsagePurpose } from '../store/types.js';
+import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, ReentryBudgetRow, RunRow, Store, UsagePurpose } from '../store/types.js';
 import { STINT_EVENT } from '../trace/attributes.js';
 import { tracingRegistered } from '../trace/tracer.js';
 import { reviewNotes } from '../turn/review.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
-import { interruptStaleDelegations, STALE_BUDGET_MS } from './delegations.js';
+import { interruptStaleDelegations, STALE_BUDGET_MS } from './async/delegations.js';
+import { requirePriceForBudget } from '../model/prices.js';
 import { resolveBudget, type CoordinatorOptions } from './options.js';
 import { Runtime } from './runtime.js';
 
@@ -33,7 +34,7 @@ export interface ResumeOptions<S extends Store | StorePort = Store> extends Omit
  * restart (else the root could spawn children again and the reserve would trip a second time)
  * unless the resume sets a different limit, which is a new budget.
  */
-export function recomputeBudgetFlags(run: RunRow, spentUsd: number, budget: CoordinatorOptions['budget']): BudgetFlags {
+function recomputeBudgetFlags(run: RunRow, spentUsd: number, budget: CoordinatorOptions['budget']): BudgetFlags {
   const resolved = resolveBudget(budget);
   const { reserveFraction, policy } = resolved;
   // A limit passed to resume wins; otherwise the run keeps the last one set (resumeBudget).
@@ -71,7 +72,7 @@ export async function recoverRun(
 async function recover(
   port: StorePort,
   runId: string | undefined,
-  options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & { now?: number },
+  options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & Partial<Pick<CoordinatorOptions, 'model'>> & { now?: number },
 ): Promise<{ run: RunRow; agents: AgentRow[]; spend: AgentSpend[] }> {
   const now = options.now ?? Date.now();
   const run = runId === undefined ? (await port.listRuns()).at(-1) : await port.getRun(runId);
@@ -81,6 +82,13 @@ async function recover(
   const spend = await port.spendOf(run.id);
   const spent = spend.reduce((sum, s) => sum + s.costUsd, 0);
   const recovered: RunRow = { ...run, interactive: options.interactive ?? run.interactive, budget: recomputeBudgetFlags(run, spent, options.budget) };
+  // A limit this resume sets needs a price for the model: refused before anything is written. (A
+  // resume that keeps the run's limit is not: `troupe stop` resumes with a model that makes no
+  // call. An unpriced call is then charged at its estimate, and the ledger says so once.)
+  if (typeof options.model === 'object' && options.model !== null) {
+    const { prices, limitUsd } = resolveBudget(options.budget);
+    requirePriceForBudget(options.model, prices, limitUsd);
+  }
   const agents = await port.listAgents(run.id);
   const agentIds = new Set(agents.map((a) => a.id));
   const delegations = await port.listDelegations(run.id);
@@ -126,6 +134,32 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   }
   const spentUsd = spend.reduce((sum, s) => sum + s.costUsd, 0);
   const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd });
+  try {
+    await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry });
+  } catch (err) {
+    // A resume that fails half-way leaves nothing running (its MCP servers, its actors).
+    await rt.shutdown().catch(() => undefined);
+    throw err;
+  }
+  return coordinatorOf<S>(rt);
+}
+
+interface Restored {
+  agents: AgentRow[];
+  spentByAgent: Map<string, Partial<Record<UsagePurpose, number>>>;
+  pending: MessageRow[];
+  noticeKeys: string[];
+  delegations: DelegationRow[];
+  notes: EventRow[];
+  stints: EventRow[];
+  executions: ExecutionRow[];
+  reentry: ReentryBudgetRow[];
+}
+
+async function restoreInto(
+  rt: Runtime,
+  { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry }: Restored,
+): Promise<void> {
   rt.mailboxes.restore(pending, noticeKeys);
   rt.delegations.restore(delegations);
   rt.executions.restore(executions);
@@ -137,13 +171,8 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   rt.trace.restore(stints);
   // A running agent reads its session at once: read it now, while a failure is still a respawn failure.
   const failed = new Map<string, unknown>();
-  await Promise.all(
-    agents
-      .filter((a) => a.status === 'running')
-      .map((a) => rt.sessions.load(a).catch((err: unknown) => void failed.set(a.id, err))),
-  );
+  await Promise.all(agents.filter((a) => a.status === 'running').map((a) => rt.sessions.load(a).catch((err: unknown) => void failed.set(a.id, err))));
   rt.registrar.respawn(agents, spentByAgent, failed);
   // Executions that finished while the process was down continue their agents, once.
   rt.executions.continueAll();
-  return coordinatorOf<S>(rt);
 }

@@ -1,63 +1,68 @@
 /**
  * The runtime behind `createCoordinator`: the composition root. It owns the coordinator actor and
- * wires the parts — agents (agents.ts, lifecycle.ts), mailboxes and messaging, sessions, the model
- * gateway, the budget ledger, the views — around one group committer (commit.ts): decisions are
- * taken in memory, their writes committed in groups, and nothing leaves the process before the
- * commit that makes it true. Turns and tools reach it only through their ports (turn/ports.ts,
- * tools/ports.ts).
+ * wires the parts around one group committer (commit.ts): decisions are taken in memory, their
+ * writes committed in groups, and nothing leaves the process before the commit that makes it true.
+ * The parts, by family (each folder imports only those before it, and the vocabulary here:
+ * options.ts, deadlock.ts):
+ *
+ * - agents/: the agents' handles and actors, the run's one idle timer;
+ * - mail/: mailboxes, messaging and its rules, sessions;
+ * - lifecycle/: what a status change records and wakes, registration, what a resume restores;
+ * - calls/: the model gateway and the budget ledger;
+ * - async/: async executions and delegations;
+ * - views/: the read model, events and waiters;
+ * - waits/: the wait-for graph and the dead-wait watch.
+ *
+ * Turns and tools reach it only through their ports (turn/ports.ts, tools/ports.ts).
  * @module
  */
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
 import { coordinatorMachine, getAgentRecord, type BudgetFlags } from '../../machines/coordinatorMachine.js';
-import type { TurnOutcome } from '../../machines/types.js';
-import type { Cancellation } from '../cancel.js';
 import { systemClock, type Clock } from '../clock.js';
 import { TroupeError } from '../errors.js';
 import { Limiter } from '../limiter.js';
-import type { Model, ToolSpec, UsagePurpose } from '../model/types.js';
+import type { Model, UsagePurpose } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
 import type { Store } from '../store/types.js';
-import type { BuiltinEnv } from '../tools/builtin.js';
-import type { CompiledTool } from '../tools/defineTool.js';
 import type { BuiltinHost } from '../tools/ports.js';
-import { runUserTool, type ToolRunner } from '../tools/runUserTool.js';
 import { createCycleLogic } from '../turn/cycle.js';
-import type { AgentActivity, AgentRef, ModelRecovery, ToolLedger, TurnHost } from '../turn/ports.js';
+import type { ToolLedger } from '../turn/ports.js';
 import { runTrace, type RunTrace } from '../trace/tracer.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
-import { Agents, type AgentHandle } from './agents.js';
-import { BudgetLedger } from './budget.js';
+import { Agents, type AgentHandle } from './agents/agents.js';
+import { BudgetLedger } from './calls/budget.js';
 import { GroupCommitter } from './commit.js';
 import { healthOf, requestStop, tripBudget, wireCoordinatorEvents } from './control.js';
-import { DeadlockWatch } from './deadlockWatch.js';
-import { Delegations, ReentryBudgets } from './delegations.js';
-import { AsyncExecutions } from './executions.js';
-import { Gateway } from './gateway.js';
-import { type GraphHost } from './graph.js';
+import { DeadlockWatch } from './waits/deadlockWatch.js';
+import { Delegations, ReentryBudgets } from './async/delegations.js';
+import { AsyncExecutions } from './async/executions.js';
+import { Gateway } from './calls/gateway.js';
+import { type GraphHost } from './waits/graph.js';
 import { builtinHost } from './builtinHost.js';
-import { recordsOf, type RestoredRun } from './restore.js';
-import { Lifecycle } from './lifecycle.js';
-import { Mailboxes } from './mailbox.js';
-import { Registrar } from './registration.js';
-import { Messaging, newId } from './messaging.js';
+import { turnHost } from './turnHost.js';
+import { recordsOf, type RestoredRun } from './lifecycle/restore.js';
+import { Lifecycle } from './lifecycle/lifecycle.js';
+import { Mailboxes } from './mail/mailbox.js';
+import { Registrar } from './lifecycle/registration.js';
+import { Messaging, newId } from './mail/messaging.js';
 import { resolveOptions, runExistsError, type CoordinatorOptions, type ResolvedOptions } from './options.js';
-import type { TreeNode } from './registry.js';
-import { Sessions } from './sessions.js';
+import type { TreeNode } from './views/registry.js';
+import { Sessions } from './mail/sessions.js';
 import { Toolbox } from './toolbox.js';
 import { asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
-import { IdleTimers } from './timers.js';
-import { Views, type AgentInfo, type CoordinatorHealth } from './views.js';
+import { IdleTimers } from './agents/timers.js';
+import { Views, type AgentInfo, type CoordinatorHealth } from './views/views.js';
 
-export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views.js';
+export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views/views.js';
 
 const shutDown = () => new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down');
 
 const isFatal = (err: unknown): err is TroupeError => err instanceof TroupeError && (err.code === 'STORE_IO' || err.code === 'STORE_CORRUPT');
 
-export class Runtime implements TurnHost {
+export class Runtime {
   readonly runId: string;
   /** What the user passed (an embedded store, or a port). */
   readonly store: Store | StorePort;
@@ -80,7 +85,6 @@ export class Runtime implements TurnHost {
   readonly budget: BudgetLedger;
   readonly gateway: Gateway;
   readonly toolQueue: Limiter;
-  #toolRunner: ToolRunner | null = null;
   readonly executions: AsyncExecutions;
   readonly delegations: Delegations;
   readonly reentry: ReentryBudgets;
@@ -92,9 +96,11 @@ export class Runtime implements TurnHost {
   readonly trace: RunTrace;
   /** Notes background reviews proposed in this run (restored at resume). */
   readonly reviewNotes: ReviewNote[] = [];
-  readonly #builtins: BuiltinHost;
+  /** What the built-in tools reach of the run (builtinHost.ts). */
+  readonly builtins: BuiltinHost;
   readonly #graph: GraphHost;
   #shutdown = false;
+  #shutdownDone: Promise<void> | null = null;
   #failure: TroupeError | null = null;
   #stopWindowListener: (() => void) | null;
 
@@ -110,9 +116,20 @@ export class Runtime implements TurnHost {
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
       throw runExistsError(options.runId);
     }
-    this.toolbox = new Toolbox(options.tools ?? [], { interactive: this.options.interactive, clock: this.clock, logger: this.logger, find: (id) => this.agents.find(id) });
+    this.toolbox = new Toolbox(options.tools ?? [], {
+      interactive: this.options.interactive,
+      clock: this.clock,
+      logger: this.logger,
+      find: (id) => this.agents.find(id),
+    });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
-    this.trace = runTrace(options.telemetry, { runId: this.runId, model: this.model.name ?? 'model', now: () => this.clock.now(), stage: (op) => this.stage(op), agent: (id) => this.agents.find(id) });
+    this.trace = runTrace(options.telemetry, {
+      runId: this.runId,
+      model: this.model.name ?? 'model',
+      now: () => this.clock.now(),
+      stage: (op) => this.stage(op),
+      agent: (id) => this.agents.find(id),
+    });
     this.coordinator = createActor(coordinatorMachine, {
       id: 'coordinator',
       systemId: 'coordinator',
@@ -127,7 +144,7 @@ export class Runtime implements TurnHost {
     this.timers = new IdleTimers(this.clock, (id) => this.#idleTimeout(id));
     this.mailboxes = new Mailboxes((op) => this.stage(op));
     this.sessions = new Sessions({ port: this.port, stage: (op) => this.stage(op), mailboxes: this.mailboxes, now: () => this.clock.now() });
-    const logic = agentMachine.provide({ actors: { runCycle: createCycleLogic(this, (id) => this.agents.context(id)) } });
+    const logic = agentMachine.provide({ actors: { runCycle: createCycleLogic(turnHost(this), (id) => this.agents.context(id)) } });
     this.agents = new Agents({
       runId: this.runId,
       clock: this.clock,
@@ -137,6 +154,7 @@ export class Runtime implements TurnHost {
       logic,
       timers: this.timers,
       recorded: (id) => getAgentRecord(this.coordinator.getSnapshot().context, id)!,
+      running: () => this.coordinator.getSnapshot().context.running,
       onSnapshot: (h, snap) => {
         if (this.#shutdown || this.#failure || snap.status !== 'active') return;
         try {
@@ -148,7 +166,13 @@ export class Runtime implements TurnHost {
       },
       onActorError: (h, err) => this.#onActorError(h, err),
     });
-    this.views = new Views({ agents: this.agents, clock: this.clock, logger: this.logger, pending: (id) => this.mailboxes.count(id), after: (effect) => this.after(effect) });
+    this.views = new Views({
+      agents: this.agents,
+      clock: this.clock,
+      logger: this.logger,
+      pending: (id) => this.mailboxes.count(id),
+      after: (effect) => this.after(effect),
+    });
     this.messaging = new Messaging(this);
     this.lifecycle = new Lifecycle({
       runId: this.runId,
@@ -192,11 +216,12 @@ export class Runtime implements TurnHost {
       interactive: this.options.interactive,
       systemPrompt: this.options.systemPrompt,
       session: (agent) => this.sessions.items(agent),
-      toolSpecs: (agent) => this.toolSpecs(agent),
+      toolSpecs: (agent) => this.toolbox.specs(agent),
       parentName: (agent) => (agent.parentId === null ? null : (this.agents.find(agent.parentId)?.name ?? null)),
       warned: (agent, warning) => this.trace.budgetWarning(agent.id, warning),
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
+      fenced: () => this.port.guard?.check() ?? null,
     });
     this.toolQueue = new Limiter(this.options.concurrency.tools);
     const host = asyncWorkHost(this);
@@ -210,7 +235,11 @@ export class Runtime implements TurnHost {
       coordinator: this.coordinator,
       budgetFlags: () => this.budgetFlags(),
       runningExecutions: (id) => this.executions.runningFor(id),
-      runningDelegations: (id) => this.delegations.list(id).filter((d) => d.status === 'running').map((d) => d.delegationId),
+      runningDelegations: (id) =>
+        this.delegations
+          .list(id)
+          .filter((d) => d.status === 'running')
+          .map((d) => d.delegationId),
       tree: () => this.views.tree(),
       requestStop: (target, cascade) => requestStop(this.agents, target, cascade),
     };
@@ -228,10 +257,12 @@ export class Runtime implements TurnHost {
       anyDelegationRunning: () => this.delegations.anyRunning,
     });
     this.registrar = new Registrar(this, embedded !== null || restore !== undefined);
-    this.#builtins = builtinHost(this, this.#graph);
+    this.builtins = builtinHost(this, this.#graph);
     // Executions that finished outside the agent's approval window continue when one opens.
     this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.usable && this.executions.continueFor(agentId)) ?? null;
 
+    // A lost lease (PostgreSQL) ends the hosting at once: every in-flight turn is aborted and nothing more is committed.
+    this.port.guard?.onLost((err) => this.usable && this.#fail(err));
     this.coordinator.subscribe({ error: (err) => this.logger.fatal({ err }, 'coordinator actor failed') });
     wireCoordinatorEvents(this);
     this.coordinator.on('register.rejected', (e) => this.logger.warn({ ...e }, 'registration rejected'));
@@ -282,54 +313,6 @@ export class Runtime implements TurnHost {
     // Stopping actors from inside one of their own transitions is unsafe: do it right after.
     queueMicrotask(() => void this.shutdown());
     return error;
-  }
-
-  // ── turns (TurnHost) ────────────────────────────────────────────────────────────────────────
-
-  agent(id: string): AgentHandle {
-    return this.agents.get(id);
-  }
-
-  toolNames(agent: AgentRef): string[] {
-    return this.toolbox.names(agent);
-  }
-
-  toolSpecs(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): readonly ToolSpec[] {
-    return this.toolbox.specs(agent);
-  }
-
-  /** A user tool the agent may call (its tool sets and its ancestors' allow it), by name. */
-  userTool(agent: Pick<AgentRef, 'id' | 'parentId'>, name: string): CompiledTool | undefined {
-    return this.toolbox.userTool(agent, name);
-  }
-
-  builtinEnv(agent: AgentRef, callId: string, state: BuiltinEnv['state']): BuiltinEnv {
-    return { host: this.#builtins, agent, callId, state };
-  }
-
-  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): unknown {
-    return runUserTool((this.#toolRunner ??= { queue: this.toolQueue, clock: this.clock, defaultTimeoutMs: this.options.toolTimeoutMs, runId: this.runId }), tool, args, agent, cancel, idempotencyKey);
-  }
-
-  linkExecutions(agent: AgentRef, content: string): void {
-    this.executions.link(agent, content);
-  }
-
-  afterTurn(agent: AgentRef, outcome: TurnOutcome): void {
-    this.reviews?.afterTurn(agent, outcome);
-  }
-
-  stopRequested(agent: AgentRef): boolean {
-    return this.agents.stopRequested(this.agents.get(agent.id));
-  }
-
-  activity(agent: AgentRef, activity: AgentActivity): void {
-    if (activity.kind === 'tool') this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: this.clock.now() } });
-    if (this.views.hasListeners) this.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: this.clock.now() });
-  }
-
-  recovering(agent: AgentRef, recovery: ModelRecovery): void {
-    this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: this.clock.now() } });
   }
 
   #spent(agentId: string, purpose: UsagePurpose, usd: number): void {
@@ -383,8 +366,14 @@ export class Runtime implements TurnHost {
    * that ignores its signal would hang shutdown): a turn re-checks its signal after every await and
    * writes nothing once aborted.
    */
-  async shutdown(): Promise<void> {
-    if (this.#shutdown) return;
+  shutdown(): Promise<void> {
+    // Every caller waits for the one shutdown: a second caller returning before the last commit is
+    // durable would let its host release the run (or close the store) under a commit in flight.
+    this.#shutdownDone ??= this.#shutDown();
+    return this.#shutdownDone;
+  }
+
+  async #shutDown(): Promise<void> {
     this.#shutdown = true;
     this.#stopWindowListener?.();
     this.reviews?.close();

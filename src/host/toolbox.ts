@@ -30,7 +30,10 @@ export class Toolbox {
   /** Each agent's tool sets: its skills and its ancestors' never change, and both lookups of a turn read them. */
   readonly #sets = new Map<string, readonly (readonly string[])[]>();
 
-  constructor(definitions: readonly (Tool | McpServer)[], deps: { interactive: boolean; clock: Clock; logger: Logger; find: (id: string) => ToolAgent | undefined }) {
+  constructor(
+    definitions: readonly (Tool | McpServer)[],
+    deps: { interactive: boolean; clock: Clock; logger: Logger; find: (id: string) => ToolAgent | undefined },
+  ) {
     this.catalog = new ToolCatalog(definitions, { clock: deps.clock, logger: deps.logger, reserved: new Set(BUILTIN_TOOLS.keys()) });
     this.#interactive = deps.interactive;
     this.#find = deps.find;

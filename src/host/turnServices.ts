@@ -8,12 +8,12 @@ import type { Clock } from '../clock.js';
 import type { StorePort, WriteOp } from '../store/port.js';
 import { BackgroundReviews, type ReviewHost, type ReviewNote } from '../turn/review.js';
 import type { ToolLedger } from '../turn/ports.js';
-import type { AgentHandle, Agents } from './agents.js';
-import type { Gateway } from './gateway.js';
-import type { Messaging } from './messaging.js';
+import type { AgentHandle, Agents } from './agents/agents.js';
+import type { Gateway } from './calls/gateway.js';
+import type { Messaging } from './mail/messaging.js';
 import type { ResolvedOptions } from './options.js';
-import type { Sessions } from './sessions.js';
-import type { Views } from './views.js';
+import type { Sessions } from './mail/sessions.js';
+import type { Views } from './views/views.js';
 
 interface LedgerParts {
   readonly clock: Clock;
@@ -33,7 +33,11 @@ interface ReviewParts extends LedgerParts {
 
 export function toolLedger(rt: LedgerParts): ToolLedger {
   return {
-    start: (agent, call) => rt.stage({ op: 'startToolCall', row: { agentId: agent.id, turn: call.turn, callId: call.callId, tool: call.tool, argsHash: call.argsHash, startedAt: rt.clock.now() } }),
+    start: (agent, call) =>
+      rt.stage({
+        op: 'startToolCall',
+        row: { agentId: agent.id, turn: call.turn, callId: call.callId, tool: call.tool, argsHash: call.argsHash, startedAt: rt.clock.now() },
+      }),
     finish: (agent, turn, callIds) => rt.stage({ op: 'finishToolCalls', agentId: agent.id, turn, callIds, at: rt.clock.now() }),
     started: async (agent) => (await rt.port.startedToolCalls(agent.id)).map((r) => ({ turn: r.turn, callId: r.callId })),
   };
@@ -47,7 +51,16 @@ export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number
       sessions: rt.sessions,
       now: () => rt.clock.now(),
       proposeNote: (agent, note) => {
-        rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'review.note', data: { agentName: agent.name, title: note.title, content: note.content }, at: note.at } });
+        rt.stage({
+          op: 'appendEvent',
+          row: {
+            runId: rt.runId,
+            agentId: agent.id,
+            type: 'review.note',
+            data: { agentName: agent.name, title: note.title, content: note.content },
+            at: note.at,
+          },
+        });
         rt.reviewNotes.push({ agentId: agent.id, agentName: agent.name, ...note });
         rt.after(() => rt.views.emit({ type: 'review.note', agentId: agent.id, name: agent.name, ...note }));
       },
@@ -58,11 +71,12 @@ export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number
 
 interface AsyncWorkParts {
   readonly runId: string;
-  readonly options: Pick<ResolvedOptions, 'interactive' | 'approvals'>;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'approvals' | 'holdTurns'>;
   readonly port: Pick<StorePort, 'boot'>;
   readonly clock: Clock;
   readonly agents: Agents;
   readonly messaging: Pick<Messaging, 'notify'>;
+  readonly sessions: Pick<Sessions, 'scrub'>;
   stage(op: WriteOp): void;
   assertUsable(): void;
   checkQuiescence(): void;
@@ -73,6 +87,7 @@ export function asyncWorkHost(rt: AsyncWorkParts) {
   return {
     runId: rt.runId,
     interactive: rt.options.interactive,
+    holdTurns: rt.options.holdTurns,
     approvals: rt.options.approvals,
     boot: rt.port.boot,
     now: () => rt.clock.now(),
@@ -80,6 +95,7 @@ export function asyncWorkHost(rt: AsyncWorkParts) {
     find: (id: string) => rt.agents.find(id),
     status: (h: AgentHandle) => rt.agents.status(h),
     wake: (h: AgentHandle) => rt.agents.send(h, { type: 'agent.message', from: 'system', user: false }),
+    scrub: (text: string) => rt.sessions.scrub(text),
     assertUsable: () => rt.assertUsable(),
     assertAgent: (id: string) => void rt.agents.get(id),
     notify: (agentId: string, m: { type: string; content: string; noticeKey: string }) => rt.messaging.notify(agentId, m),

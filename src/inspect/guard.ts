@@ -33,7 +33,7 @@ export function isAllowedOrigin(req: IncomingMessage): boolean {
 }
 
 /** Whether `given` is `token`, compared in constant time. */
-export function sameToken(given: string | null | undefined, token: string): boolean {
+function sameToken(given: string | null | undefined, token: string): boolean {
   if (typeof given !== 'string') return false;
   const a = Buffer.from(given);
   const b = Buffer.from(token);

@@ -62,8 +62,13 @@ const CLOSE_GRACE_MS = 1_000;
 // ---------------------------------------------------------------------------------------------
 // The bridge page and the relay.
 
-/** The page at `/`: the Stately inspector in an iframe, fed from this server's WebSocket. */
+/**
+ * The page at `/`: the Stately inspector in an iframe, fed from this server's WebSocket. Events
+ * are posted to the iframe's origin only (never `'*'`: if the frame were navigated elsewhere, the
+ * browser drops them), and only its own window at that origin is heard saying it is connected.
+ */
 function bridgePage(token: string, inspectorUrl = STATELY_INSPECT_URL): string {
+  const origin = new URL(inspectorUrl).origin;
   return `<!DOCTYPE html>
 <html>
 <head>
@@ -80,13 +85,14 @@ function bridgePage(token: string, inspectorUrl = STATELY_INSPECT_URL): string {
   <iframe id="inspector" src="${inspectorUrl}"></iframe>
   <script>
     const iframe = document.getElementById('inspector');
+    const INSPECTOR_ORIGIN = ${JSON.stringify(origin)};
     const buffer = [];
     let connected = false;
 
     window.addEventListener('message', (e) => {
-      if (e.source === iframe.contentWindow && e.data && e.data.type === '@statelyai.connected') {
+      if (e.source === iframe.contentWindow && e.origin === INSPECTOR_ORIGIN && e.data && e.data.type === '@statelyai.connected') {
         connected = true;
-        buffer.forEach((event) => iframe.contentWindow.postMessage(event, '*'));
+        buffer.forEach((event) => iframe.contentWindow.postMessage(event, INSPECTOR_ORIGIN));
         buffer.length = 0;
       }
     });
@@ -95,7 +101,7 @@ function bridgePage(token: string, inspectorUrl = STATELY_INSPECT_URL): string {
     const ws = new WebSocket('ws://' + location.host + '/?token=' + encodeURIComponent(${JSON.stringify(token)}));
     ws.onmessage = (event) => {
       const data = JSON.parse(event.data);
-      if (connected) iframe.contentWindow.postMessage(data, '*');
+      if (connected) iframe.contentWindow.postMessage(data, INSPECTOR_ORIGIN);
       else buffer.push(data);
     };
   </script>
@@ -175,7 +181,11 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
       // A busy or forbidden port is the user's to fix: a one-line configuration error, not a crash.
       const code = (err as NodeJS.ErrnoException).code;
       const why = code === 'EADDRINUSE' ? 'the port is in use' : code === 'EACCES' ? 'permission denied' : err.message;
-      reject(new ConfigError(`XState inspector: cannot listen on 127.0.0.1:${requested}: ${why} (--inspect=<port> picks another, --inspect=0 any free one)`, { cause: err }));
+      reject(
+        new ConfigError(`XState inspector: cannot listen on 127.0.0.1:${requested}: ${why} (--inspect=<port> picks another, --inspect=0 any free one)`, {
+          cause: err,
+        }),
+      );
     };
     server.once('error', onError);
     server.listen({ port: requested, host: '127.0.0.1' }, () => {

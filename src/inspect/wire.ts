@@ -18,8 +18,7 @@ const SENSITIVE_KEY = /key|token|secret|authorization|password|content|task|summ
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (!isRecord(value)) return false;
@@ -101,7 +100,7 @@ function agentList(agents: unknown): Json[] {
 
 function sanitizeCoordinator(source: Record<string, unknown>): { [key: string]: Json } {
   return {
-    ...pickScalars(source, ['runId', 'rootId', 'agentCount', 'activeNonRoot']),
+    ...pickScalars(source, ['runId', 'rootId', 'agentCount', 'activeNonRoot', 'running']),
     budget: pickScalars(source.budget, BUDGET_FLAGS),
     limits: pickScalars(source.limits, SPAWN_LIMITS),
     agents: agentList(source.agents),

@@ -2,7 +2,9 @@
  * Secrets by value. Redacting log fields by name (`REDACT_PATHS`) misses a key that arrives inside
  * text — a provider that echoes it in a 401 body, a model that repeats it, a tool result. A
  * `Redactor` knows the secret values themselves and replaces them wherever text is stored
- * (`openStore({ redactor })`), logged (`createLogger({ redactor })`) or printed (the CLI's output).
+ * (`openStore({ redactor })`), logged (`createLogger({ redactor })`), printed (the CLI's output) or
+ * sent to a model (every text that enters an agent's conversation: the coordinator uses its store's
+ * redactor). With no secrets given, a redactor knows the known keys (`KNOWN_SECRET_ENV`).
  * @module
  */
 
@@ -24,6 +26,17 @@ export interface Redactor {
   scrubJson(value: unknown): string;
 }
 
+/**
+ * Environment variables whose values are secrets troupe itself may use: the OpenAI API key, which
+ * `openaiModel` reads when given no `apiKey`. A redactor made without secrets knows their values.
+ */
+const KNOWN_SECRET_ENV: readonly string[] = ['OPENAI_API_KEY'];
+
+/** The values of the known keys (`KNOWN_SECRET_ENV`) set in `env`. */
+function knownSecrets(env: Readonly<Record<string, string | undefined>> = process.env): string[] {
+  return KNOWN_SECRET_ENV.map((name) => env[name]).filter((value): value is string => typeof value === 'string');
+}
+
 /** Deep copy of JSON-able `value` with `scrub` applied to every string. */
 function scrubDeep(value: unknown, scrub: (text: string) => string): unknown {
   if (typeof value === 'string') return scrub(value);
@@ -39,12 +52,14 @@ function scrubDeep(value: unknown, scrub: (text: string) => string): unknown {
 }
 
 /**
- * A redactor for `secrets` (more can be added later, e.g. once a config file is read).
+ * A redactor for `secrets` (more can be added later, e.g. once a config file is read). Without
+ * `secrets`, the known keys of the environment (`knownSecrets()`: `OPENAI_API_KEY`): what a store
+ * given no redactor scrubs. Pass `[]` for a redactor that knows nothing.
  * @example
- * const redactor = createRedactor([process.env.OPENAI_API_KEY]);
+ * const redactor = createRedactor([process.env.OPENAI_API_KEY, myOtherKey]);
  * const store = openStore({ path: '.troupe/troupe.db', redactor });
  */
-export function createRedactor(secrets: Iterable<string | null | undefined> = []): Redactor {
+export function createRedactor(secrets: Iterable<string | null | undefined> = knownSecrets()): Redactor {
   /** Each secret as it appears in text, and as it appears inside a JSON string. */
   const forms: string[] = [];
   const scrub = (text: string): string => {

@@ -25,7 +25,7 @@ export interface CatalogEntry {
 }
 
 /** The prefix of skills that name an agent's tool set. */
-export const TOOL_SET_SKILL = 'tools:';
+const TOOL_SET_SKILL = 'tools:';
 
 /** The tool set a list of skills names (null: no restriction). */
 export function toolSetOf(skills: readonly string[]): string[] | null {

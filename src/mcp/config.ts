@@ -23,9 +23,22 @@ interface McpCommon {
   /**
    * A result whose text is larger than this (characters) is refused with MCP_RESULT_TOO_LARGE; its
    * images are sent to the model while text and base64 together stay within it (an image over it
-   * is described as not shown). Default 1 000 000.
+   * is described as not shown). Default 1 000 000. Any message of the server is read only up to
+   * 8 bytes per character of it, and at least 8 MiB: a longer one is cut off as it arrives
+   * (MCP_RESULT_TOO_LARGE for the call it answers), never read whole.
    */
   maxResultChars?: number;
+  /**
+   * The most tools the server may list. A server listing more fails to start with
+   * MCP_TOO_MANY_TOOLS (retried with backoff like any failed start; a `list_changed` that goes
+   * over keeps the tools listed before). Every tool goes into every model request. Default 256.
+   */
+  maxTools?: number;
+  /**
+   * The most `tools/list` pages read in one listing; a server with more pages fails to start with
+   * MCP_LIST_TOO_LONG (like maxTools). Default 100.
+   */
+  maxListPages?: number;
 }
 
 export interface McpStdioServerOptions extends McpCommon {
@@ -73,8 +86,12 @@ const positive = (where: string, v: unknown) => {
   if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v > 0)) throw new ConfigError(`Expected ${where} to be a number > 0, got ${show(v)}`);
 };
 
+const positiveInt = (where: string, v: unknown) => {
+  if (v !== undefined && !(Number.isSafeInteger(v) && (v as number) > 0)) throw new ConfigError(`Expected ${where} to be an integer > 0, got ${show(v)}`);
+};
+
 /** Check a declaration; throws ConfigError naming the field. */
-export function checkMcpServer(options: unknown): McpServerOptions {
+function checkMcpServer(options: unknown): McpServerOptions {
   if (typeof options !== 'object' || options === null) throw new ConfigError(`Expected MCP server options to be an object, got ${show(options)}`);
   const o = options as Record<string, unknown>;
   if (typeof o.name !== 'string' || !SERVER_NAME.test(o.name)) {
@@ -85,7 +102,8 @@ export function checkMcpServer(options: unknown): McpServerOptions {
   if (stdio === (o.url !== undefined)) throw new ConfigError(`Expected ${at} to have either a command (stdio) or a url (streamable HTTP)`);
   if (stdio) {
     if (typeof o.command !== 'string' || o.command.length === 0) throw new ConfigError(`Expected ${at} command to be a non-empty string`);
-    if (o.args !== undefined && (!Array.isArray(o.args) || o.args.some((a) => typeof a !== 'string'))) throw new ConfigError(`Expected ${at} args to be an array of strings`);
+    if (o.args !== undefined && (!Array.isArray(o.args) || o.args.some((a) => typeof a !== 'string')))
+      throw new ConfigError(`Expected ${at} args to be an array of strings`);
     if (o.env !== undefined) stringRecord(`${at} env`, o.env);
     if (o.cwd !== undefined && typeof o.cwd !== 'string') throw new ConfigError(`Expected ${at} cwd to be a string`);
     if (o.headers !== undefined) throw new ConfigError(`Expected ${at} headers only with a url`);
@@ -102,12 +120,15 @@ export function checkMcpServer(options: unknown): McpServerOptions {
   }
   positive(`${at} connectTimeoutMs`, o.connectTimeoutMs);
   positive(`${at} maxResultChars`, o.maxResultChars);
+  positiveInt(`${at} maxTools`, o.maxTools);
+  positiveInt(`${at} maxListPages`, o.maxListPages);
   if (o.tools !== undefined) {
     if (typeof o.tools !== 'object' || o.tools === null || Array.isArray(o.tools)) throw new ConfigError(`Expected ${at} tools to be an object of overrides`);
     for (const [tool, override] of Object.entries(o.tools as Record<string, unknown>)) {
       const ov = (override ?? {}) as Record<string, unknown>;
       if (typeof override !== 'object' || override === null) throw new ConfigError(`Expected ${at} tools.${tool} to be an object`);
-      if (ov.risk !== undefined && !RISKS.includes(ov.risk as ToolRisk)) throw new ConfigError(`Expected ${at} tools.${tool}.risk to be one of ${RISKS.join(', ')}, got ${show(ov.risk)}`);
+      if (ov.risk !== undefined && !RISKS.includes(ov.risk as ToolRisk))
+        throw new ConfigError(`Expected ${at} tools.${tool}.risk to be one of ${RISKS.join(', ')}, got ${show(ov.risk)}`);
       if (ov.idempotent !== undefined && typeof ov.idempotent !== 'boolean') throw new ConfigError(`Expected ${at} tools.${tool}.idempotent to be a boolean`);
       positive(`${at} tools.${tool}.timeoutMs`, ov.timeoutMs);
     }
@@ -126,8 +147,12 @@ export function checkMcpServer(options: unknown): McpServerOptions {
  * - Risk: `readOnlyHint` → `read_only`, else `destructiveHint` → `destructive`, else `mutation`;
  *   `idempotentHint` → re-run after a crash with the key in `_meta["troupe/idempotencyKey"]`.
  * - Results: text joined; `{ content, structuredContent }` when structured; images described;
- *   `isError` is `TOOL_FAILED`; over `maxResultChars` is `MCP_RESULT_TOO_LARGE`. A call that
+ *   `isError` is `TOOL_FAILED`; over `maxResultChars` is `MCP_RESULT_TOO_LARGE`, and so is a
+ *   message over 8 bytes per such character (at least 8 MiB), cut off as it arrives. A call that
  *   overruns its timeout is `TOOL_TIMEOUT` and the server is sent `notifications/cancelled`.
+ * - Listing stops at `maxTools` tools (256) and `maxListPages` pages (100): a server over either
+ *   fails to start with `MCP_TOO_MANY_TOOLS` / `MCP_LIST_TOO_LONG`, logged and retried with
+ *   backoff like a server that cannot be reached; the run goes on without its tools.
  * - A skill `tools:<server>` or `tools:<tool>` limits an agent's user tools; a child never gets
  *   a tool its parent lacks.
  * - A stdio server gets only the `env` it names plus HOME, LOGNAME, PATH, SHELL, TERM, USER; its

@@ -6,6 +6,11 @@
  * A call while the server is down waits for the next restart attempt only: if that attempt fails
  * too, the call fails with MCP_SERVER_UNAVAILABLE instead of waiting out its whole timeout. Calls
  * in flight when the server dies fail with MCP_SERVER_UNAVAILABLE (their effect is unknown).
+ *
+ * Bounded (limits.ts): a message over the server's message limit is cut off as it is read and the
+ * call it answers fails with MCP_RESULT_TOO_LARGE (the connection goes on); a listing over
+ * `maxListPages` pages or `maxTools` tools fails the attempt with MCP_LIST_TOO_LONG /
+ * MCP_TOO_MANY_TOOLS, like a server that cannot be reached (a relisting keeps the tools it had).
  * @module
  */
 import { createInterface } from 'node:readline';
@@ -17,12 +22,13 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { TroupeError } from '../errors.js';
 import { describeServer, type McpServerOptions } from './config.js';
+import { BoundedLineBuffer, boundedHttpFetch, DEFAULT_MAX_LIST_PAGES, DEFAULT_MAX_TOOLS, isTooLarge, messageLimit } from './limits.js';
 
 export type { CallToolResult, McpTool };
 
 /** Restart backoff: min(BASE · 2^n, MAX) after the n-th failure in a row. */
-export const RESTART_BASE_MS = 250;
-export const RESTART_MAX_MS = 30_000;
+const RESTART_BASE_MS = 250;
+const RESTART_MAX_MS = 30_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
 /** The SDK's own request timer is left out of the way: the tool timeout (on troupe's clock) rules. */
 const NO_SDK_TIMEOUT = 2_147_483_647;
@@ -53,16 +59,19 @@ const importSdk = async () => {
     import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
     import('@modelcontextprotocol/sdk/types.js'),
   ]);
-  const { ErrorCode, McpError, ToolListChangedNotificationSchema } = types;
-  return { ...client, ...stdio, ...http, ErrorCode, McpError, ToolListChangedNotificationSchema };
+  const { ErrorCode, JSONRPCMessageSchema, McpError, ToolListChangedNotificationSchema } = types;
+  return { ...client, ...stdio, ...http, ErrorCode, JSONRPCMessageSchema, McpError, ToolListChangedNotificationSchema };
 };
 type Sdk = Awaited<ReturnType<typeof importSdk>>;
 let sdk: Sdk | null = null;
 let sdkLoading: Promise<Sdk> | null = null;
 const loadSdk = (): Promise<Sdk> => (sdkLoading ??= importSdk().then((loaded) => (sdk = loaded)));
 
-export const unavailable = (server: string, why: string) =>
-  new TroupeError('MCP_SERVER_UNAVAILABLE', `The MCP server "${server}" is unavailable (${why}); it is restarted with backoff. Any effect of a call in flight is unknown.`);
+const unavailable = (server: string, why: string) =>
+  new TroupeError(
+    'MCP_SERVER_UNAVAILABLE',
+    `The MCP server "${server}" is unavailable (${why}); it is restarted with backoff. Any effect of a call in flight is unknown.`,
+  );
 
 /** Whether an error of a call says the connection is gone (rather than the server answering an error). */
 function isTransportFailure(err: unknown): boolean {
@@ -129,6 +138,13 @@ export class McpConnection {
       return (await client.callTool({ name: tool, arguments: args, _meta: meta }, undefined, { signal, timeout: NO_SDK_TIMEOUT })) as CallToolResult;
     } catch (err) {
       if (signal.aborted) throw signal.reason;
+      const limit = isTooLarge(err);
+      if (limit !== null) {
+        throw new TroupeError(
+          'MCP_RESULT_TOO_LARGE',
+          `${tool} (MCP server "${this.name}") answered with more than ${limit} bytes; it was cut off unread. Ask for less.`,
+        );
+      }
       if (!isTransportFailure(err)) throw err;
       this.#lost(generation, (err as Error)?.message ?? String(err));
       throw unavailable(this.name, `the connection failed during the call: ${(err as Error)?.message ?? String(err)}`);
@@ -165,11 +181,39 @@ export class McpConnection {
     });
   }
 
-  #transport({ StdioClientTransport, StreamableHTTPClientTransport }: Sdk): Transport {
+  #transport({ JSONRPCMessageSchema, StdioClientTransport, StreamableHTTPClientTransport }: Sdk): Transport {
     const o = this.#options;
-    if ('url' in o) return new StreamableHTTPClientTransport(new URL(o.url), { requestInit: { headers: { ...o.headers } } });
+    const limit = messageLimit(o);
+    if ('url' in o) {
+      // A response over the limit is cut off as it arrives; its request is answered with an error at once.
+      const deliver = (message: Parameters<NonNullable<Transport['onmessage']>>[0]) => http.onmessage?.(message);
+      const http: Transport = new StreamableHTTPClientTransport(new URL(o.url), {
+        requestInit: { headers: { ...o.headers } },
+        fetch: boundedHttpFetch(limit, deliver),
+      });
+      return http;
+    }
     // Only the environment the config names (the SDK adds HOME, LOGNAME, PATH, SHELL, TERM, USER).
-    const transport = new StdioClientTransport({ command: o.command, args: [...(o.args ?? [])], env: { ...o.env }, stderr: 'pipe', ...(o.cwd ? { cwd: o.cwd } : {}) });
+    const transport = new StdioClientTransport({
+      command: o.command,
+      args: [...(o.args ?? [])],
+      env: { ...o.env },
+      stderr: 'pipe',
+      maxBufferSize: limit,
+      ...(o.cwd ? { cwd: o.cwd } : {}),
+    });
+    // The SDK's reader keeps a line whole until its end (and closes the connection past its buffer):
+    // ours skips the rest of a line over the limit and answers its request with an error.
+    const reader = transport as unknown as { _readBuffer?: { append?: unknown; readMessage?: unknown; clear?: unknown } };
+    if (typeof reader._readBuffer?.append === 'function' && typeof reader._readBuffer.readMessage === 'function') {
+      reader._readBuffer = new BoundedLineBuffer(
+        limit,
+        (line) => JSONRPCMessageSchema.parse(JSON.parse(line)),
+        (line, kind) => this.#logger.warn({ bytes: line.bytes, limit, kind: kind.kind }, 'an MCP message over the limit was skipped unread'),
+      );
+    } else {
+      this.#logger.warn({ limit }, "the MCP SDK's stdio reader could not be replaced: a message over the limit closes the connection");
+    }
     // The server's stderr goes to the log, never the terminal.
     const stderr = transport.stderr as Readable | null;
     if (stderr) createInterface({ input: stderr }).on('line', (line) => this.#logger.info({ stderr: line }, 'MCP server stderr'));
@@ -192,7 +236,7 @@ export class McpConnection {
     const timeout = this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     try {
       await client.connect(this.#transport(mcp), { timeout });
-      const tools = await listAll(client, timeout);
+      const tools = await this.#listAll(client, timeout);
       if (generation !== this.#generation) {
         await client.close();
         return false;
@@ -207,7 +251,7 @@ export class McpConnection {
     } catch (err) {
       if (generation !== this.#generation) return false;
       this.#connecting = null;
-      this.#logger.warn({ err: { message: (err as Error)?.message ?? String(err) } }, 'MCP server failed to start');
+      this.#logger.warn({ err: errFields(err) }, 'MCP server failed to start');
       client.onclose = () => undefined;
       await client.close().catch(() => undefined);
       this.#next = deferred();
@@ -239,12 +283,12 @@ export class McpConnection {
 
   async #relist(client: Client, generation: number): Promise<void> {
     try {
-      const tools = await listAll(client, this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
+      const tools = await this.#listAll(client, this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
       if (generation !== this.#generation) return;
       this.#logger.info({ tools: tools.map((t) => t.name) }, 'MCP tool list changed');
       this.#setTools(tools);
     } catch (err) {
-      this.#logger.warn({ err: { message: (err as Error)?.message } }, 'listing the tools of an MCP server failed');
+      this.#logger.warn({ err: errFields(err) }, 'listing the tools of an MCP server failed; its tools stay as they were');
     }
   }
 
@@ -252,16 +296,45 @@ export class McpConnection {
     this.#tools = tools;
     for (const listener of this.#listeners) listener();
   }
+
+  /**
+   * Every page of `tools/list`, at most `maxListPages` of them and `maxTools` tools in all: past
+   * either the listing stops at once (an endless pagination grew memory without bound and held up
+   * every model call; 10 000 tools went into every request).
+   */
+  async #listAll(client: Client, timeout: number): Promise<McpTool[]> {
+    const maxPages = this.#options.maxListPages ?? DEFAULT_MAX_LIST_PAGES;
+    const maxTools = this.#options.maxTools ?? DEFAULT_MAX_TOOLS;
+    const tools: McpTool[] = [];
+    let cursor: string | undefined;
+    for (let pages = 0; ;) {
+      let page: Awaited<ReturnType<Client['listTools']>>;
+      try {
+        page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout });
+      } catch (err) {
+        const limit = isTooLarge(err);
+        if (limit === null) throw err;
+        throw new TroupeError('MCP_RESULT_TOO_LARGE', `The MCP server "${this.name}" answered tools/list with more than ${limit} bytes; it was cut off unread`);
+      }
+      pages += 1;
+      tools.push(...page.tools);
+      if (tools.length > maxTools) {
+        throw new TroupeError('MCP_TOO_MANY_TOOLS', `The MCP server "${this.name}" lists more than ${maxTools} tools (its maxTools); none of them is offered`);
+      }
+      cursor = page.nextCursor;
+      if (cursor === undefined) return tools;
+      if (pages >= maxPages) {
+        throw new TroupeError(
+          'MCP_LIST_TOO_LONG',
+          `The MCP server "${this.name}" still had more tools/list pages after ${maxPages} (its maxListPages); none of its tools is offered`,
+        );
+      }
+    }
+  }
 }
 
-/** Every page of `tools/list`. */
-async function listAll(client: Client, timeout: number): Promise<McpTool[]> {
-  const tools: McpTool[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout });
-    tools.push(...page.tools);
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  return tools;
+/** An error for the log: its code when it has one, and its message. */
+function errFields(err: unknown): { code?: string; message: string } {
+  const message = (err as Error)?.message ?? String(err);
+  return err instanceof TroupeError ? { code: err.code, message } : { message };
 }

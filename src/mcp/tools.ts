@@ -17,10 +17,10 @@ import { compileTool, type CompiledTool, type Tool, type ToolRisk } from '../too
 import { toolOutput, type ToolImage } from '../tools/toolOutput.js';
 import type { McpServerOptions } from './config.js';
 import type { CallToolResult, McpConnection, McpTool } from './connection.js';
+import { DEFAULT_MAX_RESULT_CHARS } from './limits.js';
 
-export const DEFAULT_MAX_RESULT_CHARS = 1_000_000;
 /** The `_meta` key that carries a call's idempotency key to the server. */
-export const IDEMPOTENCY_META_KEY = 'troupe/idempotencyKey';
+const IDEMPOTENCY_META_KEY = 'troupe/idempotencyKey';
 
 export function riskOf(tool: McpTool): ToolRisk {
   const a = tool.annotations;

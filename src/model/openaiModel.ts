@@ -8,10 +8,15 @@
  * @module
  */
 import OpenAI from 'openai';
-import type { ChatCompletionContentPart, ChatCompletionCreateParamsBase, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletionContentPart,
+  ChatCompletionCreateParamsBase,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
+} from 'openai/resources/chat/completions';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, ProviderError, toError } from '../errors.js';
-import { boundedFetch } from './boundedFetch.js';
+import { boundedFetch, isOverLimit, ON_BYTES } from './boundedFetch.js';
 import { fromCompletion, StreamAssembler } from './chatWire.js';
 import { checkPrice } from './prices.js';
 import { classifyHttpFailure } from './providerErrors.js';
@@ -26,6 +31,12 @@ export interface OpenAIModelOptions {
   apiKey?: string;
   /** Per request, on troupe's clock; a timeout is retried like any transient error. Default 600 s. */
   timeoutMs?: number;
+  /**
+   * Streaming only: no byte from the server for this long — before the first chunk or between two —
+   * ends the attempt as `PROVIDER_TIMEOUT` (retried like any timeout), long before `timeoutMs`.
+   * Default 120 s (never more than `timeoutMs`).
+   */
+  idleTimeoutMs?: number;
   /** Sent as `max_completion_tokens` (or `max_tokens`, see `tokenLimitParam`). */
   maxOutputTokens?: number;
   /** Older OpenAI-compatible servers only know `max_tokens`. Default `max_completion_tokens`. */
@@ -41,16 +52,20 @@ export interface OpenAIModelOptions {
 }
 
 const DEFAULT_TIMEOUT_MS = 600_000;
+/** A streaming server that says nothing for two minutes is stuck, not thinking (tokens or keep-alives flow). */
+const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
 
 /** Why our own timer aborted the request (distinguishes a timeout from the caller's abort). */
 class TimedOut extends Error {}
+/** The silent-stream guard aborted the request. */
+class Silent extends Error {}
 
 function validate(options: OpenAIModelOptions): void {
   if (typeof options !== 'object' || options === null) throw new ConfigError('Expected openaiModel options to be an object');
   if (typeof options.model !== 'string' || options.model.trim() === '') {
     throw new ConfigError(`Expected openaiModel model to be a non-empty string, got ${JSON.stringify(options.model)}`);
   }
-  for (const key of ['timeoutMs', 'maxOutputTokens'] as const) {
+  for (const key of ['timeoutMs', 'idleTimeoutMs', 'maxOutputTokens'] as const) {
     const value = options[key];
     if (value !== undefined && (!Number.isInteger(value) || value <= 0)) {
       throw new ConfigError(`Expected openaiModel ${key} to be an integer > 0, got ${JSON.stringify(value)}`);
@@ -74,7 +89,7 @@ const userContent = (content: string | readonly { type: string; text?: string; u
       );
 
 /** The session in Chat Completions form, after the system prompt. */
-export function toChatMessages(system: string, items: readonly SessionItem[]): ChatCompletionMessageParam[] {
+function toChatMessages(system: string, items: readonly SessionItem[]): ChatCompletionMessageParam[] {
   const out: ChatCompletionMessageParam[] = [{ role: 'system', content: system }];
   for (const item of items) {
     if (item.role === 'user') out.push({ role: 'user', content: userContent(item.content) });
@@ -156,8 +171,9 @@ function withPartialText(err: unknown, partialText: string): unknown {
  *   placeholder (≤ 3 times) and the call retried.
  * - a refusal, 401, 403, other 4xx, exhausted quota, `x-should-retry: false`: the agent fails.
  * - a response troupe cannot use (no choices, not JSON, a field of the wrong type, a tool-call
- *   index outside [0, 128), more than 128 calls, an SSE event over 1 MiB or a body over 8 MiB):
- *   `PROVIDER_INVALID_RESPONSE`, and no tool call of that answer runs.
+ *   index outside [0, 128), more than 128 calls, an SSE event over 1 MiB, or a body over 8 MiB —
+ *   streamed or not, counted as it arrives and cut off there): `PROVIDER_INVALID_RESPONSE`, and no
+ *   tool call of that answer runs (nor is the text of an answer cut off for its size kept).
  *
  * The client's own retries and console logging are off (`OPENAI_LOG=warn` turns logging on).
  * With `stream: true` pieces reach `coordinator.subscribe` as `agent.delta` events.
@@ -169,6 +185,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   validate(options);
   const clock = options.clock ?? systemClock;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const idleTimeoutMs = Math.min(options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS, timeoutMs);
   const apiKey = options.apiKey ?? process.env.OPENAI_API_KEY;
   if (apiKey === undefined && options.baseURL === undefined) {
     throw new ConfigError('openaiModel needs an API key: pass apiKey or set OPENAI_API_KEY (or point baseURL at a local server)');
@@ -213,12 +230,19 @@ export function openaiModel(options: OpenAIModelOptions): Model {
       const forward = () => controller.abort(signal.reason);
       signal.addEventListener('abort', forward, { once: true });
       const timer = clock.setTimeout(() => controller.abort(new TimedOut()), timeoutMs);
+      // The silent-stream guard: armed at the request, re-armed by every byte of the response.
+      let idle: unknown;
+      const heard = () => {
+        clock.clearTimeout(idle);
+        idle = clock.setTimeout(() => controller.abort(new Silent()), idleTimeoutMs);
+      };
       const partial = { text: '' };
       try {
         if (options.stream) {
+          heard();
           const stream = await client.chat.completions.create(
             { ...body(request), stream: true, stream_options: { include_usage: true } },
-            { signal: controller.signal },
+            { signal: controller.signal, fetchOptions: { [ON_BYTES]: heard } as object },
           );
           return await readStream(stream, onDelta, partial);
         }
@@ -227,13 +251,18 @@ export function openaiModel(options: OpenAIModelOptions): Model {
         return fromCompletion(res);
       } catch (err) {
         if (signal.aborted) throw signal.reason;
+        const why: unknown = controller.signal.reason;
         const classified =
-          controller.signal.reason instanceof TimedOut
+          why instanceof TimedOut
             ? new ProviderError('PROVIDER_TIMEOUT', `No complete answer within ${timeoutMs} ms`, { cause: err })
-            : classifyOpenAIError(err, clock.now());
-        throw partial.text === '' ? classified : withPartialText(classified, partial.text);
+            : why instanceof Silent
+              ? new ProviderError('PROVIDER_TIMEOUT', `The server sent nothing for ${idleTimeoutMs} ms (idleTimeoutMs)`, { cause: err })
+              : classifyOpenAIError(err, clock.now());
+        // An answer refused for its size is refused whole: none of its text is salvaged into the session.
+        throw partial.text === '' || isOverLimit(classified) ? classified : withPartialText(classified, partial.text);
       } finally {
         clock.clearTimeout(timer);
+        clock.clearTimeout(idle);
         signal.removeEventListener('abort', forward);
       }
     },

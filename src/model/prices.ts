@@ -6,7 +6,7 @@
  */
 import type { TurnUsage } from '../../machines/types.js';
 import { ConfigError } from '../errors.js';
-import type { ModelPrice, ModelRequest } from './types.js';
+import type { Model, ModelPrice, ModelRequest } from './types.js';
 
 /**
  * OpenAI list prices (USD per 1M tokens) as published in 2025. Prices change: pass
@@ -36,6 +36,47 @@ export function lookupPrice(table: Readonly<Record<string, ModelPrice>>, model: 
     if (model.startsWith(`${name}-`) && (best === undefined || name.length > best.length)) best = name;
   }
   return best === undefined ? undefined : table[best];
+}
+
+/**
+ * The price a budget charges `model`'s usage at: `prices` (the `budget.prices` option) by name or
+ * dated suffix first, then the model's own `price`, then the built-in table. Undefined: unpriced.
+ */
+export function priceOf(model: Pick<Model, 'name' | 'price'>, prices: Readonly<Record<string, ModelPrice>>): ModelPrice | undefined {
+  const name = model.name ?? '';
+  return lookupPrice(prices, name) ?? model.price ?? lookupPrice(DEFAULT_PRICES, name);
+}
+
+/**
+ * Whether a budget can charge `model`'s calls: it has a price (`priceOf`), or it prices its own
+ * calls — it says what a call will cost before it is made (`estimateCostUsd`) and reports what it
+ * cost (`usage.costUsd`; a call that does not is charged its estimate), as `scriptedModel` does.
+ */
+function canPrice(model: Pick<Model, 'name' | 'price' | 'estimateCostUsd'>, prices: Readonly<Record<string, ModelPrice>>): boolean {
+  return priceOf(model, prices) !== undefined || typeof model.estimateCostUsd === 'function';
+}
+
+/**
+ * Refuse a budget that cannot bind: with a limit and a model the budget cannot price, every call
+ * would count $0 and the limit would never stop anything (CONFIG_INVALID naming the model and the
+ * `budget.prices` option; `where` says what set the limit).
+ */
+export function requirePriceForBudget(
+  model: Pick<Model, 'name' | 'price' | 'estimateCostUsd'>,
+  prices: Readonly<Record<string, ModelPrice>>,
+  limitUsd: number | null,
+  where = 'budget.limitUsd',
+): void {
+  if (limitUsd === null || canPrice(model, prices)) return;
+  const name = model.name ?? '';
+  const key = JSON.stringify(name === '' ? 'my-model' : name);
+  throw new ConfigError(
+    `A budget (${where} ${limitUsd}) cannot bind: troupe has no price for the model ${name === '' ? '(unnamed)' : JSON.stringify(name)}, so every call would count $0. ` +
+      `Give its price in USD per 1M tokens in the budget.prices option, e.g. budget: { limitUsd: ${limitUsd}, prices: { ${key}: { inputPer1M: 0.15, outputPer1M: 0.6 } } } ` +
+      `(prices: { ${key}: { inputPer1M: 0, outputPer1M: 0 } } for a free local model, which makes the budget moot), or the model's own price (openaiModel({ price })). ` +
+      'A custom model that prices its own calls implements estimateCostUsd and reports usage.costUsd.',
+    { details: { field: 'budget.prices', model: model.name ?? null } },
+  );
 }
 
 /** USD for one call's tokens. Cached input tokens are part of the input tokens, at their own price. */

@@ -5,7 +5,10 @@
  */
 import { ProviderError } from '../errors.js';
 
-/** The longest server-requested delay troupe honours (a larger one is clamped to it). */
+/**
+ * The longest server-requested delay read from a header (a larger one is clamped to it). The wait
+ * itself is also capped at the run's `retry.maxDelayMs` (recovery.ts `backoffMs`).
+ */
 export const MAX_RETRY_AFTER_MS = 600_000;
 
 /** Header lookup that works for fetch `Headers` and plain records. */

@@ -85,6 +85,8 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
   const clock = options.clock ?? systemClock;
   const queues = new Map(Object.entries(script.agents).map(([name, steps]) => [name, [...steps]]));
   const calls: ScriptedCall[] = [];
+  /** The step that answered each request: its estimate stays that step's once consumed. */
+  const answered = new WeakMap<ModelRequest, ScriptStep>();
   let callSeq = 0;
 
   const toCalls = (step: ScriptStep, agentName: string): ToolCall[] => {
@@ -113,6 +115,7 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
           ...(step.error.retryAfterMs === undefined ? {} : { retryAfterMs: step.error.retryAfterMs }),
         });
       }
+      answered.set(request, step);
       return {
         text: step.text ?? null,
         toolCalls: toCalls(step, request.agent.name),
@@ -120,9 +123,13 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
         ...(step.usage ? { usage: step.usage } : {}),
       };
     },
+    // The scripted model prices its own calls (so a budget accepts it without a price): each step
+    // says what its call costs (`usage.costUsd`) and reserves (`reserveUsd`); a step without
+    // either costs $0, and the budget charges a call without usage at this estimate.
     estimateCostUsd(request: ModelRequest): number {
-      // Error steps are retries of the same call: the step that answers it says what it costs.
-      const next = queues.get(request.agent.name)?.find((step) => !step.error);
+      // Error steps are retries of the same call: the step that answers it says what it costs. A
+      // request already answered (the budget settling it) is its own step's.
+      const next = answered.get(request) ?? queues.get(request.agent.name)?.find((step) => !step.error);
       return next?.reserveUsd ?? next?.usage?.costUsd ?? 0;
     },
     unconsumed: () => Object.fromEntries([...queues].filter(([, steps]) => steps.length > 0)),

@@ -72,7 +72,8 @@ export interface ModelTurn {
   refusal?: string | null;
   /**
    * What the call used. The budget believes only non-negative integer token counts up to 10^9 per
-   * kind (cached ≤ input) and a finite `costUsd` in [0, 10^6]; anything else is invalid usage.
+   * kind (cached ≤ input) and a finite `costUsd` in [0, 10^6]; anything else is invalid usage. A
+   * call with no usage (or tokens with no `costUsd` and no price) is charged at its estimate.
    */
   usage?: Partial<TurnUsage>;
   /**
@@ -93,7 +94,8 @@ export interface Model {
   readonly maxOutputTokens?: number;
   /**
    * What the budget reserves before this call, in USD. Optional: by default troupe estimates the
-   * prompt tokens plus `maxOutputTokens` at the model's price.
+   * prompt tokens plus `maxOutputTokens` at the model's price. A model with no price that
+   * implements it prices its own calls (it reports `usage.costUsd`): a budget limit accepts it.
    */
   estimateCostUsd?(request: ModelRequest): number;
   /**

@@ -8,6 +8,8 @@
  * @module
  */
 import type { TurnUsage } from '../../machines/types.js';
+import { priceUsage } from './prices.js';
+import type { ModelPrice, ModelTurn } from './types.js';
 
 /**
  * The most tokens of any one kind a single call may report: 10^9, over a thousand times the
@@ -35,8 +37,7 @@ export function isUsd(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_USD_PER_CALL;
 }
 
-const isTokens = (value: unknown): value is number =>
-  typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_TOKENS_PER_CALL;
+const isTokens = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_TOKENS_PER_CALL;
 
 const TOKEN_FIELDS = ['inputTokens', 'outputTokens', 'cachedInputTokens'] as const;
 
@@ -84,4 +85,37 @@ export function usageFromWire(raw: unknown): CheckedUsage {
     outputTokens: u.completion_tokens === undefined ? null : u.completion_tokens,
     ...(cached === undefined || cached === null ? {} : { cachedInputTokens: cached }),
   });
+}
+
+/**
+ * What the budget makes of one call's usage report, given the model's price (if any):
+ * - `priced`: believed, and priced at `costUsd` (its own `costUsd`, else its tokens at the price);
+ * - `invalid`: it cannot be believed (`reason`): flagged by the model, out of bounds, or priced
+ *   beyond one call's bound;
+ * - `noUsage`: the call reported none (no `usage`, or an object that says nothing);
+ * - `unpriced`: tokens with no `costUsd` and no price.
+ * All but `priced` are charged at the call's estimate by the ledger.
+ */
+export type UsageVerdict =
+  | { kind: 'priced'; costUsd: number; usage: Partial<TurnUsage> }
+  | { kind: 'invalid'; reason: string }
+  | { kind: 'noUsage' }
+  | { kind: 'unpriced'; usage: Partial<TurnUsage> };
+
+export function judgeUsage(answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, price: ModelPrice | undefined): UsageVerdict {
+  if (answer?.invalidUsage !== undefined) {
+    return { kind: 'invalid', reason: typeof answer.invalidUsage === 'string' ? answer.invalidUsage : 'the model flagged its usage as invalid' };
+  }
+  const checked = checkUsage(answer?.usage);
+  if (!checked.ok) return { kind: 'invalid', reason: checked.reason };
+  const usage = checked.usage;
+  if (usage === undefined || (usage.costUsd === undefined && usage.inputTokens === undefined && usage.outputTokens === undefined)) return { kind: 'noUsage' };
+  let costUsd = usage.costUsd;
+  if (costUsd === undefined) {
+    // Nothing used costs nothing, priced or not.
+    if (!price) return usage.inputTokens || usage.outputTokens ? { kind: 'unpriced', usage } : { kind: 'priced', costUsd: 0, usage };
+    costUsd = priceUsage(usage, price);
+  }
+  if (!isUsd(costUsd)) return { kind: 'invalid', reason: `the usage prices at ${costUsd} USD, more than one call can cost (${MAX_USD_PER_CALL})` };
+  return { kind: 'priced', costUsd, usage };
 }

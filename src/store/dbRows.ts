@@ -4,7 +4,7 @@
  * @module
  */
 import type { AgentRow, DelegationRow, ExecutionRow, MessageRow, UsageRow } from './types.js';
-import type { InboxRequest } from './inbox.js';
+import type { InboxRequest } from './types.js';
 
 export interface RunDbRow {
   id: string;

@@ -12,9 +12,37 @@ import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { AGENT_STATUSES } from '../../machines/types.js';
 import type { SessionItem } from '../model/types.js';
 import { messageDigest, sessionChecksum } from './checksums.js';
-import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, InboxDbRow, MessageDbRow, ReentryDbRow, RunDbRow, SessionDbRow, ToolCallDbRow, UsageDbRow } from './dbRows.js';
-import type { InboxRequest } from './inbox.js';
-import { arrayOf, corrupt, expect, isBoolean, isCount, isFlag, isNumber, isRecord, isString, nullable, oneOf, optional, parseJson, shape, type Check } from './rowChecks.js';
+import type {
+  AgentDbRow,
+  DelegationDbRow,
+  EventDbRow,
+  ExecutionDbRow,
+  InboxDbRow,
+  MessageDbRow,
+  ReentryDbRow,
+  RunDbRow,
+  SessionDbRow,
+  ToolCallDbRow,
+  UsageDbRow,
+} from './dbRows.js';
+import { INBOX_KINDS, type InboxRequest } from './types.js';
+import {
+  arrayOf,
+  corrupt,
+  expect,
+  isBoolean,
+  isCount,
+  isFlag,
+  isNumber,
+  isRecord,
+  isString,
+  nullable,
+  oneOf,
+  optional,
+  parseJson,
+  shape,
+  type Check,
+} from './rowChecks.js';
 import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, RunRow, ToolCallRow, UsageRow } from './types.js';
 
 // ── runs ──────────────────────────────────────────────────────────────────────────────────────
@@ -292,7 +320,13 @@ export function toReentry(r: ReentryDbRow): { sessionId: string; count: number; 
 }
 
 export function toInboxRequest(r: InboxDbRow): InboxRequest {
-  expect('inbox', r.id, 'row', r, { id: isCount, run_id: isString, kind: oneOf('send', 'stop', 'pause', 'resume'), created_at: isNumber, done_at: nullable(isNumber) });
+  expect('inbox', r.id, 'row', r, {
+    id: isCount,
+    run_id: isString,
+    kind: oneOf(...INBOX_KINDS),
+    created_at: isNumber,
+    done_at: nullable(isNumber),
+  });
   const payload = parseJson('inbox', r.id, 'payload', r.payload);
   if (!isRecord(payload)) throw corrupt('inbox', r.id, 'payload is not an object');
   let result: InboxRequest['result'] = null;

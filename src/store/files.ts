@@ -1,6 +1,6 @@
 /** File helpers for the SQLite store. */
-import { closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import { TroupeError } from '../errors.js';
 
 /**
@@ -37,12 +37,34 @@ export function fileState(path: string): boolean {
 
 /**
  * Create the directory `path` lives in (0700 for any directory made here: what troupe keeps is
- * for its owner only); STORE_OPEN_FAILED when it cannot be.
+ * for its owner only); STORE_OPEN_FAILED when it cannot be. An existing directory is tightened
+ * only when it is troupe's own (`tightenTroupeDir`).
  */
 export function ensureParentDir(path: string): void {
+  const dir = dirname(path);
   try {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (err) {
     throw new TroupeError('STORE_OPEN_FAILED', `Cannot create the directory of ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  tightenTroupeDir(dir);
+}
+
+/**
+ * A directory named `.troupe` (the default `.troupe/`, or any `<dir>/.troupe/` a `--db` points
+ * into) is troupe's own: one that already exists with permissions for group or others (made by
+ * hand, by an older troupe, under a loose umask) loses them, so it is 0700 like a new one. Only a
+ * real directory this user owns is changed (not a symlink, not another user's); any other folder
+ * a database is put in (`--db /srv/data/x.db`) is the user's and is left as it is.
+ */
+function tightenTroupeDir(dir: string): void {
+  if (basename(resolve(dir)) !== '.troupe') return;
+  try {
+    const stat = lstatSync(dir);
+    if (!stat.isDirectory() || (stat.mode & 0o077) === 0) return;
+    if (process.getuid !== undefined && stat.uid !== process.getuid()) return;
+    chmodSync(dir, stat.mode & 0o700);
+  } catch {
+    // Not ours to change (a read-only mount, a race with its removal): leave it as it is.
   }
 }

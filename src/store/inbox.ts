@@ -8,29 +8,8 @@
 import Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
 import type { InboxDbRow } from './dbRows.js';
+import type { InboxKind, InboxRequest } from './types.js';
 import { toInboxRequest } from './decode.js';
-
-/** `send` (payload: agent, content), `stop` (agent, cascade?: false to stop it alone), `pause` / `resume` the budget. */
-export type InboxKind = 'send' | 'stop' | 'pause' | 'resume';
-
-export interface InboxResult {
-  ok: boolean;
-  message: string;
-  /** The error code of a refusal (the poster's exit code follows it). */
-  code?: string;
-  /** For an accepted `send`: the id of the message it queued. */
-  messageId?: string;
-}
-
-export interface InboxRequest {
-  id: number;
-  runId: string;
-  kind: InboxKind;
-  payload: Record<string, unknown>;
-  createdAt: number;
-  doneAt: number | null;
-  result: InboxResult | null;
-}
 
 function connect(path: string): Database.Database {
   try {
@@ -42,9 +21,11 @@ function connect(path: string): Database.Database {
 
 /**
  * The schema version from which a file's owner applies a request (migrations.ts): schema 3 knew
- * only send and stop, and stopped the subtree always.
+ * only send and stop, and stopped the subtree always; schema 5 takes an execution's end, 6 a delegation's.
  */
 export function inboxSince(kind: InboxKind, payload: Record<string, unknown>): number {
+  if (kind === 'delegation') return 6;
+  if (kind === 'execution') return 5;
   return kind === 'pause' || kind === 'resume' || (kind === 'stop' && payload.cascade === false) ? 4 : 2;
 }
 
@@ -59,7 +40,14 @@ export function postToInbox(path: string, request: { runId: string; kind: InboxK
     const version = db.pragma('user_version', { simple: true }) as number;
     const since = inboxSince(request.kind, request.payload);
     if (version < since) {
-      const what = request.kind === 'stop' ? 'a stop without the subtree' : `a budget ${request.kind}`;
+      const what =
+        request.kind === 'stop'
+          ? 'a stop without the subtree'
+          : request.kind === 'execution'
+            ? "an execution's end"
+            : request.kind === 'delegation'
+              ? "a delegation's end"
+              : `a budget ${request.kind}`;
       throw new TroupeError(
         'RUN_NOT_LIVE',
         `${path} has schema version ${version}: the process driving it is an older troupe, which cannot take ${what} (schema ${since}); nothing was posted. Resume the run with this troupe first.`,
@@ -97,7 +85,9 @@ export function readDelivery(path: string, id: string): Delivery | undefined {
   const db = connect(path);
   try {
     const row = db
-      .prepare('SELECT m.delivered_at AS deliveredAt, a.name AS agentName, a.status AS agentStatus FROM messages m JOIN agents a ON a.id = m.to_agent WHERE m.id = ?')
+      .prepare(
+        'SELECT m.delivered_at AS deliveredAt, a.name AS agentName, a.status AS agentStatus FROM messages m JOIN agents a ON a.id = m.to_agent WHERE m.id = ?',
+      )
       .get(id) as Delivery | undefined;
     return row;
   } finally {

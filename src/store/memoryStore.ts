@@ -7,7 +7,19 @@
  * @module
  */
 import type { SessionItem } from '../model/types.js';
-import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NewMessage, ReentryBudgetRow, RunRow, Store, ToolCallRow, UsageRow } from './types.js';
+import type {
+  AgentRow,
+  DelegationRow,
+  EventRow,
+  ExecutionRow,
+  MessageRow,
+  NewMessage,
+  ReentryBudgetRow,
+  RunRow,
+  Store,
+  ToolCallRow,
+  UsageRow,
+} from './types.js';
 import { TroupeError } from '../errors.js';
 
 interface Mailbox {
@@ -171,10 +183,6 @@ export function memoryStore(): Store {
       onRollback(() => box.queue.pop());
       return copy(row);
     },
-    pendingMessages: (agentId) => {
-      const box = state.mailboxes.get(agentId);
-      return box ? box.queue.slice(box.head).map(copy) : [];
-    },
     pendingCount: (agentId) => {
       const box = state.mailboxes.get(agentId);
       return box ? box.queue.length - box.head : 0;
@@ -185,20 +193,6 @@ export function memoryStore(): Store {
         .filter((m) => m.runId === runId)
         .sort((a, b) => a.seq - b.seq)
         .map(copy),
-    drainMailbox(agentId, toItem, at) {
-      const box = state.mailboxes.get(agentId);
-      if (!box || box.head === box.queue.length) return [];
-      const taken = box.queue.slice(box.head);
-      append(agentId, taken.map(toItem));
-      const head = box.head;
-      box.head = box.queue.length;
-      for (const m of taken) m.deliveredAt = at;
-      onRollback(() => {
-        box.head = head;
-        for (const m of taken) m.deliveredAt = null;
-      });
-      return taken.map(copy);
-    },
 
     markDelivered(agentId, upToId, at) {
       const box = state.mailboxes.get(agentId);
@@ -216,7 +210,8 @@ export function memoryStore(): Store {
     },
     pendingMessagesOf(runId) {
       const out: MessageRow[] = [];
-      for (const box of state.mailboxes.values()) for (let i = box.head; i < box.queue.length; i++) if (box.queue[i]!.runId === runId) out.push(copy(box.queue[i]!));
+      for (const box of state.mailboxes.values())
+        for (let i = box.head; i < box.queue.length; i++) if (box.queue[i]!.runId === runId) out.push(copy(box.queue[i]!));
       return out.sort((a, b) => a.seq - b.seq);
     },
     noticeKeysOf(runId) {
@@ -278,7 +273,15 @@ export function memoryStore(): Store {
 
     linkExecution(row) {
       if (state.executions.has(row.id)) return false;
-      state.executions.set(row.id, { id: row.id, agentId: row.agentId, status: 'running', result: null, linkedAt: row.linkedAt, finishedAt: null, continuedAt: null });
+      state.executions.set(row.id, {
+        id: row.id,
+        agentId: row.agentId,
+        status: 'running',
+        result: null,
+        linkedAt: row.linkedAt,
+        finishedAt: null,
+        continuedAt: null,
+      });
       onRollback(() => state.executions.delete(row.id));
       return true;
     },
@@ -301,8 +304,6 @@ export function memoryStore(): Store {
       const row = state.executions.get(id);
       return row && { ...row };
     },
-    uncontinuedExecutions: () => [...state.executions.values()].filter((r) => r.finishedAt !== null && r.continuedAt === null).map((r) => ({ ...r })),
-    runningExecutions: () => [...state.executions.values()].filter((r) => r.status === 'running').map((r) => ({ ...r })),
     executionsOf(agentIds) {
       const ids = new Set(agentIds);
       return [...state.executions.values()].filter((r) => ids.has(r.agentId)).map((r) => ({ ...r }));
@@ -315,7 +316,17 @@ export function memoryStore(): Store {
 
     startToolCall(row) {
       // Written out field by field (not a spread plus fields: see updateAgent).
-      const started: ToolCallRow = { agentId: row.agentId, turn: row.turn, callId: row.callId, tool: row.tool, argsHash: row.argsHash, status: 'started', startedAt: row.startedAt, finishedAt: null, boot: 0 };
+      const started: ToolCallRow = {
+        agentId: row.agentId,
+        turn: row.turn,
+        callId: row.callId,
+        tool: row.tool,
+        argsHash: row.argsHash,
+        status: 'started',
+        startedAt: row.startedAt,
+        finishedAt: null,
+        boot: 0,
+      };
       const rows = state.toolCalls.get(row.agentId) ?? [];
       const same = (r: ToolCallRow) => r.turn === row.turn && r.callId === row.callId;
       // Started again (a re-run after a crash): the row keeps its place.
@@ -328,10 +339,6 @@ export function memoryStore(): Store {
       if (open.length !== rows.length) setStarted(agentId, open);
     },
     startedToolCalls: (agentId) => (state.toolCalls.get(agentId) ?? []).map(copy),
-    getReentryBudget: (sessionId) => {
-      const row = state.reentry.get(sessionId);
-      return row && copy(row);
-    },
     putReentryBudget(row) {
       const prev = state.reentry.get(row.sessionId);
       state.reentry.set(row.sessionId, copy(row));

@@ -170,6 +170,28 @@ export const MIGRATIONS: readonly Migration[] = [
       BEGIN SELECT RAISE(ABORT, 'inbox kind must be send, stop, pause or resume'); END;
     `,
   },
+  {
+    // The inbox takes an execution's end from any process (troupe finish-execution): the owner
+    // finishes it and the agent that started it continues. A troupe of schema 4 would refuse it.
+    version: 5,
+    sql: `
+      DROP TRIGGER inbox_kind;
+      CREATE TRIGGER inbox_kind BEFORE INSERT ON inbox
+      WHEN NEW.kind NOT IN ('send', 'stop', 'pause', 'resume', 'execution')
+      BEGIN SELECT RAISE(ABORT, 'inbox kind must be send, stop, pause, resume or execution'); END;
+    `,
+  },
+  {
+    // The inbox takes a delegation's end from any process: the owner records it and messages the
+    // agent that dispatched it. A troupe of schema 5 would refuse it.
+    version: 6,
+    sql: `
+      DROP TRIGGER inbox_kind;
+      CREATE TRIGGER inbox_kind BEFORE INSERT ON inbox
+      WHEN NEW.kind NOT IN ('send', 'stop', 'pause', 'resume', 'execution', 'delegation')
+      BEGIN SELECT RAISE(ABORT, 'inbox kind must be send, stop, pause, resume, execution or delegation'); END;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

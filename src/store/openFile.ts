@@ -44,6 +44,26 @@ function connect(path: string, readonly: boolean, timeout: number): Database.Dat
   }
 }
 
+/**
+ * STORE_OPEN_FAILED unless this process may write the file and the -wal/-shm beside it (when they
+ * exist): SQLite would open a read-only file (0444, a read-only mount) for writing without a word
+ * and fail at the first write, after recovery had begun. Root passes (it may write anyway).
+ */
+function requireWritable(path: string): void {
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      accessSync(file, constants.W_OK);
+    } catch (err) {
+      if (file !== path && (err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw new TroupeError(
+        'STORE_OPEN_FAILED',
+        `Cannot write to ${file}: ${(err as Error).message} (a read-only database can be read with troupe status, tree and ui; it is left untouched)`,
+        { cause: err },
+      );
+    }
+  }
+}
+
 /** Names of the tables a file holds (a file troupe has not initialised holds none). */
 const tablesOf = (db: Database.Database) => db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[];
 
@@ -136,6 +156,7 @@ export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NO
   }
   createFileIfMissing(path);
   fileState(path); // a directory (or anything but a file) where the database should be
+  requireWritable(path);
   const probe = connect(path, true, timeout);
   let checked: ReturnType<typeof checkFile>;
   try {

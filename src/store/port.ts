@@ -11,12 +11,15 @@
  * `portOf(store)` adapts the embedded stores (memory, SQLite: synchronous inside) to the port.
  * @module
  */
+import type { TroupeError } from '../errors.js';
+import type { Redactor } from '../logging/redact.js';
 import type { SessionItem } from '../model/types.js';
 import type {
   AgentRow,
   DelegationRow,
   EventRow,
   ExecutionRow,
+  InboxResult,
   MessageRow,
   NewMessage,
   ReentryBudgetRow,
@@ -47,7 +50,24 @@ export type WriteOp =
   | { op: 'finishExecution'; id: string; end: { status: 'completed' | 'failed'; result: string; at: number } }
   | { op: 'markExecutionContinued'; id: string; at: number }
   | { op: 'startToolCall'; row: Omit<ToolCallRow, 'status' | 'finishedAt' | 'boot'> }
-  | { op: 'finishToolCalls'; agentId: string; turn: number; callIds: readonly string[]; at: number };
+  | { op: 'finishToolCalls'; agentId: string; turn: number; callIds: readonly string[]; at: number }
+  /** An inbox request answered in the commit of its effect (a store without an inbox has nothing to answer). */
+  | { op: 'answerRequest'; id: number; result: InboxResult; at: number };
+
+/**
+ * What a host asks of its lease before anything that leaves the process (DESIGN §13: a host refuses
+ * to start a model or tool call once its lease may have expired locally).
+ */
+export interface LeaseGuard {
+  /**
+   * Null while the lease is surely held: renewed within its time-to-live by this process's own
+   * monotonic clock. Otherwise the error; from then on the lease counts as lost (told once to
+   * `onLost`), even if no other host has claimed the run yet.
+   */
+  check(): TroupeError | null;
+  /** Told once, when the lease is lost or may have expired (at once if it already is). */
+  onLost(listener: (err: TroupeError) => void): void;
+}
 
 /** Spend of one agent, by call purpose. */
 export interface AgentSpend {
@@ -66,8 +86,19 @@ export interface StorePort {
    * transaction (one fsync).
    */
   readonly inMemory?: boolean;
+  /**
+   * The secrets this store scrubs from what it writes: the coordinator scrubs every text bound for
+   * a model with it too (absent: the known keys, `createRedactor()`).
+   */
+  readonly redactor?: Redactor;
   /** Apply `ops` in one transaction. Resolves once durable; a rejection means nothing of it is known to be applied. */
   commit(ops: readonly WriteOp[]): Promise<void>;
+  /**
+   * The lease this port is fenced by, when its owner holds the run only for a while (PostgreSQL):
+   * the host asks it before every model and tool call, and stops hosting once it may be lost.
+   * Absent: the owner holds the run for as long as the port is open (SQLite's owner lock, memory).
+   */
+  readonly guard?: LeaseGuard;
 
   listRuns(): Promise<RunRow[]>;
   getRun(id: string): Promise<RunRow | undefined>;
@@ -99,7 +130,7 @@ export const isStorePort = (value: unknown): value is StorePort =>
   typeof value === 'object' && value !== null && typeof (value as { commit?: unknown }).commit === 'function';
 
 /** Apply one op to an embedded store (inside its transaction). */
-export function applyOp(store: Store, w: WriteOp): void {
+function applyOp(store: Store, w: WriteOp): void {
   switch (w.op) {
     case 'insertRun':
       return store.insertRun(w.run);
@@ -146,6 +177,8 @@ export function applyOp(store: Store, w: WriteOp): void {
       return store.startToolCall(w.row);
     case 'finishToolCalls':
       return store.finishToolCalls(w.agentId, w.turn, w.callIds, w.at);
+    case 'answerRequest':
+      return store.answerInbox?.(w.id, w.result, w.at);
   }
 }
 
@@ -163,6 +196,7 @@ export function portOf(store: Store): StorePort {
       return store.boot;
     },
     inMemory: store.inMemory === true,
+    ...(store.redactor ? { redactor: store.redactor } : {}),
     commit(ops) {
       try {
         if (ops.length > 0) {

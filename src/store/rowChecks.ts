@@ -19,12 +19,27 @@ export const isBoolean: Check = (v) => typeof v === 'boolean';
 export const isNumber: Check = (v) => typeof v === 'number' && Number.isFinite(v);
 export const isCount: Check = (v) => Number.isSafeInteger(v) && (v as number) >= 0;
 export const isFlag: Check = (v) => v === 0 || v === 1;
-export const nullable = (check: Check): Check => (v) => v === null || check(v);
-export const optional = (check: Check): Check => (v) => v === undefined || check(v);
-export const oneOf = (...values: readonly unknown[]): Check => (v) => values.includes(v);
-export const arrayOf = (check: Check): Check => (v) => Array.isArray(v) && v.every(check);
+export const nullable =
+  (check: Check): Check =>
+  (v) =>
+    v === null || check(v);
+export const optional =
+  (check: Check): Check =>
+  (v) =>
+    v === undefined || check(v);
+export const oneOf =
+  (...values: readonly unknown[]): Check =>
+  (v) =>
+    values.includes(v);
+export const arrayOf =
+  (check: Check): Check =>
+  (v) =>
+    Array.isArray(v) && v.every(check);
 export const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-export const shape = (spec: Record<string, Check>): Check => (v) => isRecord(v) && badField(v, spec) === null;
+export const shape =
+  (spec: Record<string, Check>): Check =>
+  (v) =>
+    isRecord(v) && badField(v, spec) === null;
 
 /** The first field of `value` that fails its check, or null. */
 function badField(value: Record<string, unknown>, spec: Record<string, Check>): string | null {

@@ -14,23 +14,19 @@ const SQL = {
   getRun: 'SELECT * FROM runs WHERE id = ?',
   listRuns: 'SELECT * FROM runs ORDER BY created_at, rowid',
   updateRun: 'UPDATE runs SET created_at = ?, interactive = ?, root_id = ?, budget = ? WHERE id = ?',
-  insertAgent:
-    `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
+  insertAgent: `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
        VALUES (@id, @run_id, @name, @parent_id, @depth, @task, @skills, @status, @notice_claimed, @stint, @state, @created_at, @updated_at, @boot)`,
   // Positional: it runs on every turn, and only these columns change after registration.
   updateAgent: 'UPDATE agents SET status = ?, notice_claimed = ?, stint = ?, state = ?, updated_at = ?, boot = ? WHERE id = ?',
   getAgent: 'SELECT * FROM agents WHERE id = ?',
   listAgents: 'SELECT * FROM agents WHERE run_id = ? ORDER BY created_at, rowid',
-  insertMessage:
-    `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum)
+  insertMessage: `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum)
        VALUES (@id, @run_id, @to_agent, @from_id, @from_name, @type, @priority, @content, @interrupt, @created_at, @notice_key, @boot, @checksum)
        ON CONFLICT (notice_key) DO NOTHING`,
-  messageBySeq: 'SELECT * FROM messages WHERE seq = ?',
-  pending: 'SELECT * FROM messages WHERE to_agent = ? AND delivered_at IS NULL ORDER BY seq',
   pendingCount: 'SELECT count(*) FROM messages WHERE to_agent = ? AND delivered_at IS NULL',
   pendingByAgent: 'SELECT to_agent, count(*) AS n FROM messages WHERE run_id = ? AND delivered_at IS NULL GROUP BY to_agent',
-  markDelivered: 'UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= ?',
-  markDeliveredUpTo: 'UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= (SELECT seq FROM messages WHERE id = ? AND to_agent = ?)',
+  markDeliveredUpTo:
+    'UPDATE messages SET delivered_at = ? WHERE to_agent = ? AND delivered_at IS NULL AND seq <= (SELECT seq FROM messages WHERE id = ? AND to_agent = ?)',
   pendingOfRun: 'SELECT * FROM messages WHERE run_id = ? AND delivered_at IS NULL ORDER BY seq',
   noticeKeysOf: 'SELECT notice_key FROM messages WHERE run_id = ? AND notice_key IS NOT NULL',
   spendOf: 'SELECT agent_id, purpose, sum(cost_usd) AS cost FROM usage WHERE run_id = ? GROUP BY agent_id, purpose',
@@ -38,41 +34,36 @@ const SQL = {
   insertItem: 'INSERT INTO session_items (agent_id, seq, item, checksum) VALUES (?, ?, ?, ?)',
   loadItems: 'SELECT agent_id, seq, item, checksum FROM session_items WHERE agent_id = ? ORDER BY seq',
   deleteItems: 'DELETE FROM session_items WHERE agent_id = ?',
-  insertUsage:
-    `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
+  insertUsage: `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   listUsage: 'SELECT * FROM usage WHERE run_id = ? ORDER BY id',
   insertEvent: 'INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, ?, ?, ?, ?)',
   listEvents: 'SELECT * FROM events WHERE run_id = ? ORDER BY id',
   openInbox: 'SELECT * FROM inbox WHERE run_id = ? AND done_at IS NULL ORDER BY id',
   answerInbox: 'UPDATE inbox SET done_at = ?, result = ? WHERE id = ? AND done_at IS NULL',
-  insertDelegation:
-    `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
+  inboxRuns: 'SELECT DISTINCT run_id FROM inbox WHERE done_at IS NULL ORDER BY run_id',
+  postInbox: 'INSERT INTO inbox (run_id, kind, payload, created_at) VALUES (?, ?, ?, ?)',
+  insertDelegation: `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
        VALUES (@sessionId, @delegationId, @runId, @goal, @status, @dispatchedAt, @completedAt, @resultText, @startedBoot)`,
   finishDelegation: `UPDATE delegations SET status = ?, completed_at = ?, result_text = ? WHERE session_id = ? AND delegation_id = ? AND status = 'running'`,
   listDelegations: 'SELECT * FROM delegations WHERE run_id = ? ORDER BY dispatched_at, rowid',
-  getReentry: 'SELECT * FROM reentry_budgets WHERE session_id = ?',
   linkExecution: "INSERT OR IGNORE INTO executions (id, agent_id, status, linked_at) VALUES (?, ?, 'running', ?)",
   finishExecution: "UPDATE executions SET status = ?, result = ?, finished_at = ? WHERE id = ? AND status = 'running'",
   continueExecution: 'UPDATE executions SET continued_at = ? WHERE id = ? AND continued_at IS NULL',
   getExecution: 'SELECT * FROM executions WHERE id = ?',
-  uncontinued: 'SELECT * FROM executions WHERE finished_at IS NOT NULL AND continued_at IS NULL ORDER BY finished_at, id',
-  runningExecutions: "SELECT * FROM executions WHERE status = 'running' ORDER BY linked_at, id",
   allExecutions: 'SELECT * FROM executions ORDER BY linked_at, id',
   allReentry: 'SELECT * FROM reentry_budgets',
   eventsOf: 'SELECT * FROM events WHERE run_id = ? AND type = ? ORDER BY id',
-  startToolCall:
-    `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
+  startToolCall: `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
        ON CONFLICT (agent_id, turn, call_id) DO UPDATE SET status = 'started', started_at = excluded.started_at, finished_at = NULL, boot = excluded.boot`,
   finishToolCall: "UPDATE tool_calls SET status = 'finished', finished_at = ? WHERE agent_id = ? AND turn = ? AND call_id = ? AND status = 'started'",
   startedToolCalls: "SELECT * FROM tool_calls WHERE agent_id = ? AND status = 'started' ORDER BY turn, started_at",
-  putReentry:
-    `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES (?, ?, ?)
+  putReentry: `INSERT INTO reentry_budgets (session_id, count, last_wake_at) VALUES (?, ?, ?)
        ON CONFLICT (session_id) DO UPDATE SET count = excluded.count, last_wake_at = excluded.last_wake_at`,
   dropReentry: 'DELETE FROM reentry_budgets WHERE last_wake_at < ?',
 } as const;
 
-export type StatementName = keyof typeof SQL;
+type StatementName = keyof typeof SQL;
 
 /** Statements that return their first column's value rather than a row object (better-sqlite3 `pluck`). */
 const PLUCKED: ReadonlySet<StatementName> = new Set<StatementName>(['pendingCount', 'noticeKeysOf']);

@@ -19,9 +19,21 @@ import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
 import { checksum, messageDigest } from './checksums.js';
 import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, toToolCall, toUsage } from './decode.js';
-import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, InboxDbRow, MessageDbRow, ReentryDbRow, RunDbRow, SessionDbRow, ToolCallDbRow, UsageDbRow } from './dbRows.js';
+import type {
+  AgentDbRow,
+  DelegationDbRow,
+  EventDbRow,
+  ExecutionDbRow,
+  InboxDbRow,
+  MessageDbRow,
+  ReentryDbRow,
+  RunDbRow,
+  SessionDbRow,
+  ToolCallDbRow,
+  UsageDbRow,
+} from './dbRows.js';
 import { openDatabase, sqliteCode, type OpenedDatabase } from './openFile.js';
-import type { InboxRequest, InboxResult } from './inbox.js';
+import type { InboxKind, InboxRequest, InboxResult } from './types.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
@@ -29,7 +41,6 @@ import { prepareStatements } from './sqliteStatements.js';
 import { createTransactor } from './sqliteTransaction.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
-
 
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
@@ -49,7 +60,9 @@ export interface OpenStoreOptions {
   maxSizeBytes?: number;
   /**
    * Secret values (an API key) to replace with `[redacted]` in every text written to the file:
-   * errors, events, messages, session items. See `createRedactor`.
+   * errors, events, messages, session items; a coordinator on this store scrubs every text it
+   * sends a model with it too. Default `createRedactor()`: the known keys (`OPENAI_API_KEY`'s
+   * value). See `createRedactor`.
    */
   redactor?: Redactor;
 }
@@ -74,6 +87,10 @@ export interface SqliteStore extends Store {
   openInbox(runId: string): InboxRequest[];
   /** Answer an inbox request; the posting process reads the result. */
   answerInbox(id: number, result: InboxResult, at: number): void;
+  /** The runs with requests not yet answered (what the owner of the file must host to apply them). */
+  inboxRuns(): string[];
+  /** Post a request to a run of this file from its owner (another process uses `postToInbox`); its id. */
+  postInbox(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): number;
 }
 
 /**
@@ -158,6 +175,7 @@ function createSqliteStore(
 
   return {
     path: options.path,
+    redactor,
     boot,
     synchronous,
     get failure() {
@@ -244,18 +262,8 @@ function createSqliteStore(
         setPending(message.to, pending + 1);
         return { ...scrubbed, noticeKey: message.noticeKey ?? null, seq: Number(result.lastInsertRowid), deliveredAt: null };
       }),
-    pendingMessages: (agentId) => (q.pending.all(agentId) as MessageDbRow[]).map(toMessage),
     pendingCount,
     listMessages: (runId) => (q.listMessages.all(runId) as MessageDbRow[]).map(toMessage),
-    drainMailbox: (agentId, toItem, at) =>
-      transaction(() => {
-        const taken = (q.pending.all(agentId) as MessageDbRow[]).map(toMessage);
-        if (taken.length === 0) return [];
-        append(agentId, taken.map(toItem));
-        q.markDelivered.run(at, agentId, taken.at(-1)!.seq);
-        setPending(agentId, 0);
-        return taken.map((m) => ({ ...m, deliveredAt: at }));
-      }),
 
     markDelivered: (agentId, upToId, at) =>
       transaction(() => {
@@ -286,7 +294,11 @@ function createSqliteStore(
       }),
     listUsage: (runId) => (q.listUsage.all(runId) as UsageDbRow[]).map(toUsage),
     spendOf: (runId) =>
-      (q.spendOf.all(runId) as { agent_id: string; purpose: UsageRow['purpose']; cost: number }[]).map((r) => ({ agentId: r.agent_id, purpose: r.purpose, costUsd: r.cost })),
+      (q.spendOf.all(runId) as { agent_id: string; purpose: UsageRow['purpose']; cost: number }[]).map((r) => ({
+        agentId: r.agent_id,
+        purpose: r.purpose,
+        costUsd: r.cost,
+      })),
 
     appendEvent: (e: EventRow) =>
       transaction(() => {
@@ -316,8 +328,6 @@ function createSqliteStore(
       const r = q.getExecution.get(id) as ExecutionDbRow | undefined;
       return r && toExecution(r);
     },
-    uncontinuedExecutions: () => (q.uncontinued.all() as ExecutionDbRow[]).map(toExecution),
-    runningExecutions: () => (q.runningExecutions.all() as ExecutionDbRow[]).map(toExecution),
     executionsOf(agentIds) {
       const ids = new Set(agentIds);
       // Executions are few next to agents: one scan of the table, filtered here.
@@ -334,10 +344,6 @@ function createSqliteStore(
         for (const callId of callIds) q.finishToolCall.run(at, agentId, turn, callId);
       }),
     startedToolCalls: (agentId) => (q.startedToolCalls.all(agentId) as ToolCallDbRow[]).map(toToolCall),
-    getReentryBudget: (sessionId) => {
-      const r = q.getReentry.get(sessionId) as ReentryDbRow | undefined;
-      return r && toReentry(r);
-    },
     putReentryBudget: (row: ReentryBudgetRow) => transaction(() => void q.putReentry.run(row.sessionId, row.count, row.lastWakeAt)),
     dropReentryBudgets: (before) => transaction(() => q.dropReentry.run(before).changes),
 
@@ -348,6 +354,8 @@ function createSqliteStore(
       transaction(() => {
         q.answerInbox.run(at, json(result), id);
       }),
+    inboxRuns: () => (q.inboxRuns.all() as { run_id: string }[]).map((r) => r.run_id),
+    postInbox: (request) => transaction(() => Number(q.postInbox.run(request.runId, request.kind, json(request.payload), request.at).lastInsertRowid)),
     verifyChecksums() {
       const bad = { messages: [] as string[], sessionItems: [] as string[] };
       for (const row of db.prepare('SELECT * FROM messages').iterate() as IterableIterator<MessageDbRow>) {

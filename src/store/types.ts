@@ -12,6 +12,7 @@ import type { AgentLifecycleState } from '../../machines/agentMachine.js';
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import type { AgentStatus, TurnUsage } from '../../machines/types.js';
 import type { SessionItem, UsagePurpose } from '../model/types.js';
+import type { Redactor } from '../logging/redact.js';
 
 export interface RunRow {
   id: string;
@@ -111,9 +112,16 @@ export interface Store {
   readonly boot: number;
   /** Commits stay in this process's memory (no I/O): nothing is saved by holding them for a group (port.ts). */
   readonly inMemory?: boolean;
+  /**
+   * The secrets this store scrubs from what it writes. The coordinator scrubs every text bound
+   * for a model with the same redactor (absent: the known keys, `createRedactor()`).
+   */
+  readonly redactor?: Redactor;
 
   /** Run `fn` atomically; nested calls join the outer transaction. */
   transaction<T>(fn: () => T): T;
+  /** Answer an inbox request (a store other processes can post to; a memory store has no inbox). */
+  answerInbox?(id: number, result: InboxResult, at: number): void;
 
   insertRun(run: RunRow): void;
   getRun(id: string): RunRow | undefined;
@@ -132,15 +140,9 @@ export interface Store {
    * Returns null when a message with the same `noticeKey` was already accepted.
    */
   enqueueMessage(message: NewMessage): MessageRow | null;
-  pendingMessages(agentId: string): MessageRow[];
   pendingCount(agentId: string): number;
   /** Every message of a run, delivered or not, in delivery order. */
   listMessages(runId: string): MessageRow[];
-  /**
-   * Move every queued message into the agent's session, in order, and mark it delivered — in one
-   * transaction, so mail stays queued until it is durably in the session.
-   */
-  drainMailbox(agentId: string, toItem: (message: MessageRow) => SessionItem, at: number): MessageRow[];
   /** Mark the agent's pending messages up to and including `upToId` delivered (FIFO; the owner put them in the session). */
   markDelivered(agentId: string, upToId: string, at: number): void;
   /** Undelivered messages of a run, in delivery order. */
@@ -168,14 +170,9 @@ export interface Store {
   /** Record a dispatched delegation (status `running`). */
   insertDelegation(row: DelegationRow): void;
   /** Move a delegation out of `running`; false (and nothing written) if it was not running. */
-  finishDelegation(
-    sessionId: string,
-    delegationId: string,
-    end: { status: 'completed' | 'failed' | 'interrupted'; at: number; resultText: string },
-  ): boolean;
+  finishDelegation(sessionId: string, delegationId: string, end: { status: 'completed' | 'failed' | 'interrupted'; at: number; resultText: string }): boolean;
   listDelegations(runId: string): DelegationRow[];
 
-  getReentryBudget(sessionId: string): ReentryBudgetRow | undefined;
   putReentryBudget(row: ReentryBudgetRow): void;
   /** Drop budgets whose last wake is older than `before` (stale rows must not space a new process). */
   dropReentryBudgets(before: number): number;
@@ -187,10 +184,6 @@ export interface Store {
   /** Mark a finished execution as continued; false if it already was (so a continuation runs once). */
   markExecutionContinued(id: string, at: number): boolean;
   getExecution(id: string): ExecutionRow | undefined;
-  /** Finished executions whose agent has not been re-invoked yet. */
-  uncontinuedExecutions(): ExecutionRow[];
-  /** Executions still running (an agent parked on them is woken when they finish). */
-  runningExecutions(): ExecutionRow[];
   /** Every execution linked to these agents. */
   executionsOf(agentIds: readonly string[]): ExecutionRow[];
   /** Re-entry budgets of these agents. */
@@ -236,4 +229,35 @@ export interface ExecutionRow {
   linkedAt: number;
   finishedAt: number | null;
   continuedAt: number | null;
+}
+
+/* The inbox (inbox.ts): requests from outside the run to its owner, and their answers. */
+
+/**
+ * `send` (payload: agent, content), `stop` (agent, cascade?: false to stop it alone), `pause` /
+ * `resume` the budget, `execution` (execution, status: completed | failed, result): an async
+ * execution a tool started has ended, and the agent that started it continues with its result;
+ * `delegation` (agent, delegation, status: completed | failed, result): background work an agent
+ * dispatched has ended, and the agent is messaged its result.
+ */
+export const INBOX_KINDS = ['send', 'stop', 'pause', 'resume', 'execution', 'delegation'] as const;
+export type InboxKind = (typeof INBOX_KINDS)[number];
+
+export interface InboxResult {
+  ok: boolean;
+  message: string;
+  /** The error code of a refusal (the poster's exit code follows it). */
+  code?: string;
+  /** For an accepted `send`: the id of the message it queued. */
+  messageId?: string;
+}
+
+export interface InboxRequest {
+  id: number;
+  runId: string;
+  kind: InboxKind;
+  payload: Record<string, unknown>;
+  createdAt: number;
+  doneAt: number | null;
+  result: InboxResult | null;
 }

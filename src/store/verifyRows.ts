@@ -73,7 +73,7 @@ function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): 
  * lacks. A writer calls this before its first write; it gets back the agent rows decoded.
  */
 export function verifyRows(db: Database.Database, version: number): VerifiedRows {
-  const present = new Set((db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]));
+  const present = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
   const kept: VerifiedRows = { agentsByRun: new Map() };
   for (const { table, since, order, check } of TABLES) {
     if (version < since) continue;

@@ -28,7 +28,8 @@ const word = fc.constantFrom('alpha', 'beta', 'gamma', 'delta');
 /** One behaviour. */
 export function behaviour(space: BehaviourSpace): fc.Arbitrary<Behaviour> {
   const name = fc.constantFrom(...space.names);
-  const tool = (n: string, args: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<Behaviour> => args.map((a) => ({ kind: 'tool' as const, name: n, args: a }));
+  const tool = (n: string, args: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<Behaviour> =>
+    args.map((a) => ({ kind: 'tool' as const, name: n, args: a }));
   const calls: fc.Arbitrary<Behaviour>[] = [
     tool('view_agent_graph', fc.constant({})),
     tool('wait_for_agents', fc.record({ reason: word }, { requiredKeys: ['reason'] })),
@@ -93,7 +94,9 @@ export function mishap(space: BehaviourSpace): fc.Arbitrary<Behaviour[]> {
     repeat(fc.constant<Behaviour>({ kind: 'text', text: 'Still thinking, no tool.' }), DEFAULT_RECOVERY_LIMIT),
     fc
       .integer({ min: 1, max: 120 })
-      .chain((seconds) => repeat(fc.constant<Behaviour>({ kind: 'tool', name: 'wait_for_agents', args: { reason: 'idle', timeout_seconds: seconds } }), DEFAULT_IDLE_LIMIT)),
+      .chain((seconds) =>
+        repeat(fc.constant<Behaviour>({ kind: 'tool', name: 'wait_for_agents', args: { reason: 'idle', timeout_seconds: seconds } }), DEFAULT_IDLE_LIMIT),
+      ),
   );
 }
 

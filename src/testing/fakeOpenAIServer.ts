@@ -61,10 +61,7 @@ const errorBody = (message: string, type: string, code: string | null = null) =>
 });
 
 /** Start a fake OpenAI-compatible Chat Completions server on 127.0.0.1 (ephemeral port). */
-export async function createFakeOpenAIServer(
-  script: FakeScript,
-  options: FakeOpenAIServerOptions = {},
-): Promise<FakeOpenAIServer> {
+export async function createFakeOpenAIServer(script: FakeScript, options: FakeOpenAIServerOptions = {}): Promise<FakeOpenAIServer> {
   const model = options.model ?? 'fake-model';
   const requests: FakeRequest[] = [];
   const sockets = new Set<Socket>();
@@ -122,24 +119,43 @@ export async function createFakeOpenAIServer(
     res.end(text);
   }
 
-  /** A body as given, in pieces cut at `splitAt`; each piece reaches the socket before the next is written. */
-  async function sendRaw(res: ServerResponse, status: number, body: string | Uint8Array, headers: Record<string, string>, splitAt: readonly number[]) {
+  /**
+   * A body as given, `repeat` times over, in pieces cut at `splitAt`; each piece reaches the socket
+   * before the next is written, and writing stops when the client goes away.
+   */
+  async function sendRaw(
+    res: ServerResponse,
+    status: number,
+    body: string | Uint8Array,
+    headers: Record<string, string>,
+    splitAt: readonly number[],
+    repeat: number,
+  ) {
     if (res.destroyed) return;
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body);
-    const all: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(bytes.length) };
+    const all: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(bytes.length * repeat) };
     for (const [name, value] of Object.entries(headers)) all[name.toLowerCase()] = value;
     res.writeHead(status, all);
     const cuts = [...new Set(splitAt)].filter((at) => at > 0 && at < bytes.length).sort((a, b) => a - b);
-    let from = 0;
-    for (const at of [...cuts, bytes.length]) {
-      const piece = bytes.subarray(from, at);
-      from = at;
-      if (res.destroyed) return;
-      await new Promise<void>((resolve) => res.write(piece, () => resolve()));
-      // One macrotask turn, so the client reads this piece before the next one arrives.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+    for (let copy = 0; copy < repeat; copy++) {
+      let from = 0;
+      for (const at of [...cuts, bytes.length]) {
+        const piece = bytes.subarray(from, at);
+        from = at;
+        if (res.destroyed) return;
+        // A write to a socket the client closed may never call back: 'close' settles it too.
+        await new Promise<void>((resolve) => {
+          res.once('close', resolve);
+          res.write(piece, () => {
+            res.off('close', resolve);
+            resolve();
+          });
+        });
+        // One macrotask turn, so the client reads this piece before the next one arrives.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
     }
-    res.end();
+    if (!res.destroyed) res.end();
   }
 
   async function readBody(req: IncomingMessage): Promise<string> {
@@ -187,21 +203,14 @@ export async function createFakeOpenAIServer(
     const pathname = request.path.split('?')[0];
     const known = pathname === '/v1/chat/completions' || pathname === '/chat/completions';
     if (!known || request.method !== 'POST') {
-      sendJson(
-        res,
-        404,
-        errorBody(`Unknown request URL: ${request.method} ${request.path}.`, 'invalid_request_error', 'unknown_url'),
-      );
+      sendJson(res, 404, errorBody(`Unknown request URL: ${request.method} ${request.path}.`, 'invalid_request_error', 'unknown_url'));
       return;
     }
     if (!parsed) {
       sendJson(
         res,
         400,
-        errorBody(
-          'We could not parse the JSON body of your request. (fake OpenAI server: the body is not valid JSON.)',
-          'invalid_request_error',
-        ),
+        errorBody('We could not parse the JSON body of your request. (fake OpenAI server: the body is not valid JSON.)', 'invalid_request_error'),
       );
       return;
     }
@@ -229,12 +238,13 @@ export async function createFakeOpenAIServer(
     }
     const requestId = `req_fake_${request.index}`;
     if ('raw' in reply) {
-      await sendRaw(res, reply.status ?? 200, reply.raw, { 'x-request-id': requestId, ...reply.headers }, reply.splitAt ?? []);
+      const repeat = reply.repeat ?? 1;
+      if (!Number.isInteger(repeat) || repeat < 1) throw new Error(`fake OpenAI server: repeat must be an integer >= 1, got ${repeat}`);
+      await sendRaw(res, reply.status ?? 200, reply.raw, { 'x-request-id': requestId, ...reply.headers }, reply.splitAt ?? [], repeat);
       return;
     }
     if ('status' in reply) {
-      const errorPayload =
-        reply.body === undefined ? errorBody(`fake status ${reply.status}`, 'fake_error') : reply.body;
+      const errorPayload = reply.body === undefined ? errorBody(`fake status ${reply.status}`, 'fake_error') : reply.body;
       sendJson(res, reply.status, errorPayload, { 'x-request-id': requestId, ...reply.headers });
       return;
     }
@@ -251,8 +261,7 @@ export async function createFakeOpenAIServer(
       sendJson(res, 200, completionBody(answer, meta), { 'x-request-id': requestId });
       return;
     }
-    const includeUsage =
-      (body as { stream_options?: { include_usage?: unknown } | null }).stream_options?.include_usage === true;
+    const includeUsage = (body as { stream_options?: { include_usage?: unknown } | null }).stream_options?.include_usage === true;
     const events = sseEvents(answer, meta, includeUsage);
 
     res.writeHead(200, {
@@ -261,6 +270,17 @@ export async function createFakeOpenAIServer(
       connection: 'keep-alive',
       'x-request-id': requestId,
     });
+    if (reply.stallAfterChunks !== undefined || reply.eventGapMs !== undefined) {
+      const shown = events.slice(0, reply.stallAfterChunks ?? events.length);
+      for (const [i, event] of shown.entries()) {
+        if (i > 0 && reply.eventGapMs) await new Promise((resolve) => setTimeout(resolve, reply.eventGapMs));
+        if (res.destroyed) return;
+        res.write(event);
+      }
+      // Gone silent: the socket stays open until the client gives up or the server closes.
+      if (reply.stallAfterChunks === undefined) res.end();
+      return;
+    }
     const cut = reply.cutAfterChunks;
     if (cut === undefined) {
       for (const event of events) res.write(event);
@@ -313,9 +333,7 @@ export async function createFakeOpenAIServer(
       if (typeof script === 'function') return;
       const left = script.length - served;
       if (left > 0) {
-        throw new Error(
-          `fake OpenAI server: ${left} of ${script.length} scripted replies were never served (${served} served)`,
-        );
+        throw new Error(`fake OpenAI server: ${left} of ${script.length} scripted replies were never served (${served} served)`);
       }
     },
     close,

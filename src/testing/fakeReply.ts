@@ -26,7 +26,7 @@ export interface FakeUsage {
  * - `status`: any status with a JSON error body (a string body is sent verbatim);
  * - `raw`: an arbitrary body, `application/json` unless a `content-type` header says otherwise (a
  *   completion with no choices, broken JSON, a hand-written SSE stream, bytes that are not UTF-8),
- *   optionally written in pieces cut at `splitAt` byte offsets;
+ *   optionally written in pieces cut at `splitAt` byte offsets, and `repeat` times over;
  * - `drop`: destroy the socket without a response;
  * - `hang`: never answer (the socket goes when the client aborts or the server closes).
  */
@@ -41,6 +41,10 @@ export type FakeReply =
       delayMs?: number;
       /** Streaming only: destroy the socket after writing this many SSE events (a stream cut mid-way). */
       cutAfterChunks?: number;
+      /** Streaming only: write this many SSE events, then nothing more, keeping the socket open (a stream gone silent). */
+      stallAfterChunks?: number;
+      /** Streaming only: real-time pause before each SSE event after the first (a slow but live stream). */
+      eventGapMs?: number;
     }
   | { status: number; body?: unknown; headers?: Record<string, string>; delayMs?: number }
   | {
@@ -53,6 +57,12 @@ export type FakeReply =
        * so the client's decoders meet a boundary there (TCP may still merge two pieces).
        */
       splitAt?: readonly number[];
+      /**
+       * Send the body this many times in a row (default 1), each copy written once the one before
+       * reached the socket, and stop as soon as the client goes away: a body of any size without
+       * building it (a stream of many events, a flood the client must cut off).
+       */
+      repeat?: number;
     }
   | { drop: true; delayMs?: number }
   | { hang: true };

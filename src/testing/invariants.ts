@@ -149,7 +149,9 @@ export const acknowledgedDeliveredOnce: Checker = (sim) => {
     }
     // A turn that began after the acknowledgement drained the mailbox before its first call. Only
     // turns count: a compaction or a retry serves a turn that began earlier.
-    const laterTurn = sim.trace.calls.some((c) => c.agentId === ack.to && c.boot === ack.boot && c.purpose === 'main' && c.turnSeq !== null && c.turnSeq > ack.seq);
+    const laterTurn = sim.trace.calls.some(
+      (c) => c.agentId === ack.to && c.boot === ack.boot && c.purpose === 'main' && c.turnSeq !== null && c.turnSeq > ack.seq,
+    );
     if (laterTurn && m.deliveredAt === null) out.push(`message ${ack.messageId} to ${name(ack.to)} was not delivered before its next turn`);
     const key = `${ack.to}\u0000${ack.content}`;
     if (groups.has(key)) continue;
@@ -161,7 +163,8 @@ export const acknowledgedDeliveredOnce: Checker = (sim) => {
     // A compaction may have summarised older delivered mail; it can never add copies.
     const compacted = session.some((i) => i.role === 'user' && typeof i.content === 'string' && i.content.includes(SUMMARY_HEADER));
     if (copies > delivered) out.push(`"${ack.content}" reached ${name(ack.to)} ${copies} times but was delivered ${delivered} time(s)`);
-    if (copies < delivered && !compacted) out.push(`"${ack.content}" is marked delivered to ${name(ack.to)} ${delivered} time(s) but is in its session ${copies} time(s)`);
+    if (copies < delivered && !compacted)
+      out.push(`"${ack.content}" is marked delivered to ${name(ack.to)} ${delivered} time(s) but is in its session ${copies} time(s)`);
   }
   return out;
 };
@@ -186,14 +189,17 @@ export const spendWithinLimit: Checker = (sim) => {
     if (c.limitUsd === null) continue;
     highest = Math.max(highest, c.limitUsd);
     if (c.spentUsd + c.reservedUsd > c.limitUsd + slack + 1e-9) {
-      out.push(`${c.agentName} started a ${c.purpose} call at ${c.at} ms with $${(c.spentUsd + c.reservedUsd).toFixed(4)} spent and reserved under a $${c.limitUsd} limit`);
+      out.push(
+        `${c.agentName} started a ${c.purpose} call at ${c.at} ms with $${(c.spentUsd + c.reservedUsd).toFixed(4)} spent and reserved under a $${c.limitUsd} limit`,
+      );
     }
     slack += error(c);
   }
   const budget = sim.coordinator.budget();
   if (budget.limitUsd !== null) {
     const cap = Math.max(highest, budget.limitUsd);
-    if (budget.spentUsd > cap + slack + 1e-9) out.push(`spent $${budget.spentUsd.toFixed(4)}; the highest limit set was $${cap} (settlement errors allow $${slack.toFixed(4)} over)`);
+    if (budget.spentUsd > cap + slack + 1e-9)
+      out.push(`spent $${budget.spentUsd.toFixed(4)}; the highest limit set was $${cap} (settlement errors allow $${slack.toFixed(4)} over)`);
   }
   return out;
 };

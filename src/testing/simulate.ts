@@ -221,8 +221,7 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
       const purpose = request.purpose ?? 'main';
       const turnSeq = purpose === 'review' ? null : (turnStart.get(request.agent.id) ?? 0);
       const retry =
-        purpose === 'main' &&
-        trace.calls.some((c) => c.agentId === request.agent.id && c.boot === boot && c.purpose === 'main' && c.turnSeq === turnSeq);
+        purpose === 'main' && trace.calls.some((c) => c.agentId === request.agent.id && c.boot === boot && c.purpose === 'main' && c.turnSeq === turnSeq);
       // Only a limit makes the ledger reserve (it estimates nothing without one); the estimate is clamped at 0 there too.
       const reservationUsd = purpose === 'compaction' || budget.limitUsd === null ? 0 : Math.max(0, estimates.get(request.agent.id) ?? 0);
       trace.calls.push({
@@ -274,7 +273,10 @@ export async function simulateTeam(options: SimulateOptions): Promise<Simulation
     if (event.type !== '@xstate.snapshot') return;
     const id = (event.actorRef as { id?: string }).id ?? '';
     if (!id.startsWith('agent:')) return;
-    const snapshot = event.snapshot as { value?: unknown; context?: { wake?: string | null; recoveries?: number; idleResumes?: number; turns?: number; waitKind?: string | null } };
+    const snapshot = event.snapshot as {
+      value?: unknown;
+      context?: { wake?: string | null; recoveries?: number; idleResumes?: number; turns?: number; waitKind?: string | null };
+    };
     const value = snapshot.value;
     const to = (typeof value === 'string' ? value : 'waiting') as AgentStatus;
     const agentId = id.slice('agent:'.length);

@@ -31,7 +31,7 @@ export interface BuiltinEnv {
 }
 
 /** What a built-in returns: a result now, or a lifecycle wait whose result is written on wake. */
-export type BuiltinResult = { result: unknown; settle?: TurnOutcome } | { deferred: TurnOutcome };
+type BuiltinResult = { result: unknown; settle?: TurnOutcome } | { deferred: TurnOutcome };
 
 export interface BuiltinTool {
   name: string;
@@ -103,8 +103,7 @@ const spawnAgent = define({
 
 const sendMessage = define({
   name: 'send_message',
-  description:
-    'Send a message to your parent, one of your children or a sibling (by agent id or name). The recipient reads it at the start of its next turn.',
+  description: 'Send a message to your parent, one of your children or a sibling (by agent id or name). The recipient reads it at the start of its next turn.',
   parameters: object(
     {
       to: str('Recipient agent id or name', { minLength: 1 }),
@@ -127,9 +126,7 @@ const sendMessage = define({
         message_id: messageId,
         target_agent_id: target.id,
         delivery_status: gated ? 'queued' : 'delivered',
-        ...(gated
-          ? { note: `${target.name} is ${target.status}; it only wakes for a message from the user, so it will not read this soon.` }
-          : {}),
+        ...(gated ? { note: `${target.name} is ${target.status}; it only wakes for a message from the user, so it will not read this soon.` } : {}),
       },
     };
   },
@@ -228,8 +225,7 @@ const finish = define({
 
 const respondToUser = define({
   name: 'respond_to_user',
-  description:
-    'Answer the user and hand control back to them: you park until they reply. Leave message empty to deliver the text you just wrote.',
+  description: 'Answer the user and hand control back to them: you park until they reply. Leave message empty to deliver the text you just wrote.',
   parameters: object({ message: str('What to tell the user') }, []),
   offeredTo: (_a, interactive) => interactive,
   run(args, { host, agent, callId, state }) {
@@ -252,8 +248,7 @@ const respondToUser = define({
 
 const stopAgent = define({
   name: 'stop_agent',
-  description:
-    'Stop one of your descendants after its current turn (with cascade, its own sub-agents first). You get a notice when it has stopped.',
+  description: 'Stop one of your descendants after its current turn (with cascade, its own sub-agents first). You get a notice when it has stopped.',
   parameters: object(
     {
       id: str('Agent id or name', { minLength: 1 }),
@@ -285,8 +280,5 @@ const viewAgentGraph = define({
 });
 
 export const BUILTIN_TOOLS: ReadonlyMap<string, BuiltinTool> = new Map(
-  [spawnAgent, sendMessage, waitForAgents, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph].map((t) => [
-    t.name,
-    t,
-  ]),
+  [spawnAgent, sendMessage, waitForAgents, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph].map((t) => [t.name, t]),
 );

@@ -58,9 +58,7 @@ export const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
 const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true, logger: false });
 
 function describeErrors(errors: ErrorObject[] | null | undefined): string {
-  return (errors ?? [])
-    .map((e) => `${e.instancePath || '(arguments)'} ${e.message ?? 'is invalid'}`)
-    .join('; ');
+  return (errors ?? []).map((e) => `${e.instancePath || '(arguments)'} ${e.message ?? 'is invalid'}`).join('; ');
 }
 
 export function compileSchema(name: string, schema: JsonSchema): (args: unknown) => TroupeError | null {
@@ -73,9 +71,7 @@ export function compileSchema(name: string, schema: JsonSchema): (args: unknown)
     });
   }
   return (args) =>
-    check(args)
-      ? null
-      : new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${name} do not match its schema: ${describeErrors(check.errors)}`);
+    check(args) ? null : new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${name} do not match its schema: ${describeErrors(check.errors)}`);
 }
 
 /**

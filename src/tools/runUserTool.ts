@@ -44,7 +44,13 @@ class CallContext implements ToolContext {
   #own: LazyAbort | undefined = undefined;
   #logger: Logger | undefined = undefined;
 
-  constructor(runId: string, agent: { readonly id: string; readonly name: string; readonly logger: Logger }, tool: string, cancel: Cancellation, idempotencyKey: string) {
+  constructor(
+    runId: string,
+    agent: { readonly id: string; readonly name: string; readonly logger: Logger },
+    tool: string,
+    cancel: Cancellation,
+    idempotencyKey: string,
+  ) {
     this.agentId = agent.id;
     this.agentName = agent.name;
     this.runId = runId;

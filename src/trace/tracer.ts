@@ -44,7 +44,7 @@ import type { ModelRequest, ToolCall, UsagePurpose } from '../model/types.js';
 import type { WriteOp } from '../store/port.js';
 import * as A from './attributes.js';
 
-export type { TelemetryOptions, TracedAgent, ChatCharge, ChatEnd, ChatSpan, ToolSpan, TurnTrace, StintRecord } from './types.js';
+export type { TelemetryOptions, ChatSpan, TurnTrace } from './types.js';
 import type { TelemetryOptions, TracedAgent, ChatSpan, ToolSpan, TurnTrace, StintRecord } from './types.js';
 
 const NOOP_TOOL: ToolSpan = { end: () => undefined };
@@ -105,7 +105,7 @@ export interface RunTracerDeps {
 export const runTrace = (options: TelemetryOptions | false | undefined, deps: Omit<RunTracerDeps, 'options'>): RunTrace =>
   options === false ? NO_TRACE : new RunTracer({ ...deps, options });
 
-export class RunTracer implements TurnTrace {
+class RunTracer implements TurnTrace {
   readonly #tracer: Tracer;
   readonly #tokens: Histogram;
   readonly #duration: Histogram;
@@ -290,7 +290,11 @@ export class RunTracer implements TurnTrace {
             });
             if (turn.model !== undefined) span.setAttribute(A.GEN_AI_RESPONSE_MODEL, turn.model);
             if (turn.refusal) errorStatus(span, 'PROVIDER_REFUSAL');
-            if (content) span.setAttribute(A.GEN_AI_OUTPUT_MESSAGES, JSON.stringify([{ role: 'assistant', content: turn.text, tool_calls: turn.toolCalls, refusal: turn.refusal ?? null }]));
+            if (content)
+              span.setAttribute(
+                A.GEN_AI_OUTPUT_MESSAGES,
+                JSON.stringify([{ role: 'assistant', content: turn.text, tool_calls: turn.toolCalls, refusal: turn.refusal ?? null }]),
+              );
           }
         } else if ('error' in how) {
           base[A.ERROR_TYPE] = how.error;

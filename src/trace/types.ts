@@ -37,7 +37,7 @@ export interface TracedAgent {
 }
 
 /** What a settled call cost (the usage row the budget wrote). */
-export interface ChatCharge {
+interface ChatCharge {
   costUsd: number;
   inputTokens: number;
   outputTokens: number;
@@ -45,7 +45,7 @@ export interface ChatCharge {
 }
 
 /** How a model call ended: answered and settled, failed with an error code, or never made. */
-export type ChatEnd = { turn: ModelTurn; charge: ChatCharge } | { error: string } | { halted: string };
+type ChatEnd = { turn: ModelTurn; charge: ChatCharge } | { error: string } | { halted: string };
 
 /** One model call (all its attempts). */
 export interface ChatSpan {

@@ -11,7 +11,7 @@ import type { RecoveryAttempts } from '../../machines/types.js';
 import { LazyAbort } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import type { TurnHost } from './ports.js';
-import { runTurn, type TurnResult } from './turn.js';
+import { heldTurn, runTurn, type TurnResult } from './turn.js';
 
 /** The abort reason of a stopped cycle: one instance (an Error per stop captured a stack each time). */
 const CYCLE_STOPPED = new Error('the cycle was stopped');
@@ -32,7 +32,7 @@ export function createCycleLogic(host: TurnHost, contextOf: (agentId: string) =>
         let result: TurnResult;
         const turn = turnInputOf(contextOf(input.agentId));
         try {
-          result = await runTurn(host, turn, cycle, first, reports);
+          result = host.options.holdTurns ? await heldTurn(host, agent, cycle) : await runTurn(host, turn, cycle, first, reports);
         } catch (err) {
           if (cycle.aborted) return;
           agent.logger.error({ err }, 'turn crashed');

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { TurnOutcome } from '../../machines/types.js';
 import type { Abortable, Cancellation } from '../cancel.js';
 import type { Clock } from '../clock.js';
-import type { ModelRequest, ModelTurn, SessionItem, ToolCall, ToolSpec, UsagePurpose } from '../model/types.js';
+import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
 import type { BuiltinEnv } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import type { TurnTrace } from '../trace/tracer.js';
@@ -79,7 +79,11 @@ export interface ModelGateway {
    */
   call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt>;
   /** Book a call's cost (its reservation released) — under the stop policy, trip the reserve or the stop. Returns what was charged. */
-  settle(agent: AgentRef, answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined, how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest }): Charge;
+  settle(
+    agent: AgentRef,
+    answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined,
+    how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest },
+  ): Charge;
   /** Give back a reservation whose call ended without usage. Idempotent. */
   release(reservation: Reservation): void;
 }
@@ -115,14 +119,25 @@ export type AgentActivity =
   | { kind: 'retry'; code: string; message: string; status?: number; retry: number; maxRetries: number; delayMs: number }
   | { kind: 'nudge'; attempt: number; limit: number };
 
+/** What a turn asks before a risky tool runs (the coordinator's `ApprovalPolicy` is one). */
+export interface ApprovalAsker {
+  request(req: {
+    agentId: string;
+    agentName?: string;
+    action: string;
+    risk: 'read_only' | 'mutation' | 'destructive';
+    args?: unknown;
+  }): Promise<{ approved: boolean; reason: string }>;
+}
+
 /** Options a turn reads. */
-export interface TurnOptions {
+interface TurnOptions {
   readonly interactive: boolean;
+  /** No turn runs: an agent's cycle waits for its end (a host that only applies requests). */
+  readonly holdTurns: boolean;
   readonly toolTimeoutMs: number;
   readonly retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
-  readonly approvals: {
-    request(req: { agentId: string; agentName?: string; action: string; risk: 'read_only' | 'mutation' | 'destructive'; args?: unknown }): Promise<{ approved: boolean; reason: string }>;
-  } | null;
+  readonly approvals: ApprovalAsker | null;
 }
 
 export interface TurnHost {
@@ -163,7 +178,7 @@ export interface TurnHost {
 }
 
 /** How a failed model call is recovered from, and why: the provider error's code and message. */
-export interface ModelRecovery {
+interface ModelRecovery {
   kind: 'retry' | 'compact' | 'stripImages';
   code: string;
   message: string;
@@ -172,6 +187,3 @@ export interface ModelRecovery {
   /** Before a retry. */
   delayMs?: number;
 }
-
-/** A model call's answer, or the calls of a turn that crashed (for `openToolCalls`). */
-export type { ToolCall };

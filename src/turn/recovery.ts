@@ -34,9 +34,13 @@ export interface RecoveryContext {
   retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
 }
 
-/** Delay before retry `retry` (1-based): min(base·2^(retry-1), max), or what the server asked for. */
+/**
+ * Delay before retry `retry` (1-based): min(base·2^(retry-1), max), or what the server asked for
+ * (`retry-after`), also capped at `max` (`retry.maxDelayMs`): no server holds an agent longer than
+ * the run allows between retries (a retry sent early and refused again counts as one more retry).
+ */
 export function backoffMs(retry: number, base: number, max: number, retryAfterMs: number | undefined): number {
-  return retryAfterMs ?? Math.min(base * 2 ** (retry - 1), max);
+  return Math.min(retryAfterMs ?? base * 2 ** (retry - 1), max);
 }
 
 export const noAttempts = (turn: number): RecoveryAttempts => ({ turn, retries: 0, compactions: 0, imageStrips: 0 });

@@ -89,7 +89,7 @@ function parseArgs(call: ToolCall): Record<string, unknown> | null {
 }
 
 /** The agent's session as the reviewer reads it: no images, and every open tool call answered. */
-export function forkSession(session: readonly SessionItem[]): SessionItem[] {
+function forkSession(session: readonly SessionItem[]): SessionItem[] {
   const items = [...(withoutImages(session) ?? session)];
   for (const call of openToolCalls(items)) {
     items.push({ role: 'tool', toolCallId: call.id, name: call.name, content: JSON.stringify({ status: 'pending when this review started' }) });
@@ -213,7 +213,10 @@ export class BackgroundReviews {
     const fail = (message: string) => ({ ok: false, body: { success: false, error: { code: 'TOOL_INPUT_INVALID', message } } });
     if (call.name === 'review_done') return { ok: true, done: true, body: { success: true } };
     if (call.name !== 'propose_note') {
-      return { ok: false, body: { success: false, error: { code: 'TOOL_NOT_FOUND', message: `A reviewer can only call propose_note and review_done, not ${call.name}.` } } };
+      return {
+        ok: false,
+        body: { success: false, error: { code: 'TOOL_NOT_FOUND', message: `A reviewer can only call propose_note and review_done, not ${call.name}.` } },
+      };
     }
     if (proposed) return fail('One note per review: this review already proposed one. Call review_done.');
     const args = parseArgs(call);

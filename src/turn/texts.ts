@@ -49,10 +49,7 @@ export function transcript(items: readonly SessionItem[], maxItemChars = Infinit
       if (item.content) lines.push(clip(`[assistant] ${item.content}`, maxItemChars));
       for (const call of item.toolCalls ?? []) lines.push(clip(`[assistant called ${call.name}] ${call.arguments}`, maxItemChars));
     } else {
-      const text =
-        typeof item.content === 'string'
-          ? item.content
-          : item.content.map((p) => (p.type === 'text' ? p.text : '[screenshot omitted]')).join(' ');
+      const text = typeof item.content === 'string' ? item.content : item.content.map((p) => (p.type === 'text' ? p.text : '[screenshot omitted]')).join(' ');
       lines.push(clip(`[user] ${text}`, maxItemChars));
     }
   }
@@ -63,19 +60,14 @@ export function transcript(items: readonly SessionItem[], maxItemChars = Infinit
 export const inheritedContext = (parentSession: readonly SessionItem[]): string => transcript(parentSession);
 
 /** A child's first input: one user message (strict-alternation providers reject two). */
-export function childFirstInput(
-  agent: AgentIdentity,
-  task: string,
-  skills: string[],
-  background: string | null,
-): SessionItem {
+export function childFirstInput(agent: AgentIdentity, task: string, skills: string[], background: string | null): SessionItem {
   const parts: string[] = [];
   if (background) {
     parts.push(
       '=== Inherited context from parent (background only) ===',
       background,
       '=== End of inherited context ===',
-      'Treat the context above as background only; do not continue the parent\'s work.',
+      "Treat the context above as background only; do not continue the parent's work.",
     );
   }
   parts.push(

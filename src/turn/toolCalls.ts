@@ -53,7 +53,7 @@ interface CallScope {
 /** Built-ins that only read: re-run when a crash cut them off. */
 const READ_ONLY_BUILTINS = new Set(['view_agent_graph']);
 
-export const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem =>
+const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionItem =>
   resultItem(call, typeof result === 'string' ? result : JSON.stringify(result), isError);
 
 /**
@@ -70,18 +70,21 @@ const errorContent = (err: unknown) => {
 };
 
 /** A call the turn could not finish because a bug escaped (the turn crashes; its outcome is unknown). */
-export const interruptedResult = (call: ToolCall): SessionItem =>
+const interruptedResult = (call: ToolCall): SessionItem =>
   toolItem(call, { success: false, error: { code: 'INTERNAL', message: 'The turn was interrupted before this call finished; its outcome is unknown.' } }, true);
 
 /** The key a tool call keeps across restarts. */
-export const idempotencyKey = (host: TurnHost, agent: AgentRef, turn: number, callId: string) => `${host.runId}:${agent.id}:${turn}:${callId}`;
+const idempotencyKey = (host: TurnHost, agent: AgentRef, turn: number, callId: string) => `${host.runId}:${agent.id}:${turn}:${callId}`;
 
 /** The user message that shows the model the images of this turn's tool calls (null: none). */
-export function imagesItem(shown: readonly { call: ToolCall; images: readonly ToolImage[] }[]): SessionItem | null {
+function imagesItem(shown: readonly { call: ToolCall; images: readonly ToolImage[] }[]): SessionItem | null {
   const content: ContentPart[] = [];
   for (const { call, images } of shown) {
     if (images.length === 0) continue;
-    content.push({ type: 'text', text: `[${images.length === 1 ? 'The image' : `The ${images.length} images`} returned by ${call.name} (tool call ${call.id})]` });
+    content.push({
+      type: 'text',
+      text: `[${images.length === 1 ? 'The image' : `The ${images.length} images`} returned by ${call.name} (tool call ${call.id})]`,
+    });
     for (const image of images) content.push({ type: 'image', url: `data:${image.mimeType};base64,${image.data}` });
   }
   return content.length === 0 ? null : { role: 'user', content };
@@ -131,7 +134,9 @@ export async function runTools(
     for (const [index, call] of turn.toolCalls.entries()) {
       if (signal.aborted) throw signal.reason;
       if (state.settled) {
-        items.push(toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true));
+        items.push(
+          toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true),
+        );
         continue;
       }
       rt.activity(agent, { kind: 'tool', tool: call.name });
@@ -176,7 +181,13 @@ export async function runTools(
  * turn), each exactly once: the results go into the session with the turn's first transaction.
  * `started` lists re-run calls the ledger marked started again, to finish with those results.
  */
-export async function resolveCutCalls(rt: TurnHost, agent: AgentRef, open: readonly ToolCall[], turn: number, signal: Cancellation): Promise<{ items: SessionItem[]; started: string[] }> {
+export async function resolveCutCalls(
+  rt: TurnHost,
+  agent: AgentRef,
+  open: readonly ToolCall[],
+  turn: number,
+  signal: Cancellation,
+): Promise<{ items: SessionItem[]; started: string[] }> {
   const cancel = openCancel(rt, agent, signal);
   try {
     return await resolveCalls(rt, agent, open, turn, signal, cancel);
@@ -320,7 +331,8 @@ async function executeCall(
     const out = rt.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
     // A synchronous tool's value comes back as is: no await, no microtask (Limiter.run).
     const result = out instanceof Promise ? await out : out;
-    if (isToolOutput(result)) return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
+    if (isToolOutput(result))
+      return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
     return { content: stringify(result), isError: false, deferred: false };
   } catch (err) {
     if (signal.aborted) throw err;
@@ -329,7 +341,10 @@ async function executeCall(
       if (err instanceof TroupeError && err.code === 'TOOL_NOT_RUN') return fail(stoppedBefore(call));
       agent.logger.warn({ tool: call.name }, 'tool cancelled: the agent was stopped');
       return fail(
-        new TroupeError('TOOL_CANCELLED', `${call.name} was cancelled: the agent was stopped while it ran. Whether it took effect is unknown; check before calling it again.`),
+        new TroupeError(
+          'TOOL_CANCELLED',
+          `${call.name} was cancelled: the agent was stopped while it ran. Whether it took effect is unknown; check before calling it again.`,
+        ),
       );
     }
     agent.logger.warn({ err: toError(err), tool: call.name }, 'tool failed');

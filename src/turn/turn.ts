@@ -153,6 +153,25 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
   return await runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn }, signal);
 }
 
+/**
+ * A turn of a host that runs none (`holdTurns`): nothing is drained into the session and nothing is
+ * called; it waits as a model call would, until a stop (the agent stops: `stopped`), an
+ * interrupting message (`interrupted`: the next held turn begins) or the end of the hosting.
+ */
+export async function heldTurn(host: Pick<TurnHost, 'stopRequested'>, agent: AgentRef, signal: Cancellation): Promise<TurnResult> {
+  const call = new LazyAbort(signal);
+  agent.inFlight = call;
+  if (host.stopRequested(agent)) call.abort(STOP_REQUESTED);
+  try {
+    if (!call.aborted) await new Promise((resolve) => call.signal.addEventListener('abort', resolve, { once: true }));
+  } finally {
+    call.close();
+    agent.inFlight = null;
+  }
+  if (signal.aborted) throw signal.reason;
+  return { outcome: call.reason === STOP_REQUESTED ? { kind: 'stopped', reason: 'requested' } : { kind: 'interrupted' }, items: [] };
+}
+
 /** Everything that must be in the session before the model sees it, staged together. */
 function prepareSession(
   host: TurnHost,
@@ -297,4 +316,3 @@ function salvage(err: unknown): SessionItem[] {
   const partial = err instanceof TroupeError ? err.details?.partialText : (err as { partialText?: unknown } | null)?.partialText;
   return typeof partial === 'string' && partial !== '' ? [{ role: 'assistant', content: `${partial} [cut off: ${serializeError(err).message}]` }] : [];
 }
-

@@ -1,7 +1,8 @@
 /**
- * Proactive fires on PostgreSQL (`troupe serve --db postgres://…`): a fire becomes rows in the
- * database, never a coordinator of the serving process, so it reaches its run whichever worker
- * hosts it, and survives that worker dying (the next host applies it).
+ * Proactive fires (`troupe serve`): a fire becomes rows in the database, never a coordinator of the
+ * serving process, so it reaches its run whichever process hosts it (on PostgreSQL any worker; on
+ * a SQLite file the serving process, which owns it), and survives that host dying (the next host
+ * applies it).
  *
  * - Target `{ root: true }`: the run is `proactive-<trigger name>`. A new one is submitted
  *   (interactive, its root named after the trigger, the prompt as its task, the serve's settings
@@ -18,15 +19,15 @@ import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
 import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from '../autonomy/proactiveRouter.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import { isValidAgentName } from '../host/options.js';
-import type { PostgresStore } from '../store/postgres/store.js';
-import { postRequest } from './inbox.js';
+import type { HostingStore } from '../hosting/hostingStore.js';
 import { submitRun, type SubmitOptions } from './submit.js';
 
 /** What one fire did: a run submitted, or a message posted to a run's inbox (request `requestId`). */
 export type FireRoute = { kind: 'started'; runId: string; agentId: string } | { kind: 'posted'; runId: string; agentId: string; requestId: number };
 
 export interface DatabaseFiresOptions {
-  store: PostgresStore;
+  /** Where the runs are: a run is submitted through it, a message posted to its inbox. */
+  hosting: HostingStore;
   /** The serving process's main run: where `{ agent: name }` targets are looked up. */
   mainRunId?: string;
   /** What a new proactive run is submitted with (budget, limits, the settings saved with it). */
@@ -42,44 +43,50 @@ export interface DatabaseFires {
 }
 
 export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
-  const { store } = options;
+  const { hosting } = options;
   const now = options.now ?? Date.now;
   const tails = new Map<string, Promise<unknown>>();
 
   const post = async (runId: string, agentId: string, prompt: string): Promise<FireRoute> => {
-    const requestId = await postRequest(store, { runId, kind: 'send', payload: { agent: agentId, content: prompt, type: PROACTIVE_MESSAGE_TYPE }, at: now() });
+    const requestId = await hosting.post({ runId, kind: 'send', payload: { agent: agentId, content: prompt, type: PROACTIVE_MESSAGE_TYPE }, at: now() });
     return { kind: 'posted', runId, agentId, requestId };
   };
 
   async function toMainAgent(fire: ProactiveFire, agent: string): Promise<FireRoute> {
     const runId = options.mainRunId;
     if (runId === undefined) {
-      throw new TroupeError('AGENT_NOT_FOUND', `Trigger "${fire.trigger}" targets agent "${agent}", but there is no main run to find it in`, { details: { trigger: fire.trigger, agent } });
+      throw new TroupeError('AGENT_NOT_FOUND', `Trigger "${fire.trigger}" targets agent "${agent}", but there is no main run to find it in`, {
+        details: { trigger: fire.trigger, agent },
+      });
     }
-    const agents = await store.reads.listAgents(runId);
+    const agents = await hosting.reads.listAgents(runId);
     const found = agents.find((a) => a.id === agent) ?? agents.findLast((a) => a.name === agent);
     if (!found) {
-      throw new TroupeError('AGENT_NOT_FOUND', `Trigger "${fire.trigger}" targets agent "${agent}": no such agent in the main run ${runId}`, { details: { trigger: fire.trigger, agent, runId } });
+      throw new TroupeError('AGENT_NOT_FOUND', `Trigger "${fire.trigger}" targets agent "${agent}": no such agent in the main run ${runId}`, {
+        details: { trigger: fire.trigger, agent, runId },
+      });
     }
     return post(runId, found.id, fire.prompt);
   }
 
   async function toRoot(fire: ProactiveFire): Promise<FireRoute> {
     const runId = fire.sessionId;
-    const existing = await store.reads.getRun(runId);
+    const existing = await hosting.reads.getRun(runId);
     if (existing) {
       if (existing.rootId === null) throw new TroupeError('RUN_NOT_FOUND', `Run ${runId} has no root agent`);
       return post(runId, existing.rootId, fire.prompt);
     }
     if (!isValidAgentName(fire.trigger)) {
-      throw new ConfigError(`Trigger name ${JSON.stringify(fire.trigger)} cannot name the root of run ${runId}: it must be one line of 1..64 characters`, { details: { trigger: fire.trigger } });
+      throw new ConfigError(`Trigger name ${JSON.stringify(fire.trigger)} cannot name the root of run ${runId}: it must be one line of 1..64 characters`, {
+        details: { trigger: fire.trigger },
+      });
     }
     try {
-      const { rootId } = await submitRun(store, { ...options.submit, runId, interactive: true, root: { name: fire.trigger, task: fire.prompt } });
+      const { rootId } = await submitRun(hosting, { ...options.submit, runId, interactive: true, root: { name: fire.trigger, task: fire.prompt } });
       return { kind: 'started', runId, agentId: rootId };
     } catch (err) {
       // Another serving process submitted it first: message it like any existing run.
-      const raced = await store.reads.getRun(runId).catch(() => undefined);
+      const raced = await hosting.reads.getRun(runId).catch(() => undefined);
       if (raced?.rootId) return post(runId, raced.rootId, fire.prompt);
       throw err;
     }

@@ -1,12 +1,15 @@
 /**
- * A worker: a long-running process (any number, on any machines, over one PostgreSQL) that claims
- * runs that want a host, hosts each with the normal resume path, and lets a run go once all its
- * agents are parked with nothing due (DESIGN §12, issue 17).
+ * The hosting loop, the only one (DESIGN §13): claim a run, host it, let it go. A worker is a
+ * long-running process (any number, on any machines, over one PostgreSQL) that claims runs that
+ * want a host; `troupe run`, `demo` and `resume` on a SQLite file run the same loop over the file
+ * they own (hosting/sqliteHosting.ts), keeping their one run. A run found new is booted (`boot`),
+ * any other resumed, in one place; it is let go once all its agents are parked with nothing due.
  *
- * - Claims: `claimNext` (FOR UPDATE SKIP LOCKED) until `concurrency` runs are hosted.
- * - Wakes: LISTEN on a dedicated connection (a posted request or a submitted run NOTIFYs in its
- *   transaction), with a slow poll as the backstop (a notification is lost while the connection is
- *   down). LISTEN does not work through a transaction-mode pooler: point workers at the server.
+ * - Claims: `claimNext` (PostgreSQL: FOR UPDATE SKIP LOCKED) until `concurrency` runs are hosted.
+ * - Wakes: pushed by the store where it can (PostgreSQL: LISTEN on a dedicated connection; a posted
+ *   request or a submitted run NOTIFYs in its transaction), with a poll as the backstop (a
+ *   notification is lost while the connection is down; SQLite has only the poll). LISTEN does not
+ *   work through a transaction-mode pooler: point workers at the server.
  * - Fencing: each hosted run's writes go through its lease's port; a lost lease (another worker
  *   claimed the run after this one stalled past its lease) shuts the run's coordinator down at once.
  * - Release: when the coordinator is idle, no request is open, and nothing runs in the background,
@@ -18,26 +21,39 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type pg from 'pg';
 import { pino, type Logger } from 'pino';
-import { TERMINAL_STATUSES } from '../../machines/types.js';
-import type { Coordinator } from '../host/createCoordinator.js';
+import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
+import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
 import { resumeCoordinator, type ResumeOptions } from '../host/resumeCoordinator.js';
 import type { StorePort } from '../store/port.js';
 import type { LeaseOptions, ReleaseState, RunLease } from '../store/postgres/lease.js';
-import { wakeChannel, type PostgresStore } from '../store/postgres/store.js';
-import type { AgentRow } from '../store/types.js';
+import type { PostgresStore } from '../store/postgres/store.js';
 import { TroupeError } from '../errors.js';
-import { applyRequests } from './requests.js';
-import { openRequests, wakeSeq } from './inbox.js';
+import { transientStoreError } from '../store/postgres/connect.js';
+import { applyOpenRequests } from '../hosting/apply.js';
+import type { HostingStore } from '../hosting/hostingStore.js';
+import { postgresHosting } from '../hosting/postgresHosting.js';
+import { releaseStateAfter } from '../hosting/release.js';
 
-export type HostOptions = Omit<ResumeOptions<StorePort>, 'store' | 'runId'>;
+type HostOptions = Omit<ResumeOptions<StorePort>, 'store' | 'runId'>;
 
-/** How a run is hosted, and what to close once this worker stops hosting it (a demo's fake server). */
-export type HostedOptions = HostOptions & { dispose?: () => Promise<void> };
+/**
+ * A run the host boots when it finds it new (`troupe run` hosting in-process): its root and the
+ * run's first event, and who is told the root's id once it is registered. Found existing, the run
+ * is resumed as any other (the boot is for the first hosting only).
+ */
+export interface RunBoot {
+  root: { name: string; task: string; skills?: string[] };
+  event?: { type: string; data: Record<string, unknown> };
+  onStarted?: (rootId: string) => void;
+}
+
+/** How a run is hosted, what to close once this worker stops hosting it (a demo's fake server), and how to boot it if it is new. */
+export type HostedOptions = HostOptions & { dispose?: () => Promise<void>; boot?: RunBoot };
 
 export interface WorkerOptions {
-  store: PostgresStore;
+  /** The runs' store: a PostgreSQL store (its runs are shared by every worker), or any hosting port (sqliteHosting). */
+  store: PostgresStore | HostingStore;
   /** The owner written on lease rows (default `<host>:<pid>:<random>`). */
   id?: string;
   /** Runs hosted at once (default 10). */
@@ -55,6 +71,8 @@ export interface WorkerOptions {
   hostOptions: (runId: string) => HostedOptions | Promise<HostedOptions>;
   /** Told each time a run is hosted (tests and the crash harness watch through it). */
   onHost?: (c: Coordinator<StorePort>, lease: RunLease) => void;
+  /** Told each time a hosting of a run ends, with the error that ended it if one did (its resume failed…). */
+  onEnd?: (runId: string, error: unknown) => void;
   logger?: Logger;
 }
 
@@ -84,31 +102,12 @@ interface Hosted {
   busy: Promise<void>;
 }
 
-/** The earliest idle deadline of agents waiting on agents (what wakes a parked run), or null. */
-export function nextDeadline(agents: readonly AgentRow[], idleResumeMs: number): number | null {
-  let next: number | null = null;
-  for (const a of agents) {
-    if (a.status !== 'waiting' || a.waitKind !== 'agents' || a.waitingSince === null) continue;
-    const at = a.waitingSince + (a.waitTimeoutMs ?? idleResumeMs);
-    if (next === null || at < next) next = at;
-  }
-  return next;
-}
-
-/** How to let a run go, from its rows after a clean shutdown. */
-export function releaseStateOf(agents: readonly AgentRow[], interactive: boolean, idleResumeMs: number): ReleaseState {
-  const terminal = new Set<string>(TERMINAL_STATUSES);
-  const root = agents.find((a) => a.parentId === null);
-  if (agents.every((a) => terminal.has(a.status)) || (!interactive && root && terminal.has(root.status))) return { state: 'done' };
-  return { state: 'parked', wakeAt: nextDeadline(agents, idleResumeMs) };
-}
-
-const DEFAULT_IDLE_RESUME_MS = 5 * 60_000;
-
-/** Whether a waiting or stalled agent has undelivered mail (it is woken by it: not a run to let go). */
-export function hasMailFor(agents: readonly AgentRow[], pending: readonly { to: string }[]): boolean {
-  const parked = new Set(agents.filter((a) => a.status === 'waiting' || a.status === 'stalled').map((a) => a.id));
-  return pending.some((m) => parked.has(m.to));
+/** Register a new run's root (its first turn follows) and write its first event. */
+async function bootRun(c: Coordinator<StorePort>, boot: RunBoot, port: StorePort): Promise<void> {
+  const rootId = await c.start(boot.root);
+  if (boot.event)
+    await port.commit([{ op: 'appendEvent', row: { runId: c.runId, agentId: null, type: boot.event.type, data: boot.event.data, at: Date.now() } }]);
+  boot.onStarted?.(rootId);
 }
 
 /** A port that knows whether a commit is in flight (effects that wake agents run after their commit). */
@@ -156,8 +155,10 @@ async function settledIdle(c: Coordinator<StorePort>, port: WatchedPort): Promis
   }
 }
 
+const isHostingStore = (store: PostgresStore | HostingStore): store is HostingStore => typeof (store as HostingStore).openRequests === 'function';
+
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
-  const { store } = options;
+  const store = isHostingStore(options.store) ? options.store : postgresHosting(options.store, options.pollMs);
   const id = options.id ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const concurrency = options.concurrency ?? 10;
   const logger = options.logger ?? pino({ level: 'silent' });
@@ -208,22 +209,29 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     hosted.set(claimed.runId, entry);
     claimed.onLost((err) => {
       logger.warn({ runId: claimed.runId, err }, 'lease lost: this worker stops hosting the run');
-      void entry.c?.shutdown();
+      // The coordinator ends itself (its port's guard); the loop wakes to tear the hosting down.
       entry.nudge();
     });
+    // One end per hosting: the loop's own teardown shuts its coordinator down before the run leaves
+    // `hosted` (only then may this worker claim it again).
+    let failure: unknown;
     entry.busy = hostLoop(entry)
-      .catch((err: unknown) => logger.error({ err, runId: claimed.runId }, 'hosting a run failed'))
+      .catch((err: unknown) => {
+        failure = err;
+        logger.error({ err, runId: claimed.runId }, 'hosting a run failed');
+      })
       .finally(() => {
         claimed.abandon();
         hosted.delete(claimed.runId);
+        options.onEnd?.(claimed.runId, failure);
         void fill();
       });
   }
 
-  /** Wait for the next nudge (or the poll period). */
-  const nudged = (entry: Hosted) =>
+  /** Wait for the next nudge (or `ms`, the poll period by default). */
+  const nudged = (entry: Hosted, ms = options.pollMs ?? 5_000) =>
     new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, options.pollMs ?? 5_000);
+      const timer = setTimeout(resolve, ms);
       entry.nudge = () => {
         clearTimeout(timer);
         resolve();
@@ -233,36 +241,108 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   async function hostLoop(entry: Hosted): Promise<void> {
     const { lease: held } = entry;
     const runId = held.runId;
-    const { dispose, ...hostOptions } = await options.hostOptions(runId);
+    const { dispose, boot, ...hostOptions } = await options.hostOptions(runId);
     try {
-      await hostClaimed(entry, hostOptions);
+      await hostClaimed(entry, hostOptions, boot);
     } finally {
       await dispose?.();
     }
   }
 
-  async function hostClaimed(entry: Hosted, hostOptions: HostOptions): Promise<void> {
+  /**
+   * Host a claimed run until it is released, its lease is lost, or the worker stops. A store error
+   * while deciding (reading requests, rows) is retried while the lease holds; a coordinator that
+   * failed is shut down and the run released for a fresh resume from what committed.
+   */
+  async function hostClaimed(entry: Hosted, hostOptions: HostOptions, boot: RunBoot | undefined): Promise<void> {
     const { lease: held } = entry;
     const runId = held.runId;
     const idleResumeMs = hostOptions.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS;
     const port = watchedPort(held.port);
+    // Every wait on the database also ends when the lease is lost (a partition must not hold the loop).
+    const whenLost = new Promise<never>((_resolve, reject) => held.onLost(reject));
+    whenLost.catch(() => undefined);
+    const guarded = <T>(promise: Promise<T>): Promise<T> => {
+      promise.catch(() => undefined);
+      return Promise.race([promise, whenLost]);
+    };
+    let retries = 0;
     while (!held.lost && !stopping) {
-      const c = await resumeCoordinator<StorePort>({ ...hostOptions, store: port, runId });
+      let c: Coordinator<StorePort>;
+      // Booted here when new (one place boots or resumes a run), resumed otherwise.
+      let fresh = false;
+      try {
+        fresh = boot !== undefined && (await guarded(port.getRun(runId))) === undefined;
+        c = fresh
+          ? createCoordinator<StorePort>({ ...hostOptions, store: port, runId })
+          : await guarded(resumeCoordinator<StorePort>({ ...hostOptions, store: port, runId }));
+      } catch (err) {
+        if (held.lost || stopping) return;
+        if (!transientStoreError(err)) throw err;
+        logger.warn({ err, runId }, 'resuming a run failed on a store error; retrying while the lease holds');
+        await nudged(entry, backoff(retries++));
+        continue;
+      }
       entry.c = c;
-      options.onHost?.(c, held);
-      // Host until idle with nothing open; requests are applied as they come.
-      for (;;) {
-        await applyRequests(store, held, c);
+      let outcome: 'released' | 'again' | 'failed';
+      try {
+        options.onHost?.(c, held);
+        if (fresh) await guarded(bootRun(c, boot!, port));
+        outcome = await hostCoordinator(entry, c, port, guarded, idleResumeMs);
+      } finally {
+        // The one teardown of this coordinator, whatever ended it.
+        entry.c = null;
+        await c.shutdown();
+      }
+      if (outcome === 'released' || held.lost) return;
+      const failure = c.health().error;
+      if (stopping || outcome === 'failed') {
+        // A clean stop lets the run go as its rows say (done, parked, or runnable with work to do);
+        // a failure lets another worker resume from what committed (a failed coordinator's memory is not trusted).
+        const clean = stopping && (failure === null || failure.code === 'COORDINATOR_SHUT_DOWN');
+        const state = clean
+          ? await guarded(releaseStateAfter(held.port, runId, idleResumeMs)).catch((): ReleaseState => ({ state: 'runnable' }))
+          : { state: 'runnable' as const };
+        await guarded(held.release(state)).catch(() => undefined);
+        if (failure && !stopping && failure.code !== 'COORDINATOR_SHUT_DOWN')
+          logger.error({ runId, err: failure }, 'the run failed on this worker; released for another');
+        return;
+      }
+      retries = 0;
+    }
+  }
+
+  /** Backoff of a retried store read: 100 ms doubling up to a third of the lease. */
+  const backoff = (n: number) => Math.min(100 * 2 ** n, Math.floor(lease.ttlMs / 3));
+
+  /**
+   * One coordinator's hosting: apply requests as they come until the run is idle with nothing
+   * open, then release it (parked or done). 'again': host it anew (it woke while being let go).
+   */
+  async function hostCoordinator(
+    entry: Hosted,
+    c: Coordinator<StorePort>,
+    port: WatchedPort,
+    guarded: <T>(promise: Promise<T>) => Promise<T>,
+    idleResumeMs: number,
+  ): Promise<'released' | 'again' | 'failed'> {
+    const { lease: held } = entry;
+    const runId = held.runId;
+    let retries = 0;
+    for (;;) {
+      if (held.lost || stopping) return 'failed';
+      try {
+        await guarded(applyOpenRequests(c, () => store.openRequests(runId), held));
         const idle = settledIdle(c, port).then(
           () => 'idle' as const,
           () => 'failed' as const,
         );
         const woke = nudged(entry).then(() => 'nudged' as const);
         const why = await Promise.race([idle, woke]);
-        if (held.lost || stopping || why === 'failed') break;
+        if (held.lost || stopping || why === 'failed' || !c.health().ok) return 'failed';
         if (why === 'nudged') continue;
-        const seq = await wakeSeq(store, runId);
-        if ((await openRequests(store, runId)).length > 0) continue;
+        const seq = await guarded(store.wakeSeq(runId));
+        if ((await guarded(store.openRequests(runId))).length > 0) continue;
         if (c.delegations.list().some((d) => d.status === 'running')) {
           await nudged(entry);
           continue;
@@ -279,51 +359,29 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         await c.shutdown();
         entry.c = null;
         // After a clean shutdown the rows are what the run is: decide from them.
-        const run = await held.port.getRun(runId);
-        const rows = await held.port.listAgents(runId);
+        const state = await releaseStateAfter(held.port, runId, idleResumeMs);
         // Woke while shutting down, or mail waits for a parked agent: host it again.
-        if (rows.some((a) => a.status === 'running') || hasMailFor(rows, await held.port.pendingMessagesOf(runId))) break;
-        if (await held.release(releaseStateOf(rows, run?.interactive ?? false, idleResumeMs), seq)) return;
-        break; // a wake arrived meanwhile: host it again
-      }
-      const failure = c.health().error;
-      await c.shutdown();
-      entry.c = null;
-      if (held.lost) return;
-      if (stopping || (failure && failure.code !== 'COORDINATOR_SHUT_DOWN')) {
-        // Let another worker resume from what committed (a failed coordinator's memory is not trusted).
-        await held.release({ state: 'runnable' }).catch(() => undefined);
-        if (failure && !stopping) logger.error({ runId, err: failure }, 'the run failed on this worker; released for another');
-        return;
+        if (state.state === 'runnable') return 'again';
+        if (await guarded(held.release(state, seq))) return 'released';
+        return 'again'; // a wake arrived meanwhile: host it again
+      } catch (err) {
+        if (held.lost || stopping) return 'failed';
+        if (!transientStoreError(err)) throw err;
+        // A read or an answer failed: the coordinator is fine; try again while the lease holds.
+        logger.warn({ err, runId }, 'a store read of the hosting loop failed; retrying while the lease holds');
+        if (!c.health().ok) return 'failed';
+        await nudged(entry, backoff(retries++));
       }
     }
   }
 
-  // Wakes: LISTEN on a dedicated connection, re-made when it drops; the poll is the backstop.
-  let listener: pg.Client | null = null;
-  async function listen(): Promise<void> {
-    if (stopping) return;
-    try {
-      const client = await store.connectDedicated();
-      client.on('notification', (n) => {
-        const entry = n.payload ? hosted.get(n.payload) : undefined;
-        if (entry) entry.nudge();
-        else if (n.payload && kept.has(n.payload)) void claimKept(n.payload);
-        else void fill();
-      });
-      client.on('error', () => {
-        listener = null;
-        void client.end().catch(() => undefined);
-        setTimeout(() => void listen(), 1_000).unref();
-      });
-      await client.query(`LISTEN ${wakeChannel(store)}`);
-      listener = client;
-    } catch (err) {
-      logger.warn({ err }, 'LISTEN failed; polling until it works again');
-      setTimeout(() => void listen(), options.pollMs ?? 5_000).unref();
-    }
-  }
-  await listen();
+  // Wakes: pushed by the store where it can (LISTEN on PostgreSQL); the poll is the backstop.
+  const stopListening = await store.listen((runId) => {
+    const entry = hosted.get(runId);
+    if (entry) entry.nudge();
+    else if (kept.has(runId)) void claimKept(runId);
+    else void fill();
+  }, logger);
   const poll = setInterval(() => {
     for (const runId of kept) void claimKept(runId);
     void fill();
@@ -350,7 +408,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         void entry.c?.shutdown();
       }
       await Promise.all(entries.map((e) => e.busy));
-      await listener?.end().catch(() => undefined);
+      await stopListening();
     },
   };
 }

@@ -50,13 +50,17 @@ const units = {
   solo: ['µs per in-memory turn, steady state', 'first 25 runs'],
   durable: ['µs per durable turn (SQLite FULL), after a warm-up', 'first run'],
   fanout: ['ms for 1,000 children × 5 turns, durable FULL', 'first run'],
+  resume: ["ms to resume that team's finished run from its file", 'first open'],
 } as const;
-for (const metric of ['solo', 'durable', 'fanout'] as const) {
+for (const metric of ['solo', 'durable', 'fanout', 'resume'] as const) {
   const values = builds.map(() => [] as number[]);
   const colds = builds.map(() => [] as number[]);
   for (let r = 0; r < rounds; r++) {
     builds.forEach((b, i) => {
-      const out = JSON.parse(run(process.execPath, [child, b.dist, metric], repo, { ...process.env, NODE_ENV: 'production' })) as { value: number; cold: number };
+      const out = JSON.parse(run(process.execPath, [child, b.dist, metric], repo, { ...process.env, NODE_ENV: 'production' })) as {
+        value: number;
+        cold: number;
+      };
       values[i]!.push(out.value);
       colds[i]!.push(out.cold);
     });

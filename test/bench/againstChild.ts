@@ -4,7 +4,9 @@
  * API, with fanout.bench.ts's teams (workloads.ts): `solo`, µs per in-memory turn of one agent in
  * the steady state after 100 runs, median of 40 runs; `durable`, µs per turn of the same agent on
  * SQLite FULL after a warm-up (and in the process's first run); or `fanout`, ms for a durable team
- * of 1,000 children × 5 turns at default concurrency, median of 3 runs after one. Prints one
+ * of 1,000 children × 5 turns at default concurrency, median of 3 runs after one; or `resume`, ms
+ * from opening the file of that team's finished run to `resumeCoordinator` resolving (what
+ * `troupe resume` waits for), median of 5 fresh opens after one. Prints one
  * JSON line. Only entry points that every version since the first has are used (the coordinator
  * lived in src/coordinator/ before it moved to src/host/).
  */
@@ -15,26 +17,31 @@ import { pathToFileURL } from 'node:url';
 import { fanLimits, fanoutModel, median, RESULT, SOLO_TURNS, soloModel, type InstantModel } from './workloads.js';
 
 interface Coordinator {
+  readonly runId: string;
   start(spec: { name: string; task: string }): Promise<string>;
   waitFor(id: string, statuses: string[]): Promise<{ status: string }>;
   shutdown(): Promise<void>;
 }
 
 const [dist, metric] = process.argv.slice(2);
-if (!dist || (metric !== 'solo' && metric !== 'fanout' && metric !== 'durable')) {
-  process.stderr.write('usage: node againstChild.js <dist folder> solo|fanout|durable\n');
+if (!dist || (metric !== 'solo' && metric !== 'fanout' && metric !== 'durable' && metric !== 'resume')) {
+  process.stderr.write('usage: node againstChild.js <dist folder> solo|fanout|durable|resume\n');
   process.exit(2);
 }
 const load = async (path: string) => (await import(pathToFileURL(join(dist, path)).href)) as Record<string, (...args: never[]) => unknown>;
 const hostPath = existsSync(join(dist, 'src/host/createCoordinator.js')) ? 'src/host/createCoordinator.js' : 'src/coordinator/createCoordinator.js';
 const createCoordinator = (await load(hostPath)).createCoordinator as unknown as (options: object) => Coordinator;
+const resumeCoordinator = (await load(hostPath.replace('createCoordinator', 'resumeCoordinator'))).resumeCoordinator as unknown as (
+  options: object,
+) => Promise<Coordinator>;
 const defineTool = (await load('src/tools/defineTool.js')).defineTool as unknown as (tool: object) => object;
 const openStore = (await load('src/store/sqliteStore.js')).openStore as unknown as (o: { path: string; synchronous?: 'FULL' | 'NORMAL' }) => { close(): void };
 
 const work = defineTool({ name: 'work', description: 'does a step', parameters: { type: 'object' }, execute: () => RESULT });
 
-async function team(model: InstantModel, limits: object, store?: object): Promise<number> {
+async function team(model: InstantModel, limits: object, store?: object, ran?: (runId: string) => void): Promise<number> {
   const c = createCoordinator({ model, tools: [work], limits, ...(store ? { store } : {}) });
+  ran?.(c.runId);
   const t0 = performance.now();
   const id = await c.start({ name: 'lead', task: 'work' });
   const root = await c.waitFor(id, ['completed', 'failed', 'crashed', 'stopped']);
@@ -77,6 +84,31 @@ if (metric === 'solo') {
   const warm: number[] = [];
   for (let i = 0; i < 5; i++) warm.push(await run('FULL'));
   process.stdout.write(`${JSON.stringify({ metric, value: median(warm), cold })}\n`);
+} else if (metric === 'resume') {
+  const dir = mkdtempSync(join(tmpdir(), 'troupe-against-'));
+  const path = join(dir, 'b.db');
+  const closeQuietly = (store: { close(): void }) => {
+    try {
+      store.close();
+    } catch {
+      // Versions whose shutdown closes the store it was given.
+    }
+  };
+  let runId = '';
+  const first = openStore({ path, synchronous: 'NORMAL' });
+  await team(fanoutModel(1_000), fanLimits(1_000), first, (id) => (runId = id));
+  closeQuietly(first);
+  const ms: number[] = [];
+  for (let i = 0; i < 6; i++) {
+    const t0 = performance.now();
+    const store = openStore({ path });
+    const c = await resumeCoordinator({ store, runId, model: fanoutModel(1_000), tools: [work], limits: fanLimits(1_000) });
+    ms.push(performance.now() - t0);
+    await c.shutdown();
+    closeQuietly(store);
+  }
+  rmSync(dir, { recursive: true, force: true });
+  process.stdout.write(`${JSON.stringify({ metric, value: median(ms.slice(1)), cold: ms[0] })}\n`);
 } else {
   const ms: number[] = [];
   for (let i = 0; i < 4; i++) {

@@ -89,10 +89,14 @@ describe('single agent, in memory', () => {
   // V8 takes ~50-90 runs of 1,000 turns to finish tiering this path up (measured: the median run
   // falls from ~20 to ~13.5 µs/turn, then stays): the steady state is read after SOLO_WARMUP runs,
   // and the first runs are reported too (what a short-lived process sees).
-  bench(`${SOLO_TURNS} turns`, async () => {
-    const r = await team(soloModel(), { maxTurns: SOLO_TURNS + 1 });
-    samples.soloUs.push((r.ms * 1_000) / r.turns);
-  }, { iterations: SOLO_WARMUP + SOLO_RUNS, warmupIterations: 0, time: 0 });
+  bench(
+    `${SOLO_TURNS} turns`,
+    async () => {
+      const r = await team(soloModel(), { maxTurns: SOLO_TURNS + 1 });
+      samples.soloUs.push((r.ms * 1_000) / r.turns);
+    },
+    { iterations: SOLO_WARMUP + SOLO_RUNS, warmupIterations: 0, time: 0 },
+  );
 
   bench(
     `baseline: ${BASELINE_SENDS} bare actor.send on the agent machine`,
@@ -110,7 +114,11 @@ describe('single agent, in memory', () => {
 });
 
 describe('fan-out, 1,000 children × 5 turns, default concurrency', () => {
-  bench('in memory', async () => void samples.fanMemoryMs.push((await team(fanoutModel(CHILDREN), fanLimits(CHILDREN))).ms), { iterations: 5, warmupIterations: 1, time: 0 });
+  bench('in memory', async () => void samples.fanMemoryMs.push((await team(fanoutModel(CHILDREN), fanLimits(CHILDREN))).ms), {
+    iterations: 5,
+    warmupIterations: 1,
+    time: 0,
+  });
   bench(
     'durable (SQLite FULL)',
     async () => {

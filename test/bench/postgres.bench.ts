@@ -49,7 +49,12 @@ async function throughput(workers: number, latencyMs: number, runs: number): Pro
   const t0 = performance.now();
   const started = await Promise.all(
     stores.map((s) =>
-      startWorker({ store: s, concurrency: 4, pollMs: 1_000, hostOptions: () => ({ model: teamModel({ workers: 3, turns: 3, latencyMs, onCall: () => void turns++ }), tools: [workTool] }) }),
+      startWorker({
+        store: s,
+        concurrency: 4,
+        pollMs: 1_000,
+        hostOptions: () => ({ model: teamModel({ workers: 3, turns: 3, latencyMs, onCall: () => void turns++ }), tools: [workTool] }),
+      }),
     ),
   );
   await allDone(store, runs);
@@ -127,7 +132,9 @@ describe.skipIf(!available)(pgTitle(available, 'durable overhead per turn: Postg
     },
     { iterations: 3, warmupIterations: 1, time: 0 },
   );
-  reporters.push(() => `per turn: PostgreSQL ${median(pg).toFixed(0)} µs, SQLite FULL ${median(sqlite).toFixed(0)} µs (${(median(pg) / median(sqlite)).toFixed(2)}×)`);
+  reporters.push(
+    () => `per turn: PostgreSQL ${median(pg).toFixed(0)} µs, SQLite FULL ${median(sqlite).toFixed(0)} µs (${(median(pg) / median(sqlite)).toFixed(2)}×)`,
+  );
 });
 
 describe.skipIf(!available)(pgTitle(available, 'failover after kill -9'), () => {
@@ -144,7 +151,11 @@ describe.skipIf(!available)(pgTitle(available, 'failover after kill -9'), () => 
       const rootRow = newAgentRow({ id: 'root', runId: 'big', name: 'lead', parentId: null, depth: 0, task: 'lead', skills: [] }, 0);
       await seed.port.commit([
         { op: 'insertRun', run: { id: 'big', createdAt: 0, interactive: false, rootId: 'root', budget: BUDGET } },
-        { op: 'registerAgent', agent: { ...rootRow, status: 'waiting', waitKind: 'agents', waitingSince: Date.now(), waitTimeoutMs: 300_000 }, firstInput: [{ role: 'user', content: 'lead' }] },
+        {
+          op: 'registerAgent',
+          agent: { ...rootRow, status: 'waiting', waitKind: 'agents', waitingSince: Date.now(), waitTimeoutMs: 300_000 },
+          firstInput: [{ role: 'user', content: 'lead' }],
+        },
         ...Array.from({ length: 99 }, (_, i) => ({
           op: 'registerAgent' as const,
           agent: newAgentRow({ id: `a${i}`, runId: 'big', name: `w${i}`, parentId: 'root', depth: 1, task: `part ${i}`, skills: [] }, i + 1),
@@ -189,7 +200,10 @@ describe.skipIf(!available)(pgTitle(available, 'failover after kill -9'), () => 
       setup: () => void execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' }),
     },
   );
-  reporters.push(() => `failover of a 100-agent run (TTL ${TTL} ms): median ${median(ms).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms from kill -9 to the next model call`);
+  reporters.push(
+    () =>
+      `failover of a 100-agent run (TTL ${TTL} ms): median ${median(ms).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms from kill -9 to the next model call`,
+  );
 });
 
 afterAll(() => {

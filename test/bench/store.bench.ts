@@ -90,8 +90,12 @@ function bareTurns(sync: 'FULL' | 'NORMAL', turns: number): number[] {
     `INSERT INTO usage (run_id, agent_id, purpose, model, input_tokens, output_tokens, cached_input_tokens, cost_usd, at) VALUES (?, ?, 'main', 'model', 0, 0, 0, 0, ?)`,
   );
   const event = db.prepare(`INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, 'tool.call', '{"tool":"noop"}', ?, 1)`);
-  const started = db.prepare(`INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, 'noop', ?, 'started', ?, 1)`);
-  const finished = db.prepare(`UPDATE tool_calls SET status = 'finished', finished_at = ? WHERE agent_id = ? AND turn = ? AND call_id = ? AND status = 'started'`);
+  const started = db.prepare(
+    `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, 'noop', ?, 'started', ?, 1)`,
+  );
+  const finished = db.prepare(
+    `UPDATE tool_calls SET status = 'finished', finished_at = ? WHERE agent_id = ? AND turn = ? AND call_id = ? AND status = 'started'`,
+  );
   const agent = db.prepare(`UPDATE agents SET status = 'running', notice_claimed = 0, stint = 0, state = ?, updated_at = ?, boot = 1 WHERE id = ?`);
   const tx = db.transaction((fn: () => void) => fn());
   const hash = 'a'.repeat(64);
@@ -182,7 +186,8 @@ describe('per-turn cost stays flat as the session grows', () => {
     { iterations: 2, warmupIterations: 0, time: 0 },
   );
   reporters.push(
-    () => `flatness: turn ~10 ${median(early).toFixed(0)} µs, turn ~1,000 ${median(late).toFixed(0)} µs (${(median(late) / median(early)).toFixed(2)}×; target: flat)`,
+    () =>
+      `flatness: turn ~10 ${median(early).toFixed(0)} µs, turn ~1,000 ${median(late).toFixed(0)} µs (${(median(late) / median(early)).toFixed(2)}×; target: flat)`,
   );
 });
 
@@ -197,10 +202,20 @@ function seedParked(n: number, statusOf: (i: number) => AgentStatus): string {
     seed.registerAgent({ ...root, status: 'waiting', waitKind: 'user' }, [{ role: 'user', content: 'go' }]);
     for (let i = 1; i < n; i++) {
       const status = statusOf(i);
-      const row = newAgentRow({ id: `a${i}`, runId: 'run', name: `w${i}`, parentId: i < 100 ? 'root' : `a${(i % 99) + 1}`, depth: i < 100 ? 1 : 2, task: 'work', skills: [] }, i);
+      const row = newAgentRow(
+        { id: `a${i}`, runId: 'run', name: `w${i}`, parentId: i < 100 ? 'root' : `a${(i % 99) + 1}`, depth: i < 100 ? 1 : 2, task: 'work', skills: [] },
+        i,
+      );
       const waiting = status === 'waiting';
       seed.registerAgent(
-        { ...row, status, waitKind: waiting ? 'agents' : null, waitingSince: waiting ? 0 : null, waitTimeoutMs: waiting ? 300_000 : null, noticeClaimed: !waiting && status !== 'stalled' && status !== 'budgetPaused' },
+        {
+          ...row,
+          status,
+          waitKind: waiting ? 'agents' : null,
+          waitingSince: waiting ? 0 : null,
+          waitTimeoutMs: waiting ? 300_000 : null,
+          noticeClaimed: !waiting && status !== 'stalled' && status !== 'budgetPaused',
+        },
         [{ role: 'user', content: `task ${i}` }],
       );
     }
@@ -247,7 +262,10 @@ describe("an owner's open: checking every row before the first write", () => {
     seed.insertRun({ id: 'run', createdAt: 0, interactive: true, rootId: 'a0', budget });
     for (let i = 0; i < 1_000; i++) {
       const row = newAgentRow({ id: `a${i}`, runId: 'run', name: `w${i}`, parentId: null, depth: 0, task: 'work', skills: [] }, i);
-      seed.registerAgent(row, Array.from({ length: 20 }, (_, k) => ({ role: 'user' as const, content: `item ${k} ${'x'.repeat(500)}` })));
+      seed.registerAgent(
+        row,
+        Array.from({ length: 20 }, (_, k) => ({ role: 'user' as const, content: `item ${k} ${'x'.repeat(500)}` })),
+      );
     }
   });
   seed.close();

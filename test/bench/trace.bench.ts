@@ -37,7 +37,11 @@ function instantModel(): Model & { turns: number } {
     complete(request: ModelRequest): Promise<ModelTurn> {
       model.turns++;
       const call = request.turn < TURNS ? { name: 'noop', args: {} } : { name: 'finish', args: { summary: 'done' } };
-      return Promise.resolve({ text: null, toolCalls: [{ id: `c${++seq}`, name: call.name, arguments: JSON.stringify(call.args) }], usage: { inputTokens: 100, outputTokens: 10 } });
+      return Promise.resolve({
+        text: null,
+        toolCalls: [{ id: `c${++seq}`, name: call.name, arguments: JSON.stringify(call.args) }],
+        usage: { inputTokens: 100, outputTokens: 10 },
+      });
     },
   };
   return model;
@@ -100,7 +104,8 @@ afterAll(() => {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
   // Paired: each round's ratio to the `off` run next to it, then the median of those ratios.
   const over = (xs: number[]) => (median(xs.map((x, i) => x / samples.off[i]!)) - 1) * 100;
-  const line = (label: string, xs: number[]) => `${label.padEnd(30)} ${median(xs).toFixed(1).padStart(7)} µs/turn  ${over(xs).toFixed(1).padStart(6)} % over off (median of ${xs.length} paired rounds)`;
+  const line = (label: string, xs: number[]) =>
+    `${label.padEnd(30)} ${median(xs).toFixed(1).padStart(7)} µs/turn  ${over(xs).toFixed(1).padStart(6)} % over off (median of ${xs.length} paired rounds)`;
   process.stderr.write(
     ['', line('telemetry: false (off)', samples.off), line('API, no SDK (default)', samples.api), line('SDK + no-op exporters', samples.sdk), ''].join('\n'),
   );

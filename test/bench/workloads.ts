@@ -13,7 +13,7 @@ export const SOLO_TURNS = 1_000;
 export const RESULT = 'r'.repeat(200);
 
 /** The part of a model request the workloads read (every version's request has it). */
-export interface BenchRequest {
+interface BenchRequest {
   turn: number;
   agent: { parentId: string | null };
   messages: readonly { role: string; content?: unknown }[];
@@ -25,7 +25,7 @@ export interface InstantModel {
 }
 
 /** An instant programmatic model: each answer is a function of the request. */
-export function instantModel(answer: (request: BenchRequest) => { name: string; args: object }[]): InstantModel {
+function instantModel(answer: (request: BenchRequest) => { name: string; args: object }[]): InstantModel {
   let seq = 0;
   const model: InstantModel = {
     turns: 0,
@@ -54,7 +54,8 @@ export const fanoutModel = (children: number) =>
   });
 
 /** One agent: SOLO_TURNS calls to `work`, then finish. */
-export const soloModel = () => instantModel((request) => [request.turn < SOLO_TURNS ? { name: 'work', args: {} } : { name: 'finish', args: { summary: 'done' } }]);
+export const soloModel = () =>
+  instantModel((request) => [request.turn < SOLO_TURNS ? { name: 'work', args: {} } : { name: 'finish', args: { summary: 'done' } }]);
 
 /** Limits that let the fan-out's root have `n` children at once. */
 export const fanLimits = (n: number) => ({ maxChildren: n, maxAgents: n + 1, maxDepth: 1 });

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
-import { serveInbox } from '../../src/cli/mail.js';
+import { applyFileInbox } from '../../src/hosting/library.js';
 import { uiServing } from '../../src/cli/ui.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
 import { coordinatorSource, databaseSource } from '../../src/dashboard/sources.js';
@@ -26,7 +26,10 @@ const RUN = 'run_big';
 /** Agent `i` of the run {@link bigRun} makes: under a0; every third one completed. */
 function addAgent(store: ReturnType<typeof memoryStore>, i: number): void {
   const id = `a${i}`;
-  const agent = newAgentRow({ id, runId: RUN, name: `agent-${i}`, parentId: i === 0 ? null : 'a0', depth: i === 0 ? 0 : 1, task: 'part', skills: [] }, 1_000 + i);
+  const agent = newAgentRow(
+    { id, runId: RUN, name: `agent-${i}`, parentId: i === 0 ? null : 'a0', depth: i === 0 ? 0 : 1, task: 'part', skills: [] },
+    1_000 + i,
+  );
   store.registerAgent({ ...agent, status: i % 3 === 0 ? 'completed' : 'running' }, [{ role: 'user', content: 'go' }]);
   if (i % 3 === 0) store.appendEvent({ runId: RUN, agentId: id, type: 'agent.status', data: { from: 'running', to: 'completed' }, at: 5_000 + i });
 }
@@ -34,7 +37,13 @@ function addAgent(store: ReturnType<typeof memoryStore>, i: number): void {
 /** A memory store holding one run of `n` agents (written directly, as rows). */
 function bigRun(n: number) {
   const store = memoryStore();
-  store.insertRun({ id: RUN, createdAt: 1_000, interactive: false, rootId: 'a0', budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false } });
+  store.insertRun({
+    id: RUN,
+    createdAt: 1_000,
+    interactive: false,
+    rootId: 'a0',
+    budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
+  });
   for (let i = 0; i < n; i++) addAgent(store, i);
   return store;
 }
@@ -86,7 +95,8 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       await trip.waitFor();
       expect(await trip.allTextContents()).toEqual([expect.stringMatching(/reserve tripped at \$0\.4\d+$/)]);
       // Tool calls, budget warnings and the trip are drawn as marks on the agents' lanes.
-      const marks = () => page.evaluate(() => (globalThis as unknown as { troupeTimeline: { drawnMarks(): Record<string, number> } }).troupeTimeline.drawnMarks());
+      const marks = () =>
+        page.evaluate(() => (globalThis as unknown as { troupeTimeline: { drawnMarks(): Record<string, number> } }).troupeTimeline.drawnMarks());
       await expect.poll(async () => (await marks()).tool ?? 0).toBeGreaterThanOrEqual(5);
       expect(await marks()).toMatchObject({ trip: 1, warning: expect.any(Number), model: expect.any(Number) });
       await page.screenshot({ path: shot('timeline') });
@@ -155,7 +165,10 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
             { tool: 'respond_to_user', args: { message: 'helper has stopped.' } },
           ],
           // They stay in a model call (the simulated clock never reaches it) until stopped.
-          helper: [{ tool: 'spawn_agent', args: { name: 'grandchild', task: 'A detail.' } }, { text: 'never', delayMs: 3_600_000 }],
+          helper: [
+            { tool: 'spawn_agent', args: { name: 'grandchild', task: 'A detail.' } },
+            { text: 'never', delayMs: 3_600_000 },
+          ],
           grandchild: [{ text: 'never', delayMs: 3_600_000 }],
           second: [{ text: 'never', delayMs: 3_600_000 }],
         },
@@ -164,8 +177,11 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     );
     const rootId = await t.c.start({ name: 'lead', task: 'Split the work and keep me posted.' });
     await t.c.waitFor(rootId, ['waiting']);
-    const stopInbox = serveInbox(t.c, store, 50);
-    const handle = await startDashboard(coordinatorSource(t.c, store, db, () => true), { port: 0, batchMs: 50 });
+    const stopInbox = applyFileInbox(t.c, store, 50);
+    const handle = await startDashboard(
+      coordinatorSource(t.c, store, db, () => true),
+      { port: 0, batchMs: 50 },
+    );
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {
       await page.goto(handle.url);
@@ -188,7 +204,12 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       await page.fill('#message', 'Hello from the page.');
       await page.click('#send');
       await expect.poll(() => page.locator('#action-result').textContent()).toMatch(/^queued for lead \(\w+\)$/);
-      expect(store.listMessages(t.c.runId).filter((m) => m.to === rootId && m.from === 'user').map((m) => m.content)).toContain('Hello from the page.');
+      expect(
+        store
+          .listMessages(t.c.runId)
+          .filter((m) => m.to === rootId && m.from === 'user')
+          .map((m) => m.content),
+      ).toContain('Hello from the page.');
 
       // A refusal comes back with its code, and nothing is queued.
       const before = store.listMessages(t.c.runId).length;
@@ -236,7 +257,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     const rootId = await t.c.start({ name: 'lead', task: 'Stand by.' });
     await t.c.waitFor(rootId, ['waiting']);
     const io = captureIo();
-    const close = await uiServing({ ui: '0' }, io, store, db, t.c);
+    const close = await uiServing({ ui: '0' }, io, portOf(store), db, (runId) => runId === t.c.runId && t.c.health().ok, t.c);
     const url = /(http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]+)/.exec(io.text().err)![1]!;
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     try {

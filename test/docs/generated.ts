@@ -12,7 +12,8 @@ import type { AnyStateNode } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
 import { CONFIG_SCHEMA } from '../../src/cli/configSchema.js';
 import { EXIT_ROWS } from '../../src/cli/exitCodes.js';
-import { COMMANDS, FLAGS, type FlagName } from '../../src/cli/spec.js';
+import { FLAGS, type FlagName } from '../../src/cli/flags.js';
+import { COMMANDS } from '../../src/cli/spec.js';
 import { ERROR_CODES } from '../../src/errors.js';
 import { resolveOptions } from '../../src/host/options.js';
 import { LIMIT_DOCS, OPTION_DOCS, type OptionDoc } from '../../src/host/optionsDoc.js';
@@ -60,7 +61,11 @@ function guardKey(guard: unknown): string | null {
     return g.guards ? `xstate.and:${g.guards.map(guardKey).join('+')}` : (g.name ?? 'guard');
   }
   const { type, params } = guard as { type: string; params?: Record<string, unknown> };
-  const param = params ? Object.values(params).filter((v) => typeof v === 'string').at(-1) : undefined;
+  const param = params
+    ? Object.values(params)
+        .filter((v) => typeof v === 'string')
+        .at(-1)
+    : undefined;
   return param === undefined ? type : `${type}:${param}`;
 }
 
@@ -69,7 +74,7 @@ const eventKey = (event: string) => (event.startsWith('xstate.after.') ? 'xstate
 /** The top-level state a (possibly nested) state node belongs to. */
 const topOf = (node: AnyStateNode): string => (node.parent?.parent ? topOf(node.parent) : node.key);
 
-export function lifecycleDiagram(): string {
+function lifecycleDiagram(): string {
   const edges = new Map<string, string[]>();
   const visit = (node: AnyStateNode) => {
     const from = topOf(node);
@@ -96,7 +101,7 @@ export function lifecycleDiagram(): string {
 
 // ── the CLI, from spec.ts ──────────────────────────────────────────────────────────────────────
 
-export function cliTables(): string {
+function cliTables(): string {
   // One line per command: what it does, then its flags by name (`troupe <command> --help` says what each does).
   const name = (f: FlagName) => `\`${FLAGS[f].syntax.replace(/^-v, /, '').split(' ')[0]}\``;
   return COMMANDS.map((c) => `- \`troupe ${c.name}${c.args ? ` ${c.args}` : ''}\` ${c.summary} · ${c.flags.map(name).join(' ')}`).join('\n');
@@ -104,18 +109,24 @@ export function cliTables(): string {
 
 // ── exit codes, options, config keys, errors ───────────────────────────────────────────────────
 
-export function exitCodeTable(): string {
+function exitCodeTable(): string {
   const rows = Object.values(EXIT_ROWS).sort((a, b) => a.code - b.code);
-  return ['| code | meaning |', '|---|---|', ...rows.map((r) => `| ${r.code} | ${cell(r.meaning)}${r.errors.length ? ` (${r.errors.map((e) => `\`${e}\``).join(', ')})` : ''} |`)].join('\n');
+  return [
+    '| code | meaning |',
+    '|---|---|',
+    ...rows.map((r) => `| ${r.code} | ${cell(r.meaning)}${r.errors.length ? ` (${r.errors.map((e) => `\`${e}\``).join(', ')})` : ''} |`),
+  ].join('\n');
 }
 
-export function optionsTable(): string {
+function optionsTable(): string {
   const resolved = resolveOptions({ model: { complete: () => Promise.reject(new Error('unused')) } });
   const rows = ['| option | default | meaning |', '|---|---|---|'];
   for (const [name, doc] of Object.entries(OPTION_DOCS) as [string, OptionDoc][]) {
     if (name === 'limits') {
       // The limits on one row: each with its default (their TSDoc on `Limits` says more).
-      const limits = Object.entries(LIMIT_DOCS).map(([limit, meaning]) => `\`${limit}\` ${DEFAULT_LIMITS[limit as keyof typeof DEFAULT_LIMITS].toLocaleString('en-US')} (${meaning})`);
+      const limits = Object.entries(LIMIT_DOCS).map(
+        ([limit, meaning]) => `\`${limit}\` ${DEFAULT_LIMITS[limit as keyof typeof DEFAULT_LIMITS].toLocaleString('en-US')} (${meaning})`,
+      );
       rows.push(`| \`limits\` | see meaning | ${cell(limits.join(', '))} |`);
       continue;
     }
@@ -130,7 +141,7 @@ interface SchemaNode {
   properties?: Record<string, SchemaNode>;
 }
 
-export function configTable(): string {
+function configTable(): string {
   const rows = ['| key | meaning |', '|---|---|'];
   for (const [key, node] of Object.entries(CONFIG_SCHEMA.properties as Record<string, SchemaNode>)) {
     if (key === '$schema') continue;
@@ -140,11 +151,15 @@ export function configTable(): string {
   return rows.join('\n');
 }
 
-export function errorTable(): string {
-  return ['| code | retryable | meaning |', '|---|---|---|', ...Object.entries(ERROR_CODES).map(([code, e]) => `| \`${code}\` | ${e.retryable ? 'yes' : 'no'} | ${cell(e.description)} |`)].join('\n');
+function errorTable(): string {
+  return [
+    '| code | retryable | meaning |',
+    '|---|---|---|',
+    ...Object.entries(ERROR_CODES).map(([code, e]) => `| \`${code}\` | ${e.retryable ? 'yes' : 'no'} | ${cell(e.description)} |`),
+  ].join('\n');
 }
 
-export const BLOCKS: Record<string, () => string> = {
+const BLOCKS: Record<string, () => string> = {
   lifecycle: lifecycleDiagram,
   cli: cliTables,
   'exit-codes': exitCodeTable,

@@ -7,20 +7,22 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 
-export const CHROMIUM = process.env.TROUPE_CHROMIUM ?? '/usr/bin/chromium';
+const CHROMIUM = process.env.TROUPE_CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'];
 
-export const BROWSER_REQUIRED = process.env.TROUPE_REQUIRE_BROWSER === '1';
+const BROWSER_REQUIRED = process.env.TROUPE_REQUIRE_BROWSER === '1';
 /** Whether the browser suite runs here. */
 export const BROWSER = BROWSER_REQUIRED || existsSync(CHROMIUM);
 if (!BROWSER) {
-  process.stderr.write(`browser tests skipped: no Chromium at ${CHROMIUM} (apt-get install chromium, or set TROUPE_CHROMIUM; TROUPE_REQUIRE_BROWSER=1 makes this a failure)\n`);
+  process.stderr.write(
+    `browser tests skipped: no Chromium at ${CHROMIUM} (apt-get install chromium, or set TROUPE_CHROMIUM; TROUPE_REQUIRE_BROWSER=1 makes this a failure)\n`,
+  );
 }
 
 export const launch = (): Promise<Browser> => chromium.launch({ executablePath: CHROMIUM, args: ARGS });
 
 /** Where the tests save a screenshot of each main view (not committed). */
-export const SHOTS = fileURLToPath(new URL('../../test-results/dashboard/', import.meta.url));
+const SHOTS = fileURLToPath(new URL('../../test-results/dashboard/', import.meta.url));
 export function shot(name: string): string {
   mkdirSync(SHOTS, { recursive: true });
   return `${SHOTS}${name}.png`;

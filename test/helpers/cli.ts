@@ -17,16 +17,20 @@ export interface Result {
   stderr: string;
 }
 
+/** Who runs the CLI: another user (`uid`, `gid`), and/or under a wrapper command (`prefix`, e.g. setpriv). */
 export interface RunAs {
-  uid: number;
-  gid: number;
+  uid?: number;
+  gid?: number;
+  prefix?: string[];
 }
 
 /** Run the CLI; resolves when it exits (the timeout bounds a hang, it does not pace the test). */
 export function troupe(args: string[], cwd: string, env: Record<string, string> = {}, as?: RunAs): Promise<Result> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENAI_')));
+  const { prefix = [], ...ids } = as ?? {};
+  const [file, ...argv] = [...prefix, process.execPath, BIN, ...args];
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd, env: { ...clean, ...env }, timeout: 60_000, ...(as ?? {}) }, (err: ExecFileException | null, stdout, stderr) => {
+    execFile(file!, argv, { cwd, env: { ...clean, ...env }, timeout: 60_000, ...ids }, (err: ExecFileException | null, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, signal: err?.signal ?? null, stdout, stderr });
     });
   });
@@ -56,7 +60,9 @@ export function spawnTroupe(args: string[], cwd: string, env: Record<string, str
     for (const w of [...watchers]) w();
   });
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   const line = (pattern: RegExp, timeoutMs = 30_000) =>
     new Promise<string>((resolve, reject) => {
       const found = () => lines.find((l) => pattern.test(l));
@@ -89,11 +95,18 @@ export function spawnTroupe(args: string[], cwd: string, env: Record<string, str
 }
 
 export const workdir = () => mkdtempSync(join(tmpdir(), 'troupe-cli-'));
-export const jsonLines = (text: string) => text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+export const jsonLines = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 
 /** SHA-256 of a database file and of its -wal (a missing file counts as empty): "left untouched" means equal. */
 export function fileHashes(path: string): { db: string; wal: string } {
-  const hash = (p: string) => createHash('sha256').update(existsSync(p) ? readFileSync(p) : Buffer.alloc(0)).digest('hex');
+  const hash = (p: string) =>
+    createHash('sha256')
+      .update(existsSync(p) ? readFileSync(p) : Buffer.alloc(0))
+      .digest('hex');
   return { db: hash(path), wal: hash(`${path}-wal`) };
 }
 
@@ -110,7 +123,10 @@ export function expectOneLine(r: Result, code: string): void {
  * which reported; then lead waits on the user (interactive) or finished. With `limits`, they are
  * saved as the run's settings (the `cli.run` event troupe resume and troupe send read).
  */
-export async function seedRun(path: string, options: { interactive: boolean; limits?: Record<string, number> }): Promise<{ runId: string; rootId: string; workerId: string }> {
+export async function seedRun(
+  path: string,
+  options: { interactive: boolean; limits?: Record<string, number> },
+): Promise<{ runId: string; rootId: string; workerId: string }> {
   const store = openStore({ path });
   const t = team(
     {

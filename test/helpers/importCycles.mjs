@@ -1,7 +1,8 @@
 // The import graph rule: no cycles between files, and none between the folders of src/ (a folder
 // is a concept; two concepts that import each other are one concept or a missing port).
-// dpdm parses with the TypeScript compiler, so `.js` specifiers resolve to their `.ts` sources
-// and type-only imports are skipped with -T (they vanish at runtime and cannot cycle).
+// dpdm parses with the TypeScript compiler, so `.js` specifiers resolve to their `.ts` sources.
+// Type-only imports count too (transform: false): they vanish at run time, but two files that
+// need each other's types are one concept split in two, or a vocabulary that wants its own file.
 // Run by `npm run lint` and by test/unit/architecture.test.ts.
 import { parseDependencyTree, parseCircular } from 'dpdm';
 import path from 'node:path';
@@ -25,16 +26,25 @@ export function cyclesOf(graph) {
   const low = new Map();
   const out = [];
   const visit = (v) => {
-    idx.set(v, index); low.set(v, index); index++;
-    stack.push(v); on.add(v);
+    idx.set(v, index);
+    low.set(v, index);
+    index++;
+    stack.push(v);
+    on.add(v);
     for (const w of graph.get(v) ?? []) {
-      if (!idx.has(w)) { visit(w); low.set(v, Math.min(low.get(v), low.get(w))); }
-      else if (on.has(w)) low.set(v, Math.min(low.get(v), idx.get(w)));
+      if (!idx.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v), low.get(w)));
+      } else if (on.has(w)) low.set(v, Math.min(low.get(v), idx.get(w)));
     }
     if (low.get(v) === idx.get(v)) {
       const comp = [];
       let w;
-      do { w = stack.pop(); on.delete(w); comp.push(w); } while (w !== v);
+      do {
+        w = stack.pop();
+        on.delete(w);
+        comp.push(w);
+      } while (w !== v);
       if (comp.length > 1) out.push(comp.sort());
     }
   };
@@ -65,7 +75,11 @@ export async function checkImports() {
   process.chdir(root);
   try {
     const tree = await parseDependencyTree(['src/**/*.ts', 'machines/**/*.ts'], {
-      context: root, transform: true, skipDynamicImports: false, include: /\.ts$/, exclude: /node_modules/,
+      context: root,
+      transform: false,
+      skipDynamicImports: false,
+      include: /\.ts$/,
+      exclude: /node_modules/,
     });
     const fileCycles = parseCircular(tree);
     const { graph, witness } = folderGraph(tree);

@@ -40,8 +40,10 @@ export const stdioServer = (extra: Partial<McpServerOptions> = {}, name = 'fx') 
   mcpServer({ name, command: process.execPath, args: [FIXTURE], ...extra } as McpServerOptions);
 
 export const toolItems = (session: readonly SessionItem[]) =>
-  session.filter((i): i is Extract<SessionItem, { role: 'tool' }> => i.role === 'tool').map((i) => ({ name: i.name, content: i.content, isError: i.isError === true }));
+  session
+    .filter((i): i is Extract<SessionItem, { role: 'tool' }> => i.role === 'tool')
+    .map((i) => ({ name: i.name, content: i.content, isError: i.isError === true }));
 
 /** The error code of a tool result, or null for a success. */
-export const codeOf = (item: { content: string; isError: boolean }) => (item.isError ? (JSON.parse(item.content) as { error: { code: string } }).error.code : null);
-
+export const codeOf = (item: { content: string; isError: boolean }) =>
+  item.isError ? (JSON.parse(item.content) as { error: { code: string } }).error.code : null;

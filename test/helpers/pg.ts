@@ -28,8 +28,7 @@ export async function pgAvailable(): Promise<boolean> {
 }
 
 /** The title of a suite: says plainly why it is skipped. */
-export const pgTitle = (available: boolean, name: string) =>
-  available ? name : `SKIPPED (no PostgreSQL at ${PG_URL}; set TROUPE_PG_URL): ${name}`;
+export const pgTitle = (available: boolean, name: string) => (available ? name : `SKIPPED (no PostgreSQL at ${PG_URL}; set TROUPE_PG_URL): ${name}`);
 
 /** A fresh schema name, and how to drop it. */
 export function freshSchema(): { schema: string; drop: () => Promise<void> } {

@@ -48,7 +48,10 @@ export function teamModel(shape: TeamShape): Model {
         }
         const last = request.messages.findLast((m) => m.role === 'tool');
         const idle = shape.workers === 0 || (last?.role === 'tool' && last.content.includes('no_active_agents'));
-        return { text: null, toolCalls: [idle ? call('finish', { summary: `all ${shape.workers} parts done` }) : call('wait_for_agents', { reason: 'reports' })] };
+        return {
+          text: null,
+          toolCalls: [idle ? call('finish', { summary: `all ${shape.workers} parts done` }) : call('wait_for_agents', { reason: 'reports' })],
+        };
       }
       if (done < shape.turns) return { text: null, toolCalls: [call('work', { step: done })] };
       return { text: null, toolCalls: [call('agent_finish', { summary: `${request.agent.name} finished` })] };

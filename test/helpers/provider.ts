@@ -15,7 +15,7 @@ import { routeByAgent } from '../../src/testing/wireScript.js';
 type Armed = { ms: number; at: number };
 
 /** A SimulatedClock that records every timer armed and lets a test await the next one. */
-export class WatchedClock extends SimulatedClock {
+class WatchedClock extends SimulatedClock {
   readonly armed: Armed[] = [];
   #seen = 0;
   #watchers: { match: (ms: number) => boolean; resolve: (ms: number) => void }[] = [];

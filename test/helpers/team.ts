@@ -12,7 +12,7 @@ export const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 /** Message types that close a child's stint: its report or a terminal notice. */
 export const STINT_ITEMS = new Set(['completion', 'completed', 'stopped', 'failed', 'crashed']);
 
-export function loadScript(name: string): Script {
+function loadScript(name: string): Script {
   return JSON.parse(readFileSync(new URL(`../../fixtures/scenarios/${name}.json`, import.meta.url), 'utf8')) as Script;
 }
 

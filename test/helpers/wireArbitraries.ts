@@ -15,7 +15,9 @@ const literal = (text: string) => `${LITERAL}${text}`;
 
 const MEGABYTE = 1 << 20;
 /** Rare but real: strings of about a megabyte, plain, multi-byte, or full of escape sequences. */
-const megabyteString = fc.constantFrom('x', 'é', '\u001b[2J\u001b]0;owned\u0007', '\\"', '\u{1F600}').map((unit) => unit.repeat(Math.ceil(MEGABYTE / unit.length)));
+const megabyteString = fc
+  .constantFrom('x', 'é', '\u001b[2J\u001b]0;owned\u0007', '\\"', '\u{1F600}')
+  .map((unit) => unit.repeat(Math.ceil(MEGABYTE / unit.length)));
 
 const hostileNumber: fc.Arbitrary<unknown> = fc.oneof(
   fc.constantFrom(-1, 0, 1, 127, 128, 2 ** 31, 2 ** 32, 2 ** 53, 1e7, 1e8, 1e9, 1e9 + 1, 1e300, -1e9, -1e300, 0.5, Number.MAX_VALUE, Number.MIN_VALUE),
@@ -25,7 +27,7 @@ const hostileNumber: fc.Arbitrary<unknown> = fc.oneof(
 );
 
 /** Any value of a wrong (or right) type where the server should have put something else. */
-export const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
+const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   { arbitrary: hostileNumber, weight: 4 },
   { arbitrary: fc.string({ maxLength: 12 }), weight: 3 },
   { arbitrary: fc.constantFrom(null, true, false, '', [], {}), weight: 3 },
@@ -34,17 +36,21 @@ export const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
 );
 
 /** A tool-call index a server could send: in range, duplicated, negative, huge, or not a number. */
-export const hostileIndex: fc.Arbitrary<unknown> = fc.oneof(
+const hostileIndex: fc.Arbitrary<unknown> = fc.oneof(
   fc.integer({ min: 0, max: 3 }),
   fc.constantFrom(-1, 127, 128, 2 ** 32, 2 ** 53, 1e7, 1e8, 1e9, 0.5, '0', null),
   fc.integer(),
 );
 
 /** Wire usage: usually believable (sometimes up to the 10^9 bound), sometimes garbage or absent. */
-export const wireUsageArb: fc.Arbitrary<unknown> = fc.oneof(
+const wireUsageArb: fc.Arbitrary<unknown> = fc.oneof(
   fc.record({ prompt_tokens: fc.nat(5_000), completion_tokens: fc.nat(500), prompt_tokens_details: fc.record({ cached_tokens: fc.constant(0) }) }),
   fc.record({ prompt_tokens: fc.constantFrom(0, 1e9), completion_tokens: fc.constantFrom(0, 1e6), prompt_tokens_details: fc.constant(null) }),
-  fc.record({ prompt_tokens: hostileValue, completion_tokens: hostileValue, prompt_tokens_details: fc.oneof(fc.record({ cached_tokens: hostileValue }), hostileValue) }),
+  fc.record({
+    prompt_tokens: hostileValue,
+    completion_tokens: hostileValue,
+    prompt_tokens_details: fc.oneof(fc.record({ cached_tokens: hostileValue }), hostileValue),
+  }),
   fc.constantFrom(null, undefined),
   hostileValue,
 );
@@ -87,8 +93,7 @@ function slots(tree: unknown): [Record<string, unknown> | unknown[], string | nu
         out.push([node, i]);
         visit(v);
       });
-    }
-    else if (typeof node === 'object' && node !== null) {
+    } else if (typeof node === 'object' && node !== null) {
       for (const [k, v] of Object.entries(node)) {
         out.push([node as Record<string, unknown>, k]);
         visit(v);
@@ -119,8 +124,7 @@ function mutate(tree: unknown, m: Mutation): void {
 }
 
 /** JSON text with the number literals put in place. */
-const serialize = (value: unknown): string =>
-  JSON.stringify(value).replace(/"\\u0000num:([^"]*)"/g, (_m, text: string) => text);
+const serialize = (value: unknown): string => JSON.stringify(value).replace(/"\\u0000num:([^"]*)"/g, (_m, text: string) => text);
 
 const wireCalls = (calls: Intent['calls']) => calls.map((c, i) => ({ id: `call_${i}`, type: 'function', function: c }));
 
@@ -133,7 +137,12 @@ function completionTree(intent: Intent): Record<string, unknown> {
     choices: [
       {
         index: 0,
-        message: { role: 'assistant', content: intent.content, refusal: intent.refusal, ...(intent.calls.length > 0 ? { tool_calls: wireCalls(intent.calls) } : {}) },
+        message: {
+          role: 'assistant',
+          content: intent.content,
+          refusal: intent.refusal,
+          ...(intent.calls.length > 0 ? { tool_calls: wireCalls(intent.calls) } : {}),
+        },
         finish_reason: intent.finish,
       },
     ],
@@ -160,7 +169,14 @@ function chunkTrees(intent: Intent): unknown[] {
 const byteDamageArb = fc.oneof(
   { arbitrary: fc.constant({ kind: 'none' as const }), weight: 12 },
   { arbitrary: fc.record({ kind: fc.constant('truncate' as const), at: fc.nat() }), weight: 1 },
-  { arbitrary: fc.record({ kind: fc.constant('insert' as const), at: fc.nat(), text: fc.constantFrom('\u0000', '\n', '\r\n', '"', '}', 'data: ', '\n\ndata: {', '\uFFFF', '\\u0') }), weight: 1 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('insert' as const),
+      at: fc.nat(),
+      text: fc.constantFrom('\u0000', '\n', '\r\n', '"', '}', 'data: ', '\n\ndata: {', '\uFFFF', '\\u0'),
+    }),
+    weight: 1,
+  },
   { arbitrary: fc.record({ kind: fc.constant('crlf' as const) }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant('noDone' as const) }), weight: 1 },
 );
@@ -202,13 +218,20 @@ function splits(bytes: number, s: { everyByte: boolean; offsets: number[] }): nu
 }
 
 /** An answer over the wire as the server of a `stream` (or not) request might send it. */
-export const answerArb = (root: boolean, stream: boolean): fc.Arbitrary<FuzzReply> =>
+const answerArb = (root: boolean, stream: boolean): fc.Arbitrary<FuzzReply> =>
   fc
     .record({
       intent: intentArb(root),
       // Half the answers are left intact, so that teams get past their first answer.
       mutations: fc.oneof(fc.constant([]), fc.array(mutationArb, { minLength: 1, maxLength: 3 })),
-      chunkOps: fc.array(fc.record({ op: fc.constantFrom('drop', 'repeat', 'raw'), pick: fc.nat(), raw: fc.constantFrom('null', '"x"', '[]', '{', '42', '{"error":{"message":"boom"}}', '{"choices":null}') }), { maxLength: 2, size: 'xsmall' }),
+      chunkOps: fc.array(
+        fc.record({
+          op: fc.constantFrom('drop', 'repeat', 'raw'),
+          pick: fc.nat(),
+          raw: fc.constantFrom('null', '"x"', '[]', '{', '42', '{"error":{"message":"boom"}}', '{"choices":null}'),
+        }),
+        { maxLength: 2, size: 'xsmall' },
+      ),
       damage: byteDamageArb,
       split: splitArb,
       // One answer in 20 is of the wrong kind: JSON where a stream was asked for, or the reverse.
@@ -253,18 +276,27 @@ function withSummary(r: FuzzReply): FuzzReply {
 }
 
 /** An HTTP-level failure: any status with a hostile body and retry headers, or a dropped socket. */
-export const failureArb: fc.Arbitrary<FuzzReply> = fc.oneof(
+const failureArb: fc.Arbitrary<FuzzReply> = fc.oneof(
   fc
     .record({
       status: fc.oneof(fc.constantFrom(400, 401, 404, 408, 409, 422, 429, 500, 503), fc.integer({ min: 400, max: 599 })),
-      body: fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.record({ error: fc.record({ message: fc.oneof(fc.string(), megabyteString, hostileValue), code: hostileValue }) })),
+      body: fc.oneof(
+        fc.jsonValue({ maxDepth: 3 }),
+        fc.record({ error: fc.record({ message: fc.oneof(fc.string(), megabyteString, hostileValue), code: hostileValue }) }),
+      ),
       retryAfter: fc.option(fc.constantFrom('-1', '1e400', 'NaN', '99999999999', 'Wed, 21 Oct 2015 07:28:00 GMT', ''), { nil: undefined }),
     })
-    .map(({ status, body, retryAfter }): FuzzReply => withSummary({
-      reply: { status, body: body ?? null, headers: retryAfter === undefined ? {} : ({ 'retry-after': retryAfter, 'retry-after-ms': retryAfter } as Record<string, string>) },
-      body: '',
-      sse: false,
-    })),
+    .map(({ status, body, retryAfter }): FuzzReply =>
+      withSummary({
+        reply: {
+          status,
+          body: body ?? null,
+          headers: retryAfter === undefined ? {} : ({ 'retry-after': retryAfter, 'retry-after-ms': retryAfter } as Record<string, string>),
+        },
+        body: '',
+        sse: false,
+      }),
+    ),
   fc.constant(withSummary({ reply: { drop: true as const }, body: '', sse: false })),
 );
 

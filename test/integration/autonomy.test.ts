@@ -6,7 +6,7 @@ import { SimulatedClock } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { ApprovalGate } from '../../src/autonomy/approvalGate.js';
 import { conversation } from '../../src/autonomy/conversation.js';
-import { continuationNote, extractExecutionIds } from '../../src/host/executionText.js';
+import { continuationNote, extractExecutionIds } from '../../src/host/async/executionText.js';
 import type { ApprovalPolicy } from '../../src/host/options.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
@@ -54,7 +54,13 @@ function asyncTeam(store = memoryStore(), approvals?: ApprovalPolicy) {
     {
       agents: {
         lead: [
-          { tools: [{ name: 'provision', args: { id: A } }, { name: 'provision', args: { id: B } }, { name: 'respond_to_user', args: { message: 'Both started.' } }] },
+          {
+            tools: [
+              { name: 'provision', args: { id: A } },
+              { name: 'provision', args: { id: B } },
+              { name: 'respond_to_user', args: { message: 'Both started.' } },
+            ],
+          },
           respond('A is done; moving on.'),
           respond('B failed; diagnosing.'),
         ],
@@ -147,8 +153,18 @@ describe('an approval window opening', () => {
       {
         agents: {
           lead: [
-            { tools: [{ name: 'provision', args: { id: A } }, { name: 'respond_to_user', args: { message: 'A started.' } }] },
-            { tools: [{ name: 'provision', args: { id: C } }, { name: 'respond_to_user', args: { message: 'C started.' } }] },
+            {
+              tools: [
+                { name: 'provision', args: { id: A } },
+                { name: 'respond_to_user', args: { message: 'A started.' } },
+              ],
+            },
+            {
+              tools: [
+                { name: 'provision', args: { id: C } },
+                { name: 'respond_to_user', args: { message: 'C started.' } },
+              ],
+            },
             respond('A is done.'),
           ],
         },
@@ -210,7 +226,22 @@ describe('approvals in the tool pipeline', () => {
     let ran = 0;
     const look = defineTool({ name: 'look', description: 'Read.', parameters: { type: 'object' }, risk: 'read_only', execute: () => ({ seen: true }) });
     const wipe = defineTool({ name: 'wipe', description: 'Delete.', parameters: { type: 'object' }, risk: 'destructive', execute: () => ++ran });
-    const t = team({ agents: { lead: [{ tools: [{ name: 'look', args: {} }, { name: 'wipe', args: {} }] }, { tool: 'finish', args: { summary: 'done' } }] } }, { tools: [look, wipe], approvals });
+    const t = team(
+      {
+        agents: {
+          lead: [
+            {
+              tools: [
+                { name: 'look', args: {} },
+                { name: 'wipe', args: {} },
+              ],
+            },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
+      { tools: [look, wipe], approvals },
+    );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, ['completed']);
     expect(asked).toEqual(['wipe:destructive']);
@@ -224,14 +255,19 @@ describe('approvals in the tool pipeline', () => {
 });
 
 describe('Conversation', () => {
-  const flaky = defineTool({ name: 'flaky', description: 'Fails.', parameters: { type: 'object' }, risk: 'read_only', execute: () => { throw new Error('nope'); } });
+  const flaky = defineTool({
+    name: 'flaky',
+    description: 'Fails.',
+    parameters: { type: 'object' },
+    risk: 'read_only',
+    execute: () => {
+      throw new Error('nope');
+    },
+  });
   const fail = { tool: 'flaky', args: {} };
 
   it('respond() runs one user turn: the reply, the steps, and tool-failure streaks reset first', async () => {
-    const t = team(
-      { agents: { lead: [fail, fail, respond('Hello, what next?'), fail, respond('Tried once more.')] } },
-      { tools: [flaky], interactive: true },
-    );
+    const t = team({ agents: { lead: [fail, fail, respond('Hello, what next?'), fail, respond('Tried once more.')] } }, { tools: [flaky], interactive: true });
     const rootId = await t.c.start({ name: 'lead', task: 'Chat.' });
     await t.c.waitFor(rootId, ['waiting']);
     const reply = await conversation(t.c, 'lead').respond('Try again, please.');
@@ -266,20 +302,44 @@ describe('ApprovalGate in a team', () => {
     const edit = defineTool({ name: 'edit', description: 'Edit.', parameters: { type: 'object' }, risk: 'mutation', execute: () => ({ ok: true }) });
     const wipe = defineTool({ name: 'wipe', description: 'Delete.', parameters: { type: 'object' }, risk: 'destructive', execute: () => ({ ok: true }) });
     const t = team(
-      { agents: { lead: [{ tool: 'edit', args: {} }, { tool: 'edit', args: {} }, { tool: 'wipe', args: {} }, { tool: 'finish', args: { summary: 'done' } }] } },
+      {
+        agents: {
+          lead: [
+            { tool: 'edit', args: {} },
+            { tool: 'edit', args: {} },
+            { tool: 'wipe', args: {} },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
       { tools: [edit, wipe], approvals: gate },
     );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, ['completed']);
     expect(asked).toEqual(['edit:mutation', 'wipe:destructive']);
     expect(gate.windowOpen(rootId)).toBe(true);
-    expect(t.toolResults(rootId).slice(0, 3).map((r) => r.result)).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
+    expect(
+      t
+        .toolResults(rootId)
+        .slice(0, 3)
+        .map((r) => r.result),
+    ).toEqual([{ ok: true }, { ok: true }, { ok: true }]);
     await t.c.shutdown();
   });
 
   it('without an approver every mutation is denied, and the model is told', async () => {
     const edit = defineTool({ name: 'edit', description: 'Edit.', parameters: { type: 'object' }, risk: 'mutation', execute: () => ({ ok: true }) });
-    const t = team({ agents: { lead: [{ tool: 'edit', args: {} }, { tool: 'finish', args: { summary: 'done' } }] } }, { tools: [edit], approvals: new ApprovalGate() });
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tool: 'edit', args: {} },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
+      { tools: [edit], approvals: new ApprovalGate() },
+    );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, ['completed']);
     expect(t.toolResults(rootId)[0]).toMatchObject({ name: 'edit', result: { success: false, error: { code: 'APPROVAL_DENIED' } } });

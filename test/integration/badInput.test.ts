@@ -57,11 +57,7 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
 
   it('a message to an unknown agent, and to itself', async () => {
     const { results, t } = await runRoot({
-      lead: [
-        { tool: 'send_message', args: { to: 'ghost', content: 'hi' } },
-        { tool: 'send_message', args: { to: 'lead', content: 'hi' } },
-        finish,
-      ],
+      lead: [{ tool: 'send_message', args: { to: 'ghost', content: 'hi' } }, { tool: 'send_message', args: { to: 'lead', content: 'hi' } }, finish],
     });
     expect(errorsOf(results, 'send_message')).toEqual(['AGENT_NOT_FOUND', 'RECIPIENT_NOT_ALLOWED']);
     expect(t.store.listMessages(t.c.runId)).toHaveLength(0);
@@ -70,7 +66,12 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
   it('a message outside the sender’s recipients (a cousin) is refused; a "from" in content is just data', async () => {
     const { t } = await runRoot({
       lead: [
-        { tools: [{ name: 'spawn_agent', args: { name: 'a', task: 'spawn a1' } }, { name: 'spawn_agent', args: { name: 'b', task: 'talk' } }] },
+        {
+          tools: [
+            { name: 'spawn_agent', args: { name: 'a', task: 'spawn a1' } },
+            { name: 'spawn_agent', args: { name: 'b', task: 'talk' } },
+          ],
+        },
         { tool: 'wait_for_agents', args: { reason: 'a' } },
         { tool: 'wait_for_agents', args: { reason: 'b' } },
         finish,
@@ -97,7 +98,12 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
   it('a message over maxMessageBytes', async () => {
     const { results, t } = await runRoot(
       {
-        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'send_message', args: { to: 'a', content: 'é'.repeat(60) } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+        lead: [
+          { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
+          { tool: 'send_message', args: { to: 'a', content: 'é'.repeat(60) } },
+          { tool: 'wait_for_agents', args: { reason: 'a' } },
+          finish,
+        ],
         a: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
       },
       { limits: { maxMessageBytes: 100 } },
@@ -132,11 +138,19 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
     const { results, t } = await runRoot(
       {
         lead: [
-          { tools: [{ name: 'spawn_agent', args: { name: 'a', task: 'x' } }, { name: 'spawn_agent', args: { name: 'b', task: 'x' } }] },
+          {
+            tools: [
+              { name: 'spawn_agent', args: { name: 'a', task: 'x' } },
+              { name: 'spawn_agent', args: { name: 'b', task: 'x' } },
+            ],
+          },
           { tool: 'wait_for_agents', args: { reason: 'a' } },
           finish,
         ],
-        a: [{ tool: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { tool: 'agent_finish', args: { summary: 'ok' } }],
+        a: [
+          { tool: 'spawn_agent', args: { name: 'a1', task: 'x' } },
+          { tool: 'agent_finish', args: { summary: 'ok' } },
+        ],
       },
       { limits: { maxChildren: 1, maxDepth: 1 } },
     );
@@ -171,7 +185,10 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
         { tool: 'wait_for_agents', args: { reason: 'a' } },
         finish,
       ],
-      a: [{ tool: 'finish', args: { summary: 'nope' } }, { tool: 'agent_finish', args: { summary: 'ok' } }],
+      a: [
+        { tool: 'finish', args: { summary: 'nope' } },
+        { tool: 'agent_finish', args: { summary: 'ok' } },
+      ],
     });
     expect(errorsOf(results, 'agent_finish')).toEqual(['TOOL_NOT_ALLOWED']);
     expect(errorsOf(t.toolResults(t.byName('a').id), 'finish')).toEqual(['TOOL_NOT_ALLOWED']);
@@ -182,12 +199,21 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
     const { results, t } = await runRoot({
       lead: [
         { tool: 'stop_agent', args: { id: 'ghost' } },
-        { tools: [{ name: 'spawn_agent', args: { name: 'a', task: 'x' } }, { name: 'spawn_agent', args: { name: 'b', task: 'x' } }] },
+        {
+          tools: [
+            { name: 'spawn_agent', args: { name: 'a', task: 'x' } },
+            { name: 'spawn_agent', args: { name: 'b', task: 'x' } },
+          ],
+        },
         { tool: 'wait_for_agents', args: { reason: 'a, b' } },
         { tool: 'wait_for_agents', args: { reason: 'a, b' } },
         finish,
       ],
-      a: [{ tool: 'stop_agent', args: { id: 'a' } }, { tool: 'stop_agent', args: { id: 'b' } }, { tool: 'agent_finish', args: { summary: 'ok' } }],
+      a: [
+        { tool: 'stop_agent', args: { id: 'a' } },
+        { tool: 'stop_agent', args: { id: 'b' } },
+        { tool: 'agent_finish', args: { summary: 'ok' } },
+      ],
       b: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
     });
     expect(errorsOf(results, 'stop_agent')).toEqual(['AGENT_NOT_FOUND']);
@@ -198,14 +224,24 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
   it('one wait per model turn: a second wait is answered already_waited; calls after a parking wait are skipped', async () => {
     const t = team({
       agents: {
-      lead: [
-        { tools: [{ name: 'wait_for_agents', args: { reason: 'x' } }, { name: 'wait_for_agents', args: { reason: 'again' } }] },
-        { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
-        { tools: [{ name: 'wait_for_agents', args: { reason: 'a' } }, { name: 'view_agent_graph', args: {} }] },
-        finish,
-      ],
-      // Still thinking when the root waits, so the root's wait parks.
-      a: [{ delayMs: 1_000, tool: 'agent_finish', args: { summary: 'ok' } }],
+        lead: [
+          {
+            tools: [
+              { name: 'wait_for_agents', args: { reason: 'x' } },
+              { name: 'wait_for_agents', args: { reason: 'again' } },
+            ],
+          },
+          { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
+          {
+            tools: [
+              { name: 'wait_for_agents', args: { reason: 'a' } },
+              { name: 'view_agent_graph', args: {} },
+            ],
+          },
+          finish,
+        ],
+        // Still thinking when the root waits, so the root's wait parks.
+        a: [{ delayMs: 1_000, tool: 'agent_finish', args: { summary: 'ok' } }],
       },
     });
     const rootId = await t.c.start({ name: 'lead', task: 'probe' });
@@ -289,7 +325,14 @@ describe('bad API calls throw typed errors and change nothing', () => {
   });
 
   it('waitFor times out on the injected clock with WAIT_TIMEOUT', async () => {
-    const t = team({ agents: { lead: [{ tool: 'wait_for_agents', args: { reason: 'nobody' } }, { delayMs: 10_000, text: 'slow' }] } });
+    const t = team({
+      agents: {
+        lead: [
+          { tool: 'wait_for_agents', args: { reason: 'nobody' } },
+          { delayMs: 10_000, text: 'slow' },
+        ],
+      },
+    });
     const root = await t.c.start({ name: 'lead', task: 'x' });
     const timedOut = expect(t.c.waitFor(root, ['completed'], { timeoutMs: 5_000 })).rejects.toMatchObject({ code: 'WAIT_TIMEOUT' });
     await t.advance(4_999);

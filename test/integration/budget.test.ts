@@ -24,7 +24,17 @@ const lastMessage = (t: ReturnType<typeof team>, i: number) => {
 describe('prices', () => {
   it('prices every usage row from the table, budget.prices overriding it; cached input at its own price', async () => {
     const usage = { inputTokens: 1_000_000, cachedInputTokens: 200_000, outputTokens: 100_000 };
-    const model = Object.assign(scriptedModel({ agents: { lead: [{ ...graph, usage }, { ...finish(), usage }] } }), { name: 'gpt-4.1-mini-2025-04-14' });
+    const model = Object.assign(
+      scriptedModel({
+        agents: {
+          lead: [
+            { ...graph, usage },
+            { ...finish(), usage },
+          ],
+        },
+      }),
+      { name: 'gpt-4.1-mini-2025-04-14' },
+    );
     const t = team({ agents: {} }, { model });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, TERMINAL);
@@ -102,7 +112,10 @@ describe('prices', () => {
 
 describe('stop policy', () => {
   it('warnings at 70/85/95 % go into that call’s input only, never into the session', async () => {
-    const t = team({ agents: { lead: [paid(graph, 3.5), paid(graph, 3.5), paid(graph, 1.5), paid(graph, 1), finish()] } }, { budget: { limitUsd: 10, reserveFraction: 1 } });
+    const t = team(
+      { agents: { lead: [paid(graph, 3.5), paid(graph, 3.5), paid(graph, 1.5), paid(graph, 1), finish()] } },
+      { budget: { limitUsd: 10, reserveFraction: 1 } },
+    );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, TERMINAL);
     // Spent before each call: 0, 3.5, 7 (70 %), 8.5 (85 %), 9.5 (95 %).
@@ -115,10 +128,7 @@ describe('stop policy', () => {
   });
 
   it('children are warned on tighter bands (75 %)', async () => {
-    const t = team(
-      { agents: { lead: [paid(spawn('a'), 7.4), wait, finish()], a: [paid(graph, 0.2), report('ok')] } },
-      { budget: { limitUsd: 10 } },
-    );
+    const t = team({ agents: { lead: [paid(spawn('a'), 7.4), wait, finish()], a: [paid(graph, 0.2), report('ok')] } }, { budget: { limitUsd: 10 } });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, TERMINAL);
     const calls = t.model.calls.filter((c) => c.agentName === 'a');
@@ -140,7 +150,10 @@ describe('stop policy', () => {
     expect(reserveNotices).toHaveLength(1);
     expect(t.c.budget()).toMatchObject({ reserveStopped: true, budgetStopped: false, reservedUsd: 0 });
     // Children together never passed the reserve line; the root kept its share.
-    const childSpend = t.store.listUsage(t.c.runId).filter((u) => u.agentId !== rootId).reduce((s, u) => s + u.costUsd, 0);
+    const childSpend = t.store
+      .listUsage(t.c.runId)
+      .filter((u) => u.agentId !== rootId)
+      .reduce((s, u) => s + u.costUsd, 0);
     expect(1 + childSpend).toBeLessThanOrEqual(9);
     expect(t.c.budget().spentUsd).toBeLessThanOrEqual(10);
     for (const name of names) expect(t.byName(name).status).toMatch(/stopped|completed/);
@@ -161,10 +174,12 @@ describe('stop policy', () => {
       { budget: { limitUsd: 5, reserveFraction: 1 } },
     );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
-    const everyone = Promise.all(['lead', 'a', 'b', 'a1'].map(async (name) => {
-      while (!t.c.list().some((x) => x.name === name)) await t.advance(1, 1);
-      return t.c.waitFor(t.byName(name).id, TERMINAL);
-    }));
+    const everyone = Promise.all(
+      ['lead', 'a', 'b', 'a1'].map(async (name) => {
+        while (!t.c.list().some((x) => x.name === name)) await t.advance(1, 1);
+        return t.c.waitFor(t.byName(name).id, TERMINAL);
+      }),
+    );
     const done = await everyone;
     expect(done.map((x) => [x.name, x.status, x.stopReason])).toEqual([
       ['lead', 'stopped', 'budget'],
@@ -184,7 +199,10 @@ describe('stop policy', () => {
     const t = team({ agents: { lead: [paid(spawn(...names), 1), wait, paid(finish(), 0.5)], ...children } }, { budget: { limitUsd: 10 } });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, TERMINAL);
-    const spentByChildren = t.store.listUsage(t.c.runId).filter((u) => u.agentId !== rootId).reduce((sum, u) => sum + u.costUsd, 0);
+    const spentByChildren = t.store
+      .listUsage(t.c.runId)
+      .filter((u) => u.agentId !== rootId)
+      .reduce((sum, u) => sum + u.costUsd, 0);
     expect(1 + spentByChildren).toBeLessThanOrEqual(9);
     expect(t.c.get(rootId).status).toBe('completed');
   });

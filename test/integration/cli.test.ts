@@ -28,7 +28,13 @@ describe('troupe demo', () => {
     const r = await troupe(['demo', '--json'], cwd);
     expect(r.code, r.stderr).toBe(0);
     const events = jsonLines(r.stdout);
-    const finished = events.at(-1) as { type: string; status: string; report: { summary: string }; budget: { reserveStopped: boolean; spentUsd: number; limitUsd: number }; tree: Node[] };
+    const finished = events.at(-1) as {
+      type: string;
+      status: string;
+      report: { summary: string };
+      budget: { reserveStopped: boolean; spentUsd: number; limitUsd: number };
+      tree: Node[];
+    };
     expect(finished.type).toBe('run.finished');
     expect(finished.status).toBe('completed');
     expect(finished.report.summary).toContain('Review done');
@@ -98,7 +104,11 @@ describe('troupe run', () => {
     await using server = await createFakeOpenAIServer((request) => {
       const body = request.body as { messages: { role: string; content: string }[] };
       if (body.messages[0]!.content.includes('background reviewer')) {
-        return { message: { toolCalls: [{ name: 'propose_note', arguments: { title: 'Check the graph first', content: 'Look at the agent graph before finishing.' } }] } };
+        return {
+          message: {
+            toolCalls: [{ name: 'propose_note', arguments: { title: 'Check the graph first', content: 'Look at the agent graph before finishing.' } }],
+          },
+        };
       }
       const turns = body.messages.filter((m) => m.role === 'assistant').length;
       return turns === 0
@@ -112,7 +122,12 @@ describe('troupe run', () => {
     const store = openStore({ path: join(cwd, '.troupe/troupe.db'), readonly: true });
     try {
       const run = store.listRuns().at(-1)!;
-      expect(store.listEvents(run.id).filter((e) => e.type === 'review.note').map((e) => e.data.title)).toEqual(['Check the graph first']);
+      expect(
+        store
+          .listEvents(run.id)
+          .filter((e) => e.type === 'review.note')
+          .map((e) => e.data.title),
+      ).toEqual(['Check the graph first']);
       expect(store.listUsage(run.id).map((u) => u.purpose)).toEqual(['main', 'main', 'review']);
     } finally {
       store.close();
@@ -125,7 +140,9 @@ describe('troupe run', () => {
   });
 
   it('a provider that refuses the key: the run ends failed, exit 6 (PROVIDER_*), the status said once', async () => {
-    await using server = await createFakeOpenAIServer([{ status: 401, body: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } }]);
+    await using server = await createFakeOpenAIServer([
+      { status: 401, body: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } },
+    ]);
     const r = await troupe(['run', 'x', '--model', 'm', '--base-url', server.url, '--api-key', 'bad', '--json'], workdir());
     expect(r.code).toBe(6);
     expect(jsonLines(r.stdout).at(-1)).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_AUTH', message: 'HTTP 401: Incorrect API key provided' } });

@@ -23,7 +23,21 @@ describe('help, version, suggestions', () => {
     expect([version.code, version.stdout.trim()]).toEqual([0, VERSION]);
     const run = await troupe(['run', '--help'], cwd);
     expect(run.code).toBe(0);
-    for (const flag of ['--model', '--base-url', '--api-key', '--budget', '--price', '--interactive', '--stream', '--config', '--db', '--json', '--inspect', '--verbose']) expect(run.stdout).toContain(flag);
+    for (const flag of [
+      '--model',
+      '--base-url',
+      '--api-key',
+      '--budget',
+      '--price',
+      '--interactive',
+      '--stream',
+      '--config',
+      '--db',
+      '--json',
+      '--inspect',
+      '--verbose',
+    ])
+      expect(run.stdout).toContain(flag);
     const resume = await troupe(['resume', '--help'], cwd);
     for (const flag of ['--model', '--base-url', '--budget', '--run']) expect(resume.stdout).toContain(flag);
     // The usage detail the README leaves to --help (src/cli/commandHelp.ts).
@@ -101,13 +115,15 @@ describe('Ctrl-C and a run nobody hosts', () => {
     expect(run.stderr()).toContain('Carry on with: troupe resume');
     const after = await troupe(['status'], cwd);
     expect(after.stdout).toMatch(/^root {5}lead \(\w+\) running$/m);
-    expect(after.stdout).toMatch(/^host {5}no process hosts it: its agents stand still until troupe resume$/m);
+    expect(after.stdout).toMatch(/^host {5}no process hosts it: its agents stand still until troupe resume hosts it$/m);
   });
 });
 
 describe('resuming a run whose root failed', () => {
   it('does not replay the failure: it says a message revives the root, and how', async () => {
-    await using server = await createFakeOpenAIServer([{ status: 401, body: { error: { message: 'Incorrect API key provided', type: 'x', code: 'invalid_api_key' } } }]);
+    await using server = await createFakeOpenAIServer([
+      { status: 401, body: { error: { message: 'Incorrect API key provided', type: 'x', code: 'invalid_api_key' } } },
+    ]);
     const cwd = workdir();
     expect((await troupe(['run', 'x', '--model', 'm', '--base-url', server.url, '--api-key', 'bad'], cwd)).code).toBe(6);
     const resumed = await troupe(['resume'], cwd);
@@ -151,9 +167,18 @@ describe('money settings fail loudly', () => {
 
 describe('a run the budget stopped', () => {
   it('says why (the next call’s estimate against the limit) and prints the children’s reports when the root wrote none', async () => {
-    const call = (name: string, args: Record<string, unknown>, promptTokens = 10): FakeReply => ({ message: { toolCalls: [{ name, arguments: args }] }, usage: { promptTokens, completionTokens: 0 } });
-    const lead = [call('spawn_agent', { name: 'worker', task: 'find X' }), call('wait_for_agents', { reason: 'the worker' }), call('view_agent_graph', {}, 9_000)];
-    await using server = await createFakeOpenAIServer((request) => (agentNameOf(request) === 'lead' ? lead.shift()! : call('agent_finish', { summary: 'worker found X' })));
+    const call = (name: string, args: Record<string, unknown>, promptTokens = 10): FakeReply => ({
+      message: { toolCalls: [{ name, arguments: args }] },
+      usage: { promptTokens, completionTokens: 0 },
+    });
+    const lead = [
+      call('spawn_agent', { name: 'worker', task: 'find X' }),
+      call('wait_for_agents', { reason: 'the worker' }),
+      call('view_agent_graph', {}, 9_000),
+    ];
+    await using server = await createFakeOpenAIServer((request) =>
+      agentNameOf(request) === 'lead' ? lead.shift()! : call('agent_finish', { summary: 'worker found X' }),
+    );
     const cwd = workdir();
     // $1,000 per 1M tokens: a call reserves ~$4 (its output allowance), 9,000 prompt tokens cost $9.
     const r = await troupe(['run', 'Find X', '--model', 'local', '--base-url', server.url, '--api-key', 'k', '--budget', '10', '--price', '1000,1000'], cwd);

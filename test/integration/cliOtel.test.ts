@@ -79,7 +79,13 @@ describe('troupe --otel', () => {
     });
     expect(r.code, r.stderr).toBe(0);
     const spans = receiver.spans();
-    expect(spans.map((s) => s.name).sort()).toEqual(['chat any-model', 'chat any-model', 'execute_tool finish', 'execute_tool view_agent_graph', 'invoke_agent lead']);
+    expect(spans.map((s) => s.name).sort()).toEqual([
+      'chat any-model',
+      'chat any-model',
+      'execute_tool finish',
+      'execute_tool view_agent_graph',
+      'invoke_agent lead',
+    ]);
     const lead = spans.find((s) => s.name === 'invoke_agent lead')!;
     expect(attr(lead, 'troupe.status')).toBe('completed');
     for (const s of spans.filter((x) => x.name !== 'invoke_agent lead')) expect(s.parentSpanId).toBe(lead.spanId);
@@ -90,7 +96,8 @@ describe('troupe --otel', () => {
     expect(receiver.bodies.some((b) => b.path === '/v1/metrics' && b.raw.includes('gen_ai.client.token.usage'))).toBe(true);
     const all = receiver.bodies.map((b) => b.raw).join('\n');
     expect(all).toContain('"troupe"');
-    for (const secret of ['SECRET-TASK-TEXT', 'SECRET-REPORT-TEXT', 'sk-otel-test-secret', 'gen_ai.input.messages', 'gen_ai.output.messages']) expect(all).not.toContain(secret);
+    for (const secret of ['SECRET-TASK-TEXT', 'SECRET-REPORT-TEXT', 'sk-otel-test-secret', 'gen_ai.input.messages', 'gen_ai.output.messages'])
+      expect(all).not.toContain(secret);
   });
 
   it('demo killed with SIGKILL, resumed with --otel: each resumed stint links to the span the killed process persisted', async () => {
@@ -125,7 +132,10 @@ describe('troupe --otel', () => {
     let linked = 0;
     for (const [agentId, s] of firstAfter) {
       if (!before.has(agentId)) continue;
-      expect(s.links?.map((l) => l.spanId), s.name).toEqual([before.get(agentId)]);
+      expect(
+        s.links?.map((l) => l.spanId),
+        s.name,
+      ).toEqual([before.get(agentId)]);
       linked++;
     }
     expect(linked).toBeGreaterThan(0);
@@ -166,7 +176,12 @@ describe('troupe --otel', () => {
     expect(stints.map((x) => attr(x, 'troupe.status'))).toEqual(['waiting', 'waiting']);
     expect(stints[1]!.links?.map((l) => l.spanId)).toEqual([stints[0]!.spanId]);
     expect(spans.filter((x) => x.name === 'chat any-model')).toHaveLength(2);
-    expect(spans.filter((x) => x.name === 'execute_tool respond_to_user').map((x) => x.parentSpanId).sort()).toEqual(stints.map((x) => x.spanId).sort());
+    expect(
+      spans
+        .filter((x) => x.name === 'execute_tool respond_to_user')
+        .map((x) => x.parentSpanId)
+        .sort(),
+    ).toEqual(stints.map((x) => x.spanId).sort());
     expect(receiver.bodies.some((b) => b.path === '/v1/metrics' && b.raw.includes('gen_ai.client.token.usage'))).toBe(true);
     const all = receiver.bodies.map((b) => b.raw).join('\n');
     for (const secret of ['SECRET-STANDBY', 'SECRET-HELLO', 'Noted:', 'sk-serve-otel-secret']) expect(all).not.toContain(secret);

@@ -3,7 +3,7 @@
  * puts it in an error, which is stored, logged and printed — every one of those must hold
  * `[redacted]` instead. And what troupe creates is for its owner only (0600 files, 0700 dirs).
  */
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
@@ -46,7 +46,9 @@ describe('the API key is scrubbed by value from the database, the log and the ou
       expect(text.includes(KEY), `${name} holds the key`).toBe(false);
     }
     // Not merely absent: the error was stored and logged, scrubbed.
-    const db = readFileSync(join(cwd, '.troupe/troupe.db')).toString('latin1') + (existsSync(join(cwd, '.troupe/troupe.db-wal')) ? readFileSync(join(cwd, '.troupe/troupe.db-wal')).toString('latin1') : '');
+    const db =
+      readFileSync(join(cwd, '.troupe/troupe.db')).toString('latin1') +
+      (existsSync(join(cwd, '.troupe/troupe.db-wal')) ? readFileSync(join(cwd, '.troupe/troupe.db-wal')).toString('latin1') : '');
     expect(db).toContain('Incorrect API key provided: [redacted]. Check the key [redacted]');
     expect(readFileSync(join(cwd, '.troupe/troupe.log'), 'utf8')).toContain('Incorrect API key provided: [redacted]');
   });
@@ -73,12 +75,15 @@ describe('files troupe creates are its owner’s only', () => {
     expect(mode('.troupe/troupe.db.lock')).toBe(0o600);
 
     // A log left 0644 by an older troupe (or by hand) is tightened on the next command that logs.
+    // So is a .troupe folder left 0755: it is troupe's own (README, Durable runs).
     const other = workdir();
-    mkdirSync(join(other, '.troupe'));
+    mkdirSync(join(other, '.troupe'), { mode: 0o755 });
+    chmodSync(join(other, '.troupe'), 0o755);
     writeFileSync(join(other, '.troupe/troupe.log'), '', { mode: 0o644 });
     expect(statSync(join(other, '.troupe/troupe.log')).mode & 0o777).toBe(0o644);
     const second = await troupe(['run', 'x', '--model', 'm', '--base-url', server.url, '--api-key', 'k'], other);
     expect(second.code, second.stderr).toBe(0);
     expect(statSync(join(other, '.troupe/troupe.log')).mode & 0o777).toBe(0o600);
+    expect(statSync(join(other, '.troupe')).mode & 0o777).toBe(0o700);
   });
 });

@@ -45,7 +45,11 @@ describe('control characters from the model are neutralised in everything the CL
 
     const status = await troupe(['status'], cwd);
     const tree = await troupe(['tree'], cwd);
-    for (const [label, text] of [['live view', live], ['status', status.stdout], ['tree', tree.stdout]] as const) {
+    for (const [label, text] of [
+      ['live view', live],
+      ['status', status.stdout],
+      ['tree', tree.stdout],
+    ] as const) {
       expect(RAW_CONTROL.exec(text), `${label}: ${JSON.stringify(text)}`).toBeNull();
     }
     // Shown, not hidden: the sequences appear as visible escapes.

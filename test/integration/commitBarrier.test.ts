@@ -41,7 +41,7 @@ const settle = async () => {
   for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
 };
 
-const pending = <T,>(p: Promise<T>) => {
+const pending = <T>(p: Promise<T>) => {
   const state = { done: false };
   p.then(
     () => (state.done = true),
@@ -54,7 +54,9 @@ describe('acknowledged only once committed', () => {
   it('send() does not resolve while the commit holding its message is open; the row is there when it does', async () => {
     // Interactive: respond_to_user parks the root on the user.
     let n = 0;
-    const model: Model = { complete: () => Promise.resolve({ text: null, toolCalls: [{ id: `r${++n}`, name: 'respond_to_user', arguments: '{"message":"what next?"}' }] }) };
+    const model: Model = {
+      complete: () => Promise.resolve({ text: null, toolCalls: [{ id: `r${++n}`, name: 'respond_to_user', arguments: '{"message":"what next?"}' }] }),
+    };
     const h = heldPort();
     const c = createCoordinator({ model, store: h.port, interactive: true });
     const root = await c.start({ name: 'lead', task: 'work' });
@@ -102,7 +104,9 @@ describe('acknowledged only once committed', () => {
       execute: (_args, ctx) => {
         // Its `started` row is durable before it acts.
         const started = h.store.startedToolCalls(agentId).map((r) => r.callId);
-        seen.push(`tool ${ctx.idempotencyKey.split(':').at(-1)} started-committed=${started.length > 0 && started.includes(ctx.idempotencyKey.split(':').at(-1)!)}`);
+        seen.push(
+          `tool ${ctx.idempotencyKey.split(':').at(-1)} started-committed=${started.length > 0 && started.includes(ctx.idempotencyKey.split(':').at(-1)!)}`,
+        );
         return 'done';
       },
     });
@@ -115,7 +119,9 @@ describe('acknowledged only once committed', () => {
         const committed = h.store.loadSession(request.agent.id).filter((i) => i.role === 'tool').length;
         seen.push(`call ${calls} committed-results=${committed}`);
         return Promise.resolve(
-          calls < 3 ? { text: null, toolCalls: [{ id: `a${calls}`, name: 'act', arguments: '{}' }] } : { text: null, toolCalls: [{ id: 'f', name: 'finish', arguments: '{"summary":"ok"}' }] },
+          calls < 3
+            ? { text: null, toolCalls: [{ id: `a${calls}`, name: 'act', arguments: '{}' }] }
+            : { text: null, toolCalls: [{ id: 'f', name: 'finish', arguments: '{"summary":"ok"}' }] },
         );
       },
     };

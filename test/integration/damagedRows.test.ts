@@ -48,7 +48,17 @@ async function seed(): Promise<Seeded> {
   await t.c.whenIdle();
   await t.c.shutdown();
   store.appendEvent({ runId: t.c.runId, agentId: null, type: 'cli.run', data: {}, at: 1 });
-  store.insertDelegation({ sessionId: rootId, delegationId: 'deleg_0001', runId: t.c.runId, goal: 'g', status: 'running', dispatchedAt: 1, completedAt: null, resultText: null, startedBoot: 1 });
+  store.insertDelegation({
+    sessionId: rootId,
+    delegationId: 'deleg_0001',
+    runId: t.c.runId,
+    goal: 'g',
+    status: 'running',
+    dispatchedAt: 1,
+    completedAt: null,
+    resultText: null,
+    startedBoot: 1,
+  });
   store.linkExecution({ id: 'exec1', agentId: rootId, linkedAt: 1 });
   store.putReentryBudget({ sessionId: rootId, count: 1, lastWakeAt: Date.now() });
   const messageId = store.listMessages(t.c.runId)[0]!.id;
@@ -71,24 +81,114 @@ const esc = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 const row = (table: string, id: string, what: string) => new RegExp(`${table} row "${esc(id)}" is damaged: ${what}`);
 
 const DAMAGES: Damage[] = [
-  { label: 'runs.budget not JSON', sql: "UPDATE runs SET budget = substr(budget, 2) WHERE id = $run", names: (s) => row('runs', s.runId, 'budget is not valid JSON'), read: (st) => st.listRuns() },
-  { label: 'runs.budget wrong shape', sql: `UPDATE runs SET budget = json_set(budget, '$.limitUsd', 'lots') WHERE id = $run`, names: (s) => row('runs', s.runId, 'budget.limitUsd is invalid'), read: (st, s) => st.getRun(s.runId) },
-  { label: 'agents.state a flipped bit', sql: "UPDATE agents SET state = 'z' || substr(state, 2) WHERE id = $root", names: (s) => row('agents', s.rootId, 'state is not valid JSON'), read: (st, s) => st.listAgents(s.runId) },
-  { label: 'agents.state an array', sql: "UPDATE agents SET state = '[]' WHERE id = $root", names: (s) => row('agents', s.rootId, 'state is not an object'), read: (st, s) => st.getAgent(s.rootId) },
-  { label: 'agents.state negative turns', sql: `UPDATE agents SET state = json_set(state, '$.turns', -1) WHERE id = $root`, names: (s) => row('agents', s.rootId, 'state.turns is invalid'), read: (st, s) => st.getAgent(s.rootId) },
-  { label: 'agents.state a report without findings', sql: `UPDATE agents SET state = json_remove(state, '$.report.findings') WHERE id = $root`, names: (s) => row('agents', s.rootId, 'state.report is invalid'), read: (st, s) => st.getAgent(s.rootId) },
-  { label: 'agents.skills not JSON', sql: "UPDATE agents SET skills = '[' WHERE id = $root", names: (s) => row('agents', s.rootId, 'skills is not valid JSON'), read: (st, s) => st.listAgents(s.runId) },
-  { label: 'agents.status unknown', sql: "UPDATE agents SET status = 'zombie' WHERE id = $root", names: (s) => row('agents', s.rootId, 'status is invalid'), read: (st, s) => st.listAgents(s.runId) },
-  { label: 'messages.content changed', sql: "UPDATE messages SET content = content || '!' WHERE id = $msg", names: (s) => row('messages', s.messageId, 'it failed its checksum'), read: (st, s) => st.listMessages(s.runId) },
-  { label: 'messages.priority unknown', sql: "UPDATE messages SET priority = 'whenever' WHERE id = $msg", names: (s) => row('messages', s.messageId, 'priority is invalid'), read: (st, s) => st.listMessages(s.runId) },
-  { label: 'session_items.item changed', sql: "UPDATE session_items SET item = item || ' ' WHERE agent_id = $root AND seq = 1", names: (s) => row('session_items', `${s.rootId}#1`, 'it failed its checksum'), read: (st, s) => st.loadSession(s.rootId) },
-  { label: 'session_items a gap', sql: 'DELETE FROM session_items WHERE agent_id = $root AND seq = 1', names: (s) => row('session_items', `${s.rootId}#2`, 'expected item 1 here'), read: (st, s) => st.loadSession(s.rootId) },
-  { label: 'events.data an array', sql: "UPDATE events SET data = '[1]' WHERE type = 'cli.run'", names: () => /events row "\d+" is damaged: data is not an object/, read: (st, s) => st.listEvents(s.runId) },
-  { label: 'usage.cost_usd text', sql: "UPDATE usage SET cost_usd = 'free'", names: () => /usage row "\d+" is damaged: cost_usd is invalid/, read: (st, s) => st.listUsage(s.runId) },
-  { label: 'delegations.dispatched_at text', sql: "UPDATE delegations SET dispatched_at = 'yesterday'", names: (s) => row('delegations', `${s.rootId}/deleg_0001`, 'dispatched_at is invalid'), read: (st, s) => st.listDelegations(s.runId) },
-  { label: 'executions.status unknown', sql: "UPDATE executions SET status = 'maybe'", names: () => row('executions', 'exec1', 'status is invalid'), read: (st) => st.getExecution('exec1') },
-  { label: 'reentry_budgets.count negative', sql: 'UPDATE reentry_budgets SET count = -3', names: (s) => row('reentry_budgets', s.rootId, 'count is invalid'), read: (st, s) => st.getReentryBudget(s.rootId) },
-  { label: 'inbox.payload not JSON', sql: "UPDATE inbox SET payload = '{agent'", names: () => /inbox row "\d+" is damaged: payload is not valid JSON/, read: (st, s) => st.openInbox(s.runId) },
+  {
+    label: 'runs.budget not JSON',
+    sql: 'UPDATE runs SET budget = substr(budget, 2) WHERE id = $run',
+    names: (s) => row('runs', s.runId, 'budget is not valid JSON'),
+    read: (st) => st.listRuns(),
+  },
+  {
+    label: 'runs.budget wrong shape',
+    sql: `UPDATE runs SET budget = json_set(budget, '$.limitUsd', 'lots') WHERE id = $run`,
+    names: (s) => row('runs', s.runId, 'budget.limitUsd is invalid'),
+    read: (st, s) => st.getRun(s.runId),
+  },
+  {
+    label: 'agents.state a flipped bit',
+    sql: "UPDATE agents SET state = 'z' || substr(state, 2) WHERE id = $root",
+    names: (s) => row('agents', s.rootId, 'state is not valid JSON'),
+    read: (st, s) => st.listAgents(s.runId),
+  },
+  {
+    label: 'agents.state an array',
+    sql: "UPDATE agents SET state = '[]' WHERE id = $root",
+    names: (s) => row('agents', s.rootId, 'state is not an object'),
+    read: (st, s) => st.getAgent(s.rootId),
+  },
+  {
+    label: 'agents.state negative turns',
+    sql: `UPDATE agents SET state = json_set(state, '$.turns', -1) WHERE id = $root`,
+    names: (s) => row('agents', s.rootId, 'state.turns is invalid'),
+    read: (st, s) => st.getAgent(s.rootId),
+  },
+  {
+    label: 'agents.state a report without findings',
+    sql: `UPDATE agents SET state = json_remove(state, '$.report.findings') WHERE id = $root`,
+    names: (s) => row('agents', s.rootId, 'state.report is invalid'),
+    read: (st, s) => st.getAgent(s.rootId),
+  },
+  {
+    label: 'agents.skills not JSON',
+    sql: "UPDATE agents SET skills = '[' WHERE id = $root",
+    names: (s) => row('agents', s.rootId, 'skills is not valid JSON'),
+    read: (st, s) => st.listAgents(s.runId),
+  },
+  {
+    label: 'agents.status unknown',
+    sql: "UPDATE agents SET status = 'zombie' WHERE id = $root",
+    names: (s) => row('agents', s.rootId, 'status is invalid'),
+    read: (st, s) => st.listAgents(s.runId),
+  },
+  {
+    label: 'messages.content changed',
+    sql: "UPDATE messages SET content = content || '!' WHERE id = $msg",
+    names: (s) => row('messages', s.messageId, 'it failed its checksum'),
+    read: (st, s) => st.listMessages(s.runId),
+  },
+  {
+    label: 'messages.priority unknown',
+    sql: "UPDATE messages SET priority = 'whenever' WHERE id = $msg",
+    names: (s) => row('messages', s.messageId, 'priority is invalid'),
+    read: (st, s) => st.listMessages(s.runId),
+  },
+  {
+    label: 'session_items.item changed',
+    sql: "UPDATE session_items SET item = item || ' ' WHERE agent_id = $root AND seq = 1",
+    names: (s) => row('session_items', `${s.rootId}#1`, 'it failed its checksum'),
+    read: (st, s) => st.loadSession(s.rootId),
+  },
+  {
+    label: 'session_items a gap',
+    sql: 'DELETE FROM session_items WHERE agent_id = $root AND seq = 1',
+    names: (s) => row('session_items', `${s.rootId}#2`, 'expected item 1 here'),
+    read: (st, s) => st.loadSession(s.rootId),
+  },
+  {
+    label: 'events.data an array',
+    sql: "UPDATE events SET data = '[1]' WHERE type = 'cli.run'",
+    names: () => /events row "\d+" is damaged: data is not an object/,
+    read: (st, s) => st.listEvents(s.runId),
+  },
+  {
+    label: 'usage.cost_usd text',
+    sql: "UPDATE usage SET cost_usd = 'free'",
+    names: () => /usage row "\d+" is damaged: cost_usd is invalid/,
+    read: (st, s) => st.listUsage(s.runId),
+  },
+  {
+    label: 'delegations.dispatched_at text',
+    sql: "UPDATE delegations SET dispatched_at = 'yesterday'",
+    names: (s) => row('delegations', `${s.rootId}/deleg_0001`, 'dispatched_at is invalid'),
+    read: (st, s) => st.listDelegations(s.runId),
+  },
+  {
+    label: 'executions.status unknown',
+    sql: "UPDATE executions SET status = 'maybe'",
+    names: () => row('executions', 'exec1', 'status is invalid'),
+    read: (st) => st.getExecution('exec1'),
+  },
+  {
+    label: 'reentry_budgets.count negative',
+    sql: 'UPDATE reentry_budgets SET count = -3',
+    names: (s) => row('reentry_budgets', s.rootId, 'count is invalid'),
+    read: (st, s) => st.reentryBudgetsOf([s.rootId]),
+  },
+  {
+    label: 'inbox.payload not JSON',
+    sql: "UPDATE inbox SET payload = '{agent'",
+    names: () => /inbox row "\d+" is damaged: payload is not valid JSON/,
+    read: (st, s) => st.openInbox(s.runId),
+  },
 ];
 
 describe('a damaged row: STORE_CORRUPT naming table, row and column', () => {
@@ -155,7 +255,9 @@ describe('a damaged row: STORE_CORRUPT naming table, row and column', () => {
     db.exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('keep me')");
     db.close();
     const before = fileHashes(path);
-    expect(() => openStore({ path })).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT', message: expect.stringContaining('is not a troupe database (it holds tables notes)') }));
+    expect(() => openStore({ path })).toThrow(
+      expect.objectContaining({ code: 'STORE_CORRUPT', message: expect.stringContaining('is not a troupe database (it holds tables notes)') }),
+    );
     expect(() => openStore({ path, readonly: true })).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
     expect(fileHashes(path)).toEqual(before);
   });

@@ -46,7 +46,10 @@ describe('what the dashboard reads from the demo run', () => {
     expect(team.counts).toEqual({ completed: 3, stopped: 1, failed: 1 });
     expect(team.budget).toMatchObject({ limitUsd: 0.5, reserveStopped: true, budgetStopped: false, paused: false });
     expect(team.budget.reserveUsd).toBeCloseTo(0.45, 10);
-    expect(team.budget.spentUsd).toBeCloseTo(team.agents.reduce((s, a) => s + a.spentUsd, 0), 10);
+    expect(team.budget.spentUsd).toBeCloseTo(
+      team.agents.reduce((s, a) => s + a.spentUsd, 0),
+      10,
+    );
   });
 
   it('the timeline: the reserve trip once, talker stalled before it was stopped, notices on the children’s lanes', async () => {
@@ -57,8 +60,17 @@ describe('what the dashboard reads from the demo run', () => {
     expect(lane('talker').spans.map((s) => s.status)).toEqual(['running', 'stalled', 'stopped']);
     expect(lane('prober').marks.some((m) => m.kind === 'error' && m.label.startsWith('PROVIDER_AUTH'))).toBe(true);
     // flaky was rate-limited once and retried: the retry and its reason are on its lane.
-    expect(lane('flaky').marks.filter((m) => m.kind === 'retry').map((m) => m.label)).toEqual([expect.stringMatching(/^retry 1 in \d+ ms after PROVIDER_RATE_LIMITED: /)]);
-    expect(t.lanes.filter((l) => l.name !== 'flaky').flatMap((l) => l.marks).filter((m) => m.kind === 'retry')).toEqual([]);
+    expect(
+      lane('flaky')
+        .marks.filter((m) => m.kind === 'retry')
+        .map((m) => m.label),
+    ).toEqual([expect.stringMatching(/^retry 1 in \d+ ms after PROVIDER_RATE_LIMITED: /)]);
+    expect(
+      t.lanes
+        .filter((l) => l.name !== 'flaky')
+        .flatMap((l) => l.marks)
+        .filter((m) => m.kind === 'retry'),
+    ).toEqual([]);
     for (const name of ['scout', 'flaky', 'talker', 'prober']) expect(lane(name).marks.filter((m) => m.kind === 'notice')).toHaveLength(1);
     // Every model call is a mark on its agent's lane.
     const calls = t.lanes.reduce((n, l) => n + l.marks.filter((m) => m.kind === 'model').length, 0);
@@ -70,7 +82,12 @@ describe('what the dashboard reads from the demo run', () => {
     expect(lead.children.map((c) => c.name)).toEqual(['scout', 'flaky', 'talker', 'prober']);
     expect(lead.transcript.some((i) => i.role === 'assistant' && i.toolCalls?.some((c) => c.name === 'spawn_agent'))).toBe(true);
     // A notice from each child, and the coordinator's notice that the reserve tripped.
-    expect(lead.mailbox.filter((m) => m.noticeKey !== null).map((m) => m.fromName).sort()).toEqual(['flaky', 'prober', 'scout', 'system', 'talker']);
+    expect(
+      lead.mailbox
+        .filter((m) => m.noticeKey !== null)
+        .map((m) => m.fromName)
+        .sort(),
+    ).toEqual(['flaky', 'prober', 'scout', 'system', 'talker']);
     expect(lead.spentByPurpose.main).toBeGreaterThan(0);
     await expect(readAgent(portOf(store), undefined, 'nobody')).rejects.toMatchObject({ code: 'AGENT_NOT_FOUND' });
   });
@@ -88,7 +105,9 @@ describe('the guard', () => {
       const r = await call(handle.port, path, { headers: host() });
       expect(r.status, path).toBe(403);
     }
-    expect(JSON.parse((await call(handle.port, '/api/team?token=wrong', { headers: host() })).body)).toMatchObject({ error: { message: expect.stringMatching(/token/) } });
+    expect(JSON.parse((await call(handle.port, '/api/team?token=wrong', { headers: host() })).body)).toMatchObject({
+      error: { message: expect.stringMatching(/token/) },
+    });
   });
 
   it('a Host that is not loopback (DNS rebinding) and a page of another origin are refused', async () => {
@@ -104,14 +123,39 @@ describe('the guard', () => {
     const r = await call(handle.port, api('/api/action'), { method: 'POST', headers: { ...host(), 'Content-Type': 'text/plain' }, body: 'kind=stop' });
     expect(r.status).toBe(415);
   });
+
+  it('a body over 256 KB: a 413 with a JSON error, answered without resetting the connection', async () => {
+    for (const bytes of [256 * 1024 + 1, 4 * 1024 * 1024]) {
+      const body = JSON.stringify({ kind: 'send', content: 'x'.repeat(bytes) });
+      // `call` rejects on a reset (ECONNRESET, "socket hang up"): the answer must arrive whole.
+      const r = await call(handle.port, api('/api/action'), { method: 'POST', headers: { ...host(), 'Content-Type': 'application/json' }, body });
+      expect(r.status, `${bytes} bytes`).toBe(413);
+      expect(JSON.parse(r.body)).toEqual({ error: { code: 'CONFIG_INVALID', message: 'The request body is over 262144 bytes' } });
+    }
+    // Just under the cap is read and judged (an action with no run: 400, not 413).
+    const under = await call(handle.port, api('/api/action'), {
+      method: 'POST',
+      headers: { ...host(), 'Content-Type': 'application/json' },
+      body: JSON.stringify({ pad: 'x'.repeat(200 * 1024) }),
+    });
+    expect(under.status).toBe(400);
+  });
 });
 
 describe('bad input: a clear typed error, nothing written', () => {
   it('an action on a run no process drives is RUN_NOT_LIVE, and the file is untouched', async () => {
     const before = fileHashes(db);
     const runId = store.listRuns()[0]!.id;
-    for (const body of [{ run: runId, kind: 'send', agent: 'lead', content: 'hello' }, { run: runId, kind: 'stop', agent: 'talker' }, { run: runId, kind: 'pause' }]) {
-      const r = await call(handle.port, `/api/action?token=${handle.token}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    for (const body of [
+      { run: runId, kind: 'send', agent: 'lead', content: 'hello' },
+      { run: runId, kind: 'stop', agent: 'talker' },
+      { run: runId, kind: 'pause' },
+    ]) {
+      const r = await call(handle.port, `/api/action?token=${handle.token}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       expect(r.status).toBe(409);
       expect(JSON.parse(r.body)).toMatchObject({ error: { code: 'RUN_NOT_LIVE' } });
     }
@@ -154,7 +198,10 @@ describe('bad input: a clear typed error, nothing written', () => {
     holder.pragma('locking_mode = EXCLUSIVE');
     holder.exec('BEGIN EXCLUSIVE');
     try {
-      await expect(ui([], { db: locked, port: '0' }, captureIo())).rejects.toMatchObject({ code: 'STORE_OPEN_FAILED', message: expect.stringMatching(/locked/) });
+      await expect(ui([], { db: locked, port: '0' }, captureIo())).rejects.toMatchObject({
+        code: 'STORE_OPEN_FAILED',
+        message: expect.stringMatching(/locked/),
+      });
     } finally {
       holder.exec('ROLLBACK');
       holder.close();

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
-import { RESULT_TEXT_CAP } from '../../src/host/delegations.js';
+import { RESULT_TEXT_CAP } from '../../src/host/async/delegations.js';
 import { recoverRun, resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { createLogger } from '../../src/logging/createLogger.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
@@ -21,7 +21,17 @@ describe('delegations', () => {
   it('dispatch → running; complete → the result (capped) comes back to the agent as one message', async () => {
     const clock = new SimulatedClock();
     const c = createCoordinator({
-      model: scriptedModel({ agents: { lead: [{ tool: 'respond_to_user', args: { message: 'waiting for the delegation' } }, { tool: 'finish', args: { summary: 'got it' } }] } }, { clock }),
+      model: scriptedModel(
+        {
+          agents: {
+            lead: [
+              { tool: 'respond_to_user', args: { message: 'waiting for the delegation' } },
+              { tool: 'finish', args: { summary: 'got it' } },
+            ],
+          },
+        },
+        { clock },
+      ),
       clock,
       interactive: true,
     });

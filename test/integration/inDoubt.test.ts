@@ -59,7 +59,9 @@ function tools() {
 }
 
 const results = (session: readonly SessionItem[]) =>
-  session.filter((i): i is Extract<SessionItem, { role: 'tool' }> => i.role === 'tool').map((i) => ({ id: i.toolCallId, name: i.name, result: JSON.parse(i.content) as { error?: { code: string } } }));
+  session
+    .filter((i): i is Extract<SessionItem, { role: 'tool' }> => i.role === 'tool')
+    .map((i) => ({ id: i.toolCallId, name: i.name, result: JSON.parse(i.content) as { error?: { code: string } } }));
 
 describe('tool calls cut by a crash', () => {
   it('are resolved once: read-only and idempotent re-run, started ones in doubt, unstarted ones not run', async () => {
@@ -95,7 +97,15 @@ describe('tool calls cut by a crash', () => {
     // Resume with the same tools (a new process): its second turn is long, and it "crashes" again.
     const t2 = tools();
     const store = openStore({ path });
-    const second = scriptedModel({ agents: { lead: [{ delayMs: 600_000, tool: 'finish', args: { summary: 'never' } }], w: [{ delayMs: 600_000, tool: 'agent_finish', args: { summary: 'w done' } }] } }, { clock });
+    const second = scriptedModel(
+      {
+        agents: {
+          lead: [{ delayMs: 600_000, tool: 'finish', args: { summary: 'never' } }],
+          w: [{ delayMs: 600_000, tool: 'agent_finish', args: { summary: 'w done' } }],
+        },
+      },
+      { clock },
+    );
     const again = await resumeCoordinator({ store, model: second, clock, tools: t2.list });
     await flush();
     await flush();
@@ -119,7 +129,18 @@ describe('tool calls cut by a crash', () => {
     // A second restart surfaces nothing again: each cut call got exactly one result.
     const t3 = tools();
     const store3 = openStore({ path });
-    const third = scriptedModel({ agents: { lead: [{ tool: 'wait_for_agents', args: { reason: 'w' } }, { tool: 'finish', args: { summary: 'shipped' } }], w: [{ tool: 'agent_finish', args: { summary: 'w done' } }] } }, { clock });
+    const third = scriptedModel(
+      {
+        agents: {
+          lead: [
+            { tool: 'wait_for_agents', args: { reason: 'w' } },
+            { tool: 'finish', args: { summary: 'shipped' } },
+          ],
+          w: [{ tool: 'agent_finish', args: { summary: 'w done' } }],
+        },
+      },
+      { clock },
+    );
     const last = await resumeCoordinator({ store: store3, model: third, clock, tools: t3.list });
     expect(await last.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
     const session = store3.loadSession(rootId);
@@ -142,7 +163,22 @@ describe('tool calls cut by a crash', () => {
     const t = tools();
     const store = openStore({ path: ':memory:' });
     const c = createCoordinator({
-      model: scriptedModel({ agents: { lead: [{ tools: [{ name: 'look', args: {} }, { name: 'deploy', args: { service: 'api' } }] }, { tool: 'finish', args: { summary: 'ok' } }] } }, { clock }),
+      model: scriptedModel(
+        {
+          agents: {
+            lead: [
+              {
+                tools: [
+                  { name: 'look', args: {} },
+                  { name: 'deploy', args: { service: 'api' } },
+                ],
+              },
+              { tool: 'finish', args: { summary: 'ok' } },
+            ],
+          },
+        },
+        { clock },
+      ),
       store,
       clock,
       tools: t.list,

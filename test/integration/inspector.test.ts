@@ -9,6 +9,7 @@ import { connect } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { createActor, fromCallback } from 'xstate';
@@ -119,8 +120,23 @@ const allStopped = (messages: Wire[]) => {
   return messages.filter((m) => m.type === '@xstate.actor').every((m) => stopped.has(m.sessionId));
 };
 
-const AGENT_KEYS = ['id', 'name', 'parentId', 'turns', 'stintTurns', 'recoveries', 'idleResumes', 'waitKind', 'waitingSince', 'stopReason', 'lastTool', 'budgetEpoch', 'error', 'report'];
-const COORDINATOR_KEYS = ['runId', 'rootId', 'agentCount', 'activeNonRoot', 'budget', 'limits', 'agents'];
+const AGENT_KEYS = [
+  'id',
+  'name',
+  'parentId',
+  'turns',
+  'stintTurns',
+  'recoveries',
+  'idleResumes',
+  'waitKind',
+  'waitingSince',
+  'stopReason',
+  'lastTool',
+  'budgetEpoch',
+  'error',
+  'report',
+];
+const COORDINATOR_KEYS = ['runId', 'rootId', 'agentCount', 'activeNonRoot', 'running', 'budget', 'limits', 'agents'];
 
 const handles: InspectorHandle[] = [];
 async function start(): Promise<InspectorHandle> {
@@ -176,8 +192,7 @@ describe('startInspector: what a connected client receives', () => {
     for (const e of changed) expect(Object.keys(e!).sort()).toEqual(['id', 'status', 'type']);
 
     // Contexts: the allow-lists, and the final values.
-    const lastContext = (session: string) =>
-      messages.filter((m) => m.type === '@xstate.snapshot' && m.sessionId === session).at(-1)?.snapshot?.context;
+    const lastContext = (session: string) => messages.filter((m) => m.type === '@xstate.snapshot' && m.sessionId === session).at(-1)?.snapshot?.context;
     expect(lastContext(childSession)).toMatchObject({
       id: childId,
       name: 'worker',
@@ -254,6 +269,44 @@ describe('startInspector: the HTTP side', () => {
     expect(html).toContain(`new WebSocket('ws://' + location.host + '/?token=' + encodeURIComponent("${handle.token}"))`);
     expect(html).toContain('postMessage');
     expect((await get(handle.port, '/elsewhere')).status).toBe(404);
+  });
+
+  it("the bridge page posts events to the inspector's origin only (never '*'), and hears only that origin connect", async () => {
+    const handle = await start();
+    const html = await (await fetch(handle.url)).text();
+    expect(html).not.toContain("'*'");
+    // Run the page's script against stand-ins for the DOM, the iframe and the WebSocket.
+    const script = /<script>([\s\S]*)<\/script>/.exec(html)![1]!;
+    const posted: { data: unknown; origin: string }[] = [];
+    const frame = { postMessage: (data: unknown, origin: string) => posted.push({ data, origin }) };
+    let onWindowMessage: (e: { source: unknown; origin: string; data: unknown }) => void = () => {};
+    const sockets: { url: string; onmessage?: (e: { data: string }) => void }[] = [];
+    const sandbox = {
+      document: { getElementById: () => ({ contentWindow: frame }) },
+      window: { addEventListener: (_type: string, fn: typeof onWindowMessage) => (onWindowMessage = fn) },
+      location: { host: `127.0.0.1:${handle.port}` },
+      encodeURIComponent,
+      JSON,
+      WebSocket: class {
+        onmessage?: (e: { data: string }) => void;
+        constructor(readonly url: string) {
+          sockets.push(this);
+        }
+      },
+    };
+    runInNewContext(script, sandbox);
+    const relay = (n: number) => sockets[0]!.onmessage!({ data: JSON.stringify({ type: '@xstate.event', n }) });
+    relay(1);
+    // Another origin (the frame navigated away, or another window) saying "connected" is ignored.
+    onWindowMessage({ source: frame, origin: 'https://evil.example', data: { type: '@statelyai.connected' } });
+    onWindowMessage({ source: {}, origin: 'https://stately.ai', data: { type: '@statelyai.connected' } });
+    expect(posted).toEqual([]);
+    onWindowMessage({ source: frame, origin: 'https://stately.ai', data: { type: '@statelyai.connected' } });
+    relay(2);
+    expect(posted).toEqual([
+      { data: { type: '@xstate.event', n: 1 }, origin: 'https://stately.ai' },
+      { data: { type: '@xstate.event', n: 2 }, origin: 'https://stately.ai' },
+    ]);
   });
 
   it('the page and the socket require the token of the printed URL: missing or wrong is refused', async () => {
@@ -333,7 +386,10 @@ describe('startInspector: the HTTP side', () => {
     await expect(startInspector({ port: -1 })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
     await expect(startInspector({ port: 1.5 })).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
     const handle = await start();
-    await expect(startInspector({ port: handle.port })).rejects.toMatchObject({ code: 'CONFIG_INVALID', message: expect.stringContaining('the port is in use') });
+    await expect(startInspector({ port: handle.port })).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      message: expect.stringContaining('the port is in use'),
+    });
   });
 
   it('the hint says where to open the page, that it loads stately.ai, and how to tunnel', async () => {
@@ -453,8 +509,6 @@ describe('sanitizeContext / sanitizeEvent on real shapes', () => {
       id: 'a1',
       status: 'completed',
       waitKind: null,
-      recoveries: 0,
-      idleResumes: 0,
       error: null,
       stopReason: null,
       report: { summary: CHILD_SUMMARY, findings: [], openItems: [], success: true },
@@ -468,6 +522,7 @@ describe('sanitizeContext / sanitizeEvent on real shapes', () => {
       rootId: 'root',
       agentCount: 2,
       activeNonRoot: 0,
+      running: 1,
       budget: { limitUsd: 5, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
       limits: { maxDepth: 2, maxChildren: 3, maxAgents: 10 },
       agents: [

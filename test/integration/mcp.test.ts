@@ -139,7 +139,13 @@ describe('MCP servers as tools', () => {
       {
         agents: {
           lead: [
-            { tools: [{ name: 'fx__echo', args: { text: 'from stdio' } }, { name: 'web__echo', args: { text: 'from http' } }, { name: 'echo', args: { text: 'x' } }] },
+            {
+              tools: [
+                { name: 'fx__echo', args: { text: 'from stdio' } },
+                { name: 'web__echo', args: { text: 'from http' } },
+                { name: 'echo', args: { text: 'x' } },
+              ],
+            },
             { tool: 'finish', args: { summary: 'done' } },
           ],
         },
@@ -149,7 +155,7 @@ describe('MCP servers as tools', () => {
     const rootId = await c.start({ name: 'lead', task: 'Use both.' });
     expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
     const items = toolItems(store.loadSession(rootId));
-    expect(items.map((i) => i.content.startsWith('{') ? codeOf(i) : i.content)).toEqual(['echo: from stdio', 'echo: from http', 'TOOL_NOT_FOUND', null]);
+    expect(items.map((i) => (i.content.startsWith('{') ? codeOf(i) : i.content))).toEqual(['echo: from stdio', 'echo: from http', 'TOOL_NOT_FOUND', null]);
     const names = model.calls[0]!.request.tools.map((t) => t.name);
     expect(names).toEqual(expect.arrayContaining(['fx__echo', 'web__echo', 'fx__wipe', 'web__wipe']));
     expect(names).not.toContain('echo');
@@ -161,7 +167,14 @@ describe('MCP servers as tools', () => {
     const clock = new SimulatedClock();
     const sink = logSink();
     const { c, model } = run(
-      { agents: { lead: [{ tool: 'mute__echo', args: {} }, { tool: 'finish', args: { summary: 'done' } }] } },
+      {
+        agents: {
+          lead: [
+            { tool: 'mute__echo', args: {} },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
       {
         clock,
         logger: sink.logger,
@@ -178,12 +191,22 @@ describe('MCP servers as tools', () => {
     expect(failed.sort()).toEqual(['missing', 'mute']);
     // Each is retried after the backoff, on the injected clock.
     clock.increment(250);
-    await sink.until((r) => r.msg === 'MCP server failed to start' && r.mcpServer === 'missing' && sink.records.filter((x) => x.mcpServer === 'missing' && x.msg === r.msg).length === 2);
+    await sink.until(
+      (r) =>
+        r.msg === 'MCP server failed to start' &&
+        r.mcpServer === 'missing' &&
+        sink.records.filter((x) => x.mcpServer === 'missing' && x.msg === r.msg).length === 2,
+    );
   });
 
   it('shutdown while a server is still connecting ends it at once, not after its connect timeout', async () => {
     const sink = logSink();
-    const mute = mcpServer({ name: 'mute', command: process.execPath, args: ['-e', "process.stderr.write('MUTE UP\\n'); setInterval(() => {}, 1000)"], connectTimeoutMs: 600_000 });
+    const mute = mcpServer({
+      name: 'mute',
+      command: process.execPath,
+      args: ['-e', "process.stderr.write('MUTE UP\\n'); setInterval(() => {}, 1000)"],
+      connectTimeoutMs: 600_000,
+    });
     const { c } = run({ agents: { lead: [] } }, { logger: sink.logger, tools: [mute] });
     const started = c.start({ name: 'lead', task: 'Never starts.' });
     await sink.until((r) => r.stderr === 'MUTE UP');
@@ -204,7 +227,13 @@ describe('MCP servers as tools', () => {
       {
         agents: {
           lead: [
-            { tools: [{ name: 'echo', args: { text: 'a' } }, { name: 'write_note', args: { note: 'n1' } }, { name: 'wipe', args: {} }] },
+            {
+              tools: [
+                { name: 'echo', args: { text: 'a' } },
+                { name: 'write_note', args: { note: 'n1' } },
+                { name: 'wipe', args: {} },
+              ],
+            },
             { tool: 'finish', args: { summary: 'done' } },
           ],
         },
@@ -225,9 +254,24 @@ describe('MCP servers as tools', () => {
 
   it('a per-tool override replaces the annotation: a read-only override needs no approval', async () => {
     const asked: string[] = [];
-    const approvals: ApprovalPolicy = { request: (req) => (asked.push(req.action), Promise.resolve({ approved: false, reason: 'no' })), windowOpen: () => true };
+    const approvals: ApprovalPolicy = {
+      request: (req) => (asked.push(req.action), Promise.resolve({ approved: false, reason: 'no' })),
+      windowOpen: () => true,
+    };
     const { c, store } = run(
-      { agents: { lead: [{ tools: [{ name: 'write_note', args: { note: 'n' } }, { name: 'echo', args: { text: 'e' } }] }, { tool: 'finish', args: { summary: 'done' } }] } },
+      {
+        agents: {
+          lead: [
+            {
+              tools: [
+                { name: 'write_note', args: { note: 'n' } },
+                { name: 'echo', args: { text: 'e' } },
+              ],
+            },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
       { approvals, tools: [stdioServer({ tools: { write_note: { risk: 'read_only' }, echo: { risk: 'destructive' } } })] },
     );
     const rootId = await c.start({ name: 'lead', task: 'Try.' });
@@ -241,7 +285,11 @@ describe('MCP servers as tools', () => {
     const { c, store } = run(
       {
         agents: {
-          lead: [{ tool: 'die', args: {} }, { tool: 'echo', args: { text: 'again' } }, { tool: 'finish', args: { summary: 'done' } }],
+          lead: [
+            { tool: 'die', args: {} },
+            { tool: 'echo', args: { text: 'again' } },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
         },
       },
       { logger: sink.logger, tools: [stdioServer()] },
@@ -264,7 +312,12 @@ describe('MCP servers as tools', () => {
       {
         agents: {
           lead: [
-            { tools: [{ name: 'die', args: {} }, { name: 'echo', args: { text: 'down' } }] },
+            {
+              tools: [
+                { name: 'die', args: {} },
+                { name: 'echo', args: { text: 'down' } },
+              ],
+            },
             { tool: 'echo', args: { text: 'back' } },
             { tool: 'finish', args: { summary: 'done' } },
           ],
@@ -292,7 +345,14 @@ describe('MCP servers as tools', () => {
     const clock = new SimulatedClock();
     const sink = logSink();
     const { c, store } = run(
-      { agents: { lead: [{ tool: 'slow', args: {} }, { tool: 'finish', args: { summary: 'done' } }] } },
+      {
+        agents: {
+          lead: [
+            { tool: 'slow', args: {} },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
       { clock, logger: sink.logger, tools: [stdioServer({ tools: { slow: { timeoutMs: 5_000 } } })] },
     );
     const rootId = await c.start({ name: 'lead', task: 'Wait.' });
@@ -320,7 +380,11 @@ describe('MCP servers as tools', () => {
     const { c, model, store, callStarted } = run(
       {
         agents: {
-          lead: [{ tool: 'grow', args: {} }, { delayMs: 1_000, tool: 'late', args: {} }, { tool: 'finish', args: { summary: 'done' } }],
+          lead: [
+            { tool: 'grow', args: {} },
+            { delayMs: 1_000, tool: 'late', args: {} },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
         },
       },
       { clock, logger: sink.logger, tools: [stdioServer()] },
@@ -347,12 +411,20 @@ describe('MCP servers as tools', () => {
             { tool: 'finish', args: { summary: 'done' } },
           ],
           research: [
-            { tools: [{ name: 'web__echo', args: { text: 'ok' } }, { name: 'fx__wipe', args: {} }] },
+            {
+              tools: [
+                { name: 'web__echo', args: { text: 'ok' } },
+                { name: 'fx__wipe', args: {} },
+              ],
+            },
             { tool: 'spawn_agent', args: { name: 'deep', task: 'deeper', skills: ['tools:fx'] } },
             { tool: 'wait_for_agents', args: { reason: 'deep' } },
             { tool: 'agent_finish', args: { summary: 'found' } },
           ],
-          deep: [{ tool: 'fx__echo', args: { text: 'no' } }, { tool: 'agent_finish', args: { summary: 'nothing' } }],
+          deep: [
+            { tool: 'fx__echo', args: { text: 'no' } },
+            { tool: 'agent_finish', args: { summary: 'nothing' } },
+          ],
         },
       },
       { tools: [stdioServer(), mcpServer({ name: 'web', url: web.url })] },
@@ -361,7 +433,11 @@ describe('MCP servers as tools', () => {
     expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
     const offered = (name: string) => model.calls.find((call) => call.agentName === name)!.request.tools.map((t) => t.name);
     expect(offered('lead')).toEqual(expect.arrayContaining(['fx__echo', 'web__echo']));
-    expect(offered('research').filter((n) => n.includes('__')).every((n) => n.startsWith('web__'))).toBe(true);
+    expect(
+      offered('research')
+        .filter((n) => n.includes('__'))
+        .every((n) => n.startsWith('web__')),
+    ).toBe(true);
     expect(offered('research')).toContain('spawn_agent');
     // A grandchild's set is cut by its parent's: fx is not in research's set, so deep gets no MCP tool.
     expect(offered('deep').filter((n) => n.includes('__'))).toEqual([]);

@@ -26,7 +26,14 @@ describe('config "mcpServers"', () => {
       const body = request.body as { messages: { role: string }[] };
       return body.messages.some((m) => m.role === 'tool')
         ? { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'all done' } }] } }
-        : { message: { toolCalls: [{ name: 'fx__echo', arguments: { text: 'over stdio' } }, { name: 'web__echo', arguments: { text: 'over http' } }] } };
+        : {
+            message: {
+              toolCalls: [
+                { name: 'fx__echo', arguments: { text: 'over stdio' } },
+                { name: 'web__echo', arguments: { text: 'over http' } },
+              ],
+            },
+          };
     });
     const cwd = workdir();
     const mcpServers = { fx: { command: process.execPath, args: [FIXTURE] }, web: { url: web.url, headers: { authorization: secret } } };

@@ -42,12 +42,19 @@ describe('@modelcontextprotocol/server-everything', () => {
         },
       });
       const store = memoryStore();
-      const c = createCoordinator({ model, store, tools: [mcpServer({ name: 'everything', command: process.execPath, args: [EVERYTHING, 'stdio'], env: { MARKER: 'given' } })] });
+      const c = createCoordinator({
+        model,
+        store,
+        tools: [mcpServer({ name: 'everything', command: process.execPath, args: [EVERYTHING, 'stdio'], env: { MARKER: 'given' } })],
+      });
       open.push(c);
       const rootId = await c.start({ name: 'lead', task: 'Try everything.' });
       expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
       const offered = model.calls[0]!.request.tools;
-      expect(offered.find((t) => t.name === 'get-sum')?.parameters).toMatchObject({ type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } } });
+      expect(offered.find((t) => t.name === 'get-sum')?.parameters).toMatchObject({
+        type: 'object',
+        properties: { a: { type: 'number' }, b: { type: 'number' } },
+      });
       const items = toolItems(store.loadSession(rootId));
       expect(items.map(codeOf)).toEqual([null, null, null, null, null, 'TOOL_INPUT_INVALID', null]);
       expect(items[0]!.content).toContain('hello');

@@ -78,7 +78,9 @@ describe('MCP tool calls cut by a crash', () => {
     const dir = mkdtempSync(join(tmpdir(), 'troupe-mcp-'));
     const path = join(dir, 'run.db');
     const fixtureLog = join(dir, 'fixture.log');
-    const child = spawn(process.execPath, [fileURLToPath(new URL('../../dist/test/fixtures/mcp/crashChild.js', import.meta.url)), path, fixtureLog], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [fileURLToPath(new URL('../../dist/test/fixtures/mcp/crashChild.js', import.meta.url)), path, fixtureLog], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const exited = new Promise((resolve) => child.once('exit', resolve));
     let rootId = '';
     for await (const line of createInterface({ input: child.stdout })) {
@@ -102,6 +104,10 @@ describe('MCP tool calls cut by a crash', () => {
     ]);
     await again.shutdown();
     store.close();
-    expect(readFileSync(fixtureLog, 'utf8').split('\n').filter((l) => l.startsWith('NOTE'))).toEqual(['NOTE before the crash']);
+    expect(
+      readFileSync(fixtureLog, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('NOTE')),
+    ).toEqual(['NOTE before the crash']);
   });
 });

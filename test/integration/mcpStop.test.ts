@@ -41,7 +41,15 @@ describe('a stop cancels an MCP call in flight', () => {
     const { c, store } = run(
       {
         agents: {
-          lead: [{ tools: [{ name: 'slow', args: {} }, { name: 'write_note', args: { note: 'after the stop' } }, { name: 'echo', args: { text: 'later' } }] }],
+          lead: [
+            {
+              tools: [
+                { name: 'slow', args: {} },
+                { name: 'write_note', args: { note: 'after the stop' } },
+                { name: 'echo', args: { text: 'later' } },
+              ],
+            },
+          ],
         },
       },
       { clock, logger: sink.logger, tools: [stdioServer({ env: { FIXTURE_LOG: fixtureLog }, tools: { slow: { timeoutMs: 5_000 } } })] },
@@ -77,7 +85,7 @@ describe('a stop cancels an MCP call in flight', () => {
     expect(store.listEvents(c.runId).filter((e) => e.agentId === rootId)).toEqual(events);
   });
 
-  it('stop_agent from the parent: the child\'s call is cancelled on the server and the parent is told the child stopped', async () => {
+  it("stop_agent from the parent: the child's call is cancelled on the server and the parent is told the child stopped", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'troupe-mcp-'));
     const fixtureLog = join(dir, 'fixture.log');
     const clock = new SimulatedClock();
@@ -114,7 +122,20 @@ describe('a stop cancels an MCP call in flight', () => {
 describe('MCP images reach the model as pixels', () => {
   it('on the wire: the tool message says what came back, and a user message after the tool results carries the image_url data URL', async () => {
     const t = await openaiTeam(
-      { lead: [{ message: { content: null, toolCalls: [{ name: 'picture', arguments: {} }, { name: 'echo', arguments: { text: 'hi' } }] } }, call('finish', { summary: 'seen' })] },
+      {
+        lead: [
+          {
+            message: {
+              content: null,
+              toolCalls: [
+                { name: 'picture', arguments: {} },
+                { name: 'echo', arguments: { text: 'hi' } },
+              ],
+            },
+          },
+          call('finish', { summary: 'seen' }),
+        ],
+      },
       { coordinator: { tools: [stdioServer()] } },
     );
     await using _ = t;
@@ -132,7 +153,7 @@ describe('MCP images reach the model as pixels', () => {
     ]);
   });
 
-  it('an image over the server\'s maxResultChars is described as not shown and never sent; the run goes on', async () => {
+  it("an image over the server's maxResultChars is described as not shown and never sent; the run goes on", async () => {
     const t = await openaiTeam(
       { lead: [call('picture', { size: 40_000 }), call('picture', { size: 400 }), call('finish', { summary: 'seen' })] },
       { coordinator: { tools: [stdioServer({ maxResultChars: 10_000 })] } },

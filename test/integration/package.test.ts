@@ -51,7 +51,10 @@ describe('the README’s TypeScript', () => {
     const problems = ts
       .getPreEmitDiagnostics(program)
       .filter((d) => d.file === undefined || ours(d.file))
-      .map((d) => `${d.file ? relative(ROOT, d.file.fileName) : ''}:${d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : ''} ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+      .map(
+        (d) =>
+          `${d.file ? relative(ROOT, d.file.fileName) : ''}:${d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : ''} ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`,
+      );
     expect(problems).toEqual([]);
   });
 });
@@ -64,7 +67,17 @@ describe('the package', () => {
     )}`;
     const register = `import { register } from 'node:module'; register(${JSON.stringify(hook)});`;
     const load = (entry: string) =>
-      spawnSync(process.execPath, ['--import', `data:text/javascript,${encodeURIComponent(register)}`, '--input-type=module', '-e', `await import(${JSON.stringify(join(ROOT, entry))}); console.log('loaded');`], { encoding: 'utf8' });
+      spawnSync(
+        process.execPath,
+        [
+          '--import',
+          `data:text/javascript,${encodeURIComponent(register)}`,
+          '--input-type=module',
+          '-e',
+          `await import(${JSON.stringify(join(ROOT, entry))}); console.log('loaded');`,
+        ],
+        { encoding: 'utf8' },
+      );
     const testing = load('dist/src/testing/index.js');
     expect(testing.stdout.trim(), testing.stderr).toBe('loaded');
     const property = load('dist/src/testing/property.js');
@@ -76,11 +89,32 @@ describe('the package', () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; exports: Record<string, unknown> };
     expect(pkg.scripts.prepack).toBeDefined();
     expect(Object.keys(pkg.exports)).toEqual(['.', './testing', './testing/property']);
-    const [packed] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' })) as [{ files: { path: string }[] }];
+    const [packed] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' })) as [
+      { files: { path: string }[] },
+    ];
     const paths = packed.files.map((f) => f.path);
-    for (const path of ['LICENSE', 'README.md', 'package.json', 'fixtures/troupe.config.schema.json', 'fixtures/scenarios/demo.json', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js', 'dist/src/testing/property.d.ts', 'dist/machines/agentMachine.js']) {
+    for (const path of [
+      'LICENSE',
+      'README.md',
+      'package.json',
+      'fixtures/troupe.config.schema.json',
+      'fixtures/scenarios/demo.json',
+      'dist/src/index.js',
+      'dist/src/index.d.ts',
+      'dist/src/cli/main.js',
+      'dist/src/testing/property.d.ts',
+      'dist/machines/agentMachine.js',
+    ]) {
       expect(paths, path).toContain(path);
     }
-    expect(paths.filter((p) => p.startsWith('dist/test') || p.startsWith('dist/readme-examples') || p.startsWith('test/') || (p.startsWith('src/') && !p.startsWith('src/dashboard/public/')))).toEqual([]);
+    expect(
+      paths.filter(
+        (p) =>
+          p.startsWith('dist/test') ||
+          p.startsWith('dist/readme-examples') ||
+          p.startsWith('test/') ||
+          (p.startsWith('src/') && !p.startsWith('src/dashboard/public/')),
+      ),
+    ).toEqual([]);
   });
 });

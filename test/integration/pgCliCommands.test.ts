@@ -1,14 +1,15 @@
 /**
- * Every CLI command on PostgreSQL (`--db postgres://…`): a run carries the settings its submitter
+ * What the CLI does on PostgreSQL (`--db postgres://…`) beyond what it does on every store
+ * (cliStores.test.ts runs the same commands on both): a run carries the settings its submitter
  * chose to whichever worker hosts it (the worker's key, never the submitter's), a worker's own
- * flags override them; `resume` hands a run back with new settings; `demo` and `serve` run on
- * PostgreSQL; bad URLs and unreachable servers are typed errors, and a flag the PostgreSQL form
- * does not honour is refused, not ignored.
+ * flags override them; `resume --detach` hands a run back with new settings; bad URLs and
+ * unreachable servers are typed errors, and a flag the PostgreSQL form does not honour is refused,
+ * not ignored.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
-import { spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
-import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import { expectOneLine, spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 const available = await pgAvailable();
 
@@ -29,7 +30,11 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     await Promise.all(schemas.map((drop) => drop()));
   });
 
-  async function statusWhere(db: string, cwd: string, ok: (s: { root: { status: string } | null; host: { state: string; owner: string | null } | null }) => boolean) {
+  async function statusWhere(
+    db: string,
+    cwd: string,
+    ok: (s: { root: { status: string } | null; host: { state: string; owner: string | null } | null }) => boolean,
+  ) {
     const deadline = Date.now() + 30_000;
     for (;;) {
       const r = await troupe(['status', '--db', db, '--json'], cwd);
@@ -40,7 +45,7 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     }
   }
 
-  it('a run is hosted with the settings it was submitted with; the key is the worker\'s; resume --model changes them for the next host', async () => {
+  it("a run is hosted with the settings it was submitted with; the key is the worker's; resume --model changes them for the next host", async () => {
     await using server = await createFakeOpenAIServer((request) =>
       request.index === 0
         ? { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: 'Ready.' } }] } }
@@ -49,7 +54,10 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     const db = dbOf();
     const cwd = workdir();
     // The submitter's key is its own business: it is never saved, so no worker can use it.
-    const submitted = await troupe(['run', 'Wait for the user', '--interactive', '--model', 'chosen-model', '--base-url', server.url, '--api-key', 'submitter-key', '--db', db], cwd);
+    const submitted = await troupe(
+      ['run', 'Wait for the user', '--detach', '--interactive', '--model', 'chosen-model', '--base-url', server.url, '--api-key', 'submitter-key', '--db', db],
+      cwd,
+    );
     expect(submitted.code, submitted.stderr).toBe(0);
     // The worker knows neither model nor server: both come from the run.
     const worker = spawnTroupe(['worker', '--db', db], cwd, { OPENAI_API_KEY: 'worker-key' });
@@ -59,7 +67,7 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     expect(server.requests.map(seen)).toEqual([{ model: 'chosen-model', key: 'Bearer worker-key' }]);
 
     // Resume on PostgreSQL hands the run back with a new model for whoever hosts it next.
-    const resumed = await troupe(['resume', '--db', db, '--model', 'second-model', '--json'], cwd);
+    const resumed = await troupe(['resume', '--detach', '--db', db, '--model', 'second-model', '--json'], cwd);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(JSON.parse(resumed.stdout)).toMatchObject({ type: 'run.resumed' });
     const sent = await troupe(['send', 'lead', 'finish now', '--db', db], cwd);
@@ -74,7 +82,7 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     await using server = await createFakeOpenAIServer(() => ({ message: { toolCalls: [{ name: 'finish', arguments: { summary: 'done' } }] } }));
     const db = dbOf();
     const cwd = workdir();
-    expect((await troupe(['run', 'Say done', '--model', 'chosen-model', '--base-url', server.url, '--db', db], cwd)).code).toBe(0);
+    expect((await troupe(['run', 'Say done', '--detach', '--model', 'chosen-model', '--base-url', server.url, '--db', db], cwd)).code).toBe(0);
     const worker = spawnTroupe(['worker', '--db', db, '--model', 'pinned-model', '--api-key', 'k'], cwd);
     running.push(worker);
     await statusWhere(db, cwd, (s) => s.host?.state === 'done');
@@ -83,44 +91,45 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     await worker.exited;
   });
 
-  it('demo runs on PostgreSQL, hosted by a worker in its own process', async () => {
-    const db = dbOf();
+  it('status, tree and ui on an empty schema, or one that does not exist: RUN_NOT_FOUND (exit 4), one line, and nothing is created', async () => {
     const cwd = workdir();
-    const r = await troupe(['demo', '--db', db, '--json'], cwd);
-    expect(r.code, r.stderr).toBe(0);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type?: string; tree?: unknown[] });
-    expect(lines[0]).toMatchObject({ type: 'run.submitted' });
-    expect(lines.find((l) => l.tree)?.tree?.length).toBeGreaterThan(0);
-    const s = await statusWhere(db, cwd, () => true);
-    expect(s).toMatchObject({ root: { status: 'completed' }, host: { state: 'done', owner: null } });
-  });
-
-  it('serve on PostgreSQL submits its main run and keeps hosting it while it waits; a message reaches it from another process', async () => {
-    // Counted here: serve's watchdog also asks the server (GET /models), which request.index counts.
-    let calls = 0;
-    await using server = await createFakeOpenAIServer(() =>
-      calls++ === 0
-        ? { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: 'Ready.' } }] } }
-        : { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'served' } }] } },
-    );
-    const db = dbOf();
-    const cwd = workdir();
-    const serving = spawnTroupe(['serve', 'Wait for the user', '--db', db, '--model', 'm', '--base-url', server.url, '--api-key', 'k'], cwd);
-    running.push(serving);
-    const workerId = /^ready: worker (\S+) /.exec(await serving.line(/^ready: worker .* main run/))![1];
-    // Its root waits on the user: serve keeps the run (a plain worker would release it parked).
-    await statusWhere(db, cwd, (s) => s.root?.status === 'waiting' && s.host?.owner === workerId && s.host?.state === 'runnable');
-    const sent = await troupe(['send', 'lead', 'go', '--db', db], cwd);
-    expect(sent.code, sent.stderr).toBe(0);
-    await statusWhere(db, cwd, (s) => s.root?.status === 'completed');
-    serving.child.kill('SIGTERM');
-    expect(await serving.exited).toEqual({ code: 0, signal: null });
+    const tablesIn = async (schema: string) =>
+      Number((await adminQuery('SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = $1', [schema])).rows[0].n);
+    const schemaExists = async (schema: string) =>
+      (await adminQuery('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [schema])).rowCount === 1;
+    const empty = freshSchema();
+    const missing = freshSchema();
+    schemas.push(empty.drop, missing.drop);
+    await adminQuery(`CREATE SCHEMA ${empty.schema}`);
+    for (const schema of [empty.schema, missing.schema]) {
+      const db = `${PG_URL}?schema=${schema}`;
+      for (const args of [['status'], ['status', '--json'], ['tree'], ['ui', '--port', '0']]) {
+        const r = await troupe([...args, '--db', db], cwd);
+        expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(4);
+        expectOneLine(r, 'RUN_NOT_FOUND');
+        expect(r.stderr).toContain(`schema ${schema} holds no troupe tables`);
+      }
+    }
+    expect(await tablesIn(empty.schema)).toBe(0);
+    expect(await schemaExists(missing.schema)).toBe(false);
   });
 
   it('typed errors: an unreachable server on every command, a flag the PostgreSQL form does not honour, a worker without a PostgreSQL --db', async () => {
     const cwd = workdir();
     const nowhere = 'postgres://root@127.0.0.1:1/test';
-    const commands = [['status'], ['tree'], ['resume'], ['run', 'x'], ['send', 'lead', 'hi'], ['stop', 'lead'], ['worker'], ['demo'], ['serve']];
+    const commands = [
+      ['status'],
+      ['tree'],
+      ['resume'],
+      ['resume', '--detach'],
+      ['run', 'x', '--model', 'm', '--api-key', 'k'],
+      ['run', 'x', '--detach'],
+      ['send', 'lead', 'hi'],
+      ['stop', 'lead'],
+      ['worker'],
+      ['demo'],
+      ['serve', '--model', 'm', '--api-key', 'k'],
+    ];
     const results = await Promise.all(commands.map((args) => troupe([...args, '--db', nowhere], cwd)));
     results.forEach((r, i) => {
       expect(r.code, `${commands[i]![0]}: ${r.stderr}`).toBe(5);
@@ -129,6 +138,15 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     const ui = await troupe(['run', 'x', '--db', PG_URL, '--ui'], cwd);
     expect(ui.code).toBe(2);
     expect(ui.stderr).toMatch(/does not take --ui with a PostgreSQL --db/);
+    // --detach hands a run to the workers: a file has none.
+    for (const args of [
+      ['run', 'x', '--detach', '--model', 'm'],
+      ['resume', '--detach'],
+    ]) {
+      const detached = await troupe([...args, '--db', 'x.db'], cwd);
+      expect(detached.code, detached.stderr).toBe(2);
+      expect(detached.stderr).toMatch(/--detach needs a PostgreSQL --db/);
+    }
     const worker = await troupe(['worker', '--db', 'x.db'], cwd);
     expect(worker.code).toBe(2);
     expect(worker.stderr).toMatch(/postgres:\/\//);

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
+import { startFaultProxy } from '../helpers/faultProxy.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 import { agentRow } from '../unit/store/storeContract.js';
 
@@ -71,7 +72,16 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
   it('a worker past its lease is fenced: the new host writes, the old one writes nothing and learns it lost the run', async () => {
     const old = await a.claim('fenced', { owner: 'A', ttlMs: 300, heartbeatMs: 0 });
     await old.port.commit([
-      { op: 'insertRun', run: { id: 'fenced', createdAt: 1, interactive: false, rootId: null, budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false } } },
+      {
+        op: 'insertRun',
+        run: {
+          id: 'fenced',
+          createdAt: 1,
+          interactive: false,
+          rootId: null,
+          budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
+        },
+      },
     ]);
     await expect(b.claim('fenced', { owner: 'B', heartbeatMs: 0 })).rejects.toMatchObject({ code: 'RUN_LOCKED' });
     await expired('fenced');
@@ -87,7 +97,9 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     expect(await old.renew()).toBe(false);
     expect(await old.release({ state: 'runnable' })).toBe(false);
     // And never again, even without asking the database.
-    await expect(old.port.commit([{ op: 'appendEvent', row: { runId: 'fenced', agentId: null, type: 'old-host', data: {}, at: 4 } }])).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    await expect(old.port.commit([{ op: 'appendEvent', row: { runId: 'fenced', agentId: null, type: 'old-host', data: {}, at: 4 } }])).rejects.toMatchObject({
+      code: 'LEASE_LOST',
+    });
     expect((await a.reads.listEvents('fenced')).map((e) => e.type)).toEqual(['new-host']);
     expect((await leaseOf('fenced')).owner).toBe('B');
   });
@@ -101,18 +113,61 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     expect(await b.claimNext({ owner: 'B', heartbeatMs: 0 })).toBeNull();
   });
 
-  it('a commit that fails at its last statement or its COMMIT leaves nothing in the host\'s write cache: the next commit of the lease numbers and merges from what committed', async () => {
+  it('commits called at once are applied one after the other, each of them: none is taken for an earlier one already applied', async () => {
+    const held = await a.claim('concurrent', { owner: 'A', heartbeatMs: 0 });
+    const budget = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+    await held.port.commit([{ op: 'insertRun', run: { id: 'concurrent', createdAt: 1, interactive: false, rootId: null, budget } }]);
+    // Two callers of one port at the same moment (a host writing its own event beside its group commit).
+    await Promise.all(
+      ['first', 'second', 'third'].map((type, i) =>
+        held.port.commit([{ op: 'appendEvent', row: { runId: 'concurrent', agentId: null, type, data: {}, at: i } }]),
+      ),
+    );
+    expect((await a.reads.listEvents('concurrent')).map((e) => e.type)).toEqual(['first', 'second', 'third']);
+    await held.release({ state: 'done' });
+  });
+
+  /** Make the pool's next connections misbehave at COMMIT: `how` is called with the client when COMMIT is sent. */
+  function atCommit(store: PostgresStore, how: (client: pg.PoolClient, send: () => Promise<unknown>) => Promise<unknown>): () => void {
+    const connect = store.pool.connect.bind(store.pool) as () => Promise<pg.PoolClient>;
+    store.pool.connect = (async () => {
+      const client = await connect();
+      const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+      // Every argument passes through (the pool's own queries pass a callback).
+      (client as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = (...args) => {
+        const config = args[0];
+        const text = typeof config === 'string' ? config : (config as { text: string }).text;
+        return text === 'COMMIT' ? how(client, () => query(...args)) : query(...args);
+      };
+      return client;
+    }) as typeof store.pool.connect;
+    return () => void (store.pool.connect = connect as typeof store.pool.connect);
+  }
+  const pid = (client: pg.PoolClient) => (client as unknown as { processID: number }).processID;
+
+  it("a commit that fails at its last statement leaves nothing in the host's write cache; one whose COMMIT is cut is retried on a new connection and applied once, answered or not", async () => {
     const runId = 'cache';
     const budget = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
     const held = await a.claim(runId, { owner: 'A', heartbeatMs: 0 });
-    const mail = { runId, to: 'x', from: 'user', fromName: 'user', type: 'instruction', priority: 'normal' as const, content: 'hi', interrupt: false, createdAt: 1 };
+    const mail = {
+      runId,
+      to: 'x',
+      from: 'user',
+      fromName: 'user',
+      type: 'instruction',
+      priority: 'normal' as const,
+      content: 'hi',
+      interrupt: false,
+      createdAt: 1,
+    };
     await held.port.commit([
       { op: 'insertRun', run: { id: runId, createdAt: 1, interactive: false, rootId: 'x', budget } },
       { op: 'registerAgent', agent: agentRow('x', { runId }), firstInput: [{ role: 'user', content: 'task' }] },
       { op: 'enqueueMessage', message: { ...mail, id: 'cache-m1' } },
     ]);
     // Every op is applied (and staged in the cache); the batch fails at the multi-row insert of its
-    // messages (a message id that exists), after its session rows were written in the transaction.
+    // messages (a message id that exists), after its session rows were written in the transaction:
+    // not a connection error, so it is not retried.
     await expect(
       held.port.commit([
         { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'lost 1' }] },
@@ -120,48 +175,130 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
         { op: 'enqueueMessage', message: { ...mail, id: 'cache-m1' } },
       ]),
     ).rejects.toMatchObject({ code: 'AGENT_EXISTS' });
-    // The connection is killed as COMMIT is sent: everything was written but nothing committed.
-    const connect = a.pool.connect.bind(a.pool) as () => Promise<pg.PoolClient>;
-    a.pool.connect = (async () => {
-      const client = await connect();
-      const query = client.query.bind(client) as (text: string) => Promise<unknown>;
-      (client as unknown as { query: (text: string, params?: unknown[]) => Promise<unknown> }).query = async (text, params) => {
-        if (text === 'COMMIT') await adminQuery('SELECT pg_terminate_backend($1)', [(client as unknown as { processID: number }).processID]);
-        return (query as (t: string, p?: unknown[]) => Promise<unknown>)(text, params);
-      };
-      return client;
-    }) as typeof a.pool.connect;
+    // The connection is killed as COMMIT is sent, once: nothing committed, so the retry applies it.
+    let cuts = 0;
+    let restore = atCommit(a, async (client, send) => {
+      if (cuts++ === 0) await adminQuery('SELECT pg_terminate_backend($1)', [pid(client)]);
+      return send();
+    });
     try {
-      await expect(
-        held.port.commit([
-          { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'lost 2' }, { role: 'assistant', content: 'lost 3' }] },
-          { op: 'updateAgent', id: 'x', patch: { status: 'waiting', waitKind: 'agents' } },
-        ]),
-      ).rejects.toMatchObject({ code: 'STORE_IO' });
+      await held.port.commit([
+        {
+          op: 'appendSession',
+          agentId: 'x',
+          items: [
+            { role: 'assistant', content: 'two' },
+            { role: 'assistant', content: 'three' },
+          ],
+        },
+        { op: 'updateAgent', id: 'x', patch: { status: 'waiting', waitKind: 'agents' } },
+      ]);
     } finally {
-      a.pool.connect = connect as typeof a.pool.connect;
+      restore();
     }
-    expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task']);
-    // No read in between: the next commit computes session seqs and the agent's row from its cache.
+    expect(cuts).toBe(2);
+    expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task', 'two', 'three']);
+    // COMMIT applied, its answer lost (the connection dies right after): the retry finds the
+    // commit's number already written and applies nothing twice.
+    let answersLost = 0;
+    restore = atCommit(a, async (client, send) => {
+      if (answersLost++ > 0) return send();
+      await send();
+      await adminQuery('SELECT pg_terminate_backend($1)', [pid(client)]);
+      throw Object.assign(new Error('Connection terminated unexpectedly'), {});
+    });
+    try {
+      await held.port.commit([
+        { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'four' }] },
+        { op: 'enqueueMessage', message: { ...mail, id: 'cache-m2', content: 'once' } },
+      ]);
+    } finally {
+      restore();
+    }
+    expect(answersLost).toBe(1);
+    expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task', 'two', 'three', 'four']);
+    expect((await a.reads.listMessages(runId)).filter((m) => m.content === 'once')).toHaveLength(1);
+    // No read in between: the next commit numbers session rows and merges the agent's row from the
+    // cache, which holds what committed (not the failed batch's turns: 7).
     await held.port.commit([
       { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'kept' }] },
       { op: 'updateAgent', id: 'x', patch: { stint: 2 } },
     ]);
     const seqs = await adminQuery(`SELECT seq FROM ${schema}.session_items WHERE agent_id = 'x' ORDER BY seq`);
-    expect(seqs.rows.map((r: { seq: number }) => r.seq)).toEqual([0, 1]);
-    expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task', 'kept']);
-    expect((await a.reads.listAgents(runId))[0]).toMatchObject({ status: 'running', waitKind: null, turns: 0, stint: 2 });
+    expect(seqs.rows.map((r: { seq: number }) => r.seq)).toEqual([0, 1, 2, 3, 4]);
+    expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task', 'two', 'three', 'four', 'kept']);
+    expect((await a.reads.listAgents(runId))[0]).toMatchObject({ status: 'waiting', waitKind: 'agents', turns: 0, stint: 2 });
     await held.release({ state: 'done' });
   });
 
-  it('a SIGSTOPped worker past its lease cannot write a row after waking', async () => {
-    const runId = 'stopped';
-    const setup = await a.claim(runId, { owner: 'setup', heartbeatMs: 0 });
-    await setup.port.commit([
-      { op: 'insertRun', run: { id: runId, createdAt: 1, interactive: false, rootId: null, budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false } } },
-    ]);
-    await setup.release({ state: 'runnable' });
-    const ttl = 600;
+  it('a commit is retried only while the lease holds locally: past its local expiry it is LEASE_LOST, and nothing more leaves the host', async () => {
+    const runId = 'expiring';
+    let clock = 0;
+    const held = await a.claim(runId, { owner: 'A', ttlMs: 1_000, heartbeatMs: 0, now: () => clock });
+    const lostWith: string[] = [];
+    held.port.guard!.onLost((err) => lostWith.push(err.code));
+    expect(held.port.guard!.check()).toBeNull();
+    // Every COMMIT is cut: the commit is retried until the local expiry (the margin is 100 ms).
+    const restore = atCommit(a, async (client, send) => {
+      clock += 150;
+      await adminQuery('SELECT pg_terminate_backend($1)', [pid(client)]);
+      return send();
+    });
+    try {
+      await expect(held.port.commit([{ op: 'appendEvent', row: { runId, agentId: null, type: 'never', data: {}, at: 1 } }])).rejects.toMatchObject({
+        code: 'LEASE_LOST',
+        message: expect.stringContaining('may have expired'),
+      });
+    } finally {
+      restore();
+    }
+    expect(lostWith).toEqual(['LEASE_LOST']);
+    expect(held.port.guard!.check()).toMatchObject({ code: 'LEASE_LOST' });
+    await expect(held.port.listRuns()).rejects.toMatchObject({ code: 'LEASE_LOST' });
+    expect(await a.reads.listEvents(runId)).toEqual([]);
+  });
+
+  it('a read of a hosted run cut by a reset connection is repeated on a new one (a resume does not fail on it)', async () => {
+    const runId = 'reread';
+    await runnableRun(runId);
+    const proxy = await startFaultProxy(PG_URL);
+    const via = await openPostgresStore({ url: proxy.url(PG_URL), schema });
+    try {
+      const held = await via.claim(runId, { owner: 'A', heartbeatMs: 0 });
+      // The answer is on its way (delayed in the proxy) when every connection is reset.
+      proxy.delay(150);
+      const read = held.port.getRun(runId);
+      await expect.poll(() => proxy.stats().held, { timeout: 5_000 }).toBeGreaterThan(0);
+      proxy.dropAll();
+      proxy.pass();
+      expect(await read).toMatchObject({ id: runId });
+      expect(proxy.stats().accepted).toBeGreaterThan(1);
+      await held.release({ state: 'done' });
+    } finally {
+      await via.close();
+      await proxy.close();
+    }
+  });
+
+  it('the guard counts from when the claim was sent: a lease unrenewed for its TTL is lost locally before any other worker could claim it', async () => {
+    let clock = 0;
+    const held = await a.claim('local', { owner: 'A', ttlMs: 2_000, heartbeatMs: 0, now: () => clock });
+    clock = 1_799;
+    expect(held.check()).toBeNull();
+    // Renewal moves the local expiry to when the renewal was sent, plus the TTL, less the margin.
+    expect(await held.renew()).toBe(true);
+    clock = 3_598;
+    expect(held.check()).toBeNull();
+    clock = 3_599;
+    expect(held.check()).toMatchObject({ code: 'LEASE_LOST' });
+    expect(held.lost).toMatchObject({ code: 'LEASE_LOST' });
+    // Lost for good: the database still shows the lease (nobody claimed it), but this host is done.
+    expect(await held.renew()).toBe(false);
+    expect((await leaseOf('local')).owner).toBe('A');
+  });
+
+  /** The lease child (pg/leaseChild.ts) committing rows of `runId` one after another, and a wait on its output. */
+  function leaseChild(runId: string, ttl: number) {
     const child = spawn(process.execPath, [CHILD, PG_URL, schema, runId, String(ttl)], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     let exitedEarly = false;
@@ -190,6 +327,31 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
         waiters.add(check);
         check();
       });
+    return { child, waitFor, output: () => out };
+  }
+
+  async function runnableRun(runId: string): Promise<void> {
+    const setup = await a.claim(runId, { owner: 'setup', heartbeatMs: 0 });
+    await setup.port.commit([
+      {
+        op: 'insertRun',
+        run: {
+          id: runId,
+          createdAt: 1,
+          interactive: false,
+          rootId: null,
+          budget: { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false },
+        },
+      },
+    ]);
+    await setup.release({ state: 'runnable' });
+  }
+
+  it('a SIGSTOPped worker past its lease cannot write a row after waking', async () => {
+    const runId = 'stopped';
+    await runnableRun(runId);
+    const ttl = 600;
+    const { child, waitFor, output } = leaseChild(runId, ttl);
     await waitFor(/WROTE 5\n/);
     const childEpoch = (await leaseOf(runId)).epoch;
     child.kill('SIGSTOP');
@@ -201,13 +363,45 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
     child.kill('SIGCONT');
     const [, code] = (await waitFor(/STOPPED (\w+)\n/)) as unknown as [string, string];
-    expect(['LEASE_LOST', 'STORE_IO']).toContain(code);
+    expect(code).toBe('LEASE_LOST');
     expect(await exited).toBe(0);
     const events = await a.reads.listEvents(runId);
     expect(events).toHaveLength(rowsAtClaim);
     // Every row the child wrote committed before the claim; the last acknowledged one is among them.
-    const acked = Math.max(...[...out.matchAll(/WROTE (\d+)\n/g)].map((m) => Number(m[1])));
+    const acked = Math.max(...[...output().matchAll(/WROTE (\d+)\n/g)].map((m) => Number(m[1])));
     expect(events.map((e) => e.data.n)).toContain(acked);
     await next.release({ state: 'done' });
+  }, 30_000);
+
+  it("a worker frozen in the middle of a commit holds no lock past its lease: the next claim waits at most the TTL, not the server's idle timeout", async () => {
+    const runId = 'frozen';
+    await runnableRun(runId);
+    // Writing row 5 takes 150 ms on the server: the child is stopped while its transaction is open.
+    await adminQuery(`CREATE FUNCTION ${schema}.slow_write() RETURNS trigger AS $$ BEGIN
+        IF NEW.run_id = 'frozen' AND NEW.type = 'child.write' AND (NEW.data::json->>'n')::int = 5 THEN PERFORM pg_sleep(0.15); END IF;
+        RETURN NEW; END $$ LANGUAGE plpgsql`);
+    await adminQuery(`CREATE TRIGGER slow_write BEFORE INSERT ON ${schema}.events FOR EACH ROW EXECUTE FUNCTION ${schema}.slow_write()`);
+    const ttl = 600;
+    const { child, waitFor } = leaseChild(runId, ttl);
+    await waitFor(/WROTE 4\n/);
+    // Stopped while the server sleeps inside its insert (a condition polled on the server).
+    for (;;) {
+      const { rows } = await adminQuery("SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%INSERT INTO events%'");
+      if (rows.length > 0) break;
+    }
+    child.kill('SIGSTOP');
+    try {
+      await expired(runId);
+      // The server's idle-in-transaction timeout stays at its default (30 s here, or none): what
+      // ends the frozen transaction is troupe's own, a third of the TTL.
+      const started = Date.now();
+      const next = await b.claim(runId, { owner: 'B', heartbeatMs: 0 });
+      expect(Date.now() - started).toBeLessThan(ttl * 2);
+      expect(next.epoch).toBeGreaterThan(1);
+      await next.release({ state: 'done' });
+    } finally {
+      child.kill('SIGKILL');
+      await adminQuery(`DROP TRIGGER slow_write ON ${schema}.events`);
+    }
   }, 30_000);
 });

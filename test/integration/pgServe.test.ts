@@ -77,8 +77,22 @@ describe.skipIf(!available)(pgTitle(available, 'troupe serve on PostgreSQL: proa
         apiKey: 'k',
         proactive: {
           triggers: [
-            { name: 'docs', trigger_type: 'file_change', watch_path: watched, watch_patterns: ['*.md'], prompt_template: 'The file ${path} changed; review it.', cooldown_seconds: 0 },
-            { name: 'disk', trigger_type: 'file_change', watch_path: alerts, prompt_template: 'The disk is full (${trigger_name}).', cooldown_seconds: 0, agent: 'lead' },
+            {
+              name: 'docs',
+              trigger_type: 'file_change',
+              watch_path: watched,
+              watch_patterns: ['*.md'],
+              prompt_template: 'The file ${path} changed; review it.',
+              cooldown_seconds: 0,
+            },
+            {
+              name: 'disk',
+              trigger_type: 'file_change',
+              watch_path: alerts,
+              prompt_template: 'The disk is full (${trigger_name}).',
+              cooldown_seconds: 0,
+              agent: 'lead',
+            },
           ],
         },
         watchdog: { intervalMs: 200 },
@@ -86,7 +100,7 @@ describe.skipIf(!available)(pgTitle(available, 'troupe serve on PostgreSQL: proa
     );
     const s = spawnTroupe(['serve', 'Stand by for alerts', '--db', db, '--config', config], cwd);
     running.push(s);
-    const ready = await s.line(/^ready: worker .* main run run_/);
+    const ready = await s.line(/^ready +serving .* as worker .* main run run_/);
     expect(ready).toContain('2 proactive trigger(s) (docs, disk)');
     expect(ready).toContain('health checks every 0.2 s (store, model, queue)');
     const mainRunId = /main run (run_\S+)/.exec(ready)![1]!;
@@ -186,8 +200,9 @@ describe.skipIf(!available)(pgTitle(available, 'troupe serve on PostgreSQL: proa
 
       s.child.kill('SIGTERM');
       expect(await s.exited, s.stderr()).toEqual({ code: 0, signal: null });
-      // Let go for the other workers when serve stops.
-      expect(await leaseOf()).toMatchObject({ owner: null, state: 'runnable' });
+      // Let go when serve stops, as its rows say: its root waits on the user and nothing is due, so
+      // it is parked (a message wakes it for any worker), not runnable for a worker to host for nothing.
+      expect(await leaseOf()).toMatchObject({ owner: null, state: 'parked', wake_at: null });
     } finally {
       await store.close();
     }

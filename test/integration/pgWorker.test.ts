@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LeaseRow } from '../../src/store/postgres/lease.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
-import { postRequest, readRequest } from '../../src/worker/inbox.js';
+import { postRequest, readRequest } from '../../src/hosting/postgresInbox.js';
 import { submitRun } from '../../src/worker/submit.js';
 import { startWorker, type Worker } from '../../src/worker/worker.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';

@@ -33,7 +33,8 @@ interface Provider {
 
 const scripted = (behaviours: Behaviour[]): Promise<Provider> => {
   const steps = behaviours.map((b): ScriptStep => {
-    if ('text' in b) return { text: b.text, ...(b.usage ? { usage: { inputTokens: b.usage.input, outputTokens: b.usage.output, cachedInputTokens: b.usage.cached } } : {}) };
+    if ('text' in b)
+      return { text: b.text, ...(b.usage ? { usage: { inputTokens: b.usage.input, outputTokens: b.usage.output, cachedInputTokens: b.usage.cached } } : {}) };
     if ('calls' in b) return { tools: b.calls };
     if ('refusal' in b) return { refusal: b.refusal };
     if ('hang' in b) return { text: 'never', delayMs: 1e9 };
@@ -45,12 +46,17 @@ const scripted = (behaviours: Behaviour[]): Promise<Provider> => {
 
 const overHttp = async (behaviours: Behaviour[]): Promise<Provider> => {
   const replies = behaviours.map((b): FakeReply => {
-    if ('text' in b) return { message: { content: b.text }, ...(b.usage ? { usage: { promptTokens: b.usage.input, completionTokens: b.usage.output, cachedTokens: b.usage.cached } } : {}) };
+    if ('text' in b)
+      return {
+        message: { content: b.text },
+        ...(b.usage ? { usage: { promptTokens: b.usage.input, completionTokens: b.usage.output, cachedTokens: b.usage.cached } } : {}),
+      };
     if ('calls' in b) return { message: { toolCalls: b.calls.map((c) => ({ name: c.name, arguments: c.args })) } };
     if ('refusal' in b) return { message: { refusal: b.refusal } };
     if ('hang' in b) return { hang: true };
     const e = ERRORS[b.error];
-    if (b.error === 'overflow') return { status: 400, body: { error: { message: 'maximum context length exceeded', type: 'invalid_request_error', code: 'context_length_exceeded' } } };
+    if (b.error === 'overflow')
+      return { status: 400, body: { error: { message: 'maximum context length exceeded', type: 'invalid_request_error', code: 'context_length_exceeded' } } };
     return { status: e.status, headers: 'retryAfterMs' in b ? { 'retry-after-ms': String(b.retryAfterMs) } : {} };
   });
   const server = await createFakeOpenAIServer(replies);
@@ -87,7 +93,12 @@ describe.each([
   });
 
   it('tool calls: distinct non-empty ids, names, and arguments as raw text (malformed kept verbatim)', async () => {
-    const p = await provider({ calls: [{ name: 'lookup', args: { key: 'a' } }, { name: 'lookup', args: '{"key": ' }] });
+    const p = await provider({
+      calls: [
+        { name: 'lookup', args: { key: 'a' } },
+        { name: 'lookup', args: '{"key": ' },
+      ],
+    });
     const turn = await complete(p);
     expect(turn.toolCalls.map((c) => c.name)).toEqual(['lookup', 'lookup']);
     expect(JSON.parse(turn.toolCalls[0]!.arguments)).toEqual({ key: 'a' });

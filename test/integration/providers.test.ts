@@ -27,7 +27,9 @@ const lookup = defineTool({
 
 const finish = (summary = 'done') => call('finish', { summary });
 const report = (summary: string) => call('agent_finish', { summary, findings: [], open_items: [] });
-const OVERFLOW = { error: { message: "This model's maximum context length is 8192 tokens.", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } };
+const OVERFLOW = {
+  error: { message: "This model's maximum context length is 8192 tokens.", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' },
+};
 
 type Team = Awaited<ReturnType<typeof openaiTeam>>;
 
@@ -38,7 +40,13 @@ async function run(replies: Record<string, FakeReply[]>, options: OpenAITeamOpti
 }
 
 const requestsOf = (t: Team, name: string) => t.server.requests.filter((r) => agentOf(r) === name);
-const bodyOf = (r: FakeRequest) => r.body as { messages: { role: string; content: unknown; tool_call_id?: string }[]; tools?: { function: { name: string } }[]; stream?: boolean; stream_options?: unknown };
+const bodyOf = (r: FakeRequest) =>
+  r.body as {
+    messages: { role: string; content: unknown; tool_call_id?: string }[];
+    tools?: { function: { name: string } }[];
+    stream?: boolean;
+    stream_options?: unknown;
+  };
 const toolResults = (session: readonly SessionItem[]) =>
   session
     .filter((i): i is Extract<SessionItem, { role: 'tool' }> => i.role === 'tool')
@@ -131,7 +139,11 @@ describe('transient errors are retried with backoff on the injected clock', () =
     expect(worker).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_UNAVAILABLE' } });
     expect(worker.error?.message).toContain('after 5 retries');
     expect(requestsOf(t, 'worker')).toHaveLength(6);
-    expect(noticesTo(t, rootId).filter((m) => m.from === worker.id).map((m) => m.type)).toEqual(['failed']);
+    expect(
+      noticesTo(t, rootId)
+        .filter((m) => m.from === worker.id)
+        .map((m) => m.type),
+    ).toEqual(['failed']);
   });
 
   it('a request that times out (on the clock) is aborted and retried', async () => {
@@ -147,7 +159,13 @@ describe('transient errors are retried with backoff on the injected clock', () =
 
   it('a dropped connection and a stream cut mid-way are retried', async () => {
     const { t, rootId } = await run(
-      { lead: [{ drop: true }, { message: { content: 'a long answer that is cut', toolCalls: [{ name: 'finish', arguments: { summary: 'x' } }] }, cutAfterChunks: 3 }, finish('whole')] },
+      {
+        lead: [
+          { drop: true },
+          { message: { content: 'a long answer that is cut', toolCalls: [{ name: 'finish', arguments: { summary: 'x' } }] }, cutAfterChunks: 3 },
+          finish('whole'),
+        ],
+      },
       { model: { stream: true } },
     );
     await using _ = t;
@@ -205,10 +223,22 @@ describe('input the provider rejects is repaired, then retried', () => {
     // A run whose root has a screenshot in its session (as a tool or a host may put there), resumed.
     const store = memoryStore();
     const clock = new SimulatedClock();
-    const first = createCoordinator({ model: scriptedModel({ agents: { lead: [{ delayMs: 60_000, ...{ tool: 'finish', args: { summary: 'never' } } }] } }, { clock }), store, clock });
+    const first = createCoordinator({
+      model: scriptedModel({ agents: { lead: [{ delayMs: 60_000, ...{ tool: 'finish', args: { summary: 'never' } } }] } }, { clock }),
+      store,
+      clock,
+    });
     const rootId = await first.start({ name: 'lead', task: 'Describe the page.' });
     await first.shutdown();
-    store.appendSession(rootId, [{ role: 'user', content: [{ type: 'text', text: 'The page:' }, { type: 'image', url: 'data:image/png;base64,AAAA' }] }]);
+    store.appendSession(rootId, [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'The page:' },
+          { type: 'image', url: 'data:image/png;base64,AAAA' },
+        ],
+      },
+    ]);
     await using server = await createFakeOpenAIServer([status(400, {}, { error: { message: 'Invalid image.', type: 'invalid_request_error' } }), finish()]);
     const c = await resumeCoordinator({ store, clock, model: openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: 'sk-test', clock }) });
     expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
@@ -232,7 +262,11 @@ describe('failures that end the agent, each told to the parent once', () => {
     const worker = t.c.list().find((a) => a.name === 'worker')!;
     expect(worker).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_REFUSAL' } });
     expect(worker.error?.message).toContain('I cannot help with that.');
-    expect(noticesTo(t, rootId).filter((m) => m.from === worker.id).map((m) => m.type)).toEqual(['failed']);
+    expect(
+      noticesTo(t, rootId)
+        .filter((m) => m.from === worker.id)
+        .map((m) => m.type),
+    ).toEqual(['failed']);
   });
 
   it('an empty API key against a server that answers 401 fails with PROVIDER_AUTH, not retried', async () => {

@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SimulatedClock } from 'xstate';
+import { createActor, SimulatedClock, type AnyActorRef } from 'xstate';
+import { coordinatorMachine, getAgentRecord, type CoordinatorContext, type CoordinatorEmitted } from '../../machines/coordinatorMachine.js';
 import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
 import { recoverRun, resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
@@ -22,7 +23,12 @@ async function advance(clock: SimulatedClock, ms: number, step = 1_000) {
 }
 
 /** Start a run, let it reach a point, and "crash": actors stop, the file keeps what was committed. */
-async function crashAfter(store: SqliteStore, script: Script, until: (c: Coordinator) => Promise<unknown>, opts: { interactive?: boolean; clock?: SimulatedClock } = {}) {
+async function crashAfter(
+  store: SqliteStore,
+  script: Script,
+  until: (c: Coordinator) => Promise<unknown>,
+  opts: { interactive?: boolean; clock?: SimulatedClock } = {},
+) {
   const clock = opts.clock ?? new SimulatedClock();
   const c = createCoordinator({ model: scriptedModel(script, { clock }), store, clock, interactive: opts.interactive ?? false });
   const rootId = await c.start({ name: 'lead', task: 'the task' });
@@ -47,7 +53,12 @@ describe('resumeCoordinator', () => {
       {
         agents: {
           lead: [
-            { tools: [{ name: 'spawn_agent', args: { name: 'alice', task: 'a' } }, { name: 'spawn_agent', args: { name: 'bob', task: 'b' } }] },
+            {
+              tools: [
+                { name: 'spawn_agent', args: { name: 'alice', task: 'a' } },
+                { name: 'spawn_agent', args: { name: 'bob', task: 'b' } },
+              ],
+            },
             { tool: 'wait_for_agents', args: { reason: 'both' } }, // alice's report is already there
             { tool: 'wait_for_agents', args: { reason: 'bob' } }, // parks on bob
           ],
@@ -71,12 +82,15 @@ describe('resumeCoordinator', () => {
       ['alice', 'completed'],
       ['bob', 'running'],
     ]);
-    const model = scriptedModel({
-      agents: {
-        bob: [{ tool: 'agent_finish', args: { summary: 'bob done after the restart' } }],
-        lead: [{ tool: 'wait_for_agents', args: { reason: 'anything left?' } }, finish],
+    const model = scriptedModel(
+      {
+        agents: {
+          bob: [{ tool: 'agent_finish', args: { summary: 'bob done after the restart' } }],
+          lead: [{ tool: 'wait_for_agents', args: { reason: 'anything left?' } }, finish],
+        },
       },
-    }, { clock });
+      { clock },
+    );
     const c = await resumeCoordinator({ store: second, model, clock });
     expect(c.runId).toBe(runId);
     const root = await c.waitFor(rootId, [...TERMINAL]);
@@ -96,7 +110,12 @@ describe('resumeCoordinator', () => {
       {
         agents: {
           lead: [
-            { tools: [{ name: 'spawn_agent', args: { name: 'carol', task: 'c' } }, { name: 'spawn_agent', args: { name: 'dave', task: 'd' } }] },
+            {
+              tools: [
+                { name: 'spawn_agent', args: { name: 'carol', task: 'c' } },
+                { name: 'spawn_agent', args: { name: 'dave', task: 'd' } },
+              ],
+            },
             { tool: 'wait_for_agents', args: { reason: 'carol' } },
             { tool: 'respond_to_user', args: { message: 'carol failed; dave is waiting for orders' } },
           ],
@@ -124,6 +143,60 @@ describe('resumeCoordinator', () => {
     store.close();
   });
 
+  it('a child whose end was told keeps its notice claim across a restart: the restored coordinator holds it and would not tell it again', async () => {
+    const path = dbPath();
+    const { rootId, runId, clock } = await crashAfter(
+      openStore({ path }),
+      {
+        agents: {
+          lead: [
+            { tool: 'spawn_agent', args: { name: 'alice', task: 'a' } },
+            { tool: 'wait_for_agents', args: { reason: 'alice' } },
+            { tool: 'respond_to_user', args: { message: 'alice reported' } },
+          ],
+          alice: [{ tool: 'agent_finish', args: { summary: 'alice done' } }],
+        },
+      },
+      (c) => c.whenIdle(),
+      { interactive: true },
+    );
+    const store = openStore({ path });
+    const alice = store.listAgents(runId).find((a) => a.name === 'alice')!;
+    expect(alice).toMatchObject({ status: 'completed', noticeClaimed: true, stint: 0 });
+    let coordinator: AnyActorRef | undefined;
+    const c = await resumeCoordinator({
+      store,
+      clock,
+      model: scriptedModel({ agents: {} }, { clock }),
+      inspect: (e) => {
+        if (e.type === '@xstate.actor' && (e.actorRef as AnyActorRef).id === 'coordinator') coordinator = e.actorRef as AnyActorRef;
+      },
+    });
+    await c.whenIdle();
+    // The restored coordinator's record is the committed one: claimed, same stint.
+    const restored = coordinator!.getSnapshot() as { context: CoordinatorContext };
+    expect(getAgentRecord(restored.context, alice.id)).toMatchObject({ status: 'completed', noticeClaimed: true, stint: 0 });
+    // A copy of it, driven through a change that ends the same stint again (parked, then stopped,
+    // never running): the claim is taken, so nothing is owed. With the claim released at restart it
+    // would tell lead a second time (its key would then meet the store's unique notice key).
+    const copy = createActor(coordinatorMachine, {
+      snapshot: coordinator!.getPersistedSnapshot() as never,
+      input: { runId, limits: restored.context.limits }, // unused: the snapshot is the state
+    });
+    const told: CoordinatorEmitted[] = [];
+    copy.on('notice', (n) => told.push(n));
+    copy.start();
+    const change = { error: null, report: null, task: 'a', at: clock.now() };
+    copy.send({ type: 'agent.changed', id: alice.id, status: 'waiting', waitKind: 'agents', stopReason: null, ...change });
+    copy.send({ type: 'agent.changed', id: alice.id, status: 'stopped', waitKind: null, stopReason: 'requested', ...change });
+    expect(told).toEqual([]);
+    expect(getAgentRecord(copy.getSnapshot().context, alice.id)).toMatchObject({ status: 'stopped', noticeClaimed: true, stint: 0 });
+    copy.stop();
+    expect(kinds(store, runId, rootId)).toEqual(['alice:completion']);
+    await c.shutdown();
+    store.close();
+  });
+
   it('the idle timer of a waiting agent is re-armed from waitingSince', async () => {
     const path = dbPath();
     const clock = new SimulatedClock();
@@ -132,7 +205,12 @@ describe('resumeCoordinator', () => {
       {
         agents: {
           lead: [
-            { tools: [{ name: 'spawn_agent', args: { name: 'w', task: 'wait' } }, { name: 'spawn_agent', args: { name: 'busy', task: 'work' } }] },
+            {
+              tools: [
+                { name: 'spawn_agent', args: { name: 'w', task: 'wait' } },
+                { name: 'spawn_agent', args: { name: 'busy', task: 'work' } },
+              ],
+            },
             { tool: 'wait_for_agents', args: { reason: 'w', timeout_seconds: 300 } },
           ],
           w: [{ tool: 'wait_for_agents', args: { reason: 'orders', timeout_seconds: 100 } }],
@@ -149,7 +227,12 @@ describe('resumeCoordinator', () => {
     clock.increment(30_000);
     const store = openStore({ path });
     const model = scriptedModel(
-      { agents: { w: [{ tool: 'wait_for_agents', args: { reason: 'again', timeout_seconds: 100 } }], busy: [{ delayMs: 1_000_000, tool: 'agent_finish', args: { summary: 'done' } }] } },
+      {
+        agents: {
+          w: [{ tool: 'wait_for_agents', args: { reason: 'again', timeout_seconds: 100 } }],
+          busy: [{ delayMs: 1_000_000, tool: 'agent_finish', args: { summary: 'done' } }],
+        },
+      },
       { clock },
     );
     const c = await resumeCoordinator({ store, model, clock });
@@ -202,7 +285,10 @@ describe('resumeCoordinator', () => {
       openStore({ path }),
       {
         agents: {
-          lead: [{ tool: 'spawn_agent', args: { name: 'eve', task: 'UNIQUE-TASK-TEXT' } }, { tool: 'wait_for_agents', args: { reason: 'eve' } }],
+          lead: [
+            { tool: 'spawn_agent', args: { name: 'eve', task: 'UNIQUE-TASK-TEXT' } },
+            { tool: 'wait_for_agents', args: { reason: 'eve' } },
+          ],
           eve: [{ delayMs: 60_000, text: 'never' }],
         },
       },
@@ -235,7 +321,17 @@ describe('resumeCoordinator', () => {
     const store = openStore({ path });
     const clock = new SimulatedClock();
     const c = createCoordinator({
-      model: scriptedModel({ agents: { lead: [{ tool: 'view_agent_graph', args: {}, usage: { costUsd: 6 } }, { delayMs: 60_000, ...finish }] } }, { clock }),
+      model: scriptedModel(
+        {
+          agents: {
+            lead: [
+              { tool: 'view_agent_graph', args: {}, usage: { costUsd: 6 } },
+              { delayMs: 60_000, ...finish },
+            ],
+          },
+        },
+        { clock },
+      ),
       store,
       clock,
       budget: { limitUsd: 10 },
@@ -267,7 +363,12 @@ describe('resumeCoordinator', () => {
     // $1 spent of $10: a's first call reserves $9, which does not fit under the $9 line with
     // nothing in flight, so the reserve trips at admission with 10 % of the budget spent.
     const first = scriptedModel(
-      { agents: { lead: [{ ...spawn('a'), usage: { costUsd: 1 } }, wait, { delayMs: 60_000, tool: 'view_agent_graph', args: {} }], a: [{ tool: 'agent_finish', args: { summary: 'x' }, reserveUsd: 9 }] } },
+      {
+        agents: {
+          lead: [{ ...spawn('a'), usage: { costUsd: 1 } }, wait, { delayMs: 60_000, tool: 'view_agent_graph', args: {} }],
+          a: [{ tool: 'agent_finish', args: { summary: 'x' }, reserveUsd: 9 }],
+        },
+      },
       { clock },
     );
     const c = createCoordinator({ model: first, store: openStore({ path }), clock, budget: { limitUsd: 10 } });
@@ -282,9 +383,17 @@ describe('resumeCoordinator', () => {
     const again = await resumeCoordinator({ store, clock, model: scriptedModel({ agents: { lead: [spawn('b'), finish] } }, { clock }) });
     expect(again.budget()).toMatchObject({ reserveStopped: true });
     await again.waitFor(rootId, TERMINAL);
-    const results = store.loadSession(rootId).filter((i) => i.role === 'tool').map((i) => JSON.parse((i as { content: string }).content) as { error?: { code: string } });
+    const results = store
+      .loadSession(rootId)
+      .filter((i) => i.role === 'tool')
+      .map((i) => JSON.parse((i as { content: string }).content) as { error?: { code: string } });
     expect(results.at(-2)?.error?.code).toBe('BUDGET_RESERVE_REACHED');
-    expect(again.list().map((a) => a.name).sort()).toEqual(['a', 'lead']);
+    expect(
+      again
+        .list()
+        .map((a) => a.name)
+        .sort(),
+    ).toEqual(['a', 'lead']);
     expect(store.listMessages(again.runId).filter((m) => m.type === 'budget_reserve_stop')).toHaveLength(1);
     await again.shutdown();
     store.close();

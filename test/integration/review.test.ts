@@ -14,7 +14,11 @@ import { team } from '../helpers/team.js';
 const look = defineTool({ name: 'look', description: 'Look around.', parameters: { type: 'object' }, execute: () => ({ seen: 'a cat' }) });
 const looks = (n: number, costUsd = 0): ScriptStep[] => Array.from({ length: n }, () => ({ tool: 'look', args: {}, usage: { costUsd } }));
 const finish: ScriptStep = { tool: 'finish', args: { summary: 'done' } };
-const note = (title: string, costUsd = 0): ScriptStep => ({ tool: 'propose_note', args: { title, content: 'When a cat is seen, look twice.' }, usage: { costUsd } });
+const note = (title: string, costUsd = 0): ScriptStep => ({
+  tool: 'propose_note',
+  args: { title, content: 'When a cat is seen, look twice.' },
+  usage: { costUsd },
+});
 const done: ScriptStep = { tool: 'review_done', args: { reason: 'nothing new' } };
 
 const reviewCalls = (model: ScriptedModel) => model.calls.filter((c) => c.agentName === 'lead:review');

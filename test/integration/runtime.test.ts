@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { InspectionEvent } from 'xstate';
-import type { AgentView } from '../../src/host/registry.js';
+import type { AgentView } from '../../src/host/views/registry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { createLogger } from '../../src/logging/createLogger.js';
@@ -103,7 +103,12 @@ describe('read model', () => {
   it('views subscribe to the registry: statuses, turns and last tools arrive without polling', async () => {
     const t = team({
       agents: {
-        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'view_agent_graph', args: {} }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+        lead: [
+          { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
+          { tool: 'view_agent_graph', args: {} },
+          { tool: 'wait_for_agents', args: { reason: 'a' } },
+          finish,
+        ],
         a: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
       },
     });
@@ -145,7 +150,10 @@ describe('turns cut short by a message', () => {
             { tool: 'respond_to_user', args: { message: 'got it' } },
           ],
           // Parks after pinging, so no report of its own wakes the lead's wait on the user.
-          pinger: [{ delayMs: 1_000, tool: 'send_message', args: { to: 'lead', content: 'change of plan' } }, { tool: 'wait_for_agents', args: { reason: 'orders' } }],
+          pinger: [
+            { delayMs: 1_000, tool: 'send_message', args: { to: 'lead', content: 'change of plan' } },
+            { tool: 'wait_for_agents', args: { reason: 'orders' } },
+          ],
         },
       },
       { interactive: true },
@@ -157,7 +165,10 @@ describe('turns cut short by a message', () => {
     const root = await t.c.waitFor(rootId, ['waiting']);
     // Two plain-text turns, one cut short: no stall, and the mail was read.
     expect(root).toMatchObject({ status: 'waiting', waitKind: 'user' });
-    const statuses = t.store.listEvents(t.c.runId).filter((e) => e.type === 'agent.status' && e.agentId === rootId).map((e) => e.data.to);
+    const statuses = t.store
+      .listEvents(t.c.runId)
+      .filter((e) => e.type === 'agent.status' && e.agentId === rootId)
+      .map((e) => e.data.to);
     expect(statuses).toEqual(['waiting']);
     expect(JSON.stringify(t.session(rootId))).toContain('change of plan');
     t.model.assertComplete();
@@ -190,7 +201,12 @@ describe('tools', () => {
     const t = team({ agents: { lead: [call, call, call, finish] } }, { tools: [flaky] });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, ['completed']);
-    expect(t.toolResults(rootId).slice(0, 3).map((r) => r.result.error?.code)).toEqual(['TOOL_FAILED', 'TOOL_FAILED', 'TOOL_FAILED']);
+    expect(
+      t
+        .toolResults(rootId)
+        .slice(0, 3)
+        .map((r) => r.result.error?.code),
+    ).toEqual(['TOOL_FAILED', 'TOOL_FAILED', 'TOOL_FAILED']);
     const lastRequest = t.model.calls[3]!.request.messages.at(-1)!;
     expect(lastRequest.role).toBe('user');
     expect(lastRequest.content).toContain("The tool 'shell_exec' has failed 3 times consecutively. Last error:");
@@ -226,8 +242,7 @@ describe('tools', () => {
       description: 'never finishes on its own',
       parameters: { type: 'object' },
       timeoutMs: 5_000,
-      execute: (_args, { signal }) =>
-        new Promise(() => signal.addEventListener('abort', () => (signalled = true))),
+      execute: (_args, { signal }) => new Promise(() => signal.addEventListener('abort', () => (signalled = true))),
     });
     const t = team({ agents: { lead: [{ tool: 'slow', args: {} }, finish] } }, { tools: [slow] });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
@@ -340,7 +355,17 @@ describe('the shared model queue', () => {
     const t = team(
       {
         agents: {
-          lead: [{ tools: [{ name: 'spawn_agent', args: { name: 'a', task: 'x' } }, { name: 'spawn_agent', args: { name: 'b', task: 'x' } }] }, { tool: 'wait_for_agents', args: { reason: 'a, b' } }, { tool: 'wait_for_agents', args: { reason: 'a, b' } }, finish],
+          lead: [
+            {
+              tools: [
+                { name: 'spawn_agent', args: { name: 'a', task: 'x' } },
+                { name: 'spawn_agent', args: { name: 'b', task: 'x' } },
+              ],
+            },
+            { tool: 'wait_for_agents', args: { reason: 'a, b' } },
+            { tool: 'wait_for_agents', args: { reason: 'a, b' } },
+            finish,
+          ],
           a: [graph, { tool: 'agent_finish', args: { summary: 'a' } }],
           b: [graph, { tool: 'agent_finish', args: { summary: 'b' } }],
         },
@@ -384,11 +409,12 @@ describe('users, stops and wake-ups', () => {
     await t.c.send(rootId, { content: 'please finish' });
     await t.advance(1_000);
     expect((await t.c.waitFor(rootId, ['completed'])).status).toBe('completed');
-    expect(t.store.listEvents(t.c.runId).filter((e) => e.agentId === rootId && e.type === 'agent.status').map((e) => e.data.to)).toEqual([
-      'failed',
-      'running',
-      'completed',
-    ]);
+    expect(
+      t.store
+        .listEvents(t.c.runId)
+        .filter((e) => e.agentId === rootId && e.type === 'agent.status')
+        .map((e) => e.data.to),
+    ).toEqual(['failed', 'running', 'completed']);
     await t.c.shutdown();
   });
 
@@ -403,7 +429,10 @@ describe('users, stops and wake-ups', () => {
             // Woken by a's stop notice; finish only once a1 has finished its turn too.
             { delayMs: 6_000, ...finish },
           ],
-          a: [{ tool: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a1' } }],
+          a: [
+            { tool: 'spawn_agent', args: { name: 'a1', task: 'x' } },
+            { tool: 'wait_for_agents', args: { reason: 'a1' } },
+          ],
           a1: [{ tool: 'slow', args: {} }],
         },
       },
@@ -426,9 +455,21 @@ describe('users, stops and wake-ups', () => {
     expect(order).toEqual(['a', 'a1']);
     expect(t.clock.now()).toBe(before);
     expect(slow.aborted).toHaveLength(1);
-    expect(t.messagesTo(a.id).filter((m) => m.from === a1.id).map((m) => m.type)).toEqual(['stopped']);
-    expect(t.messagesTo(rootId).filter((m) => m.from === a.id).map((m) => m.type)).toEqual(['stopped']);
-    expect(t.toolResults(a1.id)).toEqual([{ name: 'slow', result: { success: false, error: { code: 'TOOL_CANCELLED', message: expect.stringContaining('stopped while it ran') } } }]);
+    expect(
+      t
+        .messagesTo(a.id)
+        .filter((m) => m.from === a1.id)
+        .map((m) => m.type),
+    ).toEqual(['stopped']);
+    expect(
+      t
+        .messagesTo(rootId)
+        .filter((m) => m.from === a.id)
+        .map((m) => m.type),
+    ).toEqual(['stopped']);
+    expect(t.toolResults(a1.id)).toEqual([
+      { name: 'slow', result: { success: false, error: { code: 'TOOL_CANCELLED', message: expect.stringContaining('stopped while it ran') } } },
+    ]);
     expect(t.c.get(a1.id)).toMatchObject({ status: 'stopped', stopReason: 'requested' });
     slow.release();
     await t.advance(6_000);
@@ -532,9 +573,21 @@ describe('lifecycle tools', () => {
       {
         agents: {
           // The root finishes after the grandchild a1, which a non-cascading stop leaves running.
-          lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, { delayMs: 6_000, ...finish }],
+          lead: [
+            { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
+            { tool: 'wait_for_agents', args: { reason: 'a' } },
+            { delayMs: 6_000, ...finish },
+          ],
           // The stop lands while slow runs; the wait after it in the same turn answers "stopped".
-          a: [{ tools: [{ name: 'spawn_agent', args: { name: 'a1', task: 'x' } }, { name: 'slow', args: {} }, { name: 'wait_for_agents', args: { reason: 'a1' } }] }],
+          a: [
+            {
+              tools: [
+                { name: 'spawn_agent', args: { name: 'a1', task: 'x' } },
+                { name: 'slow', args: {} },
+                { name: 'wait_for_agents', args: { reason: 'a1' } },
+              ],
+            },
+          ],
           a1: [{ delayMs: 5_000, tool: 'agent_finish', args: { summary: 'late' } }],
         },
       },
@@ -577,11 +630,7 @@ describe('lifecycle tools', () => {
     const t = team(
       {
         agents: {
-          lead: [
-            { text: 'Here is my plan.' },
-            { tool: 'respond_to_user', args: {} },
-            { tool: 'respond_to_user', args: { message: 'done' } },
-          ],
+          lead: [{ text: 'Here is my plan.' }, { tool: 'respond_to_user', args: {} }, { tool: 'respond_to_user', args: { message: 'done' } }],
         },
       },
       { interactive: true },
@@ -638,7 +687,12 @@ describe('lifecycle tools', () => {
     const t = team({
       agents: {
         lead: [
-          { tools: [{ name: 'spawn_agent', args: { name: 'plain', task: 'Count the files.' } }, { name: 'spawn_agent', args: { name: 'informed', task: 'Check the docs.', inherit_context: true, skills: ['docs'] } }] },
+          {
+            tools: [
+              { name: 'spawn_agent', args: { name: 'plain', task: 'Count the files.' } },
+              { name: 'spawn_agent', args: { name: 'informed', task: 'Check the docs.', inherit_context: true, skills: ['docs'] } },
+            ],
+          },
           { tool: 'wait_for_agents', args: { reason: 'both' } },
           { tool: 'wait_for_agents', args: { reason: 'both' } },
           finish,
@@ -669,21 +723,29 @@ describe('wait timeouts and budget outcomes', () => {
     [42, 42_000],
     [86_400, 300_000],
   ])('timeout_seconds %s is clamped to %i ms', async (seconds, ms) => {
-    const t = team({
-      agents: {
-        lead: [
-          { tools: [{ name: 'spawn_agent', args: { name: 'a', task: 'x' } }, { name: 'spawn_agent', args: { name: 'busy', task: 'x' } }] },
-          { tool: 'wait_for_agents', args: { reason: 'a' } },
-          { tool: 'stop_agent', args: { id: 'a' } },
-          { tool: 'wait_for_agents', args: { reason: 'stop' } },
-          finish,
-        ],
-        a: [{ tool: 'wait_for_agents', args: { reason: 'orders', timeout_seconds: seconds } }],
-        // busy's model call keeps the run from being quiescent (a dead wait would end at once).
-        busy: [{ delayMs: 10 * 300_000, tool: 'agent_finish', args: { summary: 'done' } }],
+    const t = team(
+      {
+        agents: {
+          lead: [
+            {
+              tools: [
+                { name: 'spawn_agent', args: { name: 'a', task: 'x' } },
+                { name: 'spawn_agent', args: { name: 'busy', task: 'x' } },
+              ],
+            },
+            { tool: 'wait_for_agents', args: { reason: 'a' } },
+            { tool: 'stop_agent', args: { id: 'a' } },
+            { tool: 'wait_for_agents', args: { reason: 'stop' } },
+            finish,
+          ],
+          a: [{ tool: 'wait_for_agents', args: { reason: 'orders', timeout_seconds: seconds } }],
+          // busy's model call keeps the run from being quiescent (a dead wait would end at once).
+          busy: [{ delayMs: 10 * 300_000, tool: 'agent_finish', args: { summary: 'done' } }],
+        },
+        // The lead's own wait must outlast every case.
       },
-      // The lead's own wait must outlast every case.
-    }, { idleResumeMs: 10 * 300_000 });
+      { idleResumeMs: 10 * 300_000 },
+    );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await flush();
     const a = t.byName('a').id;
@@ -702,7 +764,10 @@ describe('wait timeouts and budget outcomes', () => {
     const t = team(
       {
         agents: {
-          lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }],
+          lead: [
+            { tool: 'spawn_agent', args: { name: 'a', task: 'x' } },
+            { tool: 'wait_for_agents', args: { reason: 'a' } },
+          ],
           // Reserved at $1, the call settles at $10: its own turn spends the budget.
           a: [{ tool: 'wait_for_agents', args: { reason: 'nothing' }, usage: { costUsd: 10 }, reserveUsd: 1 }],
         },

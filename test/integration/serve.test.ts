@@ -9,10 +9,13 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { sqliteHosting } from '../../src/hosting/sqliteHosting.js';
 import { openStore } from '../../src/store/sqliteStore.js';
+import { submitRun } from '../../src/worker/submit.js';
 import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
+import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
 const cleanEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENAI_')));
@@ -47,7 +50,9 @@ function serve(args: string[], cwd: string): Served {
     for (const w of [...watchers]) w();
   });
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   const line = (pattern: RegExp, timeoutMs = 30_000) =>
     new Promise<string>((resolve, reject) => {
       const check = () => {
@@ -95,6 +100,50 @@ function respondToAll(request: FakeRequest) {
   const text = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
   const gist = /changed|disk|hello from another shell|Stand by/.exec(text)?.[0] ?? 'something';
   return { message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: `Noted: ${gist}.` } }] } };
+}
+
+/** --inspect: one inspector shows the actors of the main run and of every proactive run, whichever store serve hosts them on. */
+async function inspectsEveryRun(dbArgs: string[]): Promise<void> {
+  await using server = await createFakeOpenAIServer(respondToAll);
+  const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
+  writeFileSync(
+    join(cwd, 'troupe.config.json'),
+    JSON.stringify({
+      model: 'm',
+      baseURL: server.url,
+      proactive: { triggers: [{ name: 'tick', type: 'schedule', intervalMs: 300, cooldownMs: 600_000, promptTemplate: 'Scheduled tick: nothing changed.' }] },
+    }),
+  );
+  const free = await new Promise<number>((resolve) => {
+    const probe = createNetServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+  const s = serve(['Stand by for alerts', `--inspect=${free}`, ...dbArgs], cwd);
+  await s.line(/^\[proactive-tick\] tick +says: Noted: changed\./);
+  // The printed URL carries the token the socket requires.
+  const url = new RegExp(`open (http://127\\.0\\.0\\.1:${free}/\\?token=[\\w-]+) `).exec(s.stderr())?.[1];
+  expect(url).toBeDefined();
+
+  // A client that connects late gets the recent messages replayed; wait for both runs' roots.
+  const names = new Set<string>();
+  const ws = new WebSocket(url!.replace(/^http/, 'ws'));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`saw only ${[...names].join(', ')}`)), 15_000);
+    ws.on('error', reject);
+    ws.on('message', (data: WebSocket.RawData) => {
+      const name = (JSON.parse(data.toString()) as { snapshot?: { context?: { name?: unknown } } }).snapshot?.context?.name;
+      if (typeof name === 'string') names.add(name);
+      if (names.has('lead') && names.has('tick')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  ws.close();
+  s.child.kill('SIGTERM');
+  expect(await s.exited).toEqual({ code: 0, signal: null });
 }
 
 describe('troupe serve', () => {
@@ -170,7 +219,14 @@ describe('troupe serve', () => {
         apiKey: 'k',
         proactive: {
           triggers: [
-            { name: 'disk', type: 'schedule', intervalMs: 300, cooldownMs: 600_000, promptTemplate: 'The disk is full (${trigger_name}).', target: { agent: 'lead' } },
+            {
+              name: 'disk',
+              type: 'schedule',
+              intervalMs: 300,
+              cooldownMs: 600_000,
+              promptTemplate: 'The disk is full (${trigger_name}).',
+              target: { agent: 'lead' },
+            },
             { name: 'tick', type: 'schedule', intervalMs: 300, cooldownMs: 600_000, promptTemplate: 'Scheduled tick: nothing changed.' },
           ],
         },
@@ -204,7 +260,12 @@ describe('troupe serve', () => {
     const store = openStore({ path: join(cwd, '.troupe/troupe.db') });
     try {
       const main = store.listRuns().find((r) => r.id.startsWith('run_'))!;
-      expect(store.listMessages(main.id).filter((m) => m.type === 'proactive').map((m) => m.content)).toEqual(['The disk is full (disk).']);
+      expect(
+        store
+          .listMessages(main.id)
+          .filter((m) => m.type === 'proactive')
+          .map((m) => m.content),
+      ).toEqual(['The disk is full (disk).']);
     } finally {
       store.close();
     }
@@ -258,52 +319,33 @@ describe('troupe serve', () => {
     expect(await second.exited).toEqual({ code: 0, signal: null });
   });
 
-  it('--inspect: one inspector shows the actors of the main run and of every proactive run', async () => {
+  it('a run of the file that serve did not start is hosted when a request reaches it: troupe send to it is delivered and answered', async () => {
     await using server = await createFakeOpenAIServer(respondToAll);
     const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
-    writeFileSync(
-      join(cwd, 'troupe.config.json'),
-      JSON.stringify({
-        model: 'm',
-        baseURL: server.url,
-        proactive: { triggers: [{ name: 'tick', type: 'schedule', intervalMs: 300, cooldownMs: 600_000, promptTemplate: 'Scheduled tick: nothing changed.' }] },
-      }),
-    );
-    const free = await new Promise<number>((resolve) => {
-      const probe = createNetServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as AddressInfo;
-        probe.close(() => resolve(port));
-      });
-    });
-    const s = serve(['Stand by for alerts', `--inspect=${free}`], cwd);
-    await s.line(/^\[proactive-tick\] tick +says: Noted: changed\./);
-    // The printed URL carries the token the socket requires.
-    const url = new RegExp(`open (http://127\\.0\\.0\\.1:${free}/\\?token=[\\w-]+) `).exec(s.stderr())?.[1];
-    expect(url).toBeDefined();
+    writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ model: 'm', baseURL: server.url, apiKey: 'k' }));
+    // A run submitted earlier (by a library call, say), never hosted: nobody wants it until a request arrives.
+    mkdirSync(join(cwd, '.troupe'));
+    const store = openStore({ path: join(cwd, '.troupe/troupe.db') });
+    const { runId } = await submitRun(sqliteHosting(store), { root: { name: 'lead', task: 'Wait for the user.' }, interactive: true });
+    store.close();
 
-    // A client that connects late gets the recent messages replayed; wait for both runs' roots.
-    const names = new Set<string>();
-    const ws = new WebSocket(url!.replace(/^http/, 'ws'));
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`saw only ${[...names].join(', ')}`)), 15_000);
-      ws.on('error', reject);
-      ws.on('message', (data: WebSocket.RawData) => {
-        const name = (JSON.parse(data.toString()) as { snapshot?: { context?: { name?: unknown } } }).snapshot?.context?.name;
-        if (typeof name === 'string') names.add(name);
-        if (names.has('lead') && names.has('tick')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-    });
-    ws.close();
+    const s = serve([], cwd);
+    await s.line(/^ready +serving .*: no main run/);
+    expect(s.lines.some((l) => l.startsWith(`[${runId}]`))).toBe(false);
+    const sent = await troupe(['send', 'lead', 'hello from another shell', '--run', runId], cwd);
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stdout).toMatch(/^delivered to lead/);
+    await s.line(new RegExp(`^\\[${runId}\\] lead +says: Noted: hello from another shell\\.`));
     s.child.kill('SIGTERM');
     expect(await s.exited).toEqual({ code: 0, signal: null });
   });
 
   it('a bad proactive section is a configuration error: exit 2, the field named, no database created', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'troupe-serve-'));
-    writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ model: 'm', proactive: { triggers: [{ name: 'docs', trigger_type: 'file_change', prompt_template: 'x' }] } }));
+    writeFileSync(
+      join(cwd, 'troupe.config.json'),
+      JSON.stringify({ model: 'm', proactive: { triggers: [{ name: 'docs', trigger_type: 'file_change', prompt_template: 'x' }] } }),
+    );
     const r = await troupe(['serve', '--base-url', 'http://127.0.0.1:9/v1'], cwd);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('proactive.triggers[0].watch_path is required for a file_change trigger');
@@ -315,5 +357,16 @@ describe('troupe serve', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--model');
     expect(r.stderr).toContain('troupe demo');
+  });
+});
+
+const pg = await pgAvailable();
+
+describe('--inspect on every store', () => {
+  it('a SQLite file: one inspector shows the actors of the main run and of every proactive run', () => inspectsEveryRun([]));
+  describe.skipIf(!pg)(pgTitle(pg, 'PostgreSQL'), () => {
+    const { schema, drop } = freshSchema();
+    afterAll(drop);
+    it('PostgreSQL: one inspector shows the actors of the main run and of every proactive run', () => inspectsEveryRun(['--db', `${PG_URL}?schema=${schema}`]));
   });
 });

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -127,6 +127,35 @@ describe('openStore', () => {
     expect(() => openStore({ path: ':memory:', synchronous: 'OFF' as never })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
   });
 
+  it("tightens an existing .troupe folder (troupe's own) to 0700; any other folder, or a .troupe symlink's target, is left as it is", () => {
+    const mode = (p: string) => statSync(p).mode & 0o777;
+    const root = tempDir();
+    const own = join(root, '.troupe');
+    mkdirSync(own);
+    chmodSync(own, 0o755);
+    openStore({ path: join(own, 'troupe.db') }).close();
+    expect(mode(own)).toBe(0o700);
+    // The user's own folder, given with --db: not troupe's to change.
+    const theirs = join(root, 'data');
+    mkdirSync(theirs);
+    chmodSync(theirs, 0o755);
+    openStore({ path: join(theirs, 'x.db') }).close();
+    expect(mode(theirs)).toBe(0o755);
+    // A .troupe that is a symlink to a shared folder: the folder is left alone.
+    const shared = join(root, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, 0o755);
+    const project = join(root, 'project');
+    mkdirSync(project);
+    symlinkSync(shared, join(project, '.troupe'));
+    openStore({ path: join(project, '.troupe', 'x.db') }).close();
+    expect(mode(shared)).toBe(0o755);
+    // A reader (status, tree, ui) changes nothing.
+    chmodSync(own, 0o755);
+    openStore({ path: join(own, 'troupe.db'), readonly: true }).close();
+    expect(mode(own)).toBe(0o755);
+  });
+
   it('detects a flipped byte in a message row on read, and reports it in the checksum scan', () => {
     const path = seeded();
     const bytes = readFileSync(path);
@@ -137,7 +166,7 @@ describe('openStore', () => {
     expectRefusedUntouched(path, /messages row "m1" is damaged: it failed its checksum/);
     const store = openStore({ path, verify: false });
     expect(store.verifyChecksums().messages).toEqual(['m1']);
-    expect(() => store.pendingMessages('a')).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
+    expect(() => store.pendingMessagesOf('run1')).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
     store.close();
   });
 
@@ -156,7 +185,10 @@ describe('openStore', () => {
   it('a replaced session survives a reopen with sound checksums and no leftover rows', () => {
     const path = seeded();
     const store = openStore({ path });
-    store.appendSession('a', [{ role: 'assistant', content: 'x' }, { role: 'user', content: 'y' }]);
+    store.appendSession('a', [
+      { role: 'assistant', content: 'x' },
+      { role: 'user', content: 'y' },
+    ]);
     expect(store.replaceSession('a', [{ role: 'user', content: 'summary' }], 3)).toBe(true);
     store.close();
     const reopened = openStore({ path });

@@ -61,7 +61,10 @@ describe('a scripted team: one report, one plain-text talker, one provider error
   });
 
   it('each child owes exactly one stint item in both modes', async () => {
-    for (const [script, interactive] of [['team-autonomous', false], ['team-interactive', true]] as const) {
+    for (const [script, interactive] of [
+      ['team-autonomous', false],
+      ['team-interactive', true],
+    ] as const) {
       const t = team(script, { interactive });
       const rootId = await t.c.start({ name: 'lead', task: 'Review the repository.' });
       await t.c.waitFor(rootId, [...TERMINAL]);

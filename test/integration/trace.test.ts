@@ -123,7 +123,9 @@ describe('GenAI spans of the demo team (in-memory exporter)', () => {
     // Once: later calls past the line do not trip it again.
     expect(spans.flatMap((s) => events(s)).filter((e) => e === 'troupe.budget.reserve_trip')).toHaveLength(1);
     // The completion notices are events on the children's stints.
-    expect(stints.find((s) => s.name === 'invoke_agent scout')!.events.find((e) => e.name === 'troupe.notice')?.attributes).toMatchObject({ 'troupe.notice.kind': 'completion' });
+    expect(stints.find((s) => s.name === 'invoke_agent scout')!.events.find((e) => e.name === 'troupe.notice')?.attributes).toMatchObject({
+      'troupe.notice.kind': 'completion',
+    });
     // Budget warnings went into calls after 70 %.
     expect(stints.some((s) => events(s).includes('troupe.budget.warning'))).toBe(true);
 
@@ -199,7 +201,12 @@ describe('GenAI spans of the demo team (in-memory exporter)', () => {
     const { exporter, tracerProvider } = sdk();
     const graph = { tool: 'view_agent_graph', args: {} };
     const t = team(
-      { agents: { lead: [graph, graph, { tool: 'finish', args: { summary: 'done' } }], 'lead:review': [{ tool: 'review_done', args: { reason: 'nothing new' }, usage: { inputTokens: 50, outputTokens: 5 } }] } },
+      {
+        agents: {
+          lead: [graph, graph, { tool: 'finish', args: { summary: 'done' } }],
+          'lead:review': [{ tool: 'review_done', args: { reason: 'nothing new' }, usage: { inputTokens: 50, outputTokens: 5 } }],
+        },
+      },
       { review: { everyTurns: 2, maxSteps: 1 }, telemetry: { tracerProvider } },
     );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });

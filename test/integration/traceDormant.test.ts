@@ -60,7 +60,12 @@ describe('spans of dormant agents', () => {
     const dormant = spans.filter((s) => s.name === 'troupe.dormant scout');
     expect(dormant).toHaveLength(1);
     const stall = dormant[0]!;
-    expect(stall.attributes).toMatchObject({ 'troupe.status.from': 'waiting', 'troupe.status': 'stalled', 'gen_ai.agent.id': scout.id, 'troupe.parent_id': rootId });
+    expect(stall.attributes).toMatchObject({
+      'troupe.status.from': 'waiting',
+      'troupe.status': 'stalled',
+      'gen_ai.agent.id': scout.id,
+      'troupe.parent_id': rootId,
+    });
     expect(stall.events.map((e) => e.name)).toEqual(['troupe.notice', 'troupe.stall']);
     expect(stall.events[0]!.attributes).toEqual({ 'troupe.notice.kind': 'stalled', 'troupe.notice.from': scout.id, 'troupe.notice.to': rootId });
     // Beside the scout's stints (same parent: the lead's spawn_agent span), linked to the last one.

@@ -95,14 +95,19 @@ function customModel(usage: unknown, estimate: (r: ModelRequest) => unknown = ()
     name: 'custom',
     price: PRICE,
     estimateCostUsd: estimate as (r: ModelRequest) => number,
-    complete: async () =>
-      ({ text: null, toolCalls: [{ id: 'c1', name: 'finish', arguments: '{"summary":"done"}' }], usage, ...extra }) as ModelTurn,
+    complete: async () => ({ text: null, toolCalls: [{ id: 'c1', name: 'finish', arguments: '{"summary":"done"}' }], usage, ...extra }) as ModelTurn,
   };
 }
 
 async function runCustom(model: Model, limitUsd: number | undefined = 5) {
   const { logger, lines, invalid } = capture();
-  const c = createCoordinator({ model, store: memoryStore(), clock: new SimulatedClock(), logger, ...(limitUsd === undefined ? {} : { budget: { limitUsd } }) });
+  const c = createCoordinator({
+    model,
+    store: memoryStore(),
+    clock: new SimulatedClock(),
+    logger,
+    ...(limitUsd === undefined ? {} : { budget: { limitUsd } }),
+  });
   const rootId = await c.start({ name: 'lead', task: 'Finish.' });
   const root = await c.waitFor(rootId, TERMINAL);
   await c.shutdown();
@@ -130,12 +135,15 @@ describe('invalid usage from a custom Model is handled by the ledger the same wa
   });
 
   it('a model that flags its own usage as invalid (invalidUsage) is charged at its estimate, with no limit too', async () => {
-    const run = await runCustom(customModel({ costUsd: 99 }, () => 0.25, { invalidUsage: 'the provider lost count' }), undefined);
+    const run = await runCustom(
+      customModel({ costUsd: 99 }, () => 0.25, { invalidUsage: 'the provider lost count' }),
+      undefined,
+    );
     expect(run.budget.spentUsd).toBe(0.25);
     expect(run.invalid).toEqual([expect.objectContaining({ reason: 'the provider lost count', chargedUsd: 0.25 })]);
   });
 
-  it('valid tokens whose price is beyond one call\'s bound ($10^6) are charged at the reservation', async () => {
+  it("valid tokens whose price is beyond one call's bound ($10^6) are charged at the reservation", async () => {
     const model = { ...customModel({ inputTokens: 1e9 }), price: { inputPer1M: 5_000, outputPer1M: 0 } };
     const run = await runCustom(model);
     expect(run.budget.spentUsd).toBe(0.25);

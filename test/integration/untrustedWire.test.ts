@@ -66,7 +66,11 @@ describe('a streamed tool-call index is bounded', () => {
 
   it(`a chunk carrying more than ${MAX_TOOL_CALLS} tool-call pieces is invalid`, async () => {
     const parts = Array.from({ length: MAX_TOOL_CALLS + 1 }, () => ({ index: 0, function: { arguments: '' } }));
-    const body = sse([chunk({ tool_calls: [{ index: 0, id: 'c', type: 'function', function: { name: 'finish', arguments: '{}' } }] }), chunk({ tool_calls: parts }), chunk({}, 'tool_calls')]);
+    const body = sse([
+      chunk({ tool_calls: [{ index: 0, id: 'c', type: 'function', function: { name: 'finish', arguments: '{}' } }] }),
+      chunk({ tool_calls: parts }),
+      chunk({}, 'tool_calls'),
+    ]);
     expect((await rootOutcome(rawSse(body), true)).root).toMatchObject(invalidResponse);
   });
 });
@@ -79,7 +83,10 @@ const JSON_CASES: [string, unknown][] = [
   ['tool_calls is an object, not an array', completion({ tool_calls: { 0: call } })],
   ['tool_calls is a string', completion({ tool_calls: 'finish' })],
   ['tool_calls is a number', completion({ tool_calls: 5 })],
-  [`more than ${MAX_TOOL_CALLS} tool calls`, completion({ tool_calls: Array.from({ length: MAX_TOOL_CALLS + 1 }, (_, i) => wireCall('view_agent_graph', {}, `c${i}`)) })],
+  [
+    `more than ${MAX_TOOL_CALLS} tool calls`,
+    completion({ tool_calls: Array.from({ length: MAX_TOOL_CALLS + 1 }, (_, i) => wireCall('view_agent_graph', {}, `c${i}`)) }),
+  ],
   ['a tool call that is a string', completion({ tool_calls: ['finish'] })],
   ['a tool call whose name is a number', completion({ tool_calls: [{ ...call, function: { name: 5, arguments: '{}' } }] })],
   ['a tool call with no name', completion({ tool_calls: [{ ...call, function: { arguments: '{}' } }] })],
@@ -125,7 +132,20 @@ const STREAM_CASES: [string, FakeReply][] = [
   ['a tool-call id that is an object', streamedPart({ index: 0, id: {}, type: 'function', function: { name: 'finish', arguments: '{}' } })],
   ['a tool-call function that is a string', streamedPart({ index: 0, id: 'c', type: 'function', function: 'finish' })],
   ['a tool call of a type troupe never offered', streamedPart({ index: 0, id: 'c', type: 'custom', function: { name: 'finish', arguments: '{}' } })],
-  ['two streamed calls with one id', rawSse(sse([chunk({ tool_calls: [{ index: 0, ...call, id: 'x' }, { index: 1, ...call, id: 'x' }] }), chunk({}, 'tool_calls')]))],
+  [
+    'two streamed calls with one id',
+    rawSse(
+      sse([
+        chunk({
+          tool_calls: [
+            { index: 0, ...call, id: 'x' },
+            { index: 1, ...call, id: 'x' },
+          ],
+        }),
+        chunk({}, 'tool_calls'),
+      ]),
+    ),
+  ],
   ['content that is a number', rawSse(sse([chunk({ content: 42 }), chunk({}, 'stop')]))],
   ['a refusal that is an array', rawSse(sse([chunk({ refusal: ['no'] }), chunk({}, 'stop')]))],
   ['a delta that is a string', rawSse(sse([chunk('hello'), chunk({}, 'stop')]))],
@@ -146,13 +166,62 @@ describe('wrong types in a streamed answer fail the agent with PROVIDER_INVALID_
   });
 });
 
+/** One SSE event of exactly `bytes` bytes carrying text. */
+function textEvent(bytes: number): { event: string; text: string } {
+  const overhead = `data: ${JSON.stringify(chunk({ content: '' }))}\n\n`.length;
+  const text = 'x'.repeat(bytes - overhead);
+  return { event: `data: ${JSON.stringify(chunk({ content: text }))}\n\n`, text };
+}
+
+describe(`a streamed answer is capped at ${MAX_RESPONSE_BYTES} bytes in all, like a JSON one (issue 31, item 9)`, () => {
+  it('many small events past the cap fail the agent with PROVIDER_INVALID_RESPONSE as they arrive: the rest is never read, nothing of it is kept', async () => {
+    const { event } = textEvent(1 << 16);
+    const t = await openaiTeam({ lead: [{ ...rawSse(event), repeat: 1024 }] }, { model: { stream: true }, coordinator: { retry: { maxRetries: 0 } } });
+    await using _ = t;
+    const rootId = await t.c.start({ name: 'lead', task: 'Finish.' });
+    const root = await t.c.waitFor(rootId, TERMINAL);
+    expect(root).toMatchObject(invalidResponse);
+    expect(root.error?.message).toMatch(/response larger than 8388608 bytes/);
+    // 64 MiB offered: the client hung up before the server had written it all.
+    await t.server.clientAborted(0);
+    // Refused whole: none of the text streamed before the cap went into the session.
+    expect(t.session(rootId).filter((i) => i.role === 'assistant')).toEqual([]);
+  });
+
+  it('an answer just under the cap, streamed in 64 KiB events, is read whole', async () => {
+    const { event, text } = textEvent(1 << 16);
+    const body = event.repeat(127) + streamedCall(0, 'finish', FINISH);
+    expect(Buffer.byteLength(body)).toBeLessThanOrEqual(MAX_RESPONSE_BYTES);
+    expect(Buffer.byteLength(body)).toBeGreaterThan(MAX_RESPONSE_BYTES - (1 << 16));
+    const t = await openaiTeam({ lead: [rawSse(body)] }, { model: { stream: true } });
+    await using _ = t;
+    const rootId = await t.c.start({ name: 'lead', task: 'Finish.' });
+    expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    const answer = t.session(rootId).find((i) => i.role === 'assistant');
+    expect(answer).toMatchObject({ toolCalls: [{ name: 'finish' }] });
+    expect((answer as { content: string }).content.length).toBe(127 * text.length);
+  });
+});
+
 describe('well-formed answers a lenient reading must keep accepting', () => {
   it.each<[string, FakeReply, boolean]>([
     ['null content, refusal and tool_calls (JSON)', rawJson(completion({ content: null, refusal: null, tool_calls: [call] }, { usage: null })), false],
-    ['a tool call without type or id (JSON)', rawJson(completion({ tool_calls: [{ function: { name: 'finish', arguments: JSON.stringify(FINISH) } }] })), false],
-    ['a tool call with null arguments (JSON): arguments are {}', rawJson(completion({ tool_calls: [{ id: 'c', type: 'function', function: { name: 'view_agent_graph', arguments: null } }] })), false],
+    [
+      'a tool call without type or id (JSON)',
+      rawJson(completion({ tool_calls: [{ function: { name: 'finish', arguments: JSON.stringify(FINISH) } }] })),
+      false,
+    ],
+    [
+      'a tool call with null arguments (JSON): arguments are {}',
+      rawJson(completion({ tool_calls: [{ id: 'c', type: 'function', function: { name: 'view_agent_graph', arguments: null } }] })),
+      false,
+    ],
     ['null delta fields and a usage chunk (stream)', rawSse(streamedCall(0, 'finish', FINISH)), true],
-    ['a megabyte of text in 64 KiB events, split at many offsets (stream)', rawSse(sse([...Array.from({ length: 16 }, () => chunk({ content: 'é'.repeat(1 << 15) })), chunk({}, 'stop')]), every(1 << 21, 4_099)), true],
+    [
+      'a megabyte of text in 64 KiB events, split at many offsets (stream)',
+      rawSse(sse([...Array.from({ length: 16 }, () => chunk({ content: 'é'.repeat(1 << 15) })), chunk({}, 'stop')]), every(1 << 21, 4_099)),
+      true,
+    ],
     ['a megabyte of text (JSON)', rawJson(completion({ content: 'é'.repeat(1 << 19) })), false],
   ])('%s', async (_name, reply, stream) => {
     const finish = stream ? rawSse(streamedCall(0, 'finish', FINISH)) : rawJson(completion({ tool_calls: [call] }));

@@ -29,7 +29,12 @@ const provision = defineTool({
 
 const wait: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'my jobs' } };
 const finish = (summary = 'done'): ScriptStep => ({ tool: 'finish', args: { summary } });
-const startBoth: ScriptStep = { tools: [{ name: 'provision', args: { id: A } }, { name: 'provision', args: { id: B } }] };
+const startBoth: ScriptStep = {
+  tools: [
+    { name: 'provision', args: { id: A } },
+    { name: 'provision', args: { id: B } },
+  ],
+};
 const userMessages = (t: ReturnType<typeof team>) => t.store.listMessages(t.c.runId).filter((m) => m.from === 'user');
 
 describe('waiting on your own work', () => {
@@ -53,7 +58,10 @@ describe('waiting on your own work', () => {
     expect(t.model.calls.length).toBeLessThanOrEqual(6);
     expect(t.model.calls).toHaveLength(4);
     expect(userMessages(t)).toHaveLength(0);
-    const waits = t.toolResults(rootId).filter((r) => r.name === 'wait_for_agents').map((r) => r.result.wait_outcome);
+    const waits = t
+      .toolResults(rootId)
+      .filter((r) => r.name === 'wait_for_agents')
+      .map((r) => r.result.wait_outcome);
     expect(waits).toEqual(['execution_finished', 'execution_finished']);
     t.model.assertComplete();
     await t.c.shutdown();
@@ -102,7 +110,9 @@ describe('waiting on your own work', () => {
     const t = team({ agents: { lead: [{ tool: 'provision', args: { id: A } }, wait, finish()] } }, { tools: [provision] });
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.c.waitFor(rootId, ['waiting']);
-    await expect(t.c.executions.finish(B, { status: 'completed', result: 'x' })).rejects.toMatchObject(expect.objectContaining({ code: 'EXECUTION_NOT_FOUND' }));
+    await expect(t.c.executions.finish(B, { status: 'completed', result: 'x' })).rejects.toMatchObject(
+      expect.objectContaining({ code: 'EXECUTION_NOT_FOUND' }),
+    );
     expect(t.c.executions.get(B)).toBeUndefined();
     expect(await t.c.executions.finish(A, { status: 'completed', result: 'x' })).toBe(true);
     // Already finished: false, not an error (hosts may report twice).
@@ -114,7 +124,12 @@ describe('waiting on your own work', () => {
   it('after a restart an agent parked on its executions stays parked until executions.finish wakes it', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'troupe-')), 'run.db');
     const clock = new SimulatedClock();
-    const c = createCoordinator({ model: scriptedModel({ agents: { lead: [startBoth, wait] } }, { clock }), store: openStore({ path }), clock, tools: [provision] });
+    const c = createCoordinator({
+      model: scriptedModel({ agents: { lead: [startBoth, wait] } }, { clock }),
+      store: openStore({ path }),
+      clock,
+      tools: [provision],
+    });
     const rootId = await c.start({ name: 'lead', task: 'x' });
     await c.waitFor(rootId, ['waiting']);
     await c.shutdown();

@@ -73,7 +73,10 @@ test.prop([scenario, fc.scheduler()], { numRuns: Number(process.env.PROPERTY_RUN
           spend = root;
           turn =
             request.turn === 1
-              ? { text: null, toolCalls: children.map((_, i) => ({ id: `${id}_${i}`, name: 'spawn_agent', arguments: JSON.stringify({ name: `c${i}`, task: 'spend' }) })) }
+              ? {
+                  text: null,
+                  toolCalls: children.map((_, i) => ({ id: `${id}_${i}`, name: 'spawn_agent', arguments: JSON.stringify({ name: `c${i}`, task: 'spend' }) })),
+                }
               : idle
                 ? tool('finish', { summary: 'done' }, id)
                 : tool('wait_for_agents', { reason: 'children' }, id);
@@ -123,7 +126,10 @@ test.prop([scenario, fc.scheduler()], { numRuns: Number(process.env.PROPERTY_RUN
     expect(budget.spentUsd).toBeLessThanOrEqual(budget.limitUsd! + slackOf(settled) + 1e-9);
     if (policy === 'stop') {
       // Children never reserve past the reserve line: what they spend beyond it is only their own settlement error.
-      const childSpend = c.list().filter((a) => a.parentId !== null).reduce((sum, a) => sum + a.spentUsd, 0);
+      const childSpend = c
+        .list()
+        .filter((a) => a.parentId !== null)
+        .reduce((sum, a) => sum + a.spentUsd, 0);
       expect(childSpend).toBeLessThanOrEqual(0.9 * limitUsd + slackOf(settled.filter((x) => x.child)) + 1e-9);
     }
     expect(budget.reservedUsd).toBe(0);

@@ -27,7 +27,14 @@ const provision = defineTool({
   execute: ({ id }: { id: string }) => ({ status: `execution ${id} running` }),
 });
 
-type Step = { kind: 'wait'; seconds: number } | { kind: 'msg'; to: 'parent' | 'child' } | { kind: 'work'; delayMs: number } | { kind: 'finish' } | { kind: 'text' } | { kind: 'exec' } | { kind: 'respond' };
+type Step =
+  | { kind: 'wait'; seconds: number }
+  | { kind: 'msg'; to: 'parent' | 'child' }
+  | { kind: 'work'; delayMs: number }
+  | { kind: 'finish' }
+  | { kind: 'text' }
+  | { kind: 'exec' }
+  | { kind: 'respond' };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 5, arbitrary: fc.integer({ min: 30, max: 300 }).map((seconds) => ({ kind: 'wait' as const, seconds })) },
@@ -107,9 +114,12 @@ test.prop([plan, ops], { numRuns: Number(process.env.PROPERTY_RUNS ?? 150), time
       if (agents.some((a) => a.status === 'running' || a.status === 'budgetPaused')) return null;
       if (p.interactive && agents.some((a) => a.status === 'waiting' && a.waitKind === 'user')) return null;
       const ids = new Set(agents.map((a) => a.id));
-      if (t.store.runningExecutions().some((e) => ids.has(e.agentId))) return null;
+      if (t.store.executionsOf([...ids]).some((e) => e.status === 'running')) return null;
       if (t.c.delegations.list().some((d) => d.status === 'running')) return null;
-      return agents.filter((a) => a.status === 'waiting' && a.waitKind === 'agents').map((a) => a.id).sort();
+      return agents
+        .filter((a) => a.status === 'waiting' && a.waitKind === 'agents')
+        .map((a) => a.id)
+        .sort();
     };
     t.c.subscribe((e: TroupeEvent) => {
       if (e.type !== 'run.deadlock') return;
@@ -139,7 +149,7 @@ test.prop([plan, ops], { numRuns: Number(process.env.PROPERTY_RUNS ?? 150), time
             await settle(`advance to ${t.clock.now()}`);
           }
         } else if (op.kind === 'finishExec') {
-          const running = t.store.runningExecutions();
+          const running = t.store.executionsOf(t.c.list().map((a) => a.id)).filter((e) => e.status === 'running');
           const target = running[op.index % Math.max(1, running.length)];
           if (target) await t.c.executions.finish(target.id, { status: 'completed', result: 'ok' });
           await settle(`finish ${target?.id ?? 'nothing'}`);

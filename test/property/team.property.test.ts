@@ -86,7 +86,12 @@ const commands = fc.commands(
     fc.integer({ min: 1_000, max: 400_000 }).map((ms) => new Advance(ms)),
     fc.tuple(fc.constantFrom(...NAMES), fc.constantFrom('go on', 'status?', 'stop that')).map(([n, t]) => new Send(n, t)),
     fc.constantFrom(...NAMES).map((n) => new Stop(n)),
-    fc.oneof(fc.constant('pause' as const), fc.integer({ min: 1, max: 20 }).map((resume) => ({ resume }))).map((a) => new Budget(a)),
+    fc
+      .oneof(
+        fc.constant('pause' as const),
+        fc.integer({ min: 1, max: 20 }).map((resume) => ({ resume })),
+      )
+      .map((a) => new Budget(a)),
     fc.constant(new Restart()),
   ],
   { maxCommands: 12 },

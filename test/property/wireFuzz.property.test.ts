@@ -166,7 +166,15 @@ async function runScenario(s: Scenario) {
     served.push(next);
     return next.reply;
   });
-  const model = openaiModel({ model: 'fuzz-model', baseURL: server.url, apiKey: 'sk-fuzz', clock, stream: s.stream, price: PRICE, maxOutputTokens: MAX_OUTPUT_TOKENS });
+  const model = openaiModel({
+    model: 'fuzz-model',
+    baseURL: server.url,
+    apiKey: 'sk-fuzz',
+    clock,
+    stream: s.stream,
+    price: PRICE,
+    maxOutputTokens: MAX_OUTPUT_TOKENS,
+  });
   const store = memoryStore();
   const c = createCoordinator({ model, store, clock, logger: silent, budget: { limitUsd: s.limitUsd }, retry: { maxRetries: 0 } });
   holder.c = c;

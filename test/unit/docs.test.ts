@@ -18,7 +18,11 @@ describe('docs generated from code', () => {
   it('every #link of the README (the contents) leads to a heading', () => {
     const readme = readFileSync(README, 'utf8');
     // GitHub's anchors: lower case, punctuation dropped, spaces to dashes.
-    const slug = (heading: string) => heading.toLowerCase().replace(/[^\p{L}\p{N} -]/gu, '').replace(/ /g, '-');
+    const slug = (heading: string) =>
+      heading
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N} -]/gu, '')
+        .replace(/ /g, '-');
     const anchors = new Set([...readme.matchAll(/^#{1,4} (.*)$/gm)].map((m) => slug(m[1]!)));
     const links = [...readme.matchAll(/\]\(#([^)]+)\)/g)].map((m) => m[1]!);
     expect(links.length).toBeGreaterThan(10);

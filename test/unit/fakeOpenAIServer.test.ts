@@ -46,10 +46,9 @@ function deferred<T = void>() {
 
 describe('createFakeOpenAIServer through the real openai client', () => {
   it('serves a text completion with usage (cached tokens included)', async () => {
-    const { server, client } = await setup(
-      [{ message: { content: 'Hello world' }, usage: { promptTokens: 120, completionTokens: 7, cachedTokens: 64 } }],
-      { model: 'gpt-fake' },
-    );
+    const { server, client } = await setup([{ message: { content: 'Hello world' }, usage: { promptTokens: 120, completionTokens: 7, cachedTokens: 64 } }], {
+      model: 'gpt-fake',
+    });
     const completion = await client.chat.completions.create(params);
     expect(server.url).toBe(`http://127.0.0.1:${server.port}/v1`);
     expect(completion).toMatchObject({ id: 'chatcmpl-fake-1', object: 'chat.completion', model: 'gpt-fake' });
@@ -182,9 +181,7 @@ describe('createFakeOpenAIServer through the real openai client', () => {
   });
 
   it('answers 429 with retry headers as an OpenAI.RateLimitError', async () => {
-    const { client } = await setup([
-      { status: 429, headers: { 'retry-after-ms': '1500', 'x-should-retry': 'true' } },
-    ]);
+    const { client } = await setup([{ status: 429, headers: { 'retry-after-ms': '1500', 'x-should-retry': 'true' } }]);
     const error = await failure(client.chat.completions.create(params));
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     const rateLimit = error as InstanceType<typeof OpenAI.RateLimitError>;
@@ -215,9 +212,7 @@ describe('createFakeOpenAIServer through the real openai client', () => {
   });
 
   it('sends a string error body verbatim', async () => {
-    const { client } = await setup([
-      { status: 502, body: '<html>Bad gateway</html>', headers: { 'Content-Type': 'text/html' } },
-    ]);
+    const { client } = await setup([{ status: 502, body: '<html>Bad gateway</html>', headers: { 'Content-Type': 'text/html' } }]);
     const error = await failure(client.chat.completions.create(params));
     expect(error).toBeInstanceOf(OpenAI.InternalServerError);
     expect(error).toMatchObject({ status: 502, message: '502 <html>Bad gateway</html>' });
@@ -244,7 +239,13 @@ describe('createFakeOpenAIServer through the real openai client', () => {
   });
 
   it('serves raw bytes cut at the given offsets; the client meets the cuts and reassembles the stream', async () => {
-    const chunkWithText = { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'héllo ✓' }, finish_reason: null }] };
+    const chunkWithText = {
+      id: 'c',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: 'm',
+      choices: [{ index: 0, delta: { content: 'héllo ✓' }, finish_reason: null }],
+    };
     const body = `data: ${JSON.stringify(chunkWithText)}\n\ndata: [DONE]\n\n`;
     const bytes = new TextEncoder().encode(body);
     const everyByte = Array.from({ length: bytes.length }, (_, i) => i);
@@ -390,9 +391,7 @@ describe('createFakeOpenAIServer through the real openai client', () => {
     });
     const first = await client.chat.completions.create({ ...params, messages: [{ role: 'user', content: 'ping' }] });
     expect(first.choices[0]?.message.content).toBe('echo: ping #0');
-    const error = await failure(
-      client.chat.completions.create({ ...params, messages: [{ role: 'user', content: 'fail' }] }),
-    );
+    const error = await failure(client.chat.completions.create({ ...params, messages: [{ role: 'user', content: 'fail' }] }));
     expect(error).toMatchObject({ status: 503 });
     expect(server.remaining()).toBe(0);
     expect(() => server.assertComplete()).not.toThrow();
@@ -409,11 +408,7 @@ describe('createFakeOpenAIServer through the real openai client', () => {
   });
 
   it('assertComplete throws while scripted replies remain', async () => {
-    const { server, client } = await setup([
-      { message: { content: 'a' } },
-      { message: { content: 'b' } },
-      { message: { content: 'c' } },
-    ]);
+    const { server, client } = await setup([{ message: { content: 'a' } }, { message: { content: 'b' } }, { message: { content: 'c' } }]);
     expect(server.remaining()).toBe(3);
     await client.chat.completions.create(params);
     expect(server.remaining()).toBe(2);
@@ -436,11 +431,7 @@ describe('createFakeOpenAIServer through the real openai client', () => {
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { type: 'invalid_request_error', param: null, code: null } });
 
-    expect(server.requests.map((r) => `${r.method} ${r.path}`)).toEqual([
-      'GET /v1/models',
-      'GET /v1/chat/completions',
-      'POST /v1/chat/completions',
-    ]);
+    expect(server.requests.map((r) => `${r.method} ${r.path}`)).toEqual(['GET /v1/models', 'GET /v1/chat/completions', 'POST /v1/chat/completions']);
     expect(server.requests[2]?.body).toBe('{not json');
     expect(server.remaining()).toBe(1);
   });

@@ -58,7 +58,19 @@ describe('risk from annotations', () => {
 
 describe('results', () => {
   it('text blocks are joined; structured content comes with them; images are described', () => {
-    expect(resultOf('s', 't', { content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }, 100)).toBe('a\nb');
+    expect(
+      resultOf(
+        's',
+        't',
+        {
+          content: [
+            { type: 'text', text: 'a' },
+            { type: 'text', text: 'b' },
+          ],
+        },
+        100,
+      ),
+    ).toBe('a\nb');
     expect(resultOf('s', 't', { content: [], structuredContent: { n: 1 } }, 100)).toEqual({ content: '', structuredContent: { n: 1 } });
     expect(resultOf('s', 't', { content: [{ type: 'audio', data: 'AAAA', mimeType: 'audio/wav' }] }, 100)).toBe('[audio audio/wav, 3 bytes]');
     expect(resultOf('s', 't', { content: [{ type: 'resource', resource: { uri: 'file:///a', text: 'inside' } }] }, 100)).toBe('inside');
@@ -72,7 +84,9 @@ describe('results', () => {
     expect(out.value).toBe('[image image/png, 3 bytes: shown to you after the tool results]\na square');
     expect(out.images).toEqual([{ mimeType: 'image/png', data: 'AAAA' }]);
     // A type models do not take, data that is not base64: described, not carried.
-    expect(resultOf('s', 't', { content: [{ ...png, mimeType: 'image/svg+xml' }] }, 1_000)).toMatch(/^\[image image\/svg\+xml, 3 bytes: not shown, the model takes only PNG/);
+    expect(resultOf('s', 't', { content: [{ ...png, mimeType: 'image/svg+xml' }] }, 1_000)).toMatch(
+      /^\[image image\/svg\+xml, 3 bytes: not shown, the model takes only PNG/,
+    );
     expect(resultOf('s', 't', { content: [{ ...png, data: 'AA AA' }] }, 1_000)).toMatch(/not shown, its data is not base64\]$/);
     // The limit counts the text and every image's base64: the image that would cross it is left
     // out, the one before it kept (266 characters of text leave room for 4 of base64).
@@ -80,14 +94,20 @@ describe('results', () => {
     expect(two.images).toEqual([{ mimeType: 'image/png', data: 'AAAA' }]);
     expect(two.value).toContain('[image image/png, 6 bytes: not shown, the result would be over its limit of 270 characters]');
     expect((two.value as string).length + 4).toBeLessThanOrEqual(270);
-    expect(resultOf('s', 't', { content: [{ ...png, data: 'A'.repeat(104) }] }, 100)).toMatch(/^\[image image\/png, 78 bytes: not shown, the result would be over its limit/);
+    expect(resultOf('s', 't', { content: [{ ...png, data: 'A'.repeat(104) }] }, 100)).toMatch(
+      /^\[image image\/png, 78 bytes: not shown, the result would be over its limit/,
+    );
     // An error result carries no image.
     expect(() => resultOf('s', 't', { content: [png], isError: true }, 1_000)).toThrow(expect.objectContaining({ code: 'TOOL_FAILED' }));
   });
 
   it('an error result is TOOL_FAILED with its text; an oversized one MCP_RESULT_TOO_LARGE', () => {
-    expect(() => resultOf('s', 't', { content: [{ type: 'text', text: 'bad' }], isError: true }, 100)).toThrow(expect.objectContaining({ code: 'TOOL_FAILED', message: expect.stringContaining('bad') }));
-    expect(() => resultOf('s', 't', { content: [{ type: 'text', text: 'x'.repeat(101) }] }, 100)).toThrow(expect.objectContaining({ code: 'MCP_RESULT_TOO_LARGE' }));
+    expect(() => resultOf('s', 't', { content: [{ type: 'text', text: 'bad' }], isError: true }, 100)).toThrow(
+      expect.objectContaining({ code: 'TOOL_FAILED', message: expect.stringContaining('bad') }),
+    );
+    expect(() => resultOf('s', 't', { content: [{ type: 'text', text: 'x'.repeat(101) }] }, 100)).toThrow(
+      expect.objectContaining({ code: 'MCP_RESULT_TOO_LARGE' }),
+    );
     expect(resultOf('s', 't', { content: [{ type: 'text', text: 'x'.repeat(100) }] }, 100)).toHaveLength(100);
   });
 });

@@ -36,7 +36,10 @@ const pill = (status) => el('span', { class: 'pill', style: `background:${STATUS
 
 async function api(path, params = {}, body) {
   const query = new URLSearchParams({ token, ...params });
-  const res = await fetch(`${path}?${query}`, body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(
+    `${path}?${query}`,
+    body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) },
+  );
   const data = await res.json().catch(() => ({ error: { code: 'INTERNAL', message: `HTTP ${res.status}` } }));
   if (!res.ok) {
     throw Object.assign(new Error(data.error?.message ?? `HTTP ${res.status}`), { code: String(data.error?.code ?? 'INTERNAL') });
@@ -60,7 +63,10 @@ function budgetBar(b) {
   const box = $('budget');
   box.replaceChildren();
   const flags = [b.reserveStopped && 'reserve tripped', b.budgetStopped && 'budget stopped', b.paused && 'paused'].filter(Boolean);
-  const label = b.limitUsd === null ? `spent ${usd(b.spentUsd)}` : `${usd(b.spentUsd)} of ${usd(b.limitUsd)}${b.reserveUsd === null ? '' : ` (reserve line ${usd(b.reserveUsd)})`}`;
+  const label =
+    b.limitUsd === null
+      ? `spent ${usd(b.spentUsd)}`
+      : `${usd(b.spentUsd)} of ${usd(b.limitUsd)}${b.reserveUsd === null ? '' : ` (reserve line ${usd(b.reserveUsd)})`}`;
   box.append(el('div', { id: 'budget-text', text: `budget: ${label}${flags.length ? ` — ${flags.join(', ')}` : ''}` }));
   if (b.limitUsd === null) return;
   const ns = 'http://www.w3.org/2000/svg';
@@ -134,10 +140,24 @@ function renderRows() {
 // ── one agent ──────────────────────────────────────────────────────────────────────────────────
 
 const LIFECYCLE = {
-  nodes: { running: [210, 20], waiting: [80, 75], stalled: [210, 75], budgetPaused: [340, 75], completed: [45, 140], stopped: [160, 140], failed: [265, 140], crashed: [375, 140] },
+  nodes: {
+    running: [210, 20],
+    waiting: [80, 75],
+    stalled: [210, 75],
+    budgetPaused: [340, 75],
+    completed: [45, 140],
+    stopped: [160, 140],
+    failed: [265, 140],
+    crashed: [375, 140],
+  },
   edges: [
-    ['running', 'waiting'], ['running', 'stalled'], ['running', 'budgetPaused'],
-    ['running', 'completed'], ['running', 'stopped'], ['running', 'failed'], ['running', 'crashed'],
+    ['running', 'waiting'],
+    ['running', 'stalled'],
+    ['running', 'budgetPaused'],
+    ['running', 'completed'],
+    ['running', 'stopped'],
+    ['running', 'failed'],
+    ['running', 'crashed'],
   ],
 };
 
@@ -180,7 +200,11 @@ function folded(text, limit = 600) {
 const contentText = (content) => (typeof content === 'string' ? content : Array.isArray(content) ? content.map((p) => p.text ?? `[${p.type}]`).join('\n') : '');
 
 function transcriptItem(item) {
-  const body = el('div', { class: `item ${item.role}` }, el('div', { class: 'role', text: item.role === 'tool' ? `tool result · ${item.name}${item.isError ? ' · error' : ''}` : item.role }));
+  const body = el(
+    'div',
+    { class: `item ${item.role}` },
+    el('div', { class: 'role', text: item.role === 'tool' ? `tool result · ${item.name}${item.isError ? ' · error' : ''}` : item.role }),
+  );
   if (item.content) body.append(folded(contentText(item.content)));
   for (const call of item.toolCalls ?? []) body.append(el('div', { class: 'call' }, folded(`→ ${call.name}(${call.arguments})`, 300)));
   if (item.refusal) body.append(el('div', { text: `refusal: ${item.refusal}` }));
@@ -206,16 +230,34 @@ async function refreshAgent() {
   const a = d.agent;
   $('agent').hidden = false;
   $('agent-name').replaceChildren(`${a.name} `, pill(a.status));
-  const bits = [`id ${a.id}`, `turns ${a.turns}`, `depth ${a.depth}`, a.waitKind && `waits on ${a.waitKind}`, a.stopReason && `stop reason ${a.stopReason}`, a.error && `${a.error.code}: ${a.error.message}`];
+  const bits = [
+    `id ${a.id}`,
+    `turns ${a.turns}`,
+    `depth ${a.depth}`,
+    a.waitKind && `waits on ${a.waitKind}`,
+    a.stopReason && `stop reason ${a.stopReason}`,
+    a.error && `${a.error.code}: ${a.error.message}`,
+  ];
   $('agent-meta').textContent = bits.filter(Boolean).join(' · ');
   $('agent-task').textContent = a.report ? `task: ${a.task}\nreport: ${a.report.summary}` : `task: ${a.task}`;
   $('lifecycle').replaceChildren(lifecycleDiagram(a.status));
   const spend = Object.entries(d.spentByPurpose);
-  $('spend').replaceChildren(...(spend.length ? spend.map(([p, v]) => el('tr', {}, el('td', { text: p }), el('td', { text: usd(v) }))) : [el('tr', {}, el('td', { text: 'nothing spent' }))]));
-  $('children').replaceChildren(...d.children.map((c) => el('li', {}, el('a', { href: '#', onclick: (e) => (e.preventDefault(), openAgent(c.id)), text: c.name }), ' ', pill(c.status))));
+  $('spend').replaceChildren(
+    ...(spend.length
+      ? spend.map(([p, v]) => el('tr', {}, el('td', { text: p }), el('td', { text: usd(v) })))
+      : [el('tr', {}, el('td', { text: 'nothing spent' }))]),
+  );
+  $('children').replaceChildren(
+    ...d.children.map((c) => el('li', {}, el('a', { href: '#', onclick: (e) => (e.preventDefault(), openAgent(c.id)), text: c.name }), ' ', pill(c.status))),
+  );
   $('mailbox').replaceChildren(
     ...d.mailbox.map((m) =>
-      el('li', { class: m.deliveredAt === null ? 'pending' : '' }, `${time(m.createdAt)} ${m.noticeKey ? 'notice' : m.type} from ${m.fromName}${m.deliveredAt === null ? ' (waiting in the mailbox)' : ''}: `, folded(m.content, 300)),
+      el(
+        'li',
+        { class: m.deliveredAt === null ? 'pending' : '' },
+        `${time(m.createdAt)} ${m.noticeKey ? 'notice' : m.type} from ${m.fromName}${m.deliveredAt === null ? ' (waiting in the mailbox)' : ''}: `,
+        folded(m.content, 300),
+      ),
     ),
   );
   $('transcript').replaceChildren(...d.transcript.map(transcriptItem));
@@ -240,12 +282,20 @@ async function action(body, label) {
 
 // ── reading again when the run changes ─────────────────────────────────────────────────────────
 
-const timeline = createTimeline({ scroll: $('tl-scroll'), spacer: $('tl-spacer'), canvas: /** @type {HTMLCanvasElement} */ ($('tl-canvas')), tip: $('tl-tip'), onLane: (id) => openAgent(id) });
+const timeline = createTimeline({
+  scroll: $('tl-scroll'),
+  spacer: $('tl-spacer'),
+  canvas: /** @type {HTMLCanvasElement} */ ($('tl-canvas')),
+  tip: $('tl-tip'),
+  onLane: (id) => openAgent(id),
+});
 // For tests and the curious: the timeline's state (how many lanes the last frame drew).
 /** @type {any} */ (window).troupeTimeline = timeline;
 
 function renderRunMarks(marks) {
-  $('run-marks').replaceChildren(...(marks.length ? marks.map((m) => el('li', { 'data-kind': m.kind, text: `${time(m.at)} ${m.label}` })) : [el('li', { text: 'none' })]));
+  $('run-marks').replaceChildren(
+    ...(marks.length ? marks.map((m) => el('li', { 'data-kind': m.kind, text: `${time(m.at)} ${m.label}` })) : [el('li', { text: 'none' })]),
+  );
 }
 
 let reading = null;
@@ -293,7 +343,10 @@ function connect() {
     // everything, so the page catches up from the database), but not one refused outright: a
     // process restarted on this port with another token. Say so, and try again in a while.
     if (events.readyState === EventSource.CLOSED) {
-      showProblem({ code: 'DISCONNECTED', message: 'the server refused this page’s token (restarted? open the URL it printed, or set TROUPE_UI_TOKEN to keep one across restarts)' });
+      showProblem({
+        code: 'DISCONNECTED',
+        message: 'the server refused this page’s token (restarted? open the URL it printed, or set TROUPE_UI_TOKEN to keep one across restarts)',
+      });
       setTimeout(connect, 2_000);
     }
   };
@@ -334,7 +387,9 @@ $('zoom-out').addEventListener('click', () => timeline.zoom(2));
 $('zoom-reset').addEventListener('click', () => timeline.fit());
 $('legend').replaceChildren(
   ...Object.keys(STATUS_COLORS).map((s) => pill(s)),
-  ...Object.entries(MARK_COLORS).map(([kind, color]) => el('span', { class: 'mark-key' }, el('span', { class: 'diamond', style: `background:${color}` }), ` ${kind}`)),
+  ...Object.entries(MARK_COLORS).map(([kind, color]) =>
+    el('span', { class: 'mark-key' }, el('span', { class: 'diamond', style: `background:${color}` }), ` ${kind}`),
+  ),
 );
 
 connect();

@@ -15,7 +15,18 @@ export const STATUS_COLORS = {
   crashed: '#212121',
 };
 
-export const MARK_COLORS = { model: '#ffffff', retry: '#ff5722', tool: '#3f51b5', message: '#00bcd4', notice: '#ff9800', said: '#cddc39', warning: '#ffc107', error: '#ff1744', trip: '#e53935', deadlock: '#ff1744' };
+export const MARK_COLORS = {
+  model: '#ffffff',
+  retry: '#ff5722',
+  tool: '#3f51b5',
+  message: '#00bcd4',
+  notice: '#ff9800',
+  said: '#cddc39',
+  warning: '#ffc107',
+  error: '#ff1744',
+  trip: '#e53935',
+  deadlock: '#ff1744',
+};
 const LANE = 22;
 const AXIS = 22;
 const LABEL = 150;

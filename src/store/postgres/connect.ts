@@ -12,7 +12,7 @@ import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from './migrations.js';
 
 /** BIGINT columns hold times and counters well inside 2^53: read them as numbers. */
 const parseInt8 = (value: string) => Number(value);
-export const PG_TYPES = {
+const PG_TYPES = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
     oid === 20 ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
@@ -32,6 +32,12 @@ export interface PgConnectOptions {
    * (SIGSTOP, a long GC pause) must not hold its run's lease row locked against the next claimer.
    */
   idleInTransactionTimeoutMs?: number;
+  /**
+   * Open for reading only (the CLI's `status`, `tree` and `ui`): nothing is ever written — no
+   * migration, no schema created, and every session is `default_transaction_read_only`. An empty
+   * (or missing) schema is RUN_NOT_FOUND; a schema of an older troupe is read as it is.
+   */
+  readOnly?: boolean;
 }
 
 /** Where a URL points, with the password left out (for messages). */
@@ -45,7 +51,7 @@ export function describeUrl(url: string): string {
 }
 
 /** The URL without troupe's own `schema` parameter, and that parameter. */
-export function splitSchema(url: string): { url: string; schema: string | undefined } {
+function splitSchema(url: string): { url: string; schema: string | undefined } {
   try {
     const u = new URL(url);
     const schema = u.searchParams.get('schema') ?? undefined;
@@ -60,7 +66,10 @@ export function splitSchema(url: string): { url: string; schema: string | undefi
 /** Checked options: the schema (option, else the URL's `?schema=`, else `public`) and the URL to connect to. */
 export function checkOptions(options: PgConnectOptions): { schema: string; url: string } {
   if (typeof options?.url !== 'string' || !/^postgres(ql)?:\/\//.test(options.url)) {
-    throw new TroupeError('CONFIG_INVALID', `Expected url to be a postgres://… URL, got ${JSON.stringify(options?.url === undefined ? undefined : describeUrl(String(options.url)))}`);
+    throw new TroupeError(
+      'CONFIG_INVALID',
+      `Expected url to be a postgres://… URL, got ${JSON.stringify(options?.url === undefined ? undefined : describeUrl(String(options.url)))}`,
+    );
   }
   const split = splitSchema(options.url);
   const schema = options.schema ?? split.schema ?? 'public';
@@ -76,7 +85,7 @@ export function poolConfig(options: PgConnectOptions, schema: string, max: numbe
     max,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
     // Every statement is unqualified: the schema is the connection's search path.
-    options: `-c search_path=${schema} -c idle_in_transaction_session_timeout=${Math.max(1, Math.floor(options.idleInTransactionTimeoutMs ?? 30_000))}`,
+    options: `-c search_path=${schema} -c idle_in_transaction_session_timeout=${Math.max(1, Math.floor(options.idleInTransactionTimeoutMs ?? 30_000))}${options.readOnly ? ' -c default_transaction_read_only=on' : ''}`,
     types: PG_TYPES,
   };
 }
@@ -114,6 +123,23 @@ export function operationError(err: unknown, what: string): unknown {
   return new TroupeError('STORE_IO', `${what} failed${code ? ` (${code})` : ''}: ${message}`, { cause: err });
 }
 
+/**
+ * Whether repeating a failed operation on a new connection may succeed: the connection was lost or
+ * timed out (no SQLSTATE, class 08), the server is shutting down, restarting or out of resources
+ * (57, 53), a lock or serialization conflict (40, 55P03), or the server ended an idle transaction
+ * (25P03). A constraint, data or schema error would fail the same way again.
+ */
+export function transientStoreError(err: unknown): boolean {
+  if (err instanceof TroupeError) {
+    if (err.code !== 'STORE_IO' && err.code !== 'STORE_UNREACHABLE') return false;
+    if (err.cause === undefined) return false;
+    err = err.cause;
+  }
+  const code = sqlState(err);
+  if (!/^[0-9A-Z]{5}$/.test(code)) return true;
+  return /^(08|53|57|40)/.test(code) || code === '25P03' || code === '55P03';
+}
+
 /** The schema's troupe version: 0 when empty; throws when it holds another application's tables or a newer troupe's. */
 async function schemaVersion(client: pg.PoolClient, schema: string, where: string): Promise<number> {
   const { rows } = await client.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [schema]);
@@ -135,8 +161,27 @@ async function schemaVersion(client: pg.PoolClient, schema: string, where: strin
   return version;
 }
 
-/** Check the schema and apply pending migrations (nothing is written unless every check passed). */
-export async function migrate(pool: pg.Pool, options: PgConnectOptions, schema: string): Promise<void> {
+/**
+ * Check the schema for a reader, writing nothing: STORE_FOREIGN and STORE_SCHEMA_TOO_NEW as for a
+ * writer, RUN_NOT_FOUND when it holds no troupe tables (or does not exist). Migrating is left to
+ * the next writer (a worker, run, demo, serve): an older schema is read as it is.
+ */
+export async function checkReadable(pool: pg.Pool, options: PgConnectOptions, schema: string): Promise<void> {
+  await onSchema(pool, options, schema, async (_client, version, where) => {
+    if (version === 0) throw new TroupeError('RUN_NOT_FOUND', `No troupe database at ${where} (schema ${schema} holds no troupe tables; nothing was created)`);
+  });
+}
+
+/**
+ * `work` on a connection of the pool, given the schema's troupe version (checked: foreign tables
+ * and a newer troupe's schema are refused first); a driver error is a typed connect error.
+ */
+async function onSchema(
+  pool: pg.Pool,
+  options: PgConnectOptions,
+  schema: string,
+  work: (client: pg.PoolClient, version: number, where: string) => Promise<void>,
+): Promise<void> {
   const where = describeUrl(options.url);
   let client: pg.PoolClient;
   try {
@@ -148,7 +193,19 @@ export async function migrate(pool: pg.Pool, options: PgConnectOptions, schema: 
   const onError = (err: Error) => (broken = err);
   client.on('error', onError);
   try {
-    const version = await schemaVersion(client, schema, where);
+    await work(client, await schemaVersion(client, schema, where), where);
+  } catch (err) {
+    if (err instanceof TroupeError) throw err;
+    throw connectError(err, options.url);
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
+}
+
+/** Check the schema and apply pending migrations (nothing is written unless every check passed). */
+export async function migrate(pool: pg.Pool, options: PgConnectOptions, schema: string): Promise<void> {
+  await onSchema(pool, options, schema, async (client, version, where) => {
     if (version === PG_SCHEMA_VERSION) return;
     await client.query('BEGIN');
     try {
@@ -157,20 +214,13 @@ export async function migrate(pool: pg.Pool, options: PgConnectOptions, schema: 
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       const current = await schemaVersion(client, schema, where);
       for (const m of PG_MIGRATIONS) if (m.version > current) await client.query(m.sql);
-      await client.query(
-        'INSERT INTO troupe_schema (only_row, version) VALUES (TRUE, $1) ON CONFLICT (only_row) DO UPDATE SET version = excluded.version',
-        [PG_SCHEMA_VERSION],
-      );
+      await client.query('INSERT INTO troupe_schema (only_row, version) VALUES (TRUE, $1) ON CONFLICT (only_row) DO UPDATE SET version = excluded.version', [
+        PG_SCHEMA_VERSION,
+      ]);
       await client.query('COMMIT');
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
-  } catch (err) {
-    if (err instanceof TroupeError) throw err;
-    throw connectError(err, options.url);
-  } finally {
-    client.off('error', onError);
-    client.release(broken);
-  }
+  });
 }

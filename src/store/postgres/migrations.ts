@@ -169,6 +169,30 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE inbox ADD CONSTRAINT inbox_kind CHECK (kind IN ('send', 'stop', 'pause', 'resume'));
     `,
   },
+  {
+    // Each commit of an epoch is numbered in its own transaction: a commit retried after its
+    // COMMIT went unanswered (a dropped connection, a restart) finds whether it was applied.
+    version: 3,
+    sql: `
+      ALTER TABLE run_leases ADD COLUMN commit_seq BIGINT NOT NULL DEFAULT 0;
+    `,
+  },
+  {
+    // SQLite's migration 5: the inbox takes an execution's end from any machine.
+    version: 4,
+    sql: `
+      ALTER TABLE inbox DROP CONSTRAINT inbox_kind;
+      ALTER TABLE inbox ADD CONSTRAINT inbox_kind CHECK (kind IN ('send', 'stop', 'pause', 'resume', 'execution'));
+    `,
+  },
+  {
+    // SQLite's migration 6: the inbox takes a delegation's end from any machine.
+    version: 5,
+    sql: `
+      ALTER TABLE inbox DROP CONSTRAINT inbox_kind;
+      ALTER TABLE inbox ADD CONSTRAINT inbox_kind CHECK (kind IN ('send', 'stop', 'pause', 'resume', 'execution', 'delegation'));
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

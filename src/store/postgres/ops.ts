@@ -92,10 +92,7 @@ export async function flushPgOps(ctx: OpContext): Promise<void> {
     await client.query(
       `INSERT INTO events (run_id, agent_id, type, data, at, boot) SELECT e.run_id, e.agent_id, e.type, e.data, e.at, $6::bigint
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) WITH ORDINALITY AS e(run_id, agent_id, type, data, at, n) ORDER BY e.n`,
-      [
-      ...p.events.map((c) => c.splice(0)),
-      boot,
-    ],
+      [...p.events.map((c) => c.splice(0)), boot],
     );
   }
   if (p.agents.size > 0) {
@@ -132,7 +129,10 @@ async function append(ctx: OpContext, agentId: string, items: readonly SessionIt
   const before = await sessionLength(ctx, agentId);
   items.forEach((item, i) => {
     const text = ctx.redactor.scrubJson(item);
-    push([ctx.pending.session.agent, ctx.pending.session.seq, ctx.pending.session.item, ctx.pending.session.checksum], [agentId, before + i, text, checksum(text)]);
+    push(
+      [ctx.pending.session.agent, ctx.pending.session.seq, ctx.pending.session.item, ctx.pending.session.checksum],
+      [agentId, before + i, text, checksum(text)],
+    );
   });
   ctx.cache.sessionLength.set(agentId, before + items.length);
 }
@@ -144,7 +144,22 @@ async function writeAgent(ctx: OpContext, next: AgentRow, insert: boolean): Prom
     await ctx.client.query(
       `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-      [next.id, next.runId, scrub(next.name), next.parentId, next.depth, scrub(next.task), scrubJson(next.skills), next.status, next.noticeClaimed ? 1 : 0, next.stint, state, next.createdAt, next.updatedAt, ctx.boot],
+      [
+        next.id,
+        next.runId,
+        scrub(next.name),
+        next.parentId,
+        next.depth,
+        scrub(next.task),
+        scrubJson(next.skills),
+        next.status,
+        next.noticeClaimed ? 1 : 0,
+        next.stint,
+        state,
+        next.createdAt,
+        next.updatedAt,
+        ctx.boot,
+      ],
     );
   } else {
     ctx.pending.agents.set(next.id, [next.id, next.status, next.noticeClaimed ? 1 : 0, next.stint, state, next.updatedAt]);
@@ -188,7 +203,20 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
     case 'enqueueMessage': {
       const m = w.message;
       const scrubbed = { ...m, fromName: scrub(m.fromName), content: scrub(m.content) };
-      push(ctx.pending.messages, [m.id, m.runId, m.to, m.from, scrubbed.fromName, m.type, m.priority, scrubbed.content, m.interrupt ? 1 : 0, m.createdAt, m.noticeKey ?? null, messageDigest(scrubbed)]);
+      push(ctx.pending.messages, [
+        m.id,
+        m.runId,
+        m.to,
+        m.from,
+        scrubbed.fromName,
+        m.type,
+        m.priority,
+        scrubbed.content,
+        m.interrupt ? 1 : 0,
+        m.createdAt,
+        m.noticeKey ?? null,
+        messageDigest(scrubbed),
+      ]);
       return;
     }
     case 'markDelivered':
@@ -220,7 +248,17 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
       await client.query(
         `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [r.sessionId, r.delegationId, r.runId, scrub(r.goal), r.status, r.dispatchedAt, r.completedAt, r.resultText === null ? null : scrub(r.resultText), r.startedBoot],
+        [
+          r.sessionId,
+          r.delegationId,
+          r.runId,
+          scrub(r.goal),
+          r.status,
+          r.dispatchedAt,
+          r.completedAt,
+          r.resultText === null ? null : scrub(r.resultText),
+          r.startedBoot,
+        ],
       );
       return;
     }
@@ -241,10 +279,19 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
       await client.query('DELETE FROM reentry_budgets WHERE last_wake_at < $1', [w.before]);
       return;
     case 'linkExecution':
-      await client.query("INSERT INTO executions (id, agent_id, status, linked_at) VALUES ($1, $2, 'running', $3) ON CONFLICT (id) DO NOTHING", [w.row.id, w.row.agentId, w.row.linkedAt]);
+      await client.query("INSERT INTO executions (id, agent_id, status, linked_at) VALUES ($1, $2, 'running', $3) ON CONFLICT (id) DO NOTHING", [
+        w.row.id,
+        w.row.agentId,
+        w.row.linkedAt,
+      ]);
       return;
     case 'finishExecution':
-      await client.query("UPDATE executions SET status = $1, result = $2, finished_at = $3 WHERE id = $4 AND status = 'running'", [w.end.status, scrub(w.end.result), w.end.at, w.id]);
+      await client.query("UPDATE executions SET status = $1, result = $2, finished_at = $3 WHERE id = $4 AND status = 'running'", [
+        w.end.status,
+        scrub(w.end.result),
+        w.end.at,
+        w.id,
+      ]);
       return;
     case 'markExecutionContinued':
       await client.query('UPDATE executions SET continued_at = $1 WHERE id = $2 AND continued_at IS NULL', [w.at, w.id]);
@@ -258,13 +305,15 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
       );
       return;
     }
+    case 'answerRequest':
+      // Fenced with the rest of the batch: only the lease's holder answers.
+      await client.query('UPDATE inbox SET done_at = $1, result = $2 WHERE id = $3 AND done_at IS NULL', [w.at, JSON.stringify(w.result), w.id]);
+      return;
     case 'finishToolCalls':
-      await client.query("UPDATE tool_calls SET status = 'finished', finished_at = $1 WHERE agent_id = $2 AND turn = $3 AND call_id = ANY($4::text[]) AND status = 'started'", [
-        w.at,
-        w.agentId,
-        w.turn,
-        [...w.callIds],
-      ]);
+      await client.query(
+        "UPDATE tool_calls SET status = 'finished', finished_at = $1 WHERE agent_id = $2 AND turn = $3 AND call_id = ANY($4::text[]) AND status = 'started'",
+        [w.at, w.agentId, w.turn, [...w.callIds]],
+      );
       return;
   }
 }

@@ -7,7 +7,18 @@
 import type pg from 'pg';
 import type { SessionItem } from '../../model/types.js';
 import { toAgent, toDelegation, toEvent, toExecution, toMessage, toReentry, toRun, toSessionItem, toToolCall, toUsage } from '../decode.js';
-import type { AgentDbRow, DelegationDbRow, EventDbRow, ExecutionDbRow, MessageDbRow, ReentryDbRow, RunDbRow, SessionDbRow, ToolCallDbRow, UsageDbRow } from '../dbRows.js';
+import type {
+  AgentDbRow,
+  DelegationDbRow,
+  EventDbRow,
+  ExecutionDbRow,
+  MessageDbRow,
+  ReentryDbRow,
+  RunDbRow,
+  SessionDbRow,
+  ToolCallDbRow,
+  UsageDbRow,
+} from '../dbRows.js';
 import type { StorePort } from '../port.js';
 import type { UsageRow } from '../types.js';
 import { operationError } from './connect.js';
@@ -33,14 +44,18 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
     },
     listAgents: async (runId) => (await all<AgentDbRow>('SELECT * FROM agents WHERE run_id = $1 ORDER BY created_at, ord', [runId])).map(toAgent),
     spendOf: async (runId) =>
-      (await all<{ agent_id: string; purpose: UsageRow['purpose']; cost: number }>(
-        'SELECT agent_id, purpose, sum(cost_usd) AS cost FROM usage WHERE run_id = $1 GROUP BY agent_id, purpose ORDER BY agent_id, purpose',
-        [runId],
-      )).map((r) => ({ agentId: r.agent_id, purpose: r.purpose, costUsd: r.cost })),
+      (
+        await all<{ agent_id: string; purpose: UsageRow['purpose']; cost: number }>(
+          'SELECT agent_id, purpose, sum(cost_usd) AS cost FROM usage WHERE run_id = $1 GROUP BY agent_id, purpose ORDER BY agent_id, purpose',
+          [runId],
+        )
+      ).map((r) => ({ agentId: r.agent_id, purpose: r.purpose, costUsd: r.cost })),
     pendingMessagesOf: async (runId) =>
       (await all<MessageDbRow>('SELECT * FROM messages WHERE run_id = $1 AND delivered_at IS NULL ORDER BY seq', [runId])).map(toMessage),
     noticeKeysOf: async (runId) =>
-      (await all<{ notice_key: string }>('SELECT notice_key FROM messages WHERE run_id = $1 AND notice_key IS NOT NULL ORDER BY seq', [runId])).map((r) => r.notice_key),
+      (await all<{ notice_key: string }>('SELECT notice_key FROM messages WHERE run_id = $1 AND notice_key IS NOT NULL ORDER BY seq', [runId])).map(
+        (r) => r.notice_key,
+      ),
     loadSession: async (agentId) => {
       const rows = await all<SessionDbRow>('SELECT agent_id, seq, item, checksum FROM session_items WHERE agent_id = $1 ORDER BY seq', [agentId]);
       const items: SessionItem[] = rows.map((r, i) => toSessionItem(r, i));

@@ -12,8 +12,9 @@
 import pg from 'pg';
 import { TroupeError } from '../../errors.js';
 import { createRedactor, type Redactor } from '../../logging/redact.js';
-import { checkOptions, connectError, describeUrl, migrate, poolConfig, type PgConnectOptions } from './connect.js';
-import { DB_NOW, heldLease, type LeaseOptions, type LeaseRow, type RunLease } from './lease.js';
+import { checkOptions, checkReadable, connectError, describeUrl, migrate, poolConfig, type PgConnectOptions } from './connect.js';
+import { performance } from 'node:perf_hooks';
+import { DB_NOW, heldLease, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease } from './lease.js';
 import { pgReads, type PortReads } from './reads.js';
 
 export interface PostgresStoreOptions extends PgConnectOptions {
@@ -45,7 +46,7 @@ export interface PostgresStore {
 }
 
 /** The channel workers LISTEN on: a run became runnable. */
-export const WAKE_CHANNEL = 'troupe_wake';
+const WAKE_CHANNEL = 'troupe_wake';
 
 /**
  * Open the PostgreSQL store: connect, refuse what cannot be used (STORE_UNREACHABLE,
@@ -57,9 +58,14 @@ export const WAKE_CHANNEL = 'troupe_wake';
  * renewed every TTL/3, times on the database's clock) is claimed with `FOR UPDATE SKIP LOCKED`,
  * and every commit checks its epoch: a worker that stalled past its lease writes nothing
  * (`LEASE_LOST`) and stops hosting the run; a second claimer of a live lease gets `RUN_LOCKED`.
- * A lost connection mid-commit is `STORE_IO`: the run is let go and resumed from what committed.
+ * A commit that fails on a lost connection, a timeout or a restarting server is retried on a new
+ * connection while the lease is locally valid (numbered, so a commit is never applied twice); a host
+ * whose lease may have expired by its own clock stops before its next model call, tool call, read
+ * or commit (see lease.ts).
  * Wakes use `LISTEN`/`NOTIFY` on a dedicated connection (not through a transaction-mode pooler),
  * with a 5 s poll as backstop. `?schema=<name>` in the URL keeps troupe in its own schema.
+ * With `readOnly: true` nothing is written (no migration; an empty schema is RUN_NOT_FOUND) and
+ * only `reads` and `leases` work.
  */
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresStore> {
   const checked = checkOptions(options);
@@ -69,7 +75,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   // An idle pooled connection that drops must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   try {
-    await migrate(pool, options, schema);
+    // readOnly (status, tree, ui): check only, never migrate; its sessions are read-only too.
+    await (options.readOnly ? checkReadable(pool, options, schema) : migrate(pool, options, schema));
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw err;
@@ -77,7 +84,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const redactor = options.redactor ?? createRedactor();
   const channel = schema === 'public' ? WAKE_CHANNEL : `${WAKE_CHANNEL}_${schema}`;
 
-  const claimed = (rows: { run_id: string; epoch: number }[], lease: LeaseOptions) => heldLease(pool, rows[0]!, lease, redactor);
+  const claimed = (rows: ClaimedRow[], lease: LeaseOptions, sentAt: number) => heldLease(pool, rows[0]!, lease, redactor, sentAt);
+  const clock = (lease: LeaseOptions) => lease.now ?? (() => performance.now());
 
   return {
     url: describeUrl(options.url),
@@ -86,35 +94,40 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     reads: pgReads(pool),
     async claim(runId, lease) {
       const ttl = lease.ttlMs ?? 15_000;
-      let rows: { run_id: string; epoch: number }[];
+      const sentAt = clock(lease)();
+      let rows: ClaimedRow[];
       try {
-        ({ rows } = await pool.query(
-          `INSERT INTO run_leases (run_id, owner, epoch, lease_until, state) VALUES ($1, $2, 1, ${DB_NOW} + $3, 'runnable')
+        ({ rows } = await pool.query({
+          // A claim slower than the lease it takes is no claim: never wait longer (a partition).
+          query_timeout: ttl,
+          text: `INSERT INTO run_leases (run_id, owner, epoch, lease_until, state) VALUES ($1, $2, 1, ${DB_NOW} + $3, 'runnable')
            ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = run_leases.epoch + 1, lease_until = excluded.lease_until, state = 'runnable'
            WHERE run_leases.owner IS NULL OR run_leases.lease_until < ${DB_NOW}
-           RETURNING run_id, epoch`,
-          [runId, lease.owner, ttl],
-        ));
+           RETURNING run_id, epoch, commit_seq`,
+          values: [runId, lease.owner, ttl],
+        } as pg.QueryConfig));
       } catch (err) {
         throw connectError(err, options.url);
       }
       if (rows.length === 0) throw new TroupeError('RUN_LOCKED', `run ${runId} is hosted by another worker (its lease is live)`);
-      return claimed(rows, lease);
+      return claimed(rows, lease, sentAt);
     },
     async claimNext(lease) {
       const ttl = lease.ttlMs ?? 15_000;
-      const { rows } = await pool.query<{ run_id: string; epoch: number }>(
-        `UPDATE run_leases SET owner = $1, epoch = epoch + 1, lease_until = ${DB_NOW} + $2, state = 'runnable', wake_at = NULL
+      const sentAt = clock(lease)();
+      const { rows } = await pool.query<ClaimedRow>({
+        query_timeout: ttl,
+        text: `UPDATE run_leases SET owner = $1, epoch = epoch + 1, lease_until = ${DB_NOW} + $2, state = 'runnable', wake_at = NULL
          WHERE run_id = (
            SELECT run_id FROM run_leases
            WHERE (state = 'runnable' OR (state = 'parked' AND wake_at <= ${DB_NOW}))
              AND (owner IS NULL OR lease_until < ${DB_NOW})
            ORDER BY lease_until, run_id
            FOR UPDATE SKIP LOCKED LIMIT 1)
-         RETURNING run_id, epoch`,
-        [lease.owner, ttl],
-      );
-      return rows.length === 0 ? null : claimed(rows, lease);
+         RETURNING run_id, epoch, commit_seq`,
+        values: [lease.owner, ttl],
+      } as pg.QueryConfig);
+      return rows.length === 0 ? null : claimed(rows, lease, sentAt);
     },
     leases: async () => (await pool.query<LeaseRow>('SELECT * FROM run_leases ORDER BY run_id')).rows,
     async wake(runId, client) {

@@ -33,7 +33,7 @@ import { team as teamOf, type TeamName } from './teams.js';
 
 const [path, mode, seedText, sync, teamArg] = process.argv.slice(2) as [string, string, string, string | undefined, string | undefined];
 let seed = Number(seedText) >>> 0 || 1;
-const random = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const print = (line: string) => void process.stdout.write(`${line}\n`);
 const BUGGY = process.env.BUGGY ?? '';

@@ -112,7 +112,11 @@ describe('kill -9 at random points, then resume', () => {
   }
 
   it('negative control: acknowledging before the commit is caught', async () => {
-    const counts = await negativeControl('negative control', { trials: FULL ? 60 : 20, seed: SEED + 100_000, parallel: 2, buggy: 'ack-early' }, (c) => c.lostAcks > 0);
+    const counts = await negativeControl(
+      'negative control',
+      { trials: FULL ? 60 : 20, seed: SEED + 100_000, parallel: 2, buggy: 'ack-early' },
+      (c) => c.lostAcks > 0,
+    );
     expect(counts.lostAcks).toBeGreaterThan(0);
   }, 600_000);
 
@@ -134,18 +138,22 @@ describe('kill -9 at random points, then resume', () => {
 const MCP_TRIALS = Number(process.env.CRASH_MCP_TRIALS ?? (FULL ? 20 : 0));
 
 describe('kill -9 with an MCP server as the work', () => {
-  it.skipIf(MCP_TRIALS === 0)(`an MCP server's mutation tool as the workers' work: ${MCP_TRIALS} trials, the same invariants`, async () => {
-    process.env.CRASH_MCP = '1';
-    try {
-      const counts = await runCrashTrials({ trials: MCP_TRIALS, seed: SEED + 600_000, parallel: 2 });
-      report('MCP', counts);
-      expectNoViolation(counts);
-      expect(counts.trials).toBe(MCP_TRIALS);
-      expect(counts.killsDuringStart).toBeGreaterThan(MCP_TRIALS * 0.5);
-    } finally {
-      delete process.env.CRASH_MCP;
-    }
-  }, 900_000);
+  it.skipIf(MCP_TRIALS === 0)(
+    `an MCP server's mutation tool as the workers' work: ${MCP_TRIALS} trials, the same invariants`,
+    async () => {
+      process.env.CRASH_MCP = '1';
+      try {
+        const counts = await runCrashTrials({ trials: MCP_TRIALS, seed: SEED + 600_000, parallel: 2 });
+        report('MCP', counts);
+        expectNoViolation(counts);
+        expect(counts.trials).toBe(MCP_TRIALS);
+        expect(counts.killsDuringStart).toBeGreaterThan(MCP_TRIALS * 0.5);
+      } finally {
+        delete process.env.CRASH_MCP;
+      }
+    },
+    900_000,
+  );
 });
 
 describe('one owner per database', () => {

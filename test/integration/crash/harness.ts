@@ -64,7 +64,7 @@ const defaultChild = () =>
 
 function lcg(seed: number) {
   let s = seed >>> 0 || 1;
-  return () => ((s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  return () => (s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32;
 }
 
 /** The steady-state event each mode's kills are counted in. */

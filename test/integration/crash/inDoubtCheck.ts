@@ -119,7 +119,11 @@ export function verifyInDoubt(path: string, seen: InDoubtSeen, counts: CrashCoun
       const expected = turn === undefined ? null : `${run.id}:${first.agent}:${turn}:${call}`;
       if ((expected !== null && first.key !== expected) || runs.some((l) => l.key !== first.key)) fail('idempotencyKeyChanged');
     }
-    for (const runs of groupBy(lines.filter((l) => l.tool === 'append'), (l) => l.op).values()) if (runs.length > 1) fail('opRanTwice');
+    for (const runs of groupBy(
+      lines.filter((l) => l.tool === 'append'),
+      (l) => l.op,
+    ).values())
+      if (runs.length > 1) fail('opRanTwice');
     for (const agent of store.listAgents(run.id)) {
       const session = store.loadSession(agent.id);
       const calls = session.flatMap((i) => (i.role === 'assistant' ? (i.toolCalls ?? []) : [])).filter((c) => APPEND_TOOLS.has(c.name));

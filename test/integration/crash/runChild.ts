@@ -49,7 +49,18 @@ const HANG_MS = 30_000;
 export function runChild(child: string, args: string[], plan: KillPlan | null, env: Record<string, string>): Promise<ChildRun> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [child, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    const run: ChildRun = { acks: [], delegationsDone: [], done: null, killed: false, step: null, last: null, lastGroupAgents: 0, lastGroupMessages: [], seen: {}, failed: null };
+    const run: ChildRun = {
+      acks: [],
+      delegationsDone: [],
+      done: null,
+      killed: false,
+      step: null,
+      last: null,
+      lastGroupAgents: 0,
+      lastGroupMessages: [],
+      seen: {},
+      failed: null,
+    };
     let out = '';
     let err = '';
     let lastAt = performance.now();

@@ -57,7 +57,7 @@ export interface EffectLine {
 /** The default team's work is an MCP server's tool (CRASH_MCP=1; the crash test's MCP variant). */
 const MCP = process.env.CRASH_MCP === '1';
 
-export const WORKERS = 4;
+const WORKERS = 4;
 const WORK_TURNS = 8;
 const IN_DOUBT_TURNS = 6;
 const GROUP_TURNS = 4;
@@ -87,14 +87,17 @@ function defaultTeam(io: TeamIO): Team {
     execute: ({ goal }, { agentId }) => {
       const c = io.coordinator();
       const id = c.delegations.dispatch(agentId, goal as string);
-      setTimeout(() => {
-        // Acknowledged only once committed.
-        c.delegations.complete(agentId, id, `result of ${goal as string}`).then(
-          () => io.print(`DDONE ${agentId}/${id}`),
-          // The agent or the coordinator is gone: the delegation stays running until recovery.
-          () => undefined,
-        );
-      }, 5 + io.random() * 40);
+      setTimeout(
+        () => {
+          // Acknowledged only once committed.
+          c.delegations.complete(agentId, id, `result of ${goal as string}`).then(
+            () => io.print(`DDONE ${agentId}/${id}`),
+            // The agent or the coordinator is gone: the delegation stays running until recovery.
+            () => undefined,
+          );
+        },
+        5 + io.random() * 40,
+      );
       return { delegation_id: id };
     },
   });
@@ -157,7 +160,14 @@ function inDoubtTeam(io: TeamIO): Team {
         // Its `started` row is committed by now: a kill from here to its result leaves it in doubt.
         io.print('TOOL');
         await io.pause(io.random() * 4);
-        appendEffect(io.effectsPath, { tool: name, call: args.call as string, op: args.op as string, key: ctx.idempotencyKey, agent: ctx.agentId, pid: process.pid });
+        appendEffect(io.effectsPath, {
+          tool: name,
+          call: args.call as string,
+          op: args.op as string,
+          key: ctx.idempotencyKey,
+          agent: ctx.agentId,
+          pid: process.pid,
+        });
         io.print('EFFECT');
         await io.pause(io.random() * 4);
         return { appended: args.op };

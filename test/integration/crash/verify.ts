@@ -72,7 +72,10 @@ export async function verify(path: string, acked: Set<string>, ackedDone: Set<st
     const root = agents.find((a) => a.parentId === null);
     if (finished && root?.status !== 'completed') {
       fail('runsNotCompleted');
-      if (counts.errors.length < 3) counts.errors.push(`run not completed: root ${root?.status} after ${root?.turns} turns, stop ${root?.stopReason}, error ${JSON.stringify(root?.error)}`);
+      if (counts.errors.length < 3)
+        counts.errors.push(
+          `run not completed: root ${root?.status} after ${root?.turns} turns, stop ${root?.stopReason}, error ${JSON.stringify(root?.error)}`,
+        );
     }
   } finally {
     store.close();

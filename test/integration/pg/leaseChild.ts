@@ -5,15 +5,16 @@
  *
  * Claims the run and commits one event row after another through its fenced port, printing
  * `WROTE <n>` after each commit resolved. When a commit is refused it prints `STOPPED <code>` and
- * exits: LEASE_LOST when another worker claimed the run, or STORE_IO when the server ended a
- * transaction this process left open while it was stopped.
+ * exits: LEASE_LOST once its lease is lost (another worker claimed the run, or its local expiry
+ * passed while it was stopped). A commit the server cut meanwhile is retried within the lease.
  */
 import { openPostgresStore } from '../../../src/store/postgres/store.js';
 
 const [url, schema, runId, ttl] = process.argv.slice(2) as [string, string, string, string];
 
 async function main(): Promise<void> {
-  const store = await openPostgresStore({ url, schema, idleInTransactionTimeoutMs: Number(ttl) });
+  // The server's own timeouts stay at their defaults: troupe bounds its transactions by the lease.
+  const store = await openPostgresStore({ url, schema });
   const lease = await store.claim(runId, { owner: `child:${process.pid}`, ttlMs: Number(ttl), heartbeatMs: Math.floor(Number(ttl) / 3) });
   for (let n = 1; ; n++) {
     try {

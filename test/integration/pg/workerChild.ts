@@ -7,31 +7,45 @@
  * WORK_TURNS turns (messaging their parent on some) and finish. While it hosts a run it sends user
  * messages to the run's live agents and prints `ACK <runId> <content>` once `send()` resolved (the
  * message is committed). Progress: `READY` once claiming, `TICK <runId>` at every sub-agent model
- * call (the parent times its kills by them). With BUGGY=ack-early the ACK is printed before the
- * send: the negative control.
+ * call (the parent times its faults by them).
+ *
+ * What leaves the process is printed with the epoch of the lease it was made under and the time:
+ * `HOST <runId> <epoch> <ms>` when a run is claimed, `CALL …` at every model call and `TOOL …` at
+ * every tool call. A call made after another process started hosting the run at a later epoch
+ * was made without a lease: the parent counts those.
+ *
+ * Negative controls: BUGGY=ack-early prints the ACK before the send; BUGGY=unguarded hosts with
+ * leases whose local expiry never comes (their clock is frozen): only the database's epoch fence
+ * stops a zombie, as before the guard.
  */
 import type { Coordinator } from '../../../src/host/createCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../../src/model/types.js';
 import type { StorePort } from '../../../src/store/port.js';
-import { openPostgresStore } from '../../../src/store/postgres/store.js';
+import type { LeaseOptions, RunLease } from '../../../src/store/postgres/lease.js';
+import { openPostgresStore, type PostgresStore } from '../../../src/store/postgres/store.js';
 import { defineTool } from '../../../src/tools/defineTool.js';
 import { startWorker } from '../../../src/worker/worker.js';
 
 const [url, schema, ttlText, seedText] = process.argv.slice(2) as [string, string, string, string];
 const ttlMs = Number(ttlText);
 let seed = Number(seedText) >>> 0 || 1;
-const random = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const WORKERS = 3;
 export const WORK_TURNS = 6;
+
+/** The epoch of each run this process hosts now (what its calls are made under). */
+const epochs = new Map<string, number>();
+const left = (kind: 'CALL' | 'TOOL', runId: string) => process.stdout.write(`${kind} ${runId} ${epochs.get(runId) ?? 0} ${Date.now()}\n`);
 
 const work = defineTool({
   name: 'work',
   description: 'do a unit of work',
   risk: 'read_only',
   parameters: { type: 'object', properties: { step: { type: 'number' } } },
-  execute: async () => {
+  execute: async (_args, context) => {
+    left('TOOL', context.runId);
     await pause(random() * 3);
     return { ok: true };
   },
@@ -41,6 +55,7 @@ const work = defineTool({
 const modelFor = (runId: string): Model => ({
   name: 'failover-harness',
   async complete(request: ModelRequest): Promise<ModelTurn> {
+    left('CALL', runId);
     if (request.agent.parentId !== null) process.stdout.write(`TICK ${runId}\n`);
     await pause(random() * 6);
     let n = 0;
@@ -90,8 +105,26 @@ async function sendUserMessages(c: Coordinator<StorePort>): Promise<void> {
   }
 }
 
+/** Every claim is printed (`HOST`) and its epoch noted at once: a resumed run's agents call the model before the worker's onHost. */
+const claimed = (lease: RunLease): RunLease => {
+  epochs.set(lease.runId, lease.epoch);
+  process.stdout.write(`HOST ${lease.runId} ${lease.epoch} ${Date.now()}\n`);
+  return lease;
+};
+
+/** The negative control's leases measure their local expiry on a clock that never moves: only the database's fence stops a zombie. */
+const leaseOptions = (options: LeaseOptions): LeaseOptions => (process.env.BUGGY === 'unguarded' ? { ...options, now: () => 0 } : options);
+
 async function main(): Promise<void> {
-  const store = await openPostgresStore({ url, schema, idleInTransactionTimeoutMs: ttlMs });
+  const opened = await openPostgresStore({ url, schema });
+  const store: PostgresStore = {
+    ...opened,
+    claim: async (runId, options) => claimed(await opened.claim(runId, leaseOptions(options))),
+    claimNext: async (options) => {
+      const lease = await opened.claimNext(leaseOptions(options));
+      return lease && claimed(lease);
+    },
+  };
   await startWorker({
     store,
     concurrency: 10,

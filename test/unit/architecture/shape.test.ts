@@ -31,12 +31,14 @@ describe('the shape of the code', () => {
 
   // The repository-wide cycle check runs in `npm run lint` (dpdm parses every file: ~7 s).
 
-  // ~400 lines keeps a file readable in one sitting; pure type modules are exempt.
-  it('no source file over ~400 lines, except pure types', () => {
+  // Files are sized by concept: ~400 lines is a smell to look at, not a cap to trim to (a file
+  // split only to fit scatters one concept). What this catches is a file grown to hold several:
+  // past 600 lines, split it by what it is about. Pure type modules are exempt.
+  it('no source file holds several concepts (over 600 lines), except pure types', () => {
     const long = [...sources('src'), ...sources('machines')]
       .filter((f) => !f.endsWith('/types.ts'))
       .map((f) => ({ f, lines: readFileSync(path.join(root, f), 'utf8').split('\n').length }))
-      .filter(({ lines }) => lines > 420);
+      .filter(({ lines }) => lines > 600);
     expect(long).toEqual([]);
   });
 

@@ -88,9 +88,7 @@ describe('renderTemplate', () => {
   const vars = { trigger_name: 'disk', timestamp: '1970-01-01T00:00:00.000Z', path: '/var', value: '95.0' };
 
   it('substitutes ${var} and legacy {var}', () => {
-    expect(renderTemplate('${trigger_name} at {timestamp}: ${path}={value}', vars)).toBe(
-      'disk at 1970-01-01T00:00:00.000Z: /var=95.0',
-    );
+    expect(renderTemplate('${trigger_name} at {timestamp}: ${path}={value}', vars)).toBe('disk at 1970-01-01T00:00:00.000Z: /var=95.0');
   });
 
   it('leaves unknown and malformed placeholders exactly as written', () => {
@@ -125,7 +123,11 @@ describe('renderTemplate', () => {
   it('never throws on hostile input', () => {
     expect(renderTemplate(undefined as unknown as string, vars)).toBe('undefined');
     expect(renderTemplate('{path}', null as unknown as Record<string, string>)).toBe('{path}');
-    const evil = { toString: () => { throw new Error('no'); } } as unknown as string;
+    const evil = {
+      toString: () => {
+        throw new Error('no');
+      },
+    } as unknown as string;
     expect(renderTemplate('{path} {value}', { path: evil, value: '1' })).toBe('{path} {value}');
   });
 });
@@ -143,9 +145,7 @@ describe('globToRegExp', () => {
 
 describe('ProactiveManager: cooldown', () => {
   it('drops and counts events within cooldownMs of the last one, with an audit event', async () => {
-    const { manager, fires, events, clock } = setup([
-      { name: 'manual', type: 'schedule', intervalMs: 1_000_000, promptTemplate: 'go', cooldownMs: 10_000 },
-    ]);
+    const { manager, fires, events, clock } = setup([{ name: 'manual', type: 'schedule', intervalMs: 1_000_000, promptTemplate: 'go', cooldownMs: 10_000 }]);
     expect(await manager.fireNow('manual')).toBe(true);
     clock.increment(9_999);
     expect(await manager.fireNow('manual')).toBe(false);
@@ -282,9 +282,7 @@ describe('ProactiveManager: confirmation', () => {
     clock.increment(1_000);
     await flush();
     expect(approver).toHaveBeenCalledTimes(1);
-    expect(approver).toHaveBeenCalledWith(
-      expect.objectContaining({ agentId: 'proactive-deploy', agentName: 'ops', action: 'deploy', risk: 'mutation' }),
-    );
+    expect(approver).toHaveBeenCalledWith(expect.objectContaining({ agentId: 'proactive-deploy', agentName: 'ops', action: 'deploy', risk: 'mutation' }));
     expect(fires.map((f) => f.at)).toEqual([1_000]);
     expect(manager.stats().deploy).toMatchObject({ fired: 1, denied: 0 });
     expect(events.map((e) => e.type)).toEqual(['proactive.trigger_fired']);
@@ -298,9 +296,7 @@ describe('ProactiveManager: confirmation', () => {
     await flush();
     expect(fires).toEqual([]);
     expect(manager.stats().deploy).toMatchObject({ fired: 0, denied: 1 });
-    expect(events).toEqual([
-      { type: 'proactive.trigger_denied', at: 1_000, trigger: 'deploy', triggerType: 'schedule', reason: 'denied: not now' },
-    ]);
+    expect(events).toEqual([{ type: 'proactive.trigger_denied', at: 1_000, trigger: 'deploy', triggerType: 'schedule', reason: 'denied: not now' }]);
   });
 
   it('without a gate, a trigger that requires confirmation is denied with an audit event', async () => {
@@ -657,9 +653,7 @@ describe('parseProactiveConfig', () => {
   it('gives no triggers for a missing or disabled section (still validating it)', () => {
     expect(parseProactiveConfig(undefined)).toEqual([]);
     expect(parseProactiveConfig({ enabled: false, triggers: [{ name: 'x', type: 'schedule', interval_seconds: 1, prompt_template: 'p' }] })).toEqual([]);
-    expect(() => parseProactiveConfig({ enabled: false, triggers: [{ name: 'x', type: 'schedule', prompt_template: 'p' }] })).toThrow(
-      ConfigError,
-    );
+    expect(() => parseProactiveConfig({ enabled: false, triggers: [{ name: 'x', type: 'schedule', prompt_template: 'p' }] })).toThrow(ConfigError);
   });
 
   const errors: [string, unknown, RegExp][] = [
@@ -667,17 +661,66 @@ describe('parseProactiveConfig', () => {
     ['an unknown section key', { triggers: [], trigger: [] }, /unknown field "trigger"/],
     ['a non-boolean enabled', { enabled: 'yes', triggers: [] }, /proactive\.enabled must be a boolean/],
     ['non-array triggers', { triggers: {} }, /proactive\.triggers must be an array/],
-    ['an unknown trigger key', { triggers: [{ name: 'x', type: 'schedule', interval_secs: 5, prompt_template: 'p' }] }, /triggers\[0\] has an unknown field "interval_secs"/],
-    ['a key given twice', { triggers: [{ name: 'x', type: 'schedule', interval_seconds: 5, intervalMs: 5, prompt_template: 'p' }] }, /triggers\[0\]\.intervalMs duplicates proactive\.triggers\[0\]\.interval_seconds/],
-    ['a non-numeric cooldown_seconds', { triggers: [{ name: 'x', type: 'schedule', interval_seconds: 5, cooldown_seconds: '60', prompt_template: 'p' }] }, /triggers\[0\]\.cooldown_seconds must be a finite number of seconds/],
-    ['a missing watch_path (named as written)', { triggers: [{ name: 'x', trigger_type: 'file_change', watch_patterns: ['*'], prompt_template: 'p' }] }, /triggers\[0\]\.watch_path is required/],
-    ['a bad disk_threshold_pct', { triggers: [{ name: 'x', trigger_type: 'disk_threshold', disk_path: '/', disk_threshold_pct: 150, prompt_template: 'p' }] }, /triggers\[0\]\.disk_threshold_pct is required .*\(0, 100\]/],
-    ['a bad cron', { triggers: [{ name: 'x', trigger_type: 'schedule', cron: '61 * * * *', prompt_template: 'p' }] }, /triggers\[0\]\.cron is not a valid cron/],
-    ['a missing prompt_template', { triggers: [{ name: 'x', trigger_type: 'schedule', cron: '* * * * *' }] }, /triggers\[0\]\.prompt_template must be a string/],
-    ['a missing promptTemplate (camelCase)', { triggers: [{ name: 'x', type: 'schedule', cron: '* * * * *' }] }, /triggers\[0\]\.promptTemplate must be a string/],
-    ['a missing interval (snake_case)', { triggers: [{ name: 'x', trigger_type: 'schedule', prompt_template: 'p' }] }, /needs exactly one of interval_seconds and cron, got neither/],
-    ['an empty agent', { triggers: [{ name: 'x', trigger_type: 'schedule', cron: '* * * * *', prompt_template: 'p', agent: ' ' }] }, /triggers\[0\]\.agent must be a non-empty agent name/],
-    ['duplicate names', { triggers: [{ name: 'x', type: 'schedule', cron: '* * * * *', prompt_template: 'p' }, { name: 'x', type: 'schedule', cron: '* * * * *', prompt_template: 'p' }] }, /triggers\[1\]\.name must be unique/],
+    [
+      'an unknown trigger key',
+      { triggers: [{ name: 'x', type: 'schedule', interval_secs: 5, prompt_template: 'p' }] },
+      /triggers\[0\] has an unknown field "interval_secs"/,
+    ],
+    [
+      'a key given twice',
+      { triggers: [{ name: 'x', type: 'schedule', interval_seconds: 5, intervalMs: 5, prompt_template: 'p' }] },
+      /triggers\[0\]\.intervalMs duplicates proactive\.triggers\[0\]\.interval_seconds/,
+    ],
+    [
+      'a non-numeric cooldown_seconds',
+      { triggers: [{ name: 'x', type: 'schedule', interval_seconds: 5, cooldown_seconds: '60', prompt_template: 'p' }] },
+      /triggers\[0\]\.cooldown_seconds must be a finite number of seconds/,
+    ],
+    [
+      'a missing watch_path (named as written)',
+      { triggers: [{ name: 'x', trigger_type: 'file_change', watch_patterns: ['*'], prompt_template: 'p' }] },
+      /triggers\[0\]\.watch_path is required/,
+    ],
+    [
+      'a bad disk_threshold_pct',
+      { triggers: [{ name: 'x', trigger_type: 'disk_threshold', disk_path: '/', disk_threshold_pct: 150, prompt_template: 'p' }] },
+      /triggers\[0\]\.disk_threshold_pct is required .*\(0, 100\]/,
+    ],
+    [
+      'a bad cron',
+      { triggers: [{ name: 'x', trigger_type: 'schedule', cron: '61 * * * *', prompt_template: 'p' }] },
+      /triggers\[0\]\.cron is not a valid cron/,
+    ],
+    [
+      'a missing prompt_template',
+      { triggers: [{ name: 'x', trigger_type: 'schedule', cron: '* * * * *' }] },
+      /triggers\[0\]\.prompt_template must be a string/,
+    ],
+    [
+      'a missing promptTemplate (camelCase)',
+      { triggers: [{ name: 'x', type: 'schedule', cron: '* * * * *' }] },
+      /triggers\[0\]\.promptTemplate must be a string/,
+    ],
+    [
+      'a missing interval (snake_case)',
+      { triggers: [{ name: 'x', trigger_type: 'schedule', prompt_template: 'p' }] },
+      /needs exactly one of interval_seconds and cron, got neither/,
+    ],
+    [
+      'an empty agent',
+      { triggers: [{ name: 'x', trigger_type: 'schedule', cron: '* * * * *', prompt_template: 'p', agent: ' ' }] },
+      /triggers\[0\]\.agent must be a non-empty agent name/,
+    ],
+    [
+      'duplicate names',
+      {
+        triggers: [
+          { name: 'x', type: 'schedule', cron: '* * * * *', prompt_template: 'p' },
+          { name: 'x', type: 'schedule', cron: '* * * * *', prompt_template: 'p' },
+        ],
+      },
+      /triggers\[1\]\.name must be unique/,
+    ],
   ];
   it.each(errors)('rejects %s with a ConfigError naming the field', (_label, raw, message) => {
     expect(() => parseProactiveConfig(raw)).toThrow(ConfigError);

@@ -120,7 +120,12 @@ describe('ProactiveRouter: root targets', () => {
   it('different triggers get different runs', async () => {
     const { router, store } = setup({ agents: { a: [respond('a')], b: [respond('b')] } });
     await Promise.all([router.route(fire('a', 'for a')), router.route(fire('b', 'for b'))]);
-    expect(store.listRuns().map((r) => r.id).sort()).toEqual(['proactive-a', 'proactive-b']);
+    expect(
+      store
+        .listRuns()
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual(['proactive-a', 'proactive-b']);
     expect(router.coordinators()).toHaveLength(2);
   });
 
@@ -222,7 +227,10 @@ describe('ProactiveRouter after a restart', () => {
     const one = setup(
       {
         agents: {
-          build: [{ tool: 'spawn_agent', args: { name: 'worker', task: 'compile' } }, { tool: 'wait_for_agents', args: { reason: 'worker' } }],
+          build: [
+            { tool: 'spawn_agent', args: { name: 'worker', task: 'compile' } },
+            { tool: 'wait_for_agents', args: { reason: 'worker' } },
+          ],
           // The worker's call never returns before the restart (its delay is on a clock nobody moves).
           worker: [{ tool: 'agent_finish', args: { summary: 'never' }, delayMs: 3_600_000 }],
           idle: [respond('nothing to do')],

@@ -257,9 +257,7 @@ describe('Watchdog check outcomes', () => {
       throw 'plain string';
     });
     const report = await watchdog.checkNow();
-    const summary = Object.fromEntries(
-      Object.values(report).map((h) => [h.name, [h.healthy, h.consecutiveFailures, h.lastError, h.lastChecked]]),
-    );
+    const summary = Object.fromEntries(Object.values(report).map((h) => [h.name, [h.healthy, h.consecutiveFailures, h.lastError, h.lastChecked]]));
     expect(summary).toEqual({
       false: [false, 1, 'returned false', 500],
       asyncFalse: [false, 1, 'returned false', 500],
@@ -524,7 +522,7 @@ describe('Watchdog reports', () => {
     watchdog.register('slow', () => {
       active += 1;
       maxActive = Math.max(maxActive, active);
-      return new Promise<boolean>((resolve) => gates.push((ok) => (active -= 1, resolve(ok))));
+      return new Promise<boolean>((resolve) => gates.push((ok) => ((active -= 1), resolve(ok))));
     });
     watchdog.start();
     await advance(clock, 1_000);

@@ -19,7 +19,11 @@ const refusal = (content: unknown) => {
   try {
     loadConfigFile(file(content));
   } catch (err) {
-    return { message: (err as Error).message.replace(/^.*troupe\.config\.json: /, ''), code: (err as { code?: string }).code, field: (err as { details?: { field?: string } }).details?.field };
+    return {
+      message: (err as Error).message.replace(/^.*troupe\.config\.json: /, ''),
+      code: (err as { code?: string }).code,
+      field: (err as { details?: { field?: string } }).details?.field,
+    };
   }
   return null;
 };
@@ -30,7 +34,11 @@ describe('the config schema', () => {
     [{ modle: 'x' }, 'modle', 'the top level has an unknown key "modle"'],
     [{ limits: { maxDepht: 2 } }, 'limits.maxDepht', 'limits has an unknown key "maxDepht"'],
     [{ budget: { limitUsd: '5' } }, 'budget.limitUsd', 'budget.limitUsd must be number, got "5"'],
-    [{ budget: { prices: { 'qwen2.5:7b': { inputPer1M: 1 } } } }, 'budget.prices["qwen2.5:7b"].outputPer1M', 'budget.prices["qwen2.5:7b"].outputPer1M is required'],
+    [
+      { budget: { prices: { 'qwen2.5:7b': { inputPer1M: 1 } } } },
+      'budget.prices["qwen2.5:7b"].outputPer1M',
+      'budget.prices["qwen2.5:7b"].outputPer1M is required',
+    ],
     [{ rateLimit: { requests: 0, intervalMs: 1000 } }, 'rateLimit.requests', 'rateLimit.requests must be >= 1, got 0'],
     [{ watchdog: { intervalMs: 1, extra: true } }, 'watchdog.extra', 'watchdog has an unknown key "extra"'],
   ])('%j is refused naming %s', (content, field, message) => {
@@ -66,7 +74,9 @@ describe('the config schema', () => {
 
 describe('a budget must be able to bind', () => {
   it('a limit with a model troupe has no price for is refused, naming --price and budget.prices', () => {
-    expect(() => requirePrice({ model: 'qwen2.5:7b', budget: { limitUsd: 5 } })).toThrow(/no price for the model "qwen2.5:7b".*--price <input>,<output>.*"budget": \{ "prices"/);
+    expect(() => requirePrice({ model: 'qwen2.5:7b', budget: { limitUsd: 5 } })).toThrow(
+      /no price for the model "qwen2.5:7b".*--price <input>,<output>.*"budget": \{ "prices"/,
+    );
   });
 
   it('a known model, a price from --price or from the config, or no limit: accepted', () => {

@@ -8,7 +8,14 @@ import { demoScript, holdForReports } from '../../../src/cli/demoModel.js';
 import type { FakeReply, FakeRequest } from '../../../src/testing/fakeOpenAIServer.js';
 
 const request = (agent: string, ...said: string[]): FakeRequest =>
-  ({ index: 0, method: 'POST', path: '/v1/chat/completions', headers: {}, body: { messages: [{ role: 'system', content: `You are ${agent} (id x).` }, ...said.map((content) => ({ role: 'user', content }))] }, at: 0 }) as unknown as FakeRequest;
+  ({
+    index: 0,
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: {},
+    body: { messages: [{ role: 'system', content: `You are ${agent} (id x).` }, ...said.map((content) => ({ role: 'user', content }))] },
+    at: 0,
+  }) as unknown as FakeRequest;
 
 const tool = (reply: FakeReply) => (reply as { message?: { toolCalls?: { name: string; arguments: { reason?: string } }[] } }).message?.toolCalls?.[0];
 const usage = (reply: FakeReply) => (reply as { usage?: { promptTokens: number } }).usage?.promptTokens;

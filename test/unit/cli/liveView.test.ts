@@ -20,7 +20,12 @@ function frames(text: string): { erased: number[]; frames: string[][] } {
   for (const chunk of text.split(/(?=\x1b\[\d+F\x1b\[0J)/)) {
     const m = /^\x1b\[(\d+)F\x1b\[0J/.exec(chunk);
     erased.push(m ? Number(m[1]) : 0);
-    out.push(chunk.replace(/^\x1b\[\d+F\x1b\[0J/, '').replace(/\n$/, '').split('\n'));
+    out.push(
+      chunk
+        .replace(/^\x1b\[\d+F\x1b\[0J/, '')
+        .replace(/\n$/, '')
+        .split('\n'),
+    );
   }
   return { erased, frames: out };
 }
@@ -52,7 +57,7 @@ describe('the TTY view', () => {
           { tool: 'wait_for_agents', args: { reason: 'the researcher' } },
           { tool: 'finish', args: { summary: 'done' } },
         ],
-        'researcher': [
+        researcher: [
           { error: { code: 'PROVIDER_RATE_LIMITED', status: 429, message: 'slow down', retryAfterMs: 8_000 } },
           { text: 'I think the layout is fine, and here is a very long explanation of why it is fine.' },
           { tool: 'agent_finish', args: { summary: 'mapped it' } },
@@ -60,7 +65,12 @@ describe('the TTY view', () => {
       },
     });
     let written = '';
-    const view = attachView(t.c, 'tty', { write: (s) => (written += s) }, { intervalMs: 0, columns: () => columns, onResize: (r) => ((resize = r), () => undefined) });
+    const view = attachView(
+      t.c,
+      'tty',
+      { write: (s) => (written += s) },
+      { intervalMs: 0, columns: () => columns, onResize: (r) => ((resize = r), () => undefined) },
+    );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.advance(1_000);
     columns = 60;
@@ -110,7 +120,12 @@ describe('streamed text (--stream)', () => {
     let screen = '';
     let shown!: () => void;
     const drawn = new Promise<void>((resolve) => (shown = resolve));
-    const view = attachView(c, 'tty', { write: (s) => ((screen += s), screen.includes('  lead: writes: …Reading the layout now') && shown()) }, { intervalMs: 0 });
+    const view = attachView(
+      c,
+      'tty',
+      { write: (s) => ((screen += s), screen.includes('  lead: writes: …Reading the layout now') && shown()) },
+      { intervalMs: 0 },
+    );
     const rootId = await c.start({ name: 'lead', task: 'x' });
     await wrote;
     // The frame drawn after the deltas shows them (the test times out if none does).
@@ -140,20 +155,28 @@ describe('the prompt of an interactive run', () => {
     const waiting: { text: string; resolve: () => void }[] = [];
     const wrote = (s: string) => {
       screen += s;
-      for (const w of waiting.splice(0)) if (screen.includes(w.text)) w.resolve();
-      else waiting.push(w);
+      for (const w of waiting.splice(0))
+        if (screen.includes(w.text)) w.resolve();
+        else waiting.push(w);
     };
     const drawn = (text: string) => new Promise<void>((resolve) => (screen.includes(text) ? resolve() : waiting.push({ text, resolve })));
     const output = new Writable({ write: (chunk: Buffer, _enc, done) => (wrote(chunk.toString()), done()) });
     const input = new PassThrough();
     const rootId = await t.c.start({ name: 'lead', task: 'Review' });
-    const view = attachView(t.c, 'tty', { write: wrote }, { intervalMs: 0, columns: () => 80, prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }) } });
+    const view = attachView(
+      t.c,
+      'tty',
+      { write: wrote },
+      { intervalMs: 0, columns: () => 80, prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }) } },
+    );
     await t.c.waitFor(rootId, ['waiting']);
     await t.advance(10);
     // The test times out if the prompt never says so.
     await drawn('lead waits for you › ');
     expect(screen).toContain('lead waits for you › ');
-    const before = frames(screen).frames.at(-1)!.filter((l) => !l.startsWith('\x1b[1G'));
+    const before = frames(screen)
+      .frames.at(-1)!
+      .filter((l) => !l.startsWith('\x1b[1G'));
     input.write('hello there\r');
     await t.c.waitFor(rootId, ['completed']);
     await t.advance(10);
@@ -170,15 +193,21 @@ describe('the prompt of an interactive run', () => {
 
 describe('words for events', () => {
   it('retries name the cause, the wait and the count; a nudge its count; a failed agent says why', () => {
-    expect(eventLine({ type: 'agent.activity', agentId: 't', name: 'talker', activity: { kind: 'nudge', attempt: 1, limit: 3 }, at: 0 })).toBe('talker     answered in plain text: nudged (1/3)');
+    expect(eventLine({ type: 'agent.activity', agentId: 't', name: 'talker', activity: { kind: 'nudge', attempt: 1, limit: 3 }, at: 0 })).toBe(
+      'talker     answered in plain text: nudged (1/3)',
+    );
     expect(activityText({ kind: 'retry', code: 'PROVIDER_CONNECTION', message: 'Connection error.', retry: 2, maxRetries: 5, delayMs: 4_000 })).toBe(
       'cannot reach the model server (Connection error.), retrying in 4 s (2/5)',
     );
-    const line = eventLine({ type: 'agent.status', agentId: 'p', name: 'prober', from: 'running', to: 'failed', at: 0 }, () => ({
-      status: 'failed',
-      error: { code: 'PROVIDER_AUTH', message: 'HTTP 403: no browsing' },
-      stopReason: null,
-    }) as never);
+    const line = eventLine(
+      { type: 'agent.status', agentId: 'p', name: 'prober', from: 'running', to: 'failed', at: 0 },
+      () =>
+        ({
+          status: 'failed',
+          error: { code: 'PROVIDER_AUTH', message: 'HTTP 403: no browsing' },
+          stopReason: null,
+        }) as never,
+    );
     expect(line).toBe('prober     running → failed: PROVIDER_AUTH: HTTP 403: no browsing');
   });
 });

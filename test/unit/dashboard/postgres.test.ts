@@ -1,10 +1,13 @@
 /**
  * The dashboard on PostgreSQL: the read model answers the same over the PostgreSQL store's reads
  * as over an embedded store holding the same rows, and `troupe ui --db postgres://…` serves it
- * (read only: actions refused). Skipped with one line without a server (TROUPE_REQUIRE_PG=1 fails).
+ * (actions on a run a worker hosts reach it through the inbox; a run nobody hosts is read only). Skipped with one line without a server (TROUPE_REQUIRE_PG=1 fails).
  */
 import { describe, expect, it } from 'vitest';
 import { ui } from '../../../src/cli/ui.js';
+import { startWorker } from '../../../src/worker/worker.js';
+import { submitRun } from '../../../src/worker/submit.js';
+import { parks } from '../../helpers/models.js';
 import { readAgent, readTeam, readTimeline } from '../../../src/dashboard/readModel.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
 import { portOf, type WriteOp } from '../../../src/store/port.js';
@@ -17,7 +20,10 @@ const RUN = 'run_pg';
 const budget = { limitUsd: 1, budgetStopped: false, reserveStopped: true, paused: false, resumeEpoch: 0, reserveNoticeClaimed: true };
 const lead = newAgentRow({ id: 'a_lead', runId: RUN, name: 'lead', parentId: null, depth: 0, task: 'Lead.', skills: [] }, 1_000);
 const scout = newAgentRow({ id: 'a_scout', runId: RUN, name: 'scout', parentId: 'a_lead', depth: 1, task: 'Look.', skills: [] }, 1_100);
-const event = (agentId: string | null, type: string, data: Record<string, unknown>, at: number): WriteOp => ({ op: 'appendEvent', row: { runId: RUN, agentId, type, data, at } });
+const event = (agentId: string | null, type: string, data: Record<string, unknown>, at: number): WriteOp => ({
+  op: 'appendEvent',
+  row: { runId: RUN, agentId, type, data, at },
+});
 const usage = (agentId: string, costUsd: number, at: number): WriteOp => ({
   op: 'recordUsage',
   row: { runId: RUN, agentId, purpose: 'main', model: 'm', inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, costUsd, at },
@@ -41,7 +47,19 @@ const OPS: WriteOp[] = [
   { op: 'appendSession', agentId: 'a_scout', items: [{ role: 'assistant', content: 'Found it.' }] },
   {
     op: 'enqueueMessage',
-    message: { id: 'm1', runId: RUN, to: 'a_lead', from: 'a_scout', fromName: 'scout', type: 'notice', priority: 'normal', content: 'scout stopped', interrupt: false, createdAt: 1_400, noticeKey: 'notice:a_scout:0' },
+    message: {
+      id: 'm1',
+      runId: RUN,
+      to: 'a_lead',
+      from: 'a_scout',
+      fromName: 'scout',
+      type: 'notice',
+      priority: 'normal',
+      content: 'scout stopped',
+      interrupt: false,
+      createdAt: 1_400,
+      noticeKey: 'notice:a_scout:0',
+    },
   },
 ];
 
@@ -92,12 +110,48 @@ describe.skipIf(!available)(pgTitle(available, 'the dashboard on PostgreSQL'), (
       expect(team.agents.map((a) => a.name)).toEqual(['lead', 'scout']);
       expect(team.live).toBe(false);
       const body = JSON.stringify({ run: RUN, kind: 'pause' });
-      const refused = await call(Number(port), `/api/action?token=${token}`, { method: 'POST', headers: { 'Content-Type': 'application/json', Host: `127.0.0.1:${port}` }, body });
+      const refused = await call(Number(port), `/api/action?token=${token}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Host: `127.0.0.1:${port}` },
+        body,
+      });
       expect(JSON.parse(refused.body)).toMatchObject({ error: { code: 'RUN_NOT_LIVE' } });
       stop.abort();
       expect(await exited).toBe(0);
-      expect(io.text().out).toMatch(/^serving run run_pg of .* \(read only\)/);
+      expect(io.text().out).toMatch(/^serving run run_pg of postgres:\/\//);
     } finally {
+      await store.close();
+      await drop();
+    }
+  });
+
+  it('troupe ui --db postgres://…: an action on a run a worker hosts reaches that worker through the inbox and is answered', async () => {
+    const { schema, drop } = freshSchema();
+    const store = await openPostgresStore({ url: PG_URL, schema });
+    const w = await startWorker({ store, pollMs: 100, hostOptions: () => ({ model: parks }) });
+    const stop = new AbortController();
+    try {
+      const { runId } = await submitRun(store, { root: { name: 'lead', task: 'Stand by.' }, interactive: true });
+      // Kept: hosted while its root waits on the user (a worker would let an idle run go).
+      expect(await w.keep(runId)).toBe(true);
+      const io = captureIo();
+      const exited = ui([], { db: `${PG_URL}?schema=${schema}`, port: '0' }, io, stop.signal);
+      await expect.poll(() => io.text().err).toMatch(/open http:\/\/127\.0\.0\.1:\d+\/\?token=/);
+      const [, port, token] = /127\.0\.0\.1:(\d+)\/\?token=([\w-]+)/.exec(io.text().err)!;
+      const team = JSON.parse((await call(Number(port), `/api/team?token=${token}`)).body) as { live: boolean };
+      expect(team.live).toBe(true);
+      const answer = await call(Number(port), `/api/action?token=${token}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Host: `127.0.0.1:${port}` },
+        body: JSON.stringify({ run: runId, kind: 'pause' }),
+      });
+      expect(JSON.parse(answer.body)).toMatchObject({ ok: true });
+      expect((await store.reads.getRun(runId))?.budget.paused).toBe(true);
+      stop.abort();
+      expect(await exited).toBe(0);
+    } finally {
+      stop.abort();
+      await w.stop();
       await store.close();
       await drop();
     }

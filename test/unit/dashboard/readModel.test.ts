@@ -65,7 +65,13 @@ describe('readTeam and readTimeline', () => {
     const t = team(
       {
         agents: {
-          lead: [paid({ tool: 'spawn_agent', args: { name: 'a', task: 'spend' } }, 1), { tool: 'wait_for_agents', args: { reason: 'a' } }, graph, graph, { tool: 'finish', args: { summary: 'done' } }],
+          lead: [
+            paid({ tool: 'spawn_agent', args: { name: 'a', task: 'spend' } }, 1),
+            { tool: 'wait_for_agents', args: { reason: 'a' } },
+            graph,
+            graph,
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
           // Spent before each of a's calls: 1, 7.5 (75 %: notice), 8 (80 %: urgent), 8.5 (85 %: critical; its call would cross the reserve line: tripped).
           a: [paid(graph, 6.5), paid(graph, 0.5), paid(graph, 0.5), paid(graph, 0.6), { tool: 'agent_finish', args: { summary: 'ok' } }],
         },
@@ -89,8 +95,16 @@ describe('readTeam and readTimeline', () => {
       [warnings[2]!.at, 'budget CRITICAL: 85% spent ($8.5000)'],
     ]);
     // The root's bands are wider (85 % is its second): given once however many calls it makes past it.
-    expect(lane('lead').marks.filter((m) => m.kind === 'warning').map((m) => m.label)).toEqual(['budget URGENT: 85% spent ($8.5000)']);
-    expect(lane('lead').marks.filter((m) => m.kind === 'tool').map((m) => m.label)).toContain('tool call: spawn_agent');
+    expect(
+      lane('lead')
+        .marks.filter((m) => m.kind === 'warning')
+        .map((m) => m.label),
+    ).toEqual(['budget URGENT: 85% spent ($8.5000)']);
+    expect(
+      lane('lead')
+        .marks.filter((m) => m.kind === 'tool')
+        .map((m) => m.label),
+    ).toContain('tool call: spawn_agent');
     // The reserve trip: run-wide, and on the lane of the agent whose call tripped it.
     expect(timeline.marks.map((m) => m.kind)).toContain('trip');
     const trip = timeline.marks.find((m) => m.kind === 'trip')!;

@@ -8,7 +8,11 @@ import type { TroupeEvent } from '../../../src/host/runtime.js';
 import type { ScriptStep } from '../../../src/model/scriptedModel.js';
 import { team, TERMINAL } from '../../helpers/team.js';
 
-const paid = (step: ScriptStep, usd: number, reserveUsd?: number): ScriptStep => ({ ...step, usage: { costUsd: usd }, ...(reserveUsd === undefined ? {} : { reserveUsd }) });
+const paid = (step: ScriptStep, usd: number, reserveUsd?: number): ScriptStep => ({
+  ...step,
+  usage: { costUsd: usd },
+  ...(reserveUsd === undefined ? {} : { reserveUsd }),
+});
 const graph: ScriptStep = { tool: 'view_agent_graph', args: {} };
 
 function events(t: ReturnType<typeof team>): TroupeEvent[] {
@@ -48,7 +52,11 @@ describe('budget.tripped says why', () => {
     const t = team(
       {
         agents: {
-          lead: [paid({ tool: 'spawn_agent', args: { name: 'scout', task: 'look' } }, 1), { tool: 'wait_for_agents', args: { reason: 'scout' } }, paid({ tool: 'finish', args: { summary: 'done' } }, 0.5)],
+          lead: [
+            paid({ tool: 'spawn_agent', args: { name: 'scout', task: 'look' } }, 1),
+            { tool: 'wait_for_agents', args: { reason: 'scout' } },
+            paid({ tool: 'finish', args: { summary: 'done' } }, 0.5),
+          ],
           scout: [paid(graph, 7), paid(graph, 1, 2), { tool: 'agent_finish', args: { summary: 'never' } }],
         },
       },
@@ -61,14 +69,19 @@ describe('budget.tripped says why', () => {
     const trips = seen.filter((e) => e.type === 'budget.tripped');
     expect(trips).toHaveLength(1);
     expect(trips[0]).toMatchObject({ kind: 'reserve', spentUsd: 8, limitUsd: 10 });
-    expect((trips[0] as { reason: string }).reason).toBe("scout's next call, estimated at $2.00, would take $8.00 spent past the sub-agent reserve line $9.00 (90 % of $10.00)");
+    expect((trips[0] as { reason: string }).reason).toBe(
+      "scout's next call, estimated at $2.00, would take $8.00 spent past the sub-agent reserve line $9.00 (90 % of $10.00)",
+    );
   });
 
   it.each([
     ['refused: the root’s next call would pass the limit', 7, undefined, "lead's next call, estimated at $7.00, would take $4.00 spent past the limit $10.00"],
     ['crossed: a call that cost more than it reserved', 7, 1, "lead's call brought the spend to $11.00, at or past the limit $10.00"],
   ] as const)('the stop, %s', async (_label, cost, reserve, reason) => {
-    const t = team({ agents: { lead: [paid(graph, 4), paid(graph, cost, reserve), { tool: 'finish', args: { summary: 'never' } }] } }, { budget: { limitUsd: 10, reserveFraction: 1 } });
+    const t = team(
+      { agents: { lead: [paid(graph, 4), paid(graph, cost, reserve), { tool: 'finish', args: { summary: 'never' } }] } },
+      { budget: { limitUsd: 10, reserveFraction: 1 } },
+    );
     const seen = events(t);
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     await t.advance(60_000);

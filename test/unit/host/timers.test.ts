@@ -5,7 +5,7 @@
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { IdleTimers } from '../../../src/host/timers.js';
+import { IdleTimers } from '../../../src/host/agents/timers.js';
 
 type Op = { kind: 'set'; id: string; inMs: number } | { kind: 'delete'; id: string } | { kind: 'advance'; ms: number };
 

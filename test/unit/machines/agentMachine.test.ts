@@ -142,11 +142,7 @@ describe('agent machine: stops', () => {
     expect(statusOf(fold(autonomous, [stop, done(FINISH)]))).toBe('completed');
   });
 
-  it.each([
-    [[done(waitAgents())]],
-    [[done(WAIT_USER)]],
-    [[done(PLAIN), done(PLAIN), done(PLAIN)]],
-  ])('parked agents stop at once', (events) => {
+  it.each([[[done(waitAgents())]], [[done(WAIT_USER)]], [[done(PLAIN), done(PLAIN), done(PLAIN)]]])('parked agents stop at once', (events) => {
     const snap = fold(interactive, [...events, stop]);
     expect(statusOf(snap)).toBe('stopped');
   });

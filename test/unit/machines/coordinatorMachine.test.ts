@@ -30,8 +30,6 @@ function coordinator(limits: SpawnLimits = LIMITS) {
         id,
         status,
         waitKind: null,
-        recoveries: 0,
-        idleResumes: 0,
         error: null,
         stopReason: null,
         report: null,
@@ -199,5 +197,30 @@ describe('coordinator machine: budget flags', () => {
     c.actor.send({ type: 'budget.resume' });
     expect(c.ctx().budget).toMatchObject({ paused: false, resumeEpoch: 1 });
     expect(c.emitted).toContainEqual({ type: 'budget.resumed', epoch: 1 });
+  });
+});
+
+describe('coordinator machine: the running count is derived from the status changes it sees', () => {
+  it('counts registrations, every change into and out of running, and a restore from records', () => {
+    const c = coordinator();
+    c.register('root', null);
+    c.register('a', 'root');
+    c.register('b', 'root');
+    expect(c.ctx().running).toBe(3);
+    c.change('a', 'waiting', { waitKind: 'agents' });
+    c.change('b', 'completed');
+    expect(c.ctx().running).toBe(1);
+    // A change that keeps the status (a wait kind, a repeat) moves nothing.
+    c.change('a', 'waiting', { waitKind: 'user' });
+    c.change('root', 'running');
+    expect(c.ctx().running).toBe(1);
+    c.change('a', 'running');
+    c.change('b', 'running');
+    expect(c.ctx().running).toBe(3);
+    const records = ['root', 'a', 'b'].map((id) => getAgentRecord(c.ctx(), id)!);
+    const restored = createActor(coordinatorMachine, {
+      input: { runId: 'r', limits: LIMITS, agents: records.map((r, i) => ({ ...r, status: (['running', 'waiting', 'stalled'] as const)[i]! })) },
+    }).start();
+    expect(restored.getSnapshot().context.running).toBe(1);
   });
 });

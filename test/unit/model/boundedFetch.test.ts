@@ -17,16 +17,26 @@ async function read(reply: FakeReply, stream: boolean) {
   try {
     for (let r = await reader.read(); !r.done; r = await reader.read()) pieces.push(Buffer.from(r.value).toString('latin1'));
   } catch (error) {
-    return { status: res.status, pieces, error };
+    return { status: res.status, pieces, error, server };
   }
-  return { status: res.status, pieces, error: undefined };
+  return { status: res.status, pieces, error: undefined, server };
 }
 
+/** One SSE event of exactly `bytes` bytes. */
+const eventOf = (bytes: number) => `data: "${'x'.repeat(bytes - 10)}"\n\n`;
+
+const sseReply = (raw: string): FakeReply => ({ raw, headers: { 'content-type': 'text/event-stream' } });
 const every = (n: number, step: number) => Array.from({ length: Math.ceil(n / step) }, (_, i) => i * step);
 
 describe('boundedFetch', () => {
   it('hands a stream over whole events whatever the network pieces (LF, CRLF and CR boundaries)', async () => {
-    const events = ['data: {"a":1}\n\n', 'data: {"b":"x\\ny"}\r\n\r\n', ': comment\r\r', `data: ${JSON.stringify({ c: 'z'.repeat(5_000) })}\n\n`, 'data: [DONE]\n\n'];
+    const events = [
+      'data: {"a":1}\n\n',
+      'data: {"b":"x\\ny"}\r\n\r\n',
+      ': comment\r\r',
+      `data: ${JSON.stringify({ c: 'z'.repeat(5_000) })}\n\n`,
+      'data: [DONE]\n\n',
+    ];
     const body = events.join('');
     const { pieces, error } = await read({ raw: body, headers: { 'content-type': 'text/event-stream' }, splitAt: every(body.length, 7) }, true);
     expect(error).toBeUndefined();
@@ -54,6 +64,22 @@ describe('boundedFetch', () => {
     const { pieces, error } = await read({ raw: body, headers: { 'content-type': 'text/event-stream' } }, true);
     expect(error).toBeUndefined();
     expect(pieces.join('')).toBe(body);
+  });
+
+  it(`caps a stream of small events at ${MAX_RESPONSE_BYTES} bytes in all, as they arrive: the connection is dropped there`, async () => {
+    const event = eventOf(1 << 16);
+    // 64 MiB offered (never built: the server writes one event 1024 times); the cap is 8 MiB.
+    const { pieces, error, server } = await read({ ...sseReply(event), repeat: 1024 }, true);
+    expect(error).toMatchObject({ code: 'PROVIDER_INVALID_RESPONSE', message: expect.stringMatching(/response larger than 8388608 bytes/) });
+    expect(pieces.reduce((n, p) => n + p.length, 0)).toBeLessThanOrEqual(MAX_RESPONSE_BYTES);
+    // The client went away before the server had written it all.
+    await server.clientAborted(0);
+  });
+
+  it(`a stream of exactly ${MAX_RESPONSE_BYTES} bytes is read whole`, async () => {
+    const { pieces, error } = await read({ ...sseReply(eventOf(1 << 16)), repeat: MAX_RESPONSE_BYTES / (1 << 16) }, true);
+    expect(error).toBeUndefined();
+    expect(pieces.reduce((n, p) => n + p.length, 0)).toBe(MAX_RESPONSE_BYTES);
   });
 
   it(`caps any other body at ${MAX_RESPONSE_BYTES} bytes; smaller ones pass unchanged, error answers to a stream too`, async () => {

@@ -18,7 +18,14 @@ describe('scriptedModel', () => {
     const model = scriptedModel({
       agents: {
         lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 't' } }, { text: 'hello' }],
-        a: [{ tools: [{ name: 'x', args: { n: 1 } }, { name: 'y', args: '{broken' }] }],
+        a: [
+          {
+            tools: [
+              { name: 'x', args: { n: 1 } },
+              { name: 'y', args: '{broken' },
+            ],
+          },
+        ],
       },
     });
     const first = await model.complete(request('lead'), { signal });
@@ -36,10 +43,7 @@ describe('scriptedModel', () => {
   it('injects typed provider errors, refusals and usage', async () => {
     const model = scriptedModel({
       agents: {
-        lead: [
-          { error: { code: 'PROVIDER_RATE_LIMITED', status: 429, retryAfterMs: 250 } },
-          { refusal: 'no', usage: { inputTokens: 3, costUsd: 0.01 } },
-        ],
+        lead: [{ error: { code: 'PROVIDER_RATE_LIMITED', status: 429, retryAfterMs: 250 } }, { refusal: 'no', usage: { inputTokens: 3, costUsd: 0.01 } }],
       },
     });
     const err = await model.complete(request('lead'), { signal }).catch((e: unknown) => e);
@@ -50,7 +54,17 @@ describe('scriptedModel', () => {
 
   it('waits for delays on the injected clock, and an abort cancels the wait', async () => {
     const clock = new SimulatedClock();
-    const model = scriptedModel({ agents: { lead: [{ delayMs: 1_000, text: 'late' }, { delayMs: 1_000, text: 'never' }] } }, { clock });
+    const model = scriptedModel(
+      {
+        agents: {
+          lead: [
+            { delayMs: 1_000, text: 'late' },
+            { delayMs: 1_000, text: 'never' },
+          ],
+        },
+      },
+      { clock },
+    );
     let done = false;
     const pending = model.complete(request('lead'), { signal }).then((t) => {
       done = true;

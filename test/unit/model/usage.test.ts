@@ -48,8 +48,14 @@ describe('usageFromWire: Chat Completions usage through the same rule', () => {
       ok: true,
       usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 4 },
     });
-    expect(usageFromWire({ prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: null })).toEqual({ ok: true, usage: { inputTokens: 10, outputTokens: 5 } });
-    expect(usageFromWire({ prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: null } })).toEqual({ ok: true, usage: { inputTokens: 10, outputTokens: 5 } });
+    expect(usageFromWire({ prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: null })).toEqual({
+      ok: true,
+      usage: { inputTokens: 10, outputTokens: 5 },
+    });
+    expect(usageFromWire({ prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: null } })).toEqual({
+      ok: true,
+      usage: { inputTokens: 10, outputTokens: 5 },
+    });
     expect(usageFromWire(null)).toEqual({ ok: true, usage: undefined });
   });
 

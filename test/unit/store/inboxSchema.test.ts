@@ -94,14 +94,18 @@ describe.skipIf(!available)(pgTitle(available, 'the PostgreSQL inbox kinds'), ()
   it('a schema of version 1 is migrated; then the kinds are checked by the database', async () => {
     const { schema, drop } = freshSchema();
     try {
-      await adminQuery(`CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${PG_MIGRATIONS[0]!.sql}; INSERT INTO ${schema}.troupe_schema (only_row, version) VALUES (TRUE, 1)`);
+      await adminQuery(
+        `CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${PG_MIGRATIONS[0]!.sql}; INSERT INTO ${schema}.troupe_schema (only_row, version) VALUES (TRUE, 1)`,
+      );
       await adminQuery(`INSERT INTO ${schema}.inbox (run_id, kind, payload, created_at) VALUES ('r', 'send', '{}', 1)`);
       const store = await openPostgresStore({ url: PG_URL, schema });
       await store.close();
       expect((await adminQuery(`SELECT version FROM ${schema}.troupe_schema`)).rows).toEqual([{ version: PG_MIGRATIONS.at(-1)!.version }]);
       expect((await adminQuery(`SELECT kind FROM ${schema}.inbox`)).rows).toEqual([{ kind: 'send' }]);
       await adminQuery(`INSERT INTO ${schema}.inbox (run_id, kind, payload, created_at) VALUES ('r', 'pause', '{}', 1)`);
-      await expect(adminQuery(`INSERT INTO ${schema}.inbox (run_id, kind, payload, created_at) VALUES ('r', 'restart', '{}', 1)`)).rejects.toThrow(/inbox_kind/);
+      await expect(adminQuery(`INSERT INTO ${schema}.inbox (run_id, kind, payload, created_at) VALUES ('r', 'restart', '{}', 1)`)).rejects.toThrow(
+        /inbox_kind/,
+      );
     } finally {
       await drop();
     }

@@ -49,9 +49,18 @@ export function describePortContract(name: string, create: () => Promise<{ port:
         { op: 'updateAgent', id: 'b', patch: { status: 'waiting', waitKind: 'agents', turns: 3 } },
         { op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'one' }] },
         { op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'two' }] },
-        { op: 'recordUsage', row: { runId: 'run1', agentId: 'a', purpose: 'main', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 0.5, at: 6 } },
-        { op: 'recordUsage', row: { runId: 'run1', agentId: 'a', purpose: 'main', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 0.25, at: 7 } },
-        { op: 'recordUsage', row: { runId: 'run1', agentId: 'b', purpose: 'compaction', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 1, at: 8 } },
+        {
+          op: 'recordUsage',
+          row: { runId: 'run1', agentId: 'a', purpose: 'main', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 0.5, at: 6 },
+        },
+        {
+          op: 'recordUsage',
+          row: { runId: 'run1', agentId: 'a', purpose: 'main', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 0.25, at: 7 },
+        },
+        {
+          op: 'recordUsage',
+          row: { runId: 'run1', agentId: 'b', purpose: 'compaction', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 1, at: 8 },
+        },
         { op: 'appendEvent', row: { runId: 'run1', agentId: 'a', type: 'x', data: { n: 1 }, at: 9 } },
       ]);
       expect((await port.listRuns()).map((r) => r.id)).toEqual(['run1']);
@@ -86,7 +95,14 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       const { port, close } = await fresh();
       await expect(
         port.commit([
-          { op: 'appendSession', agentId: 'b', items: [{ role: 'assistant', content: 'lost 1' }, { role: 'assistant', content: 'lost 2' }] },
+          {
+            op: 'appendSession',
+            agentId: 'b',
+            items: [
+              { role: 'assistant', content: 'lost 1' },
+              { role: 'assistant', content: 'lost 2' },
+            ],
+          },
           { op: 'updateAgent', id: 'b', patch: { turns: 9 } },
           { op: 'registerAgent', agent: agentRow('b'), firstInput: [FIRST] }, // a duplicate: the store refuses it
         ]),
@@ -125,7 +141,17 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       const ops: WriteOp[] = [
         {
           op: 'insertDelegation',
-          row: { sessionId: 'a', delegationId: 'deleg_0001', runId: 'run1', goal: 'g', status: 'running', dispatchedAt: 1, completedAt: null, resultText: null, startedBoot: port.boot },
+          row: {
+            sessionId: 'a',
+            delegationId: 'deleg_0001',
+            runId: 'run1',
+            goal: 'g',
+            status: 'running',
+            dispatchedAt: 1,
+            completedAt: null,
+            resultText: null,
+            startedBoot: port.boot,
+          },
         },
         { op: 'linkExecution', row: { id: 'e1', agentId: 'a', linkedAt: 2 } },
         { op: 'linkExecution', row: { id: 'e2', agentId: 'b', linkedAt: 2 } },

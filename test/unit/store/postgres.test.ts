@@ -26,7 +26,9 @@ describe.skipIf(!available)(pgTitle(available, 'PostgreSQL store'), () => {
   });
 
   const tablesIn = async (schema: string) =>
-    (await adminQuery('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1', [schema])).rows.map((r: { table_name: string }) => r.table_name);
+    (await adminQuery('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1', [schema])).rows.map(
+      (r: { table_name: string }) => r.table_name,
+    );
 
   it('refuses an unreachable server with STORE_UNREACHABLE', async () => {
     await expect(openPostgresStore({ url: 'postgres://root@127.0.0.1:1/test', connectTimeoutMs: 1_000 })).rejects.toMatchObject({ code: 'STORE_UNREACHABLE' });
@@ -87,6 +89,44 @@ describe.skipIf(!available)(pgTitle(available, 'PostgreSQL store'), () => {
       expect((await adminQuery(`SELECT version FROM ${schema}.troupe_schema`)).rows).toEqual([{ version: PG_SCHEMA_VERSION }]);
     } finally {
       await drop();
+    }
+  });
+
+  it('readOnly never writes: an empty or missing schema is RUN_NOT_FOUND and stays so; an older one is read unmigrated; its sessions refuse writes', async () => {
+    const empty = freshSchema();
+    const missing = freshSchema();
+    const older = freshSchema();
+    try {
+      await adminQuery(`CREATE SCHEMA ${empty.schema}`);
+      for (const schema of [empty.schema, missing.schema]) {
+        await expect(openPostgresStore({ url: PG_URL, schema, readOnly: true })).rejects.toMatchObject({
+          code: 'RUN_NOT_FOUND',
+          message: expect.stringContaining('holds no troupe tables'),
+        });
+      }
+      expect(await tablesIn(empty.schema)).toEqual([]);
+      expect((await adminQuery('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [missing.schema])).rowCount).toBe(0);
+      // Foreign and newer schemas: the same refusals as a writer's.
+      await adminQuery(`CREATE TABLE ${empty.schema}.invoices (id int)`);
+      await expect(openPostgresStore({ url: PG_URL, schema: empty.schema, readOnly: true })).rejects.toMatchObject({ code: 'STORE_FOREIGN' });
+
+      const writer = await openPostgresStore({ url: PG_URL, schema: older.schema });
+      await writer.close();
+      await adminQuery(`UPDATE ${older.schema}.troupe_schema SET version = 1`);
+      const reader = await openPostgresStore({ url: PG_URL, schema: older.schema, readOnly: true });
+      try {
+        expect(await reader.reads.listRuns()).toEqual([]);
+        expect(await reader.leases()).toEqual([]);
+        await expect(reader.pool.query('CREATE TABLE sneaky (id int)')).rejects.toMatchObject({ code: '25006' });
+        await expect(reader.claim('run1', { owner: 'reader', heartbeatMs: 0 })).rejects.toThrow(/read-only transaction/);
+      } finally {
+        await reader.close();
+      }
+      expect((await adminQuery(`SELECT version FROM ${older.schema}.troupe_schema`)).rows).toEqual([{ version: 1 }]);
+      await adminQuery(`UPDATE ${older.schema}.troupe_schema SET version = $1`, [PG_SCHEMA_VERSION + 1]);
+      await expect(openPostgresStore({ url: PG_URL, schema: older.schema, readOnly: true })).rejects.toMatchObject({ code: 'STORE_SCHEMA_TOO_NEW' });
+    } finally {
+      await Promise.all([empty.drop(), missing.drop(), older.drop()]);
     }
   });
 

@@ -51,7 +51,10 @@ describe("sqliteStore: an owner's open hands its verified agent rows to the firs
       const at = [5, 1, 5, 3, 1, 9];
       at.forEach((createdAt, i) => {
         const runId = i % 2 === 0 ? 'r1' : 'r2';
-        store.registerAgent(newAgentRow({ id: `${runId}-${i}`, runId, name: `n${i}`, parentId: null, depth: 0, task: `t${i}`, skills: [`s${i}`] }, createdAt), []);
+        store.registerAgent(
+          newAgentRow({ id: `${runId}-${i}`, runId, name: `n${i}`, parentId: null, depth: 0, task: `t${i}`, skills: [`s${i}`] }, createdAt),
+          [],
+        );
       });
     });
     store.updateAgent('r1-2', { status: 'waiting', waitKind: 'agents', waitingSince: 4, turns: 2, lastTool: 'x' });

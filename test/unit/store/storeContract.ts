@@ -5,7 +5,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionItem } from '../../../src/model/types.js';
 import type { AgentRow, NewMessage, Store } from '../../../src/store/types.js';
-import { messageToItem } from '../../../src/turn/texts.js';
 import { newAgentRow } from '../../../src/store/rows.js';
 
 export function agentRow(id: string, over: Partial<AgentRow> = {}): AgentRow {
@@ -44,9 +43,9 @@ export function describeStoreContract(name: string, create: () => Store) {
 
     it('refuses a second run with the same id as CONFIG_INVALID, keeping the first', () => {
       const store = fresh();
-      expect(() =>
-        store.insertRun({ id: 'run1', createdAt: 9, interactive: true, rootId: null, budget: store.getRun('run1')!.budget }),
-      ).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+      expect(() => store.insertRun({ id: 'run1', createdAt: 9, interactive: true, rootId: null, budget: store.getRun('run1')!.budget })).toThrow(
+        expect.objectContaining({ code: 'CONFIG_INVALID' }),
+      );
       expect(store.getRun('run1')).toMatchObject({ createdAt: 1, interactive: false });
     });
 
@@ -71,23 +70,20 @@ export function describeStoreContract(name: string, create: () => Store) {
       expect(store.getRun('run1')?.rootId).toBe('a');
     });
 
-    it('queues messages FIFO, counts them, and drains them into the session in one step', () => {
+    it('queues messages FIFO, counts them, and marks them delivered up to one (the owner put them in the session)', () => {
       const store = fresh();
       store.registerAgent(agentRow('a'), [FIRST]);
       const first = store.enqueueMessage(msg('a', 'one'))!;
       store.enqueueMessage(msg('a', 'two', { from: 'b', fromName: 'bee', type: 'query' }));
+      store.enqueueMessage(msg('a', 'three'));
       expect(first.deliveredAt).toBeNull();
-      expect(store.pendingCount('a')).toBe(2);
-      expect(store.pendingMessages('a').map((m) => m.content)).toEqual(['one', 'two']);
-      const drained = store.drainMailbox('a', messageToItem, 9);
-      expect(drained.map((m) => [m.content, m.deliveredAt])).toEqual([['one', 9], ['two', 9]]);
-      expect(store.pendingCount('a')).toBe(0);
-      expect(store.drainMailbox('a', messageToItem, 10)).toEqual([]);
-      expect(store.loadSession('a').slice(1)).toEqual([
-        { role: 'user', content: 'one' },
-        { role: 'user', content: '[Message from bee (b) | type=query | priority=normal]\ntwo' },
-      ]);
-      expect(store.listMessages('run1').map((m) => m.deliveredAt)).toEqual([9, 9]);
+      expect(store.pendingCount('a')).toBe(3);
+      expect(store.pendingMessagesOf('run1').map((m) => m.content)).toEqual(['one', 'two', 'three']);
+      const second = store.pendingMessagesOf('run1')[1]!;
+      store.markDelivered('a', second.id, 9);
+      expect(store.pendingCount('a')).toBe(1);
+      expect(store.pendingMessagesOf('run1').map((m) => m.content)).toEqual(['three']);
+      expect(store.listMessages('run1').map((m) => m.deliveredAt)).toEqual([9, 9, null]);
     });
 
     it('accepts a notice key once', () => {
@@ -96,7 +92,7 @@ export function describeStoreContract(name: string, create: () => Store) {
       expect(store.enqueueMessage(msg('a', 'n1', { noticeKey: 'notice:b:0' }))?.noticeKey).toBe('notice:b:0');
       expect(store.enqueueMessage(msg('a', 'n2', { noticeKey: 'notice:b:0' }))).toBeNull();
       expect(store.enqueueMessage(msg('a', 'n3', { noticeKey: 'notice:b:1' }))).not.toBeNull();
-      expect(store.pendingMessages('a').map((m) => m.content)).toEqual(['n1', 'n3']);
+      expect(store.pendingMessagesOf('run1').map((m) => m.content)).toEqual(['n1', 'n3']);
     });
 
     it('lists runs', () => {
@@ -115,7 +111,8 @@ export function describeStoreContract(name: string, create: () => Store) {
       store.enqueueMessage(msg('a', 'keep me'));
       expect(() =>
         store.transaction(() => {
-          store.drainMailbox('a', messageToItem, 3);
+          store.markDelivered('a', store.pendingMessagesOf('run1')[0]!.id, 3);
+          store.appendSession('a', [{ role: 'user', content: 'keep me' }]);
           store.updateAgent('a', { status: 'stalled' });
           store.registerAgent(agentRow('b'), [FIRST]);
           store.enqueueMessage(msg('a', 'half-sent'));
@@ -123,7 +120,7 @@ export function describeStoreContract(name: string, create: () => Store) {
           throw new Error('disk on fire');
         }),
       ).toThrow('disk on fire');
-      expect(store.pendingMessages('a').map((m) => [m.content, m.deliveredAt])).toEqual([['keep me', null]]);
+      expect(store.pendingMessagesOf('run1').map((m) => [m.content, m.deliveredAt])).toEqual([['keep me', null]]);
       expect(store.loadSession('a')).toEqual([FIRST]);
       expect(store.getAgent('a')!.status).toBe('running');
       expect(store.getAgent('b')).toBeUndefined();
@@ -174,7 +171,17 @@ export function describeStoreContract(name: string, create: () => Store) {
 
     it('keeps delegations: running → terminal once; ids unique per session', () => {
       const store = fresh();
-      const row = { sessionId: 'a', delegationId: 'deleg_0001', runId: 'run1', goal: 'g', status: 'running' as const, dispatchedAt: 1, completedAt: null, resultText: null, startedBoot: store.boot };
+      const row = {
+        sessionId: 'a',
+        delegationId: 'deleg_0001',
+        runId: 'run1',
+        goal: 'g',
+        status: 'running' as const,
+        dispatchedAt: 1,
+        completedAt: null,
+        resultText: null,
+        startedBoot: store.boot,
+      };
       store.insertDelegation(row);
       expect(() => store.insertDelegation(row)).toThrow(expect.objectContaining({ code: 'AGENT_EXISTS' }));
       expect(store.finishDelegation('a', 'deleg_0001', { status: 'completed', at: 5, resultText: 'ok' })).toBe(true);
@@ -189,9 +196,12 @@ export function describeStoreContract(name: string, create: () => Store) {
       store.putReentryBudget({ sessionId: 'a', count: 2, lastWakeAt: 100 });
       store.putReentryBudget({ sessionId: 'b', count: 1, lastWakeAt: 10 });
       store.putReentryBudget({ sessionId: 'a', count: 3, lastWakeAt: 200 });
-      expect(store.getReentryBudget('a')).toEqual({ sessionId: 'a', count: 3, lastWakeAt: 200 });
+      expect(store.reentryBudgetsOf(['a', 'b'])).toEqual([
+        { sessionId: 'a', count: 3, lastWakeAt: 200 },
+        { sessionId: 'b', count: 1, lastWakeAt: 10 },
+      ]);
       expect(store.dropReentryBudgets(50)).toBe(1);
-      expect(store.getReentryBudget('b')).toBeUndefined();
+      expect(store.reentryBudgetsOf(['a', 'b'])).toEqual([{ sessionId: 'a', count: 3, lastWakeAt: 200 }]);
       expect(typeof store.boot).toBe('number');
     });
 
@@ -207,7 +217,10 @@ export function describeStoreContract(name: string, create: () => Store) {
     it('replaces a session whole, refuses a stale rewrite, and a rolled-back rewrite changes nothing', () => {
       const store = fresh();
       store.registerAgent(agentRow('a'), [FIRST]);
-      store.appendSession('a', [{ role: 'assistant', content: 'one' }, { role: 'user', content: 'two' }]);
+      store.appendSession('a', [
+        { role: 'assistant', content: 'one' },
+        { role: 'user', content: 'two' },
+      ]);
       const summary: SessionItem = { role: 'user', content: 'summary' };
       expect(store.replaceSession('a', [FIRST, summary], 2)).toBe(false);
       expect(store.loadSession('a')).toHaveLength(3);
@@ -228,18 +241,13 @@ export function describeStoreContract(name: string, create: () => Store) {
       store.registerAgent(agentRow('a'), [FIRST]);
       expect(store.linkExecution({ id: 'e1', agentId: 'a', linkedAt: 1 })).toBe(true);
       expect(store.linkExecution({ id: 'e1', agentId: 'a', linkedAt: 2 })).toBe(false);
-      expect(store.uncontinuedExecutions()).toEqual([]);
-      expect(store.runningExecutions().map((e) => e.id)).toEqual(['e1']);
+      expect(store.executionsOf(['a']).map((e) => [e.id, e.status, e.linkedAt])).toEqual([['e1', 'running', 1]]);
       expect(store.finishExecution('e1', { status: 'failed', result: 'boom', at: 3 })).toBe(true);
-      expect(store.runningExecutions()).toEqual([]);
       expect(store.finishExecution('e1', { status: 'completed', result: 'late', at: 4 })).toBe(false);
       expect(store.finishExecution('nope', { status: 'completed', result: '', at: 4 })).toBe(false);
-      expect(store.uncontinuedExecutions()).toEqual([
-        { id: 'e1', agentId: 'a', status: 'failed', result: 'boom', linkedAt: 1, finishedAt: 3, continuedAt: null },
-      ]);
+      expect(store.executionsOf(['a'])).toEqual([{ id: 'e1', agentId: 'a', status: 'failed', result: 'boom', linkedAt: 1, finishedAt: 3, continuedAt: null }]);
       expect(store.markExecutionContinued('e1', 5)).toBe(true);
       expect(store.markExecutionContinued('e1', 6)).toBe(false);
-      expect(store.uncontinuedExecutions()).toEqual([]);
       expect(store.getExecution('e1')).toMatchObject({ continuedAt: 5 });
     });
 

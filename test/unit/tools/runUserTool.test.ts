@@ -29,7 +29,9 @@ function agent() {
 describe('runUserTool: a tool call context', () => {
   it("carries the call's identity, and touches the agent's logger only when the tool reads its own", async () => {
     let context: ToolContext | undefined;
-    const quiet = compileTool(defineTool({ name: 'quiet', description: 'd', parameters: { type: 'object' }, execute: (_args, ctx) => ((context = ctx), 'ok') }));
+    const quiet = compileTool(
+      defineTool({ name: 'quiet', description: 'd', parameters: { type: 'object' }, execute: (_args, ctx) => ((context = ctx), 'ok') }),
+    );
     const a = agent();
     expect(await runUserTool(runner, quiet, {}, a.ref, new LazyAbort(), 'run_1:a1:3:c1')).toBe('ok');
     expect(context).toMatchObject({ agentId: 'a1', agentName: 'scout', runId: 'run_1', idempotencyKey: 'run_1:a1:3:c1' });
@@ -37,7 +39,12 @@ describe('runUserTool: a tool call context', () => {
     expect(a.seen.reads).toBe(0);
 
     const chatty = compileTool(
-      defineTool({ name: 'chatty', description: 'd', parameters: { type: 'object' }, execute: (_args, ctx) => (ctx.logger.info('one'), ctx.logger.info('two'), 'ok') }),
+      defineTool({
+        name: 'chatty',
+        description: 'd',
+        parameters: { type: 'object' },
+        execute: (_args, ctx) => (ctx.logger.info('one'), ctx.logger.info('two'), 'ok'),
+      }),
     );
     const b = agent();
     await runUserTool(runner, chatty, {}, b.ref, new LazyAbort(), 'k');
@@ -80,7 +87,8 @@ describe('runUserTool: a tool call context', () => {
         name: 'watch',
         description: 'd',
         parameters: { type: 'object' },
-        execute: (_args, ctx) => new Promise((_resolve, reject) => ((signal = ctx.signal), ctx.signal.addEventListener('abort', () => reject(new Error('saw the abort'))))),
+        execute: (_args, ctx) =>
+          new Promise((_resolve, reject) => ((signal = ctx.signal), ctx.signal.addEventListener('abort', () => reject(new Error('saw the abort'))))),
       }),
     );
     const running = runUserTool(runner, tool, {}, agent().ref, cancel, 'k');

@@ -16,7 +16,13 @@ import { NO_TRACE, runTrace, tracingRegistered } from '../../../src/trace/tracer
 const agent = { id: 'a1', name: 'lead', parentId: null, depth: 0 };
 const child = { id: 'c1', name: 'scout', parentId: 'a1', depth: 1 };
 const agents = new Map([agent, child].map((a) => [a.id, a]));
-const deps = (staged: WriteOp[] = [], now = 0) => ({ runId: 'run_1', model: 'm', now: () => now, stage: (op: WriteOp) => staged.push(op), agent: (id: string) => agents.get(id) });
+const deps = (staged: WriteOp[] = [], now = 0) => ({
+  runId: 'run_1',
+  model: 'm',
+  now: () => now,
+  stage: (op: WriteOp) => staged.push(op),
+  agent: (id: string) => agents.get(id),
+});
 
 function recording() {
   const exporter = new InMemorySpanExporter();
@@ -37,7 +43,10 @@ describe('the run tracer', () => {
       [valid, 1],
     ] as const) {
       const { exporter, tracer } = recording();
-      tracer.restore([{ agentId: 'a1', data }, { agentId: null, data: valid }]);
+      tracer.restore([
+        { agentId: 'a1', data },
+        { agentId: null, data: valid },
+      ]);
       tracer.stintStarted(agent);
       tracer.stintEnded('a1', { status: 'completed' });
       const [span] = exporter.getFinishedSpans();

@@ -26,11 +26,22 @@ describe('withoutImages', () => {
   it('replaces every image with the placeholder and keeps the text parts', () => {
     const items: SessionItem[] = [
       user('task'),
-      { role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image', url: 'data:a' }, { type: 'image', url: 'data:b' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'see' },
+          { type: 'image', url: 'data:a' },
+          { type: 'image', url: 'data:b' },
+        ],
+      },
     ];
     expect(withoutImages(items)?.[1]).toEqual({
       role: 'user',
-      content: [{ type: 'text', text: 'see' }, { type: 'text', text: IMAGE_PLACEHOLDER }, { type: 'text', text: IMAGE_PLACEHOLDER }],
+      content: [
+        { type: 'text', text: 'see' },
+        { type: 'text', text: IMAGE_PLACEHOLDER },
+        { type: 'text', text: IMAGE_PLACEHOLDER },
+      ],
     });
   });
   it('returns null when there is nothing to replace', () => {

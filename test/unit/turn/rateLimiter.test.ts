@@ -11,13 +11,21 @@ describe('RateLimiter (sliding window on the injected clock)', () => {
     const started: [number, number][] = [];
     const all = [0, 1, 2, 3, 4].map((i) => limiter.acquire().then(() => started.push([i, clock.now()])));
     await flush();
-    expect(started).toEqual([[0, 0], [1, 0]]);
+    expect(started).toEqual([
+      [0, 0],
+      [1, 0],
+    ]);
     clock.increment(999);
     await flush();
     expect(started).toHaveLength(2);
     clock.increment(1);
     await flush();
-    expect(started).toEqual([[0, 0], [1, 0], [2, 1_000], [3, 1_000]]);
+    expect(started).toEqual([
+      [0, 0],
+      [1, 0],
+      [2, 1_000],
+      [3, 1_000],
+    ]);
     clock.increment(1_000);
     await Promise.all(all);
     expect(started.at(-1)).toEqual([4, 2_000]);

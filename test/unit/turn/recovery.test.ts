@@ -27,14 +27,31 @@ describe('decideRecovery', () => {
   });
 
   it('waits what the server asked (retry-after) instead of the backoff', () => {
-    expect(decideRecovery(provider('PROVIDER_RATE_LIMITED', { status: 429, retryAfterMs: 1_500 }), attempts({ retries: 2 }), ctx)).toEqual({ kind: 'retry', delayMs: 1_500 });
+    expect(decideRecovery(provider('PROVIDER_RATE_LIMITED', { status: 429, retryAfterMs: 1_500 }), attempts({ retries: 2 }), ctx)).toEqual({
+      kind: 'retry',
+      delayMs: 1_500,
+    });
+  });
+
+  it('a retry-after longer than retry.maxDelayMs is capped at it (a server cannot hold the agent 600 s)', () => {
+    const slow = provider('PROVIDER_RATE_LIMITED', { status: 429, retryAfterMs: 600_000 });
+    expect(decideRecovery(slow, attempts(), ctx)).toEqual({ kind: 'retry', delayMs: 90_000 });
+    expect(decideRecovery(slow, attempts(), { ...ctx, retry: { ...retry, maxDelayMs: 5_000 } })).toEqual({ kind: 'retry', delayMs: 5_000 });
+    expect(backoffMs(1, 2_000, 30_000, 45_000)).toBe(30_000);
+    expect(backoffMs(1, 2_000, 30_000, 29_999)).toBe(29_999);
   });
 
   it('a provider error that repeating cannot fix fails at once, without "after N retries" when none were made', () => {
     for (const code of ['PROVIDER_AUTH', 'PROVIDER_BAD_REQUEST', 'PROVIDER_REFUSAL', 'PROVIDER_INVALID_RESPONSE'] as const) {
-      expect(decideRecovery(provider(code, { status: 400 }), attempts(), ctx)).toEqual({ kind: 'fail', error: expect.objectContaining({ code, message: `scripted ${code}` }) });
+      expect(decideRecovery(provider(code, { status: 400 }), attempts(), ctx)).toEqual({
+        kind: 'fail',
+        error: expect.objectContaining({ code, message: `scripted ${code}` }),
+      });
     }
-    expect(decideRecovery(provider('PROVIDER_AUTH'), attempts({ retries: 1 }), ctx)).toMatchObject({ kind: 'fail', error: { message: 'scripted PROVIDER_AUTH (after 1 retry)' } });
+    expect(decideRecovery(provider('PROVIDER_AUTH'), attempts({ retries: 1 }), ctx)).toMatchObject({
+      kind: 'fail',
+      error: { message: 'scripted PROVIDER_AUTH (after 1 retry)' },
+    });
   });
 
   it('a context overflow is compacted twice at most, then fails', () => {
@@ -46,11 +63,14 @@ describe('decideRecovery', () => {
 
   it('a request rejected (400, 404, 422) while the session holds images strips them, three times at most', () => {
     const withImages = { ...ctx, hasImages: true };
-    for (const status of [400, 404, 422]) expect(decideRecovery(provider('PROVIDER_BAD_REQUEST', { status }), attempts(), withImages)).toEqual({ kind: 'stripImages' });
+    for (const status of [400, 404, 422])
+      expect(decideRecovery(provider('PROVIDER_BAD_REQUEST', { status }), attempts(), withImages)).toEqual({ kind: 'stripImages' });
     // Other statuses, no images, or strips used up: the error is judged on its own.
     expect(decideRecovery(provider('PROVIDER_AUTH', { status: 403 }), attempts(), withImages)).toMatchObject({ kind: 'fail' });
     expect(decideRecovery(provider('PROVIDER_BAD_REQUEST', { status: 400 }), attempts(), ctx)).toMatchObject({ kind: 'fail' });
-    expect(decideRecovery(provider('PROVIDER_BAD_REQUEST', { status: 400 }), attempts({ imageStrips: MAX_IMAGE_STRIPS }), withImages)).toMatchObject({ kind: 'fail' });
+    expect(decideRecovery(provider('PROVIDER_BAD_REQUEST', { status: 400 }), attempts({ imageStrips: MAX_IMAGE_STRIPS }), withImages)).toMatchObject({
+      kind: 'fail',
+    });
     // An overflow with images is stripped first, then compacted.
     const overflow = provider('PROVIDER_CONTEXT_OVERFLOW', { status: 400 });
     expect(decideRecovery(overflow, attempts(), withImages)).toEqual({ kind: 'stripImages' });
@@ -58,7 +78,10 @@ describe('decideRecovery', () => {
   });
 
   it('anything that is not a provider error crashes the agent: a bug is not retried', () => {
-    expect(decideRecovery(new TypeError('x is undefined'), attempts(), ctx)).toMatchObject({ kind: 'crash', error: { code: 'INTERNAL', message: 'x is undefined' } });
+    expect(decideRecovery(new TypeError('x is undefined'), attempts(), ctx)).toMatchObject({
+      kind: 'crash',
+      error: { code: 'INTERNAL', message: 'x is undefined' },
+    });
     expect(decideRecovery(new TroupeError('SCRIPT_EXHAUSTED', 'no step'), attempts(), ctx)).toMatchObject({ kind: 'crash' });
   });
 
@@ -70,7 +93,7 @@ describe('decideRecovery', () => {
     expect(afterDecision(a, { kind: 'fail', error: { code: 'INTERNAL', message: 'm', retryable: false } })).toBe(a);
   });
 
-  it('backoffMs: base·2^(n-1), capped at max, or the server’s delay', () => {
+  it('backoffMs: base·2^(n-1), or the server’s delay, either capped at max', () => {
     expect([1, 2, 3, 4, 5, 6, 7].map((n) => backoffMs(n, 2_000, 90_000, undefined))).toEqual([2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 90_000]);
     expect(backoffMs(3, 2_000, 90_000, 0)).toBe(0);
   });
@@ -91,7 +114,10 @@ const codes: ProviderCode[] = [
 // Whatever a provider keeps answering, recovery ends: every decision but the last one counts an
 // attempt, and the attempts are bounded by maxRetries + MAX_COMPACTIONS + MAX_IMAGE_STRIPS.
 test.prop([
-  fc.array(fc.record({ code: fc.constantFrom(...codes), status: fc.option(fc.constantFrom(400, 404, 408, 422, 429, 500, 503), { nil: undefined }) }), { minLength: 1, maxLength: 5 }),
+  fc.array(fc.record({ code: fc.constantFrom(...codes), status: fc.option(fc.constantFrom(400, 404, 408, 422, 429, 500, 503), { nil: undefined }) }), {
+    minLength: 1,
+    maxLength: 5,
+  }),
   fc.boolean(),
   fc.integer({ min: 0, max: 8 }),
 ])('recovery ends in fail after a bounded number of attempts, whatever the provider answers', (answers, hasImages, maxRetries) => {

@@ -1,0 +1,420 @@
+/**
+ * The run's budget as turns see it (DESIGN §3): every model call is priced and written to the
+ * usage ledger; before a paid call the gate applies the coordinator's flags and reserves an
+ * estimate of the call, settled to the real cost afterwards, so parallel children cannot overshoot
+ * the limit by one call each. Auxiliary calls (compaction, …) are priced and deducted the same way
+ * but never refused. A call whose usage cannot be believed or priced (invalid, missing, tokens
+ * with no price) is charged its reservation, else the estimate of its request: never $0 unseen.
+ * @module
+ */
+import type { Logger } from 'pino';
+import type { BudgetFlags } from '../../../machines/coordinatorMachine.js';
+import type { TurnOutcome } from '../../../machines/types.js';
+import type { Cancellation } from '../../cancel.js';
+import type { Clock } from '../../clock.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens, priceOf, priceUsage } from '../../model/prices.js';
+import type { Model, ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../../model/types.js';
+import { isUsd, judgeUsage, MAX_USD_PER_CALL } from '../../model/usage.js';
+import type { WriteOp } from '../../store/port.js';
+import type { Charge, Reservation } from '../../turn/ports.js';
+import type { ResolvedOptions } from '../options.js';
+
+export type { Reservation };
+
+/** The calling agent, as the ledger needs it. */
+type Payer = { readonly id: string; readonly name?: string; readonly parentId: string | null; readonly logger: Logger };
+
+/** `$0.0712` under a dollar, `$4.50` above. */
+const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
+
+/** What the ledger needs of its host. */
+export interface LedgerHost {
+  readonly runId: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly model: Model;
+  readonly budget: ResolvedOptions['budget'];
+  /** The coordinator's budget flags now. */
+  flags(): BudgetFlags;
+  /**
+   * Trip the reserve or the budget stop (the coordinator decides; the flags are staged with it).
+   * `reason` says why in words, for views; `agentId` made the call that tripped it.
+   */
+  trip(event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void;
+  stage(op: WriteOp): void;
+  /** Book spend against an agent (its views and `spentByPurpose`). */
+  spent(agentId: string, purpose: UsagePurpose, usd: number): void;
+}
+/** What a model said about one call's usage (a `ModelTurn` will do). */
+export type UsageReport = Pick<ModelTurn, 'usage' | 'invalidUsage'>;
+
+/** How `record` books a call: why it was made, what was reserved for it, and its request. */
+export interface RecordOptions {
+  purpose?: UsagePurpose;
+  reservation?: Reservation;
+  request?: ModelRequest;
+}
+
+/** Nothing reserved, nothing estimated (no limit set, or a call never reserved: a compaction). */
+const NO_RESERVATION: Reservation = Object.freeze({ usd: 0, settled: true }) as Reservation;
+/** Nothing reserved because the call was estimated at $0 (its charge, should its usage be unusable). */
+const ZERO_ESTIMATE: Reservation = Object.freeze({ usd: 0, settled: true }) as Reservation;
+/** A call admitted with nothing to reserve: no limit set. */
+const FREE: Admission = Object.freeze({ reservation: NO_RESERVATION });
+/** A call admitted under a limit with an estimate of $0. */
+const FREE_ESTIMATED: Admission = Object.freeze({ reservation: ZERO_ESTIMATE });
+
+/** What is logged, once, when a call is charged at its estimate because its usage had no price. */
+const UNPRICEABLE_LOG: Record<'noUsage' | 'unpriced', string> = {
+  noUsage: 'the model reported no usage for a call: such calls are charged at their estimate',
+  unpriced: 'no price for this model and its usage carries no costUsd: such calls are charged at their estimate (set budget.prices)',
+};
+const WAIT = Symbol('wait');
+
+/** A main call admitted with its reservation, or the outcome that stops it. */
+export type Admission = { reservation: Reservation } | { outcome: TurnOutcome };
+
+/** Warning bands (share of the limit) and what each tells the agent to do. */
+const ROOT_BANDS = [0.7, 0.85, 0.95] as const;
+const CHILD_BANDS = [0.75, 0.8, 0.85] as const;
+const ROOT_DIRECTIVES = [
+  'Start planning the wind-down of this run.',
+  'Stop opening new lines of work and move toward finish.',
+  'Stop everything else and call finish now.',
+];
+const CHILD_DIRECTIVES = [
+  'Plan your wind-down and turn what you have into something reportable.',
+  'Report what you have confirmed and prepare agent_finish.',
+  'Report now and call agent_finish before you are cut off.',
+];
+
+export class BudgetLedger {
+  readonly #rt: LedgerHost;
+  #spentUsd: number;
+  #reservedUsd = 0;
+  /** Reservations not yet settled (a count, so float residue never looks like a call in flight). */
+  #open = 0;
+  /** Callers waiting for an in-flight reservation to settle. */
+  #settleWaiters = new Set<() => void>();
+  /** Kinds of unpriceable usage already said (once per kind: a warning and a `budget.usageEstimated` event). */
+  readonly #said = new Set<'noUsage' | 'unpriced'>();
+  /** An unpriced model's $0 calls with no limit were logged. */
+  #unpricedLogged = false;
+  #price: { value: ModelPrice | undefined } | null = null;
+  /** The highest warning band each agent was given (journalled once per band and agent). */
+  readonly #warned = new Map<string, number>();
+  #badEstimate = false;
+
+  constructor(rt: LedgerHost, spentUsd = 0) {
+    this.#rt = rt;
+    this.#spentUsd = spentUsd;
+  }
+
+  get spentUsd(): number {
+    return this.#spentUsd;
+  }
+
+  get reservedUsd(): number {
+    return this.#reservedUsd;
+  }
+
+  get limitUsd(): number | null {
+    return this.#rt.flags().limitUsd;
+  }
+
+  /** The model's price: `budget.prices` first, then the model's own, then the built-in table (looked up once). */
+  price(): ModelPrice | undefined {
+    if (this.#price === null) this.#price = { value: priceOf(this.#rt.model, this.#rt.budget.prices) };
+    return this.#price.value;
+  }
+
+  /**
+   * What one call is charged, and the tokens its row records (`judgeUsage`). Usage that cannot be
+   * believed (invalid), or priced (none reported, or tokens with no `costUsd` and no price), is
+   * charged what was reserved for it — or, with nothing reserved (no limit set, a compaction), the
+   * estimate of its request — so spend never goes down, never becomes NaN, and a budget binds
+   * whatever the provider leaves out. Invalid usage is logged per call, the others once (`#sayOnce`).
+   */
+  #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose): Charge {
+    const verdict = judgeUsage(answer, this.price());
+    const usage = verdict.kind === 'priced' || verdict.kind === 'unpriced' ? verdict.usage : undefined;
+    const tokens = { inputTokens: usage?.inputTokens ?? 0, outputTokens: usage?.outputTokens ?? 0, cachedInputTokens: usage?.cachedInputTokens ?? 0 };
+    if (verdict.kind === 'priced') return { costUsd: verdict.costUsd, ...tokens };
+    // Its reservation, else (nothing reserved, no estimate made: no limit, a compaction) the estimate of its request.
+    const costUsd = reservation.usd > 0 || reservation === ZERO_ESTIMATE ? reservation.usd : request ? this.estimate(request) : 0;
+    if (verdict.kind === 'invalid') {
+      agent.logger.warn(
+        { purpose, reason: verdict.reason, chargedUsd: costUsd },
+        'the model reported usage that cannot be believed; the call is charged at its estimate',
+      );
+    } else {
+      this.#sayOnce(agent, verdict.kind, purpose, costUsd);
+    }
+    return { costUsd, ...tokens };
+  }
+
+  /**
+   * Say once per kind that calls are charged at their estimate: a warning and a
+   * `budget.usageEstimated` event (journalled with the call's usage row), when it matters — a
+   * limit is set or the charge is not $0 (a scripted step that reports and estimates nothing costs
+   * nothing). An unpriced model's tokens with no limit and no estimate are logged once (they count $0).
+   */
+  #sayOnce(agent: Payer, kind: 'noUsage' | 'unpriced', purpose: UsagePurpose, chargedUsd: number): void {
+    if (this.#said.has(kind)) return;
+    const model = this.#rt.model.name ?? 'model';
+    if (chargedUsd === 0 && this.limitUsd === null) {
+      if (kind === 'unpriced' && !this.#unpricedLogged) this.#rt.logger.warn({ model }, 'no price for this model: its calls count as $0 (set budget.prices)');
+      this.#unpricedLogged ||= kind === 'unpriced';
+      return;
+    }
+    this.#said.add(kind);
+    const data = { model, reason: kind, purpose, chargedUsd };
+    agent.logger.warn(data, UNPRICEABLE_LOG[kind]);
+    this.#rt.stage({ op: 'appendEvent', row: { runId: this.#rt.runId, agentId: agent.id, type: 'budget.usageEstimated', data, at: this.#rt.clock.now() } });
+  }
+
+  /**
+   * What a call may cost at most, as reserved before it is made: the model's `estimateCostUsd`
+   * if it returns a sane amount (`isUsd`), else troupe's own estimate (logged once).
+   */
+  estimate(request: ModelRequest): number {
+    const { model } = this.#rt;
+    if (model.estimateCostUsd) {
+      const usd: unknown = model.estimateCostUsd(request);
+      if (isUsd(usd)) return usd;
+      if (!this.#badEstimate) {
+        this.#badEstimate = true;
+        this.#rt.logger.warn(
+          { estimate: typeof usd === 'number' ? usd : typeof usd },
+          "model.estimateCostUsd returned no sane amount: troupe's own estimate is used instead",
+        );
+      }
+    }
+    const price = this.price();
+    if (!price) return 0;
+    const usd = priceUsage({ inputTokens: estimatePromptTokens(request), outputTokens: model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS }, price);
+    return Number.isFinite(usd) ? Math.min(Math.max(0, usd), MAX_USD_PER_CALL) : MAX_USD_PER_CALL;
+  }
+
+  /**
+   * Record one call's usage (priced, or charged at its estimate if invalid, missing or unpriceable),
+   * release its reservation, and under the stop policy trip the reserve or the budget stop when due
+   * — all in one transaction. `request` is the call's request: with nothing reserved (and no
+   * estimate made), such a call is charged at the estimate of its request.
+   */
+  record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): Charge {
+    const rt = this.#rt;
+    const charged = this.#charge(agent, answer, reservation, request, purpose);
+    const { costUsd } = charged;
+    const row = {
+      runId: rt.runId,
+      agentId: agent.id,
+      purpose,
+      model: rt.model.name ?? 'model',
+      inputTokens: charged.inputTokens,
+      outputTokens: charged.outputTokens,
+      cachedInputTokens: charged.cachedInputTokens,
+      costUsd,
+      at: rt.clock.now(),
+    };
+    rt.stage({ op: 'recordUsage', row });
+    this.#spentUsd += costUsd;
+    rt.spent(agent.id, purpose, costUsd);
+    const limitUsd = this.limitUsd;
+    if (limitUsd !== null && rt.budget.policy === 'stop') {
+      const spent = `${agent.name ?? agent.id}'s call brought the spend to ${usd(this.#spentUsd)}`;
+      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop', `${spent}, at or past the limit ${usd(limitUsd)}`, agent.id);
+      else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) {
+        rt.trip(
+          'budget.reserveTrip',
+          `${spent}, past the sub-agent reserve line ${usd(rt.budget.reserveFraction * limitUsd)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`,
+          agent.id,
+        );
+      }
+    }
+    this.release(reservation);
+    return charged;
+  }
+
+  /** Give back a reservation whose call ended without usage (failed, aborted). Idempotent. */
+  release(reservation: Reservation): void {
+    if (reservation.settled) return;
+    reservation.settled = true;
+    this.#open -= 1;
+    this.#reservedUsd = this.#open === 0 ? 0 : Math.max(0, this.#reservedUsd - reservation.usd);
+    if (this.#settleWaiters.size === 0) return; // every turn settles; few wait for it
+    const waiters = [...this.#settleWaiters];
+    this.#settleWaiters.clear();
+    for (const wake of waiters) wake();
+  }
+
+  /** The flags' verdict before a paid call: a stopped budget ends the turn, the pause policy parks it. */
+  gate(agent: Payer): TurnOutcome | null {
+    const flags = this.#rt.flags();
+    const { policy } = this.#rt.budget;
+    if (flags.budgetStopped) return { kind: 'stopped', reason: 'budget' };
+    if (flags.reserveStopped && agent.parentId !== null) return { kind: 'stopped', reason: 'reserve' };
+    if (policy === 'pause' && (flags.paused || (flags.limitUsd !== null && this.#spentUsd >= flags.limitUsd))) {
+      return { kind: 'budgetPaused', epoch: flags.resumeEpoch };
+    }
+    return null;
+  }
+
+  /**
+   * Admit a paid call: apply the gate, then reserve its estimate. A call is made only if what is
+   * spent and reserved plus its estimate fits under the limit — for a sub-agent under the reserve
+   * line (`reserveFraction` of the limit, stop policy), so children can never eat the root's share.
+   * If it does not fit but other calls are in flight, it waits for one to settle and tries again;
+   * if nothing is in flight, the stop policy trips the reserve (a child) or the budget stop (the
+   * root), and the pause policy parks the agent.
+   */
+  admit(agent: Payer, request: ModelRequest, cancel: Cancellation): Admission | Promise<Admission> {
+    // Decided at once unless the call must wait for calls in flight to settle: no promise, and
+    // no microtask hop, on the path every turn takes (the turn awaits only a promise).
+    const now = this.#tryAdmit(agent, request);
+    return now === WAIT ? this.#admitAfterWaits(agent, request, cancel) : now;
+  }
+
+  async #admitAfterWaits(agent: Payer, request: ModelRequest, cancel: Cancellation): Promise<Admission> {
+    for (;;) {
+      await this.#nextSettlement(cancel);
+      const now = this.#tryAdmit(agent, request);
+      if (now !== WAIT) return now;
+    }
+  }
+
+  /** The gate, then the estimate against the cap: admitted, refused, or WAIT (calls in flight may free room). */
+  #tryAdmit(agent: Payer, request: ModelRequest): Admission | typeof WAIT {
+    const outcome = this.gate(agent);
+    if (outcome) return { outcome };
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null) return FREE;
+    const cap = this.#cap(limitUsd, agent.parentId !== null);
+    const usd = this.estimate(request);
+    if (this.#spentUsd + this.#reservedUsd + usd <= cap) {
+      if (usd === 0) return FREE_ESTIMATED;
+      this.#reservedUsd += usd;
+      this.#open += 1;
+      return { reservation: { usd, settled: false } };
+    }
+    if (this.#open > 0) return WAIT;
+    return { outcome: this.#refuse(agent, usd) };
+  }
+
+  /**
+   * Admit an optional call made on an agent's behalf (a background review): like a sub-agent's
+   * call it must fit under the reserve line (stop policy) or the limit, but it never waits and
+   * never trips anything — it is refused (null) and simply not made.
+   */
+  admitOptional(request: ModelRequest): Reservation | null {
+    if (!this.optionalFits()) return null;
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null) return NO_RESERVATION;
+    const usd = this.estimate(request);
+    if (this.#spentUsd + this.#reservedUsd + usd > this.#cap(limitUsd, true)) return null;
+    if (usd === 0) return ZERO_ESTIMATE;
+    this.#reservedUsd += usd;
+    this.#open += 1;
+    return { usd, settled: false };
+  }
+
+  /** Whether an optional call may still start: no stop, reserve or pause, and spend under its cap. */
+  optionalFits(): boolean {
+    const flags = this.#rt.flags();
+    if (flags.budgetStopped || flags.reserveStopped || flags.paused) return false;
+    const limitUsd = flags.limitUsd;
+    return limitUsd === null || this.#spentUsd + this.#reservedUsd <= this.#cap(limitUsd, true) + 1e-9;
+  }
+
+  /** What a call may bring spent + reserved up to: the reserve line for a child's (or an optional) call under the stop policy, else the limit. */
+  #cap(limitUsd: number, belowReserve: boolean): number {
+    const { policy, reserveFraction } = this.#rt.budget;
+    return policy === 'stop' && belowReserve ? reserveFraction * limitUsd : limitUsd;
+  }
+
+  /**
+   * Nothing fits: the pause policy parks the agent; the stop policy trips the reserve (a child) or
+   * the stop. `estimateUsd` is what the refused call would have reserved (null: the limit was
+   * lowered under what is already spent and reserved).
+   */
+  #refuse(agent: Payer, estimateUsd: number | null): TurnOutcome {
+    const rt = this.#rt;
+    const child = agent.parentId !== null;
+    if (rt.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: rt.flags().resumeEpoch };
+    const limitUsd = this.limitUsd ?? 0;
+    const line = this.#cap(limitUsd, child);
+    const lineText = child
+      ? `the sub-agent reserve line ${usd(line)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`
+      : `the limit ${usd(limitUsd)}`;
+    const committed = `${usd(this.#spentUsd)} spent${this.#reservedUsd > 0 ? ` + ${usd(this.#reservedUsd)} reserved` : ''}`;
+    const reason =
+      estimateUsd === null
+        ? `${committed} is past ${lineText}`
+        : `${agent.name ?? agent.id}'s next call, estimated at ${usd(estimateUsd)}, would take ${committed} past ${lineText}`;
+    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop', reason, agent.id);
+    return { kind: 'stopped', reason: child ? 'reserve' : 'budget' };
+  }
+
+  /**
+   * Right before an admitted call starts (after queueing or a retry's backoff): the gate again,
+   * and whether what is spent and reserved still fits — an operator may have lowered the limit.
+   */
+  recheck(agent: Payer): TurnOutcome | null {
+    const gated = this.gate(agent);
+    if (gated) return gated;
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null) return null;
+    const child = agent.parentId !== null;
+    return this.#spentUsd + this.#reservedUsd > this.#cap(limitUsd, child) + 1e-9 ? this.#refuse(agent, null) : null;
+  }
+
+  #nextSettlement(cancel: Cancellation): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (cancel.aborted) {
+        reject(cancel.reason);
+        return;
+      }
+      // Waiting is the rare path: only here is a real AbortSignal needed.
+      const signal = cancel.signal;
+      const wake = () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        this.#settleWaiters.delete(wake);
+        reject(signal.reason);
+      };
+      this.#settleWaiters.add(wake);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /**
+   * The warning appended to this call's input only (stop policy, limit set): the highest band the
+   * spend has crossed, or null. Never persisted; the pause policy never tells the model anything.
+   */
+  warning(agent: Pick<Payer, 'id' | 'parentId'>): string | null {
+    const limitUsd = this.limitUsd;
+    if (limitUsd === null || this.#rt.budget.policy !== 'stop') return null;
+    const share = this.#spentUsd / limitUsd;
+    const root = agent.parentId === null;
+    const bands = root ? ROOT_BANDS : CHILD_BANDS;
+    let stage = -1;
+    for (let i = 0; i < bands.length; i++) if (share >= bands[i]!) stage = i;
+    if (stage < 0) return null;
+    const label = ['NOTICE', 'URGENT', 'CRITICAL'][stage];
+    const pct = Math.floor(share * 100);
+    if (stage > (this.#warned.get(agent.id) ?? -1)) {
+      // The text stays out of the session; that it was given, and when, is journalled (the dashboard's timeline).
+      this.#warned.set(agent.id, stage);
+      const data = { level: label, pct, spentUsd: this.#spentUsd, limitUsd };
+      this.#rt.stage({ op: 'appendEvent', row: { runId: this.#rt.runId, agentId: agent.id, type: 'budget.warning', data, at: this.#rt.clock.now() } });
+    }
+    const reserve = Math.round(this.#rt.budget.reserveFraction * 100);
+    const effect = root
+      ? `At ${reserve}% every sub-agent is stopped to leave room for your final report; at 100% the whole run stops.`
+      : `At ${reserve}% every sub-agent, you included, is stopped.`;
+    const directive = (root ? ROOT_DIRECTIVES : CHILD_DIRECTIVES)[stage];
+    return `[BUDGET ${label}] $${this.#spentUsd.toFixed(2)} of $${limitUsd.toFixed(2)} spent (${pct}%). The budget is shared by every agent in this run. ${effect} ${directive}`;
+  }
+}

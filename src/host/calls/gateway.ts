@@ -1,0 +1,214 @@
+/**
+ * The model gateway (DESIGN §12): every model call of the run passes here — the shared queue and
+ * rate limit, request building (once per call: the request whose estimate is reserved is the one
+ * sent), and the budget's admission, re-check and settlement. Results, not exceptions: a call the
+ * budget stops is `{ halt }`, never thrown.
+ * @module
+ */
+import type { Clock } from '../../clock.js';
+import { Limiter } from '../../limiter.js';
+import { ProviderError } from '../../errors.js';
+import { ownGetter } from '../../ownGetter.js';
+import type { Cancellation } from '../../cancel.js';
+import type { Model, ModelCallOptions, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
+import type { AgentRef, Charge, Halt, ModelGateway, Reservation } from '../../turn/ports.js';
+import { RateLimiter } from '../../turn/rateLimiter.js';
+import { systemPrompt } from '../../turn/texts.js';
+import type { Admission, BudgetLedger } from './budget.js';
+
+/**
+ * The messages with a note at the end: merged into a trailing user message (strict-alternation
+ * providers reject two in a row), else as a user message of its own.
+ */
+function withNote(messages: readonly SessionItem[], note: string): SessionItem[] {
+  const last = messages.at(-1);
+  if (last?.role === 'user' && typeof last.content === 'string') return [...messages.slice(0, -1), { role: 'user', content: `${last.content}\n\n${note}` }];
+  return [...messages, { role: 'user', content: note }];
+}
+
+export interface GatewayDeps {
+  model: Model;
+  clock: Clock;
+  ledger: BudgetLedger;
+  concurrency: number;
+  rateLimit: { requests: number; intervalMs: number } | null;
+  interactive: boolean;
+  systemPrompt: string | undefined;
+  /** The agent's conversation (loaded). */
+  session(agent: AgentRef): readonly SessionItem[];
+  toolSpecs(agent: AgentRef): readonly ToolSpec[];
+  parentName(agent: AgentRef): string | null;
+  /** A budget warning went into this agent's call (traces record it). */
+  warned(agent: AgentRef, warning: string): void;
+  /** Streamed pieces of a main call (nothing when nobody listens). */
+  delta(agent: AgentRef, delta: ModelDelta): void;
+  hasListeners(): boolean;
+  /** Null while this host may call the model; else why not (its lease may be lost: store/port.ts LeaseGuard). */
+  fenced(): Error | null;
+}
+
+const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('outcome' in admitted ? { halt: admitted.outcome } : admitted);
+
+export class Gateway implements ModelGateway {
+  readonly queue: Limiter;
+  readonly #deps: GatewayDeps;
+  readonly #rateLimiter: RateLimiter | null;
+  /** System prompts, built on an agent's first call. */
+  readonly #prompts = new Map<string, string>();
+
+  constructor(deps: GatewayDeps) {
+    this.#deps = deps;
+    this.queue = new Limiter(deps.concurrency);
+    this.#rateLimiter = deps.rateLimit ? new RateLimiter(deps.clock, deps.rateLimit.requests, deps.rateLimit.intervalMs) : null;
+  }
+
+  request(agent: AgentRef, turn: number): ModelRequest {
+    let system = this.#prompts.get(agent.id);
+    if (system === undefined) {
+      system = systemPrompt(
+        { id: agent.id, name: agent.name, parentId: agent.parentId, parentName: this.#deps.parentName(agent) },
+        this.#deps.interactive,
+        this.#deps.systemPrompt,
+      );
+      this.#prompts.set(agent.id, system);
+    }
+    const warning = this.#deps.ledger.warning(agent);
+    if (warning !== null) this.#deps.warned(agent, warning);
+    const head = { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth };
+    const tools = this.#deps.toolSpecs(agent);
+    const session = this.#deps.session(agent);
+    if (agent.notes.length > 0 || warning !== null) {
+      let messages: readonly SessionItem[] = session.slice();
+      for (const note of agent.notes) messages = withNote(messages, note);
+      // A budget warning goes into this call's input only, never into the session.
+      return { agent: head, system, messages: warning === null ? messages : withNote(messages, warning), tools, turn };
+    }
+    return new SnapshotRequest(head, system, session, tools, turn);
+  }
+
+  /** Forget an agent's cached prompt (it finished). */
+  forget(agentId: string): void {
+    this.#prompts.delete(agentId);
+  }
+
+  admit(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt> {
+    const admitted = this.#deps.ledger.admit(agent, request, cancel);
+    return admitted instanceof Promise ? admitted.then(asGate) : asGate(admitted);
+  }
+
+  admitOptional(request: ModelRequest): Reservation | null {
+    return this.#deps.ledger.admitOptional(request);
+  }
+
+  /**
+   * One model call through the queue. Not an async function: the task is the model's own promise
+   * with one check chained on (an async task was one more promise and frame per turn).
+   */
+  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt> {
+    return this.queue.add(() => {
+      if (cancel.aborted) throw cancel.reason;
+      if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#start(agent, request, cancel));
+      return this.#start(agent, request, cancel);
+    });
+  }
+
+  /** The call leaves the queue: the budget's last word, then the model. */
+  #start(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { turn: ModelTurn } | Halt | Promise<{ turn: ModelTurn }> {
+    const purpose: UsagePurpose = request.purpose ?? 'main';
+    const ledger = this.#deps.ledger;
+    // The budget may have stopped or paused while this call queued: then it never starts.
+    // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
+    // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
+    if (purpose === 'main' || purpose === 'compaction') {
+      const halt = ledger.recheck(agent);
+      if (halt) return { halt };
+    }
+    if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
+    // Checked last, synchronously before the call: a host that may have lost its lease makes none.
+    const fenced = this.#deps.fenced();
+    if (fenced) throw fenced;
+    // A review's answer is not the agent's: it streams to nobody.
+    // The AbortSignal is made only if the model reads it (cancel.ts).
+    const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
+    const options: ModelCallOptions = new CallOptions(cancel, onDelta);
+    // Promise.resolve: a custom model that answers with a plain object is still read.
+    return Promise.resolve(this.#deps.model.complete(request, options)).then(checkedTurn);
+  }
+
+  #delta(agent: AgentRef, delta: ModelDelta): void {
+    if (this.#deps.hasListeners()) this.#deps.delta(agent, delta);
+  }
+
+  settle(
+    agent: AgentRef,
+    answer: Pick<ModelTurn, 'usage' | 'invalidUsage'> | undefined,
+    how: { purpose: UsagePurpose; reservation?: Reservation; request: ModelRequest },
+  ): Charge {
+    return this.#deps.ledger.record(agent, answer, how);
+  }
+
+  release(reservation: Reservation): void {
+    this.#deps.ledger.release(reservation);
+  }
+}
+
+/** A custom model is a boundary too: what it returns is checked once, here. */
+function checkedTurn(turn: ModelTurn): { turn: ModelTurn } {
+  if (!turn || !Array.isArray(turn.toolCalls)) {
+    throw new ProviderError('PROVIDER_INVALID_RESPONSE', 'The model returned no turn (expected { text, toolCalls })');
+  }
+  return { turn };
+}
+
+/** The lazy parts of a request and of the call options are own getters (ownGetter.ts): a model that spreads them keeps them. */
+const MESSAGES = ownGetter((request: SnapshotRequest) => request.snapshot());
+
+/**
+ * A request whose `messages` are a snapshot: a model may keep the request it was given while the
+ * session grows. A session array is only ever appended to (a rewrite replaces it: sessions.ts), so
+ * its first `length` items never change, and the copy is made when the messages are first read,
+ * not on every turn: O(1) per turn for troupe, one copy for a model that reads them.
+ */
+class SnapshotRequest implements ModelRequest {
+  readonly agent: ModelRequest['agent'];
+  readonly system: string;
+  declare readonly messages: readonly SessionItem[];
+  readonly tools: readonly ToolSpec[];
+  readonly turn: number;
+  readonly #session: readonly SessionItem[];
+  readonly #length: number;
+  #copy: readonly SessionItem[] | null = null;
+
+  constructor(agent: ModelRequest['agent'], system: string, session: readonly SessionItem[], tools: readonly ToolSpec[], turn: number) {
+    this.agent = agent;
+    this.system = system;
+    Object.defineProperty(this, 'messages', MESSAGES);
+    this.tools = tools;
+    this.turn = turn;
+    this.#session = session;
+    this.#length = session.length;
+  }
+
+  snapshot(): readonly SessionItem[] {
+    return (this.#copy ??= this.#session.slice(0, this.#length));
+  }
+}
+
+const SIGNAL = ownGetter((options: CallOptions) => options.cancelSignal());
+
+/** A call's options: the AbortSignal is made only if the model reads it (cancel.ts). */
+class CallOptions implements ModelCallOptions {
+  declare readonly signal: AbortSignal;
+  declare readonly onDelta?: (delta: ModelDelta) => void;
+  readonly #cancel: Cancellation;
+
+  constructor(cancel: Cancellation, onDelta: ((delta: ModelDelta) => void) | undefined) {
+    Object.defineProperty(this, 'signal', SIGNAL);
+    if (onDelta) (this as { onDelta?: (delta: ModelDelta) => void }).onDelta = onDelta;
+    this.#cancel = cancel;
+  }
+
+  cancelSignal(): AbortSignal {
+    return this.#cancel.signal;
+  }
+}

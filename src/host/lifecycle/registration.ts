@@ -1,0 +1,176 @@
+/**
+ * How agents enter a run: the root, children spawned by agents, and — after a restart — every
+ * agent of the run respawned in its persisted state. Registration and the first input are staged
+ * together (an agent never exists without its identity; a run never exists without its root).
+ * @module
+ */
+import type { Logger } from 'pino';
+import type { Actor } from 'xstate';
+import { getAgentRecord, spawnRejection, type coordinatorMachine } from '../../../machines/coordinatorMachine.js';
+import type { AgentStatus, SerializedError } from '../../../machines/types.js';
+import type { Clock } from '../../clock.js';
+import { TroupeError } from '../../errors.js';
+import type { UsagePurpose } from '../../model/types.js';
+import type { StorePort, WriteOp } from '../../store/port.js';
+import { newAgentRow } from '../../store/rows.js';
+import type { RunTrace } from '../../trace/tracer.js';
+import type { AgentRow } from '../../store/types.js';
+import { childFirstInput, inheritedContext, rootFirstInput } from '../../turn/texts.js';
+import { lifecycleOf, type AgentHandle, type Agents } from '../agents/agents.js';
+import type { Lifecycle } from './lifecycle.js';
+import { newId } from '../mail/messaging.js';
+import { isValidAgentName, runExistsError, type ResolvedOptions } from '../options.js';
+import type { Sessions } from '../mail/sessions.js';
+import type { Views } from '../views/views.js';
+
+export interface RegistrarHost {
+  readonly runId: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'limits'>;
+  readonly port: StorePort;
+  readonly coordinator: Actor<typeof coordinatorMachine>;
+  readonly agents: Agents;
+  readonly sessions: Sessions;
+  readonly views: Views;
+  readonly lifecycle: Lifecycle;
+  readonly trace: Pick<RunTrace, 'stintStarted'>;
+  stage(op: WriteOp): void;
+  assertUsable(): void;
+  checkQuiescence(): void;
+}
+
+export class Registrar {
+  readonly #host: RegistrarHost;
+  /** Whether this coordinator checked that its run id is new (a networked store is asked once, at start). */
+  #checkedRunId: boolean;
+
+  constructor(host: RegistrarHost, checkedRunId: boolean) {
+    this.#host = host;
+    this.#checkedRunId = checkedRunId;
+  }
+
+  async startRoot(req: { name: string; task: string; skills?: string[] }): Promise<AgentHandle> {
+    const host = this.#host;
+    host.assertUsable();
+    const { name, task, skills } = this.#check(req);
+    const rejection = spawnRejection(host.coordinator.getSnapshot().context, null);
+    if (rejection) throw new TroupeError(rejection.code, rejection.reason);
+    if (!this.#checkedRunId) {
+      if (await host.port.getRun(host.runId)) {
+        throw runExistsError(host.runId);
+      }
+      this.#checkedRunId = true;
+      host.assertUsable();
+    }
+    const id = newId();
+    return this.#register({ id, name, parentId: null, depth: 0, task, skills }, rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills));
+  }
+
+  spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean }): AgentHandle {
+    const host = this.#host;
+    const { name, task, skills } = this.#check(req);
+    const rejection = spawnRejection(host.coordinator.getSnapshot().context, parent.id);
+    if (rejection) throw new TroupeError(rejection.code, rejection.reason);
+    const id = newId();
+    const identity = { id, name, parentId: parent.id, parentName: parent.name };
+    // The parent is running this turn, so its session is in memory.
+    const background = req.inheritContext ? inheritedContext(host.sessions.items(parent)) : null;
+    const first = childFirstInput(identity, task, skills, background);
+    const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills }, first);
+    parent.children.push(child.id);
+    return child;
+  }
+
+  #check(req: { name: string; task: string; skills?: string[] }) {
+    const { name, task, skills = [] } = req as { name: unknown; task: unknown; skills?: unknown };
+    if (!isValidAgentName(name)) {
+      throw new TroupeError('CONFIG_INVALID', `Expected name to be a one-line string of 1..64 characters, got ${JSON.stringify(name)}`);
+    }
+    if (typeof task !== 'string' || task.trim() === '') {
+      throw new TroupeError('CONFIG_INVALID', `Expected task to be a non-empty string, got ${JSON.stringify(task)}`);
+    }
+    const { maxMessageBytes } = this.#host.options.limits;
+    if (Buffer.byteLength(task) > maxMessageBytes) {
+      throw new TroupeError('MESSAGE_TOO_LARGE', `The task is ${Buffer.byteLength(task)} bytes; maxMessageBytes is ${maxMessageBytes}`);
+    }
+    if (!Array.isArray(skills) || skills.length > 5 || skills.some((s) => typeof s !== 'string')) {
+      throw new TroupeError('CONFIG_INVALID', `Expected skills to be at most 5 strings, got ${JSON.stringify(skills)}`);
+    }
+    return { name: name.trim(), task, skills: skills as string[] };
+  }
+
+  #register(
+    reg: { id: string; name: string; parentId: string | null; depth: number; task: string; skills: string[] },
+    firstInput: ReturnType<typeof rootFirstInput>,
+  ): AgentHandle {
+    const host = this.#host;
+    const at = host.clock.now();
+    const row = newAgentRow(
+      { id: reg.id, runId: host.runId, name: reg.name, parentId: reg.parentId, depth: reg.depth, task: reg.task, skills: reg.skills },
+      at,
+    );
+    host.coordinator.send({ type: 'agent.register', id: reg.id, name: reg.name, parentId: reg.parentId });
+    if (!getAgentRecord(host.coordinator.getSnapshot().context, reg.id)) throw new TroupeError('INTERNAL', `the coordinator did not register ${reg.id}`);
+    if (reg.parentId === null) {
+      host.stage({
+        op: 'insertRun',
+        run: { id: host.runId, createdAt: at, interactive: host.options.interactive, rootId: reg.id, budget: host.coordinator.getSnapshot().context.budget },
+      });
+    }
+    host.stage({ op: 'registerAgent', agent: row, firstInput: [firstInput] });
+    host.stage({
+      op: 'appendEvent',
+      row: { runId: host.runId, agentId: reg.id, type: 'agent.registered', data: { parentId: reg.parentId, name: reg.name }, at },
+    });
+    host.sessions.seed(reg.id, [firstInput]);
+    const h = host.agents.add(row, false);
+    host.trace.stintStarted(h);
+    host.views.added(h, at);
+    if (host.logger.isLevelEnabled('info')) h.logger.info({ name: reg.name, parentId: reg.parentId, depth: reg.depth }, 'agent registered');
+    return h;
+  }
+
+  /**
+   * Recreate the agents of a restored run, parents first, each in its persisted state: running
+   * agents run again from their session, parked ones stay parked (dormant, their idle timers armed
+   * from `waitingSince`), and mail that arrived before the crash wakes whoever it would have woken.
+   * An agent that cannot be respawned (`failed`: its session could not be read) is marked crashed
+   * through its machine, and its parent is told.
+   */
+  respawn(rows: readonly AgentRow[], spent: ReadonlyMap<string, Partial<Record<UsagePurpose, number>>>, failed: ReadonlyMap<string, unknown>): void {
+    const host = this.#host;
+    const handles: AgentHandle[] = [];
+    host.views.batch(() => {
+      for (const row of rows) {
+        const h = host.agents.add(row, true);
+        const spend = spent.get(row.id) ?? {};
+        h.spentByPurpose = { ...spend };
+        h.spentUsd = Object.values(spend).reduce((sum, usd) => sum + usd, 0);
+        if (row.parentId !== null) host.agents.find(row.parentId)?.children.push(row.id);
+        host.views.added(h, row.createdAt);
+        handles.push(h);
+      }
+    });
+    for (const h of handles) {
+      const err = failed.get(h.id);
+      if (err !== undefined) {
+        host.logger.error({ err, agentId: h.id }, 'respawn failed; the agent is marked crashed');
+        this.crash(h, { code: (err as { code?: string }).code ?? 'INTERNAL', message: `respawn failed: ${(err as Error).message}`, retryable: false });
+        continue;
+      }
+      const status = host.agents.status(h);
+      if (status === 'running') host.trace.stintStarted(h);
+      host.lifecycle.rewakeRestored(h, status, host.agents.lifecycle(h));
+    }
+    if (host.logger.isLevelEnabled('info')) host.logger.info({ agents: rows.length }, 'agents respawned');
+    // A run that stopped between going quiescent and reporting its dead waits reports them now.
+    host.checkQuiescence();
+  }
+
+  /** Put an agent in `crashed` through its machine (a new actor booting there); the lifecycle records it. */
+  crash(h: AgentHandle, error: SerializedError): void {
+    const state = { ...lifecycleOf(h.dormant ?? h.applied), error };
+    this.#host.agents.restart(h, 'crashed' satisfies AgentStatus, state);
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * What a resumed run hands the runtime: its row, its agents and its spend, read back after
+ * recovery; and the coordinator records rebuilt from them.
+ * @module
+ */
+import type { AgentRecord } from '../../../machines/coordinatorMachine.js';
+import { isActive } from '../../../machines/types.js';
+import type { AgentRow, RunRow } from '../../store/types.js';
+
+/** A run read back from the store, after its recovery. */
+export interface RestoredRun {
+  run: RunRow;
+  agents: readonly AgentRow[];
+  spentUsd: number;
+}
+
+/** The coordinator's records of restored agents: claims, stints and counters survive a restart. */
+export function recordsOf(rows: readonly AgentRow[]): AgentRecord[] {
+  const alive = new Map<string, number>();
+  const spawned = new Map<string, number>();
+  for (const row of rows) {
+    if (row.parentId === null) continue;
+    spawned.set(row.parentId, (spawned.get(row.parentId) ?? 0) + 1);
+    if (isActive(row.status)) alive.set(row.parentId, (alive.get(row.parentId) ?? 0) + 1);
+  }
+  return rows.map((row) => ({
+    id: row.id,
+    name: row.name,
+    parentId: row.parentId,
+    depth: row.depth,
+    status: row.status,
+    waitKind: row.status === 'waiting' ? row.waitKind : null,
+    noticeClaimed: row.noticeClaimed,
+    stint: row.stint,
+    aliveChildren: alive.get(row.id) ?? 0,
+    spawnedChildren: spawned.get(row.id) ?? 0,
+  }));
+}

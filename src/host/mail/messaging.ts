@@ -1,0 +1,197 @@
+/**
+ * Messages between agents, from the user and from the coordinator: who may message whom, the
+ * rules every message passes (messageRules.ts), and the wake that follows — delivered only once
+ * the message is committed.
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import { customAlphabet } from 'nanoid';
+import type { Actor } from 'xstate';
+import { getAgentRecord, type coordinatorMachine, type CoordinatorEmitted } from '../../../machines/coordinatorMachine.js';
+import type { Clock } from '../../clock.js';
+import { TroupeError } from '../../errors.js';
+import type { Logger } from 'pino';
+import type { MessagePriority } from '../../store/types.js';
+import { INTERRUPTED } from '../../turn/turn.js';
+import type { AgentHandle, Agents } from '../agents/agents.js';
+import type { Mail, Mailboxes } from './mailbox.js';
+import { messageRefusal } from './messageRules.js';
+import type { ResolvedOptions } from '../options.js';
+
+export const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 10);
+
+/**
+ * The stored key and message id of a keyed send: both follow from the run and the key, so a repeat
+ * finds the first (the key is unique in the store, across runs: it names its run).
+ */
+function sendKey(runId: string, key: string): { key: string; id: string } {
+  if (typeof key !== 'string' || key.length === 0 || key.length > 200) {
+    throw new TroupeError(
+      'CONFIG_INVALID',
+      `Expected key to be a string of 1 to 200 characters, got ${typeof key === 'string' ? `${key.length} characters` : String(key)}`,
+    );
+  }
+  const stored = `send:${runId}:${key}`;
+  return { key: stored, id: `msg_k${createHash('sha256').update(stored).digest('hex').slice(0, 20)}` };
+}
+
+const notAllowed = (target: { id: string; name: string }) =>
+  new TroupeError('RECIPIENT_NOT_ALLOWED', `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`);
+
+export interface MessagingHost {
+  readonly runId: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'limits' | 'messagePolicy' | 'interruptOnMessage'>;
+  readonly agents: Agents;
+  readonly mailboxes: Mailboxes;
+  readonly coordinator: Actor<typeof coordinatorMachine>;
+  after(effect: () => void): void;
+}
+
+export class Messaging {
+  readonly #host: MessagingHost;
+
+  constructor(host: MessagingHost) {
+    this.#host = host;
+  }
+
+  /** A notice the coordinator decided: queued with the change that caused it, the parent woken once committed. */
+  deliverNotice(e: Extract<CoordinatorEmitted, { type: 'notice' }>): void {
+    const host = this.#host;
+    const from = e.from === 'system' ? undefined : host.agents.find(e.from);
+    const mail = host.mailboxes.enqueue({
+      noticeKey: e.key,
+      id: `msg_${newId()}`,
+      runId: host.runId,
+      to: e.to,
+      from: e.from,
+      fromName: from?.name ?? 'system',
+      type: e.kind,
+      priority: 'high',
+      content: e.content,
+      // Notices never cut into the parent's turn.
+      interrupt: false,
+      createdAt: host.clock.now(),
+    });
+    if (!mail) {
+      // The coordinator's claim makes this impossible; the used keys are the backstop.
+      host.logger.error({ key: e.key, to: e.to }, 'a notice for this stint was already sent; not sending it twice');
+      return;
+    }
+    const target = host.agents.find(e.to);
+    if (target) host.after(() => this.wake(target, mail));
+  }
+
+  /** Wake the recipient of a committed message (a running agent's model call may be cut short). */
+  wake(target: AgentHandle, mail: Pick<Mail, 'from' | 'noticeKey' | 'interrupt'>): void {
+    const host = this.#host;
+    host.agents.send(target, { type: 'agent.message', from: mail.from, user: mail.from === 'user', notice: mail.noticeKey !== null });
+    if (mail.interrupt && host.options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
+  }
+
+  /** A system message to an agent (delegation results), queued now and woken once committed. */
+  notify(agentId: string, m: { type: string; content: string; noticeKey: string }): void {
+    const host = this.#host;
+    const target = host.agents.get(agentId);
+    const mail = host.mailboxes.enqueue({
+      id: `msg_${newId()}`,
+      runId: host.runId,
+      to: agentId,
+      from: 'system',
+      fromName: 'system',
+      type: m.type,
+      priority: 'high',
+      content: m.content,
+      interrupt: false,
+      createdAt: host.clock.now(),
+      noticeKey: m.noticeKey,
+    });
+    if (mail) host.after(() => this.wake(target, mail));
+  }
+
+  #check(target: AgentHandle, content: unknown, fromUser: boolean): string {
+    const host = this.#host;
+    const refusal = messageRefusal({ id: target.id, name: target.name, status: host.agents.status(target), parentId: target.parentId }, content, {
+      interactive: host.options.interactive,
+      limits: host.options.limits,
+      fromUser,
+      pending: () => host.mailboxes.count(target.id),
+      parentActiveChildren: () =>
+        target.parentId === null ? 0 : (getAgentRecord(host.coordinator.getSnapshot().context, target.parentId)?.aliveChildren ?? 0),
+    });
+    if (refusal) throw refusal;
+    return content as string;
+  }
+
+  #enqueue(target: AgentHandle, message: Omit<Mail, 'id' | 'runId' | 'createdAt' | 'noticeKey'>, keyed?: { id: string; key: string }): Mail {
+    const host = this.#host;
+    // Only notices and keyed sends carry a key, so an ordinary message is never refused as a repeat.
+    const mail = host.mailboxes.enqueue({
+      ...message,
+      id: keyed?.id ?? `msg_${newId()}`,
+      runId: host.runId,
+      createdAt: host.clock.now(),
+      noticeKey: keyed?.key ?? null,
+    })!;
+    host.after(() => this.wake(target, mail));
+    return mail;
+  }
+
+  /**
+   * A message from outside the team (`user` by default). With `key`, at most once per run: a send
+   * whose key was already used queues nothing and returns the first one's id, so
+   * applying the same outside request twice (a host that died before answering it) is a no-op.
+   */
+  sendExternal(to: string, msg: { content: string; from?: 'user' | 'system'; type?: string; priority?: MessagePriority; key?: string }): Mail {
+    const host = this.#host;
+    const target = host.agents.resolve(to);
+    const from = msg.from ?? 'user';
+    if (from !== 'user' && from !== 'system') {
+      throw new TroupeError('CONFIG_INVALID', `Expected from to be "user" or "system", got ${JSON.stringify(from)}`);
+    }
+    const keyed = msg.key === undefined ? undefined : sendKey(host.runId, msg.key);
+    const message = { to: target.id, from, fromName: from, type: msg.type ?? 'instruction', priority: msg.priority ?? 'normal', interrupt: true } as const;
+    if (keyed && host.mailboxes.used(keyed.key)) {
+      return { ...message, content: String(msg.content), id: keyed.id, runId: host.runId, createdAt: host.clock.now(), noticeKey: keyed.key };
+    }
+    const content = this.#check(target, msg.content, from === 'user');
+    return this.#enqueue(target, { ...message, content }, keyed);
+  }
+
+  /** Agents an agent may message: parent, children and siblings (or everyone with messagePolicy "any"). */
+  recipientsOf(agent: AgentHandle): AgentHandle[] {
+    const { agents, options } = this.#host;
+    if (options.messagePolicy === 'any') return [...agents.values()].filter((h) => h.id !== agent.id);
+    const out: AgentHandle[] = [];
+    const parent = agent.parentId === null ? undefined : agents.find(agent.parentId);
+    if (parent) {
+      out.push(parent);
+      for (const id of parent.children) if (id !== agent.id) out.push(agents.get(id));
+    }
+    for (const id of agent.children) out.push(agents.get(id));
+    return out;
+  }
+
+  sendFromAgent(from: AgentHandle, to: string, content: string, opts: { type: string; priority: MessagePriority }): { mail: Mail; target: AgentHandle } {
+    const { agents } = this.#host;
+    const allowed = this.recipientsOf(from);
+    // A name is looked up among the sender's recipients first, then in the whole run (to refuse it clearly).
+    const target = agents.find(to) || !allowed.some((h) => h.name === to) ? agents.resolve(to) : agents.resolve(to, allowed);
+    if (target.id === from.id) {
+      throw new TroupeError('RECIPIENT_NOT_ALLOWED', 'You cannot message yourself; continue your work or call a lifecycle tool.');
+    }
+    if (!allowed.includes(target)) throw notAllowed(target);
+    const body = this.#check(target, content, false);
+    const mail = this.#enqueue(target, {
+      to: target.id,
+      from: from.id,
+      fromName: from.name,
+      type: opts.type,
+      priority: opts.priority,
+      content: body,
+      interrupt: true,
+    });
+    return { mail, target };
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * What a turn needs of its host (turn/ports.ts `TurnHost`), made of the runtime's parts: the
+ * turn's reads of the agent and its tools, running a user tool, and what a turn reports (activity,
+ * recoveries, linked executions, the end of a turn). The parts are read when a turn asks (the
+ * runtime builds the cycle logic before its gateway exists).
+ * @module
+ */
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { TroupeError } from '../errors.js';
+import type { Limiter } from '../limiter.js';
+import type { StorePort, WriteOp } from '../store/port.js';
+import type { BuiltinHost } from '../tools/ports.js';
+import { runUserTool, type ToolRunner } from '../tools/runUserTool.js';
+import type { RunTrace } from '../trace/tracer.js';
+import type { ToolLedger, TurnHost } from '../turn/ports.js';
+import type { BackgroundReviews } from '../turn/review.js';
+import type { Agents } from './agents/agents.js';
+import type { AsyncExecutions } from './async/executions.js';
+import type { Gateway } from './calls/gateway.js';
+import type { Sessions } from './mail/sessions.js';
+import type { ResolvedOptions } from './options.js';
+import type { Toolbox } from './toolbox.js';
+import type { Views } from './views/views.js';
+
+export interface TurnHostParts {
+  readonly runId: string;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly options: ResolvedOptions;
+  readonly failure: TroupeError | null;
+  readonly gateway: Gateway;
+  readonly sessions: Sessions;
+  readonly ledger: ToolLedger;
+  readonly trace: RunTrace;
+  readonly agents: Agents;
+  readonly toolbox: Toolbox;
+  readonly builtins: BuiltinHost;
+  readonly port: Pick<StorePort, 'guard'>;
+  readonly toolQueue: Limiter;
+  readonly executions: Pick<AsyncExecutions, 'link'>;
+  readonly reviews: Pick<BackgroundReviews, 'afterTurn'> | null;
+  readonly views: Pick<Views, 'hasListeners' | 'emit'>;
+  stage(op: WriteOp): void;
+  durable(): Promise<void>;
+}
+
+export function turnHost(rt: TurnHostParts): TurnHost {
+  let runner: ToolRunner | null = null;
+  return {
+    runId: rt.runId,
+    clock: rt.clock,
+    logger: rt.logger,
+    options: rt.options,
+    get failure() {
+      return rt.failure;
+    },
+    get gateway() {
+      return rt.gateway;
+    },
+    get sessions() {
+      return rt.sessions;
+    },
+    get ledger() {
+      return rt.ledger;
+    },
+    get trace() {
+      return rt.trace;
+    },
+    agent: (id) => rt.agents.get(id),
+    toolNames: (agent) => rt.toolbox.names(agent),
+    toolSpecs: (agent) => rt.toolbox.specs(agent),
+    // A user tool the agent may call (its tool sets and its ancestors' allow it), by name.
+    userTool: (agent, name) => rt.toolbox.userTool(agent, name),
+    builtinEnv: (agent, callId, state) => ({ host: rt.builtins, agent, callId, state }),
+    runTool(agent, tool, args, cancel, idempotencyKey) {
+      // No tool call once the lease may be lost: another host may be running this turn already.
+      const lost = rt.port.guard?.check();
+      if (lost) throw lost;
+      runner ??= { queue: rt.toolQueue, clock: rt.clock, defaultTimeoutMs: rt.options.toolTimeoutMs, runId: rt.runId };
+      return runUserTool(runner, tool, args, agent, cancel, idempotencyKey);
+    },
+    linkExecutions: (agent, content) => rt.executions.link(agent, content),
+    durable: () => rt.durable(),
+    afterTurn: (agent, outcome) => rt.reviews?.afterTurn(agent, outcome),
+    stopRequested: (agent) => rt.agents.stopRequested(rt.agents.get(agent.id)),
+    activity(agent, activity) {
+      if (activity.kind === 'tool')
+        rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: rt.clock.now() } });
+      if (rt.views.hasListeners) rt.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: rt.clock.now() });
+    },
+    recovering: (agent, recovery) =>
+      rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: rt.clock.now() } }),
+  };
+}

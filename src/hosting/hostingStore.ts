@@ -1,0 +1,34 @@
+/**
+ * What the hosting loop (worker/worker.ts) needs of a store, the same on every store (DESIGN §13):
+ * claim a run (a fenced lease), find the next run that wants a host, read and answer the run's
+ * inbox, and hear when a run wants its host. PostgreSQL (postgresHosting.ts): the lease row and its
+ * epoch, LISTEN/NOTIFY. SQLite (sqliteHosting.ts): the file's owner lock held by this process is the
+ * lease of every run in it, and its boot number the fencing token.
+ * @module
+ */
+import type { Logger } from 'pino';
+import type { PortReads } from '../store/postgres/reads.js';
+import type { LeaseOptions, RunLease } from '../store/postgres/lease.js';
+import type { InboxKind, InboxRequest } from '../store/types.js';
+
+export interface HostingStore {
+  /** Reads without a claim (a submit refuses a run id that is taken; a fire finds its agent). */
+  readonly reads: Pick<PortReads, 'getRun' | 'listAgents'>;
+  /** Claim run `runId` (a new run's lease is created): RUN_LOCKED while another host holds it. */
+  claim(runId: string, lease: LeaseOptions): Promise<RunLease>;
+  /** Claim the next run that wants a host (runnable, or parked with its wake due), or null. */
+  claimNext(lease: LeaseOptions): Promise<RunLease | null>;
+  /** Make a run want a host again (its hosts hear it). */
+  wake(runId: string): Promise<void>;
+  /** Post a request to a run and wake it (its host, or the next to claim it, applies it); its id. */
+  post(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): Promise<number>;
+  /** Requests posted to the run and not answered yet, oldest first. */
+  openRequests(runId: string): Promise<InboxRequest[]>;
+  /** The run's wake sequence: a release is conditional on it. */
+  wakeSeq(runId: string): Promise<number>;
+  /**
+   * Hear wakes as they are posted (`runId`: the run that wants its host); resolves with a way to
+   * stop. A store with no push notifications resolves at once: the worker's poll is its only ear.
+   */
+  listen(onWake: (runId: string) => void, logger: Logger): Promise<() => Promise<void>>;
+}

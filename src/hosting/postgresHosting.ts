@@ -1,0 +1,49 @@
+/**
+ * The hosting port over PostgreSQL (hostingStore.ts): leases are rows with an epoch, the inbox is
+ * a table, and wakes are NOTIFYs on a dedicated LISTEN connection, made again when it drops (the
+ * worker's poll is the backstop: a notification is lost while the connection is down).
+ * @module
+ */
+import type pg from 'pg';
+import { wakeChannel, type PostgresStore } from '../store/postgres/store.js';
+import type { HostingStore } from './hostingStore.js';
+import { openRequests, postRequest, wakeSeq } from './postgresInbox.js';
+
+export function postgresHosting(store: PostgresStore, pollMs = 5_000): HostingStore {
+  return {
+    reads: store.reads,
+    claim: (runId, lease) => store.claim(runId, lease),
+    claimNext: (lease) => store.claimNext(lease),
+    wake: (runId) => store.wake(runId),
+    post: (request) => postRequest(store, request),
+    openRequests: (runId) => openRequests(store, runId),
+    wakeSeq: (runId) => wakeSeq(store, runId),
+    async listen(onWake, logger) {
+      let listener: pg.Client | null = null;
+      let stopped = false;
+      const listen = async (): Promise<void> => {
+        if (stopped) return;
+        try {
+          const client = await store.connectDedicated();
+          client.on('notification', (n) => onWake(n.payload ?? ''));
+          client.on('error', () => {
+            listener = null;
+            void client.end().catch(() => undefined);
+            setTimeout(() => void listen(), 1_000).unref();
+          });
+          await client.query(`LISTEN ${wakeChannel(store)}`);
+          if (stopped) await client.end().catch(() => undefined);
+          else listener = client;
+        } catch (err) {
+          logger.warn({ err }, 'LISTEN failed; polling until it works again');
+          setTimeout(() => void listen(), pollMs).unref();
+        }
+      };
+      await listen();
+      return async () => {
+        stopped = true;
+        await listener?.end().catch(() => undefined);
+      };
+    },
+  };
+}

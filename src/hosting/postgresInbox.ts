@@ -1,0 +1,61 @@
+/**
+ * The PostgreSQL inbox: how `troupe send` / `troupe stop` on any machine reach whichever worker
+ * hosts a run. The poster inserts a request and wakes the run in one transaction (NOTIFY fires on
+ * commit); the hosting worker — or the next one to claim the run — applies it through its
+ * coordinator, which commits the answer with the effect in one transaction fenced by its lease
+ * (host/inbox.ts), and the poster reads the answer. Exactly once: a request is open until the
+ * commit that applies it, and answered by that commit.
+ * @module
+ */
+import { toInboxRequest } from '../store/decode.js';
+import type { InboxDbRow } from '../store/dbRows.js';
+import type { InboxKind, InboxRequest } from '../store/types.js';
+import type { PostgresStore } from '../store/postgres/store.js';
+
+/** From any machine: post a request to a run and wake it; resolves with the request id. */
+export async function postRequest(
+  store: PostgresStore,
+  request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number },
+): Promise<number> {
+  const client = await store.pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => (broken = err);
+  client.on('error', onError);
+  try {
+    // READ WRITE: a posting is the one write a read-only store (`troupe ui`'s) makes, deliberately.
+    await client.query('BEGIN READ WRITE');
+    const { rows } = await client.query<{ id: number }>('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4) RETURNING id', [
+      request.runId,
+      request.kind,
+      JSON.stringify(request.payload),
+      request.at,
+    ]);
+    await store.wake(request.runId, client);
+    await client.query('COMMIT');
+    return rows[0]!.id;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
+}
+
+/** From any machine: the request as it stands (answered or not). */
+export async function readRequest(store: PostgresStore, id: number): Promise<InboxRequest | undefined> {
+  const { rows } = await store.pool.query<InboxDbRow>('SELECT * FROM inbox WHERE id = $1', [id]);
+  return rows[0] && toInboxRequest(rows[0]);
+}
+
+/** The host: requests posted to its run and not answered yet, oldest first. */
+export async function openRequests(store: PostgresStore, runId: string): Promise<InboxRequest[]> {
+  const { rows } = await store.pool.query<InboxDbRow>('SELECT * FROM inbox WHERE run_id = $1 AND done_at IS NULL ORDER BY id', [runId]);
+  return rows.map(toInboxRequest);
+}
+
+/** The wake sequence of a run (a release is conditional on it). */
+export async function wakeSeq(store: PostgresStore, runId: string): Promise<number> {
+  const { rows } = await store.pool.query<{ wake_seq: number }>('SELECT wake_seq FROM run_leases WHERE run_id = $1', [runId]);
+  return rows[0]?.wake_seq ?? 0;
+}

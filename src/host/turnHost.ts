@@ -74,10 +74,15 @@ export function turnHost(rt: TurnHostParts): TurnHost {
     userTool: (agent, name) => rt.toolbox.userTool(agent, name),
     builtinEnv: (agent, callId, state) => ({ host: rt.builtins, agent, callId, state }),
     runTool(agent, tool, args, cancel, idempotencyKey) {
-      // No tool call once the lease may be lost: another host may be running this turn already.
-      const lost = rt.port.guard?.check();
-      if (lost) throw lost;
-      runner ??= { queue: rt.toolQueue, clock: rt.clock, defaultTimeoutMs: rt.options.toolTimeoutMs, runId: rt.runId };
+      // No tool starts once the lease may be lost (checked as it leaves the queue): another host may
+      // be running this turn already.
+      runner ??= {
+        queue: rt.toolQueue,
+        clock: rt.clock,
+        defaultTimeoutMs: rt.options.toolTimeoutMs,
+        runId: rt.runId,
+        fenced: () => rt.port.guard?.check() ?? null,
+      };
       return runUserTool(runner, tool, args, agent, cancel, idempotencyKey);
     },
     linkExecutions: (agent, content) => rt.executions.link(agent, content),

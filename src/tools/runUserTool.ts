@@ -17,6 +17,8 @@ export interface ToolRunner {
   readonly clock: Clock;
   readonly defaultTimeoutMs: number;
   readonly runId: string;
+  /** Null while this host may start a tool; else why not (its lease may be lost: store/port.ts LeaseGuard). */
+  readonly fenced: () => Error | null;
 }
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
@@ -99,10 +101,13 @@ export function runUserTool(
   idempotencyKey: string,
 ): unknown {
   const context = new CallContext(rt.runId, agent, tool.name, cancel, idempotencyKey);
-  // The cancellation is checked when the task starts:
-  // a tool queued for an agent that has since stopped never runs either way.
+  // The cancellation and the lease are checked when the task starts, synchronously before the
+  // tool: a tool queued for an agent that has since stopped, or on a host whose lease may have run
+  // out meanwhile, never runs.
   return rt.queue.run<unknown>(() => {
     if (cancel.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
+    const fenced = rt.fenced();
+    if (fenced) throw fenced;
     let out: unknown;
     try {
       out = tool.execute(args, context);

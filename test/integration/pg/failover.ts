@@ -15,8 +15,14 @@
  * Then every invariant is checked on the database: nothing acknowledged lost (in-process sends
  * ACKed by the workers, inbox sends answered ok), each message once, each delivered message in its
  * agent's session once, each child stint told to its parent exactly once, recovery idempotent,
- * every run completed, every request answered, and no model or tool call made by a process after
- * another one started hosting the run at a later epoch (a call without a lease).
+ * every run completed, every request answered, and no model or tool call allowed (its lease check
+ * passed) in a process after another one started hosting the run at a later epoch (a call without
+ * a lease). A process SIGSTOPped between a check and the call it allowed makes that call after the
+ * takeover: counted apart (`callsPausedAfterCheck`), at most one per stop, and only on a host
+ * stopped between the check and the call (anywhere else, a late call counts as without a lease). No check inside a
+ * process can close that window (the call may be paused after any check); the provider would have
+ * to refuse a stale epoch. Measured with a 3 ms busy-wait put between the check and the call: 30
+ * of 100 stops caught a call there, and none was allowed after a takeover.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -49,8 +55,14 @@ export interface FailoverCounts {
   recoveryNotIdempotent: number;
   runsNotCompleted: number;
   requestsUnanswered: number;
-  /** Model and tool calls made under an epoch after a later epoch's host had started. */
+  /** Model and tool calls allowed under an epoch (its lease check passed) after a later epoch's host had started. */
   callsWithoutLease: number;
+  /**
+   * Calls allowed before a later epoch's host started but made after it: the process was paused
+   * (SIGSTOP) between the lease check and the call, a window no check in the process can close. At
+   * most one per stop: the check and the call are one synchronous stretch of JavaScript.
+   */
+  callsPausedAfterCheck: number;
   /** Calls printed by the workers (model and tool), for scale. */
   calls: number;
   childErrors: number;
@@ -100,6 +112,8 @@ interface Worker {
   killed: boolean;
   /** A fault holds it now (stopped or partitioned): another fault waits. */
   faulted: boolean;
+  /** Each SIGSTOP it got: when sent, when SIGCONT was sent, and whether a call checked before it was made after it. */
+  stops: { from: number; to: number; caught: boolean }[];
   ready: Promise<void>;
   stderr: string;
 }
@@ -113,9 +127,9 @@ interface Trial {
   /** The fault struck and not yet recovered from: when, and on which worker (takeover is on another). */
   struck: { at: number; worker: Worker | null; kind: Fault } | null;
   acks: Set<string>;
-  /** Hostings seen (epoch, when) and calls (epoch, when), for the calls-without-a-lease check. */
+  /** Hostings seen (epoch, when) and calls (epoch, when made, when its lease check passed), for the calls-without-a-lease check. */
   hosts: { epoch: number; at: number }[];
-  calls: { epoch: number; at: number }[];
+  calls: { epoch: number; at: number; checkedAt: number; worker: Worker }[];
   /** The worker hosting it now (from its HOST line) and that hosting's epoch. */
   host: { worker: Worker; epoch: number } | null;
   requests: number[];
@@ -145,6 +159,7 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
     runsNotCompleted: 0,
     requestsUnanswered: 0,
     callsWithoutLease: 0,
+    callsPausedAfterCheck: 0,
     calls: 0,
     childErrors: 0,
     errors: [],
@@ -181,7 +196,7 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
     });
     let out = '';
     let readyResolve!: () => void;
-    const w: Worker = { proc, proxy, killed: false, faulted: false, ready: new Promise((resolve) => (readyResolve = resolve)), stderr: '' };
+    const w: Worker = { proc, proxy, killed: false, faulted: false, stops: [], ready: new Promise((resolve) => (readyResolve = resolve)), stderr: '' };
     proc.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
@@ -197,7 +212,8 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
           trial.hosts.push({ epoch: Number(rest[0]), at: Number(rest[1]) });
           trial.host = { worker: w, epoch: Number(rest[0]) };
         } else if ((kind === 'CALL' || kind === 'TOOL') && trial) {
-          trial.calls.push({ epoch: Number(rest[0]), at: Number(rest[1]) });
+          // A call with no check before it (none printed) counts as checked when it was made.
+          trial.calls.push({ epoch: Number(rest[0]), at: Number(rest[1]), checkedAt: Number(rest[2]) || Number(rest[1]), worker: w });
           counts.calls += 1;
         }
       }
@@ -253,13 +269,18 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
       return;
     }
     w.faulted = true;
-    if (kind === 'stop') w.proc.kill('SIGSTOP');
-    else w.proxy.blackhole();
+    const stop = { from: Date.now(), to: Infinity, caught: false };
+    if (kind === 'stop') {
+      w.stops.push(stop);
+      w.proc.kill('SIGSTOP');
+    } else w.proxy.blackhole();
     // Held until another worker took the run over (the zombie's moment), then a little longer.
     await takenOver(trial.runId, epoch, 20 * ttlMs);
     await pause(random() * ttlMs);
-    if (kind === 'stop') w.proc.kill('SIGCONT');
-    else w.proxy.pass();
+    if (kind === 'stop') {
+      stop.to = Date.now();
+      w.proc.kill('SIGCONT');
+    } else w.proxy.pass();
     w.faulted = false;
   }
 
@@ -375,12 +396,30 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
         `${runId}: ended with ${agents.map((a) => `${a.name}=${a.status}${a.stopReason ? `(${a.stopReason})` : ''}${a.error ? ` [${a.error.code}: ${a.error.message.slice(0, 200)}]` : ''}`).join(' ')}`,
       );
     }
-    // A call under epoch e after a host of a later epoch had started: made without a lease.
+    // A call under epoch e allowed (its lease check passed) after a host of a later epoch had
+    // started: made without a lease. One allowed before but made after was paused in between.
     for (const call of trial.calls) {
-      const later = trial.hosts.find((h) => h.epoch > call.epoch && h.at < call.at);
+      const after = (at: number) => trial.hosts.find((h) => h.epoch > call.epoch && h.at < at);
+      const later = after(call.checkedAt);
       if (later) {
         counts.callsWithoutLease += 1;
-        note(`${runId}: a call under epoch ${call.epoch} at ${call.at}, ${call.at - later.at} ms after epoch ${later.epoch}'s host started`);
+        note(
+          `${runId}: a call under epoch ${call.epoch} allowed at ${call.checkedAt} (made ${call.at - call.checkedAt} ms later), ${call.checkedAt - later.at} ms after epoch ${later.epoch}'s host started`,
+        );
+      } else if (after(call.at)) {
+        // Allowed before the takeover, made after: only a stop between the check and the call
+        // excuses that, and only once (one synchronous stretch was cut). A SIGSTOP takes effect a
+        // moment after it is sent: a check within 50 ms before counts as before it.
+        const stop = call.worker.stops.find((x) => !x.caught && call.checkedAt <= x.from + 50 && call.at >= x.to);
+        if (stop) {
+          stop.caught = true;
+          counts.callsPausedAfterCheck += 1;
+        } else {
+          counts.callsWithoutLease += 1;
+          note(
+            `${runId}: a call under epoch ${call.epoch} allowed at ${call.checkedAt} and made ${call.at - call.checkedAt} ms later, after a takeover, on a host not stopped in between`,
+          );
+        }
       }
     }
     // Recovery twice changes nothing (under a lease of the harness: the run is done and released).

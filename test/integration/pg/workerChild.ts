@@ -10,9 +10,11 @@
  * call (the parent times its faults by them).
  *
  * What leaves the process is printed with the epoch of the lease it was made under and the time:
- * `HOST <runId> <epoch> <ms>` when a run is claimed, `CALL …` at every model call and `TOOL …` at
- * every tool call. A call made after another process started hosting the run at a later epoch
- * was made without a lease: the parent counts those.
+ * `HOST <runId> <epoch> <ms>` when a run is claimed, `CALL <runId> <epoch> <ms> <checked ms>` at
+ * every model call and `TOOL …` at every tool call, with when the lease check that allowed it
+ * passed (the run's last passing check: the gateway and the tool queue check synchronously
+ * before the call). A call allowed after another process started hosting the run at a later epoch
+ * was allowed without a lease: the parent counts those.
  *
  * Negative controls: BUGGY=ack-early prints the ACK before the send; BUGGY=unguarded hosts with
  * leases whose local expiry never comes (their clock is frozen): only the database's epoch fence
@@ -33,11 +35,16 @@ const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const WORKERS = 3;
+/** Experiment only: busy-wait this long between the lease check and the printed call (widens the window a SIGSTOP can fall in). */
+const SPIN_MS = Number(process.env.SPIN_MS ?? 0);
 export const WORK_TURNS = 6;
 
 /** The epoch of each run this process hosts now (what its calls are made under). */
 const epochs = new Map<string, number>();
-const left = (kind: 'CALL' | 'TOOL', runId: string) => process.stdout.write(`${kind} ${runId} ${epochs.get(runId) ?? 0} ${Date.now()}\n`);
+/** When each run's lease check last passed in this process (what allowed the call that follows it). */
+const checkedAt = new Map<string, number>();
+const left = (kind: 'CALL' | 'TOOL', runId: string) =>
+  process.stdout.write(`${kind} ${runId} ${epochs.get(runId) ?? 0} ${Date.now()} ${checkedAt.get(runId) ?? 0}\n`);
 
 const work = defineTool({
   name: 'work',
@@ -55,6 +62,7 @@ const work = defineTool({
 const modelFor = (runId: string): Model => ({
   name: 'failover-harness',
   async complete(request: ModelRequest): Promise<ModelTurn> {
+    if (SPIN_MS > 0) for (const until = performance.now() + SPIN_MS; performance.now() < until;);
     left('CALL', runId);
     if (request.agent.parentId !== null) process.stdout.write(`TICK ${runId}\n`);
     await pause(random() * 6);
@@ -108,6 +116,17 @@ async function sendUserMessages(c: Coordinator<StorePort>): Promise<void> {
 /** Every claim is printed (`HOST`) and its epoch noted at once: a resumed run's agents call the model before the worker's onHost. */
 const claimed = (lease: RunLease): RunLease => {
   epochs.set(lease.runId, lease.epoch);
+  const guard = lease.port.guard!;
+  Object.assign(lease.port, {
+    guard: {
+      ...guard,
+      check: () => {
+        const lost = guard.check();
+        if (lost === null) checkedAt.set(lease.runId, Date.now());
+        return lost;
+      },
+    },
+  });
   process.stdout.write(`HOST ${lease.runId} ${lease.epoch} ${Date.now()}\n`);
   return lease;
 };

@@ -6,7 +6,7 @@ import { Limiter } from '../../../src/limiter.js';
 import { compileTool, defineTool, type ToolContext } from '../../../src/tools/defineTool.js';
 import { runUserTool, type ToolRunner } from '../../../src/tools/runUserTool.js';
 
-const runner: ToolRunner = { queue: new Limiter(4), clock: systemClock, defaultTimeoutMs: 1_000, runId: 'run_1' };
+const runner: ToolRunner = { queue: new Limiter(4), clock: systemClock, defaultTimeoutMs: 1_000, runId: 'run_1', fenced: () => null };
 
 /** An agent whose logger counts how often it is read and which children it makes. */
 function agent() {
@@ -101,5 +101,31 @@ describe('runUserTool: a tool call context', () => {
     const stopped = new LazyAbort();
     stopped.abort(new Error('stopped before'));
     await expect(runUserTool(runner, tool, {}, agent().ref, stopped, 'k')).rejects.toMatchObject({ code: 'TOOL_NOT_RUN' });
+  });
+
+  it('starts no tool once the lease may be lost, also one that queued while it was held', async () => {
+    let lost: Error | null = null;
+    const fencedRunner: ToolRunner = { ...runner, queue: new Limiter(1), fenced: () => lost };
+    let ran = 0;
+    let release!: () => void;
+    const slow = compileTool(
+      defineTool({
+        name: 'slow',
+        description: 'd',
+        parameters: { type: 'object' },
+        execute: () => ((ran += 1), new Promise<string>((resolve) => (release = () => resolve('ok')))),
+      }),
+    );
+    const first = runUserTool(fencedRunner, slow, {}, agent().ref, new LazyAbort(), 'k1');
+    // Queued behind the first (one slot) while the lease still holds.
+    const queued = runUserTool(fencedRunner, slow, {}, agent().ref, new LazyAbort(), 'k2');
+    expect(ran).toBe(1);
+    lost = new Error('lease epoch 2 may have expired');
+    release();
+    expect(await first).toBe('ok');
+    await expect(queued).rejects.toBe(lost);
+    expect(ran).toBe(1);
+    await expect(runUserTool(fencedRunner, slow, {}, agent().ref, new LazyAbort(), 'k3')).rejects.toBe(lost);
+    expect(ran).toBe(1);
   });
 });

@@ -37,7 +37,8 @@ Like --ui, it keeps serving after the run until Ctrl-C. A busy port exits 2.
 OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; other OTEL_* variables honoured),
 never message content. It needs the optional packages @opentelemetry/sdk-trace-base@2,
 sdk-metrics@2, resources@2, exporter-trace-otlp-http@0.223 and exporter-metrics-otlp-http@0.223
-(troupe names them when missing, exit 2).
+(troupe names them when missing, exit 2). With no collector answering, one line says so and the
+spans are dropped; at exit a collector gets at most 3 s to take what is buffered.
 
 Logs: .troupe/troupe.log (JSON lines; -v also prints them). The log, the database and its lock
 are 0600. The API key's value is replaced by [redacted] in everything troupe writes; prefer

@@ -64,7 +64,7 @@ export async function demo(_args: string[], values: Values, io: Io): Promise<num
   const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
   let opened: HostingDb | undefined;
   const config = { ...DEMO_CONFIG, ...defined({ otel: values.otel }) };
-  const otel = await cliTelemetry(config.otel, io.env);
+  const otel = await cliTelemetry(config.otel, io.env, (line) => io.err.write(line));
   let dashboard: UiBeside | undefined;
   let hosted: HostedRun | undefined;
   const options = {
@@ -146,7 +146,7 @@ export async function run(args: string[], values: Values, io: Io): Promise<numbe
   let hosted: HostedRun | undefined;
   try {
     const target = (opened = await openHostingDb(db, values, io));
-    otel = await cliTelemetry(config.otel, io.env);
+    otel = await cliTelemetry(config.otel, io.env, (line) => io.err.write(line));
     const options = { model, logger, ...coordinatorOptions(config), ...otel.options, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) };
     // The database's URL is not a setting of the run (a worker that takes it over has its own).
     const event = cliRun(isPostgresUrl(db) ? { ...config, db: undefined } : config, false);
@@ -226,7 +226,7 @@ export async function resume(args: string[], values: Values, io: Io): Promise<nu
     const inspection = await inspector(values, io);
     closeInspector = inspection.close;
     const logger = cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
-    otel = await cliTelemetry(config.otel, io.env);
+    otel = await cliTelemetry(config.otel, io.env, (line) => io.err.write(line));
     if (mode !== 'json') io.out.write(`Resuming run ${forTerminal(run.id)} from ${forTerminal(db)}\n`);
     const options = { model, logger, ...coordinatorOptions(config), ...otel.options, ...(inspection.inspect ? { inspect: inspection.inspect } : {}) };
     const code = await drive(

@@ -146,7 +146,7 @@ export async function serve(args: string[], values: Values, io: Io, options: Ser
     }
     // Once the config is final (a resumed run's saved `otel` counts): one exporter pair for every
     // run this process hosts, flushed after they stop.
-    otel = await cliTelemetry(config.otel, io.env);
+    otel = await cliTelemetry(config.otel, io.env, (line) => io.err.write(line));
     const extra = { ...(inspection.inspect ? { inspect: inspection.inspect } : {}), ...otel.options };
     // Saved with every run serve starts (no key, no database URL): the settings any later host uses.
     const saved = { type: 'cli.run', data: { ...toSaved({ ...config, db: undefined }, false) } };

@@ -67,6 +67,22 @@ const attr = (span: OtlpSpan, key: string) => {
 };
 
 describe('troupe --otel', () => {
+  it('run --otel with no collector listening: one warning line naming the endpoint, and the run ends as without --otel', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const endpoint = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise((resolve) => closed.close(resolve));
+    await using server = await createFakeOpenAIServer([{ message: { toolCalls: [{ name: 'finish', arguments: { summary: 'done' } }] } }]);
+    const r = await troupe(['run', 'a task', '--model', 'any-model', '--base-url', server.url, '--otel', '--json'], workdir(), {
+      OPENAI_API_KEY: 'sk-otel-test-secret',
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.split('\n').filter((line) => line.includes('--otel'))).toEqual([
+      `troupe: --otel: no OpenTelemetry collector answers at ${endpoint}/v1/traces (ECONNREFUSED); this run's spans and metrics are dropped`,
+    ]);
+  });
+
   it('run --otel: the spans arrive at the OTLP/HTTP endpoint, with no message content and no key', async () => {
     await using receiver = await otlpReceiver();
     await using server = await createFakeOpenAIServer([
@@ -78,6 +94,7 @@ describe('troupe --otel', () => {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     });
     expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('--otel:');
     const spans = receiver.spans();
     expect(spans.map((s) => s.name).sort()).toEqual([
       'chat any-model',

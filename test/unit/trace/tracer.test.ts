@@ -4,12 +4,13 @@
  * cleanly with nobody listening.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../../src/cli/config.js';
-import { cliTelemetry } from '../../../src/cli/otel.js';
+import { cliTelemetry, type CliTelemetry } from '../../../src/cli/otel.js';
 import type { WriteOp } from '../../../src/store/port.js';
 import { NO_TRACE, runTrace, tracingRegistered } from '../../../src/trace/tracer.js';
 
@@ -146,12 +147,61 @@ describe('the CLI setting', () => {
   });
 
   it('--otel off: no providers; on: providers that shut down cleanly with no collector listening', async () => {
-    const off = await cliTelemetry(false, {});
+    const warned: string[] = [];
+    const off = await cliTelemetry(false, {}, (line) => warned.push(line));
     expect(off.options).toEqual({});
-    const on = await cliTelemetry(true, { OTEL_SERVICE_NAME: 'troupe-test' });
+    const on = await cliTelemetry(true, { OTEL_SERVICE_NAME: 'troupe-test', OTEL_EXPORTER_OTLP_ENDPOINT: await closedPort() }, (line) => warned.push(line));
     expect(on.options.telemetry?.tracerProvider).toBeDefined();
     expect(on.options.telemetry?.meterProvider).toBeDefined();
     expect(on.options.telemetry?.recordContent).toBeUndefined();
     await expect(on.shutdown()).resolves.toBeUndefined();
+    expect(warned).toHaveLength(1);
+  });
+
+  it('--otel with no collector: one warning line naming the endpoint (no credentials), and the exit waits for no flush', async () => {
+    const warned: string[] = [];
+    const url = (await closedPort()).replace('http://127.0.0.1', 'http://user:pw@localhost');
+    const on = await cliTelemetry(true, { OTEL_EXPORTER_OTLP_ENDPOINT: url }, (line) => warned.push(line), 3_600_000);
+    // The exporters retry a refused export for ~10 s before they drop it (a 2.7 s demo exited after
+    // 11.9 s): here a flush that never ends, which the exit must not wait for.
+    neverFlushes(on);
+    await on.shutdown();
+    expect(warned).toEqual([
+      expect.stringMatching(/^troupe: --otel: no OpenTelemetry collector answers at http:\/\/localhost:\d+\/v1\/traces \(ECONNREFUSED\); .*\n$/),
+    ]);
+    expect(warned[0]).not.toContain('pw');
+  });
+
+  it('--otel with a collector that accepts but never answers: the exit waits at most the flush bound', async () => {
+    const held: Socket[] = [];
+    const server = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const warned: string[] = [];
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const on = await cliTelemetry(true, { OTEL_EXPORTER_OTLP_ENDPOINT: url }, (line) => warned.push(line), 200);
+      neverFlushes(on);
+      await on.shutdown();
+      expect(warned).toEqual([]);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
+
+/** Providers whose shutdown (their last flush) never ends. */
+function neverFlushes(on: CliTelemetry): void {
+  const never = () => new Promise<void>(() => undefined);
+  Object.assign(on.options.telemetry!.tracerProvider!, { shutdown: never });
+  Object.assign(on.options.telemetry!.meterProvider!, { shutdown: never });
+}
+
+/** The URL of a port nobody listens on (bound, then closed). */
+async function closedPort(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}`;
+}

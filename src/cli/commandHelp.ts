@@ -5,21 +5,32 @@
  * @module
  */
 
-const RUN = `A run needs a model: --model (and --base-url for anything but OpenAI), or "model" /
+const MODEL = `A run needs a model: --model (and --base-url for anything but OpenAI), or "model" /
 "baseURL" in the config file; without one it exits 2. --budget needs a price: troupe knows
 OpenAI's list prices; for any other model (every local one) give --price in,out (USD per 1M
 tokens) or config budget.prices, or the run is refused rather than counting $0.
 
 The database defaults to .troupe/troupe.db. What the run was started with (never its API key)
-is saved there, so troupe resume needs no flags; flags given to resume override them.
+is saved there, so troupe resume needs no flags; flags given to resume override them.`;
 
-On a terminal the view is redrawn in place, each line cut to the terminal's width: the budget
+const DEMO_ONLY = `The demo needs no key and no network: a lead splits a review among a small team, and a fake
+OpenAI-compatible server on 127.0.0.1 answers the real openai client from a script (no money is
+spent). It writes .troupe/demo.db; troupe status, tree, ui and resume read it while no
+.troupe/troupe.db exists (else name it: --db .troupe/demo.db).
+
+--kill-after <turns> kills the process with SIGKILL once the team has taken that many turns, as
+a crash would (a line on stderr says so first): troupe resume then carries on from what was
+committed.`;
+
+const VIEW = `On a terminal the view is redrawn in place, each line cut to the terminal's width: the budget
 bar, the tree, and a line per agent (its tool call, "rate limited (429), retrying in 8 s
-(2/5)", a nudge, why it failed or stopped, what it said, with --stream the text as it is
-written), then the final frame once, why the budget tripped and the report (or, when the root
-wrote none, its children's). With --interactive a prompt line stays below the frame
-("lead waits for you ›" when the root waits on you) and what you type goes to the root.
-Piped: one line per event. --json: every event as a JSON line, run.started to run.finished.
+(2/5)", a nudge, why it failed or stopped, what it said), then the final frame once, why the
+budget tripped and the report (or, when the root wrote none, its children's).`;
+
+const INTERACTIVE = `With --interactive a prompt line stays below the frame ("lead waits for you ›" when the root
+waits on you) and what you type goes to the root.`;
+
+const OUTPUT = `Piped: one line per event. --json: every event as a JSON line, run.started to run.finished.
 Control characters from the model are shown escaped, never sent to your terminal.
 
 Ctrl-C (or SIGTERM) saves every agent, exits 130 and prints the resume command; a second
@@ -43,6 +54,9 @@ spans are dropped; at exit a collector gets at most 3 s to take what is buffered
 Logs: .troupe/troupe.log (JSON lines; -v also prints them). The log, the database and its lock
 are 0600. The API key's value is replaced by [redacted] in everything troupe writes; prefer
 OPENAI_API_KEY or the config file to --api-key, which ps shows.`;
+
+const RUN = [MODEL, `${VIEW} --stream shows the text of each answer as it is written.\n${INTERACTIVE}`, OUTPUT].join('\n\n');
+const DEMO = [DEMO_ONLY, VIEW, OUTPUT].join('\n\n');
 
 const SERVE = `troupe serve stays up until SIGINT / SIGTERM. It builds the model as troupe run does, then:
 
@@ -117,4 +131,4 @@ resume. Refusals have their own exit codes: 7 too large, 8 nobody will read it, 
 const STATUS = `Says whether a process hosts the run now ("no process hosts it: its agents stand still until
 troupe resume"), and with a PostgreSQL --db which worker does.`;
 
-export const COMMAND_HELP: Readonly<Record<string, string>> = { run: RUN, resume: RUN, demo: RUN, serve: SERVE, ui: UI, send: SEND, status: STATUS };
+export const COMMAND_HELP: Readonly<Record<string, string>> = { run: RUN, resume: RUN, demo: DEMO, serve: SERVE, ui: UI, send: SEND, status: STATUS };

@@ -156,7 +156,12 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
       const sub = c.registry.subscribe(({ context }) => {
         let turns = 0;
         for (const v of context.agents.values()) turns += v.turns;
-        if (turns >= limit) process.kill(process.pid, 'SIGKILL');
+        if (turns < limit) return;
+        // Said first (stderr is synchronous on Linux), so the kill is not mistaken for a crash.
+        io.err.write(
+          `\ntroupe: --kill-after ${limit}: killing this process (SIGKILL) after ${turns} turns, as a crash would. Carry on with: ${options.resumeHint}\n`,
+        );
+        process.kill(process.pid, 'SIGKILL');
       });
       stopKill = () => sub.unsubscribe();
     }

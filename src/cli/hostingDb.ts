@@ -7,6 +7,7 @@ import type { HostingStore } from '../hosting/hostingStore.js';
 import { sqliteHosting, type SqliteHosting } from '../hosting/sqliteHosting.js';
 import { portOf } from '../store/port.js';
 import type { PortReads } from '../store/postgres/reads.js';
+import { isTroupeError, TroupeError } from '../errors.js';
 import { openStore, type SqliteStore } from '../store/sqliteStore.js';
 import { isPostgresUrl, type Io } from './args.js';
 import type { Values } from './flags.js';
@@ -39,7 +40,7 @@ export async function openHostingDb(db: string, values: Values, io: Io): Promise
       close: () => store.close(),
     };
   }
-  const store = openStore({ path: db, ...secrets(io) });
+  const store = ownFile(db, io);
   const hosting = sqliteHosting(store);
   // This process owns the file: no other process hosts any of its runs.
   return {
@@ -50,4 +51,18 @@ export async function openHostingDb(db: string, values: Values, io: Io): Promise
     ownerOf: () => Promise.resolve(null),
     close: () => Promise.resolve(store.close()),
   };
+}
+
+/** The file, owned by this process; owned by another, a RUN_LOCKED that says what to do instead. */
+function ownFile(db: string, io: Io): SqliteStore {
+  try {
+    return openStore({ path: db, ...secrets(io) });
+  } catch (err) {
+    if (!isTroupeError(err) || err.code !== 'RUN_LOCKED') throw err;
+    throw new TroupeError(
+      'RUN_LOCKED',
+      `${err.message}: another troupe process hosts its runs. Start a second run on another file (--db .troupe/second.db), or reach that process's runs from here with troupe send / stop / status --db ${db}`,
+      { cause: err },
+    );
+  }
 }

@@ -9,7 +9,7 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { ConfigError } from '../errors.js';
+import { ConfigError, errorMessage } from '../errors.js';
 import { submitRun } from '../worker/submit.js';
 import { number, type Io } from './args.js';
 import { defined, fromEnv, loadConfigFile, mergeConfig, requirePrice, toSaved } from './config.js';
@@ -32,7 +32,31 @@ async function worker(_args: string[], values: Values, io: Io): Promise<number> 
     throw new ConfigError('troupe worker needs --db postgres://user@host:port/database (workers share a PostgreSQL server)');
   const concurrency = number('concurrency', values.concurrency, true);
   const store = await openPg(values, io);
-  const w = await hostRuns(store, values, io, defined({ concurrency }));
+  const say = (text: string) => io.out.write(`${forTerminal(text)}\n`);
+  /** This worker's owner id in lease rows (known from its first hosting). */
+  let me: string | null = null;
+  /** What became of a run this worker stopped hosting, from its lease row (a line per hosting). */
+  const ended = async (runId: string, error: unknown): Promise<void> => {
+    if (error !== undefined) return say(`failed    run ${runId}: ${errorMessage(error)}; another worker resumes it from what was committed`);
+    const { rows } = await store.pool
+      .query<{ owner: string | null; state: string; wake_at: string | null }>('SELECT owner, state, wake_at FROM run_leases WHERE run_id = $1', [runId])
+      .catch(() => ({ rows: [] }));
+    const row = rows[0];
+    if (!row || row.owner === me) return; // gone, or hosted here again already
+    if (row.owner !== null) return say(`lost      run ${runId}: worker ${row.owner} hosts it now`);
+    if (row.state === 'done') return say(`done      run ${runId}`);
+    if (row.state === 'parked')
+      return say(`parked    run ${runId} until ${row.wake_at === null ? 'a message or request wakes it' : new Date(Number(row.wake_at)).toISOString()}`);
+    say(`released  run ${runId}: another worker takes it`);
+  };
+  const w = await hostRuns(store, values, io, {
+    ...defined({ concurrency }),
+    onHost: (_c, lease) => {
+      me = lease.owner;
+      say(`hosting   run ${lease.runId} (lease epoch ${lease.epoch})`);
+    },
+    onEnd: (runId, error) => void ended(runId, error),
+  });
   io.out.write(`worker ${forTerminal(w.id)} hosting runs of ${forTerminal(store.url)} (Ctrl-C stops it; its runs are released to other workers)\n`);
   await stopped();
   await w.stop();

@@ -14,12 +14,12 @@ import type { FlagName, Values } from './flags.js';
 import { ConfigError } from '../errors.js';
 import { openPostgresStore } from '../store/postgres/store.js';
 
-/** A worker over `store` with the worker flags of `values` (`onHost`: told each time it hosts a run). */
+/** A worker over `store` with the worker flags of `values` (`onHost` / `onEnd`: told each time it hosts a run and stops). */
 export async function hostRuns(
   store: PostgresStore,
   values: Values,
   io: Io,
-  options: Pick<WorkerOptions, 'concurrency' | 'onHost' | 'logger'> = {},
+  options: Pick<WorkerOptions, 'concurrency' | 'onHost' | 'onEnd' | 'logger'> = {},
 ): Promise<Worker> {
   const defaults = mergeConfig(loadConfigFile(values.config), fromEnv(io.env));
   const overrides = defined({ model: values.model, baseURL: values.baseUrl, apiKey: values.apiKey });
@@ -27,7 +27,7 @@ export async function hostRuns(
   const logger = options.logger ?? cliLogger(LOG_FILE, values.verbose ?? false, io.redactor);
   return startWorker({
     store,
-    ...defined({ concurrency: options.concurrency, onHost: options.onHost }),
+    ...defined({ concurrency: options.concurrency, onHost: options.onHost, onEnd: options.onEnd }),
     logger,
     hostOptions: hostSettings(store.reads, defaults, overrides, logger),
   });

@@ -40,7 +40,7 @@ function normalizeInspect(argv: readonly string[]): string[] {
 
 function addCommand(program: Command, spec: CommandSpec, io: Io, done: (code: number) => void): void {
   const command = program.command(`${spec.name}${spec.args ? ` ${spec.args}` : ''}`).description(spec.summary);
-  for (const name of spec.flags) command.addOption(new Option(FLAGS[name].syntax, FLAGS[name].help));
+  for (const name of spec.flags) command.addOption(new Option(FLAGS[name].syntax, spec.flagHelp?.[name] ?? FLAGS[name].help));
   const details = COMMAND_HELP[spec.name];
   if (details !== undefined) command.addHelpText('after', `\n${details}\n`);
   command.action(async (...received: unknown[]) => {

@@ -13,11 +13,16 @@ export interface CommandSpec {
   readonly args: string;
   readonly summary: string;
   readonly flags: readonly FlagName[];
+  /** Where a flag means something narrower for this command than FLAGS says (its default, its output). */
+  readonly flagHelp?: Partial<Record<FlagName, string>>;
   /** Imported when the command runs, so `troupe status` does not load the model client. */
   readonly load: () => Promise<Handler>;
 }
 
 const VIEW: readonly FlagName[] = ['json', 'inspect', 'verbose'];
+/** Commands that read a database: with no --db and no troupe.db, they read the demo's (runs.ts defaultReadDb). */
+const READ_DB = { db: 'the database file (default .troupe/troupe.db, or .troupe/demo.db while only the demo wrote one), or a postgres:// URL' };
+const ONE_DOCUMENT = { json: 'one JSON document on stdout instead of text' };
 const MODEL: readonly FlagName[] = ['model', 'baseUrl', 'apiKey', 'budget', 'price'];
 
 export const COMMANDS: readonly CommandSpec[] = [
@@ -26,6 +31,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '',
     summary: 'the offline demo team: real SQLite and openai client, a bundled fake server; no key, no network',
     flags: ['db', 'killAfter', 'otel', 'ui', ...VIEW],
+    flagHelp: { db: 'the database file (default .troupe/demo.db), or a postgres:// URL (see Scale out)' },
     load: async () => (await import('./runCommands.js')).demo,
   },
   {
@@ -40,6 +46,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '',
     summary: 'continue a run with its saved settings (flags given override them)',
     flags: [...MODEL, 'config', 'stream', 'db', 'run', 'detach', 'otel', 'ui', ...VIEW],
+    flagHelp: READ_DB,
     load: async () => (await import('./runCommands.js')).resume,
   },
   {
@@ -47,6 +54,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '',
     summary: 'the web dashboard of a live or finished run, on 127.0.0.1',
     flags: ['db', 'run', 'port'],
+    flagHelp: READ_DB,
     load: async () => (await import('./ui.js')).ui,
   },
   {
@@ -54,6 +62,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '',
     summary: "a run's state: root, agents, mail, budget, report, whether a process hosts it",
     flags: ['db', 'run', 'json'],
+    flagHelp: { ...READ_DB, ...ONE_DOCUMENT },
     load: async () => (await import('./readCommands.js')).status,
   },
   {
@@ -61,6 +70,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '',
     summary: 'the agent tree with status, turns, spend and last tool',
     flags: ['db', 'run', 'json'],
+    flagHelp: { ...READ_DB, ...ONE_DOCUMENT },
     load: async () => (await import('./readCommands.js')).tree,
   },
   {
@@ -68,6 +78,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '<agent> <text>',
     summary: 'message an agent by name or id: a live run at once, otherwise on resume',
     flags: ['db', 'run'],
+    flagHelp: READ_DB,
     load: async () => (await import('./mail.js')).send,
   },
   {
@@ -75,6 +86,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '<agent>',
     summary: 'stop an agent and its descendants, in a live run or not',
     flags: ['db', 'run'],
+    flagHelp: READ_DB,
     load: async () => (await import('./mail.js')).stop,
   },
   {
@@ -82,6 +94,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     args: '<execution> <status> [result]',
     summary: 'report that an async execution a tool started ended (status completed or failed): its agent continues with the result, once',
     flags: ['db', 'run'],
+    flagHelp: READ_DB,
     load: async () => (await import('./mail.js')).finishExecution,
   },
   {

@@ -62,6 +62,9 @@ describe('troupe demo', () => {
     const cwd = workdir();
     const killed = await troupe(['demo', '--kill-after', '4'], cwd);
     expect(killed.signal).toBe('SIGKILL');
+    expect(killed.stderr).toMatch(
+      /troupe: --kill-after 4: killing this process \(SIGKILL\) after \d+ turns, as a crash would\. Carry on with: troupe resume\n$/,
+    );
     const status = JSON.parse((await troupe(['status', '--json'], cwd)).stdout) as { root: { status: string }; report: unknown };
     expect(status.root.status).not.toBe('completed');
     expect(status.report).toBeNull();

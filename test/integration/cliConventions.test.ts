@@ -46,6 +46,19 @@ describe('help, version, suggestions', () => {
     expect([serve.code, serve.stdout.includes('watch_patterns'), serve.stdout.includes('failureThreshold')]).toEqual([0, true, true]);
     const ui = await troupe(['ui', '--help'], cwd);
     expect(ui.stdout).toContain('TROUPE_UI_TOKEN');
+    // Each command's help is its own: the demo's database and what it needs (nothing), no model
+    // rules; the read commands have no live view; the readers say where they look without --db.
+    const demo = await troupe(['demo', '--help'], cwd);
+    expect(demo.stdout).toMatch(/--db <file-or-url>\s+the database file \(default\s+\.troupe\/demo\.db\)/);
+    expect(demo.stdout).toContain('The demo needs no key and no network');
+    for (const text of ['A run needs a model', '--stream', '--interactive']) expect(demo.stdout).not.toContain(text);
+    for (const command of ['status', 'tree']) {
+      const help = (await troupe([command, '--help'], cwd)).stdout;
+      expect(help, command).not.toContain('live view');
+      expect(help.replace(/\s+/g, ' '), command).toContain('--json one JSON document on stdout instead of text');
+      expect(help.replace(/\s+/g, ' '), command).toContain('or .troupe/demo.db while only the demo wrote one');
+    }
+    expect(run.stdout).not.toContain('demo.db');
     const top = await troupe([], cwd);
     expect(top.code).toBe(2);
     expect(top.stderr).toContain('serve [options] [task]');
@@ -204,6 +217,10 @@ describe('exit codes: the rows produced here', () => {
       const locked = await troupe(['resume', '--db', db, '--model', 'm', '--base-url', server.url], cwd);
       expect(locked.code, locked.stderr).toBe(3);
       expectOneLine(locked, 'RUN_LOCKED');
+      // What to do instead: another file for a second run, or the inbox commands for this one.
+      expect(locked.stderr).toContain(
+        `Start a second run on another file (--db .troupe/second.db), or reach that process's runs from here with troupe send / stop / status --db ${db}`,
+      );
     } finally {
       lock.release();
     }

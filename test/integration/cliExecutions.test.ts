@@ -118,6 +118,9 @@ describe.skipIf(!available)(pgTitle(available, 'troupe finish-execution on Postg
     const worker = spawnTroupe(['worker', '--db', db, '--model', 'm', '--base-url', server.url, '--api-key', 'k'], cwd);
     running.push(worker);
     await worker.line(/^worker .* hosting runs of/);
+    const { runId } = JSON.parse(submitted.stdout) as { runId: string };
+    // A line per run it hosts and lets go (issue 38: the worker said nothing per run).
+    await worker.line(new RegExp(`^hosting   run ${runId} \\(lease epoch \\d+\\)$`));
     // The execution is linked once the echo's result is committed (polled from another process).
     for (const deadline = Date.now() + 30_000; ;) {
       const status = JSON.parse((await troupe(['status', '--db', db, '--json'], cwd)).stdout) as { root: { status: string } | null };
@@ -133,6 +136,7 @@ describe.skipIf(!available)(pgTitle(available, 'troupe finish-execution on Postg
       if (Date.now() > deadline) throw new Error('the root never completed');
     }
     expect(finishedWith(server)).toBe(true);
+    await worker.line(new RegExp(`^done      run ${runId}$`));
     const unknown = await troupe(['finish-execution', '00000000-0000-4000-8000-000000000000', 'completed', '--db', db], cwd);
     expect(unknown.code, unknown.stderr).toBe(4);
     expectOneLine(unknown, 'EXECUTION_NOT_FOUND');

@@ -28,7 +28,8 @@ bar, the tree, and a line per agent (its tool call, "rate limited (429), retryin
 budget tripped and the report (or, when the root wrote none, its children's).`;
 
 const INTERACTIVE = `With --interactive a prompt line stays below the frame ("lead waits for you ›" when the root
-waits on you) and what you type goes to the root.`;
+waits on you) and what you type goes to the root; its replies are printed whole above the frame.
+Ctrl-D ends your input: the run goes on (troupe send reaches the root from another shell).`;
 
 const OUTPUT = `Piped: one line per event. --json: every event as a JSON line, run.started to run.finished.
 Control characters from the model are shown escaped, never sent to your terminal.

@@ -39,7 +39,10 @@ export interface DriveOptions {
  * Resolves with the signal's name at the first SIGINT/SIGTERM; a second one exits at once with
  * `again.code` (the command's own words in `again.words`). Shared by a hosted run and serve.
  */
-export function stopSignals(io: Io, again: { words: string; code: number }): { promise: Promise<string>; dispose: () => void } {
+export function stopSignals(
+  io: Io,
+  again: { words: string; code: number },
+): { promise: Promise<string>; dispose: () => void; raise: (name: NodeJS.Signals) => void } {
   let seen = false;
   let resolve!: (name: string) => void;
   const promise = new Promise<string>((r) => (resolve = r));
@@ -55,6 +58,8 @@ export function stopSignals(io: Io, again: { words: string; code: number }): { p
   process.on('SIGTERM', handler);
   return {
     promise,
+    // Ctrl-C on a raw terminal (a prompt) raises no signal: the prompt reports it here.
+    raise: handler,
     dispose: () => {
       process.off('SIGINT', handler);
       process.off('SIGTERM', handler);
@@ -144,11 +149,18 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
       const root = c.get(rootId);
       io.out.write(`  ${forTerminal(root.name).padEnd(10)} resumed (${root.status})\n`);
     }
+    // Ctrl-D ends input, not the run: say what happens now and how to reach the root.
+    const rootName = forTerminal(c.get(rootId).name);
+    const inputEnd = () =>
+      `input closed (Ctrl-D): the run goes on without you; ${options.resumeHint.replace(/^troupe resume/, `troupe send ${rootName} "…"`)} from another shell reaches ${rootName}, Ctrl-C saves and exits`;
     if (promptTerminal) {
-      view = attachView(c, mode, io.out, { ...viewTerminal(io), prompt: { input: promptTerminal, output: process.stdout, rootId, onLine: send } });
+      const prompt = { input: promptTerminal, output: process.stdout, rootId, onLine: send, onInterrupt: () => signals.raise('SIGINT'), onInputEnd: inputEnd };
+      view = attachView(c, mode, io.out, { ...viewTerminal(io), prompt });
     } else if (options.interactive && mode !== 'json' && io.stdin?.isTTY) {
       input = createInterface({ input: io.stdin });
       input.on('line', (line) => line.trim() !== '' && send(line));
+      input.on('SIGINT', () => signals.raise('SIGINT'));
+      input.on('close', () => void (input && io.err.write(`troupe: ${inputEnd()}\n`)));
     }
     if (options.killAfterTurns !== undefined) {
       const limit = options.killAfterTurns;
@@ -186,7 +198,10 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
   } finally {
     trips?.stop();
     signals.dispose();
-    input?.close();
+    // Closed here, not by Ctrl-D: no line about it.
+    const closing = input;
+    input = undefined;
+    closing?.close();
     stopKill?.();
     view?.stop();
   }

@@ -2,7 +2,9 @@
  * The live view of a run: on a TTY a frame redrawn in place — the budget bar, the tree, one line
  * per agent saying what it does now (a tool call, a retry and its wait, a nudge, why it failed,
  * streamed text), why the budget tripped, and in an interactive run the lines you typed and a
- * prompt that survives redraws. Every line is cut to the terminal's width (string-width counts
+ * prompt that survives redraws; the root's replies are printed whole above the frame (wrapped at
+ * word boundaries), where they scroll like a conversation. Ctrl-C at the prompt is an interrupt
+ * (as a signal would be); Ctrl-D ends input and says what happens to the run. Every line is cut to the terminal's width (string-width counts
  * wide and combining characters), so a frame is exactly as many rows as lines and the redraw never
  * leaves old frames behind; a resize redraws at once. Piped, one line per event; `--json`, every
  * event as a JSON line.
@@ -49,6 +51,50 @@ interface PromptOptions {
   output: NodeJS.WritableStream;
   rootId: string;
   onLine(line: string): void;
+  /** Ctrl-C at the prompt (the terminal is raw: no SIGINT is raised for it). */
+  onInterrupt(): void;
+  /** Ctrl-D: input ended; the line that says what happens now (shown under the frame). */
+  onInputEnd(): string;
+}
+
+/**
+ * `text` wrapped to `columns` (one left free, as `fit`) at word boundaries, its own line breaks
+ * kept, each row indented by `indent`; a word wider than a row is cut where the row ends.
+ */
+export function wrapWords(text: string, columns: number, indent = ''): string[] {
+  const max = Math.max(2, columns - 1 - stringWidth(indent));
+  const rows: string[] = [];
+  for (const paragraph of text.split('\n')) {
+    let row = '';
+    let width = 0;
+    const push = () => {
+      rows.push(indent + row);
+      row = '';
+      width = 0;
+    };
+    for (const word of paragraph.split(/\s+/).filter((w) => w !== '')) {
+      const w = stringWidth(word);
+      if (width > 0 && width + 1 + w > max) push();
+      if (w > max) {
+        // Longer than a row: cut by grapheme where each row ends.
+        for (const { segment } of segmenter.segment(word)) {
+          const sw = stringWidth(segment);
+          if (width + sw > max) push();
+          row += segment;
+          width += sw;
+        }
+        continue;
+      }
+      if (width > 0) {
+        row += ' ';
+        width += 1;
+      }
+      row += word;
+      width += w;
+    }
+    push();
+  }
+  return rows;
 }
 
 export interface ViewOptions {
@@ -76,6 +122,8 @@ class LiveView {
   /** Streamed text per agent since its last answer. */
   readonly #streaming = new Map<string, string>();
   readonly #typed: string[] = [];
+  /** Text not yet printed above the frame (the root's replies, the end of input), as unwrapped paragraphs. */
+  readonly #above: { head: string | null; text: string }[] = [];
   #budgetNote: string | null = null;
   #rl: Interface | undefined;
   #rootId: string | undefined;
@@ -103,6 +151,15 @@ class LiveView {
     this.#rootId = prompt.rootId;
     const rl = createInterface({ input: prompt.input, output: prompt.output, terminal: true });
     this.#rl = rl;
+    // Without a listener readline pauses the input on Ctrl-C, and the prompt would stay, dead.
+    rl.on('SIGINT', () => prompt.onInterrupt());
+    rl.on('close', () => {
+      if (this.#rl !== rl) return; // closed by stop()
+      // Ctrl-D: the cursor is still on the prompt's row, which the next frame erases with the frame.
+      this.#rl = undefined;
+      this.#above.push({ head: null, text: prompt.onInputEnd() });
+      this.#draw();
+    });
     rl.on('line', (line) => {
       // Enter moved the cursor below the prompt's row: that row is part of the frame now.
       this.#rows += 1;
@@ -134,7 +191,11 @@ class LiveView {
         break;
       case 'agent.said':
         this.#streaming.delete(event.name);
-        this.#news.set(event.name, `says: ${event.text.replace(/\s+/g, ' ')}`);
+        // The root answers you: its whole reply goes above the frame (a line would cut it).
+        if (event.agentId === this.#rootId) {
+          this.#above.push({ head: `${forTerminal(event.name)}:`, text: forTerminal(event.text, true) });
+          this.#news.delete(event.name);
+        } else this.#news.set(event.name, `says: ${event.text.replace(/\s+/g, ' ')}`);
         break;
       case 'agent.status': {
         const info = this.#lookup(event.agentId);
@@ -185,8 +246,12 @@ class LiveView {
     this.#timer = null;
     if (this.#stopped) return;
     const frame = this.frame();
+    // Printed once, above the frame, wrapped whole: the terminal keeps them as the frame moves down.
+    const above = this.#above
+      .splice(0)
+      .flatMap(({ head, text }) => (head === null ? wrapWords(text, this.#columns()) : [head, ...wrapWords(text, this.#columns(), '  ')]));
     // With a prompt, the cursor sits on its row: start from column 0 of it.
-    this.#out.write(`${this.#erase()}${frame.join('\n')}\n`);
+    this.#out.write(`${this.#erase()}${above.map((l) => `${l}\n`).join('')}${frame.join('\n')}\n`);
     this.#last = frame;
     this.#rows = frame.length;
     if (this.#rl) {

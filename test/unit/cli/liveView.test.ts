@@ -5,9 +5,10 @@
  * an agent failed.
  */
 import { PassThrough, Writable } from 'node:stream';
+import fc from 'fast-check';
 import stringWidth from 'string-width';
 import { describe, expect, it } from 'vitest';
-import { attachView, fit, rowsAt } from '../../../src/cli/liveView.js';
+import { attachView, fit, rowsAt, wrapWords } from '../../../src/cli/liveView.js';
 import { activityText, eventLine } from '../../../src/cli/view.js';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import type { Model } from '../../../src/model/types.js';
@@ -167,16 +168,22 @@ describe('the prompt of an interactive run', () => {
       t.c,
       'tty',
       { write: wrote },
-      { intervalMs: 0, columns: () => 80, prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }) } },
+      {
+        intervalMs: 0,
+        columns: () => 80,
+        prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }), onInterrupt: () => undefined, onInputEnd: () => '' },
+      },
     );
     await t.c.waitFor(rootId, ['waiting']);
     await t.advance(10);
     // The test times out if the prompt never says so.
     await drawn('lead waits for you › ');
     expect(screen).toContain('lead waits for you › ');
+    // The root's reply is printed once above the frame (it scrolls away with the terminal).
+    expect(screen.split('lead:\n  What should I review?\n')).toHaveLength(2);
     const before = frames(screen)
       .frames.at(-1)!
-      .filter((l) => !l.startsWith('\x1b[1G'));
+      .filter((l) => !l.startsWith('\x1b[1G') && l !== 'lead:' && l !== '  What should I review?');
     input.write('hello there\r');
     await t.c.waitFor(rootId, ['completed']);
     await t.advance(10);
@@ -188,6 +195,142 @@ describe('the prompt of an interactive run', () => {
     expect(i).toBeGreaterThan(0);
     expect(after.erased[i]).toBe(before.length + 1);
     expect(after.frames.at(-1)!.join('\n')).toContain('you → lead: hello there');
+  });
+});
+
+describe('the prompt: replies in full, Ctrl-C, Ctrl-D', () => {
+  /** A TTY view of an interactive team at `columns`, its screen, and a way to wait for text on it. */
+  async function interactive(script: Parameters<typeof team>[0], columns: number) {
+    const t = team(script, { interactive: true });
+    let screen = '';
+    const waiting: { text: string; resolve: () => void }[] = [];
+    const wrote = (text: string) => {
+      screen += text;
+      for (const w of waiting.splice(0))
+        if (screen.includes(w.text)) w.resolve();
+        else waiting.push(w);
+    };
+    const calls = { interrupts: 0, ends: 0, lines: [] as string[] };
+    const input = new PassThrough();
+    const output = new Writable({ write: (chunk: Buffer, _enc, done) => (wrote(chunk.toString()), done()) });
+    const rootId = await t.c.start({ name: 'lead', task: 'Review' });
+    const view = attachView(
+      t.c,
+      'tty',
+      { write: wrote },
+      {
+        intervalMs: 0,
+        columns: () => columns,
+        prompt: {
+          input,
+          output,
+          rootId,
+          onLine: (line) => void calls.lines.push(line),
+          onInterrupt: () => void (calls.interrupts += 1),
+          onInputEnd: () => ((calls.ends += 1), 'input closed (Ctrl-D): the run goes on without you'),
+        },
+      },
+    );
+    return {
+      t,
+      rootId,
+      input,
+      view,
+      calls,
+      screen: () => screen,
+      drawn: (text: string) => new Promise<void>((resolve) => (screen.includes(text) ? resolve() : waiting.push({ text, resolve }))),
+    };
+  }
+
+  it("prints the root's whole reply above the frame, wrapped at word boundaries, once", async () => {
+    const reply =
+      'First finding: the parser accepts trailing commas everywhere.\nSecond: the cache is never invalidated after a schema change, which explains the stale reads.';
+    const v = await interactive(
+      {
+        agents: {
+          lead: [
+            { tool: 'respond_to_user', args: { message: reply } },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
+      40,
+    );
+    await v.t.c.waitFor(v.rootId, ['waiting']);
+    await v.t.advance(10);
+    await v.drawn('lead waits for you');
+    v.view.stop();
+    const screen = v.screen();
+    const start = screen.indexOf('lead:\n');
+    expect(start).toBeGreaterThanOrEqual(0);
+    const rows = screen.slice(start + 'lead:\n'.length).split('\n');
+    const printed = rows.slice(
+      0,
+      rows.findIndex((r) => !r.startsWith('  ')),
+    );
+    // Every word of the reply, in order, none cut; every row fits 39 columns; its own line break kept.
+    expect(printed.join(' ').split(/\s+/).filter(Boolean)).toEqual(reply.split(/\s+/));
+    for (const row of printed) expect(stringWidth(row)).toBeLessThanOrEqual(39);
+    expect(printed.length).toBeGreaterThan(3);
+    expect(printed.some((r) => r.trimEnd().endsWith('everywhere.'))).toBe(true);
+    expect(screen.split('First finding')).toHaveLength(2);
+    // Not cut into the frame's line either.
+    expect(screen).not.toContain('says: First finding');
+  });
+
+  it('Ctrl-C at the prompt is an interrupt; Ctrl-D ends input with a line saying what happens, and the prompt goes', async () => {
+    const v = await interactive(
+      {
+        agents: {
+          lead: [
+            { tool: 'respond_to_user', args: { message: 'go on?' } },
+            { tool: 'finish', args: { summary: 'done' } },
+          ],
+        },
+      },
+      80,
+    );
+    await v.t.c.waitFor(v.rootId, ['waiting']);
+    await v.t.advance(10);
+    await v.drawn('lead waits for you › ');
+    v.input.write('\x03');
+    expect(v.calls.interrupts).toBe(1);
+    v.input.write('still here\r');
+    expect(v.calls.lines).toEqual(['still here']);
+    v.input.write('\x04');
+    await v.drawn('input closed (Ctrl-D): the run goes on without you');
+    expect(v.calls.ends).toBe(1);
+    const after = v.screen().slice(v.screen().indexOf('input closed (Ctrl-D)'));
+    expect(after).not.toContain('waits for you ›');
+    v.view.stop();
+    // stop() closes nothing twice and says nothing more.
+    expect(v.calls.ends).toBe(1);
+  });
+});
+
+describe('wrapWords', () => {
+  it('keeps every word in order, fits each row, cuts only words wider than a row (property)', () => {
+    const word = fc.stringMatching(/^[a-zé漢]{1,12}$/);
+    fc.assert(
+      fc.property(fc.array(fc.array(word, { maxLength: 12 }), { minLength: 1, maxLength: 4 }), fc.integer({ min: 8, max: 60 }), (paragraphs, columns) => {
+        const text = paragraphs.map((p) => p.join(' ')).join('\n');
+        const rows = wrapWords(text, columns, '  ');
+        for (const row of rows) expect(stringWidth(row)).toBeLessThanOrEqual(columns - 1);
+        const max = columns - 3;
+        const words = paragraphs.flat();
+        if (words.every((w) => stringWidth(w) <= max)) expect(rows.join(' ').split(/\s+/).filter(Boolean)).toEqual(words);
+        else expect(rows.join('').replace(/\s+/g, '')).toBe(words.join(''));
+        // The text's own line breaks are kept: its rows are its paragraphs' rows.
+        const each = paragraphs.map((p) => wrapWords(p.join(' '), columns, '  '));
+        expect(rows).toEqual(each.flat());
+        // Within a paragraph, no row stopped while the next row's first word would have fitted.
+        for (const prows of each)
+          for (let i = 0; i + 1 < prows.length; i++) {
+            const next = prows[i + 1]!.trim().split(' ')[0]!;
+            if (stringWidth(next) <= max) expect(stringWidth(prows[i]!) + 1 + stringWidth(next)).toBeGreaterThan(columns - 1);
+          }
+      }),
+    );
   });
 });
 

@@ -116,7 +116,9 @@ export function wireCoordinatorEvents(rt: ControlParts): void {
     rt.after(() => {
       for (const id of e.ids) {
         const h = rt.agents.find(id);
-        if (!h) continue;
+        // One that ended between the decision and this effect has nothing to stop (its actor is
+        // final: XState would warn of an event sent to a stopped actor).
+        if (!h || !isActive(rt.agents.status(h))) continue;
         rt.agents.send(h, { type: 'agent.stop', reason: e.reason });
         // The budget's stop cancels running tools too (a model call in flight settles and is charged).
         h.toolsInFlight?.abort(STOP_REQUESTED);

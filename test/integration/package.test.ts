@@ -59,6 +59,45 @@ describe('the README’s TypeScript', () => {
   });
 });
 
+describe('the declarations as a user installs them', () => {
+  it('typecheck with skipLibCheck off when only the dependencies are installed (no dev dependency)', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+    // What a user's install does not have: every dev dependency but the compiler and Node's types
+    // (a TypeScript user has both).
+    const hidden = Object.keys(pkg.devDependencies)
+      .filter((name) => name !== 'typescript' && name !== '@types/node')
+      .map((name) => join(ROOT, 'node_modules', name) + '/');
+    const visible = (path: string) => !hidden.some((dir) => path.startsWith(dir));
+    const dir = join(ROOT, 'dist', 'consumer');
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, 'consumer.ts');
+    // Every public module, so every declaration they reach is checked.
+    writeFileSync(file, "import * as troupe from 'troupe';\nimport * as testing from 'troupe/testing';\nexport const all = [troupe, testing];\n");
+    const options: ts.CompilerOptions = {
+      strict: true,
+      noEmit: true,
+      skipLibCheck: false,
+      target: ts.ScriptTarget.ES2023,
+      lib: ['lib.es2023.d.ts', 'lib.esnext.disposable.d.ts'],
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      types: ['node'],
+    };
+    const host = ts.createCompilerHost(options);
+    const fileExists = host.fileExists.bind(host);
+    const directoryExists = host.directoryExists?.bind(host);
+    host.fileExists = (path) => visible(path) && fileExists(path);
+    host.directoryExists = (path) => visible(`${path}/`) && (directoryExists?.(path) ?? true);
+    const program = ts.createProgram([file], options, host);
+    const problems = ts
+      .getPreEmitDiagnostics(program)
+      .filter((d) => d.file === undefined || d.file.fileName.startsWith(join(ROOT, 'dist')))
+      .map((d) => `${d.file ? relative(ROOT, d.file.fileName) : ''} ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    expect(problems).toEqual([]);
+  });
+});
+
 describe('the package', () => {
   it('troupe/testing loads without fast-check; troupe/testing/property is where fast-check is needed', () => {
     // A resolve hook makes fast-check absent, as for a user who did not install it.

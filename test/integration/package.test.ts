@@ -14,6 +14,18 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
+/** How a user's strict project compiles against troupe's declarations (skipLibCheck off). */
+const CONSUMER: ts.CompilerOptions = {
+  strict: true,
+  noEmit: true,
+  skipLibCheck: false,
+  target: ts.ScriptTarget.ES2023,
+  lib: ['lib.es2023.d.ts', 'lib.esnext.disposable.d.ts'],
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  types: ['node'],
+};
+
 /** The ```ts blocks of the README, with the line each starts on. */
 function readmeBlocks(): { line: number; code: string }[] {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
@@ -36,16 +48,7 @@ describe('the README’s TypeScript', () => {
       writeFileSync(file, `${b.code}\nexport {};\n`);
       return file;
     });
-    const program = ts.createProgram(files, {
-      strict: true,
-      noEmit: true,
-      skipLibCheck: false,
-      target: ts.ScriptTarget.ES2023,
-      lib: ['lib.es2023.d.ts', 'lib.esnext.disposable.d.ts'],
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      types: ['node'],
-    });
+    const program = ts.createProgram(files, CONSUMER);
     // troupe's own declarations and the blocks must be clean; other packages' are theirs.
     const ours = (f: ts.SourceFile | undefined) => f !== undefined && f.fileName.startsWith(join(ROOT, 'dist'));
     const problems = ts
@@ -74,22 +77,12 @@ describe('the declarations as a user installs them', () => {
     const file = join(dir, 'consumer.ts');
     // Every public module, so every declaration they reach is checked.
     writeFileSync(file, "import * as troupe from 'troupe';\nimport * as testing from 'troupe/testing';\nexport const all = [troupe, testing];\n");
-    const options: ts.CompilerOptions = {
-      strict: true,
-      noEmit: true,
-      skipLibCheck: false,
-      target: ts.ScriptTarget.ES2023,
-      lib: ['lib.es2023.d.ts', 'lib.esnext.disposable.d.ts'],
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      types: ['node'],
-    };
-    const host = ts.createCompilerHost(options);
+    const host = ts.createCompilerHost(CONSUMER);
     const fileExists = host.fileExists.bind(host);
     const directoryExists = host.directoryExists?.bind(host);
     host.fileExists = (path) => visible(path) && fileExists(path);
     host.directoryExists = (path) => visible(`${path}/`) && (directoryExists?.(path) ?? true);
-    const program = ts.createProgram([file], options, host);
+    const program = ts.createProgram([file], CONSUMER, host);
     const problems = ts
       .getPreEmitDiagnostics(program)
       .filter((d) => d.file === undefined || d.file.fileName.startsWith(join(ROOT, 'dist')))

@@ -138,59 +138,83 @@ describe('streamed text (--stream)', () => {
   });
 });
 
+/**
+ * A TTY view of an interactive team at `columns`, its screen, and a way to wait for text on it (the
+ * view redraws on a real timer: wait for the text to be drawn, not for time to pass). `sendTyped`:
+ * lines typed go to the root.
+ */
+async function interactive(script: Parameters<typeof team>[0], columns: number, sendTyped = false) {
+  const t = team(script, { interactive: true });
+  let screen = '';
+  const waiting: { text: string; resolve: () => void }[] = [];
+  const wrote = (text: string) => {
+    screen += text;
+    for (const w of waiting.splice(0))
+      if (screen.includes(w.text)) w.resolve();
+      else waiting.push(w);
+  };
+  const calls = { interrupts: 0, ends: 0, lines: [] as string[] };
+  const input = new PassThrough();
+  const output = new Writable({ write: (chunk: Buffer, _enc, done) => (wrote(chunk.toString()), done()) });
+  const rootId = await t.c.start({ name: 'lead', task: 'Review' });
+  const view = attachView(
+    t.c,
+    'tty',
+    { write: wrote },
+    {
+      intervalMs: 0,
+      columns: () => columns,
+      prompt: {
+        input,
+        output,
+        rootId,
+        onLine: (line) => {
+          calls.lines.push(line);
+          if (sendTyped) void t.c.send(rootId, { content: line });
+        },
+        onInterrupt: () => void (calls.interrupts += 1),
+        onInputEnd: () => ((calls.ends += 1), 'input closed (Ctrl-D): the run goes on without you'),
+      },
+    },
+  );
+  return {
+    t,
+    rootId,
+    input,
+    view,
+    calls,
+    screen: () => screen,
+    drawn: (text: string) => new Promise<void>((resolve) => (screen.includes(text) ? resolve() : waiting.push({ text, resolve }))),
+  };
+}
+
 describe('the prompt of an interactive run', () => {
   it('says when the root waits for you, survives redraws, and keeps what you typed in the frame', async () => {
-    const t = team(
-      {
-        agents: {
-          lead: [
-            { tool: 'respond_to_user', args: { message: 'What should I review?' } },
-            { tool: 'finish', args: { summary: 'reviewed it' } },
-          ],
-        },
+    const script = {
+      agents: {
+        lead: [
+          { tool: 'respond_to_user', args: { message: 'What should I review?' } },
+          { tool: 'finish', args: { summary: 'reviewed it' } },
+        ],
       },
-      { interactive: true },
-    );
-    let screen = '';
-    // The view redraws on a real timer: wait for the text to be drawn, not for time to pass.
-    const waiting: { text: string; resolve: () => void }[] = [];
-    const wrote = (s: string) => {
-      screen += s;
-      for (const w of waiting.splice(0))
-        if (screen.includes(w.text)) w.resolve();
-        else waiting.push(w);
     };
-    const drawn = (text: string) => new Promise<void>((resolve) => (screen.includes(text) ? resolve() : waiting.push({ text, resolve })));
-    const output = new Writable({ write: (chunk: Buffer, _enc, done) => (wrote(chunk.toString()), done()) });
-    const input = new PassThrough();
-    const rootId = await t.c.start({ name: 'lead', task: 'Review' });
-    const view = attachView(
-      t.c,
-      'tty',
-      { write: wrote },
-      {
-        intervalMs: 0,
-        columns: () => 80,
-        prompt: { input, output, rootId, onLine: (line) => void t.c.send(rootId, { content: line }), onInterrupt: () => undefined, onInputEnd: () => '' },
-      },
-    );
-    await t.c.waitFor(rootId, ['waiting']);
-    await t.advance(10);
+    const v = await interactive(script, 80, true);
+    await v.t.c.waitFor(v.rootId, ['waiting']);
+    await v.t.advance(10);
     // The test times out if the prompt never says so.
-    await drawn('lead waits for you › ');
-    expect(screen).toContain('lead waits for you › ');
+    await v.drawn('lead waits for you › ');
     // The root's reply is printed once above the frame (it scrolls away with the terminal).
-    expect(screen.split('lead:\n  What should I review?\n')).toHaveLength(2);
-    const before = frames(screen)
+    expect(v.screen().split('lead:\n  What should I review?\n')).toHaveLength(2);
+    const before = frames(v.screen())
       .frames.at(-1)!
       .filter((l) => !l.startsWith('\x1b[1G') && l !== 'lead:' && l !== '  What should I review?');
-    input.write('hello there\r');
-    await t.c.waitFor(rootId, ['completed']);
-    await t.advance(10);
-    await drawn('you → lead: hello there');
-    view.stop();
+    v.input.write('hello there\r');
+    await v.t.c.waitFor(v.rootId, ['completed']);
+    await v.t.advance(10);
+    await v.drawn('you → lead: hello there');
+    v.view.stop();
     // The frame after Enter erased the frame and the prompt row the typed line is on.
-    const after = frames(screen);
+    const after = frames(v.screen());
     const i = after.frames.findIndex((f) => f.some((l) => l.includes('you → lead: hello there')));
     expect(i).toBeGreaterThan(0);
     expect(after.erased[i]).toBe(before.length + 1);
@@ -199,49 +223,6 @@ describe('the prompt of an interactive run', () => {
 });
 
 describe('the prompt: replies in full, Ctrl-C, Ctrl-D', () => {
-  /** A TTY view of an interactive team at `columns`, its screen, and a way to wait for text on it. */
-  async function interactive(script: Parameters<typeof team>[0], columns: number) {
-    const t = team(script, { interactive: true });
-    let screen = '';
-    const waiting: { text: string; resolve: () => void }[] = [];
-    const wrote = (text: string) => {
-      screen += text;
-      for (const w of waiting.splice(0))
-        if (screen.includes(w.text)) w.resolve();
-        else waiting.push(w);
-    };
-    const calls = { interrupts: 0, ends: 0, lines: [] as string[] };
-    const input = new PassThrough();
-    const output = new Writable({ write: (chunk: Buffer, _enc, done) => (wrote(chunk.toString()), done()) });
-    const rootId = await t.c.start({ name: 'lead', task: 'Review' });
-    const view = attachView(
-      t.c,
-      'tty',
-      { write: wrote },
-      {
-        intervalMs: 0,
-        columns: () => columns,
-        prompt: {
-          input,
-          output,
-          rootId,
-          onLine: (line) => void calls.lines.push(line),
-          onInterrupt: () => void (calls.interrupts += 1),
-          onInputEnd: () => ((calls.ends += 1), 'input closed (Ctrl-D): the run goes on without you'),
-        },
-      },
-    );
-    return {
-      t,
-      rootId,
-      input,
-      view,
-      calls,
-      screen: () => screen,
-      drawn: (text: string) => new Promise<void>((resolve) => (screen.includes(text) ? resolve() : waiting.push({ text, resolve }))),
-    };
-  }
-
   it("prints the root's whole reply above the frame, wrapped at word boundaries, once", async () => {
     const reply =
       'First finding: the parser accepts trailing commas everywhere.\nSecond: the cache is never invalidated after a schema change, which explains the stale reads.';

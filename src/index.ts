@@ -54,6 +54,7 @@ export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, Us
 export { defineTool } from './tools/defineTool.js';
 export type { Tool, ToolContext, ToolRisk } from './tools/defineTool.js';
 export { mcpServer } from './mcp/config.js';
+export type { McpServerStatus } from './mcp/connection.js';
 export type { McpServer, McpServerOptions, McpStdioServerOptions, McpHttpServerOptions, McpToolOverride } from './mcp/config.js';
 export type { FromSchema } from './tools/fromSchema.js';
 export { agentMachine, coordinatorMachine } from '../machines/index.js';

@@ -47,6 +47,8 @@ export interface CliConfig {
   mcpServers?: McpServersSection;
   /** Export OpenTelemetry spans and metrics over OTLP/HTTP (`--otel`; see src/cli/otel.ts). Saved with the run. */
   otel?: boolean;
+  /** An MCP server that fails to start ends the command (`--strict-mcp`) instead of running without its tools. */
+  strictMcp?: boolean;
 }
 
 /** The `proactive` section of the config file: `{ enabled?, triggers: [...] }` (see parseProactiveConfig). */

@@ -105,6 +105,10 @@ export const CONFIG_SCHEMA = {
       description: 'troupe serve: health checks.',
       properties: { intervalMs: { type: 'integer', minimum: 1, maximum: 2_147_483_647 }, failureThreshold: positiveInt },
     },
+    strictMcp: {
+      type: 'boolean',
+      description: 'An MCP server that fails to start ends the run with MCP_SERVER_UNAVAILABLE instead of going on without its tools, as --strict-mcp.',
+    },
     otel: { type: 'boolean', description: 'Export OpenTelemetry spans and metrics over OTLP/HTTP, as --otel (run, resume, serve; demo: --otel only).' },
     mcpServers: {
       type: 'object',

@@ -16,7 +16,8 @@ import { EXIT, exitCodeFor } from './exitCodes.js';
 import { attachView, type View } from './liveView.js';
 import type { Inspection } from './setup.js';
 import { forTerminal, jsonLine } from './terminal.js';
-import { budgetBar, treeLines, type ViewMode } from './view.js';
+import { budgetBar, mcpLine, treeLines, type ViewMode } from './view.js';
+import type { McpServerStatus } from '../mcp/connection.js';
 
 const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 
@@ -121,6 +122,21 @@ function tripWatcher(c: Driven): { trips: string[]; stop: () => void } {
   return { trips, stop };
 }
 
+/**
+ * MCP servers down or back, told to the user: above the live frame on a terminal, else on stderr.
+ * A resume starts its servers before the view listens: those already down are told first.
+ */
+function tellMcp(c: Driven, io: Io, view: () => View | undefined): () => void {
+  const tell = (status: McpServerStatus) => {
+    const line = mcpLine(status);
+    if (!view()?.say(line)) io.err.write(`troupe: ${line}\n`);
+  };
+  for (const status of c.mcpServers()) if (status.state === 'failed' || status.state === 'lost') tell(status);
+  return c.subscribe((event) => {
+    if (event.type === 'mcp.server') tell(event);
+  });
+}
+
 /** A hosted run's coordinator (the hosting loop hosts every run through a store port). */
 type Driven = Coordinator<StorePort>;
 
@@ -135,6 +151,7 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
   const signals = stopSignals(io, { words: 'troupe', code: EXIT_INTERRUPTED });
   let view: View | undefined;
   let stopKill: (() => void) | undefined;
+  let stopMcp: (() => void) | undefined;
   let input: ReturnType<typeof createInterface> | undefined;
   try {
     const promptTerminal = options.interactive && mode === 'tty' && io.stdin?.isTTY ? io.stdin : undefined;
@@ -143,6 +160,7 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
       trips = tripWatcher(hosted);
       if (mode === 'json') io.out.write(`${jsonLine({ type: 'run.started', runId: hosted.runId, resumed: options.resumed ?? false, at: Date.now() })}\n`);
       if (mode !== 'tty' || !promptTerminal) view = attachView(hosted, mode, io.out, { ...viewTerminal(io) });
+      stopMcp = tellMcp(hosted, io, () => view);
     });
     const send = (line: string) => void c.send(rootId, { content: line }).catch((err: unknown) => io.err.write(`${forTerminal(errorMessage(err))}\n`));
     if (mode === 'lines' && options.resumed) {
@@ -203,6 +221,7 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
     input = undefined;
     closing?.close();
     stopKill?.();
+    stopMcp?.();
     view?.stop();
   }
 }

@@ -25,6 +25,7 @@ export const EXIT_ROWS = {
   NOT_REACHABLE: { code: 8, meaning: '`send`: nothing will read it (agent finished, run not interactive)', errors: ['AGENT_NOT_REACHABLE'] },
   MAILBOX_FULL: { code: 9, meaning: "`send`: the agent's mailbox is full; try later", errors: ['MAILBOX_FULL'] },
   MAX_CHILDREN: { code: 10, meaning: "`send`: reviving the child would pass its parent's `limits.maxChildren`; try later", errors: ['MAX_CHILDREN_EXCEEDED'] },
+  MCP: { code: 11, meaning: 'with `--strict-mcp`: an MCP server failed to start, and the run did not go on without it', errors: ['MCP_SERVER_UNAVAILABLE'] },
   INTERRUPTED: { code: 130, meaning: 'Ctrl-C or SIGTERM stopped the run; saved, `troupe resume` carries on', errors: [] },
   INTERNAL: { code: 70, meaning: 'anything else: a bug', errors: ['INTERNAL'] },
 } as const satisfies Record<string, { code: number; meaning: string; errors: readonly string[] }>;

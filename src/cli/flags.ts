@@ -39,6 +39,10 @@ export const FLAGS = {
   },
   port: { syntax: '--port <n>', help: 'the port (default 7070; 0 picks a free one)' },
   otel: { syntax: '--otel', help: 'export OpenTelemetry GenAI spans and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (no message content)' },
+  strictMcp: {
+    syntax: '--strict-mcp',
+    help: 'an MCP server that fails to start ends the run (MCP_SERVER_UNAVAILABLE) instead of it going on without its tools',
+  },
   verbose: { syntax: '-v, --verbose', help: 'also print the log on stderr' },
 } as const satisfies Record<string, FlagSpec>;
 
@@ -62,6 +66,7 @@ export interface Values {
   json?: boolean;
   inspect?: string;
   otel?: boolean;
+  strictMcp?: boolean;
   ui?: string;
   port?: string;
   verbose?: boolean;

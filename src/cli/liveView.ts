@@ -266,6 +266,14 @@ class LiveView {
     this.#draw();
   }
 
+  /** Print `line` above the frame (wrapped), where the terminal keeps it. */
+  say(line: string): boolean {
+    if (this.#stopped) return false;
+    this.#above.push({ head: null, text: line });
+    this.#schedule();
+    return true;
+  }
+
   /** Detach, and draw the final frame once, without the prompt: it stays on the screen. */
   stop(): void {
     if (this.#stopped) return;
@@ -285,11 +293,13 @@ class LiveView {
 /** A view attached to a run: `stop()` detaches (the TTY view draws its final frame). */
 export interface View {
   stop(): void;
+  /** A line for the user printed above the live frame (TTY only; false elsewhere: say it yourself). */
+  say(line: string): boolean;
 }
 
 /** Attach a live view to a coordinator. */
 export function attachView(coordinator: Viewed, mode: ViewMode, out: Output, options: ViewOptions = {}): View {
-  if (mode === 'json') return { stop: coordinator.subscribe((event) => out.write(`${jsonLine(event)}\n`)) };
+  if (mode === 'json') return { stop: coordinator.subscribe((event) => out.write(`${jsonLine(event)}\n`)), say: () => false };
   if (mode === 'lines') {
     const lookup = lookupIn(coordinator);
     return {
@@ -297,8 +307,9 @@ export function attachView(coordinator: Viewed, mode: ViewMode, out: Output, opt
         const line = eventLine(event, lookup);
         if (line !== null) out.write(`  ${line}\n`);
       }),
+      say: () => false,
     };
   }
   const live = new LiveView(coordinator, out, options);
-  return { stop: () => live.stop() };
+  return { stop: () => live.stop(), say: (line) => live.say(line) };
 }

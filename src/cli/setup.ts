@@ -28,6 +28,7 @@ export function fromFlags(values: Values, model: string | undefined): Partial<Cl
     interactive: values.interactive,
     stream: values.stream,
     otel: values.otel,
+    strictMcp: values.strictMcp,
     db: values.db,
     ...(Object.keys(budget).length > 0 ? { budget } : {}),
   });
@@ -67,6 +68,7 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     rateLimit: config.rateLimit,
     idleResumeMs: config.idleResumeMs,
     review: config.review,
+    strictMcp: config.strictMcp,
     ...(config.mcpServers ? { tools: mcpServersOf(config.mcpServers) } : {}),
   });
 }

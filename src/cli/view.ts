@@ -104,6 +104,15 @@ export const lookupIn =
   };
 
 /** One event as a line for non-TTY output (safe for a terminal); null for events not worth a line. */
+/** What an MCP server's change means to the user, in one line (drive.ts says it on stderr, or above the live view). */
+export function mcpLine(status: { server: string; state: string; tools: number; error: string | null }): string {
+  const server = `MCP server "${forTerminal(status.server)}"`;
+  const why = forTerminal(status.error ?? 'no answer');
+  if (status.state === 'connected') return `${server} connected: ${status.tools} tools`;
+  if (status.state === 'lost') return `${server} was lost (${why}); its tools fail until it is back (restarted with backoff)`;
+  return `${server} failed to start (${why}); the run goes on without its tools until it starts (retried with backoff; --strict-mcp makes this fatal)`;
+}
+
 export function eventLine(event: TroupeEvent, lookup: Lookup = () => undefined): string | null {
   switch (event.type) {
     case 'agent.status': {

@@ -13,6 +13,7 @@ import type { Delegations, ReentryBudgets } from './async/delegations.js';
 import type { Registry, TreeNode } from './views/registry.js';
 import { Runtime, type AgentInfo, type CoordinatorHealth, type TroupeEvent } from './runtime.js';
 import type { CoordinatorOptions } from './options.js';
+import type { McpServerStatus } from '../mcp/connection.js';
 
 export interface SendOptions {
   content: string;
@@ -62,6 +63,8 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
   whenIdle(): Promise<void>;
   /** Whether work is still accepted (false after a fatal store error or shutdown) and the queues' fill; never throws. */
   health(): CoordinatorHealth;
+  /** Where each MCP server stands (`mcp.server` events tell the changes). */
+  mcpServers(): McpServerStatus[];
   /** Run-wide budget state; per-agent spend is in `get(id).spentUsd` / `.spentByPurpose`. */
   budget(): BudgetState;
   /** Operator pause: every agent parks before its next paid call (calls in flight finish). */
@@ -140,7 +143,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     start: (root) =>
       settle(async () => {
         // MCP servers start with the run: the root's first model call already lists their tools.
-        await rt.toolbox.catalog.start();
+        await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
         const h = await rt.registrar.startRoot(root);
         // Acknowledged only once the run and its root are committed.
         await rt.durable();
@@ -181,6 +184,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         return rt.views.waiters.whenIdle();
       }),
     health: () => rt.health(),
+    mcpServers: () => rt.toolbox.catalog.servers(),
     resetToolFailures: (id) => rt.agents.resolve(id).tracker.resetAll(),
     budget: () => {
       const flags = rt.budgetFlags();

@@ -116,6 +116,12 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   holdTurns?: boolean;
   /**
+   * An MCP server that fails its first start fails `start()` and `resumeCoordinator` with
+   * MCP_SERVER_UNAVAILABLE (default false: the run goes on without its tools, an `mcp.server`
+   * event says so, and it is retried with backoff).
+   */
+  strictMcp?: boolean;
+  /**
    * Transient model errors: retries per turn and backoff. Defaults 5, 2 s, 90 s. The delay doubles
    * from `baseDelayMs`; a server's `retry-after` replaces it, and either is capped at `maxDelayMs`.
    */
@@ -157,6 +163,7 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
 export interface ResolvedOptions {
   interactive: boolean;
   holdTurns: boolean;
+  strictMcp: boolean;
   limits: Limits;
   budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause'; prices: Record<string, ModelPrice> };
   idleResumeMs: number;
@@ -308,6 +315,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
   return {
     interactive,
     holdTurns: boolean('holdTurns', options.holdTurns, false),
+    strictMcp: boolean('strictMcp', options.strictMcp, false),
     limits,
     budget,
     idleResumeMs: integer('idleResumeMs', options.idleResumeMs, DEFAULT_IDLE_RESUME_MS, 1),

@@ -40,6 +40,10 @@ export const OPTION_DOCS = {
     default: () => '`false`',
     meaning: 'host without running turns (agents that would run stay `running`, mail stays queued): to create a run or apply requests only',
   },
+  strictMcp: {
+    default: (r) => `\`${r.strictMcp}\``,
+    meaning: 'an MCP server that fails its first start fails `start()` / resume (else an `mcp.server` event)',
+  },
   retry: {
     default: (r) => `${r.retry.maxRetries} retries, ${r.retry.baseDelayMs / 1000} s base, ${r.retry.maxDelayMs / 1000} s max`,
     meaning: '`{ maxRetries, baseDelayMs, maxDelayMs }` for transient model errors',

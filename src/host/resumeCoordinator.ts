@@ -166,7 +166,7 @@ async function restoreInto(
   rt.reentry.restore(reentry);
   rt.reviewNotes.push(...reviewNotes(notes));
   // MCP servers start before any agent runs: a call cut by the crash is judged by its tool's risk.
-  await rt.toolbox.catalog.start();
+  await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
   // Resumed stints link to the spans they continue.
   rt.trace.restore(stints);
   // A running agent reads its session at once: read it now, while a failure is still a respawn failure.

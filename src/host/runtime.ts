@@ -173,6 +173,12 @@ export class Runtime {
       pending: (id) => this.mailboxes.count(id),
       after: (effect) => this.after(effect),
     });
+    // An MCP server down or back: a view or a script hears of it (the log has the detail). Under
+    // strictMcp a failed start is start()'s error instead (only a first start ends as `failed`).
+    this.toolbox.catalog.onServerStatus(({ server, state, tools, error }) => {
+      if (state === 'starting' || (state === 'failed' && this.options.strictMcp)) return;
+      this.views.emit({ type: 'mcp.server', server, state, tools, error, at: this.clock.now() });
+    });
     this.messaging = new Messaging(this);
     this.lifecycle = new Lifecycle({
       runId: this.runId,

@@ -12,10 +12,10 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, TroupeError } from '../errors.js';
 import { compileTool, TOOL_NAME, type CompiledTool, type Tool } from '../tools/defineTool.js';
 import { isMcpServer, type McpServer, type McpServerOptions } from './config.js';
-import { McpConnection } from './connection.js';
+import { McpConnection, type McpServerStatus } from './connection.js';
 import { adaptTool } from './tools.js';
 
 export interface CatalogEntry {
@@ -50,6 +50,7 @@ export class ToolCatalog {
   #entries = new Map<string, CatalogEntry>();
   #version = 0;
   readonly #listeners = new Set<() => void>();
+  readonly #statusListeners = new Set<(status: McpServerStatus) => void>();
 
   constructor(tools: readonly (Tool | McpServer)[], deps: { clock: Clock; logger: Logger; reserved: ReadonlySet<string> }) {
     this.#reserved = deps.reserved;
@@ -61,6 +62,9 @@ export class ToolCatalog {
         }
         const conn = new McpConnection(entry.options, deps);
         conn.onToolsChanged(() => this.#rebuild());
+        conn.onStatus((status) => {
+          for (const listener of this.#statusListeners) listener(status);
+        });
         this.#servers.push({ options: entry.options, conn });
         continue;
       }
@@ -90,6 +94,17 @@ export class ToolCatalog {
     return this.#entries.values();
   }
 
+  /** Where each MCP server stands now. */
+  servers(): McpServerStatus[] {
+    return this.#servers.map((s) => s.conn.status);
+  }
+
+  /** Called when an MCP server fails to start, connects, or is lost. */
+  onServerStatus(listener: (status: McpServerStatus) => void): () => void {
+    this.#statusListeners.add(listener);
+    return () => this.#statusListeners.delete(listener);
+  }
+
   onChange(listener: () => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
@@ -101,6 +116,21 @@ export class ToolCatalog {
    */
   start(): Promise<void> {
     return Promise.all(this.#servers.map((s) => s.conn.start())).then(() => undefined);
+  }
+
+  /**
+   * `start`, and with `strict` a server whose first start failed is MCP_SERVER_UNAVAILABLE (every
+   * server is stopped first: nothing is left running for a run that does not go on).
+   */
+  async startStrict(strict: boolean): Promise<void> {
+    await this.start();
+    const down = strict ? this.servers().filter((s) => s.state !== 'connected') : [];
+    if (down.length === 0) return;
+    await this.close();
+    throw new TroupeError(
+      'MCP_SERVER_UNAVAILABLE',
+      `${down.map((s) => `MCP server "${s.server}" failed to start (${s.error ?? 'no answer'})`).join('; ')}; with strictMcp (--strict-mcp) the run does not go on without its tools`,
+    );
   }
 
   /** Stop every server (stdio processes end). */

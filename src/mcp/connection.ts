@@ -82,6 +82,17 @@ function isTransportFailure(err: unknown): boolean {
   return name !== 'ZodError' && name !== 'SyntaxError';
 }
 
+/** Where an MCP server stands: told to `onStatus` listeners at each change, read with `status`. */
+export interface McpServerStatus {
+  readonly server: string;
+  /** `starting` until the first attempt ends; `failed` while down after a failed start, `lost` after a connection that dropped. */
+  readonly state: 'starting' | 'connected' | 'failed' | 'lost';
+  /** Tools listed by the last connection (0 before any). */
+  readonly tools: number;
+  /** Why it is down, in words (null while starting or connected). */
+  readonly error: string | null;
+}
+
 export class McpConnection {
   readonly name: string;
   readonly #options: McpServerOptions;
@@ -99,12 +110,30 @@ export class McpConnection {
   #closed = false;
   #tools: readonly McpTool[] = [];
   readonly #listeners = new Set<() => void>();
+  readonly #statusListeners = new Set<(status: McpServerStatus) => void>();
+  #status: McpServerStatus;
 
   constructor(options: McpServerOptions, deps: { clock: Clock; logger: Logger }) {
     this.name = options.name;
     this.#options = options;
     this.#clock = deps.clock;
     this.#logger = deps.logger.child(describeServer(options));
+    this.#status = { server: options.name, state: 'starting', tools: 0, error: null };
+  }
+
+  get status(): McpServerStatus {
+    return this.#status;
+  }
+
+  /** Called at each change of `status` (a start that failed, a connection, a loss). */
+  onStatus(listener: (status: McpServerStatus) => void): () => void {
+    this.#statusListeners.add(listener);
+    return () => this.#statusListeners.delete(listener);
+  }
+
+  #setStatus(state: McpServerStatus['state'], error: string | null): void {
+    this.#status = { server: this.name, state, tools: this.#tools.length, error };
+    for (const listener of this.#statusListeners) listener(this.#status);
   }
 
   /** The tools of the last listing (empty until the first connection). */
@@ -246,12 +275,15 @@ export class McpConnection {
       this.#failures = 0;
       this.#logger.info({ tools: tools.length }, 'MCP server connected');
       this.#setTools(tools);
+      this.#setStatus('connected', null);
       next.resolve(client);
       return true;
     } catch (err) {
       if (generation !== this.#generation) return false;
       this.#connecting = null;
       this.#logger.warn({ err: errFields(err) }, 'MCP server failed to start');
+      // Told once per outage, not at every retry of it.
+      if (this.#status.state !== 'failed' && this.#status.state !== 'lost') this.#setStatus('failed', (err as Error)?.message ?? String(err));
       client.onclose = () => undefined;
       await client.close().catch(() => undefined);
       this.#next = deferred();
@@ -265,6 +297,7 @@ export class McpConnection {
   #lost(generation: number, why: string): void {
     if (generation !== this.#generation || this.#closed || this.#client === null) return;
     this.#logger.warn({ why }, 'MCP server lost; restarting');
+    this.#setStatus('lost', why);
     const client = this.#client;
     this.#client = null;
     this.#generation += 1;

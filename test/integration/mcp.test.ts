@@ -184,7 +184,21 @@ describe('MCP servers as tools', () => {
         ],
       },
     );
+    const events: unknown[] = [];
+    c.subscribe((e) => e.type === 'mcp.server' && events.push(e));
     const rootId = await c.start({ name: 'lead', task: 'Go on.' });
+    // Said to views and scripts, not only logged: each server once, with why.
+    expect(events).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ type: 'mcp.server', server: 'missing', state: 'failed', tools: 0, error: expect.stringContaining('ENOENT') }),
+        expect.objectContaining({ type: 'mcp.server', server: 'mute', state: 'failed', error: expect.any(String) }),
+      ]),
+    );
+    expect(events).toHaveLength(2);
+    expect(c.mcpServers().map((s) => [s.server, s.state])).toEqual([
+      ['missing', 'failed'],
+      ['mute', 'failed'],
+    ]);
     expect((await c.waitFor(rootId, TERMINAL)).status).toBe('completed');
     expect(model.calls[0]!.request.tools.map((t) => t.name).filter((n) => n.includes('__') || n === 'echo')).toEqual([]);
     const failed = sink.records.filter((r) => r.msg === 'MCP server failed to start').map((r) => r.mcpServer);
@@ -197,6 +211,24 @@ describe('MCP servers as tools', () => {
         r.mcpServer === 'missing' &&
         sink.records.filter((x) => x.mcpServer === 'missing' && x.msg === r.msg).length === 2,
     );
+  });
+
+  it('strictMcp: a server that fails its first start fails start() with MCP_SERVER_UNAVAILABLE, naming it, and no run is created', async () => {
+    const { c, store } = run(
+      { agents: { lead: [{ tool: 'finish', args: { summary: 'never' } }] } },
+      {
+        strictMcp: true,
+        tools: [mcpServer({ name: 'missing', command: '/nonexistent/mcp-server' })],
+      },
+    );
+    await expect(c.start({ name: 'lead', task: 'Go on.' })).rejects.toMatchObject({
+      code: 'MCP_SERVER_UNAVAILABLE',
+      message: expect.stringMatching(
+        /^MCP server "missing" failed to start \(.*ENOENT.*\); with strictMcp \(--strict-mcp\) the run does not go on without its tools$/,
+      ),
+    });
+    expect(store.listRuns()).toEqual([]);
+    await c.shutdown();
   });
 
   it('shutdown while a server is still connecting ends it at once, not after its connect timeout', async () => {

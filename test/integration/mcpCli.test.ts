@@ -18,6 +18,27 @@ afterEach(async () => {
 });
 
 describe('config "mcpServers"', () => {
+  it('a server that fails to start: one line on stderr and the run goes on; with --strict-mcp, exit 11 and no run', async () => {
+    await using server = await createFakeOpenAIServer(() => ({ message: { toolCalls: [{ name: 'finish', arguments: { summary: 'done without it' } }] } }));
+    const cwd = workdir();
+    writeFileSync(
+      join(cwd, 'troupe.config.json'),
+      JSON.stringify({ model: 'm', baseURL: server.url, apiKey: 'k', mcpServers: { gone: { command: '/nonexistent/mcp-server' } } }),
+    );
+    const r = await troupe(['run', 'Use the tools'], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.split('\n').filter((l) => l.includes('MCP'))).toEqual([
+      expect.stringMatching(
+        /^troupe: MCP server "gone" failed to start \(.*ENOENT.*\); the run goes on without its tools until it starts \(retried with backoff; --strict-mcp makes this fatal\)$/,
+      ),
+    ]);
+    const strict = await troupe(['run', 'Use the tools', '--strict-mcp', '--db', join(cwd, 'strict.db')], cwd);
+    expect(strict.code, strict.stderr).toBe(11);
+    expect(strict.stderr).toMatch(
+      /^troupe: MCP_SERVER_UNAVAILABLE: MCP server "gone" failed to start \(.*\); with strictMcp \(--strict-mcp\) the run does not go on without its tools\n$/,
+    );
+  });
+
   it('troupe run offers the servers’ tools; stderr goes to the log; header secrets never reach the log or the database', async () => {
     const web = await startHttpFixture();
     fixtures.push(web);

@@ -52,6 +52,11 @@ export type TroupeEvent =
    * (the spend crossed the line, or the next call's estimate would have).
    */
   | { type: 'budget.tripped'; kind: 'reserve' | 'stop'; reason: string; spentUsd: number; limitUsd: number; at: number }
+  /**
+   * An MCP server failed to start (its tools are missing until it does; it is retried with
+   * backoff), connected, or was lost.
+   */
+  | { type: 'mcp.server'; server: string; state: 'connected' | 'failed' | 'lost'; tools: number; error: string | null; at: number }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 

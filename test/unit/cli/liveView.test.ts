@@ -289,6 +289,33 @@ describe('the prompt: replies in full, Ctrl-C, Ctrl-D', () => {
   });
 });
 
+describe('a line for the user (an MCP server down)', () => {
+  it('is printed above the live frame, whole; the piped and JSON views leave it to the caller', async () => {
+    const t = team({ agents: { lead: [{ tool: 'finish', args: { summary: 'done' } }] } });
+    let screen = '';
+    const view = attachView(t.c, 'tty', { write: (s: string) => void (screen += s) }, { intervalMs: 0, columns: () => 40 });
+    const line = 'MCP server "gone" failed to start (spawn /nonexistent ENOENT); the run goes on without its tools';
+    expect(view.say(line)).toBe(true);
+    view.stop();
+    const rows = screen.split('\n');
+    const at = rows.findIndex((r) => r.includes('MCP server "gone"'));
+    expect(at).toBeGreaterThanOrEqual(0);
+    // Wrapped, not cut, and above the frame that follows it.
+    expect(
+      rows
+        .slice(at, at + 4)
+        .join(' ')
+        .replace(/\s+/g, ' '),
+    ).toContain(line);
+    expect(rows.slice(at).some((r) => r.startsWith('spent $'))).toBe(true);
+    for (const mode of ['lines', 'json'] as const) {
+      const other = attachView(t.c, mode, { write: () => undefined });
+      expect(other.say(line)).toBe(false);
+      other.stop();
+    }
+  });
+});
+
 describe('wrapWords', () => {
   it('keeps every word in order, fits each row, cuts only words wider than a row (property)', () => {
     const word = fc.stringMatching(/^[a-zé漢]{1,12}$/);

@@ -36,7 +36,7 @@ export async function openHostingDb(db: string, values: Values, io: Io): Promise
       reads: store.reads,
       label: store.url,
       file: null,
-      ownerOf: async (runId) => (await store.leases()).find((l) => l.run_id === runId)?.owner ?? null,
+      ownerOf: async (runId) => (await store.lease(runId))?.owner ?? null,
       close: () => store.close(),
     };
   }

@@ -38,10 +38,7 @@ async function worker(_args: string[], values: Values, io: Io): Promise<number> 
   /** What became of a run this worker stopped hosting, from its lease row (a line per hosting). */
   const ended = async (runId: string, error: unknown): Promise<void> => {
     if (error !== undefined) return say(`failed    run ${runId}: ${errorMessage(error)}; another worker resumes it from what was committed`);
-    const { rows } = await store.pool
-      .query<{ owner: string | null; state: string; wake_at: string | null }>('SELECT owner, state, wake_at FROM run_leases WHERE run_id = $1', [runId])
-      .catch(() => ({ rows: [] }));
-    const row = rows[0];
+    const row = await store.lease(runId).catch(() => undefined);
     if (!row || row.owner === me) return; // gone, or hosted here again already
     if (row.owner !== null) return say(`lost      run ${runId}: worker ${row.owner} hosts it now`);
     if (row.state === 'done') return say(`done      run ${runId}`);

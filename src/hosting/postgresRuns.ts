@@ -21,7 +21,7 @@ export function postgresRuns(store: PostgresStore): RunStore {
     // Rows are decoded as they are read; the open refused a schema it cannot read.
     verify: () => Promise.resolve(),
     async hostOf(runId) {
-      const lease = (await store.leases()).find((l) => l.run_id === runId);
+      const lease = await store.lease(runId);
       if (!lease) return { hosted: false, state: 'none', owner: null, epoch: null };
       return { hosted: lease.owner !== null, state: lease.state, owner: lease.owner, epoch: lease.epoch };
     },

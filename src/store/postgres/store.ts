@@ -36,6 +36,8 @@ export interface PostgresStore {
   claimNext(options: LeaseOptions): Promise<RunLease | null>;
   /** The lease rows (status views, tests). */
   leases(): Promise<LeaseRow[]>;
+  /** Run `runId`'s lease row, if it has one (one row, not every run's). */
+  lease(runId: string): Promise<LeaseRow | undefined>;
   /** Make a run want a host again (a message or a stop was posted to it); NOTIFY wakes listening workers. */
   wake(runId: string, client?: pg.ClientBase): Promise<void>;
   /** The connection pool (the inbox and the worker's LISTEN connection share its settings). */
@@ -130,6 +132,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       return rows.length === 0 ? null : claimed(rows, lease, sentAt);
     },
     leases: async () => (await pool.query<LeaseRow>('SELECT * FROM run_leases ORDER BY run_id')).rows,
+    lease: async (runId) => (await pool.query<LeaseRow>('SELECT * FROM run_leases WHERE run_id = $1', [runId])).rows[0],
     async wake(runId, client) {
       const db = client ?? pool;
       await db.query("UPDATE run_leases SET state = 'runnable', wake_seq = wake_seq + 1 WHERE run_id = $1", [runId]);

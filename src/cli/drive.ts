@@ -27,8 +27,8 @@ const EXIT_INTERRUPTED = EXIT.INTERRUPTED;
 export interface DriveOptions {
   mode: ViewMode;
   io: Io;
-  /** How the user resumes this run (printed after Ctrl-C). */
-  resumeHint: string;
+  /** The flags that address this run's database and run (` --db …`, or none), for the commands printed: resume after Ctrl-C, send after Ctrl-D. */
+  address: string;
   killAfterTurns?: number | undefined;
   interactive: boolean;
   inspection?: Inspection;
@@ -170,7 +170,7 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
     // Ctrl-D ends input, not the run: say what happens now and how to reach the root.
     const rootName = forTerminal(c.get(rootId).name);
     const inputEnd = () =>
-      `input closed (Ctrl-D): the run goes on without you; ${options.resumeHint.replace(/^troupe resume/, `troupe send ${rootName} "…"`)} from another shell reaches ${rootName}, Ctrl-C saves and exits`;
+      `input closed (Ctrl-D): the run goes on without you; troupe send ${rootName} "…"${options.address} from another shell reaches ${rootName}, Ctrl-C saves and exits`;
     if (promptTerminal) {
       const prompt = { input: promptTerminal, output: process.stdout, rootId, onLine: send, onInterrupt: () => signals.raise('SIGINT'), onInputEnd: inputEnd };
       view = attachView(c, mode, io.out, { ...viewTerminal(io), prompt });
@@ -189,7 +189,7 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
         if (turns < limit) return;
         // Said first (stderr is synchronous on Linux), so the kill is not mistaken for a crash.
         io.err.write(
-          `\ntroupe: --kill-after ${limit}: killing this process (SIGKILL) after ${turns} turns, as a crash would. Carry on with: ${options.resumeHint}\n`,
+          `\ntroupe: --kill-after ${limit}: killing this process (SIGKILL) after ${turns} turns, as a crash would. Carry on with: troupe resume${options.address}\n`,
         );
         process.kill(process.pid, 'SIGKILL');
       });
@@ -198,7 +198,7 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
     const ended = await Promise.race([c.waitFor(rootId, TERMINAL).then((root) => ({ root })), signals.promise.then((signal) => ({ signal }))]);
     if ('signal' in ended) {
       view?.stop();
-      io.err.write(`\ntroupe: interrupted (${ended.signal}); every agent's state is saved. Carry on with: ${options.resumeHint}\n`);
+      io.err.write(`\ntroupe: interrupted (${ended.signal}); every agent's state is saved. Carry on with: troupe resume${options.address}\n`);
       return EXIT_INTERRUPTED;
     }
     await c.whenIdle();

@@ -32,9 +32,8 @@ export function viewMode(json: boolean | undefined, io: Io): ViewMode {
   return json ? 'json' : io.tty ? 'tty' : 'lines';
 }
 
-/** `troupe resume` with the flags that address this database and run. */
-const resumeHint = (db: string, defaultDb: string, runId?: string) =>
-  `troupe resume${db === defaultDb ? '' : ` --db ${db}`}${runId === undefined ? '' : ` --run ${runId}`}`;
+/** The flags that address this database and run (none for the defaults). */
+const address = (db: string, defaultDb: string, runId?: string) => `${db === defaultDb ? '' : ` --db ${db}`}${runId === undefined ? '' : ` --run ${runId}`}`;
 
 /**
  * The offline demo, hosted in this process on either store: on a file it starts from an empty
@@ -88,7 +87,7 @@ export async function demo(_args: string[], values: Values, io: Io): Promise<num
         if (target.file) dashboard = await uiBeside(values, io, hosted.c, target.file.store, db);
         return hosted;
       },
-      { mode, io, killAfterTurns, interactive: false, inspection, resumeHint: resumeHint(db, DEMO_DB) },
+      { mode, io, killAfterTurns, interactive: false, inspection, address: address(db, DEMO_DB) },
     );
     await dashboard?.linger();
     return code;
@@ -156,7 +155,7 @@ export async function run(args: string[], values: Values, io: Io): Promise<numbe
         if (target.file) dashboard = await uiBeside(values, io, hosted.c, target.file.store, db);
         return hosted;
       },
-      { mode, io, interactive: config.interactive ?? false, inspection, resumeHint: resumeHint(db, DEFAULT_DB) },
+      { mode, io, interactive: config.interactive ?? false, inspection, address: address(db, DEFAULT_DB) },
     );
     await dashboard?.linger();
     return code;
@@ -211,7 +210,8 @@ export async function resume(args: string[], values: Values, io: Io): Promise<nu
     const rootId = run.rootId;
     if (rootId === null) throw new TroupeError('RUN_NOT_FOUND', `Run ${run.id} has no root agent`);
     const mode = viewMode(values.json, io);
-    const hint = resumeHint(db, saved.demo ? DEMO_DB : DEFAULT_DB, values.run);
+    const addressed = address(db, saved.demo ? DEMO_DB : DEFAULT_DB, values.run);
+    const hint = `troupe resume${addressed}`;
     const root = (await target.reads.listAgents(run.id)).find((a) => a.id === rootId);
     const rootMail = (await target.reads.pendingMessagesOf(run.id)).filter((m) => m.to === rootId).length;
     if (root && (root.status === 'failed' || root.status === 'crashed') && rootMail === 0) {
@@ -235,7 +235,7 @@ export async function resume(args: string[], values: Values, io: Io): Promise<nu
         if (target.file) dashboard = await uiBeside(values, io, hosted.c, target.file.store, db);
         return hosted;
       },
-      { mode, io, interactive: config.interactive ?? false, inspection, resumeHint: hint, resumed: true },
+      { mode, io, interactive: config.interactive ?? false, inspection, address: addressed, resumed: true },
     );
     await dashboard?.linger();
     return code;

@@ -48,9 +48,11 @@ export type { LeaseOptions, ReleaseState, RunLease } from './store/postgres/leas
 export { sqliteRuns } from './hosting/sqliteRuns.js';
 export { postgresRuns } from './hosting/postgresRuns.js';
 export type { HostView, RunClaim, RunStore } from './hosting/runStore.js';
+export { followRun } from './stream/follow.js';
+export type { FollowOptions, StreamEvent } from './stream/follow.js';
 export { submitRun } from './worker/submit.js';
 export type { SubmitOptions } from './worker/submit.js';
-export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, UsageRow } from './store/types.js';
+export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, StreamRow, UsageRow } from './store/types.js';
 export { defineTool } from './tools/defineTool.js';
 export type { Tool, ToolContext, ToolRisk } from './tools/defineTool.js';
 export { mcpServer } from './mcp/config.js';

@@ -37,6 +37,7 @@ export const FLAGS = {
     syntax: '--ui [port]',
     help: 'serve the web dashboard beside the run on 127.0.0.1 (default port 7070; 0 picks a free one); it keeps serving after the run until Ctrl-C',
   },
+  after: { syntax: '--after <seq>', help: "start after this event of the run's stream (the last seq you saw; default 0: from the first)" },
   port: { syntax: '--port <n>', help: 'the port (default 7070; 0 picks a free one)' },
   otel: { syntax: '--otel', help: 'export OpenTelemetry GenAI spans and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (no message content)' },
   strictMcp: {
@@ -69,6 +70,7 @@ export interface Values {
   strictMcp?: boolean;
   ui?: string;
   port?: string;
+  after?: string;
   verbose?: boolean;
   concurrency?: string;
 }

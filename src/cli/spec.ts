@@ -74,6 +74,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     load: async () => (await import('./readCommands.js')).tree,
   },
   {
+    name: 'follow',
+    args: '',
+    summary: "a run's live stream from any process: statuses, what agents say and write, tools, until the run is over",
+    flags: ['db', 'run', 'after', 'json'],
+    flagHelp: { ...READ_DB, json: 'every event of the stream as a JSON line with its seq' },
+    load: async () => (await import('./follow.js')).follow,
+  },
+  {
     name: 'send',
     args: '<agent> <text>',
     summary: 'message an agent by name or id: a live run at once, otherwise on resume',

@@ -91,6 +91,8 @@ export function endReason(info: Pick<AgentInfo, 'status' | 'error' | 'stopReason
 }
 
 export type Lookup = (agentId: string) => AgentInfo | undefined;
+/** What {@link eventLine} reads of an agent: a coordinator's view, or a stored row (troupe follow). */
+type EndLookup = (agentId: string) => Pick<AgentInfo, 'status' | 'error' | 'stopReason' | 'waitKind'> | undefined;
 
 /** A coordinator's `get` that answers undefined instead of throwing for an unknown agent. */
 export const lookupIn =
@@ -103,7 +105,6 @@ export const lookupIn =
     }
   };
 
-/** One event as a line for non-TTY output (safe for a terminal); null for events not worth a line. */
 /** What an MCP server's change means to the user, in one line (drive.ts says it on stderr, or above the live view). */
 export function mcpLine(status: { server: string; state: string; tools: number; error: string | null }): string {
   const server = `MCP server "${forTerminal(status.server)}"`;
@@ -113,7 +114,8 @@ export function mcpLine(status: { server: string; state: string; tools: number; 
   return `${server} failed to start (${why}); the run goes on without its tools until it starts (retried with backoff; --strict-mcp makes this fatal)`;
 }
 
-export function eventLine(event: TroupeEvent, lookup: Lookup = () => undefined): string | null {
+/** One event as a line for non-TTY output (safe for a terminal); null for events not worth a line. */
+export function eventLine(event: TroupeEvent, lookup: EndLookup = () => undefined): string | null {
   switch (event.type) {
     case 'agent.status': {
       const info = event.to === 'failed' || event.to === 'crashed' || event.to === 'stopped' || event.to === 'waiting' ? lookup(event.agentId) : undefined;

@@ -6,9 +6,9 @@
  * @module
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isActive } from '../../machines/types.js';
 import { isErrorCode, TroupeError } from '../errors.js';
 import { postToInbox, readInbox } from '../store/inbox.js';
+import { rootActive } from '../stream/follow.js';
 import type { InboxKind, InboxRequest, InboxResult } from '../store/types.js';
 import type { StoreReads } from './readModel.js';
 
@@ -65,12 +65,7 @@ function refusal(result: InboxResult): TroupeError {
  * finished (its root agent is still active, or not registered yet).
  */
 export async function isLive(source: { port: StoreReads; live(runId: string): boolean | Promise<boolean> }, runId: string): Promise<boolean> {
-  if (!(await source.live(runId))) return false;
-  const run = await source.port.getRun(runId);
-  if (!run) return false;
-  if (run.rootId === null) return true;
-  const root = (await source.port.listAgents(runId)).find((a) => a.id === run.rootId);
-  return root === undefined || isActive(root.status);
+  return (await source.live(runId)) && rootActive(source.port, runId);
 }
 
 /**

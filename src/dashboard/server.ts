@@ -4,7 +4,7 @@
  * One node:http server on 127.0.0.1 serves the page and its script and style (files the package
  * ships, no CDN), a JSON API over the store port (team, timeline, agent), a Server-Sent Events
  * stream that tells the page when to read again (batched: at most one push per `batchMs`, however
- * busy the run), and the actions (send, stop, pause and resume the budget), which go through the
+ * busy the run), the run's live stream for any client (`/api/stream`, stream/sse.ts), and the actions (send, stop, pause and resume the budget), which go through the
  * database's inbox exactly as `troupe send` / `troupe stop` do, so the run's owner applies them
  * with the same rules and the page shows the same typed errors.
  *
@@ -20,7 +20,9 @@ import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
 import { act, isLive, type ActionInbox } from './actions.js';
-import { readAgent, readTeam, readTimeline, type StoreReads } from './readModel.js';
+import { pickRun, readAgent, readTeam, readTimeline, type StoreReads } from './readModel.js';
+import { rootActive } from '../stream/follow.js';
+import { serveStream, startAfter } from '../stream/sse.js';
 
 /** Where the dashboard's data comes from and how it learns of changes. */
 export interface DashboardSource {
@@ -46,6 +48,8 @@ export interface DashboardOptions {
   token?: string;
   /** At most one push to the page per this many ms (default 250). */
   batchMs?: number;
+  /** How often `/api/stream` reads the store for new events while a client follows (default 100 ms). */
+  streamPollMs?: number;
 }
 
 export interface DashboardHandle {
@@ -180,6 +184,13 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
         const result = await act(source, body);
         changed();
         return json(res, 200, result);
+      }
+      case '/api/stream': {
+        // The run's live stream (stream/sse.ts): followed until the run is over, resumable by seq.
+        const after = startAfter(req, url);
+        const { id } = await pickRun(source.port, run);
+        const live = async (runId: string) => (await source.live(runId)) || (await rootActive(source.port, runId));
+        return serveStream(req, res, source.port, id, after, { live, headers: HEADERS, ...(options.streamPollMs ? { pollMs: options.streamPollMs } : {}) });
       }
       case '/api/events': {
         res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', Connection: 'keep-alive', ...HEADERS });

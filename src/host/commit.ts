@@ -61,6 +61,8 @@ export class GroupCommitter {
   #failure: unknown = null;
   #closed = false;
   readonly stats: CommitStats = { commits: 0, ops: 0 };
+  /** Writes that ride along with any commit that happens anyway (the live stream's rows). */
+  readonly #riders: (() => WriteOp | null)[] = [];
 
   /** @param onFatal told once when a commit fails; what it returns is what every barrier rejects with. */
   constructor(port: StorePort, onFatal: (err: unknown) => unknown) {
@@ -76,6 +78,14 @@ export class GroupCommitter {
   /** Writes waiting for a commit (or in the commit under way). */
   get pending(): number {
     return this.#ops.length;
+  }
+
+  /**
+   * `take` is asked for writes each time a commit is about to go out with other writes in it: what
+   * it returns joins that commit (so it costs no commit of its own).
+   */
+  beforeCommit(take: () => WriteOp | null): void {
+    this.#riders.push(take);
   }
 
   /** Stage writes for the next group commit. */
@@ -145,6 +155,10 @@ export class GroupCommitter {
     if (ops.length === 0) {
       this.#committed(effects, waiting);
       return;
+    }
+    for (const take of this.#riders) {
+      const rider = take();
+      if (rider) ops.push(rider);
     }
     let commit: Promise<void>;
     try {

@@ -122,6 +122,13 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   strictMcp?: boolean;
   /**
+   * The live stream (default on, `flushMs` 100): every event subscribers see and the streamed
+   * pieces of answers, written with the group commit and numbered per run, so another process
+   * follows the run (`troupe ui`'s `/api/stream`, `troupe follow`, `followRun`). Pieces are merged
+   * and committed at most once per `flushMs`, never per token. `false`: nothing is written.
+   */
+  stream?: { flushMs?: number } | false;
+  /**
    * Transient model errors: retries per turn and backoff. Defaults 5, 2 s, 90 s. The delay doubles
    * from `baseDelayMs`; a server's `retry-after` replaces it, and either is capped at `maxDelayMs`.
    */
@@ -164,6 +171,7 @@ export interface ResolvedOptions {
   interactive: boolean;
   holdTurns: boolean;
   strictMcp: boolean;
+  stream: { flushMs: number } | false;
   limits: Limits;
   budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause'; prices: Record<string, ModelPrice> };
   idleResumeMs: number;
@@ -211,6 +219,18 @@ function oneOf<T extends string>(name: string, value: unknown, allowed: readonly
     throw new ConfigError(`Expected ${name} to be one of ${allowed.map((a) => `"${a}"`).join(', ')}, got ${show(value)}`);
   }
   return value as T;
+}
+
+/** How often the live stream's buffered rows are committed when nothing else commits (ms). */
+const DEFAULT_STREAM_FLUSH_MS = 100;
+
+function resolveStream(value: unknown): ResolvedOptions['stream'] {
+  if (value === false) return false;
+  if (value === undefined) return { flushMs: DEFAULT_STREAM_FLUSH_MS };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ConfigError(`Expected stream to be false or { flushMs }, got ${show(value)}`);
+  }
+  return { flushMs: integer('stream.flushMs', (value as { flushMs?: unknown }).flushMs, DEFAULT_STREAM_FLUSH_MS, 1) };
 }
 
 function boolean(name: string, value: unknown, fallback: boolean): boolean {
@@ -316,6 +336,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     interactive,
     holdTurns: boolean('holdTurns', options.holdTurns, false),
     strictMcp: boolean('strictMcp', options.strictMcp, false),
+    stream: resolveStream(options.stream),
     limits,
     budget,
     idleResumeMs: integer('idleResumeMs', options.idleResumeMs, DEFAULT_IDLE_RESUME_MS, 1),

@@ -44,6 +44,10 @@ export const OPTION_DOCS = {
     default: (r) => `\`${r.strictMcp}\``,
     meaning: 'an MCP server that fails its first start fails `start()` / resume (else an `mcp.server` event)',
   },
+  stream: {
+    default: (r) => (r.stream === false ? '`false`' : `on, ${r.stream.flushMs} ms`),
+    meaning: '`{ flushMs }` or `false`: the live stream other processes follow (`troupe follow`, `/api/stream`), committed in batches',
+  },
   retry: {
     default: (r) => `${r.retry.maxRetries} retries, ${r.retry.baseDelayMs / 1000} s base, ${r.retry.maxDelayMs / 1000} s max`,
     meaning: '`{ maxRetries, baseDelayMs, maxDelayMs }` for transient model errors',

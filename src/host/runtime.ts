@@ -34,6 +34,7 @@ import { runTrace, type RunTrace } from '../trace/tracer.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents/agents.js';
 import { BudgetLedger } from './calls/budget.js';
+import { StreamRecorder } from './views/streamRecorder.js';
 import { GroupCommitter } from './commit.js';
 import { healthOf, requestStop, tripBudget, wireCoordinatorEvents } from './control.js';
 import { DeadlockWatch } from './waits/deadlockWatch.js';
@@ -80,6 +81,8 @@ export class Runtime {
   readonly mailboxes: Mailboxes;
   readonly sessions: Sessions;
   readonly views: Views;
+  /** The run's live stream, written with the group commit (stream/recorder.ts). */
+  readonly stream: StreamRecorder | null;
   readonly messaging: Messaging;
   readonly lifecycle: Lifecycle;
   readonly budget: BudgetLedger;
@@ -173,6 +176,7 @@ export class Runtime {
       pending: (id) => this.mailboxes.count(id),
       after: (effect) => this.after(effect),
     });
+    this.stream = this.#streamRecorder(restore !== undefined);
     // An MCP server down or back: a view or a script hears of it (the log has the detail). Under
     // strictMcp a failed start is start()'s error instead (only a first start ends as `failed`).
     this.toolbox.catalog.onServerStatus(({ server, state, tools, error }) => {
@@ -279,6 +283,7 @@ export class Runtime {
 
   stage(op: WriteOp): void {
     this.committer.stage(op);
+    if (op.op === 'insertRun') this.stream?.runStarted();
   }
 
   /** Run `effect` once everything staged so far is committed. */
@@ -389,7 +394,28 @@ export class Runtime {
     this.gateway.queue.clear();
     this.toolQueue.clear();
     this.views.waiters.rejectAll(this.#failure ?? shutDown());
+    await this.stream?.close();
     await this.committer.close();
     await this.toolbox.catalog.close();
+  }
+
+  /** The live stream's writer (null with `stream: false`): every event, with the group commit. */
+  #streamRecorder(restored: boolean): StreamRecorder | null {
+    const settings = this.options.stream;
+    if (settings === false) return null;
+    const recorder = new StreamRecorder({
+      runId: this.runId,
+      // Real time, as the group committer's own batching (setImmediate): the flush only batches
+      // I/O, and a run on a simulated clock must not see a timer that is not part of its behaviour.
+      clock: systemClock,
+      lastSeq: () => this.port.lastStreamSeq(this.runId),
+      runExists: restored,
+      stage: (op) => this.stage(op),
+      flushMs: settings.flushMs,
+      onError: (err) => this.logger.warn({ err }, 'the live stream is off for this hosting: its last seq cannot be read'),
+    });
+    this.committer.beforeCommit(() => recorder.take());
+    this.views.subscribe((event) => recorder.record(event));
+    return recorder;
   }
 }

@@ -61,6 +61,16 @@ export interface EventDbRow {
   type: string;
   data: string;
   at: number;
+  boot: number;
+}
+
+export interface StreamDbRow {
+  run_id: string;
+  seq: number;
+  agent_id: string | null;
+  type: string;
+  data: string;
+  at: number;
 }
 
 export interface UsageDbRow {

@@ -22,6 +22,7 @@ import type {
   ReentryDbRow,
   RunDbRow,
   SessionDbRow,
+  StreamDbRow,
   ToolCallDbRow,
   UsageDbRow,
 } from './dbRows.js';
@@ -43,7 +44,7 @@ import {
   shape,
   type Check,
 } from './rowChecks.js';
-import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, RunRow, ToolCallRow, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, RunRow, StreamRow, ToolCallRow, UsageRow } from './types.js';
 
 // ── runs ──────────────────────────────────────────────────────────────────────────────────────
 
@@ -218,10 +219,18 @@ export function toSessionItem(row: SessionDbRow, expectedSeq: number): SessionIt
 // ── the journal tables ─────────────────────────────────────────────────────────────────────────
 
 export function toEvent(r: EventDbRow): EventRow {
-  expect('events', r.id, 'row', r, { run_id: isString, agent_id: nullable(isString), type: isString, at: isNumber });
+  expect('events', r.id, 'row', r, { run_id: isString, agent_id: nullable(isString), type: isString, at: isNumber, boot: isNumber });
   const data = parseJson('events', r.id, 'data', r.data);
   if (!isRecord(data)) throw corrupt('events', r.id, 'data is not an object');
-  return { runId: r.run_id, agentId: r.agent_id, type: r.type, data, at: r.at };
+  return { runId: r.run_id, agentId: r.agent_id, type: r.type, data, at: r.at, boot: r.boot };
+}
+
+export function toStreamRow(r: StreamDbRow): StreamRow {
+  const id = `${String(r.run_id)}:${String(r.seq)}`;
+  expect('stream', id, 'row', r, { run_id: isString, seq: isNumber, agent_id: nullable(isString), type: isString, at: isNumber });
+  const data = parseJson('stream', id, 'data', r.data);
+  if (!isRecord(data)) throw corrupt('stream', id, 'data is not an object');
+  return { runId: r.run_id, seq: r.seq, agentId: r.agent_id, type: r.type, data, at: r.at };
 }
 
 const USAGE_COLUMNS: Record<string, Check> = {

@@ -11,6 +11,7 @@ import type {
   AgentRow,
   DelegationRow,
   EventRow,
+  StreamRow,
   ExecutionRow,
   MessageRow,
   NewMessage,
@@ -36,6 +37,7 @@ interface State {
   sessions: Map<string, SessionItem[]>;
   usage: UsageRow[];
   events: EventRow[];
+  stream: StreamRow[];
   noticeKeys: Set<string>;
   delegations: Map<string, DelegationRow>;
   reentry: Map<string, ReentryBudgetRow>;
@@ -61,6 +63,7 @@ export function memoryStore(): Store {
     sessions: new Map(),
     usage: [],
     events: [],
+    stream: [],
     noticeKeys: new Set(),
     delegations: new Map(),
     reentry: new Map(),
@@ -68,6 +71,7 @@ export function memoryStore(): Store {
     toolCalls: new Map(),
     seq: 0,
   };
+  const lastSeq = (runId: string): number => state.stream.findLast((r) => r.runId === runId)?.seq ?? 0;
   /** Replace an agent's started calls (arrays are never changed in place: the old one is the undo). */
   const setStarted = (agentId: string, rows: readonly ToolCallRow[]) => {
     const before = state.toolCalls.get(agentId);
@@ -254,6 +258,20 @@ export function memoryStore(): Store {
       onRollback(() => state.events.pop());
     },
     listEvents: (runId) => state.events.filter((e) => e.runId === runId).map(copy),
+
+    appendStream(rows) {
+      for (const row of rows) {
+        if (row.seq !== lastSeq(row.runId) + 1) throw new TroupeError('INTERNAL', `store: stream ${row.runId} seq ${row.seq} does not follow its last`);
+        state.stream.push(copy(row));
+        onRollback(() => state.stream.pop());
+      }
+    },
+    readStream: (runId, afterSeq, limit) =>
+      state.stream
+        .filter((r) => r.runId === runId && r.seq > afterSeq)
+        .slice(0, limit)
+        .map(copy),
+    lastStreamSeq: (runId) => lastSeq(runId),
 
     insertDelegation(row) {
       const key = delegationKey(row.sessionId, row.delegationId);

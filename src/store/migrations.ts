@@ -192,6 +192,23 @@ export const MIGRATIONS: readonly Migration[] = [
       BEGIN SELECT RAISE(ABORT, 'inbox kind must be send, stop, pause, resume, execution or delegation'); END;
     `,
   },
+  {
+    // The live stream (issue 38): what a run's subscribers saw, numbered per run by its owner, so
+    // that another process (troupe ui's /api/stream, troupe follow) follows it and resumes after a
+    // seq. A troupe of schema 6 would open the file and never write it: refused instead.
+    version: 7,
+    sql: `
+      CREATE TABLE stream (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        seq INTEGER NOT NULL,
+        agent_id TEXT,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, seq)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -25,6 +25,7 @@ import type {
   ReentryBudgetRow,
   RunRow,
   Store,
+  StreamRow,
   ToolCallRow,
   UsageRow,
 } from './types.js';
@@ -42,6 +43,7 @@ export type WriteOp =
   | { op: 'replaceSession'; agentId: string; items: SessionItem[] }
   | { op: 'recordUsage'; row: UsageRow }
   | { op: 'appendEvent'; row: EventRow }
+  | { op: 'appendStream'; rows: readonly StreamRow[] }
   | { op: 'insertDelegation'; row: DelegationRow }
   | { op: 'finishDelegation'; sessionId: string; delegationId: string; end: { status: 'completed' | 'failed' | 'interrupted'; at: number; resultText: string } }
   | { op: 'putReentryBudget'; row: ReentryBudgetRow }
@@ -123,6 +125,10 @@ export interface StorePort {
   listMessages(runId: string): Promise<MessageRow[]>;
   listEvents(runId: string): Promise<EventRow[]>;
   listUsage(runId: string): Promise<UsageRow[]>;
+  /** The run's live-stream rows after `afterSeq`, oldest first, at most `limit` (types.ts StreamRow). */
+  readStream(runId: string, afterSeq: number, limit: number): Promise<StreamRow[]>;
+  /** The run's last live-stream `seq` (0 when it has none). */
+  lastStreamSeq(runId: string): Promise<number>;
 }
 
 /** Whether a value already is a port (a networked store) rather than an embedded `Store`. */
@@ -154,6 +160,8 @@ function applyOp(store: Store, w: WriteOp): void {
       return store.recordUsage(w.row);
     case 'appendEvent':
       return store.appendEvent(w.row);
+    case 'appendStream':
+      return store.appendStream(w.rows);
     case 'insertDelegation':
       return store.insertDelegation(w.row);
     case 'finishDelegation':
@@ -225,6 +233,8 @@ export function portOf(store: Store): StorePort {
     listMessages: (runId) => settle(() => store.listMessages(runId)),
     listEvents: (runId) => settle(() => store.listEvents(runId)),
     listUsage: (runId) => settle(() => store.listUsage(runId)),
+    readStream: (runId, afterSeq, limit) => settle(() => store.readStream(runId, afterSeq, limit)),
+    lastStreamSeq: (runId) => settle(() => store.lastStreamSeq(runId)),
   };
   ports.set(store, port);
   return port;

@@ -18,11 +18,12 @@
 import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
 import { checksum, messageDigest } from './checksums.js';
-import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, toToolCall, toUsage } from './decode.js';
+import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, toStreamRow, toToolCall, toUsage } from './decode.js';
 import type {
   AgentDbRow,
   DelegationDbRow,
   EventDbRow,
+  StreamDbRow,
   ExecutionDbRow,
   InboxDbRow,
   MessageDbRow,
@@ -39,7 +40,7 @@ import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
 import { prepareStatements } from './sqliteStatements.js';
 import { createTransactor } from './sqliteTransaction.js';
-import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, UsageRow } from './types.js';
+import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
 
 export interface OpenStoreOptions {
@@ -305,6 +306,13 @@ function createSqliteStore(
         q.insertEvent.run(e.runId, e.agentId, e.type, json(e.data), e.at, boot);
       }),
     listEvents: (runId) => (q.listEvents.all(runId) as EventDbRow[]).map(toEvent),
+
+    appendStream: (rows: readonly StreamRow[]) =>
+      transaction(() => {
+        for (const r of rows) q.insertStream.run(r.runId, r.seq, r.agentId, r.type, json(r.data), r.at);
+      }),
+    readStream: (runId, afterSeq, limit) => (q.readStream.all(runId, afterSeq, limit) as StreamDbRow[]).map(toStreamRow),
+    lastStreamSeq: (runId) => q.lastStreamSeq.pluck().get(runId) as number,
 
     insertDelegation: (row: DelegationRow) =>
       transaction(() => {

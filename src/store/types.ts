@@ -81,6 +81,27 @@ export interface EventRow {
   type: string;
   data: Record<string, unknown>;
   at: number;
+  /**
+   * The owner that wrote it (SQLite's boot number, PostgreSQL's lease epoch), as the store hands it
+   * back: one value per hosting of the run. Absent on writes (the store fills it) and in memory.
+   */
+  boot?: number;
+}
+
+/**
+ * One entry of a run's live stream (DESIGN §13, issue 38): what its subscribers saw (status
+ * changes, what agents said, tool activity, streamed pieces of answers merged per flush), numbered
+ * by the run's owner so that any process can follow it and resume after `seq` without a gap or a
+ * repeat. Written in batches by the owner's group commit, never per token.
+ */
+export interface StreamRow {
+  runId: string;
+  /** 1, 2, 3, … within the run, in the order the owner committed them. */
+  seq: number;
+  agentId: string | null;
+  type: string;
+  data: Record<string, unknown>;
+  at: number;
 }
 
 /** Background work an agent dispatched whose result must come back to it (seeds/001). */
@@ -166,6 +187,13 @@ export interface Store {
 
   appendEvent(row: EventRow): void;
   listEvents(runId: string): EventRow[];
+
+  /** Append live-stream rows (their `seq` follow the run's last one). */
+  appendStream(rows: readonly StreamRow[]): void;
+  /** The run's stream rows after `afterSeq`, oldest first, at most `limit`. */
+  readStream(runId: string, afterSeq: number, limit: number): StreamRow[];
+  /** The run's last stream `seq` (0 when it has none). */
+  lastStreamSeq(runId: string): number;
 
   /** Record a dispatched delegation (status `running`). */
   insertDelegation(row: DelegationRow): void;

@@ -193,6 +193,21 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE inbox ADD CONSTRAINT inbox_kind CHECK (kind IN ('send', 'stop', 'pause', 'resume', 'execution', 'delegation'));
     `,
   },
+  {
+    // SQLite's migration 7: the live stream, numbered per run by the lease holder's commits.
+    version: 6,
+    sql: `
+      CREATE TABLE stream (
+        run_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        agent_id TEXT,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        at BIGINT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+      );
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -53,6 +53,7 @@ export class Pending {
   readonly messages: unknown[][] = Array.from({ length: 12 }, () => []);
   readonly usage: unknown[][] = Array.from({ length: 9 }, () => []);
   readonly events: unknown[][] = Array.from({ length: 5 }, () => []);
+  readonly stream: unknown[][] = Array.from({ length: 6 }, () => []);
   /** The last state of each agent updated (an agent updated three times is written once). */
   readonly agents = new Map<string, unknown[]>();
 }
@@ -93,6 +94,13 @@ export async function flushPgOps(ctx: OpContext): Promise<void> {
       `INSERT INTO events (run_id, agent_id, type, data, at, boot) SELECT e.run_id, e.agent_id, e.type, e.data, e.at, $6::bigint
        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[]) WITH ORDINALITY AS e(run_id, agent_id, type, data, at, n) ORDER BY e.n`,
       [...p.events.map((c) => c.splice(0)), boot],
+    );
+  }
+  if (p.stream[0]!.length > 0) {
+    await client.query(
+      `INSERT INTO stream (run_id, seq, agent_id, type, data, at)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])`,
+      p.stream.map((c) => c.splice(0)),
     );
   }
   if (p.agents.size > 0) {
@@ -243,6 +251,9 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
       push(ctx.pending.events, [e.runId, e.agentId, e.type, scrubJson(e.data), e.at]);
       return;
     }
+    case 'appendStream':
+      for (const r of w.rows) push(ctx.pending.stream, [r.runId, r.seq, r.agentId, r.type, scrubJson(r.data), r.at]);
+      return;
     case 'insertDelegation': {
       const r = w.row;
       await client.query(

@@ -6,11 +6,12 @@
  */
 import type pg from 'pg';
 import type { SessionItem } from '../../model/types.js';
-import { toAgent, toDelegation, toEvent, toExecution, toMessage, toReentry, toRun, toSessionItem, toToolCall, toUsage } from '../decode.js';
+import { toAgent, toDelegation, toEvent, toExecution, toMessage, toReentry, toRun, toSessionItem, toStreamRow, toToolCall, toUsage } from '../decode.js';
 import type {
   AgentDbRow,
   DelegationDbRow,
   EventDbRow,
+  StreamDbRow,
   ExecutionDbRow,
   MessageDbRow,
   ReentryDbRow,
@@ -78,5 +79,8 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
     listMessages: async (runId) => (await all<MessageDbRow>('SELECT * FROM messages WHERE run_id = $1 ORDER BY seq', [runId])).map(toMessage),
     listEvents: async (runId) => (await all<EventDbRow>('SELECT * FROM events WHERE run_id = $1 ORDER BY id', [runId])).map(toEvent),
     listUsage: async (runId) => (await all<UsageDbRow>('SELECT * FROM usage WHERE run_id = $1 ORDER BY id', [runId])).map(toUsage),
+    readStream: async (runId, afterSeq, limit) =>
+      (await all<StreamDbRow>('SELECT * FROM stream WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [runId, afterSeq, limit])).map(toStreamRow),
+    lastStreamSeq: async (runId) => (await all<{ n: number }>('SELECT coalesce(max(seq), 0)::bigint AS n FROM stream WHERE run_id = $1', [runId]))[0]!.n,
   };
 }

@@ -132,8 +132,9 @@ describe.skipIf(!available)(pgTitle(available, 'the dashboard on PostgreSQL'), (
     const stop = new AbortController();
     try {
       const { runId } = await submitRun(store, { root: { name: 'lead', task: 'Stand by.' }, interactive: true });
-      // Kept: hosted while its root waits on the user (a worker would let an idle run go).
-      expect(await w.keep(runId)).toBe(true);
+      // Kept: hosted while its root waits on the user (a worker would let an idle run go). A keep
+      // that meets the run while the worker lets it go (its last commits) is retried (the next poll).
+      await expect.poll(() => w.keep(runId)).toBe(true);
       const io = captureIo();
       const exited = ui([], { db: `${PG_URL}?schema=${schema}`, port: '0' }, io, stop.signal);
       await expect.poll(() => io.text().err).toMatch(/open http:\/\/127\.0\.0\.1:\d+\/\?token=/);

@@ -1,0 +1,166 @@
+/**
+ * The run's live stream, written by its owner (issue 38): every event its subscribers see (status
+ * changes, what agents said, tool activity, retries, budget trips, MCP servers, deadlocks) and the
+ * streamed pieces of model answers, numbered 1, 2, 3, … per run and written with the group commit,
+ * so that any process — `troupe ui`'s `/api/stream`, `troupe follow`, a user's own reader of the
+ * store — follows the run whichever process hosts it and resumes after a `seq` with no gap and no
+ * repeat.
+ *
+ * Invariants:
+ * - Rows ride commits that happen anyway (`GroupCommitter.beforeCommit`); only a buffer nothing
+ *   else commits for `flushMs` stages a commit of its own. A busy run pays no extra commit, a
+ *   streaming one at most one per `flushMs`: pieces of answers are never committed one by one.
+ * - Pieces of one agent's answer that no other event of that agent separates are merged into one
+ *   row (the text joined), so the stream holds the whole text once, in order per agent.
+ * - `seq` continues the run's last committed one (read when hosting starts: an earlier host's rows,
+ *   a failover's, a resume's), and is given when the rows are handed to a commit, so commits carry
+ *   increasing, gap-free numbers (a commit that fails stops the host: nothing is committed after).
+ * - Events are recorded as they are emitted, and statuses are emitted once their commit is durable,
+ *   so the stream never shows a state the store does not hold.
+ * @module
+ */
+import type { Clock } from '../../clock.js';
+import type { TroupeEvent } from './views.js';
+import type { WriteOp } from '../../store/port.js';
+import type { StreamRow } from '../../store/types.js';
+
+interface Entry {
+  agentId: string | null;
+  type: string;
+  data: Record<string, unknown>;
+  at: number;
+}
+
+export interface StreamRecorderDeps {
+  runId: string;
+  /** Arms the flush timer (the host passes real time: the flush batches I/O, it is not behaviour). */
+  clock: Clock;
+  /** The run's last committed seq (0 for a new run). */
+  lastSeq: () => Promise<number>;
+  /** Stage writes for the next group commit. */
+  stage: (op: WriteOp) => void;
+  /** At most this long between an event and the commit that holds it, when nothing else commits. */
+  flushMs: number;
+  /**
+   * Whether the run's row exists (a resumed run). A new run's events before its row (an MCP server
+   * connecting as it starts) wait for `runStarted()`; a run that never starts writes none.
+   */
+  runExists: boolean;
+  /** Told when the last seq cannot be read: the stream stays off for this hosting. */
+  onError: (err: unknown) => void;
+}
+
+/** A delta's merge key: the agent, the kind of piece and, for a tool call's arguments, its index. */
+function deltaKey(event: Extract<TroupeEvent, { type: 'agent.delta' }>): string {
+  const d = event.delta;
+  return d.kind === 'toolCall' ? `toolCall:${d.index}` : d.kind;
+}
+
+export class StreamRecorder {
+  readonly #deps: StreamRecorderDeps;
+  readonly #flushMs: number;
+  #buffer: Entry[] = [];
+  /** Per agent: its open delta row in the buffer (merge target) and that row's merge key. */
+  readonly #merging = new Map<string, { entry: Entry; key: string }>();
+  /** The next seq to give; null until the last one is read. */
+  #next: number | null = null;
+  readonly #ready: Promise<void>;
+  #timer: unknown = null;
+  #closed = false;
+  #off = false;
+  /** Whether the run's row is written (or staged ahead of these): rows wait for it. */
+  #open: boolean;
+
+  constructor(deps: StreamRecorderDeps) {
+    this.#deps = deps;
+    this.#flushMs = deps.flushMs;
+    this.#open = deps.runExists;
+    this.#ready = deps.lastSeq().then(
+      (last) => {
+        this.#next = last + 1;
+        if (this.#buffer.length > 0) this.#arm();
+      },
+      (err: unknown) => {
+        this.#off = true;
+        this.#buffer = [];
+        this.#merging.clear();
+        deps.onError(err);
+      },
+    );
+  }
+
+  /** The run's row is staged: rows staged from now on follow it in the same or a later commit. */
+  runStarted(): void {
+    this.#open = true;
+    if (this.#buffer.length > 0) this.#arm();
+  }
+
+  /** Record one event (coordinator.subscribe's listener). */
+  record(event: TroupeEvent): void {
+    if (this.#closed || this.#off || event.type === 'coordinator.failed') return;
+    const { type, at, ...rest } = event;
+    const agentId = 'agentId' in event ? event.agentId : null;
+    if (event.type === 'agent.delta') {
+      const key = deltaKey(event);
+      const open = this.#merging.get(event.agentId);
+      if (open && open.key === key) {
+        const delta = open.entry.data.delta as { text: string; name?: string };
+        delta.text += event.delta.text;
+        return;
+      }
+      const entry: Entry = { agentId, type, data: { name: event.name, delta: { ...event.delta } }, at };
+      this.#buffer.push(entry);
+      this.#merging.set(event.agentId, { entry, key });
+    } else {
+      if (agentId !== null) this.#merging.delete(agentId);
+      const data: Record<string, unknown> = { ...rest };
+      delete data.agentId;
+      this.#buffer.push({ agentId, type, data, at });
+    }
+    this.#arm();
+  }
+
+  /**
+   * The buffered rows, numbered, as a write for a commit that happens anyway (GroupCommitter's
+   * beforeCommit), or null.
+   */
+  take(): WriteOp | null {
+    if (this.#next === null || !this.#open || this.#buffer.length === 0) return null;
+    const rows: StreamRow[] = this.#buffer.map((e) => ({
+      runId: this.#deps.runId,
+      seq: this.#next!++,
+      agentId: e.agentId,
+      type: e.type,
+      data: e.data,
+      at: e.at,
+    }));
+    this.#buffer = [];
+    this.#merging.clear();
+    if (this.#timer !== null) this.#deps.clock.clearTimeout(this.#timer);
+    this.#timer = null;
+    return { op: 'appendStream', rows };
+  }
+
+  /** Stage what is buffered and stop recording (before the committer closes). */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#ready;
+    this.#stageNow();
+  }
+
+  #arm(): void {
+    if (this.#timer !== null || this.#next === null || !this.#open) return;
+    this.#timer = this.#deps.clock.setTimeout(() => {
+      this.#timer = null;
+      this.#stageNow();
+    }, this.#flushMs);
+    // A pending flush never holds the process open (close() stages what is left).
+    (this.#timer as { unref?: () => void }).unref?.();
+  }
+
+  #stageNow(): void {
+    const op = this.take();
+    if (op) this.#deps.stage(op);
+  }
+}

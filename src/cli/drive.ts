@@ -14,7 +14,7 @@ import type { StorePort } from '../store/port.js';
 import type { Io } from './args.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { attachView, type View } from './liveView.js';
-import type { Inspection } from './setup.js';
+import { offlineDashboard, type Inspection } from './setup.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { budgetBar, mcpLine, treeLines, type ViewMode } from './view.js';
 import type { McpServerStatus } from '../mcp/connection.js';
@@ -153,6 +153,10 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
   let stopKill: (() => void) | undefined;
   let stopMcp: (() => void) | undefined;
   let input: ReturnType<typeof createInterface> | undefined;
+  // The inspector's "cannot reach" line, if it comes during the run: above the live frame on a terminal.
+  options.inspection?.tellWith?.((line) => {
+    if (!view?.say(line)) io.err.write(`troupe: ${line}\n`);
+  });
   try {
     const promptTerminal = options.interactive && mode === 'tty' && io.stdin?.isTTY ? io.stdin : undefined;
     // The view listens from the moment the run is hosted, before any of its turns.
@@ -209,7 +213,12 @@ export async function drive(host: (onHosted: (c: Driven) => void) => Promise<{ c
     const root = c.get(rootId);
     printEnd(c, root, rootId, trips?.trips ?? [], io, mode);
     if (options.inspection?.url) {
-      io.err.write(`The run ended; the inspector keeps serving ${options.inspection.url} until Ctrl-C.\n`);
+      const unreachable = options.inspection.unreachable?.();
+      const offline =
+        unreachable === undefined
+          ? ''
+          : ` This machine could not reach the Stately inspector its page loads (${forTerminal(unreachable)}); ${offlineDashboard(options.address)}.`;
+      io.err.write(`The run ended; the inspector keeps serving ${options.inspection.url} until Ctrl-C.${offline}\n`);
       await signals.promise;
     }
     return runExitCode(root);

@@ -7,11 +7,13 @@ import type { CoordinatorOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';
 import { openaiModel } from '../model/openaiModel.js';
 import type { Model } from '../model/types.js';
+import type { InspectorOptions } from '../inspect/server.js';
 import type { OpenStoreOptions } from '../store/sqliteStore.js';
-import { number, type Io } from './args.js';
+import { isPostgresUrl, number, type Io } from './args.js';
 import { defined, MODEL_HINT, parsePrice, type CliConfig } from './config.js';
 import { mcpSecrets, mcpServersOf } from './mcpConfig.js';
 import type { Values } from './flags.js';
+import { forTerminal } from './terminal.js';
 
 export const LOG_FILE = '.troupe/troupe.log';
 
@@ -78,14 +80,66 @@ export interface Inspection {
   /** The page's address, printed again when the run ends and the inspector keeps serving. */
   url?: string;
   close: () => Promise<void>;
+  /** Why this machine cannot reach the inspector UI the page embeds, once the background check has found so; else undefined. */
+  unreachable?: () => string | undefined;
+  /**
+   * Where the one line saying so goes from now on (until then: stderr), e.g. above a live view's
+   * frame; it is said once, whoever says it.
+   */
+  tellWith?: (tell: (line: string) => void) => void;
 }
 
-/** `--inspect[=port]`: start the inspector server (its address on stderr), or nothing. */
-export async function inspector(values: Pick<Values, 'inspect'>, io: Io): Promise<Inspection> {
+/** What to do offline, given the flags that address the run: the dashboard, and where it shows the agents' lifecycles. */
+export function offlineDashboard(address: string): string {
+  return `\`troupe ui${address}\` shows the same run offline: its Timeline tab draws every agent's lifecycle states over time`;
+}
+
+/** How to open the dashboard on this command's run, completing "the dashboard shows the same run: …" (`where`: where to type the command). */
+function dashboardWay(values: Pick<Values, 'db' | 'ui'>, where: string): string {
+  if (values.ui !== undefined) return 'open the dashboard this command serves (--ui; its address is printed on the terminal)';
+  const db = values.db === undefined ? '' : isPostgresUrl(values.db) ? ' --db postgres://…' : ` --db ${forTerminal(values.db)}`;
+  return `run \`troupe ui${db}\` ${where} (or start the team with --ui)`;
+}
+
+/** The line for a terminal when this machine cannot reach the inspector UI (`why`: the probe's words). */
+function unreachableLine(url: string, why: string, values: Pick<Values, 'db' | 'ui'>, env: NodeJS.ProcessEnv): string {
+  const proxy = env.HTTPS_PROXY ?? env.https_proxy;
+  return (
+    `--inspect: this machine could not reach ${forTerminal(url)} (${forTerminal(why)}), which the inspector page loads from the internet, ` +
+    `so the page will say it did not load instead of showing the run. Offline, the dashboard shows the same run: ${dashboardWay(values, 'in another shell')}; ` +
+    `its Timeline tab draws every agent's lifecycle states over time.` +
+    (proxy ? ' (This check does not use the HTTPS_PROXY set here: a browser that does may still load the page.)' : '')
+  );
+}
+
+/**
+ * `--inspect[=port]`: start the inspector server (its address on stderr), or nothing. In the
+ * background, without delaying anything, it checks that this machine reaches the hosted inspector
+ * the page embeds; if not, one line says so (see {@link Inspection.tellWith}) and what to open
+ * instead. `options` are for tests (a probe that needs no network).
+ */
+export async function inspector(
+  values: Pick<Values, 'inspect' | 'db' | 'ui'>,
+  io: Io,
+  options: Pick<InspectorOptions, 'probe' | 'probeTimeoutMs' | 'inspectorUrl'> = {},
+): Promise<Inspection> {
   if (values.inspect === undefined) return { close: () => Promise.resolve() };
   const port = number('inspect', values.inspect, true, true) ?? 8080;
   const { startInspector } = await import('../inspect/server.js');
-  const handle = await startInspector({ port });
+  const handle = await startInspector({ ...options, port, dashboard: dashboardWay(values, 'on the machine that runs troupe') });
   io.err.write(`${handle.hint}\n`);
-  return { inspect: handle.inspect, url: handle.url, close: () => handle.close() };
+  let tell = (line: string) => io.err.write(`troupe: ${line}\n`);
+  let why: string | undefined;
+  void handle.unreachable.then((found) => {
+    if (found === null) return;
+    why = found;
+    tell(unreachableLine(handle.inspectorUrl, found, values, io.env));
+  });
+  return {
+    inspect: handle.inspect,
+    url: handle.url,
+    close: () => handle.close(),
+    unreachable: () => why,
+    tellWith: (next) => (tell = next),
+  };
 }

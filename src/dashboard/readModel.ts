@@ -1,12 +1,13 @@
 /**
  * What the dashboard shows, read from the store port: the team (agents with status, turns, spend,
- * last tool and what a waiting agent waits on, counts by status, the budget), the timeline (one lane
- * per agent: status spans and marks for model calls and their retries, tool calls, messages,
- * notices, budget warnings and trips) and one agent (transcript, spend by purpose, children, mailbox). Plain JSON for the page;
- * every value is derived from rows, nothing is kept here.
+ * last tool, what a waiting agent waits on and why a failed or stopped one ended, counts by status,
+ * the budget), the timeline (one lane per agent: status spans and marks for model calls and their
+ * retries, tool calls, messages, notices, budget warnings and trips; the run's hostings, one per
+ * process that drove it) and one agent (transcript, spend by purpose, children, mailbox). Plain
+ * JSON for the page; every value is derived from rows, nothing is kept here.
  * @module
  */
-import { isActive, type AgentStatus } from '../../machines/types.js';
+import { isActive, type AgentStatus, type SerializedError, type StopReason } from '../../machines/types.js';
 import { DEFAULT_RESERVE_FRACTION } from '../host/options.js';
 import { TroupeError } from '../errors.js';
 import type { SessionItem, UsagePurpose } from '../model/types.js';
@@ -15,12 +16,18 @@ import type { StorePort } from '../store/port.js';
 
 /** The reads the dashboard makes: any store's port (SQLite, memory, PostgreSQL's lease-free reads). */
 export type StoreReads = Omit<StorePort, 'boot' | 'commit'>;
-import type { AgentRow, MessageRow, RunRow } from '../store/types.js';
+import type { AgentRow, EventRow, MessageRow, RunRow } from '../store/types.js';
 
 /** @public The dashboard page (public/app.js) types its agents with it, which knip does not read. */
 export interface TeamAgent extends AgentView {
   /** For a waiting agent: `the user`, or the names of the children it waits on. */
   waitingOn: string | null;
+  /** For a waiting agent: the ids of the agents it waits on (its active children); empty otherwise. */
+  waitingOnIds: string[];
+  /** Why a stopped agent was stopped (null otherwise). */
+  stopReason: StopReason | null;
+  /** The error a failed or crashed agent ended with (null otherwise). */
+  error: SerializedError | null;
 }
 
 interface BudgetView {
@@ -64,12 +71,27 @@ interface Lane {
   marks: Mark[];
 }
 
+/**
+ * One hosting of the run: a process that drove it, from its first event to its last. A run killed
+ * (or stopped) and resumed has several, with a gap between them where nothing hosted it.
+ */
+interface Hosting {
+  /** The store's boot (owner) number of the process; null when the store does not say (one hosting). */
+  boot: number | null;
+  /** Its first event (the run's creation for the first hosting). */
+  from: number;
+  /** Its last event (the end of the timeline for the last hosting). */
+  to: number;
+}
+
 export interface Timeline {
   start: number;
   end: number;
   lanes: Lane[];
   /** Run-wide marks: budget trips and pauses, deadlocks. */
   marks: Mark[];
+  /** The run's hostings, oldest first (at least one). */
+  hostings: Hosting[];
 }
 
 export interface AgentDetail {
@@ -102,20 +124,39 @@ async function reserveFraction(port: StoreReads, runId: string): Promise<number>
   return typeof saved?.reserveFraction === 'number' ? saved.reserveFraction : DEFAULT_RESERVE_FRACTION;
 }
 
-function waitingOn(agent: AgentRow, all: readonly AgentRow[]): string | null {
-  if (agent.status !== 'waiting') return null;
-  if (agent.waitKind === 'user') return 'the user';
-  const children = all.filter((a) => a.parentId === agent.id && isActive(a.status)).map((a) => a.name);
-  return children.length > 0 ? children.join(', ') : agent.waitKind === 'agents' ? 'its agents' : null;
+/** What a waiting agent waits on: its active children (a wait on agents), else the user or nothing. */
+function waitingOn(agent: AgentRow, children: readonly AgentRow[]): { text: string | null; ids: string[] } {
+  if (agent.status !== 'waiting') return { text: null, ids: [] };
+  if (agent.waitKind === 'user') return { text: 'the user', ids: [] };
+  const active = children.filter((a) => isActive(a.status));
+  if (active.length > 0) return { text: active.map((a) => a.name).join(', '), ids: active.map((a) => a.id) };
+  return { text: agent.waitKind === 'agents' ? 'its agents' : null, ids: [] };
 }
 
 export async function readTeam(port: StoreReads, runId?: string): Promise<Team> {
   const run = await pickRun(port, runId);
   const [runs, rows, spend, fraction] = await Promise.all([port.listRuns(), port.listAgents(run.id), port.spendOf(run.id), reserveFraction(port, run.id)]);
   const counts: Partial<Record<AgentStatus, number>> = {};
+  const childrenOf = new Map<string, AgentRow[]>();
+  for (const r of rows) {
+    if (r.parentId === null) continue;
+    const list = childrenOf.get(r.parentId);
+    if (list) list.push(r);
+    else childrenOf.set(r.parentId, [r]);
+  }
   const agents = agentViews(rows, spend).map((view, i): TeamAgent => {
     counts[view.status] = (counts[view.status] ?? 0) + 1;
-    return { ...view, waitingOn: waitingOn(rows[i]!, rows) };
+    const row = rows[i]!;
+    const waits = waitingOn(row, childrenOf.get(row.id) ?? []);
+    // Why it ended, for the statuses that say something went short of done (a revived agent's old reason is not shown).
+    const ended = view.status === 'stopped' || view.status === 'failed' || view.status === 'crashed';
+    return {
+      ...view,
+      waitingOn: waits.text,
+      waitingOnIds: waits.ids,
+      stopReason: view.status === 'stopped' ? row.stopReason : null,
+      error: ended ? row.error : null,
+    };
   });
   const limitUsd = run.budget.limitUsd;
   return {
@@ -150,6 +191,31 @@ const RUN_MARKS: Record<string, { kind: MarkKind; label: (data: Record<string, u
 function recoveryLabel(d: Record<string, unknown>): string {
   const what = d.kind === 'retry' ? `retry ${String(d.attempt)} in ${String(d.delayMs)} ms` : d.kind === 'compact' ? 'compaction' : 'images stripped';
   return `${what} after ${String(d.code)}: ${String(d.message)}`;
+}
+
+/**
+ * An event row as a store may hand it back with the boot (owner) that wrote it: SQLite and
+ * PostgreSQL record it on every row (`events.boot`: the owner lock's counter, the lease epoch),
+ * and a store whose reads return it gets a run's hostings told apart. `EventRow` does not carry it
+ * yet; without it a run is one hosting.
+ */
+type BootedEvent = EventRow & { boot?: unknown };
+
+/**
+ * The run's hostings from the boots its event rows were written under: consecutive rows of one
+ * boot are one hosting, from its first event to its last (other rows do not say which process
+ * wrote them, so the gap between two hostings is bounded by events, never guessed).
+ */
+function hostingsOf(events: readonly BootedEvent[], start: number, end: number): Hosting[] {
+  const boots: { boot: number; first: number; last: number }[] = [];
+  for (const e of events) {
+    if (typeof e.boot !== 'number') continue;
+    const last = boots.at(-1);
+    if (last?.boot === e.boot) last.last = Math.max(last.last, e.at);
+    else boots.push({ boot: e.boot, first: e.at, last: e.at });
+  }
+  if (boots.length === 0) return [{ boot: null, from: start, to: end }];
+  return boots.map((b, i) => ({ boot: b.boot, from: i === 0 ? start : b.first, to: i === boots.length - 1 ? end : b.last }));
 }
 
 export async function readTimeline(port: StoreReads, runId?: string): Promise<Timeline> {
@@ -219,7 +285,7 @@ export async function readTimeline(port: StoreReads, runId?: string): Promise<Ti
     if (last && last.to === null && !isActive(last.status)) last.to = last.from;
     lane.marks.sort((x, y) => x.at - y.at);
   }
-  return { start: run.createdAt, end, lanes: [...lanes.values()], marks };
+  return { start: run.createdAt, end, lanes: [...lanes.values()], marks, hostings: hostingsOf(events, run.createdAt, end) };
 }
 
 export async function readAgent(port: StoreReads, runId: string | undefined, ref: string): Promise<AgentDetail> {

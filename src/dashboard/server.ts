@@ -67,6 +67,7 @@ const ASSETS: Record<string, string> = {
   '/index.html': 'index.html',
   '/app.js': 'app.js',
   '/timeline.js': 'timeline.js',
+  '/graph.js': 'graph.js',
   '/style.css': 'style.css',
 };
 const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };

@@ -1,7 +1,8 @@
 /**
- * The dashboard without a browser: what it reads from the demo's database (team, timeline, agent),
- * the guard (token, Host, Origin), actions refused on a run no process drives (nothing written),
- * bad databases and run ids refused with their typed errors, and pushes batched.
+ * The dashboard without a browser: what it reads from the demo's database (team with why agents
+ * ended and who waits on whom, timeline, agent), the hostings of a demo killed with SIGKILL and
+ * resumed, the guard (token, Host, Origin), actions refused on a run no process drives (nothing
+ * written), bad databases and run ids refused with their typed errors, and pushes batched.
  */
 import { copyFileSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
@@ -17,7 +18,7 @@ import { ownerAlive as isOwned } from '../../src/store/ownerLock.js';
 import { portOf } from '../../src/store/port.js';
 import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
 import { BIN, fileHashes, workdir } from '../helpers/cli.js';
-import { call, captureIo, demoDb } from '../helpers/dashboard.js';
+import { call, captureIo, demoDb, eventBoots, interruptedRun, killedAndResumedDemo, withEventBoots } from '../helpers/dashboard.js';
 
 let db: string;
 let store: SqliteStore;
@@ -50,6 +51,21 @@ describe('what the dashboard reads from the demo run', () => {
       team.agents.reduce((s, a) => s + a.spentUsd, 0),
       10,
     );
+  });
+
+  it('why an agent ended: the stop reason of a stopped one, the error of a failed one, nothing for the completed', async () => {
+    const team = await readTeam(portOf(store));
+    const why = Object.fromEntries(team.agents.map((a) => [a.name, { stopReason: a.stopReason, code: a.error?.code ?? null }]));
+    expect(why).toEqual({
+      lead: { stopReason: null, code: null },
+      scout: { stopReason: null, code: null },
+      flaky: { stopReason: null, code: null },
+      talker: { stopReason: 'reserve', code: null },
+      prober: { stopReason: null, code: 'PROVIDER_AUTH' },
+    });
+    expect(team.agents.find((a) => a.name === 'prober')!.error!.message).not.toBe('');
+    // Finished: nobody waits on anyone.
+    expect(team.agents.flatMap((a) => a.waitingOnIds)).toEqual([]);
   });
 
   it('the timeline: the reserve trip once, talker stalled before it was stopped, notices on the children’s lanes', async () => {
@@ -90,6 +106,50 @@ describe('what the dashboard reads from the demo run', () => {
     ).toEqual(['flaky', 'prober', 'scout', 'system', 'talker']);
     expect(lead.spentByPurpose.main).toBeGreaterThan(0);
     await expect(readAgent(portOf(store), undefined, 'nobody')).rejects.toMatchObject({ code: 'AGENT_NOT_FOUND' });
+  });
+});
+
+describe('the hostings of a run', () => {
+  it('a demo killed with SIGKILL and resumed in a new process: two hostings, split where the boots change, the gap between them', async () => {
+    const path = await killedAndResumedDemo();
+    const reader = openStore({ path, readonly: true });
+    try {
+      const runId = reader.listRuns()[0]!.id;
+      const boots = eventBoots(path, runId);
+      const distinct = [...new Set(boots.map((b) => b.boot))];
+      expect(distinct).toHaveLength(2);
+      const t = await readTimeline(withEventBoots(portOf(reader), path));
+      expect(t.hostings.map((h) => h.boot)).toEqual(distinct);
+      const [first, second] = t.hostings as [(typeof t.hostings)[0], (typeof t.hostings)[0]];
+      expect(first.from).toBe(t.start);
+      expect(second.to).toBe(t.end);
+      // Each hosting spans exactly its own boot's events, and the gap between them holds none.
+      const ats = (boot: number) => boots.filter((b) => b.boot === boot).map((b) => b.at);
+      expect(first.to).toBe(Math.max(...ats(first.boot!)));
+      expect(second.from).toBe(Math.min(...ats(second.boot!)));
+      expect(second.from).toBeGreaterThan(first.to);
+      expect(boots.filter((b) => b.at > first.to && b.at < second.from)).toEqual([]);
+      // The resumed run finished: its root completed in the second hosting.
+      const lead = t.lanes.find((l) => l.name === 'lead')!;
+      expect(lead.spans.at(-1)).toMatchObject({ status: 'completed' });
+      expect(lead.spans.at(-1)!.from).toBeGreaterThanOrEqual(second.from);
+      // Reads that do not hand back the boot (the store port's today): one hosting, no gap invented.
+      expect((await readTimeline(portOf(reader))).hostings).toEqual([{ boot: null, from: t.start, to: t.end }]);
+    } finally {
+      reader.close();
+    }
+  });
+
+  it('a run dropped without a clean stop and resumed on the next boot in this process: two hostings around the gap', async () => {
+    const { db: path, runId } = await interruptedRun(4_000);
+    const reader = openStore({ path, readonly: true });
+    try {
+      const t = await readTimeline(withEventBoots(portOf(reader), path), runId);
+      expect(t.hostings.map((h) => h.boot)).toEqual([1, 2]);
+      expect(t.hostings[1]!.from - t.hostings[0]!.to).toBeGreaterThanOrEqual(4_000);
+    } finally {
+      reader.close();
+    }
   });
 });
 

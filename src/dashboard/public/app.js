@@ -1,12 +1,15 @@
 // @ts-check
-// The troupe dashboard page: the team, the timeline and one agent, read from this server's API and
-// read again whenever its event stream says the run changed. No dependencies; every value from
-// the run is put in the page as text (textContent), never as markup.
+// The troupe dashboard page: the team (a table and a graph), the timeline and one agent, read from
+// this server's API and read again whenever its event stream says the run changed. No
+// dependencies; every value from the run is put in the page as text (textContent), never as markup.
+import { renderGraph, selectInGraph } from './graph.js';
 import { createTimeline, MARK_COLORS, STATUS_COLORS } from './timeline.js';
 
 /** The JSON the server answers with: the read model's types (src/dashboard/readModel.ts), checked here by npm run typecheck.
  * @typedef {import('../readModel.js').Team} Team
  * @typedef {import('../readModel.js').TeamAgent} TeamAgent
+ * @typedef {import('../readModel.js').Timeline} Timeline
+ * @typedef {Team & { live: boolean, db: string }} TeamReply what /api/team answers: the team, whether a process hosts it (actions reach it), the database
  */
 
 const token = new URLSearchParams(location.search).get('token') ?? '';
@@ -108,6 +111,59 @@ function renderTeam(team) {
   walk(null);
   state.rows = rows;
   renderRows();
+  renderGraph($('graph'), team.agents, { selected: state.agentId, onAgent: (id) => void openAgent(id) });
+  renderActions(team);
+}
+
+/** Why a stopped agent was stopped, by its stop reason. */
+const STOP_REASONS = {
+  requested: 'stopped on request (the user or its parent)',
+  maxTurns: 'it used all its turns',
+  budget: 'the budget is spent',
+  reserve: 'the budget reached its reserve line',
+};
+const clip = (text, max) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
+/** Why an agent failed, crashed or was stopped: [code, message], or null. */
+function whyEnded(a) {
+  if (a.stopReason) return [a.stopReason, STOP_REASONS[a.stopReason] ?? ''];
+  if (a.error) return [a.error.code, a.error.message];
+  return null;
+}
+
+function whyCell(a) {
+  const why = whyEnded(a);
+  if (!why) return el('td', { class: 'why' });
+  const [code, message] = why;
+  return el('td', { class: 'why', title: `${code}: ${message}` }, el('b', { text: code }), `: ${clip(message, 80)}`);
+}
+
+/**
+ * Actions need a process that hosts the run and applies them (the API's `live`): on a finished run,
+ * or one nothing hosts, the buttons are disabled and say why.
+ * @param {TeamReply} team
+ */
+function renderActions(team) {
+  const root = team.agents.find((a) => a.id === team.run.rootId);
+  const finished = root !== undefined && !['running', 'waiting', 'stalled', 'budgetPaused'].includes(root.status);
+  const why = team.live
+    ? null
+    : finished
+      ? `The run has finished (its root is ${root?.status}): nothing applies actions to it any more`
+      : 'No process hosts this run now: resume it (troupe resume --ui) to act on it from here';
+  const titles = {
+    pause: 'Pause the budget: no new paid model call starts until it is resumed',
+    resume: 'Resume the budget: agents paused by it run again',
+    send: 'Send this message to the agent',
+    stop: 'Stop this agent',
+  };
+  for (const [id, title] of Object.entries(titles)) {
+    const button = /** @type {HTMLButtonElement} */ ($(id));
+    button.disabled = why !== null;
+    button.title = why ?? title;
+  }
+  // A disabled button shows no tooltip in every browser: its group says it too.
+  $('budget-actions').title = why ?? '';
 }
 
 // Only the rows in view (and a few either side) are in the page; a spacer row above and one below
@@ -121,10 +177,11 @@ function agentRow(a) {
     { 'data-agent': a.name, 'data-id': a.id, class: a.id === state.agentId ? 'selected' : '', onclick: () => openAgent(a.id) },
     el('td', { style: `padding-left:${8 + a.depth * 18}px`, text: a.name }),
     el('td', {}, pill(a.status)),
+    el('td', { class: 'waits', text: a.waitingOn ?? '', ...(a.waitingOn ? { title: a.waitingOn } : {}) }),
+    whyCell(a),
     el('td', { text: String(a.turns) }),
     el('td', { text: usd(a.spentUsd) }),
     el('td', { text: a.lastTool ?? '' }),
-    el('td', { class: 'waits', text: a.waitingOn ?? '' }),
   );
 }
 
@@ -133,7 +190,7 @@ function renderRows() {
   const rows = state.rows;
   const first = Math.max(0, Math.floor(box.scrollTop / ROW_HEIGHT) - OVERSCAN);
   const last = Math.min(rows.length, first + Math.ceil(box.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN);
-  const spacer = (rowsOf) => el('tr', { class: 'spacer', style: `height:${rowsOf * ROW_HEIGHT}px` }, el('td', { colspan: '6' }));
+  const spacer = (rowsOf) => el('tr', { class: 'spacer', style: `height:${rowsOf * ROW_HEIGHT}px` }, el('td', { colspan: '7' }));
   $('agents').replaceChildren(spacer(first), ...rows.slice(first, last).map(agentRow), spacer(rows.length - last));
 }
 
@@ -215,6 +272,7 @@ async function openAgent(id) {
   state.agentId = id;
   $('action-result').textContent = '';
   for (const tr of $('agents').querySelectorAll('tr')) tr.classList.toggle('selected', tr.dataset.id === id);
+  selectInGraph($('graph'), id);
   await refreshAgent();
 }
 
@@ -298,6 +356,25 @@ function renderRunMarks(marks) {
   );
 }
 
+/** The run's hostings, listed when there are several (it was killed or stopped, and resumed). @param {Timeline['hostings']} hostings */
+function renderHostings(hostings) {
+  $('hostings-box').hidden = hostings.length < 2;
+  const seconds = (ms) => `${(ms / 1000).toFixed(2)} s`;
+  $('hostings').replaceChildren(
+    ...hostings.flatMap((h, i) => {
+      const boot = h.boot === null ? '' : ` (boot ${h.boot})`;
+      const last = i === hostings.length - 1;
+      const item = el('li', {
+        'data-kind': 'hosting',
+        text: `hosting ${i + 1}${boot}: ${i === 0 ? 'started' : 'resumed'} ${time(h.from)}, ${last ? 'the latest' : `last event ${time(h.to)}`}`,
+      });
+      if (last) return [item];
+      const next = hostings[i + 1];
+      return [item, el('li', { 'data-kind': 'gap', text: `not hosted for ${seconds(next.from - h.to)}: its process was stopped or killed` })];
+    }),
+  );
+}
+
 let reading = null;
 let again = false;
 async function refresh() {
@@ -320,6 +397,7 @@ async function refresh() {
           const t = await api('/api/timeline', { run: state.run });
           timeline.set(t);
           renderRunMarks(t.marks);
+          renderHostings(t.hostings);
         }
         await refreshAgent();
         showProblem(null);
@@ -389,6 +467,18 @@ $('legend').replaceChildren(
   ...Object.keys(STATUS_COLORS).map((s) => pill(s)),
   ...Object.entries(MARK_COLORS).map(([kind, color]) =>
     el('span', { class: 'mark-key' }, el('span', { class: 'diamond', style: `background:${color}` }), ` ${kind}`),
+  ),
+  el(
+    'span',
+    { class: 'mark-key', title: 'Marks too close to tell apart share a badge: hover it for each, zoom in to split it' },
+    el('span', { class: 'badge-key', text: '3' }),
+    ' marks together',
+  ),
+  el(
+    'span',
+    { class: 'mark-key', title: 'No process hosted the run: it was stopped or killed, then resumed' },
+    el('span', { class: 'gap-key' }),
+    ' not hosted',
   ),
 );
 

@@ -1,9 +1,32 @@
 /**
  * What `troupe <command> --help` prints after the flags: the per-command usage detail that the
- * README leaves out (it lists each command in one line). Plain text, wrapped at 100
+ * README leaves out (it lists the commands by name). Plain text, wrapped at 100
  * columns. Keyed by command name (spec.ts); a command without an entry prints its flags only.
+ * Also the reference topics of `troupe help <topic>` (HELP_TOPICS; reference.ts prints them).
  * @module
  */
+
+/**
+ * The reference the README links to instead of holding it: `troupe help <topic>` prints each,
+ * generated from the code it describes (reference.ts). Here, in the module every command loads,
+ * only their names and what each holds.
+ */
+export const HELP_TOPICS = {
+  options: 'createCoordinator options: their defaults and meanings',
+  config: 'the configuration file: every key and what it means',
+  'exit-codes': 'the exit codes of the troupe command, with the error codes behind each',
+  errors: 'every error code: whether it is retryable, and what it means',
+  measurements: 'benchmarks, PostgreSQL throughput and failover times, and how to reproduce them',
+} as const;
+
+export type HelpTopic = keyof typeof HELP_TOPICS;
+
+const HELP = `Topics:
+${Object.entries(HELP_TOPICS)
+  .map(([topic, what]) => `  ${topic.padEnd(14)}${what}`)
+  .join('\n')}
+
+A command's name prints its --help: troupe help run is troupe run --help.`;
 
 const MODEL = `A run needs a model: --model (and --base-url for anything but OpenAI), or "model" /
 "baseURL" in the config file; without one it exits 2. --budget needs a price: troupe knows
@@ -130,6 +153,32 @@ resume. Refusals have their own exit codes: 7 too large, 8 nobody will read it, 
 10 the parent has limits.maxChildren active children.`;
 
 const STATUS = `Says whether a process hosts the run now ("no process hosts it: its agents stand still until
-troupe resume"), and with a PostgreSQL --db which worker does.`;
+troupe resume"), and with a PostgreSQL --db which worker does.
 
-export const COMMAND_HELP: Readonly<Record<string, string>> = { run: RUN, resume: RUN, demo: DEMO, serve: SERVE, ui: UI, send: SEND, status: STATUS };
+status, tree and ui never write: they open the database read-only and never migrate it, so on an
+empty PostgreSQL schema they say there is no troupe run there (RUN_NOT_FOUND, exit 4, as a missing
+file does) and leave it empty.`;
+
+const WORKER = `Hosts runs of a shared PostgreSQL database until Ctrl-C, which releases them to the other
+workers. Point it at the server, not a transaction-mode PgBouncer.
+
+A run carries the settings it was submitted with (model, base URL, budget, limits; never an API
+key): this worker's config file and environment are defaults, the run's settings override them,
+and --model / --base-url override both. API keys come only from each worker, so whoever can
+write the database is trusted to choose where a worker sends its key.
+
+It prints a line each time it hosts a run ("hosting   run <id> (lease epoch 3)") and lets one
+go: done, parked … until its next timer or a message, released (another worker takes it), lost
+(another worker hosts it now) or failed (another worker resumes it from what was committed).`;
+
+export const COMMAND_HELP: Readonly<Record<string, string>> = {
+  run: RUN,
+  resume: RUN,
+  demo: DEMO,
+  serve: SERVE,
+  ui: UI,
+  send: SEND,
+  status: STATUS,
+  worker: WORKER,
+  help: HELP,
+};

@@ -1,10 +1,11 @@
 /**
- * Every `troupe` command, as data: the parser (program.ts), `--help` and the README's CLI tables
- * (generated from here and from flags.ts, see test/unit/docs) all read this one table. Adding a flag
- * is one entry in FLAGS (flags.ts) plus its name in the commands that take it; adding a command is
- * one entry in COMMANDS whose `load` imports its handler.
+ * Every `troupe` command, as data: the parser (program.ts), `--help`, `troupe help <command>` and
+ * the README's list of commands (generated from here, see test/unit/docs) all read this one table.
+ * Adding a flag is one entry in FLAGS (flags.ts) plus its name in the commands that take it; adding
+ * a command is one entry in COMMANDS whose `load` imports its handler.
  * @module
  */
+import { HELP_TOPICS } from './commandHelp.js';
 import type { FlagName, Handler } from './flags.js';
 
 export interface CommandSpec {
@@ -118,6 +119,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     summary: 'long-running: host runs of a shared PostgreSQL --db; Ctrl-C releases them',
     flags: ['db', 'concurrency', 'model', 'baseUrl', 'apiKey', 'config', 'verbose'],
     load: async () => (await import('./pg.js')).pgHandler('worker'),
+  },
+  {
+    name: 'help',
+    args: '[topic]',
+    summary: `the reference: ${Object.keys(HELP_TOPICS).join(', ')}; or a command's --help`,
+    flags: [],
+    // Given the table, so that reference.ts (which prints a command's help from it) imports no spec.ts.
+    load: async () => (await import('./reference.js')).helpCommand(COMMANDS),
   },
 ];
 

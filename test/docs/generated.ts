@@ -1,8 +1,9 @@
 /**
  * The parts of the README that mirror code, generated from the code: the lifecycle diagram (from
- * the agent machine), the CLI commands and flags (spec.ts), the exit codes (EXIT_ROWS), the
- * coordinator options (OPTION_DOCS, defaults from resolveOptions), the config file keys
- * (CONFIG_SCHEMA) and the error codes (ERROR_CODES); plus fixtures/troupe.config.schema.json.
+ * the agent machine), the CLI commands (spec.ts), the exit codes (EXIT_ROWS, one line) and the
+ * error codes (ERROR_CODES, with their retryable flag); plus fixtures/troupe.config.schema.json.
+ * The full reference (options, config keys, exit codes and errors with their meanings) is not in
+ * the README: `troupe help <topic>` prints it from the same code (src/cli/reference.ts).
  * `npm run docs` writes them; test/unit/docs.test.ts fails when the README or the schema file drifts.
  * @module
  */
@@ -12,17 +13,11 @@ import type { AnyStateNode } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
 import { CONFIG_SCHEMA } from '../../src/cli/configSchema.js';
 import { EXIT_ROWS } from '../../src/cli/exitCodes.js';
-import { FLAGS, type FlagName } from '../../src/cli/flags.js';
 import { COMMANDS } from '../../src/cli/spec.js';
 import { ERROR_CODES } from '../../src/errors.js';
-import { resolveOptions } from '../../src/host/options.js';
-import { LIMIT_DOCS, OPTION_DOCS, type OptionDoc } from '../../src/host/optionsDoc.js';
-import { DEFAULT_LIMITS } from '../../src/host/options.js';
 
 export const README = fileURLToPath(new URL('../../README.md', import.meta.url));
 export const SCHEMA_FILE = fileURLToPath(new URL('../../fixtures/troupe.config.schema.json', import.meta.url));
-
-const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 // ── the lifecycle, from the agent machine ──────────────────────────────────────────────────────
 
@@ -101,70 +96,27 @@ function lifecycleDiagram(): string {
 
 // ── the CLI, from spec.ts ──────────────────────────────────────────────────────────────────────
 
-function cliTables(): string {
-  // One line per command: what it does, then its flags by name (`troupe <command> --help` says what each does).
-  const name = (f: FlagName) => `\`${FLAGS[f].syntax.replace(/^-v, /, '').split(' ')[0]}\``;
-  return COMMANDS.map((c) => `- \`troupe ${c.name}${c.args ? ` ${c.args}` : ''}\` ${c.summary} · ${c.flags.map(name).join(' ')}`).join('\n');
+function commandList(): string {
+  // The commands by name, on one line: `troupe --help` says what each does, `troupe <command> --help` its flags.
+  return `Commands: ${COMMANDS.map((c) => `\`${c.name}${c.args ? ` ${c.args}` : ''}\``).join(', ')}.`;
 }
 
-// ── exit codes, options, config keys, errors ───────────────────────────────────────────────────
+// ── exit codes and error codes, without their meanings (troupe help exit-codes / errors print them) ──
 
-function exitCodeTable(): string {
-  const rows = Object.values(EXIT_ROWS).sort((a, b) => a.code - b.code);
-  return [
-    '| code | meaning |',
-    '|---|---|',
-    ...rows.map((r) => `| ${r.code} | ${cell(r.meaning)}${r.errors.length ? ` (${r.errors.map((e) => `\`${e}\``).join(', ')})` : ''} |`),
-  ].join('\n');
+function exitCodeLine(): string {
+  const rows = Object.entries(EXIT_ROWS).sort(([, a], [, b]) => a.code - b.code);
+  return rows.map(([name, r]) => `\`${r.code}\` ${name.toLowerCase().replace(/_/g, ' ')}`).join(', ');
 }
 
-function optionsTable(): string {
-  const resolved = resolveOptions({ model: { complete: () => Promise.reject(new Error('unused')) } });
-  const rows = ['| option | default | meaning |', '|---|---|---|'];
-  for (const [name, doc] of Object.entries(OPTION_DOCS) as [string, OptionDoc][]) {
-    if (name === 'limits') {
-      // The limits on one row: each with its default (their TSDoc on `Limits` says more).
-      const limits = Object.entries(LIMIT_DOCS).map(
-        ([limit, meaning]) => `\`${limit}\` ${DEFAULT_LIMITS[limit as keyof typeof DEFAULT_LIMITS].toLocaleString('en-US')} (${meaning})`,
-      );
-      rows.push(`| \`limits\` | see meaning | ${cell(limits.join(', '))} |`);
-      continue;
-    }
-    rows.push(`| \`${name}\` | ${doc.default ? doc.default(resolved) : '—'} | ${cell(doc.meaning)} |`);
-  }
-  return rows.join('\n');
-}
-
-/** The types are in the schema file (editors read it); the README lists keys and meanings. */
-interface SchemaNode {
-  description?: string;
-  properties?: Record<string, SchemaNode>;
-}
-
-function configTable(): string {
-  const rows = ['| key | meaning |', '|---|---|'];
-  for (const [key, node] of Object.entries(CONFIG_SCHEMA.properties as Record<string, SchemaNode>)) {
-    if (key === '$schema') continue;
-    const fields = node.properties ? ` \`{ ${Object.keys(node.properties).join(', ')} }\`` : '';
-    rows.push(`| \`${key}\`${fields} | ${cell(node.description ?? '')} |`);
-  }
-  return rows.join('\n');
-}
-
+/** One row per code with its retryable flag: test/unit/errors.test.ts reads this table. */
 function errorTable(): string {
-  return [
-    '| code | retryable | meaning |',
-    '|---|---|---|',
-    ...Object.entries(ERROR_CODES).map(([code, e]) => `| \`${code}\` | ${e.retryable ? 'yes' : 'no'} | ${cell(e.description)} |`),
-  ].join('\n');
+  return ['| code | retryable |', '|---|---|', ...Object.entries(ERROR_CODES).map(([code, e]) => `| \`${code}\` | ${e.retryable ? 'yes' : 'no'} |`)].join('\n');
 }
 
 const BLOCKS: Record<string, () => string> = {
   lifecycle: lifecycleDiagram,
-  cli: cliTables,
-  'exit-codes': exitCodeTable,
-  options: optionsTable,
-  config: configTable,
+  cli: commandList,
+  'exit-codes': exitCodeLine,
   errors: errorTable,
 };
 
@@ -172,6 +124,9 @@ export const schemaFile = () => `${JSON.stringify(CONFIG_SCHEMA, null, 2)}\n`;
 
 /** The README with every `<!-- generated:NAME -->…<!-- /generated:NAME -->` block regenerated. */
 export function regenerate(readme: string): string {
+  // A block the code no longer generates would stay in the README unchecked.
+  for (const [, name] of readme.matchAll(/<!-- generated:([\w-]+)/g))
+    if (!(name! in BLOCKS)) throw new Error(`README.md has a generated:${name} block nothing generates`);
   let out = readme;
   for (const [name, make] of Object.entries(BLOCKS)) {
     const open = `<!-- generated:${name} (npm run docs) -->`;

@@ -194,22 +194,15 @@ function recoveryLabel(d: Record<string, unknown>): string {
 }
 
 /**
- * An event row as a store may hand it back with the boot (owner) that wrote it: SQLite and
- * PostgreSQL record it on every row (`events.boot`: the owner lock's counter, the lease epoch),
- * and a store whose reads return it gets a run's hostings told apart. `EventRow` does not carry it
- * yet; without it a run is one hosting.
- */
-type BootedEvent = EventRow & { boot?: unknown };
-
-/**
  * The run's hostings from the boots its event rows were written under: consecutive rows of one
  * boot are one hosting, from its first event to its last (other rows do not say which process
  * wrote them, so the gap between two hostings is bounded by events, never guessed).
  */
-function hostingsOf(events: readonly BootedEvent[], start: number, end: number): Hosting[] {
+function hostingsOf(events: readonly EventRow[], start: number, end: number): Hosting[] {
   const boots: { boot: number; first: number; last: number }[] = [];
   for (const e of events) {
-    if (typeof e.boot !== 'number') continue;
+    // The memory store does not record it: its run is one hosting.
+    if (e.boot === undefined) continue;
     const last = boots.at(-1);
     if (last?.boot === e.boot) last.last = Math.max(last.last, e.at);
     else boots.push({ boot: e.boot, first: e.at, last: e.at });

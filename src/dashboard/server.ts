@@ -188,8 +188,9 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
       }
       case '/api/stream': {
         // The run's live stream (stream/sse.ts): followed until the run is over, resumable by seq.
-        const after = startAfter(req, url);
+        const start = startAfter(req, url);
         const { id } = await pickRun(source.port, run);
+        const after = start === 'now' ? await source.port.lastStreamSeq(id) : start;
         const live = async (runId: string) => (await source.live(runId)) || (await rootActive(source.port, runId));
         return serveStream(req, res, source.port, id, after, { live, headers: HEADERS, ...(options.streamPollMs ? { pollMs: options.streamPollMs } : {}) });
       }

@@ -14,12 +14,18 @@ import type { StorePort } from '../store/port.js';
 /** A comment line this often keeps proxies and idle timeouts from closing a quiet stream (ms). */
 const KEEPALIVE_MS = 15_000;
 
-/** Where to start: `Last-Event-ID` (a reconnection) wins over `?after=`; CONFIG_INVALID when not a seq. */
-export function startAfter(req: IncomingMessage, url: URL): number {
+/**
+ * Where to start: `Last-Event-ID` (a reconnection) wins over `?after=`, which is a seq or `now`
+ * (the run's last seq: only what comes next, as the dashboard's live text wants); CONFIG_INVALID
+ * when neither.
+ */
+export function startAfter(req: IncomingMessage, url: URL): number | 'now' {
   const header = req.headers['last-event-id'];
-  const raw = (Array.isArray(header) ? header[0] : header) ?? url.searchParams.get('after') ?? '0';
+  const given = Array.isArray(header) ? header[0] : header;
+  if (given === undefined && url.searchParams.get('after') === 'now') return 'now';
+  const raw = given ?? url.searchParams.get('after') ?? '0';
   if (!/^\d{1,15}$/.test(raw.trim()))
-    throw new TroupeError('CONFIG_INVALID', `Expected Last-Event-ID or after to be a stream seq (0, 1, 2, …), got ${JSON.stringify(raw)}`);
+    throw new TroupeError('CONFIG_INVALID', `Expected Last-Event-ID or after to be a stream seq (0, 1, 2, …) or after=now, got ${JSON.stringify(raw)}`);
   return Number(raw.trim());
 }
 

@@ -15,13 +15,15 @@ import { uiServing } from '../../src/cli/ui.js';
 import type { StoreReads } from '../../src/dashboard/readModel.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
 import { coordinatorSource, databaseSource } from '../../src/dashboard/sources.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
+import type { Model } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import { portOf } from '../../src/store/port.js';
 import { newAgentRow } from '../../src/store/rows.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { BROWSER, launch, shot } from '../helpers/browser.js';
 import { workdir } from '../helpers/cli.js';
-import { captureIo, demoDb, interruptedRun, withEventBoots } from '../helpers/dashboard.js';
+import { captureIo, demoDb, interruptedRun } from '../helpers/dashboard.js';
 import { team } from '../helpers/team.js';
 import { join } from 'node:path';
 
@@ -616,7 +618,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
   it('a run interrupted and resumed: its two hostings on the timeline, the time between them hatched, listed below', async () => {
     const { db, runId } = await interruptedRun(4_000);
     const store = openStore({ path: db, readonly: true });
-    const handle = await startDashboard(quietSource(withEventBoots(portOf(store), db)), { port: 0 });
+    const handle = await startDashboard(quietSource(portOf(store)), { port: 0 });
     const page = await browser.newPage({ viewport: { width: 1400, height: 700 } });
     try {
       await page.goto(`${handle.url}`);
@@ -652,6 +654,51 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       await page.close();
       await handle.close();
       store.close();
+    }
+  });
+
+  it("what an agent is writing shows live in its panel, from the run's stream, and goes once its answer is in", async () => {
+    const store = memoryStore();
+    let go!: () => void;
+    let done!: () => void;
+    const started = new Promise<void>((resolve) => (go = resolve));
+    const answered = new Promise<void>((resolve) => (done = resolve));
+    const model: Model = {
+      name: 'writer',
+      async complete(request, { onDelta }) {
+        await started;
+        onDelta?.({ kind: 'text', text: 'Drafting ' });
+        onDelta?.({ kind: 'text', text: 'the plan…' });
+        await answered;
+        const call = { id: `c${request.messages.length}`, name: 'finish', arguments: JSON.stringify({ summary: 'planned' }) };
+        return { text: 'Drafting the plan…', toolCalls: [call] };
+      },
+    };
+    const c = createCoordinator({ model, store });
+    const rootId = await c.start({ name: 'lead', task: 'Plan.' });
+    const handle = await startDashboard(
+      coordinatorSource(c, store, 'memory', () => true),
+      { port: 0, batchMs: 50, streamPollMs: 50 },
+    );
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    try {
+      await page.goto(handle.url);
+      await expect.poll(() => statusOf(page, 'lead').textContent()).toBe('running');
+      await row(page, 'lead').click();
+      await expect.poll(() => page.locator('#agent-name').textContent()).toBe('lead running');
+      expect(await page.locator('#live').isHidden()).toBe(true);
+      // The model starts writing: its pieces reach the page through the committed stream.
+      go();
+      await expect.poll(() => page.locator('#live-text').textContent()).toBe('Drafting the plan…');
+      expect(await page.locator('#live').isVisible()).toBe(true);
+      await page.screenshot({ path: shot('writing-now') });
+      done();
+      expect((await c.waitFor(rootId, ['completed'])).status).toBe('completed');
+      await expect.poll(() => page.locator('#live').isHidden()).toBe(true);
+    } finally {
+      await page.close();
+      await handle.close();
+      await c.shutdown();
     }
   });
 });

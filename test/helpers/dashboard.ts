@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { SimulatedClock } from 'xstate';
 import { runCli } from '../../src/cli/program.js';
 import type { Io } from '../../src/cli/args.js';
-import type { StoreReads } from '../../src/dashboard/readModel.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
@@ -52,28 +51,6 @@ export function call(port: number, path: string, options: { method?: string; hea
     req.on('error', reject);
     req.end(options.body);
   });
-}
-
-/**
- * A store's reads with the boot (owner) of each event row put back on it, read from the SQLite
- * file itself (`events.boot`). The store records it on every row but its reads (`toEvent`) drop
- * it; the dashboard tells a run's hostings apart by it (readModel.ts `BootedEvent`).
- */
-export function withEventBoots(port: StoreReads, path: string): StoreReads {
-  return {
-    ...port,
-    async listEvents(runId) {
-      const rows = await port.listEvents(runId);
-      const raw = new Database(path, { readonly: true, fileMustExist: true });
-      try {
-        const boots = (raw.prepare('SELECT boot FROM events WHERE run_id = ? ORDER BY id').all(runId) as { boot: number }[]).map((r) => r.boot);
-        if (boots.length !== rows.length) throw new Error(`events of ${runId}: ${rows.length} read, ${boots.length} boots`);
-        return rows.map((row, i) => ({ ...row, boot: boots[i] }));
-      } finally {
-        raw.close();
-      }
-    },
-  };
 }
 
 /** The boot of each event of `runId` in the file, in row order. */

@@ -273,6 +273,7 @@ async function openAgent(id) {
   $('action-result').textContent = '';
   for (const tr of $('agents').querySelectorAll('tr')) tr.classList.toggle('selected', tr.dataset.id === id);
   selectInGraph($('graph'), id);
+  showWriting();
   await refreshAgent();
 }
 
@@ -389,6 +390,7 @@ async function refresh() {
         const team = await api('/api/team', state.run ? { run: state.run } : {});
         state.run = team.run.id;
         state.live = team.live;
+        followStream(team.run.id);
         // Live: a process drives the run shown and it has not finished (actions reach it).
         $('conn').className = `conn ${team.live ? 'live' : ''}`;
         $('conn').textContent = team.live ? 'live' : 'not live (read only)';
@@ -408,6 +410,45 @@ async function refresh() {
   })();
   await reading;
   reading = null;
+}
+
+// ── the live stream: what agents are writing now (/api/stream) ─────────────────────────────────
+
+/** Each agent's answer text streamed since its last other event (the stream merges pieces). @type {Map<string, string>} */
+const writing = new Map();
+/** @type {EventSource | null} */
+let stream = null;
+/** @type {string | null} */
+let streamRun = null;
+
+function showWriting() {
+  const text = state.agentId === null ? undefined : writing.get(state.agentId);
+  $('live').hidden = !text;
+  $('live-text').textContent = text ?? '';
+}
+
+/** Follow run `run`'s live stream from now on (a reconnection resumes after the last event seen). */
+function followStream(run) {
+  if (run === streamRun) return;
+  stream?.close();
+  writing.clear();
+  showWriting();
+  streamRun = run;
+  stream = new EventSource(`/api/stream?${new URLSearchParams({ token, run, after: 'now' })}`);
+  stream.addEventListener('agent.delta', (m) => {
+    const e = JSON.parse(m.data);
+    if (e.delta.kind !== 'text') return;
+    writing.set(e.agentId, (writing.get(e.agentId) ?? '') + e.delta.text);
+    showWriting();
+  });
+  // Any other event of an agent ends what it was writing (its answer is in the transcript then).
+  for (const type of ['agent.status', 'agent.said', 'agent.activity']) {
+    stream.addEventListener(type, (m) => {
+      writing.delete(JSON.parse(m.data).agentId);
+      showWriting();
+    });
+  }
+  stream.addEventListener('end', () => stream?.close());
 }
 
 function connect() {

@@ -11,18 +11,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Frame, Page } from 'playwright-core';
 import { startInspector, type InspectorHandle, type InspectorOptions } from '../../src/inspect/server.js';
 import { BROWSER, launch, shot } from '../helpers/browser.js';
+import { closedPort } from '../helpers/ports.js';
 import { team, TERMINAL } from '../helpers/team.js';
 
 const DASHBOARD = 'run `troupe ui --db .troupe/demo.db` on the machine that runs troupe (or start the team with --ui)';
-
-/** A port nothing listens on (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /**
  * A stand-in for the hosted inspector on its own origin (another port): a page that keeps every

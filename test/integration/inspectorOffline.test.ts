@@ -12,6 +12,7 @@ import { drive } from '../../src/cli/drive.js';
 import { inspector, type Inspection } from '../../src/cli/setup.js';
 import { startInspector, type InspectorHandle, type InspectorOptions } from '../../src/inspect/server.js';
 import { captureIo } from '../helpers/dashboard.js';
+import { closedPort } from '../helpers/ports.js';
 import { team } from '../helpers/team.js';
 
 type Probe = NonNullable<InspectorOptions['probe']>;
@@ -64,14 +65,6 @@ async function answering(status: number): Promise<string> {
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/inspect`;
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 describe('startInspector: the background check of the hosted inspector', () => {

@@ -122,10 +122,11 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   strictMcp?: boolean;
   /**
-   * The live stream (default on, `flushMs` 100): every event subscribers see and the streamed
-   * pieces of answers, written with the group commit and numbered per run, so another process
-   * follows the run (`troupe ui`'s `/api/stream`, `troupe follow`, `followRun`). Pieces are merged
-   * and committed at most once per `flushMs`, never per token. `false`: nothing is written.
+   * The live stream (default on for a store another process can read — SQLite, PostgreSQL — and off
+   * in memory unless given; `flushMs` 100): every event subscribers see and the streamed pieces of
+   * answers, written with the group commit and numbered per run, so another process follows the run
+   * (`troupe ui`'s `/api/stream`, `troupe follow`, `followRun`). Pieces are merged and committed at
+   * most once per `flushMs`, never per token. `false`: nothing is written.
    */
   stream?: { flushMs?: number } | false;
   /**
@@ -171,7 +172,8 @@ export interface ResolvedOptions {
   interactive: boolean;
   holdTurns: boolean;
   strictMcp: boolean;
-  stream: { flushMs: number } | false;
+  /** `asked`: the user passed `stream` (a store in memory records it only then). */
+  stream: { flushMs: number; asked: boolean } | false;
   limits: Limits;
   budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause'; prices: Record<string, ModelPrice> };
   idleResumeMs: number;
@@ -226,11 +228,11 @@ const DEFAULT_STREAM_FLUSH_MS = 100;
 
 function resolveStream(value: unknown): ResolvedOptions['stream'] {
   if (value === false) return false;
-  if (value === undefined) return { flushMs: DEFAULT_STREAM_FLUSH_MS };
+  if (value === undefined) return { flushMs: DEFAULT_STREAM_FLUSH_MS, asked: false };
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ConfigError(`Expected stream to be false or { flushMs }, got ${show(value)}`);
   }
-  return { flushMs: integer('stream.flushMs', (value as { flushMs?: unknown }).flushMs, DEFAULT_STREAM_FLUSH_MS, 1) };
+  return { flushMs: integer('stream.flushMs', (value as { flushMs?: unknown }).flushMs, DEFAULT_STREAM_FLUSH_MS, 1), asked: true };
 }
 
 function boolean(name: string, value: unknown, fallback: boolean): boolean {

@@ -45,7 +45,7 @@ export const OPTION_DOCS = {
     meaning: 'an MCP server that fails its first start fails `start()` / resume (else an `mcp.server` event)',
   },
   stream: {
-    default: (r) => (r.stream === false ? '`false`' : `on, ${r.stream.flushMs} ms`),
+    default: (r) => (r.stream === false ? '`false`' : `on (in memory: when given), ${r.stream.flushMs} ms`),
     meaning: '`{ flushMs }` or `false`: the live stream other processes follow (`troupe follow`, `/api/stream`), committed in batches',
   },
   retry: {

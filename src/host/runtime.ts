@@ -402,7 +402,8 @@ export class Runtime {
   /** The live stream's writer (null with `stream: false`): every event, with the group commit. */
   #streamRecorder(restored: boolean): StreamRecorder | null {
     const settings = this.options.stream;
-    if (settings === false) return null;
+    // In memory no other process can read it (in-process views have subscribe): recorded only when asked.
+    if (settings === false || (!settings.asked && this.port.inMemory === true)) return null;
     const recorder = new StreamRecorder({
       runId: this.runId,
       // Real time, as the group committer's own batching (setImmediate): the flush only batches

@@ -674,7 +674,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
         return { text: 'Drafting the plan…', toolCalls: [call] };
       },
     };
-    const c = createCoordinator({ model, store });
+    const c = createCoordinator({ model, store, stream: {} });
     const rootId = await c.start({ name: 'lead', task: 'Plan.' });
     const handle = await startDashboard(
       coordinatorSource(c, store, 'memory', () => true),

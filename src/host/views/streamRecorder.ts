@@ -98,8 +98,9 @@ export class StreamRecorder {
   /** Record one event (coordinator.subscribe's listener). */
   record(event: TroupeEvent): void {
     if (this.#closed || this.#off || event.type === 'coordinator.failed') return;
-    const { type, at, ...rest } = event;
-    const agentId = 'agentId' in event ? event.agentId : null;
+    // The event's own fields but type, at and agentId (rest, not delete: a deleted key leaves a slow object).
+    const { type, at, agentId: id, ...rest } = event as TroupeEvent & { agentId?: string };
+    const agentId = id ?? null;
     if (event.type === 'agent.delta') {
       const key = deltaKey(event);
       const open = this.#merging.get(event.agentId);
@@ -112,10 +113,8 @@ export class StreamRecorder {
       this.#buffer.push(entry);
       this.#merging.set(event.agentId, { entry, key });
     } else {
-      if (agentId !== null) this.#merging.delete(agentId);
-      const data: Record<string, unknown> = { ...rest };
-      delete data.agentId;
-      this.#buffer.push({ agentId, type, data, at });
+      if (agentId !== null && this.#merging.size > 0) this.#merging.delete(agentId);
+      this.#buffer.push({ agentId, type, data: rest, at });
     }
     this.#arm();
   }

@@ -3,6 +3,10 @@
  * and written with the group commit (pieces of answers merged, never a commit per token); a reader
  * follows it from any seq to the run's end, with no gap and no repeat.
  */
+import Database from 'better-sqlite3';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import type { TroupeEvent } from '../../../src/host/runtime.js';
@@ -12,6 +16,7 @@ import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js'
 import type { Model, ModelDelta } from '../../../src/model/types.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
 import { portOf, type WriteOp } from '../../../src/store/port.js';
+import { openStore } from '../../../src/store/sqliteStore.js';
 import type { RunRow, StreamRow } from '../../../src/store/types.js';
 import { followRun, toStreamEvent } from '../../../src/stream/follow.js';
 import { StreamRecorder } from '../../../src/host/views/streamRecorder.js';
@@ -145,7 +150,8 @@ describe('the live stream of a run', () => {
   it('holds every event subscribers saw, in order, numbered 1…N, with pieces merged; stream: false writes none', async () => {
     const clock = new SimulatedClock();
     const store = memoryStore();
-    const c = createCoordinator({ model: streaming(SCRIPT, clock), store, clock });
+    // In memory the stream is recorded only when asked (no other process can read it).
+    const c = createCoordinator({ model: streaming(SCRIPT, clock), store, clock, stream: {} });
     const seen: TroupeEvent[] = [];
     c.subscribe((e) => seen.push(e));
     const rootId = await c.start({ name: 'lead', task: 'split' });
@@ -170,6 +176,12 @@ describe('the live stream of a run', () => {
     await off.waitFor(await off.start({ name: 'lead', task: 'split' }), TERMINAL);
     await off.shutdown();
     expect(quiet.readStream(off.runId, 0, 100)).toEqual([]);
+    // Not given, in memory: nothing recorded either; a file records it (the CLI tests read it).
+    const unaskedStore = memoryStore();
+    const unasked = createCoordinator({ model: streaming(SCRIPT, clock), store: unaskedStore, clock });
+    await unasked.waitFor(await unasked.start({ name: 'lead', task: 'split' }), TERMINAL);
+    await unasked.shutdown();
+    expect(unaskedStore.readStream(unasked.runId, 0, 100)).toEqual([]);
   });
 
   it('rides the commits a run makes anyway: no commit of its own while the run is busy', async () => {
@@ -217,13 +229,13 @@ describe('the live stream across hostings', () => {
       },
     };
     const model = scriptedModel(script, { clock });
-    const first = createCoordinator({ model, store, clock, interactive: true });
+    const first = createCoordinator({ model, store, clock, interactive: true, stream: {} });
     const rootId = await first.start({ name: 'lead', task: 'talk' });
     await first.waitFor(rootId, ['waiting']);
     await first.shutdown();
     const before = store.readStream(first.runId, 0, 1_000).length;
     expect(before).toBeGreaterThan(0);
-    const second = await resumeCoordinator({ model, store, clock, interactive: true });
+    const second = await resumeCoordinator({ model, store, clock, interactive: true, stream: {} });
     await second.send(rootId, { content: 'go on' });
     await second.waitFor(rootId, TERMINAL);
     await second.shutdown();
@@ -311,5 +323,29 @@ describe('followRun', () => {
     }
     await done;
     expect(got).toEqual([1]);
+  });
+});
+
+describe('a damaged stream row', () => {
+  it("does not stop a writer's open (the stream is read by views, never resumed from), and its reader gets STORE_CORRUPT; a row of the wrong shape is refused at open", () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-stream-')), 't.db');
+    const store = openStore({ path });
+    store.insertRun(RUN);
+    store.appendStream([
+      { runId: 'r', seq: 1, agentId: null, type: 'run.deadlock', data: { waits: [] }, at: 1 },
+      { runId: 'r', seq: 2, agentId: null, type: 'run.deadlock', data: { waits: [] }, at: 2 },
+    ]);
+    store.close();
+    const raw = new Database(path);
+    raw.prepare("UPDATE stream SET data = '{' WHERE seq = 2").run();
+    raw.close();
+    const again = openStore({ path });
+    expect(again.readStream('r', 0, 1).map((row) => row.seq)).toEqual([1]);
+    expect(() => again.readStream('r', 0, 10)).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
+    again.close();
+    const worse = new Database(path);
+    worse.prepare("UPDATE stream SET at = 'soon' WHERE seq = 1").run();
+    worse.close();
+    expect(() => openStore({ path })).toThrow(expect.objectContaining({ code: 'STORE_CORRUPT' }));
   });
 });

@@ -81,7 +81,7 @@ export class Runtime {
   readonly mailboxes: Mailboxes;
   readonly sessions: Sessions;
   readonly views: Views;
-  /** The run's live stream, written with the group commit (stream/recorder.ts). */
+  /** The run's live stream, written with the group commit (views/streamRecorder.ts). */
   readonly stream: StreamRecorder | null;
   readonly messaging: Messaging;
   readonly lifecycle: Lifecycle;
@@ -283,7 +283,6 @@ export class Runtime {
 
   stage(op: WriteOp): void {
     this.committer.stage(op);
-    if (op.op === 'insertRun') this.stream?.runStarted();
   }
 
   /** Run `effect` once everything staged so far is committed. */

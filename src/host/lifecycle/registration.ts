@@ -4,6 +4,7 @@
  * together (an agent never exists without its identity; a run never exists without its root).
  * @module
  */
+import type { StreamRecorder } from '../views/streamRecorder.js';
 import type { Logger } from 'pino';
 import type { Actor } from 'xstate';
 import { getAgentRecord, spawnRejection, type coordinatorMachine } from '../../../machines/coordinatorMachine.js';
@@ -35,6 +36,8 @@ export interface RegistrarHost {
   readonly views: Views;
   readonly lifecycle: Lifecycle;
   readonly trace: Pick<RunTrace, 'stintStarted'>;
+  /** The live stream's writer, if on: told once the run's row is staged (its rows must follow it). */
+  readonly stream: Pick<StreamRecorder, 'runStarted'> | null;
   stage(op: WriteOp): void;
   assertUsable(): void;
   checkQuiescence(): void;
@@ -117,6 +120,7 @@ export class Registrar {
         op: 'insertRun',
         run: { id: host.runId, createdAt: at, interactive: host.options.interactive, rootId: reg.id, budget: host.coordinator.getSnapshot().context.budget },
       });
+      host.stream?.runStarted();
     }
     host.stage({ op: 'registerAgent', agent: row, firstInput: [firstInput] });
     host.stage({

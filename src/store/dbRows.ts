@@ -28,6 +28,8 @@ export interface AgentDbRow {
   state: string;
   created_at: number;
   updated_at: number;
+  /** Since schema 8 (null: none, or a row written before). */
+  terms?: string | null;
 }
 
 export interface MessageDbRow {
@@ -45,6 +47,8 @@ export interface MessageDbRow {
   delivered_at: number | null;
   notice_key: string | null;
   checksum: string;
+  /** Since schema 8 (null: none, or a row written before). */
+  data?: string | null;
 }
 
 export interface SessionDbRow {

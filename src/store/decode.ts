@@ -26,7 +26,7 @@ import type {
   ToolCallDbRow,
   UsageDbRow,
 } from './dbRows.js';
-import { INBOX_KINDS, type InboxRequest } from './types.js';
+import { INBOX_KINDS, type AgentTerms, type InboxRequest } from './types.js';
 import {
   arrayOf,
   corrupt,
@@ -80,6 +80,7 @@ const AGENT_COLUMNS: Record<string, Check> = {
   state: isString,
   created_at: isNumber,
   updated_at: isNumber,
+  terms: optional(nullable(isString)),
 };
 
 const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
@@ -100,6 +101,11 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   attempts: optional(nullable(shape({ turn: isCount, retries: isCount, compactions: isCount, imageStrips: isCount }))),
 };
 
+const AGENT_TERMS: Record<keyof AgentTerms, Check> = {
+  allowanceUsd: optional((v) => typeof v === 'number' && Number.isFinite(v) && v > 0),
+  output: optional(isRecord),
+};
+
 export function toAgent(row: AgentDbRow): AgentRow {
   expect('agents', row.id, 'row', row, AGENT_COLUMNS);
   const state = parseJson('agents', row.id, 'state', row.state);
@@ -107,7 +113,14 @@ export function toAgent(row: AgentDbRow): AgentRow {
   const skills = parseJson('agents', row.id, 'skills', row.skills);
   if (!arrayOf(isString)(skills)) throw corrupt('agents', row.id, 'skills is not a list of strings');
   const s = state as AgentLifecycleState;
+  let terms: AgentTerms | null = null;
+  if (row.terms !== null && row.terms !== undefined) {
+    const parsed = parseJson('agents', row.id, 'terms', row.terms);
+    expect('agents', row.id, 'terms', parsed, AGENT_TERMS);
+    terms = parsed as AgentTerms;
+  }
   return {
+    terms,
     turns: s.turns,
     stintTurns: s.stintTurns,
     recoveries: s.recoveries,
@@ -174,6 +187,7 @@ const MESSAGE_COLUMNS: Record<string, Check> = {
   delivered_at: nullable(isNumber),
   notice_key: nullable(isString),
   checksum: isString,
+  data: optional(nullable(isString)),
 };
 
 export function toMessage(row: MessageDbRow): MessageRow {
@@ -192,7 +206,13 @@ export function toMessage(row: MessageDbRow): MessageRow {
     createdAt: row.created_at,
     deliveredAt: row.delivered_at,
     noticeKey: row.notice_key,
+    data: null,
   };
+  if (row.data !== null && row.data !== undefined) {
+    const data = parseJson('messages', row.id, 'data', row.data);
+    if (!isRecord(data)) throw corrupt('messages', row.id, 'data is not an object');
+    m.data = data;
+  }
   if (messageDigest(m) !== row.checksum) throw corrupt('messages', row.id, `it failed its checksum (seq ${row.seq})`);
   return m;
 }

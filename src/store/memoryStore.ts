@@ -181,7 +181,7 @@ export function memoryStore(): Store {
         state.noticeKeys.add(noticeKey);
         onRollback(() => state.noticeKeys.delete(noticeKey));
       }
-      const row: MessageRow = { ...message, noticeKey, seq: ++state.seq, deliveredAt: null };
+      const row: MessageRow = { ...message, noticeKey, data: message.data ?? null, seq: ++state.seq, deliveredAt: null };
       const box = mailbox(message.to);
       box.queue.push(row);
       onRollback(() => box.queue.pop());

@@ -209,6 +209,16 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    // Issue 35: a child's terms (its budget allowance, its result's schema) set at spawn, and what
+    // a notice says as data (the child's value, stop reason, error code). Both nullable: older rows
+    // have none. A troupe of schema 7 would drop both: refused instead.
+    version: 8,
+    sql: `
+      ALTER TABLE agents ADD COLUMN terms TEXT;
+      ALTER TABLE messages ADD COLUMN data TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

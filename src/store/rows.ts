@@ -1,7 +1,7 @@
 /** Row constructors shared by the runtime and the stores. */
 import type { AgentRow } from './types.js';
 
-export type AgentRegistration = Pick<AgentRow, 'id' | 'runId' | 'name' | 'parentId' | 'depth' | 'task' | 'skills'>;
+export type AgentRegistration = Pick<AgentRow, 'id' | 'runId' | 'name' | 'parentId' | 'depth' | 'task' | 'skills'> & { terms?: AgentRow['terms'] };
 
 /** The row of a newly registered agent: running, no turns, no claims, no error. */
 export function newAgentRow(reg: AgentRegistration, at: number): AgentRow {
@@ -34,5 +34,6 @@ export function newAgentRow(reg: AgentRegistration, at: number): AgentRow {
     lastTool: null,
     budgetEpoch: 0,
     attempts: null,
+    terms: reg.terms ?? null,
   };
 }

@@ -123,6 +123,7 @@ export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: Ow
       created_at: next.createdAt,
       updated_at: next.updatedAt,
       boot,
+      terms: next.terms === null ? null : json(next.terms),
     });
   }
 

@@ -14,14 +14,14 @@ const SQL = {
   getRun: 'SELECT * FROM runs WHERE id = ?',
   listRuns: 'SELECT * FROM runs ORDER BY created_at, rowid',
   updateRun: 'UPDATE runs SET created_at = ?, interactive = ?, root_id = ?, budget = ? WHERE id = ?',
-  insertAgent: `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
-       VALUES (@id, @run_id, @name, @parent_id, @depth, @task, @skills, @status, @notice_claimed, @stint, @state, @created_at, @updated_at, @boot)`,
+  insertAgent: `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot, terms)
+       VALUES (@id, @run_id, @name, @parent_id, @depth, @task, @skills, @status, @notice_claimed, @stint, @state, @created_at, @updated_at, @boot, @terms)`,
   // Positional: it runs on every turn, and only these columns change after registration.
   updateAgent: 'UPDATE agents SET status = ?, notice_claimed = ?, stint = ?, state = ?, updated_at = ?, boot = ? WHERE id = ?',
   getAgent: 'SELECT * FROM agents WHERE id = ?',
   listAgents: 'SELECT * FROM agents WHERE run_id = ? ORDER BY created_at, rowid',
-  insertMessage: `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum)
-       VALUES (@id, @run_id, @to_agent, @from_id, @from_name, @type, @priority, @content, @interrupt, @created_at, @notice_key, @boot, @checksum)
+  insertMessage: `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, boot, checksum, data)
+       VALUES (@id, @run_id, @to_agent, @from_id, @from_name, @type, @priority, @content, @interrupt, @created_at, @notice_key, @boot, @checksum, @data)
        ON CONFLICT (notice_key) DO NOTHING`,
   pendingCount: 'SELECT count(*) FROM messages WHERE to_agent = ? AND delivered_at IS NULL',
   pendingByAgent: 'SELECT to_agent, count(*) AS n FROM messages WHERE run_id = ? AND delivered_at IS NULL GROUP BY to_agent',

@@ -242,7 +242,9 @@ function createSqliteStore(
       transaction(() => {
         if (!agentRow(message.to)) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${message.to}`);
         const pending = pendingCount(message.to); // before the insert, or a first read would count it
-        const scrubbed = { ...message, fromName: text(message.fromName), content: text(message.content) };
+        const dataText = message.data === undefined || message.data === null ? null : json(message.data);
+        const data = dataText === null ? null : (JSON.parse(dataText) as Record<string, unknown>);
+        const scrubbed = { ...message, fromName: text(message.fromName), content: text(message.content), data };
         const digest = messageDigest(scrubbed);
         const result = q.insertMessage.run({
           id: message.id,
@@ -258,6 +260,7 @@ function createSqliteStore(
           notice_key: message.noticeKey ?? null,
           boot,
           checksum: digest,
+          data: dataText,
         });
         if (result.changes === 0) return null;
         setPending(message.to, pending + 1);

@@ -36,6 +36,19 @@ export interface AgentRow extends AgentLifecycleState {
   stint: number;
   createdAt: number;
   updatedAt: number;
+  /** What its parent set at spawn (null: nothing); fixed for the agent's life. */
+  terms: AgentTerms | null;
+}
+
+/**
+ * What a parent sets for a child at spawn (issue 35), persisted with its registration: the budget
+ * allowance its subtree may spend and the JSON Schema its finish value must match.
+ */
+export interface AgentTerms {
+  /** USD this agent and every agent below it may spend together, set aside from its parent's allowance (the run's limit at the top). */
+  allowanceUsd?: number;
+  /** JSON Schema the value it finishes with must match. */
+  output?: Record<string, unknown>;
 }
 
 export type MessagePriority = 'low' | 'normal' | 'high' | 'urgent';
@@ -61,9 +74,11 @@ export interface MessageRow {
    * buggy caller cannot tell a parent twice about the same stint.
    */
   noticeKey: string | null;
+  /** What a notice says as data (its `NoticeData`): null for other messages. Covered by the checksum when set. */
+  data: Record<string, unknown> | null;
 }
 
-export type NewMessage = Omit<MessageRow, 'seq' | 'deliveredAt' | 'noticeKey'> & { noticeKey?: string | null };
+export type NewMessage = Omit<MessageRow, 'seq' | 'deliveredAt' | 'noticeKey' | 'data'> & { noticeKey?: string | null; data?: Record<string, unknown> | null };
 
 export type { UsagePurpose };
 

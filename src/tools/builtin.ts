@@ -78,16 +78,28 @@ const spawnAgent = define({
       task: str('The complete task for the sub-agent, with everything it needs to know', { minLength: 1 }),
       skills: strings('Up to 5 skills to load for it; a skill "tools:<server or tool name>" limits its tools to those named', { maxItems: 5 }),
       inherit_context: { type: 'boolean', description: 'Give it your conversation as background (default false)' },
+      output_schema: {
+        type: 'object',
+        description: 'A JSON Schema for the result: it must then finish with a `value` that matches it, which you receive as data',
+      },
+      budget_usd: {
+        type: 'number',
+        exclusiveMinimum: 0,
+        description: 'An allowance in USD for it and every agent it spawns, set aside from yours; what it leaves unspent comes back to you when it ends',
+      },
     },
     ['name', 'task'],
   ),
   offeredTo: everyone,
   run(args, { host, agent }) {
+    const output = args.output_schema as Record<string, unknown> | undefined;
+    const allowanceUsd = args.budget_usd as number | undefined;
     const child = host.spawnChild(agent, {
       name: args.name as string,
       task: args.task as string,
       skills: (args.skills as string[] | undefined) ?? [],
       inheritContext: (args.inherit_context as boolean | undefined) ?? false,
+      terms: output === undefined && allowanceUsd === undefined ? null : { ...(output === undefined ? {} : { output }), ...(allowanceUsd === undefined ? {} : { allowanceUsd }) },
     });
     return {
       result: {

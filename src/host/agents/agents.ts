@@ -20,7 +20,7 @@ import type { Abortable } from '../../cancel.js';
 import type { Clock } from '../../clock.js';
 import { TroupeError } from '../../errors.js';
 import type { UsagePurpose } from '../../model/types.js';
-import type { AgentRow } from '../../store/types.js';
+import type { AgentRow, AgentTerms } from '../../store/types.js';
 import type { AgentRef } from '../../turn/ports.js';
 import { FailureTracker } from '../../turn/failureTracker.js';
 import type { InspectOption } from '../options.js';
@@ -35,6 +35,8 @@ export interface AgentHandle extends AgentRef {
   readonly task: string;
   readonly skills: string[];
   readonly createdAt: number;
+  /** What its parent set at spawn (allowance, result schema); null: nothing. */
+  readonly terms: AgentTerms | null;
   readonly children: string[];
   /** The actor while the agent is awake. */
   live: Actor<AgentLogic> | null;
@@ -92,6 +94,7 @@ class Handle implements AgentHandle {
   readonly task: string;
   readonly skills: string[];
   readonly createdAt: number;
+  readonly terms: AgentTerms | null;
   readonly children: string[] = [];
   live: Actor<AgentLogic> | null = null;
   dormant: AgentLifecycleState | null = null;
@@ -114,6 +117,7 @@ class Handle implements AgentHandle {
     this.runId = runId;
     this.name = row.name;
     this.parentId = row.parentId;
+    this.terms = row.terms ?? null;
     this.depth = row.depth;
     this.task = row.task;
     this.skills = row.skills;

@@ -15,7 +15,7 @@ import type { UsagePurpose } from '../../model/types.js';
 import type { StorePort, WriteOp } from '../../store/port.js';
 import { newAgentRow } from '../../store/rows.js';
 import type { RunTrace } from '../../trace/tracer.js';
-import type { AgentRow } from '../../store/types.js';
+import type { AgentRow, AgentTerms } from '../../store/types.js';
 import { childFirstInput, inheritedContext, rootFirstInput } from '../../turn/texts.js';
 import { lifecycleOf, type AgentHandle, type Agents } from '../agents/agents.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -53,7 +53,7 @@ export class Registrar {
     this.#checkedRunId = checkedRunId;
   }
 
-  async startRoot(req: { name: string; task: string; skills?: string[] }): Promise<AgentHandle> {
+  async startRoot(req: { name: string; task: string; skills?: string[]; terms?: AgentTerms | null }): Promise<AgentHandle> {
     const host = this.#host;
     host.assertUsable();
     const { name, task, skills } = this.#check(req);
@@ -67,10 +67,10 @@ export class Registrar {
       host.assertUsable();
     }
     const id = newId();
-    return this.#register({ id, name, parentId: null, depth: 0, task, skills }, rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills));
+    return this.#register({ id, name, parentId: null, depth: 0, task, skills, terms: req.terms ?? null }, rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills));
   }
 
-  spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean }): AgentHandle {
+  spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean; terms?: AgentTerms | null }): AgentHandle {
     const host = this.#host;
     const { name, task, skills } = this.#check(req);
     const rejection = spawnRejection(host.coordinator.getSnapshot().context, parent.id);
@@ -80,7 +80,7 @@ export class Registrar {
     // The parent is running this turn, so its session is in memory.
     const background = req.inheritContext ? inheritedContext(host.sessions.items(parent)) : null;
     const first = childFirstInput(identity, task, skills, background);
-    const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills }, first);
+    const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills, terms: req.terms ?? null }, first);
     parent.children.push(child.id);
     return child;
   }
@@ -104,13 +104,13 @@ export class Registrar {
   }
 
   #register(
-    reg: { id: string; name: string; parentId: string | null; depth: number; task: string; skills: string[] },
+    reg: { id: string; name: string; parentId: string | null; depth: number; task: string; skills: string[]; terms: AgentTerms | null },
     firstInput: ReturnType<typeof rootFirstInput>,
   ): AgentHandle {
     const host = this.#host;
     const at = host.clock.now();
     const row = newAgentRow(
-      { id: reg.id, runId: host.runId, name: reg.name, parentId: reg.parentId, depth: reg.depth, task: reg.task, skills: reg.skills },
+      { id: reg.id, runId: host.runId, name: reg.name, parentId: reg.parentId, depth: reg.depth, task: reg.task, skills: reg.skills, terms: reg.terms },
       at,
     );
     host.coordinator.send({ type: 'agent.register', id: reg.id, name: reg.name, parentId: reg.parentId });

@@ -119,7 +119,7 @@ export class Sessions implements SessionPort {
     if (taken.length > 0)
       this.append(
         agent,
-        taken.map((m) => messageToItem({ ...m, seq: 0, deliveredAt: null })),
+        taken.map((m) => messageToItem({ ...m, seq: 0, deliveredAt: null, data: m.data ?? null })),
       );
   }
 }

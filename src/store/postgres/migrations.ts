@@ -208,6 +208,14 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // SQLite's migration 8: a child's terms set at spawn, and a notice's data.
+    version: 7,
+    sql: `
+      ALTER TABLE agents ADD COLUMN terms TEXT;
+      ALTER TABLE messages ADD COLUMN data TEXT;
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -50,7 +50,7 @@ export interface OpContext {
  */
 export class Pending {
   readonly session = { agent: [] as string[], seq: [] as number[], item: [] as string[], checksum: [] as string[] };
-  readonly messages: unknown[][] = Array.from({ length: 12 }, () => []);
+  readonly messages: unknown[][] = Array.from({ length: 13 }, () => []);
   readonly usage: unknown[][] = Array.from({ length: 9 }, () => []);
   readonly events: unknown[][] = Array.from({ length: 5 }, () => []);
   readonly stream: unknown[][] = Array.from({ length: 6 }, () => []);
@@ -73,9 +73,9 @@ export async function flushPgOps(ctx: OpContext): Promise<void> {
   }
   if (p.messages[0]!.length > 0) {
     await client.query(
-      `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, checksum, boot)
-       SELECT m.id, m.run_id, m.to_agent, m.from_id, m.from_name, m.type, m.priority, m.content, m.interrupt, m.created_at, m.notice_key, m.checksum, $13::bigint FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::bigint[], $11::text[], $12::text[])
-         WITH ORDINALITY AS m(id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, checksum, o)
+      `INSERT INTO messages (id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, checksum, data, boot)
+       SELECT m.id, m.run_id, m.to_agent, m.from_id, m.from_name, m.type, m.priority, m.content, m.interrupt, m.created_at, m.notice_key, m.checksum, m.data, $14::bigint FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[], $10::bigint[], $11::text[], $12::text[], $13::text[])
+         WITH ORDINALITY AS m(id, run_id, to_agent, from_id, from_name, type, priority, content, interrupt, created_at, notice_key, checksum, data, o)
        ORDER BY m.o ON CONFLICT (notice_key) DO NOTHING`,
       [...p.messages.map((c) => c.splice(0)), boot],
     );
@@ -150,8 +150,8 @@ async function writeAgent(ctx: OpContext, next: AgentRow, insert: boolean): Prom
   const state = scrubJson(stateOf(next));
   if (insert) {
     await ctx.client.query(
-      `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+      `INSERT INTO agents (id, run_id, name, parent_id, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot, terms)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
       [
         next.id,
         next.runId,
@@ -167,6 +167,7 @@ async function writeAgent(ctx: OpContext, next: AgentRow, insert: boolean): Prom
         next.createdAt,
         next.updatedAt,
         ctx.boot,
+        next.terms === null ? null : scrubJson(next.terms),
       ],
     );
   } else {
@@ -210,7 +211,8 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
     }
     case 'enqueueMessage': {
       const m = w.message;
-      const scrubbed = { ...m, fromName: scrub(m.fromName), content: scrub(m.content) };
+      const dataText = m.data === undefined || m.data === null ? null : scrubJson(m.data);
+      const scrubbed = { ...m, fromName: scrub(m.fromName), content: scrub(m.content), data: dataText === null ? null : (JSON.parse(dataText) as Record<string, unknown>) };
       push(ctx.pending.messages, [
         m.id,
         m.runId,
@@ -224,6 +226,7 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
         m.createdAt,
         m.noticeKey ?? null,
         messageDigest(scrubbed),
+        dataText,
       ]);
       return;
     }

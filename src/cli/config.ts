@@ -26,6 +26,10 @@ export interface CliConfig {
   timeoutMs?: number;
   /** Streaming: no byte from the server for this long ends the attempt as a timeout. */
   idleTimeoutMs?: number;
+  /** The model's context window in tokens: sessions are compacted before they overflow it. */
+  contextWindow?: number;
+  /** Images kept per session and the compaction line (`CoordinatorOptions.session`). */
+  session?: { maxImages?: number | null; compactAt?: number };
   interactive?: boolean;
   budget?: BudgetOptions;
   limits?: Partial<Limits>;

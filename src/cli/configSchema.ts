@@ -32,6 +32,24 @@ export const CONFIG_SCHEMA = {
       description:
         'Streaming: no byte from the server for this long (before the first chunk or between two) ends the attempt as PROVIDER_TIMEOUT, retried; default 120000.',
     },
+    contextWindow: {
+      ...positiveInt,
+      description: "The model's context window in tokens: a session is compacted before a call passes session.compactAt of it.",
+    },
+    session: {
+      type: 'object',
+      additionalProperties: false,
+      description: 'How sessions are kept before each call.',
+      properties: {
+        maxImages: { type: ['integer', 'null'], minimum: 0, description: 'Images kept per session, the newest (default 20; null: all).' },
+        compactAt: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          maximum: 1,
+          description: 'Share of contextWindow at which a session is compacted first (default 0.8).',
+        },
+      },
+    },
     interactive: { type: 'boolean', description: 'A human is attached: agents park, finished agents can be revived.' },
     budget: {
       type: 'object',

@@ -57,6 +57,7 @@ export function modelFor(config: CliConfig): Model {
       maxOutputTokens: config.maxOutputTokens,
       timeoutMs: config.timeoutMs,
       idleTimeoutMs: config.idleTimeoutMs,
+      contextWindow: config.contextWindow,
     }),
   });
 }
@@ -70,6 +71,7 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     rateLimit: config.rateLimit,
     idleResumeMs: config.idleResumeMs,
     review: config.review,
+    session: config.session,
     strictMcp: config.strictMcp,
     ...(config.mcpServers ? { tools: mcpServersOf(config.mcpServers) } : {}),
   });

@@ -150,6 +150,14 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * fit under the reserve line; a failed or refused review is logged and ignored.
    */
   review?: ReviewOptions;
+  /**
+   * How each session is kept before every model call (seed 002). `maxImages` (default 20, `null`:
+   * no bound): only the newest images stay, older ones become a short placeholder the model reads.
+   * `compactAt` (default 0.8): a call whose estimated prompt passes this share of the model's
+   * `contextWindow` compacts the session first (on the agent's model, metered as `compaction`); a
+   * model that declares no window is compacted only after an overflow.
+   */
+  session?: { maxImages?: number | null; compactAt?: number };
   clock?: Clock;
   logger?: Logger;
   /**
@@ -186,6 +194,8 @@ export interface ResolvedOptions {
   systemPrompt: string | undefined;
   approvals: ApprovalPolicy | null;
   review: { everyTurns: number; maxSteps: number } | null;
+  /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
+  session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -358,6 +368,29 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     systemPrompt: options.systemPrompt,
     approvals: resolveApprovals(options.approvals),
     review: resolveReview(options.review),
+    session: resolveSession(options.session, options.model),
+  };
+}
+
+/** Images kept per session by default: recent screenshots stay, a long browsing session does not grow without bound. */
+const DEFAULT_MAX_IMAGES = 20;
+const DEFAULT_COMPACT_AT = 0.8;
+
+function resolveSession(value: unknown, model: Model): ResolvedOptions['session'] {
+  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+    throw new ConfigError(`Expected session to be { maxImages?, compactAt? }, got ${show(value)}`);
+  }
+  const { maxImages, compactAt } = (value ?? {}) as { maxImages?: unknown; compactAt?: unknown };
+  const share = positive('session.compactAt', compactAt, DEFAULT_COMPACT_AT);
+  if (share > 1) throw new ConfigError(`Expected session.compactAt to be a share of the context window in (0, 1], got ${show(compactAt)}`);
+  const window: unknown = model.contextWindow;
+  if (window !== undefined && (typeof window !== 'number' || !Number.isInteger(window) || window <= 0)) {
+    throw new ConfigError(`Expected model.contextWindow to be an integer > 0, got ${show(window)}`);
+  }
+  return {
+    maxImages: maxImages === null ? null : integer('session.maxImages', maxImages, DEFAULT_MAX_IMAGES, 0),
+    compactAt: share,
+    contextWindow: (window as number | undefined) ?? null,
   };
 }
 

@@ -55,6 +55,10 @@ export const OPTION_DOCS = {
   budget: { default: () => 'none', meaning: "`{ limitUsd, reserveFraction: 0.9, policy: 'stop' | 'pause', prices }`" },
   approvals: { default: () => 'none', meaning: 'an `ApprovalGate`' },
   review: { default: () => 'off', meaning: '`{ everyTurns, maxSteps: 3 }`: background review' },
+  session: {
+    default: (r) => `${r.session.maxImages ?? 'all'} images, compact at ${r.session.compactAt * 100} %`,
+    meaning: "`{ maxImages, compactAt }`: older images become placeholders; compaction before the model's `contextWindow` overflows",
+  },
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },
   logger: { default: () => 'silent', meaning: 'a pino logger (a child per agent)' },

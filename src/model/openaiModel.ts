@@ -39,6 +39,8 @@ export interface OpenAIModelOptions {
   idleTimeoutMs?: number;
   /** Sent as `max_completion_tokens` (or `max_tokens`, see `tokenLimitParam`). */
   maxOutputTokens?: number;
+  /** The model's context window in tokens: sessions are then compacted before they overflow it (`session.compactAt`). */
+  contextWindow?: number;
   /** Older OpenAI-compatible servers only know `max_tokens`. Default `max_completion_tokens`. */
   tokenLimitParam?: 'max_completion_tokens' | 'max_tokens';
   /** USD per million tokens; the budget prices this model's usage rows with it. */
@@ -65,7 +67,7 @@ function validate(options: OpenAIModelOptions): void {
   if (typeof options.model !== 'string' || options.model.trim() === '') {
     throw new ConfigError(`Expected openaiModel model to be a non-empty string, got ${JSON.stringify(options.model)}`);
   }
-  for (const key of ['timeoutMs', 'idleTimeoutMs', 'maxOutputTokens'] as const) {
+  for (const key of ['timeoutMs', 'idleTimeoutMs', 'maxOutputTokens', 'contextWindow'] as const) {
     const value = options[key];
     if (value !== undefined && (!Number.isInteger(value) || value <= 0)) {
       throw new ConfigError(`Expected openaiModel ${key} to be an integer > 0, got ${JSON.stringify(value)}`);
@@ -224,6 +226,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     name: options.model,
     ...(options.price ? { price: options.price } : {}),
     ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+    ...(options.contextWindow === undefined ? {} : { contextWindow: options.contextWindow }),
     async complete(request: ModelRequest, { signal, onDelta }: ModelCallOptions): Promise<ModelTurn> {
       if (signal.aborted) throw signal.reason;
       const controller = new AbortController();

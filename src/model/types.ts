@@ -93,6 +93,12 @@ export interface Model {
   /** The most output tokens one call may produce (used to reserve budget before a call). */
   readonly maxOutputTokens?: number;
   /**
+   * The model's context window in tokens. With it, a call whose estimated prompt passes
+   * `session.compactAt` of the window compacts the session first (seed 002); without it, a session
+   * is compacted only after the provider reports an overflow.
+   */
+  readonly contextWindow?: number;
+  /**
    * What the budget reserves before this call, in USD. Optional: by default troupe estimates the
    * prompt tokens plus `maxOutputTokens` at the model's price. A model with no price that
    * implements it prices its own calls (it reports `usage.costUsd`): a budget limit accepts it.

@@ -1,12 +1,15 @@
 /**
- * Recovering a turn whose input the provider rejected (DESIGN §4): a context overflow compacts the
+ * Keeping a session within what the model takes (DESIGN §4, seed 002). Before every call: only the
+ * newest `session.maxImages` images stay, and a prompt estimated past `session.compactAt` of the
+ * model's context window is compacted first. After a rejection: a context overflow compacts the
  * session — older items summarised by the same model, a call metered as `compaction` — and a
- * request rejected while the session holds images replaces every image with a placeholder. Both
- * rewrite the session in one transaction that refuses to overwrite items it did not see.
+ * request rejected while the session holds images replaces every image with a placeholder. Each
+ * rewrites the session in one transaction that refuses to overwrite items it did not see.
  * @module
  */
 import type { Cancellation } from '../cancel.js';
 import { serializeError } from '../errors.js';
+import { estimatePromptTokens } from '../model/prices.js';
 import type { ContentPart, ModelRequest, SessionItem } from '../model/types.js';
 import type { AgentRef, Halt, TurnHost } from './ports.js';
 import { transcript } from './texts.js';
@@ -34,6 +37,39 @@ export function withoutImages(items: readonly SessionItem[]): SessionItem[] | nu
   return changed ? out : null;
 }
 
+/** What replaces an image past the session's image budget. */
+export const imageDroppedText = (kept: number) => `[image removed: only the newest ${kept} images are kept in this conversation]`;
+
+/**
+ * The session with all but its newest `max` images replaced by a placeholder, or null if it holds
+ * no more than `max`. Counted from the end, so the images the agent saw last are the ones kept.
+ */
+export function withNewestImages(items: readonly SessionItem[], max: number): SessionItem[] | null {
+  let seen = 0;
+  let out: SessionItem[] | null = null;
+  for (let i = items.length - 1; i >= 0; i--) {
+    const item = items[i]!;
+    if (item.role !== 'user' || typeof item.content === 'string') continue;
+    const images = item.content.reduce((n, p) => n + (p.type === 'image' ? 1 : 0), 0);
+    const room = Math.max(0, max - seen);
+    seen += images;
+    if (images <= room) continue;
+    // Within one message the newest images are its last ones: the first `images - room` go.
+    let drop = images - room;
+    const parts = item.content.map((p): ContentPart => (p.type === 'image' && drop-- > 0 ? { type: 'text', text: imageDroppedText(max) } : p));
+    out ??= items.slice();
+    out[i] = { role: 'user', content: parts };
+  }
+  return out;
+}
+
+/** Keep only the newest `max` images of the agent's session; true if it rewrote the session. */
+export function enforceImageBudget(host: TurnHost, agent: AgentRef, max: number): boolean {
+  const items = host.sessions.items(agent);
+  const kept = withNewestImages(items, max);
+  return kept !== null && host.sessions.replace(agent, kept, items.length);
+}
+
 /** Whether the session holds an image. */
 export const hasImages = (items: readonly SessionItem[]) =>
   items.some((item) => item.role === 'user' && typeof item.content !== 'string' && item.content.some((p) => p.type === 'image'));
@@ -59,6 +95,32 @@ export function compactionCut(items: readonly SessionItem[]): number {
   let unanswered = n;
   while (unanswered > 1 && items[unanswered - 1]!.role === 'user') unanswered--;
   return Math.min(cut, unanswered);
+}
+
+/**
+ * Whether a call should compact first: its prompt is estimated past `session.compactAt` of the
+ * model's context window (seed 002). Synchronous, and free without a declared window: every turn asks.
+ */
+export function dueForCompaction(host: Pick<TurnHost, 'options'>, request: ModelRequest): boolean {
+  const { contextWindow, compactAt } = host.options.session;
+  return contextWindow !== null && estimatePromptTokens(request) >= compactAt * contextWindow;
+}
+
+/**
+ * Compact before the call (`dueForCompaction`): true if the session was rewritten (build the request
+ * again), a halt if the budget stopped the summary's call, false if nothing was compacted — then the
+ * call goes ahead and an overflow is still recovered after the fact.
+ */
+export async function compactEarly(host: TurnHost, agent: AgentRef, turn: number, signal: Cancellation): Promise<boolean | Halt> {
+  try {
+    const compacted = await compactSession(host, agent, turn, signal);
+    if (compacted === true) agent.logger.info({ turn }, 'the session neared the context window; compacted it before the call');
+    return compacted;
+  } catch (err) {
+    if (signal.aborted) throw err;
+    agent.logger.warn({ err }, 'compaction before the call failed; the call goes ahead');
+    return false;
+  }
 }
 
 /**

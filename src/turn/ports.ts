@@ -138,6 +138,8 @@ interface TurnOptions {
   readonly toolTimeoutMs: number;
   readonly retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
   readonly approvals: ApprovalAsker | null;
+  /** Images kept and the proactive compaction line (`contextWindow` null: only after an overflow). */
+  readonly session: { readonly maxImages: number | null; readonly compactAt: number; readonly contextWindow: number | null };
 }
 
 export interface TurnHost {

@@ -16,7 +16,7 @@ import { LazyAbort, type Cancellation } from '../cancel.js';
 import { sleep } from '../clock.js';
 import { errorMessage, isTroupeError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
-import { compactSession, hasImages, stripImages } from './compaction.js';
+import { compactEarly, compactSession, dueForCompaction, enforceImageBudget, hasImages, stripImages } from './compaction.js';
 import { EVENT_NUDGE, TROUPE_NUDGE_ATTEMPT, TROUPE_NUDGE_LIMIT } from '../trace/attributes.js';
 import type { ChatSpan } from '../trace/tracer.js';
 import type { AgentRef, TurnHost } from './ports.js';
@@ -101,9 +101,17 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
   const cut = cutCalls.length > 0 ? await resolveCutCalls(host, agent, cutCalls, input.turn, signal) : null;
   live();
   prepareSession(host, agent, input, open, cut);
+  const { maxImages } = host.options.session;
+  if (maxImages !== null) enforceImageBudget(host, agent, maxImages);
 
   // The request is built once: its estimate is reserved, and the same request is sent.
   let request = host.gateway.request(agent, input.stintTurn);
+  if (dueForCompaction(host, request)) {
+    const early = await compactEarly(host, agent, input.stintTurn, signal);
+    if (typeof early === 'object') return only(early.halt);
+    live();
+    if (early) request = host.gateway.request(agent, input.stintTurn);
+  }
   const admission = host.gateway.admit(agent, request, signal);
   const admitted = admission instanceof Promise ? await admission : admission;
   if ('halt' in admitted) return only(admitted.halt);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionItem } from '../../../src/model/types.js';
-import { compactionCut, IMAGE_PLACEHOLDER, withoutImages } from '../../../src/turn/compaction.js';
+import { compactionCut, IMAGE_PLACEHOLDER, imageDroppedText, withNewestImages, withoutImages } from '../../../src/turn/compaction.js';
 
 const user = (content: string): SessionItem => ({ role: 'user', content });
 const asst = (id: string): SessionItem => ({ role: 'assistant', content: null, toolCalls: [{ id, name: 'lookup', arguments: '{}' }] });
@@ -46,5 +46,26 @@ describe('withoutImages', () => {
   });
   it('returns null when there is nothing to replace', () => {
     expect(withoutImages([user('task'), { role: 'user', content: [{ type: 'text', text: 'no image' }] }])).toBeNull();
+  });
+});
+
+describe('withNewestImages', () => {
+  const shot = (...names: string[]): SessionItem => ({ role: 'user', content: names.map((n) => ({ type: 'image' as const, url: n })) });
+  const urls = (items: readonly SessionItem[] | null) =>
+    (items ?? []).flatMap((i) => (i.role === 'user' && typeof i.content !== 'string' ? i.content.map((p) => (p.type === 'image' ? p.url : p.text)) : []));
+
+  it('keeps the newest images counted from the end, the last ones within a message', () => {
+    const items = [user('task'), shot('a', 'b'), user('between'), shot('c', 'd', 'e')];
+    const gone = imageDroppedText(2);
+    expect(urls(withNewestImages(items, 2))).toEqual([gone, gone, gone, 'd', 'e']);
+    expect(urls(withNewestImages(items, 4))).toEqual([imageDroppedText(4), 'b', 'c', 'd', 'e']);
+    expect(urls(withNewestImages(items, 0))).toEqual(Array.from({ length: 5 }, () => imageDroppedText(0)));
+  });
+  it('returns null (nothing to rewrite) at or under the budget, and leaves other items as they were', () => {
+    const items = [user('task'), shot('a'), shot('b')];
+    expect(withNewestImages(items, 2)).toBeNull();
+    const kept = withNewestImages(items, 1)!;
+    expect(kept[0]).toBe(items[0]);
+    expect(kept[2]).toBe(items[2]);
   });
 });

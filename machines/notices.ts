@@ -21,6 +21,7 @@ const STOP_WHY: Record<StopReason, string> = {
   maxTurns: 'its turn limit',
   budget: 'the run budget being spent',
   reserve: 'the sub-agent budget reserve',
+  reentry: 'its self-wake budget (it kept waking itself without a message from the user)',
 };
 
 export function completionReportText(child: NoticeSubject, report: CompletionReport, at: number): string {

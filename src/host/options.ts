@@ -158,6 +158,14 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * model that declares no window is compacted only after an overflow.
    */
   session?: { maxImages?: number | null; compactAt?: number };
+  /**
+   * The re-entry budget (seed 001): an agent woken by its own work — a finished execution, a
+   * delegation's result, a dead wait's report — at most `maxWakes` times (default 20) in a streak
+   * (ended by a user message or 10 min without one); after the first 3, wake n + 1 waits
+   * `spacingMs × 2^(n−3)` (default 1 s, at most 60 s). Past it the agent is stopped (reason
+   * `reentry`). `false`: no bound.
+   */
+  reentry?: { maxWakes?: number; spacingMs?: number } | false;
   clock?: Clock;
   logger?: Logger;
   /**
@@ -196,6 +204,7 @@ export interface ResolvedOptions {
   review: { everyTurns: number; maxSteps: number } | null;
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
+  reentry: { maxWakes: number; spacingMs: number } | null;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -369,7 +378,17 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     approvals: resolveApprovals(options.approvals),
     review: resolveReview(options.review),
     session: resolveSession(options.session, options.model),
+    reentry: resolveReentry(options.reentry),
   };
+}
+
+function resolveReentry(value: unknown): ResolvedOptions['reentry'] {
+  if (value === false) return null;
+  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+    throw new ConfigError(`Expected reentry to be false or { maxWakes?, spacingMs? }, got ${show(value)}`);
+  }
+  const { maxWakes, spacingMs } = (value ?? {}) as { maxWakes?: unknown; spacingMs?: unknown };
+  return { maxWakes: integer('reentry.maxWakes', maxWakes, 20, 1), spacingMs: integer('reentry.spacingMs', spacingMs, 1_000, 0) };
 }
 
 /** Images kept per session by default: recent screenshots stay, a long browsing session does not grow without bound. */

@@ -59,6 +59,10 @@ export const OPTION_DOCS = {
     default: (r) => `${r.session.maxImages ?? 'all'} images, compact at ${r.session.compactAt * 100} %`,
     meaning: "`{ maxImages, compactAt }`: older images become placeholders; compaction before the model's `contextWindow` overflows",
   },
+  reentry: {
+    default: (r) => (r.reentry === null ? '`false`' : `${r.reentry.maxWakes} wakes, ${r.reentry.spacingMs / 1000} s spacing`),
+    meaning: '`{ maxWakes, spacingMs }` or `false`: self-wakes between two user messages, backed off; past it the agent stops',
+  },
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },
   logger: { default: () => 'silent', meaning: 'a pino logger (a child per agent)' },

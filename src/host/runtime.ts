@@ -39,6 +39,7 @@ import { GroupCommitter } from './commit.js';
 import { healthOf, requestStop, tripBudget, wireCoordinatorEvents } from './control.js';
 import { DeadlockWatch } from './waits/deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './async/delegations.js';
+import { SelfWakes } from './async/selfWakes.js';
 import { AsyncExecutions } from './async/executions.js';
 import { Gateway } from './calls/gateway.js';
 import { type GraphHost } from './waits/graph.js';
@@ -91,6 +92,8 @@ export class Runtime {
   readonly executions: AsyncExecutions;
   readonly delegations: Delegations;
   readonly reentry: ReentryBudgets;
+  /** The re-entry budget's gate on every self-wake (async/selfWakes.ts). */
+  readonly selfWakes: SelfWakes;
   readonly reviews: BackgroundReviews | null;
   readonly ledger: ToolLedger;
   readonly registrar: Registrar;
@@ -238,6 +241,16 @@ export class Runtime {
     this.executions = new AsyncExecutions(host);
     this.delegations = new Delegations(host);
     this.reentry = new ReentryBudgets(host);
+    this.selfWakes = new SelfWakes({
+      runId: this.runId,
+      clock: this.clock,
+      logger: this.logger,
+      policy: this.options.reentry,
+      budgets: this.reentry,
+      status: (h) => this.agents.status(h),
+      stop: (h) => this.agents.send(h, { type: 'agent.stop', reason: 'reentry' }),
+      stage: (op) => this.stage(op),
+    });
     this.reviews = this.options.review ? backgroundReviews(this, this.options.review) : null;
     this.ledger = toolLedger(this);
     this.#graph = {
@@ -263,8 +276,10 @@ export class Runtime {
       stage: (op) => this.stage(op),
       after: (effect) => this.after(effect),
       emit: (event) => this.views.emit(event),
-      anyExecutionRunning: () => this.executions.anyRunning,
+      // A wake put off by the re-entry budget's spacing is an answer on its way, like a running execution.
+      anyExecutionRunning: () => this.executions.anyRunning || this.selfWakes.anyArmed,
       anyDelegationRunning: () => this.delegations.anyRunning,
+      selfWake: (h, retry) => this.selfWakes.admit(h, 'deadlock', retry) === 'now',
     });
     this.registrar = new Registrar(this, embedded !== null || restore !== undefined);
     this.builtins = builtinHost(this, this.#graph);
@@ -362,6 +377,11 @@ export class Runtime {
   }
 
   /** See DeadlockWatch (deadlockWatch.ts): report dead waits once the effects of this step have run. */
+  /** A message from the user reached an agent: its self-wakes count from zero again. */
+  userSpoke(agentId: string): void {
+    this.selfWakes.userSpoke(agentId);
+  }
+
   checkQuiescence(): void {
     this.deadlocks.check();
   }
@@ -387,6 +407,7 @@ export class Runtime {
     this.#shutdown = true;
     this.#stopWindowListener?.();
     this.reviews?.close();
+    this.selfWakes.dispose();
     this.trace.close((id) => this.agents.status(this.agents.get(id)));
     this.agents.stopAll();
     this.coordinator.stop();

@@ -14,6 +14,8 @@ import type { Messaging } from './mail/messaging.js';
 import type { ResolvedOptions } from './options.js';
 import type { Sessions } from './mail/sessions.js';
 import type { Views } from './views/views.js';
+import type { Mailboxes } from './mail/mailbox.js';
+import type { SelfWakes } from './async/selfWakes.js';
 
 interface LedgerParts {
   readonly clock: Clock;
@@ -76,6 +78,8 @@ interface AsyncWorkParts {
   readonly clock: Clock;
   readonly agents: Agents;
   readonly messaging: Pick<Messaging, 'notify'>;
+  readonly selfWakes: Pick<SelfWakes, 'admit'>;
+  readonly mailboxes: Pick<Mailboxes, 'count'>;
   readonly sessions: Pick<Sessions, 'scrub'>;
   stage(op: WriteOp): void;
   assertUsable(): void;
@@ -95,10 +99,20 @@ export function asyncWorkHost(rt: AsyncWorkParts) {
     find: (id: string) => rt.agents.find(id),
     status: (h: AgentHandle) => rt.agents.status(h),
     wake: (h: AgentHandle) => rt.agents.send(h, { type: 'agent.message', from: 'system', user: false }),
+    selfWake: (h: AgentHandle, retry: () => void) => rt.selfWakes.admit(h, 'execution', retry) === 'now',
     scrub: (text: string) => rt.sessions.scrub(text),
     assertUsable: () => rt.assertUsable(),
     assertAgent: (id: string) => void rt.agents.get(id),
-    notify: (agentId: string, m: { type: string; content: string; noticeKey: string }) => rt.messaging.notify(agentId, m),
+    // A delegation's result wakes its agent through the re-entry budget (a running agent needs no wake).
+    notify: (agentId: string, m: { type: string; content: string; noticeKey: string }) =>
+      rt.messaging.notify(agentId, m, (target, wake) => {
+        const go = () => {
+          // Read meanwhile (the agent woke for something else): nothing left to wake it for.
+          if (rt.mailboxes.count(target.id) === 0) return;
+          if (rt.agents.status(target) === 'running' || rt.selfWakes.admit(target, 'delegation', go) === 'now') wake();
+        };
+        go();
+      }),
     checkQuiescence: () => rt.checkQuiescence(),
   };
 }

@@ -26,6 +26,8 @@ export interface ExecutionsHost {
   stage(op: WriteOp): void;
   /** Wake a parked agent for its note (a system message event). */
   wake(h: AgentHandle): void;
+  /** The re-entry budget: whether `h` may be woken now (else `retry` runs once it may, or it is being stopped). */
+  selfWake(h: AgentHandle, retry: () => void): boolean;
   /** Text without known secrets: a note goes into a model call (sessions.ts). */
   scrub(text: string): string;
   assertUsable(): void;
@@ -130,6 +132,9 @@ export class AsyncExecutions {
     const wakeable =
       status === 'running' || status === 'waiting' || status === 'stalled' || ((status === 'completed' || status === 'stopped') && host.interactive);
     if (!wakeable) return false;
+    // A parked agent woken by its own execution is a self-wake: asked before anything is marked, so
+    // a wake put off (spacing) or refused (budget spent) leaves the execution to continue later.
+    if (status !== 'running' && !host.selfWake(h, () => void (this.#continue(row) || host.checkQuiescence()))) return false;
     // Marked before the agent runs: a continuation can never loop.
     row.continuedAt = host.now();
     host.stage({ op: 'markExecutionContinued', id: row.id, at: row.continuedAt });

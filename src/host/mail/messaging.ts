@@ -47,6 +47,8 @@ export interface MessagingHost {
   readonly mailboxes: Mailboxes;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   after(effect: () => void): void;
+  /** A message from the user reached this agent (its self-wake count starts again). */
+  userSpoke(agentId: string): void;
 }
 
 export class Messaging {
@@ -90,8 +92,11 @@ export class Messaging {
     if (mail.interrupt && host.options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
   }
 
-  /** A system message to an agent (delegation results), queued now and woken once committed. */
-  notify(agentId: string, m: { type: string; content: string; noticeKey: string }): void {
+  /**
+   * A system message to an agent (delegation results), queued now and, once committed, woken
+   * through `gate` (the re-entry budget: it may wake it later, or not at all).
+   */
+  notify(agentId: string, m: { type: string; content: string; noticeKey: string }, gate?: (target: AgentHandle, wake: () => void) => void): void {
     const host = this.#host;
     const target = host.agents.get(agentId);
     const mail = host.mailboxes.enqueue({
@@ -107,7 +112,7 @@ export class Messaging {
       createdAt: host.clock.now(),
       noticeKey: m.noticeKey,
     });
-    if (mail) host.after(() => this.wake(target, mail));
+    if (mail) host.after(() => (gate ? gate(target, () => this.wake(target, mail)) : this.wake(target, mail)));
   }
 
   #check(target: AgentHandle, content: unknown, fromUser: boolean): string {
@@ -156,7 +161,9 @@ export class Messaging {
       return { ...message, content: String(msg.content), id: keyed.id, runId: host.runId, createdAt: host.clock.now(), noticeKey: keyed.key };
     }
     const content = this.#check(target, msg.content, from === 'user');
-    return this.#enqueue(target, { ...message, content }, keyed);
+    const mail = this.#enqueue(target, { ...message, content }, keyed);
+    if (from === 'user') host.userSpoke(target.id);
+    return mail;
   }
 
   /** Agents an agent may message: parent, children and siblings (or everyone with messagePolicy "any"). */

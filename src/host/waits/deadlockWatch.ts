@@ -26,6 +26,8 @@ export interface DeadlockWatchHost {
   emit(event: TroupeEvent): void;
   anyExecutionRunning(): boolean;
   anyDelegationRunning(): boolean;
+  /** The re-entry budget: whether `h` may be woken now (else `retry` runs once it may, or it is being stopped). */
+  selfWake(h: AgentHandle, retry: () => void): boolean;
 }
 
 export class DeadlockWatch {
@@ -72,7 +74,12 @@ export class DeadlockWatch {
     for (const wait of waits) {
       const h = agents.get(wait.agent_id);
       h.waitReport = report;
-      agents.send(h, { type: 'agent.deadlock' });
+      // A report is a self-wake: counted, spaced, and refused once the agent's budget is spent.
+      const wake = () => {
+        if (agents.status(h) !== 'waiting' || agents.waitKind(h) !== 'agents') return;
+        if (host.selfWake(h, wake)) agents.send(h, { type: 'agent.deadlock' });
+      };
+      wake();
     }
   }
 }

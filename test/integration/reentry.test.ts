@@ -1,0 +1,178 @@
+/**
+ * The re-entry budget (issue 34 item 7, seed 001): an agent woken by its own work is counted,
+ * spaced and bounded, across restarts; a spent budget stops the agent with reason `reentry`.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
+import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
+import { scriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
+import { openStore } from '../../src/store/sqliteStore.js';
+import { defineTool } from '../../src/tools/defineTool.js';
+import { flush, team, TERMINAL } from '../helpers/team.js';
+
+/** An execution id per job: a storm of jobs that each finish at once and start the next. */
+const job = (i: number) => `019f4b19-eafd-74ed-baa6-${String(i).padStart(12, '0')}`;
+
+const provision = defineTool({
+  name: 'provision',
+  description: 'Start provisioning (asynchronous).',
+  parameters: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  execute: ({ id }: { id: string }) => ({ status: `execution ${id} running` }),
+});
+
+/** Start job i and wait on it, in one turn. */
+const storm = (i: number): ScriptStep => ({
+  tools: [
+    { name: 'provision', args: { id: job(i) } },
+    { name: 'wait_for_agents', args: { reason: 'my job' } },
+  ],
+});
+const steps = (n: number) => Array.from({ length: n }, (_, i) => storm(i));
+const reentry = { maxWakes: 6, spacingMs: 1_000 };
+
+/** Finish job i, then let what is due run; returns the model calls made by then. */
+async function finishJob(c: Coordinator, i: number, calls: () => number): Promise<number> {
+  expect(await c.executions.finish(job(i), { status: 'completed', result: `job ${i} done` })).toBe(true);
+  await flush();
+  return calls();
+}
+
+describe('the re-entry budget', () => {
+  it('a storm of its own executions: 3 wakes at once, then spaced 1 s, 2 s, 4 s, and the seventh is refused: stopped with reason reentry', async () => {
+    const t = team({ agents: { lead: steps(8) } }, { tools: [provision], reentry });
+    const rootId = await t.c.start({ name: 'lead', task: 'Provision until done.' });
+    const calls = () => t.model.calls.length;
+    for (const [i, spacing] of [0, 0, 0, 1_000, 2_000, 4_000].entries()) {
+      await t.c.waitFor(rootId, ['waiting']);
+      expect(await finishJob(t.c, i, calls)).toBe(spacing === 0 ? i + 2 : i + 1);
+      if (spacing === 0) continue;
+      // Not a moment before its spacing has passed on the run's clock.
+      await t.advance(spacing - 1, spacing - 1);
+      expect(calls()).toBe(i + 1);
+      await t.advance(1, 1);
+      expect(calls()).toBe(i + 2);
+    }
+    await t.c.waitFor(rootId, ['waiting']);
+    await t.c.executions.finish(job(6), { status: 'completed', result: 'job 6 done' });
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'stopped' });
+    await t.advance(120_000, 10_000);
+    expect(calls()).toBe(7);
+    expect(t.store.getAgent(rootId)?.stopReason).toBe('reentry');
+    const spent = t.store.listEvents(t.c.runId).filter((e) => e.type === 'reentry.spent');
+    expect(spent.map((e) => e.data)).toEqual([{ source: 'execution', wakes: 6, maxWakes: 6 }]);
+    await t.c.shutdown();
+  });
+
+  it('self-wakes 10 minutes apart are not a storm: the count starts again', async () => {
+    const t = team({ agents: { lead: steps(9) } }, { tools: [provision], reentry: { maxWakes: 2, spacingMs: 1_000 }, idleResumeMs: 86_400_000 });
+    const rootId = await t.c.start({ name: 'lead', task: 'Provision slowly.' });
+    for (let i = 0; i < 8; i++) {
+      await t.c.waitFor(rootId, ['waiting']);
+      await t.advance(600_000, 300_000);
+      await finishJob(t.c, i, () => 0);
+    }
+    await t.c.waitFor(rootId, ['waiting']);
+    expect(t.model.calls).toHaveLength(9);
+    await t.c.shutdown();
+  });
+
+  it('the count survives a restart in the middle of the storm: the same calls in all, then the stop', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-')), 'run.db');
+    const clock = new SimulatedClock();
+    const first = scriptedModel({ agents: { lead: steps(5) } }, { clock });
+    const store = openStore({ path });
+    const c = createCoordinator({ model: first, store, clock, tools: [provision], reentry });
+    const rootId = await c.start({ name: 'lead', task: 'Provision until done.' });
+    for (let i = 0; i < 4; i++) {
+      await c.waitFor(rootId, ['waiting']);
+      await finishJob(c, i, () => 0);
+    }
+    clock.increment(1_000);
+    await flush();
+    await c.waitFor(rootId, ['waiting']);
+    expect(first.calls).toHaveLength(5);
+    await c.shutdown();
+    store.close();
+
+    // Four self-wakes are on record: only two more are allowed, however the restart went.
+    const second = scriptedModel({ agents: { lead: [storm(5), storm(6), storm(7)] } }, { clock });
+    const reopened = openStore({ path });
+    const again = await resumeCoordinator({ store: reopened, model: second, clock, tools: [provision], reentry });
+    await flush();
+    await finishJob(again, 4, () => 0);
+    clock.increment(2_000);
+    await flush();
+    await again.waitFor(rootId, ['waiting']);
+    await finishJob(again, 5, () => 0);
+    clock.increment(4_000);
+    await flush();
+    await again.waitFor(rootId, ['waiting']);
+    await again.executions.finish(job(6), { status: 'completed', result: 'done' });
+    expect(await again.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'stopped' });
+    expect(second.calls).toHaveLength(2);
+    expect(reopened.getAgent(rootId)?.stopReason).toBe('reentry');
+    await again.shutdown();
+    reopened.close();
+  });
+
+  it('a message from the user starts the count again; a child stopped by its budget is reported to its parent', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tool: 'spawn_agent', args: { name: 'worker', task: 'Provision.' } },
+            { tool: 'wait_for_agents', args: { reason: 'worker' } },
+            { tool: 'finish', args: { summary: 'worker stopped' } },
+          ],
+          worker: [storm(0), storm(1), storm(2), storm(3)],
+        },
+      },
+      { tools: [provision], reentry: { maxWakes: 1, spacingMs: 0 }, interactive: false },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Delegate.' });
+    await flush();
+    const worker = t.byName('worker');
+    await t.c.waitFor(worker.id, ['waiting']);
+    await t.c.executions.finish(job(0), { status: 'completed', result: 'ok' });
+    await t.c.waitFor(worker.id, ['waiting']);
+    // One wake spent; a user message resets the count, so the next self-wake is allowed.
+    await t.c.send(worker.id, { content: 'Keep going.' });
+    await flush();
+    await t.c.waitFor(worker.id, ['waiting']);
+    const before = t.model.calls.length;
+    await t.c.executions.finish(job(1), { status: 'completed', result: 'ok' });
+    await t.c.waitFor(worker.id, ['waiting']);
+    expect(t.model.calls.length).toBe(before + 1);
+    // Spent again: stopped, and the parent is told why.
+    await t.c.executions.finish(job(2), { status: 'completed', result: 'ok' });
+    expect(await t.c.waitFor(worker.id, TERMINAL)).toMatchObject({ status: 'stopped' });
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
+    const notice = t.messagesTo(rootId).find((m) => m.type === 'stopped');
+    expect(notice?.content).toContain('self-wake budget');
+    await t.c.shutdown();
+  });
+
+  it('a delegation result is a self-wake too: the second one past the budget stops the agent, its result still recorded', async () => {
+    const wait: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'my delegation' } };
+    const t = team({ agents: { lead: [wait, wait, wait] } }, { reentry: { maxWakes: 1, spacingMs: 0 } });
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    const first = t.c.delegations.dispatch(rootId, 'index the repo');
+    await t.c.waitFor(rootId, ['waiting']);
+    const second = t.c.delegations.dispatch(rootId, 'index the docs');
+    await t.c.delegations.complete(rootId, first, 'indexed');
+    await flush();
+    await t.c.waitFor(rootId, ['waiting']);
+    expect(t.model.calls).toHaveLength(2);
+    await t.c.delegations.complete(rootId, second, 'indexed too');
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'stopped' });
+    expect(t.model.calls).toHaveLength(2);
+    expect(t.c.delegations.list(rootId).map((d) => d.status)).toEqual(['completed', 'completed']);
+    await flush();
+    expect(t.store.listEvents(t.c.runId).find((e) => e.type === 'reentry.spent')?.data).toMatchObject({ source: 'delegation' });
+    await t.c.shutdown();
+  });
+});

@@ -17,7 +17,7 @@ import type { StandardJSONSchemaConverter, StandardSchemaV1 } from './standardSc
 export const MAX_OUTPUT_SCHEMA_BYTES = 32_768;
 
 /** A finish call's value checked: the value to keep (a Standard Schema's output), or what is wrong. */
-export type OutputResult = { ok: true; value: unknown } | { ok: false; errors: string[] };
+type OutputResult = { ok: true; value: unknown } | { ok: false; errors: string[] };
 
 export interface OutputCheck {
   /** The JSON Schema the agent's model is shown for `value`, and what is persisted. */
@@ -81,7 +81,7 @@ const issuePath = (issue: StandardSchemaV1.Issue) =>
   issue.path && issue.path.length > 0 ? `/${issue.path.map((p) => String(typeof p === 'object' ? p.key : p)).join('/')}` : '(value)';
 
 /** An output check from a Standard Schema: validated in-process, persisted as its JSON Schema form. */
-export function standardOutput(schema: StandardSchemaV1): OutputCheck {
+function standardOutput(schema: StandardSchemaV1): OutputCheck {
   const check = async (value: unknown): Promise<OutputResult> => {
     const result = await schema['~standard'].validate(value);
     if (result.issues) return { ok: false, errors: result.issues.map((i) => `${issuePath(i)} ${i.message}`) };

@@ -295,10 +295,11 @@ async function executeCall(
 
   if (builtin) {
     if (output) {
+      const given = args as Record<string, unknown>;
       args = own;
       if (call.name === ownFinishTool(agent)) {
         const refused = refusedAttempts(rt.sessions.items(agent), scope.stintStart) + refusedAttempts(scope.items, scope.stintStart);
-        const checked = await checkFinishValue(output, call, args as Record<string, unknown>, {
+        const checked = await checkFinishValue(output, call, given, {
           turn: scope.turn,
           refused,
           maxAttempts: rt.options.limits.maxResultTries,

@@ -24,6 +24,8 @@ const waitCalc = { tool: 'wait_for_agents', args: { reason: 'calc' } };
 const finish = { tool: 'finish', args: { summary: 'done' } };
 const calcFinish = (value?: unknown) => ({ tool: 'agent_finish', args: { summary: 'summed', ...(value === undefined ? {} : { value }) } });
 
+/** The attempt a RESULT_INVALID refusal reports (undefined: not a refusal). */
+const attemptOf = (r: { result: { error?: unknown } }) => (r.result.error as { attempt?: number } | undefined)?.attempt;
 const finishSpec = (tools: readonly ToolSpec[], name: string) => tools.find((t) => t.name === name)!;
 
 describe('typed results: a child with an output schema', () => {
@@ -107,6 +109,52 @@ describe('typed results: a child with an output schema', () => {
     const rootId = await t.c.start({ name: 'lead', task: 'sum' });
     await t.c.waitFor(rootId, [...TERMINAL]);
     expect(t.byName('calc')).toMatchObject({ status: 'failed', error: { code: 'RESULT_SCHEMA_FAILED' } });
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+
+  it('refusals earlier in the same turn count: two invalid finish calls in one answer use two attempts', async () => {
+    const twice = {
+      tools: [
+        { name: 'agent_finish', args: { summary: 's', value: { total: 'a' } } },
+        { name: 'agent_finish', args: { summary: 's', value: { total: 'b' } } },
+      ],
+    };
+    const t = team({ agents: { lead: [spawnCalc(), waitCalc, finish], calc: [twice] } }, { limits: { maxResultTries: 2 } });
+    const rootId = await t.c.start({ name: 'lead', task: 'sum' });
+    await t.c.waitFor(rootId, [...TERMINAL]);
+    expect(t.toolResults(t.byName('calc').id).map((r) => attemptOf(r))).toEqual([1, 2]);
+    expect(t.byName('calc')).toMatchObject({ status: 'failed', error: { code: 'RESULT_SCHEMA_FAILED' } });
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+
+  it('a revived child starts a new stint with its attempts afresh, and its second notice carries the new stint', async () => {
+    const t = team(
+      {
+        agents: {
+          lead: [spawnCalc(), waitCalc, finish],
+          calc: [calcFinish({ total: 'a' }), calcFinish({ total: 'b' }), calcFinish({ total: 'c' }), calcFinish({ total: 'd' }), calcFinish({ total: 5 })],
+        },
+      },
+      { interactive: true },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'sum' });
+    await t.c.waitFor(rootId, [...TERMINAL]);
+    const calcId = t.byName('calc').id;
+    expect(t.c.get(calcId)).toMatchObject({ status: 'failed', error: { code: 'RESULT_SCHEMA_FAILED' } });
+    await t.c.send(calcId, { content: 'try again' });
+    await t.c.waitFor(calcId, ['completed']);
+    expect(t.toolResults(calcId).map((r) => attemptOf(r) ?? 'ok')).toEqual([1, 2, 3, 1, 'ok']);
+    expect(
+      t
+        .messagesTo(rootId)
+        .filter((m) => m.from === calcId)
+        .map((m) => [m.type, m.data?.stint, m.data?.value]),
+    ).toEqual([
+      ['failed', 0, undefined],
+      ['completion', 1, { total: 5 }],
+    ]);
     t.model.assertComplete();
     await t.c.shutdown();
   });
@@ -228,14 +276,16 @@ describe('typed results: spawning', () => {
 });
 
 describe('typed results: the API', () => {
-  it('a root with a zod schema: validated in-process, persisted as its JSON Schema, the result typed', async () => {
-    const Answer = z.object({ answer: z.string(), n: z.number().int() });
+  it('a root with a zod schema: validated in-process (refinements too), persisted as its JSON Schema, the result typed', async () => {
+    // The refinement has no JSON Schema form: only the in-process check can refuse 'yes'.
+    const Answer = z.object({ answer: z.string().refine((s) => s === s.toUpperCase(), 'must be upper case'), n: z.number().int() });
     const store = memoryStore();
     const model = scriptedModel({
       agents: {
         lead: [
-          { tool: 'finish', args: { summary: 'x', value: { answer: 'yes', n: 1.5 } } },
-          { tool: 'finish', args: { summary: 'done', value: { answer: 'yes', n: 2 } } },
+          { tool: 'finish', args: { summary: 'x', value: { answer: 'yes', n: 2 } } },
+          { tool: 'finish', args: { summary: 'x', value: { answer: 'YES', n: 1.5 } } },
+          { tool: 'finish', args: { summary: 'done', value: { answer: 'YES', n: 2 } } },
         ],
       },
     });
@@ -243,12 +293,14 @@ describe('typed results: the API', () => {
     const rootId = await c.start({ name: 'lead', task: 'answer', output: Answer });
     const result = await c.result(rootId);
     expectTypeOf(result.value).toEqualTypeOf<{ answer: string; n: number } | undefined>();
-    expect(result).toMatchObject({ status: 'completed', value: { answer: 'yes', n: 2 } });
-    const refusal = JSON.parse((store.loadSession(rootId).find((i) => i.role === 'tool') as { content: string }).content) as {
-      error: { code: string; errors: string[] };
-    };
-    expect(refusal.error.code).toBe('RESULT_INVALID');
-    expect(refusal.error.errors.join(' ')).toMatch(/^\/n /);
+    expect(result).toMatchObject({ status: 'completed', value: { answer: 'YES', n: 2 } });
+    const refusals = store
+      .loadSession(rootId)
+      .filter((i) => i.role === 'tool')
+      .map((i) => (JSON.parse((i as { content: string }).content) as { error?: { code: string; errors: string[] } }).error);
+    expect(refusals.map((e) => e?.code ?? 'ok')).toEqual(['RESULT_INVALID', 'RESULT_INVALID', 'ok']);
+    expect(refusals[0]!.errors).toEqual(['/answer must be upper case']);
+    expect(refusals[1]!.errors.join(' ')).toMatch(/^\/n /);
     expect(store.getAgent(rootId)?.terms?.output).toMatchObject({ type: 'object', required: ['answer', 'n'] });
     expect(store.getAgent(rootId)?.terms?.output).not.toHaveProperty('$schema');
     // The root's finish shows the schema's JSON form.

@@ -168,14 +168,14 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         const output = rootOutput(root.output);
         // MCP servers start with the run: the root's first model call already lists their tools.
         await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
-        const h = await rt.registrar.startRoot({
-          name: root.name,
-          task: root.task,
-          skills: root.skills,
-          terms: output ? { output: output.check.schema } : null,
+        // A Standard Schema checks in this process: set before the root exists (the previous one kept if it is refused).
+        const previous = rt.outputs.root;
+        if (output?.inProcess) rt.outputs.root = output.check;
+        const terms = output ? { output: output.check.schema } : null;
+        const h = await rt.registrar.startRoot({ name: root.name, task: root.task, skills: root.skills, terms }).catch((err: unknown) => {
+          rt.outputs.root = previous;
+          throw err;
         });
-        // Before its first model call (which waits for the commit below): a Standard Schema checks in this process.
-        if (output?.inProcess) rt.outputs.set(h.id, output.check);
         // Acknowledged only once the run and its root are committed.
         await rt.durable();
         return h.id as never;

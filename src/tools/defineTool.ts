@@ -57,9 +57,17 @@ export const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
 // validated; `logger: false` keeps ajv from printing that to the console (library code never does).
 const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true, logger: false });
 
-/** Compile a JSON Schema with the project's ajv: throws ajv's error when the schema is invalid. */
-export function compileValidator(schema: JsonSchema): ValidateFunction {
-  return ajv.compile(schema);
+/**
+ * Compile a JSON Schema with the project's ajv: throws ajv's error when the schema is invalid.
+ * `transient`: a schema made at run time (an output schema), dropped from ajv's cache once compiled
+ * (the validator keeps working), so a long-lived process does not keep one per agent ever spawned.
+ */
+export function compileValidator(schema: JsonSchema, transient = false): ValidateFunction {
+  try {
+    return ajv.compile(schema);
+  } finally {
+    if (transient) ajv.removeSchema(schema);
+  }
 }
 
 /** What a validator found wrong with the last value it checked, one line per error. */

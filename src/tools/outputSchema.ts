@@ -56,7 +56,7 @@ export function compileOutputSchema(schema: unknown): OutputCheck {
   const { $schema: _draft, $id: _id, ...rest } = JSON.parse(text) as JsonSchema;
   let validate: ReturnType<typeof compileValidator>;
   try {
-    validate = compileValidator(rest);
+    validate = compileValidator(rest, true);
   } catch (err) {
     throw invalid((err as Error).message);
   }

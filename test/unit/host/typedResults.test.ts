@@ -275,6 +275,37 @@ describe('typed results: spawning', () => {
   });
 });
 
+describe('notices as data', () => {
+  it('a crashed child’s notice carries its error code as data', async () => {
+    // calc's script is empty: its first call crashes it with SCRIPT_EXHAUSTED.
+    const t = team({ agents: { lead: [spawnCalc({}), waitCalc, finish], calc: [] } });
+    const rootId = await t.c.start({ name: 'lead', task: 'sum' });
+    await t.c.waitFor(rootId, [...TERMINAL]);
+    const calcId = t.byName('calc').id;
+    const notices = t.messagesTo(rootId).filter((m) => m.from === calcId);
+    expect(notices.map((m) => [m.type, m.data])).toEqual([
+      ['crashed', { agentId: calcId, name: 'calc', status: 'crashed', stint: 0, stopReason: null, errorCode: 'SCRIPT_EXHAUSTED' }],
+    ]);
+    await t.c.shutdown();
+  });
+
+  it('a stalled child’s notice says so as data', async () => {
+    const t = team({ agents: { lead: [spawnCalc({}), waitCalc], calc: [{ text: 'hm' }, { text: 'hm' }, { text: 'hm' }] } }, { interactive: true });
+    const rootId = await t.c.start({ name: 'lead', task: 'sum' });
+    const calcId = await (async () => {
+      while (!t.c.list().some((a) => a.name === 'calc')) await flush();
+      return t.byName('calc').id;
+    })();
+    await t.c.waitFor(calcId, ['stalled']);
+    await flush();
+    const stalled = t.messagesTo(rootId).filter((m) => m.from === calcId);
+    expect(stalled.map((m) => [m.type, m.data])).toEqual([
+      ['stalled', { agentId: calcId, name: 'calc', status: 'stalled', stint: 0, stopReason: null, errorCode: null }],
+    ]);
+    await t.c.shutdown();
+  });
+});
+
 describe('typed results: the API', () => {
   it('a root with a zod schema: validated in-process (refinements too), persisted as its JSON Schema, the result typed', async () => {
     // The refinement has no JSON Schema form: only the in-process check can refuse 'yes'.

@@ -341,6 +341,38 @@ describe('typed results: the API', () => {
     await c.shutdown();
   });
 
+  it('after a resume a Standard Schema root is checked by its persisted JSON Schema form (its refinements are not)', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-')), 'run.db');
+    const clock = new SimulatedClock();
+    const Answer = z.object({ answer: z.string().refine((s) => s === s.toUpperCase(), 'must be upper case'), n: z.number().int() });
+    const first = openStore({ path });
+    const model1 = scriptedModel({ agents: { lead: [{ delayMs: 600_000, ...finish }] } }, { clock });
+    const c1 = createCoordinator({ model: model1, store: first, clock });
+    const rootId = await c1.start({ name: 'lead', task: 'answer', output: Answer });
+    while (model1.calls.length < 1) await flush();
+    await c1.shutdown();
+    first.close();
+
+    const second = openStore({ path });
+    const model2 = scriptedModel(
+      {
+        agents: {
+          lead: [
+            { tool: 'finish', args: { summary: 'x', value: { answer: 'yes', n: 1.5 } } },
+            { tool: 'finish', args: { summary: 'done', value: { answer: 'yes', n: 2 } } },
+          ],
+        },
+      },
+      { clock },
+    );
+    const c2 = await resumeCoordinator({ store: second, model: model2, clock });
+    const result = await c2.result(rootId);
+    expect(result).toMatchObject({ status: 'completed', value: { answer: 'yes', n: 2 } });
+    model2.assertComplete();
+    await c2.shutdown();
+    second.close();
+  });
+
   it('a root with a const JSON Schema: the result is typed from it; an invalid schema is CONFIG_INVALID and starts nothing', async () => {
     const model = scriptedModel({ agents: { lead: [{ tool: 'finish', args: { summary: 'done', value: { ok: true, tags: ['a'] } } }] } });
     const c = createCoordinator({ model, store: memoryStore() });

@@ -15,7 +15,7 @@
  * @module
  */
 import { assign, emit, enqueueActions, setup } from 'xstate';
-import { completionReportText, RESERVE_NOTICE_TEXT, stallNoticeText, terminalNoticeText, type NoticeKind } from './notices.js';
+import { completionReportText, RESERVE_NOTICE_TEXT, stallNoticeText, terminalNoticeText, type NoticeData, type NoticeKind } from './notices.js';
 import { getSharded, setSharded, shardedFrom, shardedValues, type Sharded } from './sharded.js';
 import { isActive, isTerminal, type AgentStatus, type CompletionReport, type SerializedError, type StopReason, type WaitKind } from './types.js';
 
@@ -97,7 +97,8 @@ export type CoordinatorEvent =
   | { type: 'budget.resume'; limitUsd?: number };
 
 export type CoordinatorEmitted =
-  | { type: 'notice'; to: string; from: string; kind: NoticeKind; content: string; key: string | null }
+  /** `data`: the notice's facts as data (absent from the reserve notice, which is about no agent). */
+  | { type: 'notice'; to: string; from: string; kind: NoticeKind; content: string; key: string | null; data?: NoticeData }
   | { type: 'agents.stop'; ids: string[]; reason: StopReason }
   | { type: 'budget.resumed'; epoch: number }
   | { type: 'register.rejected'; id: string; code: string; reason: string };
@@ -175,7 +176,18 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
     noticeClaimed = true;
     const subject = { id: prev.id, name: prev.name, task: change.task };
     const report = change.status === 'completed' ? change.report : null;
+    const data: NoticeData = {
+      agentId: prev.id,
+      name: prev.name,
+      status: change.status as NoticeData['status'],
+      stint,
+      ...(report ? { success: report.success } : {}),
+      ...(report && report.value !== undefined ? { value: report.value } : {}),
+      stopReason: change.stopReason,
+      errorCode: change.error?.code ?? null,
+    };
     notices.push({
+      data,
       type: 'notice',
       to: prev.parentId,
       from: prev.id,
@@ -195,6 +207,7 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
       from: prev.id,
       key: null,
       kind: 'stalled',
+      data: { agentId: prev.id, name: prev.name, status: 'stalled', stint, stopReason: null, errorCode: null },
       content: stallNoticeText({ id: prev.id, name: prev.name, task: change.task }, cause),
     });
   }

@@ -14,6 +14,26 @@ export interface NoticeSubject {
   task: string;
 }
 
+/**
+ * What a notice about a child says, as data (the message row's `data`): the same facts as its text,
+ * for code that reads a parent's mailbox. `value` only when the child finished with one.
+ */
+export interface NoticeData {
+  agentId: string;
+  name: string;
+  /** The child's status when the notice was sent (`stalled` for a stall notice). */
+  status: 'completed' | 'failed' | 'crashed' | 'stopped' | 'stalled';
+  /** The child's stint the notice is about (0: its first). */
+  stint: number;
+  /** From the completion report, when there is one. */
+  success?: boolean;
+  /** The value the child finished with (valid against its output schema), when it has one. */
+  value?: unknown;
+  stopReason: StopReason | null;
+  /** The error code a failed or crashed child ended with. */
+  errorCode: string | null;
+}
+
 const label = (s: NoticeSubject) => `${s.name} (${s.id})`;
 
 const STOP_WHY: Record<StopReason, string> = {
@@ -31,6 +51,7 @@ export function completionReportText(child: NoticeSubject, report: CompletionRep
   lines.push('', 'Summary:', report.summary || '(none)');
   if (report.findings.length > 0) lines.push('', 'Findings:', bullets(report.findings));
   lines.push('', 'Open items (unresolved, need follow-up):', bullets(report.openItems));
+  if (report.value !== undefined) lines.push('', 'Value (JSON, matches the output schema you gave):', JSON.stringify(report.value, null, 2));
   return lines.join('\n');
 }
 

@@ -48,6 +48,8 @@ export interface CompletionReport {
   findings: string[];
   openItems: string[];
   success: boolean;
+  /** The value an agent with an output schema finished with (JSON, valid against the schema). */
+  value?: unknown;
 }
 
 /**

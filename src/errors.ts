@@ -43,6 +43,14 @@ export const ERROR_CODES = {
     retryable: false,
     description: 'The MCP server has more than maxListPages pages of tools/list (100): it fails to start and is retried with backoff.',
   },
+  RESULT_INVALID: {
+    retryable: true,
+    description: "The finish call's value is missing or does not match the agent's output schema: the agent is told the errors and may call again.",
+  },
+  RESULT_SCHEMA_FAILED: {
+    retryable: false,
+    description: 'The agent finished with a value that failed its output schema limits.maxResultTries times (3) in a stint: it ended failed.',
+  },
   FINISH_REFUSED: { retryable: true, description: "Agents below, or the agent's own executions or delegations, are still active." },
   EXECUTION_NOT_FOUND: { retryable: false, description: 'No execution with that id is linked to an agent of this run.' },
   PROVIDER_RATE_LIMITED: { retryable: true, description: 'The provider answered 429.' },

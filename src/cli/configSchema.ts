@@ -87,6 +87,7 @@ export const CONFIG_SCHEMA = {
         maxTurns: positiveInt,
         maxMessageBytes: positiveInt,
         maxMailbox: positiveInt,
+        maxResultTries: positiveInt,
       },
     },
     concurrency: {

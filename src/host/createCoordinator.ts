@@ -14,6 +14,8 @@ import type { Registry, TreeNode } from './views/registry.js';
 import { Runtime, type AgentInfo, type CoordinatorHealth, type TroupeEvent } from './runtime.js';
 import type { CoordinatorOptions } from './options.js';
 import type { McpServerStatus } from '../mcp/connection.js';
+import type { OutputSchema } from '../tools/outputSchema.js';
+import { resultOf, rootOutput, type AgentId, type AgentIdOf, type AgentResult } from './results.js';
 
 export interface SendOptions {
   content: string;
@@ -46,8 +48,21 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
   readonly store: S;
   /** The `@xstate/store` read model: subscribe instead of polling. */
   readonly registry: Registry;
-  /** Register and start the root agent; resolves with its id. */
-  start(root: { name: string; task: string; skills?: string[] }): Promise<string>;
+  /**
+   * Register and start the root agent; resolves with its id. With `output` (a JSON Schema, or a
+   * Standard Schema such as a zod schema) the root must `finish` with a matching `value`, and the
+   * id is typed with it: `result(id)` resolves with the value as that type. A Standard Schema
+   * validates in this process; its JSON Schema form (`~standard.jsonSchema`, else `{}`) is what is
+   * persisted, shown to the model and checked after a resume. An invalid JSON Schema is
+   * CONFIG_INVALID.
+   */
+  start<const O extends OutputSchema | undefined = undefined>(root: { name: string; task: string; skills?: string[]; output?: O }): Promise<AgentIdOf<O>>;
+  /**
+   * How an agent ended, once it is terminal (its first terminal state; it may be revived after):
+   * its status, the value it finished with (typed from its output schema), report, stop reason and
+   * error.
+   */
+  result<T>(id: AgentId<T>): Promise<AgentResult<T>>;
   /** Queue a message; resolves once it is committed to the agent's mailbox. */
   send(to: string, message: SendOptions): Promise<Pick<MessageRow, 'id' | 'to' | 'from' | 'createdAt'>>;
   get(id: string): AgentInfo;
@@ -113,6 +128,14 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
   shutdown(): Promise<void>;
 }
 
+function waitFor(rt: Runtime, id: string, statuses: readonly AgentStatus[], timeoutMs?: number): Promise<AgentInfo> {
+  const h = rt.agents.resolve(id);
+  if (rt.failure) throw rt.failure;
+  const status = rt.agents.status(h);
+  if (!rt.usable && !statuses.includes(status)) rt.assertUsable();
+  return rt.views.waiters.waitFor({ id: h.id, name: h.name, status }, statuses, timeoutMs);
+}
+
 /** Synchronous throws become rejections, so every async method fails the same way. */
 const settle = <T>(fn: () => T | Promise<T>): Promise<T> => {
   try {
@@ -142,12 +165,26 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     registry: rt.views.registry,
     start: (root) =>
       settle(async () => {
+        const output = rootOutput(root.output);
         // MCP servers start with the run: the root's first model call already lists their tools.
         await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
-        const h = await rt.registrar.startRoot(root);
+        // A Standard Schema checks in this process: set before the root exists (the previous one kept if it is refused).
+        const previous = rt.outputs.root;
+        if (output?.inProcess) rt.outputs.root = output.check;
+        const terms = output ? { output: output.check.schema } : null;
+        const h = await rt.registrar.startRoot({ name: root.name, task: root.task, skills: root.skills, terms }).catch((err: unknown) => {
+          rt.outputs.root = previous;
+          throw err;
+        });
         // Acknowledged only once the run and its root are committed.
         await rt.durable();
-        return h.id;
+        return h.id as never;
+      }),
+    result: (id) =>
+      settle(async () => {
+        const h = rt.agents.resolve(id);
+        await waitFor(rt, h.id, [...TERMINAL_STATUSES]);
+        return resultOf(rt.info(h.id));
       }),
     send: (to, message) =>
       settle(async () => {
@@ -163,14 +200,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     get: (id) => rt.info(id),
     list: () => rt.views.list(),
     tree: () => rt.tree(),
-    waitFor: (id, statuses, opts) =>
-      settle(() => {
-        const h = rt.agents.resolve(id);
-        if (rt.failure) throw rt.failure;
-        const status = rt.agents.status(h);
-        if (!rt.usable && !statuses.includes(status)) rt.assertUsable();
-        return rt.views.waiters.waitFor({ id: h.id, name: h.name, status }, statuses, opts?.timeoutMs);
-      }),
+    waitFor: (id, statuses, opts) => settle(() => waitFor(rt, id, statuses, opts?.timeoutMs)),
     stop: (id, opts) =>
       settle(async () => {
         const target = rt.agents.resolve(id);

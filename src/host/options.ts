@@ -30,6 +30,11 @@ export interface Limits {
   maxMessageBytes: number;
   /** Undelivered messages per mailbox; senders are told when it is full. Default 1,000. */
   maxMailbox: number;
+  /**
+   * Finish calls per stint whose value fails the agent's output schema: the last one ends the
+   * agent failed (RESULT_SCHEMA_FAILED). Default 3.
+   */
+  maxResultTries: number;
 }
 
 /**
@@ -214,6 +219,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxTurns: 100,
   maxMessageBytes: 65_536,
   maxMailbox: 1_000,
+  maxResultTries: 3,
 };
 
 const show = (value: unknown) => `${typeof value === 'string' ? JSON.stringify(value) : String(value)} (${typeof value})`;
@@ -335,6 +341,7 @@ export function resolveLimits(given: Partial<Limits> | undefined): Limits {
     maxTurns: integer('maxTurns', l.maxTurns, DEFAULT_LIMITS.maxTurns, 1),
     maxMessageBytes: integer('maxMessageBytes', l.maxMessageBytes, DEFAULT_LIMITS.maxMessageBytes, 1),
     maxMailbox: integer('maxMailbox', l.maxMailbox, DEFAULT_LIMITS.maxMailbox, 1),
+    maxResultTries: integer('maxResultTries', l.maxResultTries, DEFAULT_LIMITS.maxResultTries, 1),
   };
 }
 

@@ -22,6 +22,7 @@ export const LIMIT_DOCS = {
   maxTurns: 'per stint',
   maxMessageBytes: 'UTF-8',
   maxMailbox: 'undelivered per agent',
+  maxResultTries: 'finish values failing the output schema per stint, the last one ends the agent failed',
 } as const satisfies Record<keyof Limits, string>;
 
 export const OPTION_DOCS = {

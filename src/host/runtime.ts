@@ -54,6 +54,7 @@ import { resolveOptions, runExistsError, type CoordinatorOptions, type ResolvedO
 import type { TreeNode } from './views/registry.js';
 import { Sessions } from './mail/sessions.js';
 import { Toolbox } from './toolbox.js';
+import { OutputChecks } from './agents/outputs.js';
 import { asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
 import { IdleTimers } from './agents/timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views/views.js';
@@ -75,6 +76,8 @@ export class Runtime {
   readonly options: ResolvedOptions;
   /** User tools: `defineTool` tools and the tools of MCP servers (toolbox.ts, mcp/catalog.ts). */
   readonly toolbox: Toolbox;
+  /** Each agent's output check (typed results): from its persisted schema, or the API's Standard Schema. */
+  readonly outputs = new OutputChecks();
   readonly committer: GroupCommitter;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly timers: IdleTimers;

@@ -10,15 +10,18 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { inSets, toolSetOf, ToolCatalog } from '../mcp/catalog.js';
 import type { McpServer } from '../mcp/config.js';
-import type { ToolSpec } from '../model/types.js';
-import { BUILTIN_TOOLS } from '../tools/builtin.js';
+import type { JsonSchema, ToolSpec } from '../model/types.js';
+import type { AgentTerms } from '../store/types.js';
+import { BUILTIN_TOOLS, withValueParameter } from '../tools/builtin.js';
+import { FINISH_TOOLS } from '../turn/finishValue.js';
 import { toToolSpec, type CompiledTool, type Tool } from '../tools/defineTool.js';
 import type { AgentRef } from '../turn/ports.js';
 
-/** What the toolbox reads of an agent: its tool sets and its parent's. */
+/** What the toolbox reads of an agent: its tool sets and its parent's, and its output schema. */
 interface ToolAgent {
   readonly skills: readonly string[];
   readonly parentId: string | null;
+  readonly terms: AgentTerms | null;
 }
 
 export class Toolbox {
@@ -29,6 +32,8 @@ export class Toolbox {
   #specsVersion = -1;
   /** Each agent's tool sets: its skills and its ancestors' never change, and both lookups of a turn read them. */
   readonly #sets = new Map<string, readonly (readonly string[])[]>();
+  /** The lists of agents with an output schema, each made from the shared list it was built on. */
+  readonly #own = new Map<string, { shared: readonly ToolSpec[]; specs: readonly ToolSpec[] }>();
 
   constructor(
     definitions: readonly (Tool | McpServer)[],
@@ -58,6 +63,16 @@ export class Toolbox {
       for (const entry of this.catalog.values()) if (inSets(entry, sets)) specs.push(toToolSpec(entry.tool));
       this.#specs.set(key, specs);
     }
+    const output = this.#find(agent.id)?.terms?.output;
+    return output === undefined ? specs : this.#withOutput(agent.id, specs, output);
+  }
+
+  /** An agent with an output schema has its own list: its finish tool shows the schema as `value` (the others are shared). */
+  #withOutput(id: string, shared: readonly ToolSpec[], output: JsonSchema): readonly ToolSpec[] {
+    const known = this.#own.get(id);
+    if (known && known.shared === shared) return known.specs;
+    const specs = shared.map((spec) => (FINISH_TOOLS.has(spec.name) ? withValueParameter(spec, output) : spec));
+    this.#own.set(id, { shared, specs });
     return specs;
   }
 

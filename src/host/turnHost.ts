@@ -16,6 +16,7 @@ import type { RunTrace } from '../trace/tracer.js';
 import type { ToolLedger, TurnHost } from '../turn/ports.js';
 import type { BackgroundReviews } from '../turn/review.js';
 import type { Agents } from './agents/agents.js';
+import type { OutputChecks } from './agents/outputs.js';
 import type { AsyncExecutions } from './async/executions.js';
 import type { Gateway } from './calls/gateway.js';
 import type { Sessions } from './mail/sessions.js';
@@ -35,6 +36,7 @@ export interface TurnHostParts {
   readonly trace: RunTrace;
   readonly agents: Agents;
   readonly toolbox: Toolbox;
+  readonly outputs: OutputChecks;
   readonly builtins: BuiltinHost;
   readonly port: Pick<StorePort, 'guard'>;
   readonly toolQueue: Limiter;
@@ -72,6 +74,7 @@ export function turnHost(rt: TurnHostParts): TurnHost {
     toolSpecs: (agent) => rt.toolbox.specs(agent),
     // A user tool the agent may call (its tool sets and its ancestors' allow it), by name.
     userTool: (agent, name) => rt.toolbox.userTool(agent, name),
+    outputCheck: (agent) => rt.outputs.get(rt.agents.get(agent.id)),
     builtinEnv: (agent, callId, state) => ({ host: rt.builtins, agent, callId, state }),
     runTool(agent, tool, args, cancel, idempotencyKey) {
       // No tool starts once the lease may be lost (checked as it leaves the queue): another host may

@@ -83,6 +83,9 @@ const AGENT_COLUMNS: Record<string, Check> = {
   terms: optional(nullable(isString)),
 };
 
+/** The state column was parsed from JSON text: whatever a report's `value` holds is JSON (or absent). */
+const isJsonOrAbsent: Check = () => true;
+
 const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   turns: isCount,
   stintTurns: isCount,
@@ -94,7 +97,8 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   pendingWait: nullable(shape({ callId: isString, tool: oneOf('wait_for_agents', 'respond_to_user') })),
   stopReason: nullable(oneOf('requested', 'maxTurns', 'budget', 'reserve', 'reentry')),
   error: nullable(shape({ code: isString, message: isString, retryable: isBoolean })),
-  report: nullable(shape({ summary: isString, findings: arrayOf(isString), openItems: arrayOf(isString), success: isBoolean })),
+  // `value` is any JSON (an agent with an output schema); absent otherwise.
+  report: nullable(shape({ summary: isString, findings: arrayOf(isString), openItems: arrayOf(isString), success: isBoolean, value: isJsonOrAbsent })),
   lastTool: nullable(isString),
   budgetEpoch: isCount,
   // Written since issue 16; older rows lack it.

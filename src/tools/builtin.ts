@@ -10,6 +10,7 @@ import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
 import type { MessagePriority } from '../store/types.js';
 import { compileSchema } from './defineTool.js';
+import { compileOutputSchema } from './outputSchema.js';
 import type { BuiltinAgent, BuiltinHost } from './ports.js';
 
 /** Per-turn state shared by the tool calls of one model turn. */
@@ -59,6 +60,23 @@ const object = (properties: Record<string, JsonSchema>, required: string[]): Jso
 
 const clampSeconds = (s: number) => Math.min(300, Math.max(1, s));
 
+/**
+ * A finish tool's spec for an agent with an output schema: its parameters gain a required `value`
+ * described by the schema (the tool's own schema, validated before it runs, never has one).
+ */
+export function withValueParameter(spec: { name: string; description: string; parameters: JsonSchema }, output: JsonSchema) {
+  const parameters = spec.parameters as { properties: Record<string, JsonSchema>; required: string[] };
+  return {
+    name: spec.name,
+    description: `${spec.description} Pass your result as \`value\`: it must match the output schema set for you.`,
+    parameters: {
+      ...spec.parameters,
+      properties: { ...parameters.properties, value: { description: 'Your result, matching the output schema', ...output } },
+      required: [...parameters.required, 'value'],
+    },
+  };
+}
+
 /** The schema is compiled at the first call, not at import: `troupe status` and its kin never validate a tool call. */
 function define(tool: Omit<BuiltinTool, 'validate'>): BuiltinTool {
   let check: BuiltinTool['validate'] | null = null;
@@ -92,7 +110,8 @@ const spawnAgent = define({
   ),
   offeredTo: everyone,
   run(args, { host, agent }) {
-    const output = args.output_schema as Record<string, unknown> | undefined;
+    // Compiled now: an invalid schema refuses the spawn (TOOL_INPUT_INVALID) before anything is registered.
+    const output = args.output_schema === undefined ? undefined : compileOutputSchema(args.output_schema).schema;
     const allowanceUsd = args.budget_usd as number | undefined;
     const child = host.spawnChild(agent, {
       name: args.name as string,
@@ -218,6 +237,8 @@ const agentFinish = define({
       findings: (args.findings as string[] | undefined) ?? [],
       openItems: (args.open_items as string[] | undefined) ?? [],
       success: (args.success as boolean | undefined) ?? true,
+      // Only an agent with an output schema gets here with a value, checked against it (turn/finishValue.ts).
+      ...(args.value === undefined ? {} : { value: args.value }),
     };
     return { result: { success: true, agent_completed: true, parent_notified: true }, settle: { kind: 'finish', report } };
   },
@@ -233,7 +254,7 @@ const finish = define({
       throw new TroupeError('TOOL_NOT_ALLOWED', 'finish is for the root agent; you are a sub-agent: call agent_finish.');
     }
     host.assertNothingOutstanding(agent);
-    const report = { summary: args.summary as string, findings: [], openItems: [], success: true };
+    const report = { summary: args.summary as string, findings: [], openItems: [], success: true, ...(args.value === undefined ? {} : { value: args.value }) };
     return { result: { success: true, run_completed: true }, settle: { kind: 'finish', report } };
   },
 });

@@ -3,7 +3,7 @@
  * optional timeout and risk level, and an `execute` that receives the agent's AbortSignal.
  * @module
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import type { Logger } from 'pino';
 import type { JsonSchema, ToolSpec } from '../model/types.js';
 import type { FromSchema } from './fromSchema.js';
@@ -57,21 +57,35 @@ export const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
 // validated; `logger: false` keeps ajv from printing that to the console (library code never does).
 const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: true, logger: false });
 
-function describeErrors(errors: ErrorObject[] | null | undefined): string {
-  return (errors ?? []).map((e) => `${e.instancePath || '(arguments)'} ${e.message ?? 'is invalid'}`).join('; ');
+/**
+ * Compile a JSON Schema with the project's ajv: throws ajv's error when the schema is invalid.
+ * `transient`: a schema made at run time (an output schema), dropped from ajv's cache once compiled
+ * (the validator keeps working), so a long-lived process does not keep one per agent ever spawned.
+ */
+export function compileValidator(schema: JsonSchema, transient = false): ValidateFunction {
+  try {
+    return ajv.compile(schema);
+  } finally {
+    if (transient) ajv.removeSchema(schema);
+  }
+}
+
+/** What a validator found wrong with the last value it checked, one line per error. */
+export function validationErrors(check: ValidateFunction, root = '(arguments)'): string[] {
+  return (check.errors ?? []).map((e) => `${e.instancePath || root} ${e.message ?? 'is invalid'}`);
 }
 
 export function compileSchema(name: string, schema: JsonSchema): (args: unknown) => TroupeError | null {
   let check: ValidateFunction;
   try {
-    check = ajv.compile(schema);
+    check = compileValidator(schema);
   } catch (err) {
     throw new ConfigError(`Expected tool "${name}" to have a valid JSON Schema for parameters: ${(err as Error).message}`, {
       cause: err,
     });
   }
   return (args) =>
-    check(args) ? null : new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${name} do not match its schema: ${describeErrors(check.errors)}`);
+    check(args) ? null : new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${name} do not match its schema: ${validationErrors(check).join('; ')}`);
 }
 
 /**

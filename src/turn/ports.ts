@@ -11,6 +11,7 @@ import type { Clock } from '../clock.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
 import type { BuiltinEnv } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
+import type { OutputCheck } from '../tools/outputSchema.js';
 import type { TurnTrace } from '../trace/tracer.js';
 import type { FailureTracker } from './failureTracker.js';
 
@@ -140,6 +141,8 @@ interface TurnOptions {
   readonly approvals: ApprovalAsker | null;
   /** Images kept and the proactive compaction line (`contextWindow` null: only after an overflow). */
   readonly session: { readonly maxImages: number | null; readonly compactAt: number; readonly contextWindow: number | null };
+  /** Finish calls with a value that fails the agent's output schema, per stint, before it fails. */
+  readonly limits: { readonly maxResultTries: number };
 }
 
 export interface TurnHost {
@@ -154,6 +157,8 @@ export interface TurnHost {
   readonly ledger: ToolLedger;
   /** A user tool the agent is offered, by the name the model sees (undefined: none). */
   userTool(agent: AgentRef, name: string): CompiledTool | undefined;
+  /** The output check of an agent whose parent set an output schema (null: it finishes without a value). */
+  outputCheck(agent: AgentRef): OutputCheck | null;
   /** Spans for model and tool calls, events on the agent's stint (no-op without an OpenTelemetry SDK). */
   readonly trace: TurnTrace;
   agent(id: string): AgentRef;

@@ -2,7 +2,7 @@
  * What agents read: system prompts, first inputs, nudges, mail headers.
  * @module
  */
-import type { SessionItem } from '../model/types.js';
+import type { JsonSchema, SessionItem } from '../model/types.js';
 import type { MessageRow } from '../store/types.js';
 
 export interface AgentIdentity {
@@ -28,10 +28,15 @@ export function systemPrompt(agent: AgentIdentity, interactive: boolean, extra: 
   return lines.join('\n');
 }
 
-export function rootFirstInput(agent: AgentIdentity, task: string, skills: string[]): SessionItem {
+/** What an agent with an output schema is told (nothing for one without: its texts are as before). */
+const outputPart = (tool: string, output: JsonSchema) =>
+  `Your result is data: call ${tool} with a \`value\` that matches this JSON Schema (a value that does not match is refused, and after a few refusals you fail):\n${JSON.stringify(output)}`;
+
+export function rootFirstInput(agent: AgentIdentity, task: string, skills: string[], output: JsonSchema | null = null): SessionItem {
   const parts = [`You are agent ${agent.name} (${agent.id}), the root of this team. Call finish when the whole task is done.`];
   if (skills.length > 0) parts.push(`Skills: ${skills.join(', ')}`);
   parts.push(`Task:\n${task}`);
+  if (output) parts.push(outputPart('finish', output));
   return { role: 'user', content: parts.join('\n\n') };
 }
 
@@ -60,7 +65,13 @@ export function transcript(items: readonly SessionItem[], maxItemChars = Infinit
 export const inheritedContext = (parentSession: readonly SessionItem[]): string => transcript(parentSession);
 
 /** A child's first input: one user message (strict-alternation providers reject two). */
-export function childFirstInput(agent: AgentIdentity, task: string, skills: string[], background: string | null): SessionItem {
+export function childFirstInput(
+  agent: AgentIdentity,
+  task: string,
+  skills: string[],
+  background: string | null,
+  output: JsonSchema | null = null,
+): SessionItem {
   const parts: string[] = [];
   if (background) {
     parts.push(
@@ -75,6 +86,7 @@ export function childFirstInput(agent: AgentIdentity, task: string, skills: stri
   );
   if (skills.length > 0) parts.push(`Skills: ${skills.join(', ')}`);
   parts.push(`Task:\n${task}`);
+  if (output) parts.push(outputPart('agent_finish', output));
   return { role: 'user', content: parts.join('\n\n') };
 }
 

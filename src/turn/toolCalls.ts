@@ -25,6 +25,7 @@ import type { ContentPart, SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import { isToolOutput, type ToolImage } from '../tools/toolOutput.js';
+import { checkFinishValue, FINISH_TOOLS, ownFinishTool, refusedAttempts } from './finishValue.js';
 import type { AgentRef, TurnHost } from './ports.js';
 
 /** The tool results of a turn, and the calls the ledger marked started (finished with the turn's commit). */
@@ -47,7 +48,11 @@ interface CallResult {
 /** Where a call sits: the turn whose answer asked for it (the ledger's and the idempotency key's scope). */
 interface CallScope {
   turn: number;
+  /** The first turn of the agent's stint (finish-value attempts count from it). */
+  stintStart: number;
   started: string[];
+  /** This turn's results so far (a value refused earlier in the turn counts). */
+  items: readonly SessionItem[];
 }
 
 /** Built-ins that only read: re-run when a crash cut them off. */
@@ -119,7 +124,7 @@ const tracked = (tool: CompiledTool) => (tool.risk ?? 'mutation') !== 'read_only
 export async function runTools(
   rt: TurnHost,
   agent: AgentRef,
-  turn: { text: string | null; toolCalls: ToolCall[]; number: number },
+  turn: { text: string | null; toolCalls: ToolCall[]; number: number; stintStart: number },
   signal: Cancellation,
 ): Promise<ToolsResult> {
   const cancel = openCancel(rt, agent, signal);
@@ -128,7 +133,7 @@ export async function runTools(
     const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
     agent.lastText = null;
     const items: SessionItem[] = [];
-    const scope: CallScope = { turn: turn.number, started: [] };
+    const scope: CallScope = { turn: turn.number, stintStart: turn.stintStart, started: [], items };
     const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
     let lastTool: string | null = null;
     for (const [index, call] of turn.toolCalls.entries()) {
@@ -205,7 +210,7 @@ async function resolveCalls(
   cancel: Cancellation,
 ): Promise<{ items: SessionItem[]; started: string[] }> {
   const inDoubt = new Set((await rt.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
-  const scope: CallScope = { turn, started: [] };
+  const scope: CallScope = { turn, stintStart: turn, started: [], items: [] };
   const items: SessionItem[] = [];
   const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
   for (const call of open) {
@@ -282,10 +287,34 @@ async function executeCall(
   if (typeof args !== 'object' || args === null || Array.isArray(args)) {
     return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} must be a JSON object`));
   }
-  const invalid = (builtin ?? user)!.validate(args);
+  // An agent with an output schema finishes with a `value`: checked apart from the tool's own arguments.
+  const output = builtin && FINISH_TOOLS.has(call.name) ? rt.outputCheck(agent) : null;
+  const own = output ? withoutValue(args as Record<string, unknown>) : args;
+  const invalid = (builtin ?? user)!.validate(own);
   if (invalid) return fail(invalid);
 
   if (builtin) {
+    if (output) {
+      const given = args as Record<string, unknown>;
+      args = own;
+      if (call.name === ownFinishTool(agent)) {
+        const refused = refusedAttempts(rt.sessions.items(agent), scope.stintStart) + refusedAttempts(scope.items, scope.stintStart);
+        const checked = await checkFinishValue(output, call, given, {
+          turn: scope.turn,
+          refused,
+          maxAttempts: rt.options.limits.maxResultTries,
+        });
+        if (signal.aborted) throw signal.reason;
+        if ('refusal' in checked) {
+          if (checked.outcome) {
+            state.settled = checked.outcome;
+            state.settledBy = call.name;
+          }
+          return { content: checked.refusal, isError: true, deferred: false, errorCode: 'RESULT_INVALID' };
+        }
+        args = checked.args;
+      }
+    }
     try {
       const out = builtin.run(args as Record<string, unknown>, rt.builtinEnv(agent, call.id, state));
       if ('deferred' in out) {
@@ -351,6 +380,8 @@ async function executeCall(
     return fail(err instanceof TroupeError ? err : new TroupeError('TOOL_FAILED', `${call.name} failed: ${toError(err).message}`, { cause: err }));
   }
 }
+
+const withoutValue = ({ value: _value, ...rest }: Record<string, unknown>) => rest;
 
 /** A call that failed: its error as the tool result (a function, not a closure per call). */
 const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false, errorCode: serializeError(err).code });

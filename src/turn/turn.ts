@@ -158,7 +158,8 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
     return only({ kind: 'plainText' });
   }
   // Awaited, not returned: an async function returning a promise adopts it two microtasks later.
-  return await runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn }, signal);
+  const stintStart = input.turn - input.stintTurn + 1;
+  return await runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn, stintStart }, signal);
 }
 
 /**

@@ -67,10 +67,9 @@ export class Registrar {
       host.assertUsable();
     }
     const id = newId();
-    return this.#register(
-      { id, name, parentId: null, depth: 0, task, skills, terms: req.terms ?? null },
-      rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills),
-    );
+    const terms = req.terms ?? null;
+    const first = rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills, terms?.output ?? null);
+    return this.#register({ id, name, parentId: null, depth: 0, task, skills, terms }, first);
   }
 
   spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean; terms?: AgentTerms | null }): AgentHandle {
@@ -82,7 +81,7 @@ export class Registrar {
     const identity = { id, name, parentId: parent.id, parentName: parent.name };
     // The parent is running this turn, so its session is in memory.
     const background = req.inheritContext ? inheritedContext(host.sessions.items(parent)) : null;
-    const first = childFirstInput(identity, task, skills, background);
+    const first = childFirstInput(identity, task, skills, background, req.terms?.output ?? null);
     const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills, terms: req.terms ?? null }, first);
     parent.children.push(child.id);
     return child;

@@ -72,6 +72,8 @@ export class Messaging {
       type: e.kind,
       priority: 'high',
       content: e.content,
+      // The notice's facts as data (stop reason, error code, the child's value), with its text.
+      ...(e.data ? { data: e.data as unknown as Record<string, unknown> } : {}),
       // Notices never cut into the parent's turn.
       interrupt: false,
       createdAt: host.clock.now(),

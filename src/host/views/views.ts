@@ -5,7 +5,7 @@
  * @module
  */
 import type { Logger } from 'pino';
-import type { AgentStatus, WaitKind } from '../../../machines/types.js';
+import type { AgentStatus, CompletionReport, WaitKind } from '../../../machines/types.js';
 import type { Clock } from '../../clock.js';
 import type { ModelDelta, UsagePurpose } from '../../model/types.js';
 import type { AgentActivity } from '../../turn/ports.js';
@@ -20,7 +20,8 @@ export interface AgentInfo extends AgentView {
   skills: string[];
   error: { code: string; message: string } | null;
   stopReason: string | null;
-  report: { summary: string; findings: string[]; openItems: string[]; success: boolean } | null;
+  /** `value`: what an agent with an output schema finished with. */
+  report: CompletionReport | null;
   pendingMessages: number;
   createdAt: number;
   /** This agent's spend by call purpose (`main`, `compaction`, …), in USD. */

@@ -136,6 +136,24 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       await close();
     });
 
+    it("keeps a report's value and a notice's data (typed results) as JSON, and reads null data for plain messages", async () => {
+      const { port, close } = await fresh();
+      const value = { total: 42, parts: [1, 'two', null, { deep: true }] };
+      const report = { summary: 's', findings: [], openItems: [], success: true, value };
+      const data = { agentId: 'b', name: 'n-b', status: 'completed', stint: 0, success: true, value, stopReason: null, errorCode: null };
+      await port.commit([
+        { op: 'updateAgent', id: 'b', patch: { status: 'completed', report } },
+        { op: 'enqueueMessage', message: msg('m1', 'a', { noticeKey: 'notice:b:0', from: 'b', fromName: 'n-b', type: 'completion', data }) },
+        { op: 'enqueueMessage', message: msg('m2', 'a') },
+      ]);
+      expect((await port.listAgents('run1')).find((r) => r.id === 'b')?.report).toEqual(report);
+      expect((await port.listMessages('run1')).map((m) => [m.id, m.data])).toEqual([
+        ['m1', data],
+        ['m2', null],
+      ]);
+      await close();
+    });
+
     it('keeps delegations, executions and the in-doubt ledger', async () => {
       const { port, close } = await fresh();
       const ops: WriteOp[] = [

@@ -21,6 +21,7 @@ const STOP_WHY: Record<StopReason, string> = {
   maxTurns: 'its turn limit',
   budget: 'the run budget being spent',
   reserve: 'the sub-agent budget reserve',
+  allowance: 'its budget allowance being spent',
 };
 
 export function completionReportText(child: NoticeSubject, report: CompletionReport, at: number): string {

@@ -92,7 +92,7 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   waitTimeoutMs: nullable(isNumber),
   waitingSince: nullable(isNumber),
   pendingWait: nullable(shape({ callId: isString, tool: oneOf('wait_for_agents', 'respond_to_user') })),
-  stopReason: nullable(oneOf('requested', 'maxTurns', 'budget', 'reserve')),
+  stopReason: nullable(oneOf('requested', 'maxTurns', 'budget', 'reserve', 'allowance')),
   error: nullable(shape({ code: isString, message: isString, retryable: isBoolean })),
   report: nullable(shape({ summary: isString, findings: arrayOf(isString), openItems: arrayOf(isString), success: isBoolean })),
   lastTool: nullable(isString),

@@ -38,7 +38,11 @@ export interface Account {
   spent: number;
   /** Reserved by calls in flight in the whole subtree. */
   reserved: number;
-  /** Whether the owner is active (running, waiting, stalled, budgetPaused). */
+  /**
+   * Whether the account holds its allowance on its parent: from the spawn while its owner is active;
+   * false once the owner ends (the unspent part returns) and again true when it is revived, if the
+   * allowance fits its parent again (else its calls are held to every account above, as spend).
+   */
   active: boolean;
 }
 
@@ -71,8 +75,6 @@ export class Allowances {
   readonly #restoredParents = new Map<string, string | null>();
   /** Where each reservation in flight was made. */
   readonly #reservedOn = new WeakMap<Reservation, Account>();
-  /** Test hook for the mutation checks: `noAncestors` checks only the caller's account, `noReturn` keeps a full hold after the end. */
-  static mutation: 'noAncestors' | 'noReturn' | null = null;
 
   constructor(host: AllowanceHost, budget: { policy: 'stop' | 'pause'; reserveFraction: number }) {
     this.#host = host;
@@ -129,7 +131,7 @@ export class Allowances {
 
   /**
    * Whether raising `used` of `from` by `usd` fits every account up the chain (null), else the
-   * lowest account it would break. `ownerOf`: the caller, an owner's own call may go to its
+   * lowest account it would break. `caller`: an owner's own call may go to its
    * allowance (a spawn passes null: a hold is always sub-agent spending).
    */
   refusal(from: Account, usd: number, caller: string | null): Refusal | null {
@@ -138,7 +140,6 @@ export class Allowances {
       const byOwner = caller !== null && a.owner === caller && a === from;
       const cap = this.cap(a, byOwner);
       if (cap !== null && usedOf(a) + d > cap + EPS) return { account: a, byOwner };
-      if (Allowances.mutation === 'noAncestors') return null;
       const used = usedOf(a) + d;
       d = (a.active ? Math.max(a.allowanceUsd ?? 0, used) : used) - holdOf(a);
     }
@@ -181,12 +182,14 @@ export class Allowances {
     return account;
   }
 
-  /** An agent's status changed: an owner that ends returns its unspent allowance, one revived holds it again. */
+  /** An agent's status changed: an owner that ends returns its unspent allowance, one revived holds it again (if it fits). */
   changed(agentId: string, status: AgentStatus): void {
     const a = this.#accounts.get(agentId);
     if (!a) return;
-    const active = isActive(status) || Allowances.mutation === 'noReturn';
+    const active = isActive(status);
     if (active === a.active) return;
+    // A revival holds the allowance again only if it fits the accounts above, as at spawn.
+    if (active && a.parent && this.refusal(a.parent, Math.max(0, (a.allowanceUsd ?? 0) - usedOf(a)), null) !== null) return;
     const before = holdOf(a);
     a.active = active;
     if (a.parent) this.#bump(a.parent, 'holds', holdOf(a) - before);

@@ -332,7 +332,11 @@ export const coordinatorMachine = setup({
         });
       }
     }),
-    stopForAllowance: emit(({ event }) => ({ type: 'agents.stop' as const, ids: event.type === 'allowance.stop' ? event.ids : [], reason: 'allowance' as const })),
+    stopForAllowance: emit(({ event }) => ({
+      type: 'agents.stop' as const,
+      ids: event.type === 'allowance.stop' ? event.ids : [],
+      reason: 'allowance' as const,
+    })),
     pauseBudget: assign(({ context }) => ({ budget: { ...context.budget, paused: true } })),
     resumeBudget: enqueueActions(({ context, event, enqueue }) => {
       const epoch = context.budget.resumeEpoch + 1;

@@ -99,7 +99,10 @@ const spawnAgent = define({
       task: args.task as string,
       skills: (args.skills as string[] | undefined) ?? [],
       inheritContext: (args.inherit_context as boolean | undefined) ?? false,
-      terms: output === undefined && allowanceUsd === undefined ? null : { ...(output === undefined ? {} : { output }), ...(allowanceUsd === undefined ? {} : { allowanceUsd }) },
+      terms:
+        output === undefined && allowanceUsd === undefined
+          ? null
+          : { ...(output === undefined ? {} : { output }), ...(allowanceUsd === undefined ? {} : { allowanceUsd }) },
     });
     return {
       result: {

@@ -24,7 +24,10 @@ export interface BuiltinHost {
   readonly interactive: boolean;
   now(): number;
   /** Register and start a child (limits and budget checked); throws a TroupeError when refused. */
-  spawnChild(parent: BuiltinAgent, req: { name: string; task: string; skills: string[]; inheritContext: boolean; terms: AgentTerms | null }): { id: string; name: string };
+  spawnChild(
+    parent: BuiltinAgent,
+    req: { name: string; task: string; skills: string[]; inheritContext: boolean; terms: AgentTerms | null },
+  ): { id: string; name: string };
   /** Queue a message from an agent (recipient rules checked); throws a TroupeError when refused. */
   sendFromAgent(
     from: BuiltinAgent,

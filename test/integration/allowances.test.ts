@@ -47,8 +47,12 @@ describe('budgets per subtree', () => {
         .toolResults(t.byName(name).id)
         .filter((r) => r.name === 'spawn_agent' && r.result.error)
         .map((r) => r.result.error!);
-    expect(refusals('lead')).toEqual([expect.objectContaining({ code: 'BUDGET_ALLOWANCE_EXCEEDED', message: expect.stringMatching(/the run's budget has \$9\.00 left/) })]);
-    expect(refusals('a')).toEqual([expect.objectContaining({ code: 'BUDGET_ALLOWANCE_EXCEEDED', message: expect.stringMatching(/allowance of a has \$4\.00 left/) })]);
+    expect(refusals('lead')).toEqual([
+      expect.objectContaining({ code: 'BUDGET_ALLOWANCE_EXCEEDED', message: expect.stringMatching(/the run's budget has \$9\.00 left/) }),
+    ]);
+    expect(refusals('a')).toEqual([
+      expect.objectContaining({ code: 'BUDGET_ALLOWANCE_EXCEEDED', message: expect.stringMatching(/allowance of a has \$4\.00 left/) }),
+    ]);
     expect(t.c.list().map((a) => a.name)).toEqual(['lead', 'a', 'b']);
     // b spent $1 of $3 and gave $2 back to a; a's subtree spent $2.50 of $5.
     expect(t.c.budget().allowances).toEqual([
@@ -57,7 +61,7 @@ describe('budgets per subtree', () => {
     ]);
   });
 
-  it("an owner whose own call does not fit its allowance stops with its subtree (reason allowance); the parent is told why", async () => {
+  it('an owner whose own call does not fit its allowance stops with its subtree (reason allowance); the parent is told why', async () => {
     const t = team({
       agents: {
         lead: [spawn(child('a', 2)), wait, hang],

@@ -30,7 +30,10 @@ const node = (i: number) =>
 
 const action = fc.oneof(
   { weight: 2, arbitrary: fc.record({ t: fc.constant('spawn' as const) }) },
-  { weight: 6, arbitrary: fc.record({ t: fc.constant('call' as const), who: fc.nat(), est: fc.integer({ min: 0, max: 300 }), share: fc.integer({ min: 0, max: 100 }) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({ t: fc.constant('call' as const), who: fc.nat(), est: fc.integer({ min: 0, max: 300 }), share: fc.integer({ min: 0, max: 100 }) }),
+  },
   { weight: 5, arbitrary: fc.record({ t: fc.constant('settle' as const), k: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('fail' as const), k: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constant('end' as const), who: fc.nat() }) },
@@ -84,7 +87,11 @@ test.prop([scenario], { numRuns: Number(process.env.PROPERTY_RUNS ?? 3000), ...r
       runId: 'run',
       clock: new SimulatedClock(),
       logger,
-      model: { name: 'property', estimateCostUsd: (request) => (request as ModelRequest & { est: number }).est, complete: () => Promise.reject(new Error('unused')) },
+      model: {
+        name: 'property',
+        estimateCostUsd: (request) => (request as ModelRequest & { est: number }).est,
+        complete: () => Promise.reject(new Error('unused')),
+      },
       budget,
       flags: () => flags,
       trip: (event) => {
@@ -213,7 +220,9 @@ test.prop([scenario], { numRuns: Number(process.env.PROPERTY_RUNS ?? 3000), ...r
           break;
         }
         case 'end': {
-          const live = [...spawned].filter((j) => j !== 0 && !refused.has(j) && isActive(status.get(id(j))!) && !waiting.has(j) && !inFlight.some((c) => c.who === j));
+          const live = [...spawned].filter(
+            (j) => j !== 0 && !refused.has(j) && isActive(status.get(id(j))!) && !waiting.has(j) && !inFlight.some((c) => c.who === j),
+          );
           if (live.length === 0) break;
           const i = live[a.who % live.length]!;
           const allowance = allowanceOf(i);

@@ -99,7 +99,16 @@ export class Allowances {
   run(rootId: string, limitUsd: number | null, spentUsd: number, reservedUsd: number): Account {
     if (!this.#run) {
       // Everything spent before the first allowance opened is the run's own.
-      this.#run = { owner: rootId, allowanceUsd: limitUsd, parent: null, own: spentUsd + reservedUsd, holds: 0, spent: spentUsd, reserved: reservedUsd, active: true };
+      this.#run = {
+        owner: rootId,
+        allowanceUsd: limitUsd,
+        parent: null,
+        own: spentUsd + reservedUsd,
+        holds: 0,
+        spent: spentUsd,
+        reserved: reservedUsd,
+        active: true,
+      };
     }
     this.#run.allowanceUsd = limitUsd;
     return this.#run;
@@ -196,7 +205,12 @@ export class Allowances {
   }
 
   /** Rebuild from the agent rows (parents first) and each agent's spend, at resume. */
-  restore(rootId: string, limitUsd: number | null, rows: readonly { id: string; parentId: string | null; status: AgentStatus; terms: AgentTerms | null }[], spentOf: (id: string) => number): void {
+  restore(
+    rootId: string,
+    limitUsd: number | null,
+    rows: readonly { id: string; parentId: string | null; status: AgentStatus; terms: AgentTerms | null }[],
+    spentOf: (id: string) => number,
+  ): void {
     if (!rows.some((row) => row.terms?.allowanceUsd !== undefined)) return;
     this.run(rootId, limitUsd, 0, 0);
     // Before the agents are respawned: their parents are read from the rows.

@@ -69,7 +69,10 @@ export class Registrar {
       host.assertUsable();
     }
     const id = newId();
-    return this.#register({ id, name, parentId: null, depth: 0, task, skills, terms: req.terms ?? null }, rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills));
+    return this.#register(
+      { id, name, parentId: null, depth: 0, task, skills, terms: req.terms ?? null },
+      rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills),
+    );
   }
 
   spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean; terms?: AgentTerms | null }): AgentHandle {

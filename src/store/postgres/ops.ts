@@ -212,7 +212,12 @@ export async function applyPgOp(ctx: OpContext, w: WriteOp): Promise<void> {
     case 'enqueueMessage': {
       const m = w.message;
       const dataText = m.data === undefined || m.data === null ? null : scrubJson(m.data);
-      const scrubbed = { ...m, fromName: scrub(m.fromName), content: scrub(m.content), data: dataText === null ? null : (JSON.parse(dataText) as Record<string, unknown>) };
+      const scrubbed = {
+        ...m,
+        fromName: scrub(m.fromName),
+        content: scrub(m.content),
+        data: dataText === null ? null : (JSON.parse(dataText) as Record<string, unknown>),
+      };
       push(ctx.pending.messages, [
         m.id,
         m.runId,

@@ -3,14 +3,17 @@
  * subtree. Deterministic ledgers through the scripted model (each step says what its call costs,
  * and its estimate is exact), as in budget.test.ts.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
+import { readTeam } from '../../src/dashboard/readModel.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
+import { portOf } from '../../src/store/port.js';
 import { openStore } from '../../src/store/sqliteStore.js';
+import { troupe, workdir } from '../helpers/cli.js';
 import { flush, team, TERMINAL } from '../helpers/team.js';
 
 const paid = (step: ScriptStep, usd: number): ScriptStep => ({ ...step, usage: { costUsd: usd } });
@@ -27,7 +30,10 @@ const child = (name: string, budgetUsd?: number) => ({
 const spawn = (...children: ReturnType<typeof child>[]): ScriptStep => ({ tools: children });
 
 describe('budgets per subtree', () => {
-  it('a spawn whose allowance does not fit is refused with BUDGET_ALLOWANCE_EXCEEDED and nothing spawned; unspent allowances return', async () => {
+  it('a spawn whose allowance does not fit is refused with BUDGET_ALLOWANCE_EXCEEDED and nothing spawned; unspent allowances return; status and the dashboard show them', async () => {
+    const cwd = workdir();
+    mkdirSync(join(cwd, '.troupe'));
+    const store = openStore({ path: join(cwd, '.troupe', 'troupe.db') });
     const t = team(
       {
         agents: {
@@ -38,10 +44,11 @@ describe('budgets per subtree', () => {
           b: [paid(report('b'), 1)],
         },
       },
-      { budget: { limitUsd: 10 } },
+      { budget: { limitUsd: 10 }, store },
     );
     const rootId = await t.c.start({ name: 'lead', task: 'x' });
     expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    await t.c.whenIdle();
     const refusals = (name: string) =>
       t
         .toolResults(t.byName(name).id)
@@ -59,6 +66,19 @@ describe('budgets per subtree', () => {
       { agentId: t.byName('a').id, name: 'a', allowanceUsd: 5, spentUsd: 2.5, reservedUsd: 0, returnedUsd: 2.5, open: false },
       { agentId: t.byName('b').id, name: 'b', allowanceUsd: 3, spentUsd: 1, reservedUsd: 0, returnedUsd: 2, open: false },
     ]);
+    // The same read from the database alone: the dashboard's read model and troupe status.
+    const [a, b] = [t.byName('a').id, t.byName('b').id];
+    const views = [
+      { agentId: a, name: 'a', allowanceUsd: 5, spentUsd: 2.5, returnedUsd: 2.5, open: false },
+      { agentId: b, name: 'b', allowanceUsd: 3, spentUsd: 1, returnedUsd: 2, open: false },
+    ];
+    expect((await readTeam(portOf(store))).budget.allowances).toEqual(views);
+    await t.c.shutdown();
+    store.close();
+    expect(JSON.parse((await troupe(['status', '--json'], cwd)).stdout)).toMatchObject({ budget: { spentUsd: 2.5, allowances: views } });
+    const text = (await troupe(['status'], cwd)).stdout;
+    expect(text).toContain(`a (${a}) $2.50 of $5.00, returned $2.50`);
+    expect(text).toContain(`b (${b}) $1.00 of $3.00, returned $2.00`);
   });
 
   it('an owner whose own call does not fit its allowance stops with its subtree (reason allowance); the parent is told why', async () => {

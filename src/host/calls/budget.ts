@@ -143,6 +143,19 @@ export class BudgetLedger {
     return `an allowance of ${usd$(usd)} does not fit: ${whose} has ${usd$(left)} left to give under its sub-agent line ${usd$(cap)}`;
   }
 
+  /**
+   * Why `parentId` may spawn no sub-agent at all (as the run's tripped reserve refuses every spawn):
+   * an allowance above it, its own included, spent or past its tripped reserve; else null.
+   */
+  spawnBlocked(parentId: string): string | null {
+    if (this.allowances.none) return null;
+    for (let a: Account | null = this.allowances.accountOf(parentId); a?.parent; a = a.parent) {
+      if (a.spent >= (a.allowanceUsd ?? 0) - EPS) return `the allowance of ${this.#ownerName(a)} is spent; no new sub-agents`;
+      if (this.#rt.reserveTripped(a.owner)) return `the sub-agent reserve of ${this.#ownerName(a)}'s allowance is reached; no new sub-agents`;
+    }
+    return null;
+  }
+
   /** A child was registered with an allowance: its account opens, holding the allowance on its parent's. */
   openAllowance(childId: string, usd: number): void {
     this.#runAccount();

@@ -39,7 +39,11 @@ export interface RegistrarHost {
   /** The live stream's writer, if on: told once the run's row is staged (its rows must follow it). */
   readonly stream: Pick<StreamRecorder, 'runStarted'> | null;
   /** Allowances (calls/budget.ts): whether one fits its parent's account, and opening it. */
-  readonly budget: { allowanceRefusal(parentId: string, usd: number): string | null; openAllowance(childId: string, usd: number): void };
+  readonly budget: {
+    spawnBlocked(parentId: string): string | null;
+    allowanceRefusal(parentId: string, usd: number): string | null;
+    openAllowance(childId: string, usd: number): void;
+  };
   stage(op: WriteOp): void;
   assertUsable(): void;
   checkQuiescence(): void;
@@ -80,6 +84,8 @@ export class Registrar {
     const { name, task, skills } = this.#check(req);
     const rejection = spawnRejection(host.coordinator.getSnapshot().context, parent.id);
     if (rejection) throw new TroupeError(rejection.code, rejection.reason);
+    const blocked = host.budget.spawnBlocked(parent.id);
+    if (blocked !== null) throw new TroupeError('BUDGET_RESERVE_REACHED', blocked);
     const allowanceUsd = req.terms?.allowanceUsd;
     if (allowanceUsd !== undefined) {
       // Set aside from the parent's account (and every one above) or refused, nothing spawned.

@@ -97,7 +97,11 @@ export class Allowances {
 
   /** The run's account, its limit brought up to date. */
   run(rootId: string, limitUsd: number | null, spentUsd: number, reservedUsd: number): Account {
-    if (!this.#run) {
+    if (this.#run && this.none) {
+      // Until the first allowance opens nothing keeps the run's account: it is what the ledger says
+      // (in place: agents' cached accounts point at it).
+      Object.assign(this.#run, { own: spentUsd + reservedUsd, holds: 0, spent: spentUsd, reserved: reservedUsd });
+    } else if (!this.#run) {
       // Everything spent before the first allowance opened is the run's own.
       this.#run = {
         owner: rootId,

@@ -149,4 +149,17 @@ describe('budgets per subtree', () => {
     await again.shutdown();
     reopened.close();
   });
+
+  it("an agent under an allowance is warned against that allowance, not the run's limit", async () => {
+    const t = team({ agents: { lead: [spawn(child('a', 2)), wait, hang], a: [paid(graph, 1.6), paid(report('a'), 0.1)] } }, { budget: { limitUsd: 100 } });
+    await t.c.start({ name: 'lead', task: 'x' });
+    await flush();
+    await t.c.waitFor(t.byName('a').id, TERMINAL);
+    const last = t.model.calls
+      .filter((c) => c.request.agent.name === 'a')
+      .at(-1)!
+      .request.messages.at(-1)!.content;
+    expect(last).toContain('[BUDGET URGENT] $1.60 of $2.00 spent (80%). This is the allowance of your subtree.');
+    expect(last).toContain('the agents under you are stopped; at 100% you are stopped too');
+  });
 });

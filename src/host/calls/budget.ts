@@ -18,6 +18,7 @@ import { isUsd, judgeUsage, MAX_USD_PER_CALL } from '../../model/usage.js';
 import type { WriteOp } from '../../store/port.js';
 import type { Charge, Reservation } from '../../turn/ports.js';
 import type { ResolvedOptions } from '../options.js';
+import { BudgetWarnings } from './warnings.js';
 import { Allowances, EPS, usedOf, type Account, type AllowanceHost, type Refusal } from './allowances.js';
 
 export type { Reservation };
@@ -83,20 +84,6 @@ const WAIT = Symbol('wait');
 /** A main call admitted with its reservation, or the outcome that stops it. */
 export type Admission = { reservation: Reservation } | { outcome: TurnOutcome };
 
-/** Warning bands (share of the limit) and what each tells the agent to do. */
-const ROOT_BANDS = [0.7, 0.85, 0.95] as const;
-const CHILD_BANDS = [0.75, 0.8, 0.85] as const;
-const ROOT_DIRECTIVES = [
-  'Start planning the wind-down of this run.',
-  'Stop opening new lines of work and move toward finish.',
-  'Stop everything else and call finish now.',
-];
-const CHILD_DIRECTIVES = [
-  'Plan your wind-down and turn what you have into something reportable.',
-  'Report what you have confirmed and prepare agent_finish.',
-  'Report now and call agent_finish before you are cut off.',
-];
-
 export class BudgetLedger {
   readonly #rt: LedgerHost;
   #spentUsd: number;
@@ -110,8 +97,8 @@ export class BudgetLedger {
   /** An unpriced model's $0 calls with no limit were logged. */
   #unpricedLogged = false;
   #price: { value: ModelPrice | undefined } | null = null;
-  /** The highest warning band each agent was given (journalled once per band and agent). */
-  readonly #warned = new Map<string, number>();
+  /** The warnings given (warnings.ts). */
+  readonly #warnings: BudgetWarnings;
   #badEstimate = false;
   /** Budgets per subtree (allowances.ts); `allowances.none` keeps every call on the run-wide fast path. */
   readonly allowances: Allowances;
@@ -119,6 +106,7 @@ export class BudgetLedger {
   constructor(rt: LedgerHost, spentUsd = 0) {
     this.#rt = rt;
     this.#spentUsd = spentUsd;
+    this.#warnings = new BudgetWarnings(rt);
     this.allowances = new Allowances({ agent: (id) => rt.agent(id) }, rt.budget);
   }
 
@@ -549,35 +537,9 @@ export class BudgetLedger {
     if (this.#rt.budget.policy !== 'stop') return null;
     const account = this.allowances.none ? null : this.allowances.accountOf(agent.id);
     // In an allowance's subtree the bands are against that allowance.
-    if (account?.parent) return this.#warn(agent, account.spent, account.allowanceUsd ?? 0, false, account.owner === agent.id);
+    if (account?.parent) return this.#warnings.warn(agent, account.spent, account.allowanceUsd ?? 0, false, account.owner === agent.id);
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return null;
-    return this.#warn(agent, this.#spentUsd, limitUsd, true);
-  }
-
-  #warn(agent: Pick<Payer, 'id' | 'parentId'>, spentUsd: number, limitUsd: number, runWide: boolean, owner = false): string | null {
-    const share = spentUsd / limitUsd;
-    const root = agent.parentId === null;
-    const bands = root ? ROOT_BANDS : CHILD_BANDS;
-    let stage = -1;
-    for (let i = 0; i < bands.length; i++) if (share >= bands[i]!) stage = i;
-    if (stage < 0) return null;
-    const label = ['NOTICE', 'URGENT', 'CRITICAL'][stage];
-    const pct = Math.floor(share * 100);
-    if (stage > (this.#warned.get(agent.id) ?? -1)) {
-      // The text stays out of the session; that it was given, and when, is journalled (the dashboard's timeline).
-      this.#warned.set(agent.id, stage);
-      const data = { level: label, pct, spentUsd, limitUsd };
-      this.#rt.stage({ op: 'appendEvent', row: { runId: this.#rt.runId, agentId: agent.id, type: 'budget.warning', data, at: this.#rt.clock.now() } });
-    }
-    const reserve = Math.round(this.#rt.budget.reserveFraction * 100);
-    const effect = root
-      ? `At ${reserve}% every sub-agent is stopped to leave room for your final report; at 100% the whole run stops.`
-      : runWide || !owner
-        ? `At ${reserve}% every sub-agent, you included, is stopped.`
-        : `At ${reserve}% the agents under you are stopped; at 100% you are stopped too.`;
-    const directive = (root ? ROOT_DIRECTIVES : CHILD_DIRECTIVES)[stage];
-    const shared = runWide ? 'The budget is shared by every agent in this run.' : 'This is the allowance of your subtree.';
-    return `[BUDGET ${label}] $${spentUsd.toFixed(2)} of $${limitUsd.toFixed(2)} spent (${pct}%). ${shared} ${effect} ${directive}`;
+    return this.#warnings.warn(agent, this.#spentUsd, limitUsd, true);
   }
 }

@@ -15,6 +15,7 @@
  * @module
  */
 import { assign, emit, enqueueActions, setup } from 'xstate';
+import { allowanceReserveText } from './allowanceNotices.js';
 import { completionReportText, RESERVE_NOTICE_TEXT, stallNoticeText, terminalNoticeText, type NoticeData, type NoticeKind } from './notices.js';
 import { getSharded, setSharded, shardedFrom, shardedValues, type Sharded } from './sharded.js';
 import { isActive, isTerminal, type AgentStatus, type CompletionReport, type SerializedError, type StopReason, type WaitKind } from './types.js';
@@ -67,6 +68,8 @@ export interface CoordinatorContext {
   /** Agents whose status is `running` (none: the run is idle, every agent parked or terminal). */
   running: number;
   budget: BudgetFlags;
+  /** Owners of allowances whose reserve tripped (once each: restored from their notice keys). */
+  reservesTripped: Readonly<Record<string, true>>;
 }
 
 export interface CoordinatorInput {
@@ -75,6 +78,7 @@ export interface CoordinatorInput {
   /** Restore: the records and flags read back from the store. */
   agents?: AgentRecord[];
   budget?: Partial<BudgetFlags>;
+  reservesTripped?: readonly string[];
 }
 
 export interface AgentChange {
@@ -94,7 +98,11 @@ export type CoordinatorEvent =
   | { type: 'budget.reserveTrip' }
   | { type: 'budget.stop' }
   | { type: 'budget.pause' }
-  | { type: 'budget.resume'; limitUsd?: number };
+  | { type: 'budget.resume'; limitUsd?: number }
+  /** An allowance's reserve trips: `ids` (its subtree but its owner) stop; the owner is told once. */
+  | { type: 'allowance.reserveTrip'; ownerId: string; allowanceUsd: number; ids: string[] }
+  /** An allowance is spent: `ids` (its subtree, owner included) stop. */
+  | { type: 'allowance.stop'; ids: string[] };
 
 export type CoordinatorEmitted =
   /** `data`: the notice's facts as data (absent from the reserve notice, which is about no agent). */
@@ -253,6 +261,7 @@ export const coordinatorMachine = setup({
     isKnownAgent: ({ context, event }) => event.type === 'agent.changed' && getSharded(context.agents, event.id) !== undefined,
     isReserveUntripped: ({ context }) => !context.budget.reserveStopped && !context.budget.budgetStopped,
     isBudgetRunning: ({ context }) => !context.budget.budgetStopped,
+    isAllowanceReserveUntripped: ({ context, event }) => event.type === 'allowance.reserveTrip' && context.reservesTripped[event.ownerId] === undefined,
   },
   actions: {
     register: assign(({ context, event }) => {
@@ -319,6 +328,28 @@ export const coordinatorMachine = setup({
       enqueue.assign({ budget: { ...context.budget, budgetStopped: true } });
       enqueue.emit({ type: 'agents.stop', ids: activeIds(context, true), reason: 'budget' });
     }),
+    tripAllowanceReserve: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'allowance.reserveTrip') return;
+      enqueue.assign({ reservesTripped: { ...context.reservesTripped, [event.ownerId]: true } });
+      enqueue.emit({ type: 'agents.stop', ids: event.ids, reason: 'reserve' });
+      // An owner that already ended is not woken by it (a notice would revive it).
+      const owner = getSharded(context.agents, event.ownerId);
+      if (owner && isActive(owner.status)) {
+        enqueue.emit({
+          type: 'notice',
+          to: event.ownerId,
+          from: 'system',
+          key: `reserve:${event.ownerId}`,
+          kind: 'budget_reserve_stop',
+          content: allowanceReserveText(event.allowanceUsd),
+        });
+      }
+    }),
+    stopForAllowance: emit(({ event }) => ({
+      type: 'agents.stop' as const,
+      ids: event.type === 'allowance.stop' ? event.ids : [],
+      reason: 'allowance' as const,
+    })),
     pauseBudget: assign(({ context }) => ({ budget: { ...context.budget, paused: true } })),
     resumeBudget: enqueueActions(({ context, event, enqueue }) => {
       const epoch = context.budget.resumeEpoch + 1;
@@ -348,6 +379,7 @@ export const coordinatorMachine = setup({
       activeNonRoot,
       running,
       budget: { ...DEFAULT_FLAGS, ...input.budget },
+      reservesTripped: Object.fromEntries((input.reservesTripped ?? []).map((id) => [id, true as const])),
     };
   },
   on: {
@@ -358,5 +390,7 @@ export const coordinatorMachine = setup({
     'budget.stop': { guard: 'isBudgetRunning', actions: 'stopForBudget' },
     'budget.pause': { actions: 'pauseBudget' },
     'budget.resume': { actions: 'resumeBudget' },
+    'allowance.reserveTrip': { guard: 'isAllowanceReserveUntripped', actions: 'tripAllowanceReserve' },
+    'allowance.stop': { actions: 'stopForAllowance' },
   },
 });

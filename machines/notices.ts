@@ -42,6 +42,7 @@ const STOP_WHY: Record<StopReason, string> = {
   budget: 'the run budget being spent',
   reserve: 'the sub-agent budget reserve',
   reentry: 'its self-wake budget (it kept waking itself without a message from the user)',
+  allowance: 'its budget allowance being spent',
 };
 
 export function completionReportText(child: NoticeSubject, report: CompletionReport, at: number): string {

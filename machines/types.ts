@@ -21,7 +21,7 @@ export const isActive = (status: AgentStatus): boolean => ACTIVE_STATUSES.has(st
 export type WaitKind = 'user' | 'agents';
 
 /** Why an agent was stopped. */
-export type StopReason = 'requested' | 'maxTurns' | 'budget' | 'reserve' | 'reentry';
+export type StopReason = 'requested' | 'maxTurns' | 'budget' | 'reserve' | 'reentry' | 'allowance';
 
 /** An error as it is stored in context, rows and events (prototypes do not survive JSON). */
 export interface SerializedError {

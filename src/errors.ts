@@ -20,6 +20,10 @@ export const ERROR_CODES = {
   MAX_CHILDREN_EXCEEDED: { retryable: true, description: 'The parent has limits.maxChildren active children.' },
   MAX_AGENTS_EXCEEDED: { retryable: false, description: 'The run has limits.maxAgents agents.' },
   BUDGET_EXCEEDED: { retryable: false, description: 'The budget is spent; every agent is stopped.' },
+  BUDGET_ALLOWANCE_EXCEEDED: {
+    retryable: false,
+    description: "A spawn's allowance does not fit what its parent's account has left under its reserve line: nothing spawned.",
+  },
   BUDGET_RESERVE_REACHED: { retryable: false, description: 'The sub-agent reserve tripped: sub-agents stopped, no new ones.' },
   TOOL_NOT_FOUND: { retryable: false, description: 'The agent has no such tool.' },
   TOOL_INPUT_INVALID: { retryable: false, description: "Arguments are not JSON or do not match the tool's schema." },

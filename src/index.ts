@@ -84,5 +84,5 @@ export type { HealthCheck, SubsystemHealth, WatchdogOptions } from './autonomy/w
 export type { ApprovalPolicy, ReviewOptions } from './host/options.js';
 export { REVIEW_PROMPT, REVIEW_TOOLS } from './turn/review.js';
 export type { ReviewNote } from './turn/review.js';
-export type { BudgetState } from './host/createCoordinator.js';
+export type { AllowanceState, BudgetState } from './host/createCoordinator.js';
 export type { ExecutionRow } from './store/types.js';

@@ -3,6 +3,7 @@
  * be live), the same on every store. Status also says who hosts the run now.
  * @module
  */
+import { allowanceLine, allowanceViews } from '../host/views/allowanceViews.js';
 import { agentViews, toTree } from '../host/views/registry.js';
 import type { HostView, RunStore } from '../hosting/runStore.js';
 import type { Io } from './args.js';
@@ -47,6 +48,7 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
       runs.hostOf(run.id),
     ]);
     const views = agentViews(agents, usage);
+    const spentOf = new Map(views.map((v) => [v.id, v.spentUsd]));
     const counts: Record<string, number> = {};
     for (const a of views) counts[a.status] = (counts[a.status] ?? 0) + 1;
     const root = agents.find((a) => a.id === run.rootId);
@@ -56,6 +58,7 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
       reserveStopped: run.budget.reserveStopped,
       budgetStopped: run.budget.budgetStopped,
       paused: run.budget.paused,
+      allowances: allowanceViews(agents, (id) => spentOf.get(id) ?? 0),
     };
     const pending = messages.filter((m) => m.deliveredAt === null).length;
     const report = root?.report ?? null;
@@ -77,6 +80,8 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
         }`,
         `mail     ${pending} undelivered`,
         `budget   ${budgetBar(budget)}`,
+        // Spend against each allowance a spawn gave (its owner's whole subtree).
+        ...budget.allowances.map((a) => `         ${forTerminal(allowanceLine(a))}`),
       ];
       if (report) lines.push(`report   ${forTerminal(report.summary, true)}`);
       io.out.write(`${lines.join('\n')}\n`);

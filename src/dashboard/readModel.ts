@@ -7,6 +7,7 @@
  * JSON for the page; every value is derived from rows, nothing is kept here.
  * @module
  */
+import { allowanceViews, type AllowanceView } from '../host/views/allowanceViews.js';
 import { isActive, type AgentStatus, type SerializedError, type StopReason } from '../../machines/types.js';
 import { DEFAULT_RESERVE_FRACTION } from '../host/options.js';
 import { TroupeError } from '../errors.js';
@@ -38,6 +39,8 @@ interface BudgetView {
   reserveStopped: boolean;
   budgetStopped: boolean;
   paused: boolean;
+  /** Spend against each allowance a spawn gave (its owner's whole subtree). */
+  allowances: AllowanceView[];
 }
 
 export interface Team {
@@ -159,6 +162,7 @@ export async function readTeam(port: StoreReads, runId?: string): Promise<Team> 
     };
   });
   const limitUsd = run.budget.limitUsd;
+  const spentOf = new Map(agents.map((a) => [a.id, a.spentUsd]));
   return {
     run: { id: run.id, createdAt: run.createdAt, interactive: run.interactive, rootId: run.rootId },
     runs: runs.map((r) => ({ id: r.id, createdAt: r.createdAt })),
@@ -171,6 +175,7 @@ export async function readTeam(port: StoreReads, runId?: string): Promise<Team> 
       reserveStopped: run.budget.reserveStopped,
       budgetStopped: run.budget.budgetStopped,
       paused: run.budget.paused,
+      allowances: allowanceViews(rows, (id) => spentOf.get(id) ?? 0),
     },
   };
 }
@@ -259,6 +264,10 @@ export async function readTimeline(port: StoreReads, runId?: string): Promise<Ti
         kind: 'warning',
         label: `budget ${String(e.data.level)}: ${String(e.data.pct)}% spent (${usd(Number(e.data.spentUsd ?? 0))})`,
       });
+    } else if (e.type === 'budget.allowanceReserveTrip' || e.type === 'budget.allowanceStop') {
+      // On the owner's lane: its allowance's reserve tripped, or the allowance is spent.
+      const what = e.type === 'budget.allowanceStop' ? 'allowance spent' : 'allowance reserve tripped';
+      lane.marks.push({ at: e.at, kind: 'trip', label: clip(`${what}: ${String(e.data.reason ?? '')}`, 160) });
     } else if (e.type === 'agent.said') {
       lane.marks.push({ at: e.at, kind: 'said', label: clip(String(e.data.text ?? '')) });
     }

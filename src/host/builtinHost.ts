@@ -28,6 +28,7 @@ export interface BuiltinParts {
   stage(op: WriteOp): void;
   after(effect: () => void): void;
   budgetFlags(): BudgetFlags;
+  readonly budget: { allowanceReserveStopped(agentId: string): boolean };
 }
 
 export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
@@ -47,7 +48,11 @@ export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
       rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'agent.said', data: { text }, at } });
       rt.after(() => rt.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
     },
-    budgetFlags: () => rt.budgetFlags(),
+    // An allowance's tripped reserve reads as the run's for the agents under its owner.
+    budgetFlags: (agent) => {
+      const flags = rt.budgetFlags();
+      return agent && !flags.reserveStopped && rt.budget.allowanceReserveStopped(agent.id) ? { ...flags, reserveStopped: true } : flags;
+    },
     isStopRequested: (agent) => rt.agents.stopRequested(h(agent)),
     pendingCount: (agent) => rt.mailboxes.count(agent.id),
     pendingFromUser: (agent) => rt.mailboxes.fromUser(agent.id),

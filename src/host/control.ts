@@ -107,6 +107,32 @@ export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.rese
   rt.after(() => rt.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: rt.budget.spentUsd, limitUsd: after.limitUsd ?? 0, at }));
 }
 
+/**
+ * An allowance's reserve trips (its subtree but its owner stops; the owner is told once) or the
+ * allowance is spent (its whole subtree stops, reason `allowance`): the coordinator decides, a
+ * `budget.allowanceReserveTrip` / `budget.allowanceStop` event on the owner's lane says why.
+ */
+export function tripAllowance(rt: ControlParts, kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string): void {
+  const owner = rt.agents.find(ownerId);
+  if (!owner) return;
+  const ids: string[] = [];
+  const visit = (h: AgentHandle) => {
+    for (const id of h.children) visit(rt.agents.get(id));
+    if (isActive(rt.agents.status(h)) && (kind === 'allowance' || h !== owner)) ids.push(h.id);
+  };
+  visit(owner);
+  const tripped = () => rt.coordinator.getSnapshot().context.reservesTripped[ownerId] === true;
+  if (kind === 'reserve') {
+    if (tripped()) return;
+    rt.coordinator.send({ type: 'allowance.reserveTrip', ownerId, allowanceUsd, ids });
+  } else {
+    rt.coordinator.send({ type: 'allowance.stop', ids });
+  }
+  const type = kind === 'reserve' ? 'budget.allowanceReserveTrip' : 'budget.allowanceStop';
+  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: ownerId, type, data: { allowanceUsd, reason, by: agentId }, at: rt.clock.now() } });
+  rt.logger.warn({ kind, ownerId, reason }, kind === 'reserve' ? "an allowance's sub-agent reserve tripped" : 'an allowance is spent: its subtree stops');
+}
+
 export function wireCoordinatorEvents(rt: ControlParts): void {
   rt.coordinator.on('notice', (e) => {
     rt.trace.notice(e);

@@ -2,6 +2,7 @@
  * The public face of a run: start a root agent, message agents, watch and stop them.
  * @module
  */
+import { usedOf } from './calls/allowances.js';
 import { pauseBudget, requestStop, resumeBudget } from './control.js';
 import { applyInboxRequest } from './inbox.js';
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
@@ -40,6 +41,21 @@ export interface BudgetState {
   reserveStopped: boolean;
   budgetStopped: boolean;
   paused: boolean;
+  /**
+   * Spend against each allowance a spawn gave (`spentUsd`/`reservedUsd`: the owner's whole
+   * subtree); `returnedUsd` is what came back to the parent once the owner ended (null while `open`).
+   */
+  allowances: AllowanceState[];
+}
+
+export interface AllowanceState {
+  agentId: string;
+  name: string;
+  allowanceUsd: number;
+  spentUsd: number;
+  reservedUsd: number;
+  returnedUsd: number | null;
+  open: boolean;
 }
 
 export interface Coordinator<S extends Store | StorePort = Store> extends AsyncDisposable {
@@ -226,6 +242,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         reserveStopped: flags.reserveStopped,
         budgetStopped: flags.budgetStopped,
         paused: flags.paused,
+        allowances: allowanceStates(rt),
       };
     },
     pauseBudget: () => settle(() => pauseBudget(rt)),
@@ -263,4 +280,23 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     shutdown: () => rt.shutdown(),
     [Symbol.asyncDispose]: () => rt.shutdown(),
   };
+}
+
+/** Each allowance's spend, in spawn order. */
+function allowanceStates(rt: Runtime): AllowanceState[] {
+  const out: AllowanceState[] = [];
+  for (const a of rt.budget.allowances.accounts) {
+    const allowanceUsd = a.allowanceUsd ?? 0;
+    out.push({
+      agentId: a.owner,
+      name: rt.agents.find(a.owner)?.name ?? a.owner,
+      allowanceUsd,
+      spentUsd: a.spent,
+      reservedUsd: a.reserved,
+      // Returned: the allowance less what the subtree committed (a hold past the allowance returns nothing).
+      returnedUsd: a.active ? null : Math.max(0, allowanceUsd - usedOf(a)),
+      open: a.active,
+    });
+  }
+  return out;
 }

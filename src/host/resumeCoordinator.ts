@@ -133,7 +133,10 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
     sums[s.purpose] = (sums[s.purpose] ?? 0) + s.costUsd;
   }
   const spentUsd = spend.reduce((sum, s) => sum + s.costUsd, 0);
-  const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd });
+  // An allowance's reserve tripped iff its owner's reserve notice was queued (same commit as the trip).
+  const owners = new Set(agents.filter((a) => a.terms?.allowanceUsd !== undefined).map((a) => a.id));
+  const reservesTripped = noticeKeys.filter((k) => k.startsWith('reserve:') && owners.has(k.slice(8))).map((k) => k.slice(8));
+  const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd, reservesTripped });
   try {
     await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry });
   } catch (err) {
@@ -172,6 +175,7 @@ async function restoreInto(
   // A running agent reads its session at once: read it now, while a failure is still a respawn failure.
   const failed = new Map<string, unknown>();
   await Promise.all(agents.filter((a) => a.status === 'running').map((a) => rt.sessions.load(a).catch((err: unknown) => void failed.set(a.id, err))));
+  rt.budget.restoreAllowances(agents, (id) => Object.values(spentByAgent.get(id) ?? {}).reduce((sum, usd) => sum + usd, 0));
   rt.registrar.respawn(agents, spentByAgent, failed);
   // Executions that finished while the process was down continue their agents, once.
   rt.executions.continueAll();

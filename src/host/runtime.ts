@@ -36,7 +36,7 @@ import { Agents, type AgentHandle } from './agents/agents.js';
 import { BudgetLedger } from './calls/budget.js';
 import { StreamRecorder } from './views/streamRecorder.js';
 import { GroupCommitter } from './commit.js';
-import { healthOf, requestStop, tripBudget, wireCoordinatorEvents } from './control.js';
+import { healthOf, requestStop, tripAllowance, tripBudget, wireCoordinatorEvents } from './control.js';
 import { DeadlockWatch } from './waits/deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './async/delegations.js';
 import { SelfWakes } from './async/selfWakes.js';
@@ -145,7 +145,9 @@ export class Runtime {
       input: {
         runId: this.runId,
         limits: this.options.limits,
-        ...(restore ? { agents: recordsOf(restore.agents), budget: restore.run.budget } : { budget: { limitUsd: this.options.budget.limitUsd } }),
+        ...(restore
+          ? { agents: recordsOf(restore.agents), budget: restore.run.budget, reservesTripped: restore.reservesTripped ?? [] }
+          : { budget: { limitUsd: this.options.budget.limitUsd } }),
       },
       clock: this.clock,
       ...(options.inspect ? { inspect: options.inspect } : {}),
@@ -208,6 +210,7 @@ export class Runtime {
       },
       checkQuiescence: () => this.checkQuiescence(),
       resumeEpoch: () => this.budgetFlags().resumeEpoch,
+      statusChanged: (h, status) => this.budget.allowances.changed(h.id, status),
     });
     this.budget = new BudgetLedger(
       {
@@ -220,6 +223,10 @@ export class Runtime {
         trip: (event, reason, agentId) => tripBudget(this, event, reason, agentId),
         stage: (op) => this.stage(op),
         spent: (agentId, purpose, usd) => this.#spent(agentId, purpose, usd),
+        agent: (id) => this.agents.find(id),
+        rootId: () => this.coordinator.getSnapshot().context.rootId,
+        reserveTripped: (ownerId) => this.coordinator.getSnapshot().context.reservesTripped[ownerId] === true,
+        tripAllowance: (kind, ownerId, allowanceUsd, reason, agentId) => tripAllowance(this, kind, ownerId, allowanceUsd, reason, agentId),
       },
       restore?.spentUsd ?? 0,
     );

@@ -95,7 +95,7 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   waitTimeoutMs: nullable(isNumber),
   waitingSince: nullable(isNumber),
   pendingWait: nullable(shape({ callId: isString, tool: oneOf('wait_for_agents', 'respond_to_user') })),
-  stopReason: nullable(oneOf('requested', 'maxTurns', 'budget', 'reserve', 'reentry')),
+  stopReason: nullable(oneOf('requested', 'maxTurns', 'budget', 'reserve', 'reentry', 'allowance')),
   error: nullable(shape({ code: isString, message: isString, retryable: isBoolean })),
   // `value` is any JSON (an agent with an output schema); absent otherwise.
   report: nullable(shape({ summary: isString, findings: arrayOf(isString), openItems: arrayOf(isString), success: isBoolean, value: isJsonOrAbsent })),

@@ -182,7 +182,7 @@ const waitForAgents = define({
     if (state.waited) return { result: { wait_outcome: 'already_waited', note: 'Only one wait per turn.' } };
     state.waited = true;
     // The budget outcomes first: when the budget is why a stop was requested, they say why.
-    const flags = host.budgetFlags();
+    const flags = host.budgetFlags(agent);
     if (flags.budgetStopped) return { result: { wait_outcome: 'budget_stopped' } };
     if (flags.reserveStopped && !isRoot(agent)) return { result: { wait_outcome: 'reserve_stopped' } };
     if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };

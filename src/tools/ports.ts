@@ -39,7 +39,8 @@ export interface BuiltinHost {
   stopFromAgent(caller: BuiltinAgent, ref: string, cascade: boolean): string[];
   /** The agent said something to the user (respond_to_user). */
   said(agent: BuiltinAgent, text: string): void;
-  budgetFlags(): { budgetStopped: boolean; reserveStopped: boolean };
+  /** The run's budget flags; with `agent`, `reserveStopped` also when an allowance above it (not its own) tripped its reserve. */
+  budgetFlags(agent?: BuiltinAgent): { budgetStopped: boolean; reserveStopped: boolean };
   isStopRequested(agent: BuiltinAgent): boolean;
   pendingCount(agent: BuiltinAgent): number;
   pendingFromUser(agent: BuiltinAgent): boolean;

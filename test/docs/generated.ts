@@ -108,9 +108,14 @@ function exitCodeLine(): string {
   return rows.map(([name, r]) => `\`${r.code}\` ${name.toLowerCase().replace(/_/g, ' ')}`).join(', ');
 }
 
-/** One row per code with its retryable flag: test/unit/errors.test.ts reads this table. */
+/** Every code, on two lines by its retryable flag (a list, not a table: the README stays short); test/unit/errors.test.ts reads them. */
 function errorTable(): string {
-  return ['| code | retryable |', '|---|---|', ...Object.entries(ERROR_CODES).map(([code, e]) => `| \`${code}\` | ${e.retryable ? 'yes' : 'no'} |`)].join('\n');
+  const codes = (retryable: boolean) =>
+    Object.entries(ERROR_CODES)
+      .filter(([, e]) => e.retryable === retryable)
+      .map(([code]) => `\`${code}\``)
+      .join(', ');
+  return `Retryable: ${codes(true)}.\n\nNot retryable: ${codes(false)}.`;
 }
 
 const BLOCKS: Record<string, () => string> = {

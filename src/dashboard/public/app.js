@@ -71,6 +71,11 @@ function budgetBar(b) {
       ? `spent ${usd(b.spentUsd)}`
       : `${usd(b.spentUsd)} of ${usd(b.limitUsd)}${b.reserveUsd === null ? '' : ` (reserve line ${usd(b.reserveUsd)})`}`;
   box.append(el('div', { id: 'budget-text', text: `budget: ${label}${flags.length ? ` — ${flags.join(', ')}` : ''}` }));
+  // Spend against each allowance a spawn gave (its owner's whole subtree).
+  for (const a of b.allowances ?? []) {
+    const back = a.returnedUsd === null ? '' : `, returned ${usd(a.returnedUsd)}`;
+    box.append(el('div', { class: 'allowance', text: `allowance of ${a.name}: ${usd(a.spentUsd)} of ${usd(a.allowanceUsd)}${back}` }));
+  }
   if (b.limitUsd === null) return;
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
@@ -121,6 +126,7 @@ const STOP_REASONS = {
   maxTurns: 'it used all its turns',
   budget: 'the budget is spent',
   reserve: 'the budget reached its reserve line',
+  allowance: 'its budget allowance is spent',
 };
 const clip = (text, max) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 

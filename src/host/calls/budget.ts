@@ -18,6 +18,8 @@ import { isUsd, judgeUsage, MAX_USD_PER_CALL } from '../../model/usage.js';
 import type { WriteOp } from '../../store/port.js';
 import type { Charge, Reservation } from '../../turn/ports.js';
 import type { ResolvedOptions } from '../options.js';
+import { BudgetWarnings } from './warnings.js';
+import { Allowances, EPS, usedOf, type Account, type AllowanceHost, type Refusal } from './allowances.js';
 
 export type { Reservation };
 
@@ -26,6 +28,7 @@ type Payer = { readonly id: string; readonly name?: string; readonly parentId: s
 
 /** `$0.0712` under a dollar, `$4.50` above. */
 const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
+const usd$ = usd;
 
 /** What the ledger needs of its host. */
 export interface LedgerHost {
@@ -44,6 +47,13 @@ export interface LedgerHost {
   stage(op: WriteOp): void;
   /** Book spend against an agent (its views and `spentByPurpose`). */
   spent(agentId: string, purpose: UsagePurpose, usd: number): void;
+  /** An agent's parent (the allowances' tree). */
+  agent(id: string): ({ readonly name: string } & NonNullable<ReturnType<AllowanceHost['agent']>>) | undefined;
+  rootId(): string | null;
+  /** Whether the reserve of `ownerId`'s allowance has tripped (the coordinator's, persisted through its notice). */
+  reserveTripped(ownerId: string): boolean;
+  /** Trip an allowance's reserve, or stop its subtree (`allowance`); `agentId` made the call. */
+  tripAllowance(kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string): void;
 }
 /** What a model said about one call's usage (a `ModelTurn` will do). */
 export type UsageReport = Pick<ModelTurn, 'usage' | 'invalidUsage'>;
@@ -74,20 +84,6 @@ const WAIT = Symbol('wait');
 /** A main call admitted with its reservation, or the outcome that stops it. */
 export type Admission = { reservation: Reservation } | { outcome: TurnOutcome };
 
-/** Warning bands (share of the limit) and what each tells the agent to do. */
-const ROOT_BANDS = [0.7, 0.85, 0.95] as const;
-const CHILD_BANDS = [0.75, 0.8, 0.85] as const;
-const ROOT_DIRECTIVES = [
-  'Start planning the wind-down of this run.',
-  'Stop opening new lines of work and move toward finish.',
-  'Stop everything else and call finish now.',
-];
-const CHILD_DIRECTIVES = [
-  'Plan your wind-down and turn what you have into something reportable.',
-  'Report what you have confirmed and prepare agent_finish.',
-  'Report now and call agent_finish before you are cut off.',
-];
-
 export class BudgetLedger {
   readonly #rt: LedgerHost;
   #spentUsd: number;
@@ -101,13 +97,62 @@ export class BudgetLedger {
   /** An unpriced model's $0 calls with no limit were logged. */
   #unpricedLogged = false;
   #price: { value: ModelPrice | undefined } | null = null;
-  /** The highest warning band each agent was given (journalled once per band and agent). */
-  readonly #warned = new Map<string, number>();
+  /** The warnings given (warnings.ts). */
+  readonly #warnings: BudgetWarnings;
   #badEstimate = false;
+  /** Budgets per subtree (allowances.ts); `allowances.none` keeps every call on the run-wide fast path. */
+  readonly allowances: Allowances;
 
   constructor(rt: LedgerHost, spentUsd = 0) {
     this.#rt = rt;
     this.#spentUsd = spentUsd;
+    this.#warnings = new BudgetWarnings(rt);
+    this.allowances = new Allowances({ agent: (id) => rt.agent(id) }, rt.budget);
+  }
+
+  /** The run's account, its limit current (allowances in use only). */
+  #runAccount(): Account {
+    return this.allowances.run(this.#rt.rootId() ?? '', this.limitUsd, this.#spentUsd, this.#reservedUsd);
+  }
+
+  /**
+   * Why a spawn under `parentId` cannot be given `usd` (the hold must fit the parent's account
+   * under its reserve line, and every account above), or null.
+   */
+  allowanceRefusal(parentId: string, usd: number): string | null {
+    this.#runAccount();
+    const from = this.allowances.accountOf(parentId);
+    const refusal = this.allowances.refusal(from, usd, null);
+    if (!refusal) return null;
+    const { account } = refusal;
+    const cap = this.allowances.cap(account, false) ?? 0;
+    const whose = account.parent === null ? "the run's budget" : `the allowance of ${this.#rt.agent(account.owner)?.name ?? account.owner}`;
+    const left = Math.max(0, cap - usedOf(account));
+    return `an allowance of ${usd$(usd)} does not fit: ${whose} has ${usd$(left)} left to give under its sub-agent line ${usd$(cap)}`;
+  }
+
+  /**
+   * Why `parentId` may spawn no sub-agent at all (as the run's tripped reserve refuses every spawn):
+   * an allowance above it, its own included, spent or past its tripped reserve; else null.
+   */
+  spawnBlocked(parentId: string): string | null {
+    if (this.allowances.none) return null;
+    for (let a: Account | null = this.allowances.accountOf(parentId); a?.parent; a = a.parent) {
+      if (a.spent >= (a.allowanceUsd ?? 0) - EPS) return `the allowance of ${this.#ownerName(a)} is spent; no new sub-agents`;
+      if (this.#rt.reserveTripped(a.owner)) return `the sub-agent reserve of ${this.#ownerName(a)}'s allowance is reached; no new sub-agents`;
+    }
+    return null;
+  }
+
+  /** A child was registered with an allowance: its account opens, holding the allowance on its parent's. */
+  openAllowance(childId: string, usd: number): void {
+    this.#runAccount();
+    this.allowances.open(childId, usd, true);
+  }
+
+  /** Resume: rebuild the accounts from the agent rows and their spend. */
+  restoreAllowances(rows: Parameters<Allowances['restore']>[2], spentOf: (id: string) => number): void {
+    this.allowances.restore(this.#rt.rootId() ?? '', this.limitUsd, rows, spentOf);
   }
 
   get spentUsd(): number {
@@ -232,13 +277,39 @@ export class BudgetLedger {
         );
       }
     }
+    if (!this.allowances.none) this.#spendInAllowances(agent, costUsd);
     this.release(reservation);
     return charged;
+  }
+
+  /**
+   * Book a call on its allowance accounts and trip what it crossed: an account spent to its
+   * allowance stops its whole subtree (`allowance`, either policy: an allowance never pauses); one
+   * past its reserve line (stop policy) stops the subtree but its owner, who is told once.
+   */
+  #spendInAllowances(agent: Payer, costUsd: number): void {
+    const rt = this.#rt;
+    this.allowances.spend(agent.id, costUsd);
+    for (let a: Account | null = this.allowances.accountOf(agent.id); a?.parent; a = a.parent) {
+      const allowance = a.allowanceUsd ?? 0;
+      const before = a.spent - costUsd;
+      const said = `${agent.name ?? agent.id}'s call brought the spend of ${this.#ownerName(a)}'s subtree to ${usd(a.spent)}`;
+      if (a.spent >= allowance - EPS) {
+        if (before < allowance - EPS) rt.tripAllowance('allowance', a.owner, allowance, `${said}, its allowance ${usd(allowance)}`, agent.id);
+      } else if (rt.budget.policy === 'stop' && a.spent >= rt.budget.reserveFraction * allowance && !rt.reserveTripped(a.owner)) {
+        rt.tripAllowance('reserve', a.owner, allowance, `${said}, past its sub-agent reserve line ${usd(rt.budget.reserveFraction * allowance)}`, agent.id);
+      }
+    }
+  }
+
+  #ownerName(a: Account): string {
+    return this.#rt.agent(a.owner)?.name ?? a.owner;
   }
 
   /** Give back a reservation whose call ended without usage (failed, aborted). Idempotent. */
   release(reservation: Reservation): void {
     if (reservation.settled) return;
+    if (!this.allowances.none) this.allowances.unreserve(reservation);
     reservation.settled = true;
     this.#open -= 1;
     this.#reservedUsd = this.#open === 0 ? 0 : Math.max(0, this.#reservedUsd - reservation.usd);
@@ -256,6 +327,24 @@ export class BudgetLedger {
     if (flags.reserveStopped && agent.parentId !== null) return { kind: 'stopped', reason: 'reserve' };
     if (policy === 'pause' && (flags.paused || (flags.limitUsd !== null && this.#spentUsd >= flags.limitUsd))) {
       return { kind: 'budgetPaused', epoch: flags.resumeEpoch };
+    }
+    return this.allowances.none ? null : this.#gateAllowances(agent);
+  }
+
+  /** Whether the reserve of an allowance above `agentId` (not its own) tripped: `wait_for_agents` answers `reserve_stopped`. */
+  allowanceReserveStopped(agentId: string): boolean {
+    if (this.allowances.none) return false;
+    for (let a: Account | null = this.allowances.accountOf(agentId); a?.parent; a = a.parent) {
+      if (a.owner !== agentId && this.#rt.reserveTripped(a.owner)) return true;
+    }
+    return false;
+  }
+
+  /** An account above the agent spent to its allowance stops it; a tripped reserve stops all but the account's owner. */
+  #gateAllowances(agent: Payer): TurnOutcome | null {
+    for (let a: Account | null = this.allowances.accountOf(agent.id); a?.parent; a = a.parent) {
+      if (a.spent >= (a.allowanceUsd ?? 0) - EPS) return { kind: 'stopped', reason: 'allowance' };
+      if (a.owner !== agent.id && this.#rt.reserveTripped(a.owner)) return { kind: 'stopped', reason: 'reserve' };
     }
     return null;
   }
@@ -287,6 +376,7 @@ export class BudgetLedger {
   #tryAdmit(agent: Payer, request: ModelRequest): Admission | typeof WAIT {
     const outcome = this.gate(agent);
     if (outcome) return { outcome };
+    if (!this.allowances.none) return this.#tryAdmitInAllowances(agent, request);
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return FREE;
     const cap = this.#cap(limitUsd, agent.parentId !== null);
@@ -301,6 +391,44 @@ export class BudgetLedger {
     return { outcome: this.#refuse(agent, usd) };
   }
 
+  /** With allowances: the call's estimate must fit every account from the caller's up to the run's. */
+  #tryAdmitInAllowances(agent: Payer, request: ModelRequest): Admission | typeof WAIT {
+    this.#runAccount();
+    const usd = this.estimate(request);
+    const refusal = this.allowances.refusal(this.allowances.accountOf(agent.id), usd, agent.id);
+    if (refusal === null) {
+      if (usd === 0) return FREE_ESTIMATED;
+      const reservation: Reservation = { usd, settled: false };
+      this.#reservedUsd += usd;
+      this.#open += 1;
+      this.allowances.reserve(agent.id, reservation);
+      return { reservation };
+    }
+    if (this.#open > 0) return WAIT;
+    return { outcome: this.#refuseIn(agent, refusal, usd) };
+  }
+
+  /**
+   * A call does not fit `refusal.account`: the run's account refuses as it always did; an
+   * allowance's owner (or anyone, under the pause policy: an allowance never pauses) stops the
+   * subtree (`allowance`); anyone else trips the allowance's reserve.
+   */
+  #refuseIn(agent: Payer, refusal: Refusal, estimateUsd: number | null): TurnOutcome {
+    const { account, byOwner } = refusal;
+    if (account.parent === null) return this.#refuse(agent, estimateUsd);
+    const rt = this.#rt;
+    const allowance = account.allowanceUsd ?? 0;
+    const spent = this.allowances.cap(account, byOwner) ?? allowance;
+    const committed = `${usd(account.spent)} spent${usedOf(account) - account.spent > EPS ? ` + ${usd(usedOf(account) - account.spent)} reserved or held` : ''}`;
+    const what = `${agent.name ?? agent.id}'s next call${estimateUsd === null ? '' : `, estimated at ${usd(estimateUsd)},`} would take ${committed} of ${this.#ownerName(account)}'s allowance past ${usd(spent)}`;
+    if (byOwner || rt.budget.policy === 'pause') {
+      rt.tripAllowance('allowance', account.owner, allowance, what, agent.id);
+      return { kind: 'stopped', reason: 'allowance' };
+    }
+    rt.tripAllowance('reserve', account.owner, allowance, what, agent.id);
+    return { kind: 'stopped', reason: 'reserve' };
+  }
+
   /**
    * Admit an optional call made on an agent's behalf (a background review): like a sub-agent's
    * call it must fit under the reserve line (stop policy) or the limit, but it never waits and
@@ -311,11 +439,13 @@ export class BudgetLedger {
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return NO_RESERVATION;
     const usd = this.estimate(request);
-    if (this.#spentUsd + this.#reservedUsd + usd > this.#cap(limitUsd, true)) return null;
+    if (this.#committedUsd() + usd > this.#cap(limitUsd, true)) return null;
     if (usd === 0) return ZERO_ESTIMATE;
     this.#reservedUsd += usd;
     this.#open += 1;
-    return { usd, settled: false };
+    const reservation: Reservation = { usd, settled: false };
+    if (!this.allowances.none) this.allowances.reserve(null, reservation);
+    return reservation;
   }
 
   /** Whether an optional call may still start: no stop, reserve or pause, and spend under its cap. */
@@ -323,7 +453,12 @@ export class BudgetLedger {
     const flags = this.#rt.flags();
     if (flags.budgetStopped || flags.reserveStopped || flags.paused) return false;
     const limitUsd = flags.limitUsd;
-    return limitUsd === null || this.#spentUsd + this.#reservedUsd <= this.#cap(limitUsd, true) + 1e-9;
+    return limitUsd === null || this.#committedUsd() <= this.#cap(limitUsd, true) + 1e-9;
+  }
+
+  /** What the run's account has committed: spent and reserved, plus what allowances hold beyond it. */
+  #committedUsd(): number {
+    return this.allowances.none ? this.#spentUsd + this.#reservedUsd : usedOf(this.#runAccount());
   }
 
   /** What a call may bring spent + reserved up to: the reserve line for a child's (or an optional) call under the stop policy, else the limit. */
@@ -362,6 +497,11 @@ export class BudgetLedger {
   recheck(agent: Payer): TurnOutcome | null {
     const gated = this.gate(agent);
     if (gated) return gated;
+    if (!this.allowances.none) {
+      this.#runAccount();
+      const refusal = this.allowances.refusal(this.allowances.accountOf(agent.id), 0, agent.id);
+      return refusal ? this.#refuseIn(agent, refusal, null) : null;
+    }
     const limitUsd = this.limitUsd;
     if (limitUsd === null) return null;
     const child = agent.parentId !== null;
@@ -394,27 +534,12 @@ export class BudgetLedger {
    * spend has crossed, or null. Never persisted; the pause policy never tells the model anything.
    */
   warning(agent: Pick<Payer, 'id' | 'parentId'>): string | null {
+    if (this.#rt.budget.policy !== 'stop') return null;
+    const account = this.allowances.none ? null : this.allowances.accountOf(agent.id);
+    // In an allowance's subtree the bands are against that allowance.
+    if (account?.parent) return this.#warnings.warn(agent, account.spent, account.allowanceUsd ?? 0, false, account.owner === agent.id);
     const limitUsd = this.limitUsd;
-    if (limitUsd === null || this.#rt.budget.policy !== 'stop') return null;
-    const share = this.#spentUsd / limitUsd;
-    const root = agent.parentId === null;
-    const bands = root ? ROOT_BANDS : CHILD_BANDS;
-    let stage = -1;
-    for (let i = 0; i < bands.length; i++) if (share >= bands[i]!) stage = i;
-    if (stage < 0) return null;
-    const label = ['NOTICE', 'URGENT', 'CRITICAL'][stage];
-    const pct = Math.floor(share * 100);
-    if (stage > (this.#warned.get(agent.id) ?? -1)) {
-      // The text stays out of the session; that it was given, and when, is journalled (the dashboard's timeline).
-      this.#warned.set(agent.id, stage);
-      const data = { level: label, pct, spentUsd: this.#spentUsd, limitUsd };
-      this.#rt.stage({ op: 'appendEvent', row: { runId: this.#rt.runId, agentId: agent.id, type: 'budget.warning', data, at: this.#rt.clock.now() } });
-    }
-    const reserve = Math.round(this.#rt.budget.reserveFraction * 100);
-    const effect = root
-      ? `At ${reserve}% every sub-agent is stopped to leave room for your final report; at 100% the whole run stops.`
-      : `At ${reserve}% every sub-agent, you included, is stopped.`;
-    const directive = (root ? ROOT_DIRECTIVES : CHILD_DIRECTIVES)[stage];
-    return `[BUDGET ${label}] $${this.#spentUsd.toFixed(2)} of $${limitUsd.toFixed(2)} spent (${pct}%). The budget is shared by every agent in this run. ${effect} ${directive}`;
+    if (limitUsd === null) return null;
+    return this.#warnings.warn(agent, this.#spentUsd, limitUsd, true);
   }
 }

@@ -34,6 +34,8 @@ export interface LifecycleHost {
   finished(h: AgentHandle): void;
   checkQuiescence(): void;
   resumeEpoch(): number;
+  /** A status change, as it is decided (the allowances hold or return on it). */
+  statusChanged(h: AgentHandle, status: AgentStatus): void;
 }
 
 export class Lifecycle {
@@ -92,6 +94,7 @@ export class Lifecycle {
       patch: { ...lifecycleOf(ctx), status, noticeClaimed: claimed.noticeClaimed, stint: claimed.stint, updatedAt: at },
     });
     if (status !== from) {
+      host.statusChanged(h, status);
       host.stage({
         op: 'appendEvent',
         row: { runId: host.runId, agentId: h.id, type: 'agent.status', data: { from, to: status, waitKind, error: ctx.error }, at },

@@ -38,6 +38,12 @@ export interface RegistrarHost {
   readonly trace: Pick<RunTrace, 'stintStarted'>;
   /** The live stream's writer, if on: told once the run's row is staged (its rows must follow it). */
   readonly stream: Pick<StreamRecorder, 'runStarted'> | null;
+  /** Allowances (calls/budget.ts): whether one fits its parent's account, and opening it. */
+  readonly budget: {
+    spawnBlocked(parentId: string): string | null;
+    allowanceRefusal(parentId: string, usd: number): string | null;
+    openAllowance(childId: string, usd: number): void;
+  };
   stage(op: WriteOp): void;
   assertUsable(): void;
   checkQuiescence(): void;
@@ -77,6 +83,14 @@ export class Registrar {
     const { name, task, skills } = this.#check(req);
     const rejection = spawnRejection(host.coordinator.getSnapshot().context, parent.id);
     if (rejection) throw new TroupeError(rejection.code, rejection.reason);
+    const blocked = host.budget.spawnBlocked(parent.id);
+    if (blocked !== null) throw new TroupeError('BUDGET_RESERVE_REACHED', blocked);
+    const allowanceUsd = req.terms?.allowanceUsd;
+    if (allowanceUsd !== undefined) {
+      // Set aside from the parent's account (and every one above) or refused, nothing spawned.
+      const refused = host.budget.allowanceRefusal(parent.id, allowanceUsd);
+      if (refused !== null) throw new TroupeError('BUDGET_ALLOWANCE_EXCEEDED', `${parent.name} cannot spawn ${name}: ${refused}`);
+    }
     const id = newId();
     const identity = { id, name, parentId: parent.id, parentName: parent.name };
     // The parent is running this turn, so its session is in memory.
@@ -84,6 +98,7 @@ export class Registrar {
     const first = childFirstInput(identity, task, skills, background, req.terms?.output ?? null);
     const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills, terms: req.terms ?? null }, first);
     parent.children.push(child.id);
+    if (allowanceUsd !== undefined) host.budget.openAllowance(child.id, allowanceUsd);
     return child;
   }
 

@@ -12,6 +12,8 @@ export interface RestoredRun {
   run: RunRow;
   agents: readonly AgentRow[];
   spentUsd: number;
+  /** Owners of allowances whose reserve tripped (their `reserve:<id>` notice keys). */
+  reservesTripped?: readonly string[];
 }
 
 /** The coordinator's records of restored agents: claims, stints and counters survive a restart. */

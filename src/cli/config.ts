@@ -26,6 +26,8 @@ export interface CliConfig {
   timeoutMs?: number;
   /** Streaming: no byte from the server for this long ends the attempt as a timeout. */
   idleTimeoutMs?: number;
+  /** A cheaper model on the same server for compaction and background review. */
+  auxiliaryModel?: string;
   /** The model's context window in tokens: sessions are compacted before they overflow it. */
   contextWindow?: number;
   /** Images kept per session and the compaction line (`CoordinatorOptions.session`). */

@@ -32,6 +32,11 @@ export const CONFIG_SCHEMA = {
       description:
         'Streaming: no byte from the server for this long (before the first chunk or between two) ends the attempt as PROVIDER_TIMEOUT, retried; default 120000.',
     },
+    auxiliaryModel: {
+      type: 'string',
+      minLength: 1,
+      description: 'A cheaper model on the same server for compaction and background review (priced through budget.prices like the main one).',
+    },
     contextWindow: {
       ...positiveInt,
       description: "The model's context window in tokens: a session is compacted before a call passes session.compactAt of it.",

@@ -72,6 +72,7 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     idleResumeMs: config.idleResumeMs,
     review: config.review,
     session: config.session,
+    auxiliaryModel: config.auxiliaryModel === undefined ? undefined : modelFor({ ...config, model: config.auxiliaryModel }),
     strictMcp: config.strictMcp,
     ...(config.mcpServers ? { tools: mcpServersOf(config.mcpServers) } : {}),
   });

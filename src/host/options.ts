@@ -164,6 +164,11 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   session?: { maxImages?: number | null; compactAt?: number };
   /**
+   * A cheaper model for troupe's own calls on an agent's behalf — compaction and background review —
+   * set once for the run, priced and metered like the rest (its rows name it). Default: the agents' model.
+   */
+  auxiliaryModel?: Model;
+  /**
    * The re-entry budget (seed 001): an agent woken by its own work — a finished execution, a
    * delegation's result, a dead wait's report — at most `maxWakes` times (default 20) in a streak
    * (ended by a user message or 10 min without one); after the first 3, wake n + 1 waits
@@ -210,6 +215,7 @@ export interface ResolvedOptions {
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
+  auxiliaryModel: Model | null;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -360,6 +366,14 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
   const retry = options.retry ?? {};
   const budget = resolveBudget(options.budget);
   requirePriceForBudget(options.model, budget.prices, budget.limitUsd);
+  const auxiliaryModel = options.auxiliaryModel ?? null;
+  if (auxiliaryModel !== null) {
+    if (typeof auxiliaryModel !== 'object' || typeof (auxiliaryModel as Model).complete !== 'function') {
+      throw new ConfigError(`Expected auxiliaryModel to be an object with a complete(request, { signal }) method, got ${show(auxiliaryModel)}`);
+    }
+    // Its calls count against the same limit: one it cannot price would spend unseen.
+    requirePriceForBudget(auxiliaryModel, budget.prices, budget.limitUsd, 'budget.limitUsd (auxiliaryModel)');
+  }
   return {
     interactive,
     holdTurns: boolean('holdTurns', options.holdTurns, false),
@@ -386,6 +400,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     review: resolveReview(options.review),
     session: resolveSession(options.session, options.model),
     reentry: resolveReentry(options.reentry),
+    auxiliaryModel,
   };
 }
 

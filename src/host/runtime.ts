@@ -134,7 +134,7 @@ export class Runtime {
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
     this.trace = runTrace(options.telemetry, {
       runId: this.runId,
-      model: this.model.name ?? 'model',
+      modelFor: (purpose) => this.budget.modelFor(purpose).name ?? 'model',
       now: () => this.clock.now(),
       stage: (op) => this.stage(op),
       agent: (id) => this.agents.find(id),
@@ -218,6 +218,7 @@ export class Runtime {
         clock: this.clock,
         logger: this.logger,
         model: this.model,
+        auxiliaryModel: this.options.auxiliaryModel,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
         trip: (event, reason, agentId) => tripBudget(this, event, reason, agentId),

@@ -162,4 +162,25 @@ describe('budgets per subtree', () => {
     expect(last).toContain('[BUDGET URGENT] $1.60 of $2.00 spent (80%). This is the allowance of your subtree.');
     expect(last).toContain('the agents under you are stopped; at 100% you are stopped too');
   });
+
+  it("a call refused only because a sibling's allowance holds the room stops that caller alone: the run's reserve does not trip, the allowance's owner goes on", async () => {
+    const t = team(
+      {
+        agents: {
+          // big holds $8.50 of the run's $9 sub-agent line; small's $1 call finds $0.50 left.
+          lead: [spawn(child('big', 8.5), child('small')), wait, wait, finish()],
+          big: [paid(graph, 0.5), paid(report('big is done'), 0.5)],
+          small: [paid(graph, 1)],
+        },
+      },
+      { budget: { limitUsd: 10 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    expect(t.c.get(t.byName('small').id)).toMatchObject({ status: 'stopped' });
+    expect(t.c.get(t.byName('big').id)).toMatchObject({ status: 'completed', report: { summary: 'big is done' } });
+    expect(t.c.budget()).toMatchObject({ reserveStopped: false, budgetStopped: false, spentUsd: 1 });
+    expect(t.messagesTo(rootId).map((m) => m.type)).not.toContain('budget_reserve_stop');
+    await t.c.shutdown();
+  });
 });

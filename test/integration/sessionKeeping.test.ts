@@ -54,6 +54,37 @@ describe('compaction before the call', () => {
     expect(JSON.stringify(messagesOf(lead.at(-1)!))).toContain(SUMMARY_HEADER);
   });
 
+  it('on the auxiliary model when one is set: the summaries go there and their usage rows name it', async () => {
+    const auxiliary = scriptedModel({ agents: { lead: Array.from({ length: 8 }, (_, i) => ({ text: `summary ${i}` })) } });
+    const t = await openaiTeam(
+      { lead: [...lookups, call('finish', { summary: 'done' })] },
+      { model: { contextWindow: WINDOW }, coordinator: { tools: [lookup], auxiliaryModel: auxiliary } },
+    );
+    await using _ = t;
+    const rootId = await t.c.start({ name: 'lead', task: 'Look up k0..k15.' });
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
+    // The fake server (the agents' model) saw no summary request; the auxiliary model answered them.
+    expect(t.server.requests.every((r) => agentOf(r) === 'lead')).toBe(true);
+    const usage = t.store.listUsage(t.c.runId);
+    const compactions = usage.filter((u) => u.purpose === 'compaction');
+    expect(compactions.length).toBeGreaterThan(0);
+    expect(auxiliary.calls.map((c) => c.request.purpose)).toEqual(compactions.map(() => 'compaction'));
+    expect(new Set(compactions.map((u) => u.model))).toEqual(new Set(['scripted']));
+    expect(new Set(usage.filter((u) => u.purpose === 'main').map((u) => u.model))).toEqual(new Set(['fake-model']));
+  });
+
+  it('an auxiliary model the budget cannot price is refused with the run', () => {
+    const model = { ...scriptedModel({ agents: {} }), price: { inputPer1M: 1, outputPer1M: 1 } };
+    expect(() => createCoordinator({ model, auxiliaryModel: { name: 'cheap', complete: model.complete }, budget: { limitUsd: 1 } })).toThrow(/auxiliaryModel/);
+    expect(() =>
+      createCoordinator({
+        model,
+        auxiliaryModel: { name: 'cheap', complete: model.complete },
+        budget: { limitUsd: 1, prices: { cheap: { inputPer1M: 0.1, outputPer1M: 0.4 } } },
+      }),
+    ).not.toThrow();
+  });
+
   it('without a declared window nothing is compacted ahead (the same session grows past it)', async () => {
     const t = await openaiTeam({ lead: [...lookups, call('finish', { summary: 'done' })] }, { coordinator: { tools: [lookup] } });
     await using _ = t;

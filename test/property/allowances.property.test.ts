@@ -87,6 +87,7 @@ test.prop([scenario], { numRuns: Number(process.env.PROPERTY_RUNS ?? 3000), ...r
       runId: 'run',
       clock: new SimulatedClock(),
       logger,
+      auxiliaryModel: null,
       model: {
         name: 'property',
         estimateCostUsd: (request) => (request as ModelRequest & { est: number }).est,

@@ -127,6 +127,7 @@ const STOP_REASONS = {
   budget: 'the budget is spent',
   reserve: 'the budget reached its reserve line',
   allowance: 'its budget allowance is spent',
+  reentry: 'it kept waking itself (its self-wake budget is spent)',
 };
 const clip = (text, max) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 

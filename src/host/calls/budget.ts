@@ -28,7 +28,6 @@ type Payer = { readonly id: string; readonly name?: string; readonly parentId: s
 
 /** `$0.0712` under a dollar, `$4.50` above. */
 const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
-const usd$ = usd;
 
 /** What the ledger needs of its host. */
 export interface LedgerHost {
@@ -36,6 +35,8 @@ export interface LedgerHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly model: Model;
+  /** Where auxiliary calls (compaction, review) go, and are priced: null, the run's model. */
+  readonly auxiliaryModel: Model | null;
   readonly budget: ResolvedOptions['budget'];
   /** The coordinator's budget flags now. */
   flags(): BudgetFlags;
@@ -96,7 +97,8 @@ export class BudgetLedger {
   readonly #said = new Set<'noUsage' | 'unpriced'>();
   /** An unpriced model's $0 calls with no limit were logged. */
   #unpricedLogged = false;
-  #price: { value: ModelPrice | undefined } | null = null;
+  /** Each model's price, looked up once (the run's model, and the auxiliary one if set). */
+  readonly #prices = new Map<Model, ModelPrice | undefined>();
   /** The warnings given (warnings.ts). */
   readonly #warnings: BudgetWarnings;
   #badEstimate = false;
@@ -116,19 +118,19 @@ export class BudgetLedger {
   }
 
   /**
-   * Why a spawn under `parentId` cannot be given `usd` (the hold must fit the parent's account
+   * Why a spawn under `parentId` cannot be given `allowanceUsd` (the hold must fit the parent's account
    * under its reserve line, and every account above), or null.
    */
-  allowanceRefusal(parentId: string, usd: number): string | null {
+  allowanceRefusal(parentId: string, allowanceUsd: number): string | null {
     this.#runAccount();
     const from = this.allowances.accountOf(parentId);
-    const refusal = this.allowances.refusal(from, usd, null);
+    const refusal = this.allowances.refusal(from, allowanceUsd, null);
     if (!refusal) return null;
     const { account } = refusal;
     const cap = this.allowances.cap(account, false) ?? 0;
     const whose = account.parent === null ? "the run's budget" : `the allowance of ${this.#rt.agent(account.owner)?.name ?? account.owner}`;
     const left = Math.max(0, cap - usedOf(account));
-    return `an allowance of ${usd$(usd)} does not fit: ${whose} has ${usd$(left)} left to give under its sub-agent line ${usd$(cap)}`;
+    return `an allowance of ${usd(allowanceUsd)} does not fit: ${whose} has ${usd(left)} left to give under its sub-agent line ${usd(cap)}`;
   }
 
   /**
@@ -167,10 +169,15 @@ export class BudgetLedger {
     return this.#rt.flags().limitUsd;
   }
 
-  /** The model's price: `budget.prices` first, then the model's own, then the built-in table (looked up once). */
-  price(): ModelPrice | undefined {
-    if (this.#price === null) this.#price = { value: priceOf(this.#rt.model, this.#rt.budget.prices) };
-    return this.#price.value;
+  /** The model a call of this purpose goes to: main calls to the run's model, auxiliary ones (compaction, review) to `auxiliaryModel` if set. */
+  modelFor(purpose: UsagePurpose | undefined): Model {
+    return purpose === undefined || purpose === 'main' ? this.#rt.model : (this.#rt.auxiliaryModel ?? this.#rt.model);
+  }
+
+  /** A model's price: `budget.prices` first, then the model's own, then the built-in table (looked up once per model). */
+  price(model: Model = this.#rt.model): ModelPrice | undefined {
+    if (!this.#prices.has(model)) this.#prices.set(model, priceOf(model, this.#rt.budget.prices));
+    return this.#prices.get(model);
   }
 
   /**
@@ -181,7 +188,7 @@ export class BudgetLedger {
    * whatever the provider leaves out. Invalid usage is logged per call, the others once (`#sayOnce`).
    */
   #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose): Charge {
-    const verdict = judgeUsage(answer, this.price());
+    const verdict = judgeUsage(answer, this.price(this.modelFor(purpose)));
     const usage = verdict.kind === 'priced' || verdict.kind === 'unpriced' ? verdict.usage : undefined;
     const tokens = { inputTokens: usage?.inputTokens ?? 0, outputTokens: usage?.outputTokens ?? 0, cachedInputTokens: usage?.cachedInputTokens ?? 0 };
     if (verdict.kind === 'priced') return { costUsd: verdict.costUsd, ...tokens };
@@ -206,7 +213,7 @@ export class BudgetLedger {
    */
   #sayOnce(agent: Payer, kind: 'noUsage' | 'unpriced', purpose: UsagePurpose, chargedUsd: number): void {
     if (this.#said.has(kind)) return;
-    const model = this.#rt.model.name ?? 'model';
+    const model = this.modelFor(purpose).name ?? 'model';
     if (chargedUsd === 0 && this.limitUsd === null) {
       if (kind === 'unpriced' && !this.#unpricedLogged) this.#rt.logger.warn({ model }, 'no price for this model: its calls count as $0 (set budget.prices)');
       this.#unpricedLogged ||= kind === 'unpriced';
@@ -223,7 +230,7 @@ export class BudgetLedger {
    * if it returns a sane amount (`isUsd`), else troupe's own estimate (logged once).
    */
   estimate(request: ModelRequest): number {
-    const { model } = this.#rt;
+    const model = this.modelFor(request.purpose);
     if (model.estimateCostUsd) {
       const usd: unknown = model.estimateCostUsd(request);
       if (isUsd(usd)) return usd;
@@ -235,7 +242,7 @@ export class BudgetLedger {
         );
       }
     }
-    const price = this.price();
+    const price = this.price(model);
     if (!price) return 0;
     const usd = priceUsage({ inputTokens: estimatePromptTokens(request), outputTokens: model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS }, price);
     return Number.isFinite(usd) ? Math.min(Math.max(0, usd), MAX_USD_PER_CALL) : MAX_USD_PER_CALL;
@@ -255,7 +262,7 @@ export class BudgetLedger {
       runId: rt.runId,
       agentId: agent.id,
       purpose,
-      model: rt.model.name ?? 'model',
+      model: this.modelFor(purpose).name ?? 'model',
       inputTokens: charged.inputTokens,
       outputTokens: charged.outputTokens,
       cachedInputTokens: charged.cachedInputTokens,
@@ -415,8 +422,18 @@ export class BudgetLedger {
    */
   #refuseIn(agent: Payer, refusal: Refusal, estimateUsd: number | null): TurnOutcome {
     const { account, byOwner } = refusal;
-    if (account.parent === null) return this.#refuse(agent, estimateUsd);
     const rt = this.#rt;
+    const line = this.allowances.cap(account, byOwner);
+    if (!byOwner && rt.budget.policy === 'stop' && line !== null && account.spent + account.reserved + (estimateUsd ?? 0) <= line + EPS) {
+      // What is spent and in flight fits: the room is held by allowances given below, which are
+      // theirs. Only this caller is refused; tripping the reserve would stop those it protects.
+      agent.logger.warn(
+        { account: account.owner, lineUsd: line, spentUsd: account.spent },
+        'refused: what is left under the reserve line is held by allowances',
+      );
+      return { kind: 'stopped', reason: 'reserve' };
+    }
+    if (account.parent === null) return this.#refuse(agent, estimateUsd);
     const allowance = account.allowanceUsd ?? 0;
     const spent = this.allowances.cap(account, byOwner) ?? allowance;
     const committed = `${usd(account.spent)} spent${usedOf(account) - account.spent > EPS ? ` + ${usd(usedOf(account) - account.spent)} reserved or held` : ''}`;

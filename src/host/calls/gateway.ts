@@ -132,7 +132,7 @@ export class Gateway implements ModelGateway {
     const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
     const options: ModelCallOptions = new CallOptions(cancel, onDelta);
     // Promise.resolve: a custom model that answers with a plain object is still read.
-    return Promise.resolve(this.#deps.model.complete(request, options)).then(checkedTurn);
+    return Promise.resolve(this.#deps.ledger.modelFor(purpose).complete(request, options)).then(checkedTurn);
   }
 
   #delta(agent: AgentRef, delta: ModelDelta): void {

@@ -154,6 +154,16 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       await close();
     });
 
+    it("keeps a child's terms (its allowance and output schema) as registered, and null for an agent without", async () => {
+      const { port, close } = await fresh();
+      const terms = { allowanceUsd: 1.25, output: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } };
+      await port.commit([{ op: 'registerAgent', agent: agentRow('c', { parentId: 'a', depth: 1, terms }), firstInput: [FIRST] }]);
+      const rows = await port.listAgents('run1');
+      expect(rows.find((r) => r.id === 'c')?.terms).toEqual(terms);
+      expect(rows.find((r) => r.id === 'b')?.terms).toBeNull();
+      await close();
+    });
+
     it('keeps delegations, executions and the in-doubt ledger', async () => {
       const { port, close } = await fresh();
       const ops: WriteOp[] = [

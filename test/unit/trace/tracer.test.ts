@@ -19,7 +19,7 @@ const child = { id: 'c1', name: 'scout', parentId: 'a1', depth: 1 };
 const agents = new Map([agent, child].map((a) => [a.id, a]));
 const deps = (staged: WriteOp[] = [], now = 0) => ({
   runId: 'run_1',
-  model: 'm',
+  modelFor: () => 'm',
   now: () => now,
   stage: (op: WriteOp) => staged.push(op),
   agent: (id: string) => agents.get(id),

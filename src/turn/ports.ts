@@ -97,6 +97,8 @@ export interface SessionPort {
   items(agent: AgentRef): readonly SessionItem[];
   /** Append items (committed with the current group). */
   append(agent: AgentRef, items: SessionItem[]): void;
+  /** How many images the conversation holds (kept current: cheap to ask every turn). */
+  images(agent: AgentRef): number;
   /** Replace the whole conversation unless it changed length since it was read. */
   replace(agent: AgentRef, items: SessionItem[], expectedLength: number): boolean;
   /** Messages waiting for the agent. */

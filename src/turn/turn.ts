@@ -102,7 +102,7 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
   live();
   prepareSession(host, agent, input, open, cut);
   const { maxImages } = host.options.session;
-  if (maxImages !== null) enforceImageBudget(host, agent, maxImages);
+  if (maxImages !== null && host.sessions.images(agent) > maxImages) enforceImageBudget(host, agent, maxImages);
 
   // The request is built once: its estimate is reserved, and the same request is sent.
   let request = host.gateway.request(agent, input.stintTurn);

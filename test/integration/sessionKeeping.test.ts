@@ -15,7 +15,8 @@ import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fake
 import { defineTool } from '../../src/tools/defineTool.js';
 import { imageDroppedText, SUMMARY_HEADER } from '../../src/turn/compaction.js';
 import { agentOf, call, openaiTeam, text } from '../helpers/provider.js';
-import { TERMINAL } from '../helpers/team.js';
+import { team, TERMINAL } from '../helpers/team.js';
+import { toolOutput } from '../../src/tools/toolOutput.js';
 
 /** Each result adds ~700 characters to the session. */
 const lookup = defineTool({
@@ -139,5 +140,27 @@ describe('the image budget', () => {
     expect(stored).not.toContain('IMG1');
     expect(stored).toContain('screenshot 1');
     await c.shutdown();
+  });
+
+  it('images a tool returns within one cycle are counted as they arrive: the request after the third shot carries two', async () => {
+    const screenshot = defineTool({
+      name: 'screenshot',
+      description: 'Take a screenshot.',
+      parameters: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] },
+      execute: ({ n }: { n: number }) => toolOutput({ taken: n }, [{ mimeType: 'image/png', data: `SHOT${n}` }]),
+    });
+    const shot = (n: number) => ({ tool: 'screenshot', args: { n } });
+    const t = team(
+      { agents: { lead: [shot(1), shot(2), shot(3), { tool: 'finish', args: { summary: 'seen' } }] } },
+      { tools: [screenshot], session: { maxImages: 2 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Look.' });
+    expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    const last = JSON.stringify(t.model.calls.at(-1)!.request.messages);
+    expect(last).not.toContain('SHOT1');
+    expect(last).toContain('SHOT2');
+    expect(last).toContain('SHOT3');
+    expect(last).toContain(imageDroppedText(2));
+    await t.c.shutdown();
   });
 });

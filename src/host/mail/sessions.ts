@@ -28,6 +28,8 @@ export class Sessions implements SessionPort {
   readonly #mail: Mailboxes;
   readonly #now: () => number;
   readonly #items = new Map<string, SessionItem[]>();
+  /** Images in each session, counted once and then kept by every append and rewrite (the image budget asks every turn). */
+  readonly #images = new Map<string, number>();
   readonly #loading = new Map<string, Promise<void>>();
 
   readonly #redactor: Redactor;
@@ -47,6 +49,7 @@ export class Sessions implements SessionPort {
 
   /** A new agent: its session is its first input (staged with its registration). */
   seed(agentId: string, items: SessionItem[]): void {
+    this.#images.delete(agentId);
     this.#items.set(
       agentId,
       items.map((item) => scrubItem(item, this.#redactor)),
@@ -64,7 +67,10 @@ export class Sessions implements SessionPort {
       loading = this.#port.loadSession(agent.id).then(
         (items) => {
           this.#loading.delete(agent.id);
-          if (!this.#items.has(agent.id)) this.#items.set(agent.id, items);
+          if (!this.#items.has(agent.id)) {
+            this.#images.delete(agent.id);
+            this.#items.set(agent.id, items);
+          }
         },
         (err: unknown) => {
           this.#loading.delete(agent.id);
@@ -88,7 +94,19 @@ export class Sessions implements SessionPort {
     if (!list) throw new TroupeError('INTERNAL', `the session of ${agent.id} is not loaded`);
     const items = scrubItems(given, this.#redactor);
     for (const item of items) list.push(item);
+    const counted = this.#images.get(agent.id);
+    if (counted !== undefined) this.#images.set(agent.id, counted + imagesIn(items));
     this.#stage({ op: 'appendSession', agentId: agent.id, items });
+  }
+
+  /** How many images the agent's session holds (loaded). */
+  images(agent: Pick<AgentRef, 'id'>): number {
+    let counted = this.#images.get(agent.id);
+    if (counted === undefined) {
+      counted = imagesIn(this.items(agent));
+      this.#images.set(agent.id, counted);
+    }
+    return counted;
   }
 
   replace(agent: Pick<AgentRef, 'id'>, given: SessionItem[], expectedLength: number): boolean {
@@ -97,6 +115,7 @@ export class Sessions implements SessionPort {
     if (!list || list.length !== expectedLength) return false;
     const items = scrubItems(given, this.#redactor);
     this.#items.set(agent.id, [...items]);
+    this.#images.delete(agent.id);
     this.#stage({ op: 'replaceSession', agentId: agent.id, items });
     return true;
   }
@@ -104,6 +123,7 @@ export class Sessions implements SessionPort {
   /** Forget a finished agent's session (read again if it is revived). */
   evict(agentId: string): void {
     this.#items.delete(agentId);
+    this.#images.delete(agentId);
   }
 
   pending(agent: Pick<AgentRef, 'id'>): number {
@@ -176,4 +196,14 @@ function scrubParts(parts: ContentPart[], redactor: Redactor): ContentPart[] {
     }
   }
   return out ?? parts;
+}
+
+/** Image parts in these items (only user items carry images). */
+function imagesIn(items: readonly SessionItem[]): number {
+  let n = 0;
+  for (const item of items) {
+    if (item.role !== 'user' || typeof item.content === 'string') continue;
+    for (const part of item.content) if (part.type === 'image') n += 1;
+  }
+  return n;
 }

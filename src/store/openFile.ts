@@ -117,6 +117,12 @@ function setUp(db: Database.Database, options: OpenFileOptions, synchronous: 'FU
   }
 }
 
+/** Whether opening failed on a hot rollback journal that a read-only connection may not roll back. */
+const hotJournal = (err: unknown): boolean => {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) if ((e as { code?: unknown }).code === 'SQLITE_READONLY_ROLLBACK') return true;
+  return false;
+};
+
 /** Run `fn` on `db`, closing it if `fn` throws. */
 function closingOnThrow<T>(db: Database.Database, fn: () => T): T {
   try {
@@ -157,12 +163,29 @@ export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NO
   createFileIfMissing(path);
   fileState(path); // a directory (or anything but a file) where the database should be
   requireWritable(path);
-  const probe = connect(path, true, timeout);
+  const probed = () => {
+    const probe = connect(path, true, timeout);
+    try {
+      return checkFile(probe, options);
+    } finally {
+      probe.close(); // a read-only connection never checkpoints: a refused file is left as it was
+    }
+  };
   let checked: ReturnType<typeof checkFile>;
   try {
-    checked = checkFile(probe, options);
-  } finally {
-    probe.close(); // a read-only connection never checkpoints: a refused file is left as it was
+    checked = probed();
+  } catch (err) {
+    if (!hotJournal(err)) throw err;
+    // A process killed inside a rollback-journal write (a new file's switch to WAL is the one such
+    // write) left a hot journal, which a read-only connection cannot roll back. The owner's
+    // read-write connection rolls it back, as SQLite always does on its first read; then the checks.
+    const recovering = connect(path, false, timeout);
+    try {
+      recovering.pragma('user_version', { simple: true });
+    } finally {
+      recovering.close();
+    }
+    checked = probed();
   }
   const db = connect(path, false, timeout);
   // A migration may rewrite rows: what was decoded before it is not what the file holds.

@@ -7,6 +7,7 @@
  * `ProviderError`; only a bug escapes as anything else.
  * @module
  */
+import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
 import type {
   ChatCompletionContentPart,
@@ -160,6 +161,12 @@ function withPartialText(err: unknown, partialText: string): unknown {
   });
 }
 
+/** An endpoint's id: its URL and the first 12 hex digits of its key's SHA-256 (a key is never kept in it). */
+function endpointId(baseURL: string, apiKey: string): string {
+  const key = apiKey === '' ? 'nokey' : createHash('sha256').update(apiKey).digest('hex').slice(0, 12);
+  return `${baseURL.replace(/\/+$/, '')}#${key}`;
+}
+
 /**
  * A model on any OpenAI-compatible Chat Completions server. Every failure is classified once,
  * here, and the run loop acts on the class:
@@ -227,6 +234,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     ...(options.price ? { price: options.price } : {}),
     ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
     ...(options.contextWindow === undefined ? {} : { contextWindow: options.contextWindow }),
+    endpoint: endpointId(options.baseURL ?? 'https://api.openai.com/v1', apiKey ?? ''),
     async complete(request: ModelRequest, { signal, onDelta }: ModelCallOptions): Promise<ModelTurn> {
       if (signal.aborted) throw signal.reason;
       const controller = new AbortController();

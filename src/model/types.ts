@@ -99,6 +99,12 @@ export interface Model {
    */
   readonly contextWindow?: number;
   /**
+   * The provider endpoint this model calls, with its key (never the key itself): models that share
+   * it share one circuit breaker and one quota (src/providers/). `openaiModel` sets it from its base
+   * URL and a hash of its API key; a model without it is an endpoint of its own.
+   */
+  readonly endpoint?: string;
+  /**
    * What the budget reserves before this call, in USD. Optional: by default troupe estimates the
    * prompt tokens plus `maxOutputTokens` at the model's price. A model with no price that
    * implements it prices its own calls (it reports `usage.costUsd`): a budget limit accepts it.

@@ -133,9 +133,11 @@ export const agentMachine = setup({
       },
     })),
     recordStop: assign((_, params: { reason: StopReason }) => ({ stopReason: params.reason, stopRequested: null })),
-    recordOutcomeStop: assign(({ event }) => {
+    /** A turn cut by a requested stop ends with the reason it was requested for (reentry, …), not a generic one. */
+    recordOutcomeStop: assign(({ context, event }) => {
       const outcome = outcomeOf(event);
-      return outcome?.kind === 'stopped' ? { stopReason: outcome.reason, stopRequested: null } : {};
+      if (outcome?.kind !== 'stopped') return {};
+      return { stopReason: outcome.reason === 'requested' ? (context.stopRequested ?? 'requested') : outcome.reason, stopRequested: null };
     }),
     recordRequestedStop: assign(({ context }) => ({ stopReason: context.stopRequested, stopRequested: null })),
     requestStop: assign(({ context, event }) => (event.type === 'agent.stop' && context.stopRequested === null ? { stopRequested: event.reason } : {})),

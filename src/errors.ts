@@ -66,6 +66,10 @@ export const ERROR_CODES = {
   PROVIDER_CONTEXT_OVERFLOW: { retryable: false, description: "The conversation no longer fits the model's context." },
   PROVIDER_REFUSAL: { retryable: false, description: 'The model refused.' },
   PROVIDER_INVALID_RESPONSE: { retryable: false, description: 'A response troupe cannot use.' },
+  REENTRY_SPENT: {
+    retryable: false,
+    description: 'The agent spent its self-wake budget (reentry.maxWakes): it was stopped, and a proactive message to it was refused.',
+  },
   RECOVERY_EXHAUSTED: { retryable: false, description: 'An autonomous agent ended 3 turns in a row without a tool call.' },
   MAX_TURNS_EXCEEDED: { retryable: false, description: 'limits.maxTurns turns in this stint.' },
   WAIT_TIMEOUT: { retryable: true, description: 'waitFor did not see the status within timeoutMs.' },

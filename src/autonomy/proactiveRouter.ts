@@ -20,6 +20,7 @@
  *   `COORDINATOR_SHUT_DOWN`.
  * @module
  */
+import { PROACTIVE_MESSAGE_TYPE } from '../host/mail/messaging.js';
 import { pino, type Logger } from 'pino';
 import type { Coordinator } from '../host/createCoordinator.js';
 import { createCoordinator, resumeCoordinator } from '../hosting/library.js';
@@ -35,8 +36,7 @@ export const PROACTIVE_RUN_PREFIX = 'proactive-';
 /** Whether a run id names a run started by a proactive trigger. */
 export const isProactiveRunId = (runId: string): boolean => runId.startsWith(PROACTIVE_RUN_PREFIX);
 
-/** The message type stamped on every message a fire sends (`[Message from user … | type=proactive …]`). */
-export const PROACTIVE_MESSAGE_TYPE = 'proactive';
+export { PROACTIVE_MESSAGE_TYPE };
 
 /** Whether a trigger name can name a root agent (the coordinator's own rule). */
 export { isValidAgentName } from '../host/options.js';

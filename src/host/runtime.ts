@@ -211,6 +211,7 @@ export class Runtime {
       checkQuiescence: () => this.checkQuiescence(),
       resumeEpoch: () => this.budgetFlags().resumeEpoch,
       statusChanged: (h, status) => this.budget.allowances.changed(h.id, status),
+      timerWoke: (h) => this.selfWakes.admit(h, 'timer', () => undefined),
     });
     this.budget = new BudgetLedger(
       {
@@ -387,12 +388,17 @@ export class Runtime {
     return this.views.tree();
   }
 
-  /** See DeadlockWatch (deadlockWatch.ts): report dead waits once the effects of this step have run. */
   /** A message from the user reached an agent: its self-wakes count from zero again. */
   userSpoke(agentId: string): void {
     this.selfWakes.userSpoke(agentId);
   }
 
+  /** A proactive message is a self-wake, counted and never put off: false when the budget refuses it. */
+  proactiveWake(agentId: string): boolean {
+    return this.selfWakes.admit(this.agents.get(agentId), 'proactive', () => undefined) !== 'refused';
+  }
+
+  /** See DeadlockWatch (deadlockWatch.ts): report dead waits once the effects of this step have run. */
   checkQuiescence(): void {
     this.deadlocks.check();
   }

@@ -12,6 +12,7 @@ import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
+import { PROACTIVE_MESSAGE_TYPE } from '../../src/autonomy/proactiveRouter.js';
 import { flush, team, TERMINAL } from '../helpers/team.js';
 
 /** An execution id per job: a storm of jobs that each finish at once and start the next. */
@@ -173,6 +174,64 @@ describe('the re-entry budget', () => {
     expect(t.c.delegations.list(rootId).map((d) => d.status)).toEqual(['completed', 'completed']);
     await flush();
     expect(t.store.listEvents(t.c.runId).find((e) => e.type === 'reentry.spent')?.data).toMatchObject({ source: 'delegation' });
+    await t.c.shutdown();
+  });
+
+  it("a proactive trigger's message is a self-wake: it never resets the count, and the one past the budget is refused and stops the agent", async () => {
+    const reply: ScriptStep = { tool: 'respond_to_user', args: { message: 'Checked.' } };
+    const t = team({ agents: { lead: [reply, reply, reply, reply] } }, { reentry: { maxWakes: 2, spacingMs: 60_000 }, interactive: true });
+    const rootId = await t.c.start({ name: 'lead', task: 'Watch the logs.' });
+    const fire = () => t.c.send(rootId, { content: 'The schedule fired: check the logs.', type: PROACTIVE_MESSAGE_TYPE });
+    for (let i = 0; i < 2; i++) {
+      await t.c.waitFor(rootId, ['waiting']);
+      await fire();
+      await flush();
+    }
+    // Two wakes at once (a proactive message is never put off), each answered.
+    await t.c.waitFor(rootId, ['waiting']);
+    expect(t.model.calls).toHaveLength(3);
+    await expect(fire()).rejects.toMatchObject({ code: 'REENTRY_SPENT' });
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'stopped' });
+    await flush();
+    expect(t.model.calls).toHaveLength(3);
+    expect(t.store.getAgent(rootId)?.stopReason).toBe('reentry');
+    expect(t.store.listEvents(t.c.runId).find((e) => e.type === 'reentry.spent')?.data).toEqual({ source: 'proactive', wakes: 2, maxWakes: 2 });
+    // The user speaking starts the count again: their message revives it.
+    await t.c.send(rootId, { content: 'Go on.' });
+    await flush();
+    await t.c.waitFor(rootId, ['waiting']);
+    expect(t.model.calls).toHaveLength(4);
+    await t.c.shutdown();
+  });
+
+  it('an idle timer waking a wait on agents is a self-wake: the one past the budget stops the agent', async () => {
+    const wait: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'the watcher' } };
+    const t = team(
+      {
+        agents: {
+          lead: [{ tool: 'spawn_agent', args: { name: 'watcher', task: 'Wait for the user.' } }, wait, wait, wait, wait],
+          // Parked on the user: never woken by a timer, never ending.
+          watcher: [{ tool: 'respond_to_user', args: { message: 'Waiting for you.' } }],
+        },
+      },
+      { reentry: { maxWakes: 1, spacingMs: 0 }, idleResumeMs: 60_000, interactive: true },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Delegate and wait.' });
+    await flush();
+    await t.c.waitFor(t.byName('watcher').id, ['waiting']);
+    await t.c.waitFor(rootId, ['waiting']);
+    const leadCalls = () => t.model.calls.filter((r) => r.agentId === rootId).length;
+    expect(leadCalls()).toBe(2);
+    // The first timer wake is within the budget: the lead asks the model again and waits again.
+    await t.advance(60_000, 10_000);
+    await t.c.waitFor(rootId, ['waiting']);
+    expect(leadCalls()).toBe(3);
+    // The second is past it: stopped with reason reentry, the wake's source on record.
+    await t.advance(60_000, 10_000);
+    await flush();
+    expect(t.c.list().find((a) => a.id === rootId)?.status).toBe('stopped');
+    expect(t.store.getAgent(rootId)?.stopReason).toBe('reentry');
+    expect(t.store.listEvents(t.c.runId).find((e) => e.type === 'reentry.spent')?.data).toEqual({ source: 'timer', wakes: 1, maxWakes: 1 });
     await t.c.shutdown();
   });
 });

@@ -1,12 +1,15 @@
 /**
  * The re-entry budget (seed 001, issue 34 item 7): every time an agent is woken by something of
  * its own rather than by a person or another agent — a finished execution continuing it, a
- * delegation's result, the report of a dead wait — the wake is counted in its durable self-wake
+ * delegation's result, the report of a dead wait, its idle timer, a proactive trigger's message —
+ * the wake is counted in its durable self-wake
  * row, spaced and backed off, and bounded. A storm is many such wakes in quick succession, so:
  * - the first 3 wakes of a streak come at once; after that wake n + 1 comes at least
  *   `spacingMs × 2^(n−3)` (at most 60 s) after wake n — an earlier one waits out the rest on the
- *   run's clock (a restart recomputes it from the persisted last wake). A dead wait's report is
- *   counted but never put off: the run is quiescent, nothing else would wake it;
+ *   run's clock (a restart recomputes it from the persisted last wake). A dead wait's report, an
+ *   idle timer and a proactive message are counted but never put off: the run is quiescent
+ *   (nothing else would wake it), the timer is already spaced by `idleResumeMs`, the trigger by
+ *   its own schedule — and the wake has happened when it is counted (its refusal stops the agent);
  * - at `maxWakes` wakes in a streak the next one is refused and the agent is stopped with reason
  *   `reentry`: its parent gets the stopped notice, the user a `reentry.spent` event and the status;
  * - a streak ends with a message from the user, or 10 minutes without a self-wake (an agent whose
@@ -21,7 +24,10 @@ import type { AgentHandle } from '../agents/agents.js';
 import type { ReentryBudgets } from './delegations.js';
 
 /** What counts as a self-wake (the event row says which one was refused). */
-export type SelfWakeSource = 'execution' | 'delegation' | 'deadlock';
+export type SelfWakeSource = 'execution' | 'delegation' | 'deadlock' | 'timer' | 'proactive';
+
+/** Sources counted but never put off (see the module comment). */
+const UNSPACED: ReadonlySet<SelfWakeSource> = new Set(['deadlock', 'timer', 'proactive']);
 
 /** The longest spacing between two self-wakes, however many came before. */
 const MAX_SELF_WAKE_SPACING_MS = 60_000;
@@ -76,7 +82,7 @@ export class SelfWakes {
       this.#refuse(h, source, count);
       return 'refused';
     }
-    const due = row && source !== 'deadlock' ? row.lastWakeAt + selfWakeSpacing(count, policy.spacingMs) : now;
+    const due = row && !UNSPACED.has(source) ? row.lastWakeAt + selfWakeSpacing(count, policy.spacingMs) : now;
     if (due > now) {
       this.#arm(h, due - now, retry);
       return 'later';

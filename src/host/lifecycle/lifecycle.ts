@@ -36,6 +36,8 @@ export interface LifecycleHost {
   resumeEpoch(): number;
   /** A status change, as it is decided (the allowances hold or return on it). */
   statusChanged(h: AgentHandle, status: AgentStatus): void;
+  /** Its idle timer woke a wait on agents: a self-wake of the re-entry budget (async/selfWakes.ts). */
+  timerWoke(h: AgentHandle): void;
 }
 
 export class Lifecycle {
@@ -102,6 +104,7 @@ export class Lifecycle {
       if (status === 'budgetPaused') this.#resumeIfEpochMoved(h, ctx.budgetEpoch);
       if (status !== 'running') this.#rewakeIfMail(h, status);
       if (from === 'running' && h.notes.length > 0) this.#rewakeForNotes(h, status);
+      if (from === 'waiting' && status === 'running' && ctx.wake === 'timeout') host.after(() => host.timerWoke(h));
     }
     const change = status !== from ? { from, to: status, at } : null;
     host.after(() => host.published(h, change));

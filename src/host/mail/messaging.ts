@@ -38,6 +38,9 @@ function sendKey(runId: string, key: string): { key: string; id: string } {
 const notAllowed = (target: { id: string; name: string }) =>
   new TroupeError('RECIPIENT_NOT_ALLOWED', `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`);
 
+/** The message type stamped on every message a proactive trigger sends (`[Message from user … | type=proactive …]`). */
+export const PROACTIVE_MESSAGE_TYPE = 'proactive';
+
 export interface MessagingHost {
   readonly runId: string;
   readonly clock: Clock;
@@ -49,6 +52,11 @@ export interface MessagingHost {
   after(effect: () => void): void;
   /** A message from the user reached this agent (its self-wake count starts again). */
   userSpoke(agentId: string): void;
+  /**
+   * May a proactive trigger's message wake this agent? It is one of its self-wakes (counted, never
+   * put off); false: the budget is spent and the agent is being stopped (async/selfWakes.ts).
+   */
+  proactiveWake(agentId: string): boolean;
 }
 
 export class Messaging {
@@ -163,8 +171,13 @@ export class Messaging {
       return { ...message, content: String(msg.content), id: keyed.id, runId: host.runId, createdAt: host.clock.now(), noticeKey: keyed.key };
     }
     const content = this.#check(target, msg.content, from === 'user');
+    const proactive = from === 'user' && message.type === PROACTIVE_MESSAGE_TYPE;
+    // Refused before it is queued: a message from outside would revive the agent being stopped.
+    if (proactive && !host.proactiveWake(target.id)) {
+      throw new TroupeError('REENTRY_SPENT', `${target.name} (${target.id}) has spent its self-wake budget: the proactive message was not delivered`);
+    }
     const mail = this.#enqueue(target, { ...message, content }, keyed);
-    if (from === 'user') host.userSpoke(target.id);
+    if (from === 'user' && !proactive) host.userSpoke(target.id);
     return mail;
   }
 

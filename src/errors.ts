@@ -61,6 +61,10 @@ export const ERROR_CODES = {
   PROVIDER_UNAVAILABLE: { retryable: true, description: 'The provider answered 5xx (or 408/409).' },
   PROVIDER_TIMEOUT: { retryable: true, description: 'The model call timed out.' },
   PROVIDER_CONNECTION: { retryable: true, description: 'The connection to the provider failed.' },
+  PROVIDER_CIRCUIT_OPEN: {
+    retryable: false,
+    description: "The endpoint's circuit breaker stayed open for breaker.openTimeoutMs (10 min): the agents waiting on it fail.",
+  },
   PROVIDER_AUTH: { retryable: false, description: 'The provider rejected the credentials (401/403).' },
   PROVIDER_BAD_REQUEST: { retryable: false, description: 'The provider rejected the request (other 4xx).' },
   PROVIDER_CONTEXT_OVERFLOW: { retryable: false, description: "The conversation no longer fits the model's context." },

@@ -206,6 +206,7 @@ class LiveView {
       }
       case 'budget.tripped':
       case 'run.deadlock':
+      case 'provider.breaker':
       case 'coordinator.failed':
         this.#budgetNote = eventLine(event, this.#lookup);
         break;

@@ -114,6 +114,14 @@ export function mcpLine(status: { server: string; state: string; tools: number; 
   return `${server} failed to start (${why}); the run goes on without its tools until it starts (retried with backoff; --strict-mcp makes this fatal)`;
 }
 
+/** What a breaker change means, in words. */
+function breakerText(event: { endpoint: string; state: string; failures: number }): string {
+  const endpoint = forTerminal(event.endpoint.replace(/#.*$/, ''));
+  if (event.state === 'open') return `${endpoint} is down (${event.failures} failures in a row): circuit open, calls wait for a probe`;
+  if (event.state === 'halfOpen') return `${endpoint}: probing`;
+  return `${endpoint} answers again: circuit closed, calls resume`;
+}
+
 /** One event as a line for non-TTY output (safe for a terminal); null for events not worth a line. */
 export function eventLine(event: TroupeEvent, lookup: EndLookup = () => undefined): string | null {
   switch (event.type) {
@@ -129,6 +137,8 @@ export function eventLine(event: TroupeEvent, lookup: EndLookup = () => undefine
       return `${forTerminal(event.name).padEnd(10)} ${forTerminal(activityText(event.activity))}`;
     case 'budget.tripped':
       return `${'budget'.padEnd(10)} ${event.kind === 'stop' ? 'stopped the run' : 'reserve tripped, sub-agents stop'}: ${forTerminal(event.reason)}`;
+    case 'provider.breaker':
+      return `${'provider'.padEnd(10)} ${breakerText(event)}`;
     case 'run.deadlock':
       return `${'run'.padEnd(10)} deadlock: ${event.waits.length} wait(s) nothing can answer; the agents are woken`;
     case 'coordinator.failed':

@@ -190,6 +190,15 @@ const RUN_MARKS: Record<string, { kind: MarkKind; label: (data: Record<string, u
   'budget.pause': { kind: 'trip', label: () => 'budget paused' },
   'budget.resume': { kind: 'trip', label: () => 'budget resumed' },
   'run.deadlock': { kind: 'deadlock', label: () => 'deadlock: waits on agents that cannot answer' },
+  'provider.breaker': {
+    kind: 'trip',
+    label: (d) =>
+      d.state === 'open'
+        ? `provider down (${String(d.failures)} failures in a row): circuit open, calls wait for a probe`
+        : d.state === 'halfOpen'
+          ? 'provider probed'
+          : 'provider answers again: circuit closed',
+  },
 };
 
 /** `retry 1 in 200 ms after PROVIDER_RATE_LIMITED: …`, `compaction after PROVIDER_CONTEXT_OVERFLOW: …` */

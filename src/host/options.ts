@@ -3,6 +3,7 @@
  * with messages that say what was expected and what was given.
  * @module
  */
+import type { BreakerPolicy } from '../providers/breaker.js';
 import type { InspectionEvent, Observer } from 'xstate';
 import type { Logger } from 'pino';
 import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
@@ -176,6 +177,13 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * `reentry`). `false`: no bound.
    */
   reentry?: { maxWakes?: number; spacingMs?: number } | false;
+  /**
+   * The circuit breaker of the model's endpoint (src/providers/breaker.ts), shared by every run of
+   * the process on that endpoint: `failureThreshold` outage failures in a row (default 5) open it;
+   * calls then park at no cost and one probe goes every `cooldownMs` (30 s); open for
+   * `openTimeoutMs` (10 min), the waiting agents fail with `PROVIDER_CIRCUIT_OPEN`. `false`: none.
+   */
+  breaker?: { failureThreshold?: number; cooldownMs?: number; openTimeoutMs?: number } | false;
   clock?: Clock;
   logger?: Logger;
   /**
@@ -215,6 +223,7 @@ export interface ResolvedOptions {
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
+  breaker: BreakerPolicy | null;
   auxiliaryModel: Model | null;
 }
 
@@ -400,6 +409,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     review: resolveReview(options.review),
     session: resolveSession(options.session, options.model),
     reentry: resolveReentry(options.reentry),
+    breaker: resolveBreaker(options.breaker),
     auxiliaryModel,
   };
 }
@@ -411,6 +421,19 @@ function resolveReentry(value: unknown): ResolvedOptions['reentry'] {
   }
   const { maxWakes, spacingMs } = (value ?? {}) as { maxWakes?: unknown; spacingMs?: unknown };
   return { maxWakes: integer('reentry.maxWakes', maxWakes, 20, 1), spacingMs: integer('reentry.spacingMs', spacingMs, 1_000, 0) };
+}
+
+function resolveBreaker(value: unknown): ResolvedOptions['breaker'] {
+  if (value === false) return null;
+  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+    throw new ConfigError(`Expected breaker to be false or { failureThreshold?, cooldownMs?, openTimeoutMs? }, got ${show(value)}`);
+  }
+  const { failureThreshold, cooldownMs, openTimeoutMs } = (value ?? {}) as Record<string, unknown>;
+  return {
+    failureThreshold: integer('breaker.failureThreshold', failureThreshold, 5, 1),
+    cooldownMs: integer('breaker.cooldownMs', cooldownMs, 30_000, 1),
+    openTimeoutMs: integer('breaker.openTimeoutMs', openTimeoutMs, 600_000, 1),
+  };
 }
 
 /** Images kept per session by default: recent screenshots stay, a long browsing session does not grow without bound. */

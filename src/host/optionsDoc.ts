@@ -64,6 +64,13 @@ export const OPTION_DOCS = {
     default: (r) => (r.reentry === null ? '`false`' : `${r.reentry.maxWakes} wakes, ${r.reentry.spacingMs / 1000} s spacing`),
     meaning: '`{ maxWakes, spacingMs }` or `false`: self-wakes between two user messages, backed off; past it the agent stops',
   },
+  breaker: {
+    default: (r) =>
+      r.breaker === null
+        ? '`false`'
+        : `${r.breaker.failureThreshold} failures, ${r.breaker.cooldownMs / 1000} s probes, ${r.breaker.openTimeoutMs / 60_000} min`,
+    meaning: "`{ failureThreshold, cooldownMs, openTimeoutMs }` or `false`: the endpoint's circuit breaker, shared in the process",
+  },
   auxiliaryModel: { default: () => 'the agents’ model', meaning: 'a cheaper model for compaction and background review, priced and metered as such' },
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },

@@ -16,6 +16,7 @@
  * Turns and tools reach it only through their ports (turn/ports.ts, tools/ports.ts).
  * @module
  */
+import { breakerFor, type Breaker, type BreakerChange } from '../providers/breaker.js';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
@@ -112,6 +113,8 @@ export class Runtime {
   #shutdownDone: Promise<void> | null = null;
   #failure: TroupeError | null = null;
   #stopWindowListener: (() => void) | null;
+  readonly #breaker: Breaker | null;
+  readonly #stopBreakerListener: (() => void) | null;
 
   constructor(options: CoordinatorOptions<Store | StorePort>, restore?: RestoredRun) {
     this.options = resolveOptions(options);
@@ -232,6 +235,8 @@ export class Runtime {
       },
       restore?.spentUsd ?? 0,
     );
+    this.#breaker = this.options.breaker ? breakerFor(this.model, this.clock, this.options.breaker) : null;
+    this.#stopBreakerListener = this.#breaker?.listen((change) => this.#breakerChanged(change)) ?? null;
     this.gateway = new Gateway({
       model: this.model,
       clock: this.clock,
@@ -247,6 +252,7 @@ export class Runtime {
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
       fenced: () => this.port.guard?.check() ?? null,
+      breaker: this.#breaker,
     });
     this.toolQueue = new Limiter(this.options.concurrency.tools);
     const host = asyncWorkHost(this);
@@ -360,6 +366,18 @@ export class Runtime {
   }
 
   /** A dormant wait's idle timer fired: wake the agent for it. */
+  /** The endpoint's breaker changed (any run of the process may have moved it): on record, and to subscribers. */
+  #breakerChanged(change: BreakerChange): void {
+    if (!this.usable) return;
+    const { endpoint, state, failures, openSince } = change;
+    this.logger[state === 'closed' ? 'info' : 'warn']({ endpoint, state, failures, openSince }, `the endpoint's circuit breaker is ${state}`);
+    this.stage({
+      op: 'appendEvent',
+      row: { runId: this.runId, agentId: null, type: 'provider.breaker', data: { endpoint, state, failures, openSince }, at: change.at },
+    });
+    this.after(() => this.views.emit({ type: 'provider.breaker', ...change }));
+  }
+
   #idleTimeout(id: string): void {
     const h = this.agents.find(id);
     if (h && this.usable && this.agents.status(h) === 'waiting') this.agents.send(h, { type: 'agent.idleTimeout' });
@@ -423,6 +441,7 @@ export class Runtime {
   async #shutDown(): Promise<void> {
     this.#shutdown = true;
     this.#stopWindowListener?.();
+    this.#stopBreakerListener?.();
     this.reviews?.close();
     this.selfWakes.dispose();
     this.trace.close((id) => this.agents.status(this.agents.get(id)));

@@ -155,6 +155,11 @@ export async function compactSession(host: TurnHost, agent: AgentRef, turn: numb
     span.end({ halted: answer.halt.kind });
     return answer;
   }
+  // Only main calls are parked by a breaker; a compaction that were would simply not happen.
+  if ('parked' in answer) {
+    span.end({ halted: 'parked' });
+    return false;
+  }
   span.end({ turn: answer.turn, charge: host.gateway.settle(agent, answer.turn, { purpose: 'compaction', request }) });
   const summary = answer.turn.text?.trim() ?? '';
   if (summary === '') return false;

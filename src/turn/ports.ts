@@ -78,7 +78,7 @@ export interface ModelGateway {
    * (it may have stopped, or its limit dropped, while the call queued or backed off). Provider
    * failures are thrown (ProviderError); streamed pieces become `agent.delta` events.
    */
-  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt>;
+  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt | { parked: true }>;
   /** Book a call's cost (its reservation released) — under the stop policy, trip the reserve or the stop. Returns what was charged. */
   settle(
     agent: AgentRef,

@@ -187,7 +187,8 @@ export class BackgroundReviews {
         span.end(signal.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });
         throw err;
       }
-      if (signal.aborted || 'halt' in answer) {
+      // (Only main calls are parked by a breaker: a review never is.)
+      if (signal.aborted || 'halt' in answer || 'parked' in answer) {
         gateway.release(reservation);
         span.end({ halted: signal.aborted ? 'cancelled' : 'budget' });
         if (!signal.aborted) agent.logger.info('background review skipped: the budget moved while it queued');

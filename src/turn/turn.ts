@@ -246,6 +246,8 @@ async function callModel(
       try {
         const answer = await host.gateway.call(agent, request, callSignal);
         if ('halt' in answer) return { outcome: answer.halt };
+        // Its endpoint is down (providers/breaker.ts): call again, parked at the gate, no attempt spent.
+        if ('parked' in answer) continue;
         return { turn: answer.turn, request };
       } catch (err) {
         if (signal.aborted) throw err;

@@ -15,6 +15,7 @@ import type { AgentRef, Charge, Halt, ModelGateway, Reservation } from '../../tu
 import { RateLimiter } from '../../turn/rateLimiter.js';
 import { systemPrompt } from '../../turn/texts.js';
 import type { Admission, BudgetLedger } from './budget.js';
+import type { Breaker, Ticket } from '../../providers/breaker.js';
 
 /**
  * The messages with a note at the end: merged into a trailing user message (strict-alternation
@@ -45,6 +46,8 @@ export interface GatewayDeps {
   hasListeners(): boolean;
   /** Null while this host may call the model; else why not (its lease may be lost: store/port.ts LeaseGuard). */
   fenced(): Error | null;
+  /** The main model's endpoint breaker, shared in the process (providers/breaker.ts); null: none. */
+  breaker: Breaker | null;
 }
 
 const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('outcome' in admitted ? { halt: admitted.outcome } : admitted);
@@ -104,16 +107,31 @@ export class Gateway implements ModelGateway {
    * One model call through the queue. Not an async function: the task is the model's own promise
    * with one check chained on (an async task was one more promise and frame per turn).
    */
-  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt> {
+  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<Called> {
+    // The breaker guards the main model's endpoint; an auxiliary model's calls are its own affair.
+    const breaker = request.purpose === undefined || request.purpose === 'main' ? this.#deps.breaker : null;
+    if (breaker === null) return this.#queued(agent, request, cancel, null);
+    const ticket = breaker.now();
+    if (ticket) return this.#queued(agent, request, cancel, new Guard(breaker, ticket, cancel));
+    // Open: parked at no cost until a probe is due or it closes (an extra hop only then).
+    return breaker.wait(cancel.signal).then((t) => this.#queued(agent, request, cancel, new Guard(breaker, t, cancel)));
+  }
+
+  #queued(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Promise<Called> {
     return this.queue.add(() => {
-      if (cancel.aborted) throw cancel.reason;
-      if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#start(agent, request, cancel));
-      return this.#start(agent, request, cancel);
+      if (cancel.aborted) {
+        guard?.unused();
+        throw cancel.reason;
+      }
+      // It opened while this call queued: back to the gate, no call made.
+      if (guard?.closedOff()) return PARKED;
+      if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#start(agent, request, cancel, guard));
+      return this.#start(agent, request, cancel, guard);
     });
   }
 
   /** The call leaves the queue: the budget's last word, then the model. */
-  #start(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { turn: ModelTurn } | Halt | Promise<{ turn: ModelTurn }> {
+  #start(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Called | Promise<Called> {
     const purpose: UsagePurpose = request.purpose ?? 'main';
     const ledger = this.#deps.ledger;
     // The budget may have stopped or paused while this call queued: then it never starts.
@@ -121,18 +139,26 @@ export class Gateway implements ModelGateway {
     // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
     if (purpose === 'main' || purpose === 'compaction') {
       const halt = ledger.recheck(agent);
-      if (halt) return { halt };
+      if (halt) {
+        guard?.unused();
+        return { halt };
+      }
     }
     if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
     // Checked last, synchronously before the call: a host that may have lost its lease makes none.
     const fenced = this.#deps.fenced();
-    if (fenced) throw fenced;
+    if (fenced) {
+      guard?.unused();
+      throw fenced;
+    }
     // A review's answer is not the agent's: it streams to nobody.
     // The AbortSignal is made only if the model reads it (cancel.ts).
     const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
     const options: ModelCallOptions = new CallOptions(cancel, onDelta);
     // Promise.resolve: a custom model that answers with a plain object is still read.
-    return Promise.resolve(this.#deps.ledger.modelFor(purpose).complete(request, options)).then(checkedTurn);
+    const answer = Promise.resolve(this.#deps.ledger.modelFor(purpose).complete(request, options));
+    // One reaction either way (the budget's ordering counts hops: limiter.ts): the breaker hears the outcome in it.
+    return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
   }
 
   #delta(agent: AgentRef, delta: ModelDelta): void {
@@ -150,6 +176,48 @@ export class Gateway implements ModelGateway {
   release(reservation: Reservation): void {
     this.#deps.ledger.release(reservation);
   }
+}
+
+/** What a call ends with: an answer, a budget halt, or `parked` (its endpoint is down: call again, no attempt spent). */
+type Called = { turn: ModelTurn } | Halt | typeof PARKED;
+
+/** A call whose endpoint's breaker is open: no call was made; the caller calls again (it waits at the gate). */
+const PARKED = Object.freeze({ parked: true as const });
+
+/** One call under its endpoint's breaker: the breaker hears how it went. */
+class Guard {
+  readonly #breaker: Breaker;
+  readonly #ticket: Ticket;
+  readonly #cancel: Cancellation;
+
+  constructor(breaker: Breaker, ticket: Ticket, cancel: Cancellation) {
+    this.#breaker = breaker;
+    this.#ticket = ticket;
+    this.#cancel = cancel;
+  }
+
+  /** Whether the breaker opened since the ticket was given (a probe goes regardless). */
+  closedOff(): boolean {
+    return !this.#ticket.probe && this.#breaker.state !== 'closed';
+  }
+
+  unused(): void {
+    this.#breaker.unused(this.#ticket);
+  }
+
+  readonly answered = (turn: ModelTurn): { turn: ModelTurn } => {
+    this.#breaker.succeeded(this.#ticket);
+    return checkedTurn(turn);
+  };
+
+  readonly failed = (err: unknown): typeof PARKED => {
+    if (this.#cancel.aborted) {
+      this.#breaker.unused(this.#ticket);
+      throw err;
+    }
+    if (this.#breaker.failed(this.#ticket, err) === 'surface') throw err;
+    return PARKED;
+  };
 }
 
 /** A custom model is a boundary too: what it returns is checked once, here. */

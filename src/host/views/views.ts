@@ -4,6 +4,7 @@
  * one source of truth (their machines and the coordinator's records); nothing is stored twice.
  * @module
  */
+import type { BreakerChange } from '../../providers/breaker.js';
 import type { Logger } from 'pino';
 import type { AgentStatus, CompletionReport, WaitKind } from '../../../machines/types.js';
 import type { Clock } from '../../clock.js';
@@ -58,6 +59,12 @@ export type TroupeEvent =
    * backoff), connected, or was lost.
    */
   | { type: 'mcp.server'; server: string; state: 'connected' | 'failed' | 'lost'; tools: number; error: string | null; at: number }
+  /**
+   * The model endpoint's circuit breaker changed state (providers/breaker.ts): `open` (calls park,
+   * a probe every cooldown), `halfOpen` (the probe is out), `closed` (calls go again). Shared by
+   * every run of the process on that endpoint; also a `provider.breaker` event row.
+   */
+  | ({ type: 'provider.breaker' } & BreakerChange)
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 

@@ -176,6 +176,13 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * `reentry`). `false`: no bound.
    */
   reentry?: { maxWakes?: number; spacingMs?: number } | false;
+  /**
+   * Failure patterns across the team (issue 34 item 9): when `threshold` distinct agents (default 3)
+   * fail the same way — the same tool, normalised arguments and error code — within `windowMs`
+   * (default 10 min on troupe's clock), a `team.failure_pattern` event is journaled and each distinct
+   * parent of those agents gets one `failure_pattern` notice. `false`: off.
+   */
+  failurePatterns?: { threshold?: number; windowMs?: number } | false;
   clock?: Clock;
   logger?: Logger;
   /**
@@ -215,6 +222,7 @@ export interface ResolvedOptions {
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
+  failurePatterns: { threshold: number; windowMs: number } | null;
   auxiliaryModel: Model | null;
 }
 
@@ -400,6 +408,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     review: resolveReview(options.review),
     session: resolveSession(options.session, options.model),
     reentry: resolveReentry(options.reentry),
+    failurePatterns: resolveFailurePatterns(options.failurePatterns),
     auxiliaryModel,
   };
 }
@@ -411,6 +420,15 @@ function resolveReentry(value: unknown): ResolvedOptions['reentry'] {
   }
   const { maxWakes, spacingMs } = (value ?? {}) as { maxWakes?: unknown; spacingMs?: unknown };
   return { maxWakes: integer('reentry.maxWakes', maxWakes, 20, 1), spacingMs: integer('reentry.spacingMs', spacingMs, 1_000, 0) };
+}
+
+function resolveFailurePatterns(value: unknown): ResolvedOptions['failurePatterns'] {
+  if (value === false) return null;
+  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+    throw new ConfigError(`Expected failurePatterns to be false or { threshold?, windowMs? }, got ${show(value)}`);
+  }
+  const { threshold, windowMs } = (value ?? {}) as { threshold?: unknown; windowMs?: unknown };
+  return { threshold: integer('failurePatterns.threshold', threshold, 3, 2), windowMs: integer('failurePatterns.windowMs', windowMs, 600_000, 1) };
 }
 
 /** Images kept per session by default: recent screenshots stay, a long browsing session does not grow without bound. */

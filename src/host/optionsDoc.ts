@@ -64,6 +64,10 @@ export const OPTION_DOCS = {
     default: (r) => (r.reentry === null ? '`false`' : `${r.reentry.maxWakes} wakes, ${r.reentry.spacingMs / 1000} s spacing`),
     meaning: '`{ maxWakes, spacingMs }` or `false`: self-wakes between two user messages, backed off; past it the agent stops',
   },
+  failurePatterns: {
+    default: (r) => (r.failurePatterns === null ? '`false`' : `${r.failurePatterns.threshold} agents in ${r.failurePatterns.windowMs / 60_000} min`),
+    meaning: '`{ threshold, windowMs }` or `false`: the same tool failing the same way for that many agents tells their parents once',
+  },
   auxiliaryModel: { default: () => 'the agents’ model', meaning: 'a cheaper model for compaction and background review, priced and metered as such' },
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },

@@ -170,6 +170,8 @@ export async function runTools(
       if (result.images) shown.push({ call, images: result.images });
       if (isError) {
         if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
+        // The same failure across the team: its parent hears of it once (host/agents/failurePatterns.ts).
+        rt.toolFailed(agent, call, result.errorCode ?? 'TOOL_FAILED');
       } else agent.tracker.recordSuccess(call.name);
     }
     // After every tool result: a user message may not come between the answer and its results.

@@ -58,6 +58,20 @@ export type TroupeEvent =
    * backoff), connected, or was lost.
    */
   | { type: 'mcp.server'; server: string; state: 'connected' | 'failed' | 'lost'; tools: number; error: string | null; at: number }
+  /**
+   * The same tool failed the same way — normalised arguments and error code: its `fingerprint` —
+   * for `agents` within the window (`failurePatterns`); each distinct parent got one notice (also a
+   * `team.failure_pattern` event row).
+   */
+  | {
+      type: 'team.failure_pattern';
+      tool: string;
+      fingerprint: string;
+      errorClass: string;
+      args: string;
+      agents: { id: string; name: string }[];
+      at: number;
+    }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 

@@ -10,7 +10,9 @@
  *   prefixed ids (`run_…`, `msg_…`: letters, `_` or `-`, then 6+ letters/digits with a digit) `<id>`,
  *   and any other run of digits `<n>` (so `/tmp/job-123/out.txt` and `/tmp/job-9/out.txt` agree);
  * - a string still longer than 200 characters after that becomes `<sha256:first 16 hex>` of it.
- * The error class is the error's `code` (e.g. `TOOL_FAILED`, `TOOL_TIMEOUT`), never its message.
+ * The error class is the error's `code` (e.g. `TOOL_TIMEOUT`), never its message; for a tool that
+ * threw something else (`TOOL_FAILED`), that thing's own string `code` (`ENOENT`) or else its
+ * constructor's name: `TOOL_FAILED:ENOENT`, `TOOL_FAILED:TypeError` (`errorClassOf`).
  * @module
  */
 import { createHash } from 'node:crypto';
@@ -68,4 +70,16 @@ export function normaliseArgs(args: string | unknown): string {
 export function failureFingerprint(tool: string, args: string | unknown, errorClass: string): FailureFingerprint {
   const normal = normaliseArgs(args);
   return { id: sha(JSON.stringify([tool, normal, errorClass]), 16), tool, args: normal, errorClass };
+}
+
+/** The class of a failed call's error: its code, refined by the cause a `TOOL_FAILED` wraps. */
+export function errorClassOf(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return err instanceof Error ? err.constructor.name : 'TOOL_FAILED';
+  if (code !== 'TOOL_FAILED') return code;
+  const cause = (err as { cause?: unknown }).cause;
+  if (cause === undefined || cause === null) return code;
+  const inner = (cause as { code?: unknown }).code;
+  if (typeof inner === 'string') return `${code}:${inner}`;
+  return typeof cause === 'object' ? `${code}:${(cause as object).constructor.name}` : code;
 }

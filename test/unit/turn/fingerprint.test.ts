@@ -1,7 +1,8 @@
 /** Failure fingerprints (issue 34 item 9): stable under key order and volatile parts, apart for other tools and error classes. */
 import { fc, test } from '@fast-check/vitest';
 import { describe, expect, it } from 'vitest';
-import { failureFingerprint, normaliseArgs, normaliseString } from '../../../src/turn/fingerprint.js';
+import { TroupeError } from '../../../src/errors.js';
+import { errorClassOf, failureFingerprint, normaliseArgs, normaliseString } from '../../../src/turn/fingerprint.js';
 
 /** The same object with its keys in another order, at every depth. */
 function shuffled(value: unknown, seed: number): unknown {
@@ -57,5 +58,15 @@ describe('failureFingerprint', () => {
 
   it('malformed arguments are one string', () => {
     expect(normaliseArgs('{not json')).toBe('"{not json"');
+  });
+});
+
+describe('errorClassOf', () => {
+  it("a troupe code as it is; a wrapped throw refined by its cause's code or constructor", () => {
+    expect(errorClassOf(new TroupeError('TOOL_TIMEOUT', 'slow'))).toBe('TOOL_TIMEOUT');
+    const enoent = Object.assign(new Error('no file /tmp/a'), { code: 'ENOENT' });
+    expect(errorClassOf(new TroupeError('TOOL_FAILED', 'x', { cause: enoent }))).toBe('TOOL_FAILED:ENOENT');
+    expect(errorClassOf(new TroupeError('TOOL_FAILED', 'x', { cause: new TypeError('bad') }))).toBe('TOOL_FAILED:TypeError');
+    expect(errorClassOf(new TroupeError('TOOL_FAILED', 'x', { cause: 'a string' }))).toBe('TOOL_FAILED');
   });
 });

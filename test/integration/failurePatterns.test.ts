@@ -109,6 +109,23 @@ describe('failure patterns across a team', () => {
     }
   });
 
+  it("a built-in's refusal (the model's misuse) is no pattern: 3 children calling the root's finish", async () => {
+    const agents: Record<string, ScriptStep[]> = { lead: script([{}, {}, {}]).agents.lead! };
+    for (const w of ['w1', 'w2', 'w3'])
+      agents[w] = [
+        { tool: 'finish', args: { summary: 'done' } },
+        { tool: 'agent_finish', args: { summary: 'done' } },
+      ];
+    const t = team({ agents }, { tools: [fetchApi] });
+    const rootId = await t.c.start({ name: 'lead', task: 'Get the report.' });
+    await flush();
+    for (const n of ['w1', 'w2', 'w3']) await t.c.waitFor(t.byName(n).id, [...TERMINAL]);
+    await flush();
+    expect(t.toolResults(t.byName('w1').id)[0]?.result.error?.code).toBe('TOOL_NOT_ALLOWED');
+    expect(t.messagesTo(rootId).filter((m) => m.type === PATTERN_NOTICE)).toHaveLength(0);
+    await t.c.shutdown();
+  });
+
   it('failurePatterns: false turns it off', async () => {
     const t = team(script([{ url: 'u' }, { url: 'u' }, { url: 'u' }]), { tools: [fetchApi], failurePatterns: false });
     const rootId = await t.c.start({ name: 'lead', task: 'Get the report.' });

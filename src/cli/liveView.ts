@@ -205,6 +205,7 @@ class LiveView {
         break;
       }
       case 'budget.tripped':
+      case 'team.failure_pattern':
       case 'run.deadlock':
       case 'provider.breaker':
       case 'coordinator.failed':

@@ -139,6 +139,8 @@ export function eventLine(event: TroupeEvent, lookup: EndLookup = () => undefine
       return `${'budget'.padEnd(10)} ${event.kind === 'stop' ? 'stopped the run' : 'reserve tripped, sub-agents stop'}: ${forTerminal(event.reason)}`;
     case 'provider.breaker':
       return `${'provider'.padEnd(10)} ${breakerText(event)}`;
+    case 'team.failure_pattern':
+      return `${'team'.padEnd(10)} tool ${forTerminal(event.tool)} fails the same way (${forTerminal(event.errorClass)}) for ${forTerminal(event.agents.map((a) => a.name).join(', '))}`;
     case 'run.deadlock':
       return `${'run'.padEnd(10)} deadlock: ${event.waits.length} wait(s) nothing can answer; the agents are woken`;
     case 'coordinator.failed':

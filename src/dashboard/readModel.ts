@@ -189,6 +189,14 @@ const RUN_MARKS: Record<string, { kind: MarkKind; label: (data: Record<string, u
   'budget.stop': { kind: 'trip', label: (d) => `budget stopped at ${usd(Number(d.spentUsd ?? 0))}` },
   'budget.pause': { kind: 'trip', label: () => 'budget paused' },
   'budget.resume': { kind: 'trip', label: () => 'budget resumed' },
+  'team.failure_pattern': {
+    kind: 'error',
+    label: (d) =>
+      clip(
+        `tool ${String(d.tool)} fails the same way (${String(d.errorClass)}) for ${((d.agents as { name: string }[] | undefined) ?? []).map((a) => a.name).join(', ')}`,
+        160,
+      ),
+  },
   'run.deadlock': { kind: 'deadlock', label: () => 'deadlock: waits on agents that cannot answer' },
   'provider.breaker': {
     kind: 'trip',

@@ -184,6 +184,13 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * `openTimeoutMs` (10 min), the waiting agents fail with `PROVIDER_CIRCUIT_OPEN`. `false`: none.
    */
   breaker?: { failureThreshold?: number; cooldownMs?: number; openTimeoutMs?: number } | false;
+  /**
+   * Failure patterns across the team (issue 34 item 9): when `threshold` distinct agents (default 3)
+   * fail the same way — the same tool, normalised arguments and error code — within `windowMs`
+   * (default 10 min on troupe's clock), a `team.failure_pattern` event is journaled and each distinct
+   * parent of those agents gets one `failure_pattern` notice. `false`: off.
+   */
+  failurePatterns?: { threshold?: number; windowMs?: number } | false;
   clock?: Clock;
   logger?: Logger;
   /**
@@ -224,6 +231,7 @@ export interface ResolvedOptions {
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
   breaker: BreakerPolicy | null;
+  failurePatterns: { threshold: number; windowMs: number } | null;
   auxiliaryModel: Model | null;
 }
 
@@ -410,6 +418,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     session: resolveSession(options.session, options.model),
     reentry: resolveReentry(options.reentry),
     breaker: resolveBreaker(options.breaker),
+    failurePatterns: resolveFailurePatterns(options.failurePatterns),
     auxiliaryModel,
   };
 }
@@ -434,6 +443,15 @@ function resolveBreaker(value: unknown): ResolvedOptions['breaker'] {
     cooldownMs: integer('breaker.cooldownMs', cooldownMs, 30_000, 1),
     openTimeoutMs: integer('breaker.openTimeoutMs', openTimeoutMs, 600_000, 1),
   };
+}
+
+function resolveFailurePatterns(value: unknown): ResolvedOptions['failurePatterns'] {
+  if (value === false) return null;
+  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
+    throw new ConfigError(`Expected failurePatterns to be false or { threshold?, windowMs? }, got ${show(value)}`);
+  }
+  const { threshold, windowMs } = (value ?? {}) as { threshold?: unknown; windowMs?: unknown };
+  return { threshold: integer('failurePatterns.threshold', threshold, 3, 2), windowMs: integer('failurePatterns.windowMs', windowMs, 600_000, 1) };
 }
 
 /** Images kept per session by default: recent screenshots stay, a long browsing session does not grow without bound. */

@@ -71,6 +71,10 @@ export const OPTION_DOCS = {
         : `${r.breaker.failureThreshold} failures, ${r.breaker.cooldownMs / 1000} s probes, ${r.breaker.openTimeoutMs / 60_000} min`,
     meaning: "`{ failureThreshold, cooldownMs, openTimeoutMs }` or `false`: the endpoint's circuit breaker, shared in the process",
   },
+  failurePatterns: {
+    default: (r) => (r.failurePatterns === null ? '`false`' : `${r.failurePatterns.threshold} agents in ${r.failurePatterns.windowMs / 60_000} min`),
+    meaning: '`{ threshold, windowMs }` or `false`: the same tool failing the same way for that many agents tells their parents once',
+  },
   auxiliaryModel: { default: () => 'the agents’ model', meaning: 'a cheaper model for compaction and background review, priced and metered as such' },
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },

@@ -164,6 +164,7 @@ async function restoreInto(
   { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry }: Restored,
 ): Promise<void> {
   rt.mailboxes.restore(pending, noticeKeys);
+  rt.failurePatterns?.restore(noticeKeys);
   rt.delegations.restore(delegations);
   rt.executions.restore(executions);
   rt.reentry.restore(reentry);

@@ -35,6 +35,7 @@ import { runTrace, type RunTrace } from '../trace/tracer.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents/agents.js';
 import { BudgetLedger } from './calls/budget.js';
+import { FailurePatterns } from './agents/failurePatterns.js';
 import { StreamRecorder } from './views/streamRecorder.js';
 import { GroupCommitter } from './commit.js';
 import { healthOf, requestStop, tripAllowance, tripBudget, wireCoordinatorEvents } from './control.js';
@@ -96,6 +97,8 @@ export class Runtime {
   readonly executions: AsyncExecutions;
   readonly delegations: Delegations;
   readonly reentry: ReentryBudgets;
+  /** The team's failure patterns (null: `failurePatterns: false`); trips restored from notice keys at resume. */
+  readonly failurePatterns: FailurePatterns | null;
   /** The re-entry budget's gate on every self-wake (async/selfWakes.ts). */
   readonly selfWakes: SelfWakes;
   readonly reviews: BackgroundReviews | null;
@@ -156,6 +159,7 @@ export class Runtime {
       ...(options.inspect ? { inspect: options.inspect } : {}),
     });
     this.timers = new IdleTimers(this.clock, (id) => this.#idleTimeout(id));
+    this.failurePatterns = this.options.failurePatterns ? new FailurePatterns(this.options.failurePatterns) : null;
     this.mailboxes = new Mailboxes((op) => this.stage(op));
     this.sessions = new Sessions({ port: this.port, stage: (op) => this.stage(op), mailboxes: this.mailboxes, now: () => this.clock.now() });
     const logic = agentMachine.provide({ actors: { runCycle: createCycleLogic(turnHost(this), (id) => this.agents.context(id)) } });

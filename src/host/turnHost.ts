@@ -16,9 +16,11 @@ import type { RunTrace } from '../trace/tracer.js';
 import type { ToolLedger, TurnHost } from '../turn/ports.js';
 import type { BackgroundReviews } from '../turn/review.js';
 import type { Agents } from './agents/agents.js';
+import { recordToolFailure, type FailurePatterns } from './agents/failurePatterns.js';
 import type { OutputChecks } from './agents/outputs.js';
 import type { AsyncExecutions } from './async/executions.js';
 import type { Gateway } from './calls/gateway.js';
+import type { Messaging } from './mail/messaging.js';
 import type { Sessions } from './mail/sessions.js';
 import type { ResolvedOptions } from './options.js';
 import type { Toolbox } from './toolbox.js';
@@ -43,7 +45,10 @@ export interface TurnHostParts {
   readonly executions: Pick<AsyncExecutions, 'link'>;
   readonly reviews: Pick<BackgroundReviews, 'afterTurn'> | null;
   readonly views: Pick<Views, 'hasListeners' | 'emit'>;
+  readonly failurePatterns: FailurePatterns | null;
+  readonly messaging: Pick<Messaging, 'notify'>;
   stage(op: WriteOp): void;
+  after(effect: () => void): void;
   durable(): Promise<void>;
 }
 
@@ -97,6 +102,23 @@ export function turnHost(rt: TurnHostParts): TurnHost {
         rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: rt.clock.now() } });
       if (rt.views.hasListeners) rt.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: rt.clock.now() });
     },
+    toolFailed: (agent, call, errorCode) =>
+      recordToolFailure(
+        {
+          runId: rt.runId,
+          logger: rt.logger,
+          failurePatterns: rt.failurePatterns,
+          find: (id) => rt.agents.find(id),
+          stage: (op) => rt.stage(op),
+          emit: (event) => rt.after(() => rt.views.emit(event)),
+          notify: (id, m) => rt.messaging.notify(id, m),
+        },
+        agent.id,
+        call.name,
+        call.arguments,
+        errorCode,
+        rt.clock.now(),
+      ),
     recovering: (agent, recovery) =>
       rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: rt.clock.now() } }),
   };

@@ -21,6 +21,7 @@ import { hash } from 'node:crypto';
 import type { TurnOutcome } from '../../machines/types.js';
 import { LazyAbort, type Cancellation } from '../cancel.js';
 import { serializeError, TroupeError, toError } from '../errors.js';
+import { errorClassOf } from './fingerprint.js';
 import type { ContentPart, SessionItem, ToolCall } from '../model/types.js';
 import { BUILTIN_TOOLS, type TurnToolState } from '../tools/builtin.js';
 import type { CompiledTool } from '../tools/defineTool.js';
@@ -41,6 +42,8 @@ interface CallResult {
   deferred: boolean;
   /** A failed call's error code (its span's `error.type`). */
   errorCode?: string;
+  /** Its class for the team's failure patterns (turn/fingerprint.ts `errorClassOf`). */
+  errorClass?: string;
   /** Images the tool returned (shown to the model after the turn's tool results). */
   images?: readonly ToolImage[];
 }
@@ -170,6 +173,9 @@ export async function runTools(
       if (result.images) shown.push({ call, images: result.images });
       if (isError) {
         if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
+        // The same user tool failing the same way across the team: the parent hears of it once
+        // (host/agents/failurePatterns.ts). A built-in's refusal is the model's misuse, not a broken tool.
+        if (!BUILTIN_TOOLS.has(call.name)) rt.toolFailed(agent, call, result.errorClass ?? result.errorCode ?? 'TOOL_FAILED');
       } else agent.tracker.recordSuccess(call.name);
     }
     // After every tool result: a user message may not come between the answer and its results.
@@ -384,7 +390,13 @@ async function executeCall(
 const withoutValue = ({ value: _value, ...rest }: Record<string, unknown>) => rest;
 
 /** A call that failed: its error as the tool result (a function, not a closure per call). */
-const fail = (err: unknown): CallResult => ({ content: errorContent(err), isError: true, deferred: false, errorCode: serializeError(err).code });
+const fail = (err: unknown): CallResult => ({
+  content: errorContent(err),
+  isError: true,
+  deferred: false,
+  errorCode: serializeError(err).code,
+  errorClass: errorClassOf(err),
+});
 
 const stringify = (result: unknown) => (result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result));
 

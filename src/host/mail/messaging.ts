@@ -106,7 +106,11 @@ export class Messaging {
    * A system message to an agent (delegation results), queued now and, once committed, woken
    * through `gate` (the re-entry budget: it may wake it later, or not at all).
    */
-  notify(agentId: string, m: { type: string; content: string; noticeKey: string }, gate?: (target: AgentHandle, wake: () => void) => void): void {
+  notify(
+    agentId: string,
+    m: { type: string; content: string; noticeKey: string; data?: Record<string, unknown> },
+    gate?: (target: AgentHandle, wake: () => void) => void,
+  ): void {
     const host = this.#host;
     const target = host.agents.get(agentId);
     const mail = host.mailboxes.enqueue({
@@ -121,6 +125,7 @@ export class Messaging {
       interrupt: false,
       createdAt: host.clock.now(),
       noticeKey: m.noticeKey,
+      ...(m.data ? { data: m.data } : {}),
     });
     if (mail) host.after(() => (gate ? gate(target, () => this.wake(target, mail)) : this.wake(target, mail)));
   }

@@ -65,6 +65,20 @@ export type TroupeEvent =
    * every run of the process on that endpoint; also a `provider.breaker` event row.
    */
   | ({ type: 'provider.breaker' } & BreakerChange)
+  /**
+   * The same tool failed the same way — normalised arguments and error code: its `fingerprint` —
+   * for `agents` within the window (`failurePatterns`); each distinct parent got one notice (also a
+   * `team.failure_pattern` event row).
+   */
+  | {
+      type: 'team.failure_pattern';
+      tool: string;
+      fingerprint: string;
+      errorClass: string;
+      args: string;
+      agents: { id: string; name: string }[];
+      at: number;
+    }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 

@@ -16,6 +16,7 @@ import type { McpServer } from '../mcp/config.js';
 import type { Tool } from '../tools/defineTool.js';
 import type { TelemetryOptions } from '../trace/tracer.js';
 import type { ApprovalAsker } from '../turn/ports.js';
+import { resolveProfiles, type AgentProfile, type ResolvedProfile } from './profiles.js';
 
 export interface Limits {
   /** Deepest level below the root (root = 0). Default 4. */
@@ -169,6 +170,14 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   auxiliaryModel?: Model;
   /**
+   * Named agent definitions spawn_agent (its `profile`) and `start({ profile })` may name: its
+   * description is listed in spawn_agent's, its `systemPrompt` is appended to the run's, its `model`
+   * answers (and prices) the agent's main calls, its `tools` narrow the user tools of the agent and
+   * its descendants (built-ins stay), and `limits.maxTurns` is its own. The name is persisted with
+   * the agent; at resume a name no longer configured fails the agent (PROFILE_UNKNOWN).
+   */
+  profiles?: Record<string, AgentProfile>;
+  /**
    * The re-entry budget (seed 001): an agent woken by its own work — a finished execution, a
    * delegation's result, a dead wait's report — at most `maxWakes` times (default 20) in a streak
    * (ended by a user message or 10 min without one); after the first 3, wake n + 1 waits
@@ -216,6 +225,7 @@ export interface ResolvedOptions {
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
   auxiliaryModel: Model | null;
+  profiles: ReadonlyMap<string, ResolvedProfile>;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -401,6 +411,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     session: resolveSession(options.session, options.model),
     reentry: resolveReentry(options.reentry),
     auxiliaryModel,
+    profiles: resolveProfiles(options.profiles, { tools: options.tools ?? [], prices: budget.prices, limitUsd: budget.limitUsd }),
   };
 }
 

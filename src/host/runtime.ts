@@ -16,6 +16,7 @@
  * Turns and tools reach it only through their ports (turn/ports.ts, tools/ports.ts).
  * @module
  */
+import { profileOf, type ResolvedProfile } from './profiles.js';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
@@ -130,6 +131,7 @@ export class Runtime {
       clock: this.clock,
       logger: this.logger,
       find: (id) => this.agents.find(id),
+      profiles: this.options.profiles,
     });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
     this.trace = runTrace(options.telemetry, {
@@ -162,6 +164,8 @@ export class Runtime {
       logger: this.logger,
       inspect: options.inspect,
       policy: { interactive: this.options.interactive, maxTurns: this.options.limits.maxTurns, idleResumeMs: this.options.idleResumeMs },
+      // Not profileOf: a profile no longer configured fails the agent at its next call, not its actor's start.
+      maxTurns: (h) => (h.terms?.profile === undefined ? null : (this.options.profiles.get(h.terms.profile)?.maxTurns ?? null)),
       logic,
       timers: this.timers,
       recorded: (id) => getAgentRecord(this.coordinator.getSnapshot().context, id)!,
@@ -219,6 +223,7 @@ export class Runtime {
         logger: this.logger,
         model: this.model,
         auxiliaryModel: this.options.auxiliaryModel,
+        agentModel: (agentId) => this.profileOf(agentId)?.model ?? null,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
         trip: (event, reason, agentId) => tripBudget(this, event, reason, agentId),
@@ -239,6 +244,7 @@ export class Runtime {
       rateLimit: this.options.rateLimit,
       interactive: this.options.interactive,
       systemPrompt: this.options.systemPrompt,
+      profilePrompt: (agent) => this.profileOf(agent.id)?.systemPrompt,
       session: (agent) => this.sessions.items(agent),
       toolSpecs: (agent) => this.toolbox.specs(agent),
       parentName: (agent) => (agent.parentId === null ? null : (this.agents.find(agent.parentId)?.name ?? null)),
@@ -371,6 +377,11 @@ export class Runtime {
     if (!this.usable) return;
     const error = { code: 'INTERNAL', message: err instanceof Error ? err.message : String(err), retryable: false };
     queueMicrotask(() => this.registrar.crash(h, error));
+  }
+
+  /** The profile an agent was spawned with (null: none); PROFILE_UNKNOWN if the run no longer configures it. */
+  profileOf(agentId: string): ResolvedProfile | null {
+    return profileOf(this.options.profiles, this.agents.find(agentId)?.terms?.profile);
   }
 
   budgetFlags(): BudgetFlags {

@@ -34,6 +34,8 @@ export interface GatewayDeps {
   rateLimit: { requests: number; intervalMs: number } | null;
   interactive: boolean;
   systemPrompt: string | undefined;
+  /** What the agent's profile appends to `systemPrompt` (PROFILE_UNKNOWN if its profile is gone). */
+  profilePrompt?(agent: AgentRef): string | undefined;
   /** The agent's conversation (loaded). */
   session(agent: AgentRef): readonly SessionItem[];
   toolSpecs(agent: AgentRef): readonly ToolSpec[];
@@ -68,7 +70,7 @@ export class Gateway implements ModelGateway {
       system = systemPrompt(
         { id: agent.id, name: agent.name, parentId: agent.parentId, parentName: this.#deps.parentName(agent) },
         this.#deps.interactive,
-        this.#deps.systemPrompt,
+        joinPrompts(this.#deps.systemPrompt, this.#deps.profilePrompt?.(agent)),
       );
       this.#prompts.set(agent.id, system);
     }
@@ -132,7 +134,7 @@ export class Gateway implements ModelGateway {
     const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
     const options: ModelCallOptions = new CallOptions(cancel, onDelta);
     // Promise.resolve: a custom model that answers with a plain object is still read.
-    return Promise.resolve(this.#deps.ledger.modelFor(purpose).complete(request, options)).then(checkedTurn);
+    return Promise.resolve(this.#deps.ledger.modelFor(purpose, agent.id).complete(request, options)).then(checkedTurn);
   }
 
   #delta(agent: AgentRef, delta: ModelDelta): void {
@@ -150,6 +152,12 @@ export class Gateway implements ModelGateway {
   release(reservation: Reservation): void {
     this.#deps.ledger.release(reservation);
   }
+}
+
+/** The run's prompt, then the profile's. */
+function joinPrompts(run: string | undefined, profile: string | undefined): string | undefined {
+  if (profile === undefined || profile === '') return run;
+  return run === undefined || run === '' ? profile : `${run}\n\n${profile}`;
 }
 
 /** A custom model is a boundary too: what it returns is checked once, here. */

@@ -76,6 +76,10 @@ export const ERROR_CODES = {
   },
   RECOVERY_EXHAUSTED: { retryable: false, description: 'An autonomous agent ended 3 turns in a row without a tool call.' },
   MAX_TURNS_EXCEEDED: { retryable: false, description: 'limits.maxTurns turns in this stint.' },
+  PROFILE_UNKNOWN: {
+    retryable: false,
+    description: "A spawn named a profile the run does not configure, or a resumed agent's profile is no longer configured.",
+  },
   WAIT_TIMEOUT: { retryable: true, description: 'waitFor did not see the status within timeoutMs.' },
   COORDINATOR_SHUT_DOWN: { retryable: false, description: 'The coordinator was shut down.' },
   SCRIPT_EXHAUSTED: { retryable: false, description: 'The scripted model has no step left for this agent.' },

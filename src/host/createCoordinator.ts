@@ -72,7 +72,14 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
    * persisted, shown to the model and checked after a resume. An invalid JSON Schema is
    * CONFIG_INVALID.
    */
-  start<const O extends OutputSchema | undefined = undefined>(root: { name: string; task: string; skills?: string[]; output?: O }): Promise<AgentIdOf<O>>;
+  start<const O extends OutputSchema | undefined = undefined>(root: {
+    name: string;
+    task: string;
+    skills?: string[];
+    output?: O;
+    /** One of the run's `profiles` for the root (PROFILE_UNKNOWN otherwise). */
+    profile?: string;
+  }): Promise<AgentIdOf<O>>;
   /**
    * How an agent ended, once it is terminal (its first terminal state; it may be revived after):
    * its status, the value it finished with (typed from its output schema), report, stop reason and
@@ -187,7 +194,9 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         // A Standard Schema checks in this process: set before the root exists (the previous one kept if it is refused).
         const previous = rt.outputs.root;
         if (output?.inProcess) rt.outputs.root = output.check;
-        const terms = output ? { output: output.check.schema } : null;
+        const profile = root.profile;
+        const terms =
+          output || profile !== undefined ? { ...(output ? { output: output.check.schema } : {}), ...(profile === undefined ? {} : { profile }) } : null;
         const h = await rt.registrar.startRoot({ name: root.name, task: root.task, skills: root.skills, terms }).catch((err: unknown) => {
           rt.outputs.root = previous;
           throw err;

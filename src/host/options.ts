@@ -17,6 +17,7 @@ import type { McpServer } from '../mcp/config.js';
 import type { Tool } from '../tools/defineTool.js';
 import type { TelemetryOptions } from '../trace/tracer.js';
 import type { ApprovalAsker } from '../turn/ports.js';
+import { resolveProfiles, type AgentProfile, type ResolvedProfile } from './profiles.js';
 
 export interface Limits {
   /** Deepest level below the root (root = 0). Default 4. */
@@ -170,6 +171,14 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   auxiliaryModel?: Model;
   /**
+   * Named agent definitions spawn_agent (its `profile`) and `start({ profile })` may name: its
+   * description is listed in spawn_agent's, its `systemPrompt` is appended to the run's, its `model`
+   * answers (and prices) the agent's main calls, its `tools` narrow the user tools of the agent and
+   * its descendants (built-ins stay), and `limits.maxTurns` is its own. The name is persisted with
+   * the agent; at resume a name no longer configured fails the agent (PROFILE_UNKNOWN).
+   */
+  profiles?: Record<string, AgentProfile>;
+  /**
    * The re-entry budget (seed 001): an agent woken by its own work — a finished execution, a
    * delegation's result, a dead wait's report — at most `maxWakes` times (default 20) in a streak
    * (ended by a user message or 10 min without one); after the first 3, wake n + 1 waits
@@ -233,6 +242,7 @@ export interface ResolvedOptions {
   breaker: BreakerPolicy | null;
   failurePatterns: { threshold: number; windowMs: number } | null;
   auxiliaryModel: Model | null;
+  profiles: ReadonlyMap<string, ResolvedProfile>;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -420,6 +430,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     breaker: resolveBreaker(options.breaker),
     failurePatterns: resolveFailurePatterns(options.failurePatterns),
     auxiliaryModel,
+    profiles: resolveProfiles(options.profiles, { tools: options.tools ?? [], prices: budget.prices, limitUsd: budget.limitUsd }),
   };
 }
 

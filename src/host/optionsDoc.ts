@@ -76,6 +76,11 @@ export const OPTION_DOCS = {
     meaning: '`{ threshold, windowMs }` or `false`: the same tool failing the same way for that many agents tells their parents once',
   },
   auxiliaryModel: { default: () => 'the agents’ model', meaning: 'a cheaper model for compaction and background review, priced and metered as such' },
+  profiles: {
+    default: () => 'none',
+    meaning:
+      "`{ [name]: { description, systemPrompt?, model?, tools?, limits?: { maxTurns? } } }`: agent definitions `spawn_agent` and `start` name; the prompt is appended to the run's, built-in tools stay",
+  },
   systemPrompt: { meaning: "appended to every agent's system prompt" },
   clock: { default: () => 'the system clock', meaning: "every timer (XState's `SimulatedClock` in tests)" },
   logger: { default: () => 'silent', meaning: 'a pino logger (a child per agent)' },

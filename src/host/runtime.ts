@@ -17,6 +17,7 @@
  * @module
  */
 import { breakerFor, type Breaker, type BreakerChange } from '../providers/breaker.js';
+import { profileOf, type ResolvedProfile } from './profiles.js';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
@@ -116,8 +117,9 @@ export class Runtime {
   #shutdownDone: Promise<void> | null = null;
   #failure: TroupeError | null = null;
   #stopWindowListener: (() => void) | null;
-  readonly #breaker: Breaker | null;
-  readonly #stopBreakerListener: (() => void) | null;
+  /** The breakers of the endpoints this run's models call (each heard once: provider.breaker events). */
+  readonly #breakers = new Map<Model, Breaker | null>();
+  readonly #heard = new Map<Breaker, () => void>();
 
   constructor(options: CoordinatorOptions<Store | StorePort>, restore?: RestoredRun) {
     this.options = resolveOptions(options);
@@ -136,6 +138,7 @@ export class Runtime {
       clock: this.clock,
       logger: this.logger,
       find: (id) => this.agents.find(id),
+      profiles: this.options.profiles,
     });
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
     this.trace = runTrace(options.telemetry, {
@@ -169,6 +172,8 @@ export class Runtime {
       logger: this.logger,
       inspect: options.inspect,
       policy: { interactive: this.options.interactive, maxTurns: this.options.limits.maxTurns, idleResumeMs: this.options.idleResumeMs },
+      // Not profileOf: a profile no longer configured fails the agent at its next call, not its actor's start.
+      maxTurns: (h) => (h.terms?.profile === undefined ? null : (this.options.profiles.get(h.terms.profile)?.maxTurns ?? null)),
       logic,
       timers: this.timers,
       recorded: (id) => getAgentRecord(this.coordinator.getSnapshot().context, id)!,
@@ -227,6 +232,7 @@ export class Runtime {
         logger: this.logger,
         model: this.model,
         auxiliaryModel: this.options.auxiliaryModel,
+        agentModel: (agentId) => this.profileOf(agentId)?.model ?? null,
         budget: this.options.budget,
         flags: () => this.budgetFlags(),
         trip: (event, reason, agentId) => tripBudget(this, event, reason, agentId),
@@ -239,8 +245,6 @@ export class Runtime {
       },
       restore?.spentUsd ?? 0,
     );
-    this.#breaker = this.options.breaker ? breakerFor(this.model, this.clock, this.options.breaker) : null;
-    this.#stopBreakerListener = this.#breaker?.listen((change) => this.#breakerChanged(change)) ?? null;
     this.gateway = new Gateway({
       model: this.model,
       clock: this.clock,
@@ -249,6 +253,7 @@ export class Runtime {
       rateLimit: this.options.rateLimit,
       interactive: this.options.interactive,
       systemPrompt: this.options.systemPrompt,
+      profilePrompt: (agent) => this.profileOf(agent.id)?.systemPrompt,
       session: (agent) => this.sessions.items(agent),
       toolSpecs: (agent) => this.toolbox.specs(agent),
       parentName: (agent) => (agent.parentId === null ? null : (this.agents.find(agent.parentId)?.name ?? null)),
@@ -256,7 +261,7 @@ export class Runtime {
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
       fenced: () => this.port.guard?.check() ?? null,
-      breaker: this.#breaker,
+      breaker: (model) => this.#breakerOf(model),
     });
     this.toolQueue = new Limiter(this.options.concurrency.tools);
     const host = asyncWorkHost(this);
@@ -370,6 +375,21 @@ export class Runtime {
   }
 
   /** A dormant wait's idle timer fired: wake the agent for it. */
+  #breakerOf(model: Model): Breaker | null {
+    let breaker = this.#breakers.get(model);
+    if (breaker === undefined) {
+      const policy = this.options.breaker;
+      breaker = policy ? breakerFor(model, this.clock, policy) : null;
+      this.#breakers.set(model, breaker);
+      if (breaker && !this.#heard.has(breaker))
+        this.#heard.set(
+          breaker,
+          breaker.listen((change) => this.#breakerChanged(change)),
+        );
+    }
+    return breaker;
+  }
+
   /** The endpoint's breaker changed (any run of the process may have moved it): on record, and to subscribers. */
   #breakerChanged(change: BreakerChange): void {
     if (!this.usable) return;
@@ -394,6 +414,11 @@ export class Runtime {
     if (!this.usable) return;
     const error = { code: 'INTERNAL', message: err instanceof Error ? err.message : String(err), retryable: false };
     queueMicrotask(() => this.registrar.crash(h, error));
+  }
+
+  /** The profile an agent was spawned with (null: none); PROFILE_UNKNOWN if the run no longer configures it. */
+  profileOf(agentId: string): ResolvedProfile | null {
+    return profileOf(this.options.profiles, this.agents.find(agentId)?.terms?.profile);
   }
 
   budgetFlags(): BudgetFlags {
@@ -445,7 +470,7 @@ export class Runtime {
   async #shutDown(): Promise<void> {
     this.#shutdown = true;
     this.#stopWindowListener?.();
-    this.#stopBreakerListener?.();
+    for (const stop of this.#heard.values()) stop();
     this.reviews?.close();
     this.selfWakes.dispose();
     this.trace.close((id) => this.agents.status(this.agents.get(id)));

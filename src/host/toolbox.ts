@@ -16,6 +16,7 @@ import { BUILTIN_TOOLS, withValueParameter } from '../tools/builtin.js';
 import { FINISH_TOOLS } from '../turn/finishValue.js';
 import { toToolSpec, type CompiledTool, type Tool } from '../tools/defineTool.js';
 import type { AgentRef } from '../turn/ports.js';
+import { describeProfiles, type ResolvedProfile } from './profiles.js';
 
 /** What the toolbox reads of an agent: its tool sets and its parent's, and its output schema. */
 interface ToolAgent {
@@ -34,14 +35,25 @@ export class Toolbox {
   readonly #sets = new Map<string, readonly (readonly string[])[]>();
   /** The lists of agents with an output schema, each made from the shared list it was built on. */
   readonly #own = new Map<string, { shared: readonly ToolSpec[]; specs: readonly ToolSpec[] }>();
+  readonly #profiles: ReadonlyMap<string, ResolvedProfile>;
+  /** spawn_agent's spec: with profiles, its description lists them and `profile` names one; without, it has no `profile`. */
+  readonly #spawnSpec: ToolSpec;
 
   constructor(
     definitions: readonly (Tool | McpServer)[],
-    deps: { interactive: boolean; clock: Clock; logger: Logger; find: (id: string) => ToolAgent | undefined },
+    deps: {
+      interactive: boolean;
+      clock: Clock;
+      logger: Logger;
+      find: (id: string) => ToolAgent | undefined;
+      profiles?: ReadonlyMap<string, ResolvedProfile>;
+    },
   ) {
     this.catalog = new ToolCatalog(definitions, { clock: deps.clock, logger: deps.logger, reserved: new Set(BUILTIN_TOOLS.keys()) });
     this.#interactive = deps.interactive;
     this.#find = deps.find;
+    this.#profiles = deps.profiles ?? new Map();
+    this.#spawnSpec = spawnSpec(this.#profiles);
   }
 
   names(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): string[] {
@@ -59,7 +71,9 @@ export class Toolbox {
     let specs = this.#specs.get(key);
     if (!specs) {
       specs = [];
-      for (const tool of BUILTIN_TOOLS.values()) if (tool.offeredTo(agent, this.#interactive)) specs.push(toToolSpec(tool as never));
+      for (const tool of BUILTIN_TOOLS.values()) {
+        if (tool.offeredTo(agent, this.#interactive)) specs.push(tool.name === 'spawn_agent' ? this.#spawnSpec : toToolSpec(tool as never));
+      }
       for (const entry of this.catalog.values()) if (inSets(entry, sets)) specs.push(toToolSpec(entry.tool));
       this.#specs.set(key, specs);
     }
@@ -82,7 +96,7 @@ export class Toolbox {
     return entry && inSets(entry, this.#toolSets(agent)) ? entry.tool : undefined;
   }
 
-  /** The tool sets (`tools:` skills) of the agent and its ancestors; none for most agents. */
+  /** The tool sets (`tools:` skills, a profile's `tools`) of the agent and its ancestors; none for most agents. */
   #toolSets(agent: Pick<AgentRef, 'id' | 'parentId'>): readonly (readonly string[])[] {
     const known = this.#sets.get(agent.id);
     if (known) return known;
@@ -90,6 +104,9 @@ export class Toolbox {
     for (let h = this.#find(agent.id); h; h = h.parentId === null ? undefined : this.#find(h.parentId)) {
       const set = toolSetOf(h.skills);
       if (set) sets.push(set);
+      // Its profile's tools narrow it as a tool set would (a profile no longer configured: the turn's model call fails it).
+      const profile = h.terms?.profile === undefined ? undefined : this.#profiles.get(h.terms.profile);
+      if (profile?.tools) sets.push([...profile.tools]);
     }
     const found = sets.length === 0 ? NO_SETS : sets;
     // Only agents the run knows (a lookup for an unknown id is not kept).
@@ -99,3 +116,15 @@ export class Toolbox {
 }
 
 const NO_SETS: readonly (readonly string[])[] = [];
+
+function spawnSpec(profiles: ReadonlyMap<string, ResolvedProfile>): ToolSpec {
+  const spec = toToolSpec(BUILTIN_TOOLS.get('spawn_agent') as never);
+  const parameters = spec.parameters as { properties: Record<string, JsonSchema> };
+  const { profile, ...others } = parameters.properties;
+  if (profiles.size === 0) return { ...spec, parameters: { ...spec.parameters, properties: others } };
+  return {
+    ...spec,
+    description: `${spec.description}${describeProfiles(profiles)}`,
+    parameters: { ...spec.parameters, properties: { ...others, profile: { ...profile, enum: [...profiles.keys()] } } },
+  };
+}

@@ -108,6 +108,7 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
 const AGENT_TERMS: Record<keyof AgentTerms, Check> = {
   allowanceUsd: optional((v) => typeof v === 'number' && Number.isFinite(v) && v > 0),
   output: optional(isRecord),
+  profile: optional(isString),
 };
 
 export function toAgent(row: AgentDbRow): AgentRow {

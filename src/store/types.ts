@@ -49,6 +49,8 @@ export interface AgentTerms {
   allowanceUsd?: number;
   /** JSON Schema the value it finishes with must match. */
   output?: Record<string, unknown>;
+  /** The profile it was spawned with (the run's `profiles`, looked up by name again at resume). */
+  profile?: string;
 }
 
 export type MessagePriority = 'low' | 'normal' | 'high' | 'urgent';

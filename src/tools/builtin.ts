@@ -100,6 +100,7 @@ const spawnAgent = define({
         type: 'object',
         description: 'A JSON Schema for the result: it must then finish with a `value` that matches it, which you receive as data',
       },
+      profile: str('The name of one of the profiles listed above: its model, tools, prompt and limits (default: none, like you)', { minLength: 1 }),
       budget_usd: {
         type: 'number',
         exclusiveMinimum: 0,
@@ -113,15 +114,20 @@ const spawnAgent = define({
     // Compiled now: an invalid schema refuses the spawn (TOOL_INPUT_INVALID) before anything is registered.
     const output = args.output_schema === undefined ? undefined : compileOutputSchema(args.output_schema).schema;
     const allowanceUsd = args.budget_usd as number | undefined;
+    const profile = args.profile as string | undefined;
     const child = host.spawnChild(agent, {
       name: args.name as string,
       task: args.task as string,
       skills: (args.skills as string[] | undefined) ?? [],
       inheritContext: (args.inherit_context as boolean | undefined) ?? false,
       terms:
-        output === undefined && allowanceUsd === undefined
+        output === undefined && allowanceUsd === undefined && profile === undefined
           ? null
-          : { ...(output === undefined ? {} : { output }), ...(allowanceUsd === undefined ? {} : { allowanceUsd }) },
+          : {
+              ...(output === undefined ? {} : { output }),
+              ...(allowanceUsd === undefined ? {} : { allowanceUsd }),
+              ...(profile === undefined ? {} : { profile }),
+            },
     });
     return {
       result: {

@@ -147,6 +147,8 @@ export interface AgentsDeps {
   logger: Logger;
   inspect: InspectOption | undefined;
   policy: { interactive: boolean; maxTurns: number; idleResumeMs: number };
+  /** An agent's own maxTurns (its profile's), if it has one. */
+  maxTurns?(h: AgentHandle): number | null;
   logic: AgentLogic;
   timers: IdleTimers;
   /** The coordinator's view of the agent's status (the source of truth while it is dormant). */
@@ -303,11 +305,12 @@ export class Agents {
     const { clock, inspect, policy, logic } = this.#deps;
     this.#deps.timers.delete(h.id);
     const deadline = state ? idleDeadline(status, state, policy.idleResumeMs) : null;
+    const maxTurns = this.#deps.maxTurns?.(h) ?? null;
     const input: AgentInput = {
       id: h.id,
       name: h.name,
       parentId: h.parentId,
-      policy,
+      policy: maxTurns === null ? policy : { ...policy, maxTurns },
       ...(state
         ? {
             status,

@@ -37,6 +37,8 @@ export interface LedgerHost {
   readonly model: Model;
   /** Where auxiliary calls (compaction, review) go, and are priced: null, the run's model. */
   readonly auxiliaryModel: Model | null;
+  /** The model of an agent's profile, if it names one (null: the run's model); PROFILE_UNKNOWN if its profile is gone. */
+  agentModel?(agentId: string): Model | null;
   readonly budget: ResolvedOptions['budget'];
   /** The coordinator's budget flags now. */
   flags(): BudgetFlags;
@@ -169,9 +171,14 @@ export class BudgetLedger {
     return this.#rt.flags().limitUsd;
   }
 
-  /** The model a call of this purpose goes to: main calls to the run's model, auxiliary ones (compaction, review) to `auxiliaryModel` if set. */
-  modelFor(purpose: UsagePurpose | undefined): Model {
-    return purpose === undefined || purpose === 'main' ? this.#rt.model : (this.#rt.auxiliaryModel ?? this.#rt.model);
+  /**
+   * The model a call of this purpose goes to, and is priced as: main calls to the agent's (its
+   * profile's model, else the run's), auxiliary ones (compaction, review) to `auxiliaryModel` if set,
+   * else the agent's.
+   */
+  modelFor(purpose: UsagePurpose | undefined, agentId?: string): Model {
+    const own = (agentId === undefined ? null : this.#rt.agentModel?.(agentId)) ?? this.#rt.model;
+    return purpose === undefined || purpose === 'main' ? own : (this.#rt.auxiliaryModel ?? own);
   }
 
   /** A model's price: `budget.prices` first, then the model's own, then the built-in table (looked up once per model). */
@@ -188,7 +195,7 @@ export class BudgetLedger {
    * whatever the provider leaves out. Invalid usage is logged per call, the others once (`#sayOnce`).
    */
   #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose): Charge {
-    const verdict = judgeUsage(answer, this.price(this.modelFor(purpose)));
+    const verdict = judgeUsage(answer, this.price(this.modelFor(purpose, agent.id)));
     const usage = verdict.kind === 'priced' || verdict.kind === 'unpriced' ? verdict.usage : undefined;
     const tokens = { inputTokens: usage?.inputTokens ?? 0, outputTokens: usage?.outputTokens ?? 0, cachedInputTokens: usage?.cachedInputTokens ?? 0 };
     if (verdict.kind === 'priced') return { costUsd: verdict.costUsd, ...tokens };
@@ -213,7 +220,7 @@ export class BudgetLedger {
    */
   #sayOnce(agent: Payer, kind: 'noUsage' | 'unpriced', purpose: UsagePurpose, chargedUsd: number): void {
     if (this.#said.has(kind)) return;
-    const model = this.modelFor(purpose).name ?? 'model';
+    const model = this.modelFor(purpose, agent.id).name ?? 'model';
     if (chargedUsd === 0 && this.limitUsd === null) {
       if (kind === 'unpriced' && !this.#unpricedLogged) this.#rt.logger.warn({ model }, 'no price for this model: its calls count as $0 (set budget.prices)');
       this.#unpricedLogged ||= kind === 'unpriced';
@@ -230,7 +237,7 @@ export class BudgetLedger {
    * if it returns a sane amount (`isUsd`), else troupe's own estimate (logged once).
    */
   estimate(request: ModelRequest): number {
-    const model = this.modelFor(request.purpose);
+    const model = this.modelFor(request.purpose, request.agent?.id);
     if (model.estimateCostUsd) {
       const usd: unknown = model.estimateCostUsd(request);
       if (isUsd(usd)) return usd;
@@ -262,7 +269,7 @@ export class BudgetLedger {
       runId: rt.runId,
       agentId: agent.id,
       purpose,
-      model: this.modelFor(purpose).name ?? 'model',
+      model: this.modelFor(purpose, agent.id).name ?? 'model',
       inputTokens: charged.inputTokens,
       outputTokens: charged.outputTokens,
       cachedInputTokens: charged.cachedInputTokens,

@@ -35,6 +35,8 @@ export interface GatewayDeps {
   rateLimit: { requests: number; intervalMs: number } | null;
   interactive: boolean;
   systemPrompt: string | undefined;
+  /** What the agent's profile appends to `systemPrompt` (PROFILE_UNKNOWN if its profile is gone). */
+  profilePrompt?(agent: AgentRef): string | undefined;
   /** The agent's conversation (loaded). */
   session(agent: AgentRef): readonly SessionItem[];
   toolSpecs(agent: AgentRef): readonly ToolSpec[];
@@ -46,8 +48,8 @@ export interface GatewayDeps {
   hasListeners(): boolean;
   /** Null while this host may call the model; else why not (its lease may be lost: store/port.ts LeaseGuard). */
   fenced(): Error | null;
-  /** The main model's endpoint breaker, shared in the process (providers/breaker.ts); null: none. */
-  breaker: Breaker | null;
+  /** The breaker of a model's endpoint, shared in the process (providers/breaker.ts); null: none. */
+  breaker(model: Model): Breaker | null;
 }
 
 const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('outcome' in admitted ? { halt: admitted.outcome } : admitted);
@@ -71,7 +73,7 @@ export class Gateway implements ModelGateway {
       system = systemPrompt(
         { id: agent.id, name: agent.name, parentId: agent.parentId, parentName: this.#deps.parentName(agent) },
         this.#deps.interactive,
-        this.#deps.systemPrompt,
+        joinPrompts(this.#deps.systemPrompt, this.#deps.profilePrompt?.(agent)),
       );
       this.#prompts.set(agent.id, system);
     }
@@ -109,7 +111,7 @@ export class Gateway implements ModelGateway {
    */
   call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<Called> {
     // The breaker guards the main model's endpoint; an auxiliary model's calls are its own affair.
-    const breaker = request.purpose === undefined || request.purpose === 'main' ? this.#deps.breaker : null;
+    const breaker = request.purpose === undefined || request.purpose === 'main' ? this.#deps.breaker(this.#deps.ledger.modelFor('main', agent.id)) : null;
     if (breaker === null) return this.#queued(agent, request, cancel, null);
     const ticket = breaker.now();
     if (ticket) return this.#queued(agent, request, cancel, new Guard(breaker, ticket, cancel));
@@ -156,7 +158,7 @@ export class Gateway implements ModelGateway {
     const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
     const options: ModelCallOptions = new CallOptions(cancel, onDelta);
     // Promise.resolve: a custom model that answers with a plain object is still read.
-    const answer = Promise.resolve(this.#deps.ledger.modelFor(purpose).complete(request, options));
+    const answer = Promise.resolve(this.#deps.ledger.modelFor(purpose, agent.id).complete(request, options));
     // One reaction either way (the budget's ordering counts hops: limiter.ts): the breaker hears the outcome in it.
     return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
   }
@@ -218,6 +220,12 @@ class Guard {
     if (this.#breaker.failed(this.#ticket, err) === 'surface') throw err;
     return PARKED;
   };
+}
+
+/** The run's prompt, then the profile's. */
+function joinPrompts(run: string | undefined, profile: string | undefined): string | undefined {
+  if (profile === undefined || profile === '') return run;
+  return run === undefined || run === '' ? profile : `${run}\n\n${profile}`;
 }
 
 /** A custom model is a boundary too: what it returns is checked once, here. */

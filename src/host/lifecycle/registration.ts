@@ -22,13 +22,14 @@ import type { Lifecycle } from './lifecycle.js';
 import { newId } from '../mail/messaging.js';
 import { isValidAgentName, runExistsError, type ResolvedOptions } from '../options.js';
 import type { Sessions } from '../mail/sessions.js';
+import { profileOf } from '../profiles.js';
 import type { Views } from '../views/views.js';
 
 export interface RegistrarHost {
   readonly runId: string;
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly options: Pick<ResolvedOptions, 'interactive' | 'limits'>;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'limits' | 'profiles'>;
   readonly port: StorePort;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly agents: Agents;
@@ -102,8 +103,10 @@ export class Registrar {
     return child;
   }
 
-  #check(req: { name: string; task: string; skills?: string[] }) {
+  #check(req: { name: string; task: string; skills?: string[]; terms?: AgentTerms | null }) {
     const { name, task, skills = [] } = req as { name: unknown; task: unknown; skills?: unknown };
+    // A profile the run does not configure is refused before anything is registered (PROFILE_UNKNOWN).
+    profileOf(this.#host.options.profiles, req.terms?.profile);
     if (!isValidAgentName(name)) {
       throw new TroupeError('CONFIG_INVALID', `Expected name to be a one-line string of 1..64 characters, got ${JSON.stringify(name)}`);
     }

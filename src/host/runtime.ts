@@ -58,6 +58,7 @@ import { OutputChecks } from './agents/outputs.js';
 import { asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
 import { IdleTimers } from './agents/timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views/views.js';
+import { Quota } from '../providers/quota.js';
 
 export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views/views.js';
 
@@ -237,6 +238,14 @@ export class Runtime {
       ledger: this.budget,
       concurrency: this.options.concurrency.model,
       rateLimit: this.options.rateLimit,
+      quota: this.options.quota
+        ? new Quota({
+            clock: this.clock,
+            store: this.options.quotaStore,
+            limits: this.options.quota,
+            notify: (notice) => this.views.emit({ type: 'provider.quota', ...notice, at: this.clock.now() }),
+          })
+        : null,
       interactive: this.options.interactive,
       systemPrompt: this.options.systemPrompt,
       session: (agent) => this.sessions.items(agent),

@@ -85,7 +85,11 @@ describe('Quota (one per endpoint, fixed minutes on the injected clock)', () => 
     await b.pause('ep', 1_000);
     let after = -1;
     void a.acquire('ep', 0).then(() => (after = clock.now()));
-    clock.increment(9_999);
+    await flush();
+    clock.increment(1_000);
+    await flush();
+    expect(after).toBe(-1);
+    clock.increment(8_999);
     await flush();
     expect(after).toBe(-1);
     clock.increment(1);

@@ -37,6 +37,8 @@ export interface CliConfig {
   limits?: Partial<Limits>;
   concurrency?: { model?: number; tools?: number };
   rateLimit?: { requests: number; intervalMs: number };
+  /** Requests and tokens per minute per model endpoint (`CoordinatorOptions.quota`). */
+  quota?: { requestsPerMinute?: number; tokensPerMinute?: number };
   idleResumeMs?: number;
   /** The database file. Default `.troupe/troupe.db`. */
   db?: string;

@@ -108,6 +108,12 @@ export const CONFIG_SCHEMA = {
       required: ['requests', 'intervalMs'],
       properties: { requests: positiveInt, intervalMs: positiveInt },
     },
+    quota: {
+      type: 'object',
+      additionalProperties: false,
+      description: "Per model endpoint (API key), shared by the process's runs and a PostgreSQL cluster; a 429's retry-after pauses it for all.",
+      properties: { requestsPerMinute: positiveInt, tokensPerMinute: positiveInt },
+    },
     idleResumeMs: { ...positiveInt, description: 'Idle auto-resume of waits on agents; default 300000.' },
     db: { type: 'string', minLength: 1, description: 'The database file; default .troupe/troupe.db.' },
     review: {

@@ -11,6 +11,7 @@ import type { Clock } from '../clock.js';
 import { ConfigError } from '../errors.js';
 import { checkPrice, requirePriceForBudget } from '../model/prices.js';
 import type { Model, ModelPrice } from '../model/types.js';
+import { processQuotaStore, type QuotaLimits, type QuotaStore } from '../providers/quota.js';
 import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import type { McpServer } from '../mcp/config.js';
@@ -112,6 +113,15 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   concurrency?: { model?: number; tools?: number };
   /** At most `requests` model calls start in any `intervalMs` (a provider's requests-per-minute). */
   rateLimit?: { requests: number; intervalMs: number };
+  /**
+   * Requests and tokens per minute of the model's endpoint (its API key), shared by every run of
+   * the process and, through `quotaStore`, of the cluster; taken before each call, tokens settled
+   * to the real usage after. A 429 with `retry-after` pauses the endpoint for all of them.
+   * Applies after the run's own `rateLimit`, which stays per run.
+   */
+  quota?: { requestsPerMinute?: number; tokensPerMinute?: number };
+  /** Where the quota's counters live (default: this process; a worker on PostgreSQL shares them in the database). */
+  quotaStore?: QuotaStore;
   /** `family` (default): parent, children, siblings. `any`: every agent of the run. */
   messagePolicy?: 'family' | 'any';
   /** Whether user and peer messages cut a running model call short. Default: `interactive`. */
@@ -230,6 +240,8 @@ export interface ResolvedOptions {
   toolTimeoutMs: number;
   concurrency: { model: number; tools: number };
   rateLimit: { requests: number; intervalMs: number } | null;
+  quota: QuotaLimits | null;
+  quotaStore: QuotaStore;
   messagePolicy: 'family' | 'any';
   interruptOnMessage: boolean;
   retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
@@ -336,6 +348,33 @@ function resolveRateLimit(value: unknown): ResolvedOptions['rateLimit'] {
   return { requests: integer('rateLimit.requests', limit.requests, 0, 1), intervalMs: integer('rateLimit.intervalMs', limit.intervalMs, 0, 1) };
 }
 
+function resolveQuota(value: unknown): ResolvedOptions['quota'] {
+  if (value === undefined) return null;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ConfigError(`Expected quota to be { requestsPerMinute?, tokensPerMinute? }, got ${show(value)}`);
+  }
+  const v = value as Record<string, unknown>;
+  for (const key of Object.keys(v)) if (key !== 'requestsPerMinute' && key !== 'tokensPerMinute') throw new ConfigError(`Unknown option quota.${key}`);
+  const requestsPerMinute = v.requestsPerMinute === undefined ? null : integer('quota.requestsPerMinute', v.requestsPerMinute, 0, 1);
+  const tokensPerMinute = v.tokensPerMinute === undefined ? null : integer('quota.tokensPerMinute', v.tokensPerMinute, 0, 1);
+  return requestsPerMinute === null && tokensPerMinute === null ? null : { requestsPerMinute, tokensPerMinute };
+}
+
+function resolveQuotaStore(value: unknown): QuotaStore {
+  if (value === undefined) return processQuotaStore;
+  const store = value as Partial<QuotaStore> | null;
+  if (
+    typeof store !== 'object' ||
+    store === null ||
+    typeof store.take !== 'function' ||
+    typeof store.adjust !== 'function' ||
+    typeof store.pause !== 'function'
+  ) {
+    throw new ConfigError(`Expected quotaStore to be a QuotaStore { take, adjust, pause }, got ${show(value)}`);
+  }
+  return value as QuotaStore;
+}
+
 function resolveReview(value: unknown): ResolvedOptions['review'] {
   if (value === undefined) return null;
   if (typeof value !== 'object' || value === null) throw new ConfigError(`Expected review to be { everyTurns, maxSteps? }, got ${show(value)}`);
@@ -415,6 +454,8 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
       tools: integer('concurrency.tools', options.concurrency?.tools, 16, 1),
     },
     rateLimit: resolveRateLimit(options.rateLimit),
+    quota: resolveQuota(options.quota),
+    quotaStore: resolveQuotaStore(options.quotaStore),
     messagePolicy: oneOf('messagePolicy', options.messagePolicy, ['family', 'any'], 'family'),
     interruptOnMessage: boolean('interruptOnMessage', options.interruptOnMessage, interactive),
     retry: {

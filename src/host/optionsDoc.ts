@@ -34,7 +34,13 @@ export const OPTION_DOCS = {
   idleResumeMs: { default: (r) => n(r.idleResumeMs), meaning: 'idle auto-resume of waits on agents' },
   toolTimeoutMs: { default: (r) => n(r.toolTimeoutMs), meaning: 'per tool call (a tool may set its own)' },
   concurrency: { default: (r) => `${r.concurrency.model} / ${r.concurrency.tools}`, meaning: '`{ model, tools }` calls at once' },
-  rateLimit: { default: () => 'none', meaning: '`{ requests, intervalMs }`: model calls started per interval' },
+  rateLimit: { default: () => 'none', meaning: '`{ requests, intervalMs }`: model calls started per interval, by this run alone' },
+  quota: {
+    default: () => 'none',
+    meaning:
+      "`{ requestsPerMinute?, tokensPerMinute? }` per model endpoint (API key), shared by the process's runs and a PostgreSQL cluster; a 429's `retry-after` pauses the endpoint for all",
+  },
+  quotaStore: { default: () => 'this process', meaning: "where the quota's counters live (a worker on PostgreSQL: the database)" },
   messagePolicy: { default: (r) => `\`${r.messagePolicy}\``, meaning: '`any` lets every agent message every other' },
   interruptOnMessage: { default: () => '`interactive`', meaning: 'a user or peer message cuts the model call in flight short' },
   holdTurns: {

@@ -61,6 +61,7 @@ import { OutputChecks } from './agents/outputs.js';
 import { asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
 import { IdleTimers } from './agents/timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views/views.js';
+import { Quota } from '../providers/quota.js';
 
 export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views/views.js';
 
@@ -251,6 +252,14 @@ export class Runtime {
       ledger: this.budget,
       concurrency: this.options.concurrency.model,
       rateLimit: this.options.rateLimit,
+      quota: this.options.quota
+        ? new Quota({
+            clock: this.clock,
+            store: this.options.quotaStore,
+            limits: this.options.quota,
+            notify: (notice) => this.views.emit({ type: 'provider.quota', ...notice, at: this.clock.now() }),
+          })
+        : null,
       interactive: this.options.interactive,
       systemPrompt: this.options.systemPrompt,
       profilePrompt: (agent) => this.profileOf(agent.id)?.systemPrompt,

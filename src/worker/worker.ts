@@ -28,6 +28,7 @@ import { resumeCoordinator, type ResumeOptions } from '../host/resumeCoordinator
 import type { StorePort } from '../store/port.js';
 import type { LeaseOptions, ReleaseState, RunLease } from '../store/postgres/lease.js';
 import type { PostgresStore } from '../store/postgres/store.js';
+import { pgQuotaStore } from '../providers/quotaPg.js';
 import { TroupeError } from '../errors.js';
 import { transientStoreError } from '../store/postgres/connect.js';
 import { applyOpenRequests } from '../hosting/apply.js';
@@ -159,6 +160,8 @@ const isHostingStore = (store: PostgresStore | HostingStore): store is HostingSt
 
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const store = isHostingStore(options.store) ? options.store : postgresHosting(options.store, options.pollMs);
+  // On PostgreSQL the runs' model endpoint quotas are the cluster's (a run's own quotaStore wins).
+  const clusterQuota = isHostingStore(options.store) ? {} : { quotaStore: pgQuotaStore(options.store.pool) };
   const id = options.id ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const concurrency = options.concurrency ?? 10;
   const logger = options.logger ?? pino({ level: 'silent' });
@@ -243,7 +246,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const runId = held.runId;
     const { dispose, boot, ...hostOptions } = await options.hostOptions(runId);
     try {
-      await hostClaimed(entry, hostOptions, boot);
+      await hostClaimed(entry, { ...clusterQuota, ...hostOptions }, boot);
     } finally {
       await dispose?.();
     }

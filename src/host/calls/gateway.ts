@@ -12,6 +12,8 @@ import { ownGetter } from '../../ownGetter.js';
 import type { Cancellation } from '../../cancel.js';
 import type { Model, ModelCallOptions, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
 import type { AgentRef, Charge, Halt, ModelGateway, Reservation } from '../../turn/ports.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens } from '../../model/prices.js';
+import { endpointOf, type Quota, type QuotaTicket } from '../../providers/quota.js';
 import { RateLimiter } from '../../turn/rateLimiter.js';
 import { systemPrompt } from '../../turn/texts.js';
 import type { Admission, BudgetLedger } from './budget.js';
@@ -33,6 +35,8 @@ export interface GatewayDeps {
   ledger: BudgetLedger;
   concurrency: number;
   rateLimit: { requests: number; intervalMs: number } | null;
+  /** The endpoint quota shared with every run of the store (null: none set). */
+  quota: Quota | null;
   interactive: boolean;
   systemPrompt: string | undefined;
   /** What the agent's profile appends to `systemPrompt` (PROFILE_UNKNOWN if its profile is gone). */
@@ -127,9 +131,36 @@ export class Gateway implements ModelGateway {
       }
       // It opened while this call queued: back to the gate, no call made.
       if (guard?.closedOff()) return PARKED;
-      if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#start(agent, request, cancel, guard));
-      return this.#start(agent, request, cancel, guard);
+      if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#quoted(agent, request, cancel, guard));
+      return this.#quoted(agent, request, cancel, guard);
     });
+  }
+
+  /**
+   * The endpoint's quota, taken in the queue slot (so what it counts in a minute starts in that
+   * minute): 1 request and the estimated tokens before the call, settled to the real usage after;
+   * a 429 with `retry-after` pauses the endpoint for every caller (the agent retries as always).
+   */
+  #quoted(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Called | Promise<Called> {
+    const quota = this.#deps.quota;
+    if (!quota) return this.#start(agent, request, cancel, guard);
+    const model = this.#deps.ledger.modelFor(request.purpose, agent.id);
+    const endpoint = endpointOf(model);
+    const tokens = quota.countsTokens ? estimatePromptTokens(request) + (model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS) : 0;
+    return quota.acquire(endpoint, tokens, cancel.signal).then((ticket) =>
+      Promise.resolve()
+        .then(() => this.#start(agent, request, cancel, guard))
+        .then(
+          (result) => settled(quota, ticket, result),
+          async (err: unknown) => {
+            if (err instanceof ProviderError && err.code === 'PROVIDER_RATE_LIMITED' && err.retryAfterMs !== undefined) {
+              await quota.pause(endpoint, err.retryAfterMs);
+            }
+            await quota.settle(ticket, 0);
+            throw err;
+          },
+        ),
+    );
   }
 
   /** The call leaves the queue: the budget's last word, then the model. */
@@ -226,6 +257,16 @@ class Guard {
 function joinPrompts(run: string | undefined, profile: string | undefined): string | undefined {
   if (profile === undefined || profile === '') return run;
   return run === undefined || run === '' ? profile : `${run}\n\n${profile}`;
+}
+
+/** A call answered: its tokens settle to its usage (a halted call, never sent, gives them all back). */
+async function settled(quota: Quota, ticket: QuotaTicket, result: Called): Promise<Called> {
+  if (!('turn' in result)) await quota.settle(ticket, 0);
+  else if (!result.turn.invalidUsage && result.turn.usage) {
+    const used = (result.turn.usage.inputTokens ?? 0) + (result.turn.usage.outputTokens ?? 0);
+    if (Number.isFinite(used) && used >= 0) await quota.settle(ticket, used);
+  }
+  return result;
 }
 
 /** A custom model is a boundary too: what it returns is checked once, here. */

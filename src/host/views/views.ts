@@ -79,6 +79,8 @@ export type TroupeEvent =
       agents: { id: string; name: string }[];
       at: number;
     }
+  /** A 429 with `retry-after` paused a model endpoint's quota until `until`: every run sharing it waits (src/providers/quota.ts). */
+  | { type: 'provider.quota'; endpoint: string; state: 'paused'; until: number; at: number }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 

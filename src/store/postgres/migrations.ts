@@ -216,6 +216,20 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE messages ADD COLUMN data TEXT;
     `,
   },
+  {
+    // PostgreSQL only (issue 34 item 2): each model endpoint's quota, shared by the cluster's workers
+    // (src/providers/quotaPg.ts): the current minute's requests and tokens, and a 429's pause.
+    version: 8,
+    sql: `
+      CREATE TABLE provider_quota (
+        endpoint TEXT PRIMARY KEY,
+        window_start BIGINT NOT NULL,
+        requests BIGINT NOT NULL,
+        tokens BIGINT NOT NULL,
+        paused_until BIGINT NOT NULL
+      );
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -40,6 +40,7 @@ describe('the config schema', () => {
       'budget.prices["qwen2.5:7b"].outputPer1M is required',
     ],
     [{ rateLimit: { requests: 0, intervalMs: 1000 } }, 'rateLimit.requests', 'rateLimit.requests must be >= 1, got 0'],
+    [{ quota: { requestsPerMinute: 0 } }, 'quota.requestsPerMinute', 'quota.requestsPerMinute must be >= 1, got 0'],
     [{ watchdog: { intervalMs: 1, extra: true } }, 'watchdog.extra', 'watchdog has an unknown key "extra"'],
   ])('%j is refused naming %s', (content, field, message) => {
     const r = refusal(content);
@@ -61,6 +62,7 @@ describe('the config schema', () => {
       limits: { maxDepth: 4, maxChildren: 8, maxAgents: 64, maxTurns: 100, maxMessageBytes: 65536, maxMailbox: 1000 },
       concurrency: { model: 8, tools: 16 },
       rateLimit: { requests: 60, intervalMs: 60000 },
+      quota: { requestsPerMinute: 500, tokensPerMinute: 200000 },
       idleResumeMs: 300000,
       review: { everyTurns: 5, maxSteps: 3 },
       db: '.troupe/troupe.db',

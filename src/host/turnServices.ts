@@ -45,7 +45,7 @@ export function toolLedger(rt: LedgerParts): ToolLedger {
   };
 }
 
-export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number; maxSteps: number }): BackgroundReviews {
+export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number; maxSteps: number; subAgents: boolean }): BackgroundReviews {
   return new BackgroundReviews(
     {
       gateway: rt.gateway,

@@ -11,6 +11,7 @@
  * - **Metered and optional.** Each call is reserved like a sub-agent's (it must fit under the
  *   reserve line) and recorded as `review` against the reviewed agent; when it does not fit, the
  *   review is skipped, never waited for and never trips a stop.
+ * - **Root only by default.** Sub-agents (depth > 0) are exempt unless `review.subAgents` is true.
  * - **Fail-open.** Any error is logged and ignored.
  * - **Quarantined.** A note is a proposal: a `review.note` event (persisted) and a TroupeEvent;
  *   nothing applies it to any agent.
@@ -112,6 +113,7 @@ export class BackgroundReviews {
   readonly #host: ReviewHost;
   readonly #everyTurns: number;
   readonly #maxSteps: number;
+  readonly #subAgents: boolean;
   /** Productive turns since the agent's last review. */
   readonly #counts = new Map<string, number>();
   /** Agents with a review running. */
@@ -119,15 +121,18 @@ export class BackgroundReviews {
   readonly #running = new Set<Promise<void>>();
   readonly #controller = new AbortController();
 
-  constructor(host: ReviewHost, options: { everyTurns: number; maxSteps: number }) {
+  constructor(host: ReviewHost, options: { everyTurns: number; maxSteps: number; subAgents?: boolean }) {
     this.#host = host;
     this.#everyTurns = options.everyTurns;
     this.#maxSteps = options.maxSteps;
+    this.#subAgents = options.subAgents ?? false;
   }
 
   /** Called after every committed turn of an agent. */
   afterTurn(agent: AgentRef, outcome: TurnOutcome): void {
     if (!productive(outcome) || this.#controller.signal.aborted) return;
+    // Sub-agents are exempt unless asked for (seeds/001): the root's review sees the team's work.
+    if (agent.depth > 0 && !this.#subAgents) return;
     const n = (this.#counts.get(agent.id) ?? 0) + 1;
     if (n < this.#everyTurns) {
       this.#counts.set(agent.id, n);

@@ -89,6 +89,47 @@ describe('background review', () => {
     await t.c.shutdown();
   });
 
+  it('sub-agents are exempt by default: only the root is reviewed', async () => {
+    const script = () => ({
+      agents: {
+        lead: [{ tool: 'spawn_agent', args: { name: 'helper', task: 'Look.' } }, { tool: 'wait_for_agents', args: { reason: 'helper' } }, finish],
+        helper: [...looks(2), finish],
+        'lead:review': [done, done],
+        'helper:review': [done, done],
+      },
+    });
+    const t = team(script(), { tools: [look], review: { everyTurns: 1, maxSteps: 1 } });
+    const rootId = await t.c.start({ name: 'lead', task: 'Delegate.' });
+    await t.c.waitFor(rootId, ['completed']);
+    await t.c.reviews.settled();
+    expect(t.model.calls.filter((c) => c.agentName === 'helper:review')).toHaveLength(0);
+    expect(reviewCalls(t.model).length).toBeGreaterThan(0);
+    await t.c.shutdown();
+
+    // With review.subAgents, the helper is reviewed too.
+    const u = team(script(), { tools: [look], review: { everyTurns: 1, maxSteps: 1, subAgents: true } });
+    const rootU = await u.c.start({ name: 'lead', task: 'Delegate.' });
+    await u.c.waitFor(rootU, ['completed']);
+    await u.c.reviews.settled();
+    expect(u.model.calls.filter((c) => c.agentName === 'helper:review').length).toBeGreaterThan(0);
+    await u.c.shutdown();
+  });
+
+  it('runs on the auxiliary model when one is set, charged as review', async () => {
+    const auxiliary = scriptedModel({ agents: { 'lead:review': [note('Look twice', 0.003)] } });
+    const t = team({ agents: { lead: [...looks(1, 0.01), finish] } }, { tools: [look], review: { everyTurns: 2, maxSteps: 1 }, auxiliaryModel: auxiliary });
+    const rootId = await t.c.start({ name: 'lead', task: 'Look.' });
+    await t.c.waitFor(rootId, ['completed']);
+    await t.c.reviews.settled();
+    // The agents' model never saw the review; the auxiliary model answered it.
+    expect(reviewCalls(t.model)).toHaveLength(0);
+    expect(auxiliary.calls.map((c) => [c.agentName, c.request.purpose])).toEqual([['lead:review', 'review']]);
+    expect(t.store.listUsage(t.c.runId).filter((u) => u.purpose === 'review')).toHaveLength(1);
+    expect(t.c.get(rootId).spentByPurpose.review).toBeCloseTo(0.003, 10);
+    expect(t.c.reviews.notes().map((n) => n.title)).toEqual(['Look twice']);
+    await t.c.shutdown();
+  });
+
   it('a reviewer cannot act: other tools are refused, it is never reviewed itself, and maxSteps bounds it', async () => {
     const t = team(
       {
@@ -161,7 +202,15 @@ describe('background review', () => {
 
   it('rejects invalid review options with CONFIG_INVALID', () => {
     const model = scriptedModel({ agents: {} });
-    for (const review of [{ everyTurns: 0 }, { everyTurns: 1.5 }, { everyTurns: 2, maxSteps: 11 }, { everyTurns: 2, often: true }, {}, 'yes']) {
+    for (const review of [
+      { everyTurns: 0 },
+      { everyTurns: 1.5 },
+      { everyTurns: 2, maxSteps: 11 },
+      { everyTurns: 2, subAgents: 'yes' },
+      { everyTurns: 2, often: true },
+      {},
+      'yes',
+    ]) {
       let caught: unknown;
       try {
         createCoordinator({ model, review: review as never });

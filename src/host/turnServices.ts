@@ -52,6 +52,7 @@ export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number
       trace: rt.trace,
       sessions: rt.sessions,
       now: () => rt.clock.now(),
+      countTurn: (agent) => rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'review.turn', data: {}, at: rt.clock.now() } }),
       proposeNote: (agent, note) => {
         rt.stage({
           op: 'appendEvent',

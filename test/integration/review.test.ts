@@ -2,14 +2,20 @@
  * Background review (seeds/001): every N productive turns a leaf reviewer forks from the agent's
  * session, may propose one note, is bounded, metered as `review`, and never breaks the agent.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
+import { openStore } from '../../src/store/sqliteStore.js';
 import type { TroupeEvent } from '../../src/host/runtime.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { isTroupeError } from '../../src/errors.js';
 import { scriptedModel, type ScriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
 import { REVIEW_PROMPT } from '../../src/turn/review.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { team } from '../helpers/team.js';
+import { flush, team } from '../helpers/team.js';
 
 const look = defineTool({ name: 'look', description: 'Look around.', parameters: { type: 'object' }, execute: () => ({ seen: 'a cat' }) });
 const looks = (n: number, costUsd = 0): ScriptStep[] => Array.from({ length: n }, () => ({ tool: 'look', args: {}, usage: { costUsd } }));
@@ -128,6 +134,37 @@ describe('background review', () => {
     expect(t.c.get(rootId).spentByPurpose.review).toBeCloseTo(0.003, 10);
     expect(t.c.reviews.notes().map((n) => n.title)).toEqual(['Look twice']);
     await t.c.shutdown();
+  });
+
+  it('the cadence survives a crash: a resumed run reviews at the turn it would have without the restart', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-')), 'run.db');
+    const clock = new SimulatedClock();
+    const first = openStore({ path });
+    // Two productive turns commit; the third is mid-call when the process dies.
+    const c1 = createCoordinator({
+      model: scriptedModel({ agents: { lead: [...looks(2), { delayMs: 60_000, tool: 'look', args: {} }] } }, { clock }),
+      store: first,
+      clock,
+      tools: [look],
+      review: { everyTurns: 3 },
+    });
+    const rootId = await c1.start({ name: 'lead', task: 'Look.' });
+    while (first.loadSession(rootId).filter((i) => i.role === 'tool' && i.name === 'look').length < 2) await flush();
+    await c1.shutdown();
+    first.close();
+
+    // After the restart, the first productive turn is the third: the review falls due there.
+    const second = openStore({ path });
+    const model = scriptedModel({ agents: { lead: [...looks(1), finish], 'lead:review': [done] } }, { clock });
+    const c2 = await resumeCoordinator({ store: second, model, clock, tools: [look], review: { everyTurns: 3 } });
+    await c2.waitFor(rootId, ['completed']);
+    await c2.reviews.settled();
+    const reviews = reviewCalls(model);
+    expect(reviews).toHaveLength(1);
+    expect(reviews[0]!.request.messages.filter((m) => m.role === 'tool' && m.name === 'look')).toHaveLength(3);
+    model.assertComplete();
+    await c2.shutdown();
+    second.close();
   });
 
   it('a reviewer cannot act: other tools are refused, it is never reviewed itself, and maxSteps bounds it', async () => {

@@ -42,7 +42,7 @@ export interface CliConfig {
   idleResumeMs?: number;
   /** The database file. Default `.troupe/troupe.db`. */
   db?: string;
-  /** Background review: `{ everyTurns, maxSteps? }` (off when absent). */
+  /** Background review: `{ everyTurns, maxSteps?, subAgents? }` (off when absent). */
   review?: ReviewOptions;
   /**
    * `troupe serve`: proactive triggers, as `parseProactiveConfig` accepts them (snake_case or

@@ -121,7 +121,7 @@ export const CONFIG_SCHEMA = {
       additionalProperties: false,
       description: 'Background review every N productive turns.',
       required: ['everyTurns'],
-      properties: { everyTurns: positiveInt, maxSteps: { type: 'integer', minimum: 1, maximum: 10 } },
+      properties: { everyTurns: positiveInt, maxSteps: { type: 'integer', minimum: 1, maximum: 10 }, subAgents: { type: 'boolean' } },
     },
     proactive: {
       type: 'object',

@@ -89,6 +89,8 @@ export interface ReviewOptions {
   everyTurns: number;
   /** Model calls one review may make; default 3, at most 10. */
   maxSteps?: number;
+  /** Review sub-agents too; default false: only root agents (depth 0) are reviewed. */
+  subAgents?: boolean;
 }
 
 export type InspectOption = Observer<InspectionEvent> | ((event: InspectionEvent) => void);
@@ -164,7 +166,8 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * that called tools), a leaf reviewer forks from its session, may propose one reusable note
    * (`coordinator.reviews.notes()`, a `review.note` event) and ends within `maxSteps` calls
    * (default 3). It cannot spawn, delegate or message; its calls are metered as `review` and must
-   * fit under the reserve line; a failed or refused review is logged and ignored.
+   * fit under the reserve line; a failed or refused review is logged and ignored. Only root agents
+   * are reviewed unless `subAgents: true`.
    */
   review?: ReviewOptions;
   /**
@@ -247,7 +250,7 @@ export interface ResolvedOptions {
   retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
   systemPrompt: string | undefined;
   approvals: ApprovalPolicy | null;
-  review: { everyTurns: number; maxSteps: number } | null;
+  review: { everyTurns: number; maxSteps: number; subAgents: boolean } | null;
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
@@ -379,11 +382,14 @@ function resolveReview(value: unknown): ResolvedOptions['review'] {
   if (value === undefined) return null;
   if (typeof value !== 'object' || value === null) throw new ConfigError(`Expected review to be { everyTurns, maxSteps? }, got ${show(value)}`);
   const v = value as Partial<ReviewOptions>;
-  for (const key of Object.keys(v)) if (key !== 'everyTurns' && key !== 'maxSteps') throw new ConfigError(`Unknown option review.${key}`);
+  for (const key of Object.keys(v))
+    if (key !== 'everyTurns' && key !== 'maxSteps' && key !== 'subAgents') throw new ConfigError(`Unknown option review.${key}`);
   if (v.everyTurns === undefined) throw new ConfigError('Expected review.everyTurns to be an integer >= 1, got undefined');
   const maxSteps = integer('review.maxSteps', v.maxSteps, 3, 1);
   if (maxSteps > 10) throw new ConfigError(`Expected review.maxSteps to be at most 10, got ${maxSteps}`);
-  return { everyTurns: integer('review.everyTurns', v.everyTurns, 1, 1), maxSteps };
+  if (v.subAgents !== undefined && typeof v.subAgents !== 'boolean')
+    throw new ConfigError(`Expected review.subAgents to be a boolean, got ${show(v.subAgents)}`);
+  return { everyTurns: integer('review.everyTurns', v.everyTurns, 1, 1), maxSteps, subAgents: v.subAgents ?? false };
 }
 
 function resolveApprovals(value: unknown): ApprovalPolicy | null {

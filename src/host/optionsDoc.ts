@@ -61,7 +61,7 @@ export const OPTION_DOCS = {
   },
   budget: { default: () => 'none', meaning: "`{ limitUsd, reserveFraction: 0.9, policy: 'stop' | 'pause', prices }`" },
   approvals: { default: () => 'none', meaning: 'an `ApprovalGate`' },
-  review: { default: () => 'off', meaning: '`{ everyTurns, maxSteps: 3 }`: background review' },
+  review: { default: () => 'off', meaning: '`{ everyTurns, maxSteps: 3, subAgents: false }`: background review (root agents only unless `subAgents`)' },
   session: {
     default: (r) => `${r.session.maxImages ?? 'all'} images, compact at ${r.session.compactAt * 100} %`,
     meaning: "`{ maxImages, compactAt }`: older images become placeholders; compaction before the model's `contextWindow` overflows",

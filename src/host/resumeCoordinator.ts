@@ -116,13 +116,15 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   const { store, runId, ...rest } = options;
   const port = isStorePort(store) ? store : portOf(store as Store);
   const { run, agents, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
-  const [pending, noticeKeys, delegations, notes, stints] = await Promise.all([
+  const [pending, noticeKeys, delegations, notes, stints, reviewTurns] = await Promise.all([
     port.pendingMessagesOf(run.id),
     port.noticeKeysOf(run.id),
     port.listDelegations(run.id),
     port.eventsOf(run.id, 'review.note'),
     // Read only when spans can record: a link needs a tracer to put it on.
     tracingRegistered(options.telemetry) ? port.eventsOf(run.id, STINT_EVENT) : [],
+    // The review cadence: read only when reviews run.
+    options.review ? port.eventsOf(run.id, 'review.turn') : [],
   ]);
   const ids = agents.map((a) => a.id);
   const [executions, reentry] = await Promise.all([port.executionsOf(ids), port.reentryBudgetsOf(ids)]);
@@ -138,7 +140,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   const reservesTripped = noticeKeys.filter((k) => k.startsWith('reserve:') && owners.has(k.slice(8))).map((k) => k.slice(8));
   const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd, reservesTripped });
   try {
-    await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry });
+    await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns });
   } catch (err) {
     // A resume that fails half-way leaves nothing running (its MCP servers, its actors).
     await rt.shutdown().catch(() => undefined);
@@ -157,11 +159,12 @@ interface Restored {
   stints: EventRow[];
   executions: ExecutionRow[];
   reentry: ReentryBudgetRow[];
+  reviewTurns: EventRow[];
 }
 
 async function restoreInto(
   rt: Runtime,
-  { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry }: Restored,
+  { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns }: Restored,
 ): Promise<void> {
   rt.mailboxes.restore(pending, noticeKeys);
   rt.failurePatterns?.restore(noticeKeys);
@@ -169,6 +172,9 @@ async function restoreInto(
   rt.executions.restore(executions);
   rt.reentry.restore(reentry);
   rt.reviewNotes.push(...reviewNotes(notes));
+  const turnsByAgent = new Map<string, number>();
+  for (const e of reviewTurns) if (e.agentId) turnsByAgent.set(e.agentId, (turnsByAgent.get(e.agentId) ?? 0) + 1);
+  rt.reviews?.restore(turnsByAgent);
   // MCP servers start before any agent runs: a call cut by the crash is judged by its tool's risk.
   await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
   // Resumed stints link to the spans they continue.

@@ -45,13 +45,14 @@ export function toolLedger(rt: LedgerParts): ToolLedger {
   };
 }
 
-export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number; maxSteps: number }): BackgroundReviews {
+export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number; maxSteps: number; subAgents: boolean }): BackgroundReviews {
   return new BackgroundReviews(
     {
       gateway: rt.gateway,
       trace: rt.trace,
       sessions: rt.sessions,
       now: () => rt.clock.now(),
+      countTurn: (agent) => rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'review.turn', data: {}, at: rt.clock.now() } }),
       proposeNote: (agent, note) => {
         rt.stage({
           op: 'appendEvent',

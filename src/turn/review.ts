@@ -11,6 +11,9 @@
  * - **Metered and optional.** Each call is reserved like a sub-agent's (it must fit under the
  *   reserve line) and recorded as `review` against the reviewed agent; when it does not fit, the
  *   review is skipped, never waited for and never trips a stop.
+ * - **Root only by default.** Sub-agents (depth > 0) are exempt unless `review.subAgents` is true.
+ * - **Durable cadence.** Each counted turn is a `review.turn` event row committed with the turn;
+ *   on resume the counter is those rows modulo `everyTurns` (one source of truth).
  * - **Fail-open.** Any error is logged and ignored.
  * - **Quarantined.** A note is a proposal: a `review.note` event (persisted) and a TroupeEvent;
  *   nothing applies it to any agent.
@@ -33,6 +36,11 @@ export interface ReviewHost {
   readonly trace: Pick<TurnTrace, 'chat'>;
   readonly sessions: SessionPort;
   now(): number;
+  /**
+   * Persist one productive turn of a reviewed agent (a `review.turn` event row, staged with the
+   * turn's own writes): the cadence counter is derived from these rows on resume.
+   */
+  countTurn(agent: AgentRef): void;
   /** Keep a proposed note (a `review.note` event row, and an event to subscribers). */
   proposeNote(agent: AgentRef, note: { title: string; content: string; at: number }): void;
 }
@@ -112,6 +120,7 @@ export class BackgroundReviews {
   readonly #host: ReviewHost;
   readonly #everyTurns: number;
   readonly #maxSteps: number;
+  readonly #subAgents: boolean;
   /** Productive turns since the agent's last review. */
   readonly #counts = new Map<string, number>();
   /** Agents with a review running. */
@@ -119,15 +128,19 @@ export class BackgroundReviews {
   readonly #running = new Set<Promise<void>>();
   readonly #controller = new AbortController();
 
-  constructor(host: ReviewHost, options: { everyTurns: number; maxSteps: number }) {
+  constructor(host: ReviewHost, options: { everyTurns: number; maxSteps: number; subAgents?: boolean }) {
     this.#host = host;
     this.#everyTurns = options.everyTurns;
     this.#maxSteps = options.maxSteps;
+    this.#subAgents = options.subAgents ?? false;
   }
 
   /** Called after every committed turn of an agent. */
   afterTurn(agent: AgentRef, outcome: TurnOutcome): void {
     if (!productive(outcome) || this.#controller.signal.aborted) return;
+    // Sub-agents are exempt unless asked for (seeds/001): the root's review sees the team's work.
+    if (agent.depth > 0 && !this.#subAgents) return;
+    this.#host.countTurn(agent);
     const n = (this.#counts.get(agent.id) ?? 0) + 1;
     if (n < this.#everyTurns) {
       this.#counts.set(agent.id, n);
@@ -143,6 +156,14 @@ export class BackgroundReviews {
         this.#running.delete(run);
       });
     this.#running.add(run);
+  }
+
+  /**
+   * Resume: each agent's productive turns so far (its `review.turn` rows). Reviews fall due at every
+   * multiple of `everyTurns`, so a resumed run reviews where it would have without the restart.
+   */
+  restore(turnsByAgent: ReadonlyMap<string, number>): void {
+    for (const [agentId, turns] of turnsByAgent) this.#counts.set(agentId, turns % this.#everyTurns);
   }
 
   /** Resolves when every review started so far has ended, or at shutdown (queued calls are dropped then). */

@@ -2,14 +2,20 @@
  * Background review (seeds/001): every N productive turns a leaf reviewer forks from the agent's
  * session, may propose one note, is bounded, metered as `review`, and never breaks the agent.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
+import { openStore } from '../../src/store/sqliteStore.js';
 import type { TroupeEvent } from '../../src/host/runtime.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { isTroupeError } from '../../src/errors.js';
 import { scriptedModel, type ScriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
 import { REVIEW_PROMPT } from '../../src/turn/review.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { team } from '../helpers/team.js';
+import { flush, team } from '../helpers/team.js';
 
 const look = defineTool({ name: 'look', description: 'Look around.', parameters: { type: 'object' }, execute: () => ({ seen: 'a cat' }) });
 const looks = (n: number, costUsd = 0): ScriptStep[] => Array.from({ length: n }, () => ({ tool: 'look', args: {}, usage: { costUsd } }));
@@ -89,6 +95,78 @@ describe('background review', () => {
     await t.c.shutdown();
   });
 
+  it('sub-agents are exempt by default: only the root is reviewed', async () => {
+    const script = () => ({
+      agents: {
+        lead: [{ tool: 'spawn_agent', args: { name: 'helper', task: 'Look.' } }, { tool: 'wait_for_agents', args: { reason: 'helper' } }, finish],
+        helper: [...looks(2), finish],
+        'lead:review': [done, done],
+        'helper:review': [done, done],
+      },
+    });
+    const t = team(script(), { tools: [look], review: { everyTurns: 1, maxSteps: 1 } });
+    const rootId = await t.c.start({ name: 'lead', task: 'Delegate.' });
+    await t.c.waitFor(rootId, ['completed']);
+    await t.c.reviews.settled();
+    expect(t.model.calls.filter((c) => c.agentName === 'helper:review')).toHaveLength(0);
+    expect(reviewCalls(t.model).length).toBeGreaterThan(0);
+    await t.c.shutdown();
+
+    // With review.subAgents, the helper is reviewed too.
+    const u = team(script(), { tools: [look], review: { everyTurns: 1, maxSteps: 1, subAgents: true } });
+    const rootU = await u.c.start({ name: 'lead', task: 'Delegate.' });
+    await u.c.waitFor(rootU, ['completed']);
+    await u.c.reviews.settled();
+    expect(u.model.calls.filter((c) => c.agentName === 'helper:review').length).toBeGreaterThan(0);
+    await u.c.shutdown();
+  });
+
+  it('runs on the auxiliary model when one is set, charged as review', async () => {
+    const auxiliary = scriptedModel({ agents: { 'lead:review': [note('Look twice', 0.003)] } });
+    const t = team({ agents: { lead: [...looks(1, 0.01), finish] } }, { tools: [look], review: { everyTurns: 2, maxSteps: 1 }, auxiliaryModel: auxiliary });
+    const rootId = await t.c.start({ name: 'lead', task: 'Look.' });
+    await t.c.waitFor(rootId, ['completed']);
+    await t.c.reviews.settled();
+    // The agents' model never saw the review; the auxiliary model answered it.
+    expect(reviewCalls(t.model)).toHaveLength(0);
+    expect(auxiliary.calls.map((c) => [c.agentName, c.request.purpose])).toEqual([['lead:review', 'review']]);
+    expect(t.store.listUsage(t.c.runId).filter((u) => u.purpose === 'review')).toHaveLength(1);
+    expect(t.c.get(rootId).spentByPurpose.review).toBeCloseTo(0.003, 10);
+    expect(t.c.reviews.notes().map((n) => n.title)).toEqual(['Look twice']);
+    await t.c.shutdown();
+  });
+
+  it('the cadence survives a crash: a resumed run reviews at the turn it would have without the restart', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-')), 'run.db');
+    const clock = new SimulatedClock();
+    const first = openStore({ path });
+    // Two productive turns commit; the third is mid-call when the process dies.
+    const c1 = createCoordinator({
+      model: scriptedModel({ agents: { lead: [...looks(2), { delayMs: 60_000, tool: 'look', args: {} }] } }, { clock }),
+      store: first,
+      clock,
+      tools: [look],
+      review: { everyTurns: 3 },
+    });
+    const rootId = await c1.start({ name: 'lead', task: 'Look.' });
+    while (first.loadSession(rootId).filter((i) => i.role === 'tool' && i.name === 'look').length < 2) await flush();
+    await c1.shutdown();
+    first.close();
+
+    // After the restart, the first productive turn is the third: the review falls due there.
+    const second = openStore({ path });
+    const model = scriptedModel({ agents: { lead: [...looks(1), finish], 'lead:review': [done] } }, { clock });
+    const c2 = await resumeCoordinator({ store: second, model, clock, tools: [look], review: { everyTurns: 3 } });
+    await c2.waitFor(rootId, ['completed']);
+    await c2.reviews.settled();
+    const reviews = reviewCalls(model);
+    expect(reviews).toHaveLength(1);
+    expect(reviews[0]!.request.messages.filter((m) => m.role === 'tool' && m.name === 'look')).toHaveLength(3);
+    model.assertComplete();
+    await c2.shutdown();
+    second.close();
+  });
+
   it('a reviewer cannot act: other tools are refused, it is never reviewed itself, and maxSteps bounds it', async () => {
     const t = team(
       {
@@ -161,7 +239,15 @@ describe('background review', () => {
 
   it('rejects invalid review options with CONFIG_INVALID', () => {
     const model = scriptedModel({ agents: {} });
-    for (const review of [{ everyTurns: 0 }, { everyTurns: 1.5 }, { everyTurns: 2, maxSteps: 11 }, { everyTurns: 2, often: true }, {}, 'yes']) {
+    for (const review of [
+      { everyTurns: 0 },
+      { everyTurns: 1.5 },
+      { everyTurns: 2, maxSteps: 11 },
+      { everyTurns: 2, subAgents: 'yes' },
+      { everyTurns: 2, often: true },
+      {},
+      'yes',
+    ]) {
       let caught: unknown;
       try {
         createCoordinator({ model, review: review as never });

@@ -128,7 +128,7 @@ export function profileOf(profiles: ReadonlyMap<string, ResolvedProfile>, name: 
   return profile;
 }
 
-export function unknownProfile(profiles: ReadonlyMap<string, ResolvedProfile>, name: string): TroupeError {
+function unknownProfile(profiles: ReadonlyMap<string, ResolvedProfile>, name: string): TroupeError {
   const known = [...profiles.keys()];
   return new TroupeError('PROFILE_UNKNOWN', `No profile ${JSON.stringify(name)} in this run (profiles: ${known.join(', ') || 'none configured'})`);
 }

@@ -43,7 +43,7 @@ interface Row {
 }
 
 /** The decision one take makes on a row (shared by the memory store and the PostgreSQL tests of it). */
-export function decide(row: Row, window: number, tokens: number, limits: QuotaLimits, now: number): QuotaTake {
+function decide(row: Row, window: number, tokens: number, limits: QuotaLimits, now: number): QuotaTake {
   if (row.pausedUntil > now) return { ok: false, retryAt: row.pausedUntil, pausedUntil: row.pausedUntil };
   const current = row.window >= window;
   const requests = current ? row.requests : 0;

@@ -22,8 +22,6 @@ export interface FailurePatternPolicy {
   windowMs: number;
 }
 
-export const DEFAULT_FAILURE_PATTERNS: FailurePatternPolicy = { threshold: 3, windowMs: 10 * 60_000 };
-
 /** A tripped pattern: which agents failed the same way, and when it tripped. */
 export interface FailurePatternTrip {
   fingerprint: FailureFingerprint;
@@ -75,7 +73,7 @@ export class FailurePatterns {
 }
 
 /** The notice's text: which tool fails the same way for which agents. */
-export function failurePatternText(trip: FailurePatternTrip, names: readonly string[]): string {
+function failurePatternText(trip: FailurePatternTrip, names: readonly string[]): string {
   const { tool, errorClass, args } = trip.fingerprint;
   return [
     `[Team failure pattern] The tool '${tool}' fails the same way (${errorClass}) for ${names.join(', ')}, with the same arguments (normalised: ${args}).`,

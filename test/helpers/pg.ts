@@ -6,6 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
+import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 
 export const PG_URL = process.env.TROUPE_PG_URL ?? 'postgres://root@127.0.0.1:5432/test';
 const REQUIRED = process.env.TROUPE_REQUIRE_PG === '1';
@@ -58,4 +60,25 @@ export async function adminQuery(sql: string, params: unknown[] = []): Promise<p
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Two stores on one fresh schema, as two hosts of one cluster see it: opened before the suite
+ * (handed to `opened`), closed after it, and the schema dropped.
+ */
+export function twoHostsOnOneSchema(opened: (a: PostgresStore, b: PostgresStore) => void): { schema: string } {
+  const { schema, drop } = freshSchema();
+  let a: PostgresStore | undefined;
+  let b: PostgresStore | undefined;
+  beforeAll(async () => {
+    a = await openPostgresStore({ url: PG_URL, schema });
+    b = await openPostgresStore({ url: PG_URL, schema });
+    opened(a, b);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await drop();
+  });
+  return { schema };
 }

@@ -5,29 +5,20 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { startFaultProxy } from '../helpers/faultProxy.js';
-import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import { adminQuery, PG_URL, pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
 import { agentRow } from '../unit/store/storeContract.js';
 
 const available = await pgAvailable();
 const CHILD = fileURLToPath(new URL('../../dist/test/integration/pg/leaseChild.js', import.meta.url));
 
 describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () => {
-  const { schema, drop } = freshSchema();
   let a: PostgresStore;
   let b: PostgresStore;
-  beforeAll(async () => {
-    a = await openPostgresStore({ url: PG_URL, schema });
-    b = await openPostgresStore({ url: PG_URL, schema });
-  });
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await drop();
-  });
+  const { schema } = twoHostsOnOneSchema((x, y) => ([a, b] = [x, y]));
 
   const dbNow = async () => Number((await adminQuery('SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint AS now')).rows[0].now);
   const leaseOf = async (runId: string) => (await a.leases()).find((l) => l.run_id === runId)!;

@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { Quota, type QuotaStore } from '../../src/providers/quota.js';
 import { pgQuotaStore } from '../../src/providers/quotaPg.js';
-import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
-import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import type { PostgresStore } from '../../src/store/postgres/store.js';
+import { pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
 
 const available = await pgAvailable();
 
@@ -26,19 +26,9 @@ const settle = async () => {
 };
 
 describe.skipIf(!available)(pgTitle(available, 'the endpoint quota shared by a PostgreSQL cluster'), () => {
-  const { schema, drop } = freshSchema();
   let a: PostgresStore;
   let b: PostgresStore;
-
-  beforeAll(async () => {
-    a = await openPostgresStore({ url: PG_URL, schema });
-    b = await openPostgresStore({ url: PG_URL, schema });
-  });
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await drop();
-  });
+  twoHostsOnOneSchema((x, y) => ([a, b] = [x, y]));
 
   const limits = { requestsPerMinute: 4, tokensPerMinute: null };
 

@@ -481,35 +481,37 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
   };
 }
 
-function resolveReentry(value: unknown): ResolvedOptions['reentry'] {
+/**
+ * The fields of an option that is `false` (off: null), absent (every default: {}) or an object;
+ * anything else is CONFIG_INVALID naming `shape`.
+ */
+function policyFields(name: string, value: unknown, shape: string): Record<string, unknown> | null {
   if (value === false) return null;
   if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
-    throw new ConfigError(`Expected reentry to be false or { maxWakes?, spacingMs? }, got ${show(value)}`);
+    throw new ConfigError(`Expected ${name} to be false or { ${shape} }, got ${show(value)}`);
   }
-  const { maxWakes, spacingMs } = (value ?? {}) as { maxWakes?: unknown; spacingMs?: unknown };
-  return { maxWakes: integer('reentry.maxWakes', maxWakes, 20, 1), spacingMs: integer('reentry.spacingMs', spacingMs, 1_000, 0) };
+  return (value ?? {}) as Record<string, unknown>;
+}
+
+function resolveReentry(value: unknown): ResolvedOptions['reentry'] {
+  const v = policyFields('reentry', value, 'maxWakes?, spacingMs?');
+  return v && { maxWakes: integer('reentry.maxWakes', v.maxWakes, 20, 1), spacingMs: integer('reentry.spacingMs', v.spacingMs, 1_000, 0) };
 }
 
 function resolveBreaker(value: unknown): ResolvedOptions['breaker'] {
-  if (value === false) return null;
-  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
-    throw new ConfigError(`Expected breaker to be false or { failureThreshold?, cooldownMs?, openTimeoutMs? }, got ${show(value)}`);
-  }
-  const { failureThreshold, cooldownMs, openTimeoutMs } = (value ?? {}) as Record<string, unknown>;
-  return {
-    failureThreshold: integer('breaker.failureThreshold', failureThreshold, 5, 1),
-    cooldownMs: integer('breaker.cooldownMs', cooldownMs, 30_000, 1),
-    openTimeoutMs: integer('breaker.openTimeoutMs', openTimeoutMs, 600_000, 1),
-  };
+  const v = policyFields('breaker', value, 'failureThreshold?, cooldownMs?, openTimeoutMs?');
+  return (
+    v && {
+      failureThreshold: integer('breaker.failureThreshold', v.failureThreshold, 5, 1),
+      cooldownMs: integer('breaker.cooldownMs', v.cooldownMs, 30_000, 1),
+      openTimeoutMs: integer('breaker.openTimeoutMs', v.openTimeoutMs, 600_000, 1),
+    }
+  );
 }
 
 function resolveFailurePatterns(value: unknown): ResolvedOptions['failurePatterns'] {
-  if (value === false) return null;
-  if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value))) {
-    throw new ConfigError(`Expected failurePatterns to be false or { threshold?, windowMs? }, got ${show(value)}`);
-  }
-  const { threshold, windowMs } = (value ?? {}) as { threshold?: unknown; windowMs?: unknown };
-  return { threshold: integer('failurePatterns.threshold', threshold, 3, 2), windowMs: integer('failurePatterns.windowMs', windowMs, 600_000, 1) };
+  const v = policyFields('failurePatterns', value, 'threshold?, windowMs?');
+  return v && { threshold: integer('failurePatterns.threshold', v.threshold, 3, 2), windowMs: integer('failurePatterns.windowMs', v.windowMs, 600_000, 1) };
 }
 
 /** Images kept per session by default: recent screenshots stay, a long browsing session does not grow without bound. */

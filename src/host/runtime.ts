@@ -16,7 +16,8 @@
  * Turns and tools reach it only through their ports (turn/ports.ts, tools/ports.ts).
  * @module
  */
-import { breakerFor, type Breaker, type BreakerChange } from '../providers/breaker.js';
+import type { BreakerChange } from '../providers/breaker.js';
+import { RunBreakers } from './calls/breakers.js';
 import { profileOf, type ResolvedProfile } from './profiles.js';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
@@ -118,9 +119,8 @@ export class Runtime {
   #shutdownDone: Promise<void> | null = null;
   #failure: TroupeError | null = null;
   #stopWindowListener: (() => void) | null;
-  /** The breakers of the endpoints this run's models call (each heard once: provider.breaker events). */
-  readonly #breakers = new Map<Model, Breaker | null>();
-  readonly #heard = new Map<Breaker, () => void>();
+  /** The breakers of the endpoints this run's models call (calls/breakers.ts). */
+  readonly #breakers: RunBreakers;
 
   constructor(options: CoordinatorOptions<Store | StorePort>, restore?: RestoredRun) {
     this.options = resolveOptions(options);
@@ -246,6 +246,7 @@ export class Runtime {
       },
       restore?.spentUsd ?? 0,
     );
+    this.#breakers = new RunBreakers(this.options.breaker, this.clock, (change) => this.#breakerChanged(change));
     this.gateway = new Gateway({
       model: this.model,
       clock: this.clock,
@@ -270,7 +271,7 @@ export class Runtime {
       delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
       hasListeners: () => this.views.hasListeners,
       fenced: () => this.port.guard?.check() ?? null,
-      breaker: (model) => this.#breakerOf(model),
+      breaker: (model) => this.#breakers.of(model),
     });
     this.toolQueue = new Limiter(this.options.concurrency.tools);
     const host = asyncWorkHost(this);
@@ -383,22 +384,6 @@ export class Runtime {
     h.spentByPurpose[purpose] = (h.spentByPurpose[purpose] ?? 0) + usd;
   }
 
-  /** A dormant wait's idle timer fired: wake the agent for it. */
-  #breakerOf(model: Model): Breaker | null {
-    let breaker = this.#breakers.get(model);
-    if (breaker === undefined) {
-      const policy = this.options.breaker;
-      breaker = policy ? breakerFor(model, this.clock, policy) : null;
-      this.#breakers.set(model, breaker);
-      if (breaker && !this.#heard.has(breaker))
-        this.#heard.set(
-          breaker,
-          breaker.listen((change) => this.#breakerChanged(change)),
-        );
-    }
-    return breaker;
-  }
-
   /** The endpoint's breaker changed (any run of the process may have moved it): on record, and to subscribers. */
   #breakerChanged(change: BreakerChange): void {
     if (!this.usable) return;
@@ -411,6 +396,7 @@ export class Runtime {
     this.after(() => this.views.emit({ type: 'provider.breaker', ...change }));
   }
 
+  /** A dormant wait's idle timer fired: wake the agent for it. */
   #idleTimeout(id: string): void {
     const h = this.agents.find(id);
     if (h && this.usable && this.agents.status(h) === 'waiting') this.agents.send(h, { type: 'agent.idleTimeout' });
@@ -479,7 +465,7 @@ export class Runtime {
   async #shutDown(): Promise<void> {
     this.#shutdown = true;
     this.#stopWindowListener?.();
-    for (const stop of this.#heard.values()) stop();
+    this.#breakers.close();
     this.reviews?.close();
     this.selfWakes.dispose();
     this.trace.close((id) => this.agents.status(this.agents.get(id)));

@@ -24,6 +24,7 @@
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, errorMessage } from '../errors.js';
 import type { EventBus } from './eventBus.js';
+import { DEFAULT_APPROVAL_WINDOW_MS } from '../host/async/approvalRules.js';
 
 export type ToolRisk = 'read_only' | 'mutation' | 'destructive';
 
@@ -57,7 +58,7 @@ export interface ApprovalGateOptions {
   bus?: EventBus;
 }
 
-export const DEFAULT_APPROVAL_WINDOW_MS = 30 * 60_000;
+export { DEFAULT_APPROVAL_WINDOW_MS };
 
 export class ApprovalGate {
   readonly #approver: Approver | undefined;

@@ -5,6 +5,7 @@
  * flags.
  * @module
  */
+import type { ApprovalRules } from '../host/async/approvalRules.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { parseProactiveConfig } from '../autonomy/proactiveConfig.js';
 import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
@@ -37,6 +38,11 @@ export interface CliConfig {
   limits?: Partial<Limits>;
   concurrency?: { model?: number; tools?: number };
   rateLimit?: { requests: number; intervalMs: number };
+  /**
+   * Which steps ask a person (`CoordinatorOptions.approvals` as rules); saved with the run, so every
+   * host of it asks the same. Default `{ ask: ["destructive"] }`; `false`: nothing asks.
+   */
+  approvals?: ApprovalRules | false;
   /** Requests and tokens per minute per model endpoint (`CoordinatorOptions.quota`). */
   quota?: { requestsPerMinute?: number; tokensPerMinute?: number };
   idleResumeMs?: number;

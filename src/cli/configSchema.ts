@@ -108,6 +108,22 @@ export const CONFIG_SCHEMA = {
       required: ['requests', 'intervalMs'],
       properties: { requests: positiveInt, intervalMs: positiveInt },
     },
+    approvals: {
+      description: 'Which steps ask a person (default: destructive ones; refused in runs without a user unless allowed); false: none.',
+      oneOf: [
+        { const: false },
+        {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            ask: { type: 'array', items: { enum: ['mutation', 'destructive'] }, uniqueItems: true },
+            allow: { type: 'array', items: { type: 'string', minLength: 1 } },
+            unattended: { enum: ['refuse', 'ask'] },
+            windowMs: { type: 'integer', minimum: 0 },
+          },
+        },
+      ],
+    },
     quota: {
       type: 'object',
       additionalProperties: false,

@@ -14,7 +14,11 @@ export const EXIT_ROWS = {
     errors: ['CONFIG_INVALID'],
   },
   LOCKED: { code: 3, meaning: 'another process owns the database, or another worker the run', errors: ['RUN_LOCKED', 'LEASE_LOST'] },
-  NOT_FOUND: { code: 4, meaning: 'no such run, agent or execution', errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND', 'EXECUTION_NOT_FOUND'] },
+  NOT_FOUND: {
+    code: 4,
+    meaning: 'no such run, agent, execution or approval',
+    errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND', 'EXECUTION_NOT_FOUND', 'APPROVAL_NOT_FOUND'],
+  },
   STORE: {
     code: 5,
     meaning: 'the database cannot be used',

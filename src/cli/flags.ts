@@ -45,6 +45,8 @@ export const FLAGS = {
     help: 'an MCP server that fails to start ends the run (MCP_SERVER_UNAVAILABLE) instead of it going on without its tools',
   },
   verbose: { syntax: '-v, --verbose', help: 'also print the log on stderr' },
+  args: { syntax: '--args <json>', help: 'approve with these arguments (a JSON object) instead of the ones the agent asked with' },
+  reason: { syntax: '--reason <text>', help: 'why: the agent is told' },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;
@@ -73,6 +75,8 @@ export interface Values {
   after?: string;
   verbose?: boolean;
   concurrency?: string;
+  args?: string;
+  reason?: string;
 }
 
 export type Handler = (args: string[], values: Values, io: Io) => Promise<number>;

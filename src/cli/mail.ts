@@ -45,7 +45,7 @@ interface Outside {
  * host's answer, and for a message until it is in the agent's session ("delivered") unless the
  * agent is parked where a message does not wake it. Nobody hosts it: apply it here.
  */
-async function outside(values: Values, io: Io, request: Outside, waitMs = 15_000): Promise<number> {
+export async function outside(values: Values, io: Io, request: Outside, waitMs = 15_000): Promise<number> {
   const runs = await openRuns(values, io);
   try {
     const run = await findRun(runs, values.run ?? (await request.runOf?.(runs)));

@@ -3,6 +3,7 @@
  * be live), the same on every store. Status also says who hosts the run now.
  * @module
  */
+import { approvalsFromEvents, APPROVAL_EVENT } from '../host/async/approvals.js';
 import { allowanceLine, allowanceViews } from '../host/views/allowanceViews.js';
 import { agentViews, toTree } from '../host/views/registry.js';
 import type { HostView, RunStore } from '../hosting/runStore.js';
@@ -41,12 +42,15 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
   const runs = await openRuns(values, io, { readOnly: true });
   try {
     const run = await findRun(runs, values.run);
-    const [agents, usage, messages, host] = await Promise.all([
+    const [agents, usage, messages, host, approvalRows] = await Promise.all([
       runs.reads.listAgents(run.id),
       runs.reads.listUsage(run.id),
       runs.reads.listMessages(run.id),
       runs.hostOf(run.id),
+      runs.reads.eventsOf(run.id, APPROVAL_EVENT),
     ]);
+    const names = new Map(agents.map((a) => [a.id, a.name]));
+    const approvals = approvalsFromEvents(approvalRows, (id) => names.get(id) ?? id).filter((a) => a.state === 'pending');
     const views = agentViews(agents, usage);
     const spentOf = new Map(views.map((v) => [v.id, v.spentUsd]));
     const counts: Record<string, number> = {};
@@ -66,7 +70,7 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
     if (values.json) {
       const rootView = root ? { id: root.id, name: root.name, status: root.status } : null;
       io.out.write(
-        `${jsonLine({ runId: run.id, db: runs.label, createdAt: run.createdAt, interactive: run.interactive, hosted: host.hosted, host, root: rootView, agents: counts, pendingMessages: pending, budget, report })}\n`,
+        `${jsonLine({ runId: run.id, db: runs.label, createdAt: run.createdAt, interactive: run.interactive, hosted: host.hosted, host, root: rootView, agents: counts, pendingMessages: pending, pendingApprovals: approvals, budget, report })}\n`,
       );
     } else {
       const lines = [
@@ -79,6 +83,8 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
             .join(', ') || 'none'
         }`,
         `mail     ${pending} undelivered`,
+        // What waits for a person: troupe approve / deny answer it from here.
+        ...approvals.map((a) => `approval ${forTerminal(`${a.id} pending: ${a.agentName} asks to run ${a.tool} ${JSON.stringify(a.args)} (${a.risk})`)}`),
         `budget   ${budgetBar(budget)}`,
         // Spend against each allowance a spawn gave (its owner's whole subtree).
         ...budget.allowances.map((a) => `         ${forTerminal(allowanceLine(a))}`),

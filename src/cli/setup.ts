@@ -3,6 +3,7 @@
  * with, its model, its coordinator options, the inspector, and the secrets to scrub.
  * @module
  */
+import type { ApprovalRules } from '../host/async/approvalRules.js';
 import type { CoordinatorOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';
 import { openaiModel } from '../model/openaiModel.js';
@@ -62,6 +63,8 @@ export function modelFor(config: CliConfig): Model {
   });
 }
 
+const DEFAULT_CLI_APPROVALS: ApprovalRules = { ask: ['destructive'] };
+
 export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 'model' | 'store'> {
   return defined({
     interactive: config.interactive,
@@ -70,6 +73,8 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     concurrency: config.concurrency,
     rateLimit: config.rateLimit,
     quota: config.quota,
+    // The CLI's default (issue 33): a destructive step asks a person, and without one is refused.
+    approvals: config.approvals === false ? undefined : (config.approvals ?? DEFAULT_CLI_APPROVALS),
     idleResumeMs: config.idleResumeMs,
     review: config.review,
     session: config.session,

@@ -4,6 +4,7 @@
  * view itself is in liveView.ts.
  * @module
  */
+import type { ApprovalView } from '../host/async/approvals.js';
 import type { BudgetState, Coordinator } from '../host/createCoordinator.js';
 import type { TreeNode } from '../host/views/registry.js';
 import type { AgentActivity, AgentInfo, TroupeEvent } from '../host/runtime.js';
@@ -122,6 +123,21 @@ function breakerText(event: { endpoint: string; state: string; failures: number 
   return `${endpoint} answers again: circuit closed, calls resume`;
 }
 
+/** What an approval's change means, and for a pending one how to answer it. */
+function approvalText(a: ApprovalView): string {
+  const step = `${a.tool} ${JSON.stringify(a.answer?.args ?? a.args)}`;
+  switch (a.state) {
+    case 'pending':
+      return `asks approval ${a.id} for ${step} (${a.risk}): troupe approve ${a.id} [--args <json>], or troupe deny ${a.id} --reason <why>`;
+    case 'denied':
+      return `approval ${a.id} denied: ${a.answer?.reason ?? ''}`;
+    case 'ran':
+      return `approval ${a.id}: ${step} ran`;
+    default:
+      return `approval ${a.id}: ${a.tool} ${a.state}`;
+  }
+}
+
 /** One event as a line for non-TTY output (safe for a terminal); null for events not worth a line. */
 export function eventLine(event: TroupeEvent, lookup: EndLookup = () => undefined): string | null {
   switch (event.type) {
@@ -141,6 +157,8 @@ export function eventLine(event: TroupeEvent, lookup: EndLookup = () => undefine
       return `${'provider'.padEnd(10)} ${breakerText(event)}`;
     case 'team.failure_pattern':
       return `${'team'.padEnd(10)} tool ${forTerminal(event.tool)} fails the same way (${forTerminal(event.errorClass)}) for ${forTerminal(event.agents.map((a) => a.name).join(', '))}`;
+    case 'approval':
+      return `${forTerminal(event.approval.agentName).padEnd(10)} ${forTerminal(approvalText(event.approval))}`;
     case 'run.deadlock':
       return `${'run'.padEnd(10)} deadlock: ${event.waits.length} wait(s) nothing can answer; the agents are woken`;
     case 'coordinator.failed':

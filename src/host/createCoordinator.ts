@@ -5,8 +5,9 @@
 import { usedOf } from './calls/allowances.js';
 import { pauseBudget, requestStop, resumeBudget } from './control.js';
 import { applyInboxRequest } from './inbox.js';
+import type { ApprovalAnswer, ApprovalView } from './async/approvals.js';
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
-import { TroupeError } from '../errors.js';
+import { isErrorCode, TroupeError } from '../errors.js';
 import type { StorePort } from '../store/port.js';
 import type { ReviewNote } from '../turn/review.js';
 import type { ExecutionRow, InboxRequest, InboxResult, MessagePriority, MessageRow, Store } from '../store/types.js';
@@ -133,6 +134,18 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
     /** Resolves once the end is committed: true, or false if it had already finished. */
     finish(id: string, end: { status: 'completed' | 'failed'; result: string }): Promise<boolean>;
     get(id: string): ExecutionRow | undefined;
+  };
+  /**
+   * Durable approvals (option `approvals` as rules): the steps waiting for a person and their
+   * answers. `approve` (optionally with edited arguments) or `deny` (with a reason the model sees)
+   * resolves once the answer is committed; the approved tool then runs and its result is messaged to
+   * the agent. An answer is applied once: a second one changes nothing. Any other process answers
+   * the same through the run's inbox (`troupe approve`, the dashboard).
+   */
+  readonly approvals: {
+    list(): ApprovalView[];
+    approve(id: string, opts?: { args?: Record<string, unknown> }): Promise<string>;
+    deny(id: string, reason: string): Promise<string>;
   };
   /**
    * Background review (option `review`): the notes reviewers proposed in this run (persisted as
@@ -280,6 +293,11 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         }),
       get: (id) => rt.executions.get(id),
     },
+    approvals: {
+      list: () => rt.approvals.list(),
+      approve: (id, opts) => settle(() => answerApproval(rt, { approval: id, approve: true, ...(opts?.args ? { args: opts.args } : {}) })),
+      deny: (id, reason) => settle(() => answerApproval(rt, { approval: id, approve: false, reason })),
+    },
     reviews: {
       notes: () => [...rt.reviewNotes],
       settled: () => rt.reviews?.settled() ?? Promise.resolve(),
@@ -289,6 +307,15 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     shutdown: () => rt.shutdown(),
     [Symbol.asyncDispose]: () => rt.shutdown(),
   };
+}
+
+/** An answer from the API: the inbox's effect, committed; a refusal throws its code. */
+async function answerApproval(rt: Runtime, answer: ApprovalAnswer): Promise<string> {
+  rt.assertUsable();
+  const result = rt.approvals.answer(answer);
+  await rt.durable();
+  if (!result.ok) throw new TroupeError(isErrorCode(result.code) ? result.code : 'CONFIG_INVALID', result.message.replace(/^[A-Z_]+: /, ''));
+  return result.message;
 }
 
 /** Each allowance's spend, in spawn order. */

@@ -1,6 +1,6 @@
 /**
  * Applying an inbox request (DESIGN §13): every input from outside the run — a message, a stop, a
- * budget pause or resume, an execution's or a delegation's end — arrives as a request with an id,
+ * budget pause or resume, an execution's or a delegation's end, an approval's answer — arrives as a request with an id,
  * and its host applies it here. The answer is staged in the same commit as the effect (one
  * transaction writes the message and marks its request answered), so a request is never left
  * applied but open, nor answered but not applied.
@@ -56,6 +56,8 @@ function effect(rt: Runtime, request: Pick<InboxRequest, 'id' | 'payload'> & { k
       return { result: finishExecution(rt, payload) };
     case 'delegation':
       return { result: finishDelegation(rt, payload) };
+    case 'approval':
+      return { result: rt.approvals.answer(payload) };
     case 'send': {
       const agent = rt.agents.resolve(String(payload.agent));
       const type = typeof payload.type === 'string' ? { type: payload.type } : {};

@@ -18,6 +18,7 @@ import type { McpServer } from '../mcp/config.js';
 import type { Tool } from '../tools/defineTool.js';
 import type { TelemetryOptions } from '../trace/tracer.js';
 import type { ApprovalAsker } from '../turn/ports.js';
+import { isRules, resolveApprovalRules, type ApprovalRules, type ResolvedApprovalRules } from './async/approvalRules.js';
 import { resolveProfiles, type AgentProfile, type ResolvedProfile } from './profiles.js';
 
 export interface Limits {
@@ -156,11 +157,13 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   /** Appended to every agent's system prompt. */
   systemPrompt?: string;
   /**
-   * Approvals: tools that declare risk `mutation` or `destructive` ask it before running, and
-   * finished async executions re-invoke their agent only inside its approval window. Without it,
-   * every tool runs and every finished execution continues its agent.
+   * Approvals. An `ApprovalGate` (in-process): tools that declare risk `mutation` or `destructive`
+   * ask it before running. Rules (`{ ask, allow, unattended, windowMs }`): such a step becomes a
+   * durable approval row answered from any process (`troupe approve`, the dashboard, `approve()`),
+   * before or after a restart. Either way, finished async executions re-invoke their agent only
+   * inside its approval window. Without it, every tool runs and every finished execution continues.
    */
-  approvals?: ApprovalPolicy;
+  approvals?: ApprovalPolicy | ApprovalRules;
   /**
    * Background review (off by default): after every `everyTurns` productive turns of an agent (turns
    * that called tools), a leaf reviewer forks from its session, may propose one reusable note
@@ -249,7 +252,10 @@ export interface ResolvedOptions {
   interruptOnMessage: boolean;
   retry: { maxRetries: number; baseDelayMs: number; maxDelayMs: number };
   systemPrompt: string | undefined;
+  /** An in-process gate (null with rules or without approvals). */
   approvals: ApprovalPolicy | null;
+  /** Durable approval rules (null: none, or a gate). */
+  approvalRules: ResolvedApprovalRules | null;
   review: { everyTurns: number; maxSteps: number; subAgents: boolean } | null;
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
@@ -393,10 +399,12 @@ function resolveReview(value: unknown): ResolvedOptions['review'] {
 }
 
 function resolveApprovals(value: unknown): ApprovalPolicy | null {
-  if (value === undefined) return null;
+  if (value === undefined || isRules(value)) return null;
   const v = value as Partial<ApprovalPolicy> | null;
   if (typeof v !== 'object' || v === null || typeof v.request !== 'function' || typeof v.windowOpen !== 'function') {
-    throw new ConfigError(`Expected approvals to be an ApprovalGate (request() and windowOpen()), got ${show(value)}`);
+    throw new ConfigError(
+      `Expected approvals to be an ApprovalGate (request() and windowOpen()) or rules ({ ask, allow, unattended, windowMs }), got ${show(value)}`,
+    );
   }
   return v as ApprovalPolicy;
 }
@@ -471,6 +479,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     },
     systemPrompt: options.systemPrompt,
     approvals: resolveApprovals(options.approvals),
+    approvalRules: resolveApprovalRules(options.approvals),
     review: resolveReview(options.review),
     session: resolveSession(options.session, options.model),
     reentry: resolveReentry(options.reentry),

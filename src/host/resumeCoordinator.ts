@@ -13,6 +13,7 @@ import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, Reent
 import { STINT_EVENT } from '../trace/attributes.js';
 import { tracingRegistered } from '../trace/tracer.js';
 import { reviewNotes } from '../turn/review.js';
+import { APPROVAL_EVENT } from './async/approvals.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
 import { interruptStaleDelegations, STALE_BUDGET_MS } from './async/delegations.js';
 import { requirePriceForBudget } from '../model/prices.js';
@@ -116,7 +117,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   const { store, runId, ...rest } = options;
   const port = isStorePort(store) ? store : portOf(store as Store);
   const { run, agents, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
-  const [pending, noticeKeys, delegations, notes, stints, reviewTurns] = await Promise.all([
+  const [pending, noticeKeys, delegations, notes, stints, reviewTurns, approvals] = await Promise.all([
     port.pendingMessagesOf(run.id),
     port.noticeKeysOf(run.id),
     port.listDelegations(run.id),
@@ -125,6 +126,8 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
     tracingRegistered(options.telemetry) ? port.eventsOf(run.id, STINT_EVENT) : [],
     // The review cadence: read only when reviews run.
     options.review ? port.eventsOf(run.id, 'review.turn') : [],
+    // Read whatever the options: an answer may come to any host of the run.
+    port.eventsOf(run.id, APPROVAL_EVENT),
   ]);
   const ids = agents.map((a) => a.id);
   const [executions, reentry] = await Promise.all([port.executionsOf(ids), port.reentryBudgetsOf(ids)]);
@@ -140,7 +143,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   const reservesTripped = noticeKeys.filter((k) => k.startsWith('reserve:') && owners.has(k.slice(8))).map((k) => k.slice(8));
   const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd, reservesTripped });
   try {
-    await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns });
+    await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns, approvals });
   } catch (err) {
     // A resume that fails half-way leaves nothing running (its MCP servers, its actors).
     await rt.shutdown().catch(() => undefined);
@@ -160,16 +163,18 @@ interface Restored {
   executions: ExecutionRow[];
   reentry: ReentryBudgetRow[];
   reviewTurns: EventRow[];
+  approvals: EventRow[];
 }
 
 async function restoreInto(
   rt: Runtime,
-  { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns }: Restored,
+  { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns, approvals }: Restored,
 ): Promise<void> {
   rt.mailboxes.restore(pending, noticeKeys);
   rt.failurePatterns?.restore(noticeKeys);
   rt.delegations.restore(delegations);
   rt.executions.restore(executions);
+  rt.approvals.restore(approvals);
   rt.reentry.restore(reentry);
   rt.reviewNotes.push(...reviewNotes(notes));
   const turnsByAgent = new Map<string, number>();
@@ -186,4 +191,6 @@ async function restoreInto(
   rt.registrar.respawn(agents, spentByAgent, failed);
   // Executions that finished while the process was down continue their agents, once.
   rt.executions.continueAll();
+  // Approved while no host ran turns: the tool runs now; cut by the crash: the agent is told.
+  rt.approvals.resume();
 }

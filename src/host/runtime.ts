@@ -59,7 +59,8 @@ import type { TreeNode } from './views/registry.js';
 import { Sessions } from './mail/sessions.js';
 import { Toolbox } from './toolbox.js';
 import { OutputChecks } from './agents/outputs.js';
-import { asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
+import { approvalsHost, asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
+import { DurableApprovals } from './async/approvals.js';
 import { IdleTimers } from './agents/timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views/views.js';
 import { Quota } from '../providers/quota.js';
@@ -98,6 +99,8 @@ export class Runtime {
   readonly gateway: Gateway;
   readonly toolQueue: Limiter;
   readonly executions: AsyncExecutions;
+  /** Durable approvals: asked by the run's rules, answered from anywhere through the inbox. */
+  readonly approvals: DurableApprovals;
   readonly delegations: Delegations;
   readonly reentry: ReentryBudgets;
   /** The team's failure patterns (null: `failurePatterns: false`); trips restored from notice keys at resume. */
@@ -166,7 +169,15 @@ export class Runtime {
     this.failurePatterns = this.options.failurePatterns ? new FailurePatterns(this.options.failurePatterns) : null;
     this.mailboxes = new Mailboxes((op) => this.stage(op));
     this.sessions = new Sessions({ port: this.port, stage: (op) => this.stage(op), mailboxes: this.mailboxes, now: () => this.clock.now() });
-    const logic = agentMachine.provide({ actors: { runCycle: createCycleLogic(turnHost(this), (id) => this.agents.context(id)) } });
+    const rules = this.options.approvalRules;
+    this.approvals = new DurableApprovals(
+      approvalsHost(this, (...call) => turns.runTool(...call)),
+      rules,
+    );
+    // With rules, the turns ask the durable approvals (one policy: a gate or rules, never both).
+    if (rules) this.options = { ...this.options, approvals: this.approvals };
+    const turns = turnHost(this);
+    const logic = agentMachine.provide({ actors: { runCycle: createCycleLogic(turns, (id) => this.agents.context(id)) } });
     this.agents = new Agents({
       runId: this.runId,
       clock: this.clock,
@@ -294,7 +305,8 @@ export class Runtime {
       agents: this.agents,
       coordinator: this.coordinator,
       budgetFlags: () => this.budgetFlags(),
-      runningExecutions: (id) => this.executions.runningFor(id),
+      // A pending approval is work whose end wakes the agent, like a running execution.
+      runningExecutions: (id) => [...this.executions.runningFor(id), ...this.approvals.pendingFor(id)],
       runningDelegations: (id) =>
         this.delegations
           .list(id)
@@ -314,7 +326,9 @@ export class Runtime {
       after: (effect) => this.after(effect),
       emit: (event) => this.views.emit(event),
       // A wake put off by the re-entry budget's spacing is an answer on its way, like a running execution.
-      anyExecutionRunning: () => this.executions.anyRunning || this.selfWakes.anyArmed,
+      // So is a pending approval, and (a person attached) a finished execution left for an approval window.
+      anyExecutionRunning: () =>
+        this.executions.anyRunning || this.selfWakes.anyArmed || this.approvals.anyPending || (this.options.interactive && this.executions.anyAwaitingWindow),
       anyDelegationRunning: () => this.delegations.anyRunning,
       selfWake: (h, retry) => this.selfWakes.admit(h, 'deadlock', retry) === 'now',
     });
@@ -467,6 +481,7 @@ export class Runtime {
     this.#stopWindowListener?.();
     this.#breakers.close();
     this.reviews?.close();
+    this.approvals.close();
     this.selfWakes.dispose();
     this.trace.close((id) => this.agents.status(this.agents.get(id)));
     this.agents.stopAll();

@@ -4,10 +4,15 @@
  * notes are events of the run.
  * @module
  */
+import { isActive } from '../../machines/types.js';
+import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
+import type { ApprovalsHost } from './async/approvals.js';
+import type { AsyncExecutions } from './async/executions.js';
+import type { Toolbox } from './toolbox.js';
 import type { StorePort, WriteOp } from '../store/port.js';
 import { BackgroundReviews, type ReviewHost, type ReviewNote } from '../turn/review.js';
-import type { ToolLedger } from '../turn/ports.js';
+import type { ToolLedger, TurnHost } from '../turn/ports.js';
 import type { AgentHandle, Agents } from './agents/agents.js';
 import type { Gateway } from './calls/gateway.js';
 import type { Messaging } from './mail/messaging.js';
@@ -74,7 +79,7 @@ export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number
 
 interface AsyncWorkParts {
   readonly runId: string;
-  readonly options: Pick<ResolvedOptions, 'interactive' | 'approvals' | 'holdTurns'>;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'approvals' | 'approvalRules' | 'holdTurns'>;
   readonly port: Pick<StorePort, 'boot'>;
   readonly clock: Clock;
   readonly agents: Agents;
@@ -93,7 +98,9 @@ export function asyncWorkHost(rt: AsyncWorkParts) {
     runId: rt.runId,
     interactive: rt.options.interactive,
     holdTurns: rt.options.holdTurns,
-    approvals: rt.options.approvals,
+    // Durable rules gate a finished execution by the window only when mutations ask (an execution
+    // is a mutation's effect): under the default rules (destructive steps ask) it continues freely.
+    approvals: rt.options.approvalRules && !rt.options.approvalRules.ask.has('mutation') ? null : rt.options.approvals,
     boot: rt.port.boot,
     now: () => rt.clock.now(),
     stage: (op: WriteOp) => rt.stage(op),
@@ -115,5 +122,44 @@ export function asyncWorkHost(rt: AsyncWorkParts) {
         go();
       }),
     checkQuiescence: () => rt.checkQuiescence(),
+  };
+}
+
+interface ApprovalParts {
+  readonly runId: string;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'holdTurns'>;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly agents: Agents;
+  readonly toolbox: Pick<Toolbox, 'userTool'>;
+  readonly messaging: Pick<Messaging, 'notify'>;
+  readonly views: Pick<Views, 'emit'>;
+  readonly executions: Pick<AsyncExecutions, 'link'>;
+  stage(op: WriteOp): void;
+  after(effect: () => void): void;
+  durable(): Promise<void>;
+}
+
+/** The durable approvals' port onto the run (async/approvals.ts); `runTool` is the turns' own. */
+export function approvalsHost(rt: ApprovalParts, runTool: TurnHost['runTool']): ApprovalsHost {
+  return {
+    runId: rt.runId,
+    get interactive() {
+      return rt.options.interactive;
+    },
+    get holdTurns() {
+      return rt.options.holdTurns;
+    },
+    logger: rt.logger,
+    now: () => rt.clock.now(),
+    stage: (op) => rt.stage(op),
+    durable: () => rt.durable(),
+    find: (id) => rt.agents.find(id),
+    live: (h) => isActive(rt.agents.status(h)),
+    userTool: (h, name) => rt.toolbox.userTool(h, name),
+    runTool: (h, tool, args, cancel, key) => runTool(h, tool, args, cancel, key),
+    linkExecutions: (h, text) => rt.executions.link(h, text),
+    tell: (agentId, content, noticeKey) => rt.messaging.notify(agentId, { type: 'approval', content, noticeKey }),
+    emit: (approval) => rt.after(() => rt.views.emit({ type: 'approval', approval, at: rt.clock.now() })),
   };
 }

@@ -21,9 +21,11 @@ function connect(path: string): Database.Database {
 
 /**
  * The schema version from which a file's owner applies a request (migrations.ts): schema 3 knew
- * only send and stop, and stopped the subtree always; schema 5 takes an execution's end, 6 a delegation's.
+ * only send and stop, and stopped the subtree always; schema 5 takes an execution's end, 6 a
+ * delegation's, 9 an approval's answer.
  */
 export function inboxSince(kind: InboxKind, payload: Record<string, unknown>): number {
+  if (kind === 'approval') return 9;
   if (kind === 'delegation') return 6;
   if (kind === 'execution') return 5;
   return kind === 'pause' || kind === 'resume' || (kind === 'stop' && payload.cascade === false) ? 4 : 2;
@@ -47,7 +49,9 @@ export function postToInbox(path: string, request: { runId: string; kind: InboxK
             ? "an execution's end"
             : request.kind === 'delegation'
               ? "a delegation's end"
-              : `a budget ${request.kind}`;
+              : request.kind === 'approval'
+                ? "an approval's answer"
+                : `a budget ${request.kind}`;
       throw new TroupeError(
         'RUN_NOT_LIVE',
         `${path} has schema version ${version}: the process driving it is an older troupe, which cannot take ${what} (schema ${since}); nothing was posted. Resume the run with this troupe first.`,

@@ -219,6 +219,19 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE messages ADD COLUMN data TEXT;
     `,
   },
+  {
+    // Issue 33: durable approvals are a run's `approval` event rows, read by type at every resume
+    // and by `troupe approvals`; and the inbox takes an approval's answer, which a troupe of schema
+    // 8 would not know (store/inbox.ts refuses to post it to such a file).
+    version: 9,
+    sql: `
+      CREATE INDEX events_by_type ON events(run_id, type, id);
+      DROP TRIGGER inbox_kind;
+      CREATE TRIGGER inbox_kind BEFORE INSERT ON inbox
+      WHEN NEW.kind NOT IN ('send', 'stop', 'pause', 'resume', 'execution', 'delegation', 'approval')
+      BEGIN SELECT RAISE(ABORT, 'inbox kind must be send, stop, pause, resume, execution, delegation or approval'); END;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

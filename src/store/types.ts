@@ -285,7 +285,7 @@ export interface ExecutionRow {
  * `delegation` (agent, delegation, status: completed | failed, result): background work an agent
  * dispatched has ended, and the agent is messaged its result.
  */
-export const INBOX_KINDS = ['send', 'stop', 'pause', 'resume', 'execution', 'delegation'] as const;
+export const INBOX_KINDS = ['send', 'stop', 'pause', 'resume', 'execution', 'delegation', 'approval'] as const;
 export type InboxKind = (typeof INBOX_KINDS)[number];
 
 export interface InboxResult {

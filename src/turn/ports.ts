@@ -130,7 +130,9 @@ export interface ApprovalAsker {
     action: string;
     risk: 'read_only' | 'mutation' | 'destructive';
     args?: unknown;
-  }): Promise<{ approved: boolean; reason: string }>;
+    /** The model's id of the call (a durable approval records it). */
+    callId?: string;
+  }): Promise<{ approved: boolean; reason: string; pending?: string }>;
 }
 
 /** Options a turn reads. */

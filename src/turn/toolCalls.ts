@@ -344,10 +344,15 @@ async function executeCall(
   const approvals = rt.options.approvals;
   const risk = tool.risk ?? 'mutation';
   if (approvals && risk !== 'read_only') {
-    const decision = await untilAborted(approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args }), cancel);
+    const decision = await untilAborted(
+      approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args, callId: call.id }),
+      cancel,
+    );
     if (signal.aborted) throw signal.reason;
     // Stopped while the approval was pending: not run.
     if (decision === null) return fail(stoppedBefore(call));
+    // A durable approval (host/async/approvals.ts): nothing ran; the answer comes as a message.
+    if (decision.pending !== undefined) return { content: pendingApproval(call.name, decision.pending), isError: false, deferred: false };
     if (!decision.approved) {
       return fail(new TroupeError('APPROVAL_DENIED', `${call.name} was not approved: ${decision.reason}`, { details: { risk } }));
     }
@@ -386,6 +391,13 @@ async function executeCall(
     return fail(err instanceof TroupeError ? err : new TroupeError('TOOL_FAILED', `${call.name} failed: ${toError(err).message}`, { cause: err }));
   }
 }
+
+const pendingApproval = (tool: string, id: string) =>
+  JSON.stringify({
+    approval: 'pending',
+    approval_id: id,
+    note: `${tool} needs a person's approval and has not run. Call wait_for_agents to park until the answer arrives as a message (it says whether ${tool} ran and its result), or go on with other work.`,
+  });
 
 const withoutValue = ({ value: _value, ...rest }: Record<string, unknown>) => rest;
 

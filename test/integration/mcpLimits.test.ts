@@ -62,10 +62,10 @@ describe('MCP listings are bounded', () => {
 
   it('a list_changed that goes over maxTools keeps the tools listed before, and says why in the log', async () => {
     const sink = logSink();
-    // The fixture lists 14 tools; `grow` adds a 15th and announces list_changed.
+    // The fixture lists 15 tools; `grow` adds a 16th and announces list_changed.
     const { c, model, store, clock } = run(
       { agents: { lead: [{ tool: 'grow', args: {} }, { delayMs: 1_000, tool: 'echo', args: { text: 'after' } }, FINISH] } },
-      { logger: sink.logger, tools: [stdioServer({ maxTools: 14 })] },
+      { logger: sink.logger, tools: [stdioServer({ maxTools: 15 })] },
     );
     const rootId = await c.start({ name: 'lead', task: 'Grow.' });
     const failed = await sink.until((r) => r.msg === 'listing the tools of an MCP server failed; its tools stay as they were');

@@ -70,6 +70,14 @@ export class AsyncExecutions {
     return this.#running > 0;
   }
 
+  /** A finished execution left for its agent's approval window: a person opening it continues the agent. */
+  get anyAwaitingWindow(): boolean {
+    const gate = this.#host.approvals;
+    if (!gate) return false;
+    for (const row of this.#rows.values()) if (row.finishedAt !== null && row.continuedAt === null && !gate.windowOpen(row.agentId)) return true;
+    return false;
+  }
+
   /** Link the executions a tool result announces (`execution <uuid> running|queued`) to the agent. */
   link(agent: { id: string; logger: Logger }, text: string): void {
     const ids = extractExecutionIds(text).filter((id) => !this.#rows.has(id));

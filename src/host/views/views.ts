@@ -12,6 +12,7 @@ import type { ModelDelta, UsagePurpose } from '../../model/types.js';
 import type { AgentActivity } from '../../turn/ports.js';
 import type { AgentHandle, Agents } from '../agents/agents.js';
 import type { DeadWait } from '../deadlock.js';
+import type { ApprovalView } from '../async/approvals.js';
 import { createRegistry, toTree, type AgentView, type Registry, type TreeNode } from './registry.js';
 import { Waiters } from './waiters.js';
 
@@ -81,6 +82,8 @@ export type TroupeEvent =
     }
   /** A 429 with `retry-after` paused a model endpoint's quota until `until`: every run sharing it waits (src/providers/quota.ts). */
   | { type: 'provider.quota'; endpoint: string; state: 'paused'; until: number; at: number }
+  /** A durable approval was asked, answered, or its approved tool ran (host/async/approvals.ts). */
+  | { type: 'approval'; approval: ApprovalView; at: number }
   /** The store failed: the coordinator stopped; resume from the file in a new process. */
   | { type: 'coordinator.failed'; error: { code: string; message: string }; at: number };
 

@@ -230,6 +230,16 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // SQLite's migration 9: a run's events read by type (durable approvals, at every resume), and
+    // the inbox takes an approval's answer.
+    version: 9,
+    sql: `
+      CREATE INDEX events_by_type ON events(run_id, type, id);
+      ALTER TABLE inbox DROP CONSTRAINT inbox_kind;
+      ALTER TABLE inbox ADD CONSTRAINT inbox_kind CHECK (kind IN ('send', 'stop', 'pause', 'resume', 'execution', 'delegation', 'approval'));
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -1,0 +1,119 @@
+/**
+ * `troupe approvals`, `approve` and `deny` (issue 33 item 1's must-show): a destructive MCP tool in
+ * `troupe run --interactive` asks; its process is killed with SIGKILL and the run resumed; a second
+ * process approves it with edited arguments, and it runs once with them. Denied, the model sees the
+ * reason. A run without a user refuses such a step (the CLI's default rules).
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
+import { expectOneLine, spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { FIXTURE } from '../helpers/mcp.js';
+
+/** The root asks to drop `users`, waits for the answer, and finishes saying what it was told. */
+async function model(): Promise<FakeOpenAIServer> {
+  return createFakeOpenAIServer((request) => {
+    const body = request.body as { messages: { role: string; content: string | null }[] };
+    const told = body.messages.map((m) => m.content ?? '').find((c) => c.includes('Approval ap-1:'));
+    if (told) return { message: { toolCalls: [{ name: 'finish', arguments: { summary: told } }] } };
+    if (body.messages.some((m) => (m.content ?? '').includes('"approval":"pending"'))) {
+      return { message: { toolCalls: [{ name: 'wait_for_agents', arguments: { reason: 'the approval' } }] } };
+    }
+    if (body.messages.some((m) => (m.content ?? '').includes('APPROVAL_DENIED'))) {
+      return { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'refused' } }] } };
+    }
+    return { message: { toolCalls: [{ name: 'drop_table', arguments: { table: 'users' } }] } };
+  });
+}
+
+const running: Spawned[] = [];
+afterEach(() => {
+  for (const r of running.splice(0)) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
+});
+
+function project(server: FakeOpenAIServer): { cwd: string; drops: () => string[] } {
+  const cwd = workdir();
+  const log = join(cwd, 'fixture.log');
+  writeFileSync(
+    join(cwd, 'troupe.config.json'),
+    JSON.stringify({
+      model: 'm',
+      baseURL: server.url,
+      apiKey: 'k',
+      mcpServers: { fx: { command: process.execPath, args: [FIXTURE], env: { FIXTURE_LOG: log } } },
+    }),
+  );
+  const drops = () =>
+    existsSync(log)
+      ? readFileSync(log, 'utf8')
+          .split('\n')
+          .filter((l) => l.startsWith('DROP '))
+      : [];
+  return { cwd, drops };
+}
+
+const told = (server: FakeOpenAIServer, text: string) => server.requests.some((r) => JSON.stringify(r.body).includes(text));
+
+describe('troupe approve / deny on SQLite', () => {
+  it('asked in an interactive run, killed, resumed, approved from another process with edited arguments: it runs once with them', async () => {
+    await using server = await model();
+    const { cwd, drops } = project(server);
+    const first = spawnTroupe(['run', 'Clean up the database', '--interactive'], cwd);
+    running.push(first);
+    await first.line(/lead +running → waiting/);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(drops()).toEqual([]);
+
+    const listed = await troupe(['approvals'], cwd);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/^ap-1 {2}pending {3}lead {2}drop_table \(destructive\) {2}\{"table":"users"\}\n$/);
+
+    const resumed = spawnTroupe(['resume', '--json'], cwd);
+    running.push(resumed);
+    await resumed.line(/"type":"run.started"/);
+    const r = await troupe(['approve', 'ap-1', '--args', '{"table":"users_tmp"}'], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^approval ap-1 approved with edited arguments: drop_table runs for lead \(\w+\)\n$/);
+    expect(await resumed.exited).toEqual({ code: 0, signal: null });
+    expect(drops()).toEqual(['DROP users_tmp']);
+    expect(told(server, 'drop_table was approved with edited arguments and ran. Its result: dropped users_tmp')).toBe(true);
+
+    // Answered again, from anywhere: nothing runs again.
+    const again = await troupe(['approve', 'ap-1'], cwd);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/already approved; nothing changed/);
+    expect(drops()).toEqual(['DROP users_tmp']);
+    const after = JSON.parse((await troupe(['approvals', '--json'], cwd)).stdout) as { approvals: { state: string; answer: { args: unknown } }[] };
+    expect(after.approvals).toMatchObject([{ state: 'ran', answer: { args: { table: 'users_tmp' } } }]);
+  });
+
+  it('denied from another process while the run is live: it never runs, and the model sees the reason', async () => {
+    await using server = await model();
+    const { cwd, drops } = project(server);
+    const run = spawnTroupe(['run', 'Clean up the database', '--interactive'], cwd);
+    running.push(run);
+    await run.line(/lead +running → waiting/);
+    const r = await troupe(['deny', 'ap-1', '--reason', 'users is the production table'], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^approval ap-1 denied: lead \(\w+\) is told why\n$/);
+    expect(await run.exited).toEqual({ code: 0, signal: null });
+    expect(drops()).toEqual([]);
+    expect(told(server, 'drop_table was not approved: users is the production table. It did not run.')).toBe(true);
+  });
+
+  it('a run without a user refuses the step; an unknown approval is APPROVAL_NOT_FOUND (exit 4); deny needs a reason', async () => {
+    await using server = await model();
+    const { cwd, drops } = project(server);
+    const r = await troupe(['run', 'Clean up the database', '--json'], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    expect(drops()).toEqual([]);
+    expect(told(server, 'no user to ask')).toBe(true);
+    const unknown = await troupe(['approve', 'ap-7'], cwd);
+    expect(unknown.code, unknown.stderr).toBe(4);
+    expectOneLine(unknown, 'APPROVAL_NOT_FOUND');
+    const bare = await troupe(['deny', 'ap-1'], cwd);
+    expect(bare.code, bare.stderr).toBe(2);
+  });
+});

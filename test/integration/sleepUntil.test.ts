@@ -49,6 +49,21 @@ describe('sleep_until', () => {
     await t.c.shutdown();
   });
 
+  it('a timer wake is a counted self-wake: a loop of short sleeps past the re-entry budget is stopped with reason reentry', async () => {
+    const t = team({ agents: { lead: [sleep({ seconds: 60 }), sleep({ seconds: 60 }), finish] } }, { reentry: { maxWakes: 1, spacingMs: 0 } });
+    const rootId = await t.c.start({ name: 'lead', task: 'Poll every minute.' });
+    await t.c.waitFor(rootId, ['waiting']);
+    await t.advance(60_000, 10_000);
+    await t.c.waitFor(rootId, ['waiting']);
+    expect(t.model.calls).toHaveLength(2);
+    await t.advance(60_000, 10_000);
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'stopped' });
+    expect(t.store.getAgent(rootId)?.stopReason).toBe('reentry');
+    expect(t.store.listEvents(t.c.runId).find((e) => e.type === 'reentry.spent')?.data).toEqual({ source: 'timer', wakes: 1, maxWakes: 1 });
+    expect(t.model.calls).toHaveLength(2);
+    await t.c.shutdown();
+  });
+
   it('a message wakes it sooner with message_arrived; the old deadline then wakes nobody', async () => {
     const t = team({ agents: { lead: [sleep({ seconds: 86_400 }), sleep({ seconds: 7_200 }), finish] } });
     const rootId = await t.c.start({ name: 'lead', task: 'Come back tomorrow.' });

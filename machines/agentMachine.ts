@@ -9,7 +9,7 @@
  * cost 25–50 µs here, more than the rest of the turn); any other decision leaves `running`, which
  * stops the cycle.
  *
- * States = statuses: running, waiting (agents | user), stalled, budgetPaused, completed, stopped,
+ * States = statuses: running, waiting (agents | user | timer), stalled, budgetPaused, completed, stopped,
  * failed, crashed. Terminal states are not XState final states: an interactive user can revive
  * them, and failed/crashed agents wake on a user message in every mode.
  * @module
@@ -163,6 +163,13 @@ export const agentMachine = setup({
       waitingSince: null,
       waitTimeoutMs: null,
     })),
+    /** A timer the agent set itself fired: not an idle timeout, so the idle streak is left as it is. */
+    wakeByTimer: assign({
+      wake: 'timer' as const,
+      waitKind: null,
+      waitingSince: null,
+      waitTimeoutMs: null,
+    }),
     wakeByTimeout: assign(({ context }) => ({
       wake: 'timeout' as const,
       idleResumes: context.idleResumes + 1,
@@ -243,6 +250,7 @@ export const agentMachine = setup({
       always: [
         { guard: { type: 'bootsAs', params: { status: 'running' } }, target: 'running' },
         { guard: { type: 'bootsAs', params: { status: 'waiting', waitKind: 'user' } }, target: 'waiting.user' },
+        { guard: { type: 'bootsAs', params: { status: 'waiting', waitKind: 'timer' } }, target: 'waiting.timer' },
         { guard: { type: 'bootsAs', params: { status: 'waiting' } }, target: 'waiting.agents' },
         { guard: { type: 'bootsAs', params: { status: 'stalled' } }, target: 'stalled' },
         { guard: { type: 'bootsAs', params: { status: 'budgetPaused' } }, target: 'budgetPaused' },
@@ -274,6 +282,7 @@ export const agentMachine = setup({
           { guard: 'isRecoveryExhausted', target: 'crashed', actions: ['recordTurn', 'recordRecoveryExhausted'] },
           { guard: { type: 'isWaitFor', params: { waitKind: 'agents' } }, target: 'waiting.agents', actions: ['recordTurn', 'enterWait'] },
           { guard: { type: 'isWaitFor', params: { waitKind: 'user' } }, target: 'waiting.user', actions: ['recordTurn', 'enterWait'] },
+          { guard: { type: 'isWaitFor', params: { waitKind: 'timer' } }, target: 'waiting.timer', actions: ['recordTurn', 'enterWait'] },
           {
             guard: 'isTurnLimitAfterThisTurn',
             target: 'stopped',
@@ -335,6 +344,32 @@ export const agentMachine = setup({
         },
         /** Waiting on a human: never woken by a timer. */
         user: {},
+        /**
+         * Asleep until a time it chose (`sleep_until`): its deadline wakes it once, a message or a
+         * stop sooner. Never a dead wait (the timer will move it), so `agent.deadlock` is not heard.
+         */
+        timer: {
+          after: {
+            idleResume: [
+              {
+                guard: 'isTurnLimitReached',
+                target: '#agent.stopped',
+                actions: { type: 'recordStop', params: { reason: 'maxTurns' } },
+              },
+              { target: '#agent.running', actions: 'wakeByTimer' },
+            ],
+          },
+          on: {
+            'agent.idleTimeout': [
+              {
+                guard: 'isTurnLimitReached',
+                target: '#agent.stopped',
+                actions: { type: 'recordStop', params: { reason: 'maxTurns' } },
+              },
+              { target: '#agent.running', actions: 'wakeByTimer' },
+            ],
+          },
+        },
       },
     },
     /** Parked until a message arrives (never on a timer); the parent has had a stall notice. */

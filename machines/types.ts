@@ -17,8 +17,11 @@ export const ACTIVE_STATUSES: ReadonlySet<AgentStatus> = new Set(['running', 'wa
 export const isTerminal = (status: AgentStatus): boolean => TERMINAL_STATUSES.has(status);
 export const isActive = (status: AgentStatus): boolean => ACTIVE_STATUSES.has(status);
 
-/** What a waiting agent waits on. Only waits on agents have an idle timer. */
-export type WaitKind = 'user' | 'agents';
+/**
+ * What a waiting agent waits on: the user (no timer), its agents (an idle timer), or a time it
+ * chose (`sleep_until`: its deadline is the timer, and nothing but a message or a stop ends it sooner).
+ */
+export type WaitKind = 'user' | 'agents' | 'timer';
 
 /** Why an agent was stopped. */
 export type StopReason = 'requested' | 'maxTurns' | 'budget' | 'reserve' | 'reentry' | 'allowance';
@@ -34,12 +37,12 @@ export interface SerializedError {
  * Why a parked agent is running again; decides the result of a pending wait tool call. `deadlock`:
  * the run went quiescent with this agent waiting on agents that cannot answer (nothing runs).
  */
-export type WakeReason = 'message' | 'timeout' | 'revived' | 'budgetResumed' | 'deadlock';
+export type WakeReason = 'message' | 'timeout' | 'timer' | 'revived' | 'budgetResumed' | 'deadlock';
 
 /** A lifecycle tool call whose result is written when the agent wakes. */
 export interface PendingWait {
   callId: string;
-  tool: 'wait_for_agents' | 'respond_to_user';
+  tool: 'wait_for_agents' | 'respond_to_user' | 'sleep_until';
 }
 
 /** Structured content of `agent_finish` / `finish`. */
@@ -114,15 +117,17 @@ export const DEFAULT_IDLE_LIMIT = 3;
 export const DEFAULT_IDLE_RESUME_MS = 300_000;
 
 /**
- * When an agent's wait on agents times out: when it began plus the wait's own timeout, else the
- * run's idle auto-resume delay; null for any other status. The one statement of the rule: the
- * dormant agents' timers, a restored agent's remaining timer and a worker's release deadline use it.
+ * When an agent's wait on agents times out, or its timer (`sleep_until`) fires: when it began plus
+ * the wait's own timeout, else the run's idle auto-resume delay; null for any other status. The one
+ * statement of the rule: the dormant agents' timers, a restored agent's remaining timer and a
+ * worker's release deadline use it.
  */
 export function idleDeadline(
   status: AgentStatus,
   state: { waitKind?: WaitKind | null; waitingSince?: number | null; waitTimeoutMs?: number | null },
   idleResumeMs: number,
 ): number | null {
-  if (status !== 'waiting' || state.waitKind !== 'agents' || state.waitingSince === null || state.waitingSince === undefined) return null;
+  if (status !== 'waiting' || state.waitingSince === null || state.waitingSince === undefined) return null;
+  if (state.waitKind !== 'agents' && state.waitKind !== 'timer') return null;
   return state.waitingSince + (state.waitTimeoutMs ?? idleResumeMs);
 }

@@ -11,10 +11,26 @@ export interface Clock {
   clearTimeout(id: unknown): void;
 }
 
+/** Node runs a timeout longer than this (about 24.8 days) after 1 ms: longer ones are chained. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** A timeout of more than MAX_TIMEOUT_MS: re-armed in steps until its deadline (a sleep_until of up to 30 days). */
+class LongTimeout {
+  timer: ReturnType<typeof setTimeout>;
+  constructor(fn: () => void, ms: number) {
+    const due = Date.now() + ms;
+    const arm = (): ReturnType<typeof setTimeout> => {
+      const left = due - Date.now();
+      return left > MAX_TIMEOUT_MS ? setTimeout(() => (this.timer = arm()), MAX_TIMEOUT_MS) : setTimeout(fn, Math.max(0, left));
+    };
+    this.timer = arm();
+  }
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (id) => clearTimeout(id as ReturnType<typeof setTimeout>),
+  setTimeout: (fn, ms) => (ms > MAX_TIMEOUT_MS ? new LongTimeout(fn, ms) : setTimeout(fn, ms)),
+  clearTimeout: (id) => clearTimeout(id instanceof LongTimeout ? id.timer : (id as ReturnType<typeof setTimeout>)),
 };
 
 /** Resolves after `ms` on `clock`; rejects with the signal's reason when it aborts first. */

@@ -122,14 +122,14 @@ export class ProactiveRouter {
   }
 
   /**
-   * Resume every proactive run of the store that has work in progress — an agent running, or
-   * waiting on other agents — so a restarted host finishes it without waiting for the trigger to
+   * Resume every proactive run of the store that has work in progress — an agent running, waiting
+   * on other agents or asleep until a time — so a restarted host finishes it without waiting for the trigger to
    * fire again. Runs parked on a user (or stalled, paused, finished) wait for their next fire.
    * A run that cannot be resumed is logged and skipped. Resolves with the ids resumed.
    */
   async resumeUnfinished(): Promise<string[]> {
     if (this.#closed) throw closedError();
-    const busy = (a: { status: string; waitKind: string | null }) => a.status === 'running' || (a.status === 'waiting' && a.waitKind === 'agents');
+    const busy = (a: { status: string; waitKind: string | null }) => a.status === 'running' || (a.status === 'waiting' && a.waitKind !== 'user');
     const resumed: string[] = [];
     for (const run of this.#store.listRuns()) {
       if (!isProactiveRunId(run.id) || run.rootId === null || this.#hosted.has(run.id)) continue;

@@ -127,10 +127,11 @@ async function reserveFraction(port: StoreReads, runId: string): Promise<number>
   return typeof saved?.reserveFraction === 'number' ? saved.reserveFraction : DEFAULT_RESERVE_FRACTION;
 }
 
-/** What a waiting agent waits on: its active children (a wait on agents), else the user or nothing. */
+/** What a waiting agent waits on: its active children (a wait on agents), else the user, its timer or nothing. */
 function waitingOn(agent: AgentRow, children: readonly AgentRow[]): { text: string | null; ids: string[] } {
   if (agent.status !== 'waiting') return { text: null, ids: [] };
   if (agent.waitKind === 'user') return { text: 'the user', ids: [] };
+  if (agent.waitKind === 'timer') return { text: 'its timer', ids: [] };
   const active = children.filter((a) => isActive(a.status));
   if (active.length > 0) return { text: active.map((a) => a.name).join(', '), ids: active.map((a) => a.id) };
   return { text: agent.waitKind === 'agents' ? 'its agents' : null, ids: [] };

@@ -3,9 +3,9 @@
  *
  * A waiting agent points at what can answer it: its active children and parent, its own running
  * executions and delegations, the user (interactive mode), a running tool. The run is quiescent
- * when nothing can move by itself: no agent running (so no model or tool call in flight) or
- * budget-paused, no execution or delegation running, and — in interactive mode — nobody waiting on
- * the user (who may answer at any time). In a quiescent run every wait on agents is dead: each agent
+ * when nothing can move by itself: no agent running (so no model or tool call in flight),
+ * budget-paused or asleep on its own timer (`sleep_until`), no execution or delegation running,
+ * and — in interactive mode — nobody waiting on the user (who may answer at any time). In a quiescent run every wait on agents is dead: each agent
  * it points at is parked too, and parked agents only move when messaged. Such waits are reported at
  * once instead of after three idle timeouts.
  * @module
@@ -48,7 +48,10 @@ export function deadWaits(run: WaitGraphSource): DeadWait[] {
     const status = run.status(h);
     if (status === 'running' || status === 'budgetPaused') return [];
     if (status !== 'waiting') continue;
-    if (run.waitKind(h) === 'user') {
+    const kind = run.waitKind(h);
+    // An agent asleep until a time moves by itself when its timer fires: the run is not quiescent.
+    if (kind === 'timer') return [];
+    if (kind === 'user') {
       if (run.interactive) return [];
       continue;
     }

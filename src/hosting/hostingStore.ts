@@ -27,6 +27,11 @@ export interface HostingStore {
   /** The run's wake sequence: a release is conditional on it. */
   wakeSeq(runId: string): Promise<number>;
   /**
+   * Milliseconds until the earliest deadline of a run let go parked (its agents' timers: a
+   * `sleep_until`, an idle timeout) that is still ahead, on the store's own clock; null if none.
+   */
+  nextWakeIn(): Promise<number | null>;
+  /**
    * Hear wakes as they are posted (`runId`: the run that wants its host); resolves with a way to
    * stop. A store with no push notifications resolves at once: the worker's poll is its only ear.
    */

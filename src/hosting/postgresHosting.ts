@@ -5,6 +5,7 @@
  * @module
  */
 import type pg from 'pg';
+import { DB_NOW } from '../store/postgres/lease.js';
 import { wakeChannel, type PostgresStore } from '../store/postgres/store.js';
 import type { HostingStore } from './hostingStore.js';
 import { openRequests, postRequest, wakeSeq } from './postgresInbox.js';
@@ -18,6 +19,14 @@ export function postgresHosting(store: PostgresStore, pollMs = 5_000): HostingSt
     post: (request) => postRequest(store, request),
     openRequests: (runId) => openRequests(store, runId),
     wakeSeq: (runId) => wakeSeq(store, runId),
+    // On the database's clock, which decides when a parked run may be claimed (claimNext).
+    async nextWakeIn() {
+      const { rows } = await store.pool.query<{ wait: string | null }>(
+        `SELECT min(wake_at) - ${DB_NOW} AS wait FROM run_leases WHERE state = 'parked' AND wake_at > ${DB_NOW}`,
+      );
+      const wait = rows[0]?.wait;
+      return wait === null || wait === undefined ? null : Number(wait);
+    },
     async listen(onWake, logger) {
       let listener: pg.Client | null = null;
       let stopped = false;

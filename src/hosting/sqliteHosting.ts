@@ -89,6 +89,12 @@ export function sqliteHosting(store: SqliteStore, now: () => number = Date.now):
     },
     openRequests: (runId) => Promise.resolve(store.openInbox(runId)),
     wakeSeq: () => Promise.resolve(0),
+    nextWakeIn() {
+      const due = now();
+      let next: number | null = null;
+      for (const [runId, at] of wanted) if (at > due && !claimed.has(runId) && (next === null || at < next)) next = at;
+      return Promise.resolve(next === null ? null : next - due);
+    },
     listen(onWake: (runId: string) => void, _logger: Logger) {
       listeners.add(onWake);
       return Promise.resolve(() => {

@@ -91,10 +91,10 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   stintTurns: isCount,
   recoveries: isCount,
   idleResumes: isCount,
-  waitKind: nullable(oneOf('user', 'agents')),
+  waitKind: nullable(oneOf('user', 'agents', 'timer')),
   waitTimeoutMs: nullable(isNumber),
   waitingSince: nullable(isNumber),
-  pendingWait: nullable(shape({ callId: isString, tool: oneOf('wait_for_agents', 'respond_to_user') })),
+  pendingWait: nullable(shape({ callId: isString, tool: oneOf('wait_for_agents', 'respond_to_user', 'sleep_until') })),
   stopReason: nullable(oneOf('requested', 'maxTurns', 'budget', 'reserve', 'reentry', 'allowance')),
   error: nullable(shape({ code: isString, message: isString, retryable: isBoolean })),
   // `value` is any JSON (an agent with an output schema); absent otherwise.

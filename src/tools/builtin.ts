@@ -1,6 +1,6 @@
 /**
  * The built-in tools every agent has: the lifecycle tools that settle a turn (wait_for_agents,
- * agent_finish, finish, respond_to_user) and the graph tools (spawn_agent, send_message,
+ * sleep_until, agent_finish, finish, respond_to_user) and the graph tools (spawn_agent, send_message,
  * stop_agent, view_agent_graph). Each declares JSON Schema parameters, validated before it runs.
  * Refusals are thrown as TroupeErrors and go back to the model as `{ success: false, error }`.
  * @module
@@ -222,6 +222,60 @@ const waitForAgents = define({
   },
 });
 
+/** The longest a `sleep_until` may sleep. */
+const MAX_SLEEP_SECONDS = 30 * 86_400;
+/** An ISO-8601 date and time with an explicit offset: hosts in other time zones read the same instant. */
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** The deadline a `sleep_until` call asks for, on the run's clock; refused (TOOL_INPUT_INVALID) unless exactly one of seconds/until is given and within 30 days. */
+function sleepDeadline(args: Record<string, unknown>, now: number): number {
+  const seconds = args.seconds as number | undefined;
+  const until = args.until as string | undefined;
+  if ((seconds === undefined) === (until === undefined)) {
+    throw new TroupeError('TOOL_INPUT_INVALID', 'Give exactly one of seconds (how long to sleep) or until (an ISO-8601 time).');
+  }
+  let at: number;
+  if (seconds !== undefined) at = now + Math.ceil(seconds * 1000);
+  else {
+    at = ISO_INSTANT.test(until!) ? Date.parse(until!) : NaN;
+    if (Number.isNaN(at)) {
+      throw new TroupeError('TOOL_INPUT_INVALID', `until must be an ISO-8601 time with an offset, like 2026-12-05T09:00:00Z; got ${JSON.stringify(until)}.`);
+    }
+  }
+  if (at - now > MAX_SLEEP_SECONDS * 1000) throw new TroupeError('TOOL_INPUT_INVALID', 'You can sleep at most 30 days at a time.');
+  return at;
+}
+
+const sleepUntil = define({
+  name: 'sleep_until',
+  description:
+    'Sleep until a time: you park at no cost and wake when it comes (a message or a stop wakes you sooner). Use it to come back to something later, not to wait for agents. One wait per turn.',
+  parameters: object(
+    {
+      seconds: { type: 'number', minimum: 0, maximum: MAX_SLEEP_SECONDS, description: 'Sleep this many seconds (at most 30 days)' },
+      until: str('Or sleep until this ISO-8601 time with an offset, e.g. 2026-12-05T09:00:00Z (at most 30 days away)', { minLength: 1 }),
+      reason: str('What you will do when you wake', { minLength: 1 }),
+    },
+    [],
+  ),
+  offeredTo: everyone,
+  run(args, { host, agent, callId, state }) {
+    const now = host.now();
+    const at = sleepDeadline(args, now);
+    if (state.waited) return { result: { wait_outcome: 'already_waited', note: 'Only one wait per turn.' } };
+    state.waited = true;
+    if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
+    const pending = host.pendingCount(agent);
+    if (pending > 0) {
+      return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
+    }
+    // A time already past answers at once: nothing to sleep for.
+    if (at <= now) return { result: { wait_outcome: 'timer_fired', note: 'That time has already come.' } };
+    // The deadline is persisted as the wait's start and length (idleDeadline): it survives restarts and failovers.
+    return { deferred: { kind: 'wait', waitKind: 'timer', callId, tool: 'sleep_until', timeoutMs: at - now, at: now } };
+  },
+});
+
 const agentFinish = define({
   name: 'agent_finish',
   description: 'Finish your task and send your parent a completion report. Ends your work.',
@@ -322,5 +376,5 @@ const viewAgentGraph = define({
 });
 
 export const BUILTIN_TOOLS: ReadonlyMap<string, BuiltinTool> = new Map(
-  [spawnAgent, sendMessage, waitForAgents, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph].map((t) => [t.name, t]),
+  [spawnAgent, sendMessage, waitForAgents, sleepUntil, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph].map((t) => [t.name, t]),
 );

@@ -40,10 +40,25 @@ export function openToolCalls(session: readonly SessionItem[]): ToolCall[] {
   return [];
 }
 
+/** The result of a `sleep_until` call, written when the agent wakes: its timer fired, or something woke it sooner. */
+function sleepResult(wake: WakeReason | null, pending: number): string {
+  switch (wake) {
+    case 'timer':
+      return JSON.stringify({ wait_outcome: 'timer_fired', note: 'The time you slept until has come.' });
+    case 'message':
+      return JSON.stringify({ wait_outcome: 'message_arrived', pending_messages: pending, note: 'A message woke you before your time: it follows.' });
+    case 'revived':
+      return JSON.stringify({ wait_outcome: 'stopped', note: 'You were stopped while asleep; a new message revived you.' });
+    default:
+      return JSON.stringify({ wait_outcome: 'resumed' });
+  }
+}
+
 function waitResult(tool: string, wake: WakeReason | null, pending: number, agent: AgentRef): string {
   if (tool === 'respond_to_user') {
     return JSON.stringify({ status: wake === 'message' || wake === 'revived' ? 'message_arrived' : 'resumed' });
   }
+  if (tool === 'sleep_until') return sleepResult(wake, pending);
   switch (wake) {
     case 'message':
       // A finished execution wakes its agent with a note for this call, not with mail.

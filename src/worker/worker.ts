@@ -194,6 +194,34 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     }
   }
 
+  /**
+   * A parked run's deadline (an agent's timer) would otherwise wait for the next poll: one timeout
+   * is armed for the earliest deadline ahead, re-read at every poll and after every release, so the
+   * run is claimed within moments of it on whichever worker is free, not up to a poll later.
+   */
+  let wakeTimer: NodeJS.Timeout | null = null;
+  async function armWake(): Promise<void> {
+    let wait: number | null;
+    try {
+      wait = await store.nextWakeIn();
+    } catch (err) {
+      logger.warn({ err }, 'reading the next parked deadline failed; the poll stands in');
+      return;
+    }
+    if (wakeTimer) clearTimeout(wakeTimer);
+    wakeTimer = null;
+    if (wait === null || stopping) return;
+    // Past the deadline by a millisecond: the claim compares on the store's clock, in whole ms.
+    wakeTimer = setTimeout(
+      () => {
+        wakeTimer = null;
+        void fill().then(armWake);
+      },
+      Math.max(0, wait) + 1,
+    );
+    wakeTimer.unref();
+  }
+
   /** Claim a kept run that is not hosted here; false while another worker holds it. */
   async function claimKept(runId: string): Promise<boolean> {
     if (hosted.has(runId)) return true;
@@ -365,7 +393,10 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         const state = await releaseStateAfter(held.port, runId, idleResumeMs);
         // Woke while shutting down, or mail waits for a parked agent: host it again.
         if (state.state === 'runnable') return 'again';
-        if (await guarded(held.release(state, seq))) return 'released';
+        if (await guarded(held.release(state, seq))) {
+          if (state.state === 'parked' && state.wakeAt !== null) void armWake();
+          return 'released';
+        }
         return 'again'; // a wake arrived meanwhile: host it again
       } catch (err) {
         if (held.lost || stopping) return 'failed';
@@ -388,9 +419,11 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const poll = setInterval(() => {
     for (const runId of kept) void claimKept(runId);
     void fill();
+    void armWake();
     for (const entry of hosted.values()) entry.nudge();
   }, options.pollMs ?? 5_000);
   await fill();
+  await armWake();
 
   return {
     id,
@@ -405,6 +438,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     async stop() {
       stopping = true;
       clearInterval(poll);
+      if (wakeTimer) clearTimeout(wakeTimer);
       const entries = [...hosted.values()];
       for (const entry of entries) {
         entry.nudge();

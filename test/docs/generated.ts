@@ -33,6 +33,7 @@ const WORDS: Record<string, string> = {
   isRecoveryExhausted: '3 plain-text turns (autonomous)',
   'isWaitFor:agents': 'wait_for_agents',
   'isWaitFor:user': 'respond_to_user',
+  'isWaitFor:timer': 'sleep_until',
   isTurnLimitAfterThisTurn: 'max turns',
   isTurnLimitReached: 'max turns',
   'xstate.error.actor.cycle': 'anything escaping a turn',

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Coordinator } from '../../src/host/createCoordinator.js';
 import type { StorePort } from '../../src/store/port.js';
-import type { LeaseRow, ReleaseState, RunLease } from '../../src/store/postgres/lease.js';
+import { DB_NOW, type LeaseRow, type ReleaseState, type RunLease } from '../../src/store/postgres/lease.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { newAgentRow } from '../../src/store/rows.js';
 import { postRequest, readRequest } from '../../src/hosting/postgresInbox.js';
@@ -149,6 +149,35 @@ describe.skipIf(!available)(pgTitle(available, 'wakes of released runs on Postgr
     expect(hosts).toEqual(['2']);
     const agents = await store.reads.listAgents(runId);
     expect(agents[0]).toMatchObject({ status: 'completed' });
+  });
+
+  it('a run released parked until an agent sleep_until deadline is claimed within a second of it, long before the next poll', async () => {
+    const runId = 'sleeper';
+    const dbNow = async () => Number((await store.pool.query<{ now: string }>(`SELECT ${DB_NOW} AS now`)).rows[0]!.now);
+    const seed = await store.claim(runId, { owner: 'seed', heartbeatMs: 0 });
+    const root = newAgentRow({ id: 'sleeper-root', runId, name: 'lead', parentId: null, depth: 0, task: 'lead', skills: [] }, 0);
+    const wakeAt = (await dbNow()) + 1_500;
+    await seed.port.commit([
+      { op: 'insertRun', run: { id: runId, createdAt: 0, interactive: false, rootId: 'sleeper-root', budget: BUDGET } },
+      {
+        op: 'registerAgent',
+        agent: { ...root, status: 'waiting', waitKind: 'timer', waitingSince: wakeAt - 1_500, waitTimeoutMs: 1_500 },
+        firstInput: [{ role: 'user', content: 'lead' }],
+      },
+    ]);
+    expect(await seed.release({ state: 'parked', wakeAt })).toBe(true);
+    const hostedAt: number[] = [];
+    // The poll is a minute away: only the worker's timer for the parked deadline can claim it in time.
+    await worker({
+      pollMs: 60_000,
+      hostOptions: () => ({ model: teamModel({ workers: 0, turns: 0 }), tools: [workTool] }),
+      onHost: () => void dbNow().then((at) => hostedAt.push(at)),
+    });
+    await leaseWhere(runId, (l) => l.state === 'done' && l.owner === null);
+    expect(hostedAt).toHaveLength(1);
+    expect(hostedAt[0]! - wakeAt).toBeGreaterThanOrEqual(0);
+    expect(hostedAt[0]! - wakeAt).toBeLessThan(1_000);
+    expect((await store.reads.listAgents(runId))[0]).toMatchObject({ status: 'completed' });
   });
 
   /** Model requests as (agent, conversation length): a turn asked of the model twice shows up twice. */

@@ -14,6 +14,10 @@
  *   `reentry`: its parent gets the stopped notice, the user a `reentry.spent` event and the status;
  * - a streak ends with a message from the user, or 10 minutes without a self-wake (an agent whose
  *   executions end hours apart is not storming).
+ *
+ * A `sleep_until` timer firing is a self-wake of source `timer` too, counted and never put off:
+ * the agent chose the time, but a loop of short sleeps is still a loop nobody watches. A sleep of
+ * 10 minutes or more starts a new streak, so one long timer is never refused as a storm.
  * @module
  */
 import type { Logger } from 'pino';

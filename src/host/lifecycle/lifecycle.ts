@@ -104,7 +104,7 @@ export class Lifecycle {
       if (status === 'budgetPaused') this.#resumeIfEpochMoved(h, ctx.budgetEpoch);
       if (status !== 'running') this.#rewakeIfMail(h, status);
       if (from === 'running' && h.notes.length > 0) this.#rewakeForNotes(h, status);
-      if (from === 'waiting' && status === 'running' && ctx.wake === 'timeout') host.after(() => host.timerWoke(h));
+      if (from === 'waiting' && status === 'running' && (ctx.wake === 'timeout' || ctx.wake === 'timer')) host.after(() => host.timerWoke(h));
     }
     const change = status !== from ? { from, to: status, at } : null;
     host.after(() => host.published(h, change));

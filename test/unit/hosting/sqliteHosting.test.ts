@@ -75,10 +75,15 @@ describe('sqliteHosting', () => {
   it('a run parked until a deadline is wanted from the deadline on, not before', async () => {
     const { store, hosting, runId, setNow } = await fileWithRun();
     try {
+      expect(await hosting.nextWakeIn()).toBeNull();
       expect(await (await hosting.claimNext(lease))!.release({ state: 'parked', wakeAt: 5_000 })).toBe(true);
+      // The worker arms its timer for it (4 s from now), rather than waiting for its next poll.
+      expect(await hosting.nextWakeIn()).toBe(4_000);
       setNow(4_999);
+      expect(await hosting.nextWakeIn()).toBe(1);
       expect(await hosting.claimNext(lease)).toBeNull();
       setNow(5_000);
+      expect(await hosting.nextWakeIn()).toBeNull();
       expect((await hosting.claimNext(lease))?.runId).toBe(runId);
     } finally {
       store.close();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition } from 'xstate';
 import { agentMachine, turnInputOf, type AgentEvent } from '../../../machines/agentMachine.js';
-import type { AgentStatus } from '../../../machines/types.js';
+import type { AgentStatus, TurnOutcome } from '../../../machines/types.js';
 import {
   baseInput,
   CONTINUE,
@@ -22,6 +22,7 @@ import {
 } from '../../helpers/machines.js';
 
 const interactive = baseInput({ policy: { interactive: true } });
+const sleepFor = (timeoutMs: number): TurnOutcome => ({ kind: 'wait', waitKind: 'timer', callId: 'c1', tool: 'sleep_until', timeoutMs, at: 0 });
 const autonomous = baseInput();
 
 describe('agent machine: turns', () => {
@@ -216,6 +217,7 @@ describe('agent machine: restore', () => {
     ['running', undefined],
     ['waiting', 'agents'],
     ['waiting', 'user'],
+    ['waiting', 'timer'],
     ['stalled', undefined],
     ['budgetPaused', undefined],
     ['completed', undefined],
@@ -285,6 +287,46 @@ describe('agent machine: idle timers (SimulatedClock)', () => {
     a.clock.increment(100 * 300_000);
     expect(a.status()).toBe('waiting');
     a.actor.stop();
+  });
+
+  it('a sleep_until timer wakes it once at its deadline, as often as it sleeps: never a stall, never an idle timeout', async () => {
+    const a = liveAgent(autonomous);
+    const wakes: (string | null)[] = [];
+    for (let i = 0; i < 4; i++) {
+      a.turns.at(-1)!.resolve(sleepFor(86_400_000));
+      await flush();
+      expect(a.actor.getSnapshot().value).toEqual({ waiting: 'timer' });
+      // A dead-wait report is for waits on agents: a timer moves the agent by itself.
+      a.actor.send({ type: 'agent.deadlock' });
+      a.clock.increment(86_399_999);
+      expect(a.status()).toBe('waiting');
+      a.clock.increment(1);
+      expect(a.status()).toBe('running');
+      wakes.push(a.turns.at(-1)!.input.wake);
+    }
+    expect(wakes).toEqual(['timer', 'timer', 'timer', 'timer']);
+    expect(a.actor.getSnapshot().context).toMatchObject({ idleResumes: 0, waitKind: null, waitingSince: null, pendingWait: { tool: 'sleep_until' } });
+    a.actor.stop();
+  });
+
+  it('a sleeping agent wakes sooner for a message, stops at once for a stop, and boots asleep after a restart', async () => {
+    const a = liveAgent(autonomous);
+    a.turns.at(-1)!.resolve(sleepFor(60_000));
+    await flush();
+    a.actor.send(message());
+    expect(a.turns.at(-1)!.input.wake).toBe('message');
+    a.turns.at(-1)!.resolve(sleepFor(60_000));
+    await flush();
+    a.actor.send(stop);
+    expect(a.status()).toBe('stopped');
+    a.clock.increment(120_000);
+    expect(a.status()).toBe('stopped');
+    a.actor.stop();
+    const restored = liveAgent(baseInput({ status: 'waiting', state: { waitKind: 'timer', waitTimeoutMs: 86_400_000, waitingSince: 0 }, idleTimerMs: 1_000 }));
+    expect(restored.actor.getSnapshot().value).toEqual({ waiting: 'timer' });
+    restored.clock.increment(1_000);
+    expect(restored.turns.at(-1)!.input.wake).toBe('timer');
+    restored.actor.stop();
   });
 
   it('a restored wait re-arms the timer with the remaining delay', () => {

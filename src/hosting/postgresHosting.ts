@@ -7,7 +7,7 @@
 import type pg from 'pg';
 import { wakeChannel, type PostgresStore } from '../store/postgres/store.js';
 import type { HostingStore } from './hostingStore.js';
-import { openRequests, postRequest, wakeSeq } from './postgresInbox.js';
+import { claimFire, openRequests, postRequest, pruneFires, wakeSeq } from './postgresInbox.js';
 
 export function postgresHosting(store: PostgresStore, pollMs = 5_000): HostingStore {
   return {
@@ -16,6 +16,8 @@ export function postgresHosting(store: PostgresStore, pollMs = 5_000): HostingSt
     claimNext: (lease) => store.claimNext(lease),
     wake: (runId) => store.wake(runId),
     post: (request) => postRequest(store, request),
+    claimFire: (claim, request) => claimFire(store, claim, request),
+    pruneFires: (before) => pruneFires(store, before),
     openRequests: (runId) => openRequests(store, runId),
     wakeSeq: (runId) => wakeSeq(store, runId),
     async listen(onWake, logger) {

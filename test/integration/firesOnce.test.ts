@@ -8,7 +8,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { ProactiveManager } from '../../src/autonomy/proactive.js';
 import type { ProactiveTrigger } from '../../src/autonomy/proactiveTrigger.js';
@@ -16,6 +16,7 @@ import type { HostingStore } from '../../src/hosting/hostingStore.js';
 import { postgresHosting } from '../../src/hosting/postgresHosting.js';
 import { sqliteHosting } from '../../src/hosting/sqliteHosting.js';
 import { openStore } from '../../src/store/sqliteStore.js';
+import type { InboxKind } from '../../src/store/types.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { databaseFires, type FireRoute } from '../../src/worker/fires.js';
@@ -78,13 +79,16 @@ describe.skipIf(!available)(pgTitle(available, 'schedules fire once on PostgreSQ
     await drop();
   });
 
+  beforeAll(async () => {
+    for (let i = 0; i < 3; i++) stores.push(await openPostgresStore({ url: PG_URL, schema }));
+  });
+
   const inboxPrompts = async (runId: string): Promise<string[]> => {
     const { rows } = await adminQuery(`SELECT payload FROM ${schema}.inbox WHERE run_id = $1 ORDER BY id`, [runId]);
     return rows.map((r: { payload: string }) => (JSON.parse(r.payload) as { content: string }).content);
   };
 
   it('three processes, each with its own pool, on one schema: a schedule ticking 20 times fires 20 times', async () => {
-    for (let i = 0; i < 3; i++) stores.push(await openPostgresStore({ url: PG_URL, schema }));
     const hostings = stores.map((s) => postgresHosting(s));
     const { runId: mainRunId } = await submitRun(hostings[0]!, { root: { name: 'lead', task: 'Stand by' }, interactive: true });
 
@@ -103,14 +107,22 @@ describe.skipIf(!available)(pgTitle(available, 'schedules fire once on PostgreSQ
     ]);
   });
 
-  it('claims older than the retention are pruned', async () => {
+  it('a fire prunes the claims older than the retention', async () => {
     const hosting = postgresHosting(stores[0]!);
-    const before = (await adminQuery(`SELECT count(*)::int AS n FROM ${schema}.proactive_fires`)).rows[0] as { n: number };
-    expect(before.n).toBe(TICKS * 2);
-    const newest = (await adminQuery(`SELECT max(claimed_at)::bigint AS at FROM ${schema}.proactive_fires`)).rows[0] as { at: string };
-    expect(await hosting.pruneFires(Number(newest.at))).toBeGreaterThan(0);
-    expect(await hosting.pruneFires(Number(newest.at) + 1)).toBeGreaterThan(0);
-    expect((await adminQuery(`SELECT count(*)::int AS n FROM ${schema}.proactive_fires`)).rows[0]).toEqual({ n: 0 });
+    const claim = (tick: string, at: number) => ({ scope: 'proactive-prune', trigger: 'prune', tick, at });
+    expect(await hosting.claimFire(claim('old', 1_000))).toMatchObject({ claimed: true });
+    expect(await hosting.claimFire(claim('recent', 2_500))).toMatchObject({ claimed: true });
+    const fires = databaseFires({ hosting, now: () => 3_000, retentionMs: 1_000 });
+    const fire = { trigger: 'prune', sessionId: 'proactive-prune', prompt: 'p', target: { root: true as const }, at: 3_000, tick: 'now' };
+    expect(await fires.route(fire)).toMatchObject({ kind: 'started', runId: 'proactive-prune' });
+    await fires.settled();
+    // Claimed before 3 000 - 1 000: forgotten (claimable again); the recent one is kept.
+    expect(await hosting.claimFire(claim('old', 3_000))).toMatchObject({ claimed: true });
+    expect(await hosting.claimFire(claim('recent', 3_000))).toEqual({ claimed: false });
+  });
+
+  it('a claim and its message are one transaction: a post that fails leaves the tick unclaimed', async () => {
+    await expectClaimRolledBack(postgresHosting(stores[0]!));
   });
 
   it('three real troupe serve processes on one schema fire each tick of a short schedule once', async () => {
@@ -176,7 +188,25 @@ describe.skipIf(!available)(pgTitle(available, 'schedules fire once on PostgreSQ
   });
 });
 
+/** A claim whose post fails (a kind the inbox refuses) is rolled back with it: the next claim of the tick wins. */
+async function expectClaimRolledBack(hosting: HostingStore): Promise<void> {
+  const claim = { scope: 'proactive-atomic', trigger: 'atomic', tick: '1', at: 1 };
+  const bad = { runId: 'proactive-atomic', kind: 'nonsense' as InboxKind, payload: {}, at: 1 };
+  await expect(hosting.claimFire(claim, bad)).rejects.toThrow();
+  expect(await hosting.claimFire(claim)).toEqual({ claimed: true, requestId: null });
+  expect(await hosting.claimFire(claim)).toEqual({ claimed: false });
+}
+
 describe('schedules fire once on a SQLite file', () => {
+  it('a claim and its message are one transaction: a post that fails leaves the tick unclaimed', async () => {
+    const store = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db') });
+    try {
+      await expectClaimRolledBack(sqliteHosting(store));
+    } finally {
+      store.close();
+    }
+  });
+
   it('two serving managers over one file fire each tick once, and a tick claimed before a reopen stays claimed', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db');
     let store = openStore({ path });

@@ -19,7 +19,7 @@
  *   submits (a run is created under its own lease, outside any transaction of the claim): a crash
  *   between the two loses that tick, and the next tick submits the run. Claims older than
  *   `retentionMs` are pruned (at most once an hour). A fire without a tick (a file change, a
- *   threshold, a manual fire) is not claimed: every process that sees it fires it.
+ *   threshold, a manual fire without an `event_id`) is not claimed: every process that sees it fires it.
  * - Fires for one run are serialised in this process; a fire that finds another process creating
  *   its run waits for the run's root (up to 10 s) and posts to it.
  * @module

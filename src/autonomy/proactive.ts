@@ -10,8 +10,10 @@
  * - `disk_threshold` / `load_threshold`: one shared polling loop (interval clamped to 5–30 s, first
  *   poll one interval after `start()`; polls never overlap). A trigger fires on every poll at which
  *   its probe (proactiveProbes.ts) is at or above the threshold, subject to its cooldown.
- * - `schedule`: either every `intervalMs` (first fire one interval after `start()`) or on a cron
- *   expression. Croner only computes the next run time (a paused job, no callback, so no croner
+ * - `schedule`: either every `intervalMs` (at the multiples of intervalMs since the Unix epoch, so
+ *   that every process ticks at the same times; the first one after `start()`) or on a cron
+ *   expression. A schedule's fire carries its tick (the scheduled time, not when the timer ran),
+ *   which `troupe serve` claims so that a tick fires once across processes (worker/fires.ts). Croner only computes the next run time (a paused job, no callback, so no croner
  *   timer ever runs); every timer goes through the injected clock. A run missed because the clock
  *   jumped fires once, not once per missed run. Cron expressions use the host's local time
  *   unless the trigger names a `timezone`.
@@ -51,6 +53,9 @@ export interface ProactiveOptions {
 const DEFAULT_POLL_INTERVAL_MS = 15_000;
 const MIN_POLL_INTERVAL_MS = 5_000;
 const MAX_POLL_INTERVAL_MS = 30_000;
+
+/** The first multiple of `interval` after `t`: every process ticks an interval schedule at the same times. */
+const nextMultiple = (t: number, interval: number): number => (Math.floor(t / interval) + 1) * interval;
 
 /** The largest delay Node's timers honour (larger values fire after 1 ms); longer waits are chained. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -139,7 +144,7 @@ export class ProactiveManager {
     for (const state of this.#states.values()) {
       if (state.trigger.type !== 'schedule') continue;
       if (state.cron) this.#armCron(state, this.#clock.now(), epoch);
-      else this.#armInterval(state, this.#clock.now() + (state.trigger.intervalMs ?? 0), epoch);
+      else this.#armInterval(state, nextMultiple(this.#clock.now(), state.trigger.intervalMs ?? 1), epoch);
     }
     if ([...this.#states.values()].some((s) => s.trigger.type === 'disk_threshold' || s.trigger.type === 'load_threshold')) {
       this.#armPoll(epoch);
@@ -166,7 +171,8 @@ export class ProactiveManager {
   /**
    * Sends one event for the trigger through the whole pipeline (cooldown, approval, onFire),
    * whether or not the manager is running. `vars` add template variables (`path`, `value`, …);
-   * trigger_name, trigger_type and timestamp are always the trigger's own. Resolves whether it
+   * trigger_name, trigger_type and timestamp are always the trigger's own; an `event_id` makes the
+   * fire's tick `event:<id>` (the same event fires once across processes). Resolves whether it
    * fired (reached onFire); rejects with ConfigError for an unknown trigger name.
    */
   async fireNow(name: string, vars: Record<string, string> = {}): Promise<boolean> {
@@ -181,9 +187,9 @@ export class ProactiveManager {
   }
 
   /** Starts an automatic event without awaiting it; the pipeline never rejects. */
-  #event(state: TriggerState, extra: Record<string, string>, origin: Origin): void {
+  #event(state: TriggerState, extra: Record<string, string>, origin: Origin, scheduled?: number): void {
     if (!this.#live(origin)) return;
-    this.#pipeline.attempt(state, extra, origin).catch((err: unknown) => {
+    this.#pipeline.attempt(state, extra, origin, scheduled).catch((err: unknown) => {
       this.#logger.error({ trigger: state.trigger.name, err }, 'proactive trigger pipeline failed');
     });
   }
@@ -237,7 +243,7 @@ export class ProactiveManager {
       let next = at + interval;
       if (next <= now) next += interval * (Math.floor((now - next) / interval) + 1);
       this.#armInterval(state, next, epoch);
-      this.#event(state, {}, { epoch });
+      this.#event(state, {}, { epoch }, at);
     });
   }
 
@@ -255,7 +261,7 @@ export class ProactiveManager {
     const at = next.getTime();
     this.#armAt(`schedule:${state.trigger.name}`, at, epoch, () => {
       this.#armCron(state, Math.max(at, this.#clock.now()), epoch);
-      this.#event(state, {}, { epoch });
+      this.#event(state, {}, { epoch }, at);
     });
   }
 

@@ -31,6 +31,11 @@ export interface ProactiveFire {
   target: ProactiveTarget;
   /** `clock.now()` when it fired. */
   at: number;
+  /**
+   * Which tick this fire is, the same in every process that sees it (its claim's key): a
+   * schedule's scheduled time in ms, or `event:<event_id>`; absent for an event without one.
+   */
+  tick?: string;
 }
 
 export interface TriggerStats {
@@ -110,8 +115,11 @@ export class TriggerPipeline {
     this.#live = options.live;
   }
 
-  /** One event through the pipeline; resolves whether it fired (reached onFire). */
-  async attempt(state: TriggerState, extra: Record<string, string>, origin: Origin): Promise<boolean> {
+  /**
+   * One event through the pipeline; resolves whether it fired (reached onFire). `scheduled`: the
+   * schedule's tick (its time, not when this process noticed it), which is also its `timestamp`.
+   */
+  async attempt(state: TriggerState, extra: Record<string, string>, origin: Origin, scheduled?: number): Promise<boolean> {
     const { trigger, stats } = state;
     const now = this.#clock.now();
     if (state.cooldownFrom !== null && now - state.cooldownFrom < state.cooldownMs) {
@@ -127,8 +135,10 @@ export class TriggerPipeline {
       ...extra,
       trigger_name: trigger.name,
       trigger_type: trigger.type,
-      timestamp: new Date(now).toISOString(),
+      timestamp: new Date(scheduled ?? now).toISOString(),
     };
+    const eventId = extra.event_id;
+    const tick = scheduled !== undefined ? String(scheduled) : typeof eventId === 'string' && eventId !== '' ? `event:${eventId}` : undefined;
     const prompt = renderTemplate(trigger.promptTemplate, vars);
 
     if (trigger.requiresConfirmation) {
@@ -171,6 +181,7 @@ export class TriggerPipeline {
       prompt,
       target: { ...state.target },
       at: this.#clock.now(),
+      ...(tick !== undefined ? { tick } : {}),
     };
     stats.fired++;
     stats.lastFiredAt = fire.at;

@@ -93,7 +93,9 @@ const SERVE = `troupe serve stays up until SIGINT / SIGTERM. It builds the model
   \${trigger_type}, \${timestamp}, \${path}, \${value}), cooldown_seconds (default 300),
   requires_confirmation, agent, and by type watch_path + watch_patterns (non-recursive),
   disk_path + disk_threshold_pct, load_threshold_per_core, or one of interval_seconds and
-  cron (+ timezone). Thresholds are polled every 15 s.
+  cron (+ timezone). Thresholds are polled every 15 s. Interval schedules tick at the
+  multiples of interval_seconds; a schedule's tick fires once however many serve processes
+  share the database.
   A fire goes to the run proactive-<name> (created by the first fire, messaged by later ones,
   resumed after a restart), or with "agent" to that agent of the main run (AGENT_NOT_FOUND if
   none). requires_confirmation asks on the terminal (y approves that trigger for 30 minutes);

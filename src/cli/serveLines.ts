@@ -39,6 +39,8 @@ export function describeRoute(r: RouteResult | FireRoute): string {
       return `resumed run ${r.runId} and messaged its root (${r.agentId})`;
     case 'sent':
       return `message to ${r.agentId} in run ${r.runId}`;
+    case 'taken':
+      return `tick ${r.tick} for run ${r.runId} fired by another process`;
   }
 }
 

@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { PortReads } from '../store/postgres/reads.js';
 import type { LeaseOptions, RunLease } from '../store/postgres/lease.js';
-import type { InboxKind, InboxRequest } from '../store/types.js';
+import type { FireClaim, FireClaimed, InboxKind, InboxPost, InboxRequest } from '../store/types.js';
 
 export interface HostingStore {
   /** Reads without a claim (a submit refuses a run id that is taken; a fire finds its agent). */
@@ -22,6 +22,14 @@ export interface HostingStore {
   wake(runId: string): Promise<void>;
   /** Post a request to a run and wake it (its host, or the next to claim it, applies it); its id. */
   post(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): Promise<number>;
+  /**
+   * Claim a proactive fire: the first claim of (scope, trigger, tick) on the store wins, a later one
+   * is `{ claimed: false }`. Claimed with `request`, the request is posted (and its run woken) in the
+   * claim's transaction: the tick's message exists exactly when its claim does.
+   */
+  claimFire(claim: FireClaim, request?: InboxPost): Promise<FireClaimed>;
+  /** Forget the fire claims made before `before` (a tick that old is never seen again); how many. */
+  pruneFires(before: number): Promise<number>;
   /** Requests posted to the run and not answered yet, oldest first. */
   openRequests(runId: string): Promise<InboxRequest[]>;
   /** The run's wake sequence: a release is conditional on it. */

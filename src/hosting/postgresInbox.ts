@@ -9,7 +9,7 @@
  */
 import { toInboxRequest } from '../store/decode.js';
 import type { InboxDbRow } from '../store/dbRows.js';
-import type { InboxKind, InboxRequest } from '../store/types.js';
+import type { FireClaim, FireClaimed, InboxKind, InboxPost, InboxRequest } from '../store/types.js';
 import type { PostgresStore } from '../store/postgres/store.js';
 
 /** From any machine: post a request to a run and wake it; resolves with the request id. */
@@ -40,6 +40,60 @@ export async function postRequest(
     client.off('error', onError);
     client.release(broken);
   }
+}
+
+/**
+ * From any machine: claim a proactive fire (one row per scope, trigger and tick; a second insert is
+ * ignored) and, claimed, post `request` and wake its run in the same transaction: a tick is posted
+ * once, or not at all, whichever process sees it and whenever one crashes.
+ */
+export async function claimFire(store: PostgresStore, claim: FireClaim, request?: InboxPost): Promise<FireClaimed> {
+  const client = await store.pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => (broken = err);
+  client.on('error', onError);
+  try {
+    await client.query('BEGIN READ WRITE');
+    const { rowCount } = await client.query(
+      'INSERT INTO proactive_fires (scope, trigger_name, tick, claimed_at) VALUES ($1, $2, $3, $4) ON CONFLICT (scope, trigger_name, tick) DO NOTHING',
+      [claim.scope, claim.trigger, claim.tick, claim.at],
+    );
+    let result: FireClaimed = { claimed: false };
+    if (rowCount === 1) {
+      let requestId: number | null = null;
+      if (request) {
+        const { rows } = await client.query<{ id: number }>('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4) RETURNING id', [
+          request.runId,
+          request.kind,
+          JSON.stringify(request.payload),
+          request.at,
+        ]);
+        requestId = rows[0]!.id;
+        await client.query('UPDATE proactive_fires SET request_id = $1 WHERE scope = $2 AND trigger_name = $3 AND tick = $4', [
+          requestId,
+          claim.scope,
+          claim.trigger,
+          claim.tick,
+        ]);
+        await store.wake(request.runId, client);
+      }
+      result = { claimed: true, requestId };
+    }
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
+}
+
+/** Forget the fire claims made before `before`; how many. */
+export async function pruneFires(store: PostgresStore, before: number): Promise<number> {
+  const { rowCount } = await store.pool.query('DELETE FROM proactive_fires WHERE claimed_at < $1', [before]);
+  return rowCount ?? 0;
 }
 
 /** From any machine: the request as it stands (answered or not). */

@@ -87,6 +87,16 @@ export function sqliteHosting(store: SqliteStore, now: () => number = Date.now):
       wake(request.runId);
       return Promise.resolve(id);
     },
+    claimFire(claim, request) {
+      try {
+        const claimed = store.claimFire(claim, request);
+        if (claimed.claimed && request) wake(request.runId);
+        return Promise.resolve(claimed);
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    },
+    pruneFires: (before) => Promise.resolve(store.pruneFires(before)),
     openRequests: (runId) => Promise.resolve(store.openInbox(runId)),
     wakeSeq: () => Promise.resolve(0),
     nextWakeIn() {

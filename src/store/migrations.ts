@@ -232,6 +232,23 @@ export const MIGRATIONS: readonly Migration[] = [
       BEGIN SELECT RAISE(ABORT, 'inbox kind must be send, stop, pause, resume, execution, delegation or approval'); END;
     `,
   },
+  {
+    // Issue 33 item 6: a proactive fire is claimed by one row keyed by (scope, trigger, tick), so
+    // a tick fires once whichever process sees it; request_id is the inbox request its claim posted
+    // in the same transaction (null: the claim submitted the run named by its scope).
+    version: 10,
+    sql: `
+      CREATE TABLE proactive_fires (
+        scope TEXT NOT NULL,
+        trigger_name TEXT NOT NULL,
+        tick TEXT NOT NULL,
+        claimed_at INTEGER NOT NULL,
+        request_id INTEGER,
+        PRIMARY KEY (scope, trigger_name, tick)
+      ) WITHOUT ROWID;
+      CREATE INDEX proactive_fires_claimed ON proactive_fires(claimed_at);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

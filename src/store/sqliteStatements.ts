@@ -46,6 +46,9 @@ const SQL = {
   answerInbox: 'UPDATE inbox SET done_at = ?, result = ? WHERE id = ? AND done_at IS NULL',
   inboxRuns: 'SELECT DISTINCT run_id FROM inbox WHERE done_at IS NULL ORDER BY run_id',
   postInbox: 'INSERT INTO inbox (run_id, kind, payload, created_at) VALUES (?, ?, ?, ?)',
+  claimFire: 'INSERT OR IGNORE INTO proactive_fires (scope, trigger_name, tick, claimed_at) VALUES (?, ?, ?, ?)',
+  fireRequest: 'UPDATE proactive_fires SET request_id = ? WHERE scope = ? AND trigger_name = ? AND tick = ?',
+  pruneFires: 'DELETE FROM proactive_fires WHERE claimed_at < ?',
   insertDelegation: `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
        VALUES (@sessionId, @delegationId, @runId, @goal, @status, @dispatchedAt, @completedAt, @resultText, @startedBoot)`,
   finishDelegation: `UPDATE delegations SET status = ?, completed_at = ?, result_text = ? WHERE session_id = ? AND delegation_id = ? AND status = 'running'`,

@@ -34,7 +34,7 @@ import type {
   UsageDbRow,
 } from './dbRows.js';
 import { openDatabase, sqliteCode, type OpenedDatabase } from './openFile.js';
-import type { InboxKind, InboxRequest, InboxResult } from './types.js';
+import type { FireClaim, FireClaimed, InboxKind, InboxPost, InboxRequest, InboxResult } from './types.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
@@ -92,6 +92,10 @@ export interface SqliteStore extends Store {
   inboxRuns(): string[];
   /** Post a request to a run of this file from its owner (another process uses `postToInbox`); its id. */
   postInbox(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): number;
+  /** Claim a proactive fire (insert-or-ignore) and, claimed, post `request` in the same transaction. */
+  claimFire(claim: FireClaim, request?: InboxPost): FireClaimed;
+  /** Forget the fire claims made before `before`; how many. */
+  pruneFires(before: number): number;
 }
 
 /**
@@ -367,6 +371,15 @@ function createSqliteStore(
       }),
     inboxRuns: () => (q.inboxRuns.all() as { run_id: string }[]).map((r) => r.run_id),
     postInbox: (request) => transaction(() => Number(q.postInbox.run(request.runId, request.kind, json(request.payload), request.at).lastInsertRowid)),
+    claimFire: (claim, request) =>
+      transaction((): FireClaimed => {
+        if (q.claimFire.run(claim.scope, claim.trigger, claim.tick, claim.at).changes === 0) return { claimed: false };
+        if (!request) return { claimed: true, requestId: null };
+        const requestId = Number(q.postInbox.run(request.runId, request.kind, json(request.payload), request.at).lastInsertRowid);
+        q.fireRequest.run(requestId, claim.scope, claim.trigger, claim.tick);
+        return { claimed: true, requestId };
+      }),
+    pruneFires: (before) => transaction(() => q.pruneFires.run(before).changes),
     verifyChecksums() {
       const bad = { messages: [] as string[], sessionItems: [] as string[] };
       for (const row of db.prepare('SELECT * FROM messages').iterate() as IterableIterator<MessageDbRow>) {

@@ -306,3 +306,24 @@ export interface InboxRequest {
   doneAt: number | null;
   result: InboxResult | null;
 }
+
+/** A proactive fire's claim (issue 33 item 6): one row per (scope, trigger, tick), whoever inserts it first fires. */
+export interface FireClaim {
+  /** The run the fire goes to (`proactive-<trigger>`, or the main run of an `agent` target). */
+  scope: string;
+  trigger: string;
+  /** A schedule's scheduled time (ms, decimal), or `event:<id>` for an event with an id. */
+  tick: string;
+  at: number;
+}
+
+/** A request to post to a run's inbox. */
+export interface InboxPost {
+  runId: string;
+  kind: InboxKind;
+  payload: Record<string, unknown>;
+  at: number;
+}
+
+/** What claiming a fire did: claimed here (and the request it posted in the same transaction), or taken already. */
+export type FireClaimed = { claimed: true; requestId: number | null } | { claimed: false };

@@ -11,8 +11,17 @@
  *   it, reviving a root that finished.
  * - Target `{ agent: name }`: the agent of that name (or id) in the main run gets the prompt the
  *   same way. No main run, or no such agent: `AGENT_NOT_FOUND`, at once.
- * - Fires for one run are serialised in this process. Two serving processes with the same trigger
- *   both fire: the second submit of a run finds it and posts instead.
+ * - A tick fires once (issue 33 item 6): a fire with a tick (a schedule's scheduled time, an
+ *   event's id) is claimed by a row keyed by (scope: the run it goes to, trigger, tick), insert-or-
+ *   ignore, and only the claimant routes it; every other serving process or worker that sees the
+ *   same tick gets `taken`. A message is posted in the claim's own transaction, so a crash leaves
+ *   both or neither. The one fire that submits run `proactive-<name>` claims first and then
+ *   submits (a run is created under its own lease, outside any transaction of the claim): a crash
+ *   between the two loses that tick, and the next tick submits the run. Claims older than
+ *   `retentionMs` are pruned (at most once an hour). A fire without a tick (a file change, a
+ *   threshold, a manual fire without an `event_id`) is not claimed: every process that sees it fires it.
+ * - Fires for one run are serialised in this process; a fire that finds another process creating
+ *   its run waits for the run's root (up to 10 s) and posts to it.
  * @module
  */
 import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
@@ -20,10 +29,20 @@ import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from '
 import { ConfigError, TroupeError } from '../errors.js';
 import { isValidAgentName } from '../host/options.js';
 import type { HostingStore } from '../hosting/hostingStore.js';
+import type { FireClaim } from '../store/types.js';
 import { submitRun, type SubmitOptions } from './submit.js';
 
-/** What one fire did: a run submitted, or a message posted to a run's inbox (request `requestId`). */
-export type FireRoute = { kind: 'started'; runId: string; agentId: string } | { kind: 'posted'; runId: string; agentId: string; requestId: number };
+/** What one fire did: a run submitted, a message posted to a run's inbox (request `requestId`), or nothing: its tick was claimed by another fire. */
+export type FireRoute =
+  | { kind: 'started'; runId: string; agentId: string }
+  | { kind: 'posted'; runId: string; agentId: string; requestId: number }
+  | { kind: 'taken'; runId: string; tick: string };
+
+/** How long a fire's claim is kept by default: a week. */
+const DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000;
+const PRUNE_EVERY_MS = 3_600_000;
+/** How long a fire waits for the root of a run another process is submitting. */
+const RACED_SUBMIT_WAIT_MS = 10_000;
 
 export interface DatabaseFiresOptions {
   /** Where the runs are: a run is submitted through it, a message posted to its inbox. */
@@ -33,6 +52,8 @@ export interface DatabaseFiresOptions {
   /** What a new proactive run is submitted with (budget, limits, the settings saved with it). */
   submit?: Omit<SubmitOptions, 'root' | 'runId' | 'interactive'>;
   now?: () => number;
+  /** Fire claims older than this are pruned; default a week. */
+  retentionMs?: number;
 }
 
 export interface DatabaseFires {
@@ -45,12 +66,44 @@ export interface DatabaseFires {
 export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
   const { hosting } = options;
   const now = options.now ?? Date.now;
+  const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
   const tails = new Map<string, Promise<unknown>>();
+  let prunedAt: number | null = null;
+  let pruning: Promise<void> = Promise.resolve();
 
-  const post = async (runId: string, agentId: string, prompt: string): Promise<FireRoute> => {
-    const requestId = await hosting.post({ runId, kind: 'send', payload: { agent: agentId, content: prompt, type: PROACTIVE_MESSAGE_TYPE }, at: now() });
-    return { kind: 'posted', runId, agentId, requestId };
+  const claimOf = (fire: ProactiveFire, scope: string, tick: string): FireClaim => ({ scope, trigger: fire.trigger, tick, at: now() });
+
+  /** Post the prompt; with a tick, only if this call claims it (the claim and the post are one transaction). */
+  const post = async (fire: ProactiveFire, runId: string, agentId: string): Promise<FireRoute> => {
+    const request = { runId, kind: 'send' as const, payload: { agent: agentId, content: fire.prompt, type: PROACTIVE_MESSAGE_TYPE }, at: now() };
+    if (fire.tick === undefined) return { kind: 'posted', runId, agentId, requestId: await hosting.post(request) };
+    const claimed = await hosting.claimFire(claimOf(fire, runId, fire.tick), request);
+    if (!claimed.claimed) return { kind: 'taken', runId, tick: fire.tick };
+    return { kind: 'posted', runId, agentId, requestId: claimed.requestId! };
   };
+
+  /** Best effort, at most once an hour: a failed prune is tried again at the next fire. */
+  const prune = async (): Promise<void> => {
+    const at = now();
+    if (prunedAt !== null && at - prunedAt < PRUNE_EVERY_MS) return;
+    try {
+      await hosting.pruneFires(at - retentionMs);
+      prunedAt = at;
+    } catch {
+      // Claims are kept a little longer; nothing depends on their going.
+    }
+  };
+
+  /** The root of a run another process is submitting, once its rows are in (or undefined after the wait). */
+  async function rootOf(runId: string): Promise<string | undefined> {
+    const until = Date.now() + RACED_SUBMIT_WAIT_MS;
+    for (;;) {
+      const run = await hosting.reads.getRun(runId).catch(() => undefined);
+      if (run?.rootId) return run.rootId;
+      if (Date.now() >= until) return undefined;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
 
   async function toMainAgent(fire: ProactiveFire, agent: string): Promise<FireRoute> {
     const runId = options.mainRunId;
@@ -66,7 +119,7 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
         details: { trigger: fire.trigger, agent, runId },
       });
     }
-    return post(runId, found.id, fire.prompt);
+    return post(fire, runId, found.id);
   }
 
   async function toRoot(fire: ProactiveFire): Promise<FireRoute> {
@@ -74,26 +127,30 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
     const existing = await hosting.reads.getRun(runId);
     if (existing) {
       if (existing.rootId === null) throw new TroupeError('RUN_NOT_FOUND', `Run ${runId} has no root agent`);
-      return post(runId, existing.rootId, fire.prompt);
+      return post(fire, runId, existing.rootId);
     }
     if (!isValidAgentName(fire.trigger)) {
       throw new ConfigError(`Trigger name ${JSON.stringify(fire.trigger)} cannot name the root of run ${runId}: it must be one line of 1..64 characters`, {
         details: { trigger: fire.trigger },
       });
     }
+    // Claimed before the submit: only the claimant of this tick creates or messages the run.
+    if (fire.tick !== undefined && !(await hosting.claimFire(claimOf(fire, runId, fire.tick))).claimed) return { kind: 'taken', runId, tick: fire.tick };
     try {
       const { rootId } = await submitRun(hosting, { ...options.submit, runId, interactive: true, root: { name: fire.trigger, task: fire.prompt } });
       return { kind: 'started', runId, agentId: rootId };
     } catch (err) {
-      // Another serving process submitted it first: message it like any existing run.
-      const raced = await hosting.reads.getRun(runId).catch(() => undefined);
-      if (raced?.rootId) return post(runId, raced.rootId, fire.prompt);
-      throw err;
+      // Another fire (another tick, another process) submitted it first: message its root, this tick being ours.
+      const rootId = await rootOf(runId);
+      if (rootId === undefined) throw err;
+      const requestId = await hosting.post({ runId, kind: 'send', payload: { agent: rootId, content: fire.prompt, type: PROACTIVE_MESSAGE_TYPE }, at: now() });
+      return { kind: 'posted', runId, agentId: rootId, requestId };
     }
   }
 
   return {
     route(fire) {
+      if (fire.tick !== undefined) pruning = pruning.then(prune);
       const target = fire.target ?? { root: true };
       if ('agent' in target) return toMainAgent(fire, target.agent);
       if (typeof fire.sessionId !== 'string' || !isProactiveRunId(fire.sessionId)) {
@@ -109,6 +166,7 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
     },
     async settled() {
       while (tails.size > 0) await Promise.allSettled([...tails.values()]);
+      await pruning;
     },
   };
 }

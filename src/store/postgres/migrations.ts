@@ -240,6 +240,21 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE inbox ADD CONSTRAINT inbox_kind CHECK (kind IN ('send', 'stop', 'pause', 'resume', 'execution', 'delegation', 'approval'));
     `,
   },
+  {
+    // SQLite's migration 10: a proactive fire is claimed by one row keyed by (scope, trigger, tick).
+    version: 10,
+    sql: `
+      CREATE TABLE proactive_fires (
+        scope TEXT NOT NULL,
+        trigger_name TEXT NOT NULL,
+        tick TEXT NOT NULL,
+        claimed_at BIGINT NOT NULL,
+        request_id BIGINT,
+        PRIMARY KEY (scope, trigger_name, tick)
+      );
+      CREATE INDEX proactive_fires_claimed ON proactive_fires(claimed_at);
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

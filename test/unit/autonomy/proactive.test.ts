@@ -191,6 +191,7 @@ describe('ProactiveManager: schedules', () => {
         prompt: 'tick tick at 1970-01-01T00:03:00.000Z',
         target: { agent: 'ops' },
         at: 180_000,
+        tick: '180000',
       },
     ]);
     expect(events.find((e) => e.type === 'proactive.trigger_fired')).toMatchObject({
@@ -220,6 +221,34 @@ describe('ProactiveManager: schedules', () => {
     clock.increment(1);
     await flush();
     expect(fires.map((f) => f.at)).toEqual([5_500, 6_000]);
+    // The jumped-over fire is the tick it was scheduled for, in its key and its timestamp.
+    expect(fires.map((f) => f.tick)).toEqual(['1000', '6000']);
+    expect(fires[0]!.prompt).toContain('1970-01-01T00:00:01.000Z');
+  });
+
+  it('ticks an interval schedule at the multiples of intervalMs, so processes started at different times agree on each tick', async () => {
+    const { manager, fires, clock } = setup([every('tick', 1_000)]);
+    clock.increment(12_345);
+    manager.start();
+    clock.increment(300);
+    const other: ProactiveFire[] = [];
+    const late = new ProactiveManager({ triggers: [every('tick', 1_000)], onFire: (f) => void other.push(f), clock });
+    managers.push(late);
+    late.start();
+    for (let i = 0; i < 3; i++) {
+      clock.increment(1_000);
+      await flush();
+    }
+    // Started at 12 345 and 12 645: both tick at 13 000, 14 000, 15 000 (not one interval after their start).
+    expect(fires.map((f) => f.tick)).toEqual(['13000', '14000', '15000']);
+    expect(other.map((f) => f.tick)).toEqual(['13000', '14000', '15000']);
+  });
+
+  it('gives a manual fire a tick only for an event id', async () => {
+    const { manager, fires } = setup([every('hook', 1_000_000, { cooldownMs: 0 })]);
+    await manager.fireNow('hook', { event_id: 'evt-7' });
+    await manager.fireNow('hook');
+    expect(fires.map((f) => f.tick)).toEqual(['event:evt-7', undefined]);
   });
 
   it('fires a cron schedule at the next matching time of the simulated clock (croner computes, the clock waits)', async () => {

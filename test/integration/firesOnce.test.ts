@@ -1,0 +1,234 @@
+/**
+ * Schedules fire once (issue 33 item 6): several serving processes on one database, each running
+ * the same schedule, fire each tick exactly once — its claim row keyed by (scope, trigger, tick)
+ * is inserted by one of them, and only that one routes the tick. Three in-process managers with
+ * their own connection pools on one simulated clock (PostgreSQL), two on one SQLite file, and
+ * three real `troupe serve` processes on a short real interval (PostgreSQL).
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { ProactiveManager } from '../../src/autonomy/proactive.js';
+import type { ProactiveTrigger } from '../../src/autonomy/proactiveTrigger.js';
+import type { HostingStore } from '../../src/hosting/hostingStore.js';
+import { postgresHosting } from '../../src/hosting/postgresHosting.js';
+import { sqliteHosting } from '../../src/hosting/sqliteHosting.js';
+import { openStore } from '../../src/store/sqliteStore.js';
+import type { InboxKind } from '../../src/store/types.js';
+import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
+import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
+import { databaseFires, type FireRoute } from '../../src/worker/fires.js';
+import { submitRun } from '../../src/worker/submit.js';
+import { spawnTroupe, workdir, type Spawned } from '../helpers/cli.js';
+import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+
+const available = await pgAvailable();
+
+const MINUTE = 60_000;
+const TICKS = 20;
+
+/** A root schedule (run proactive-pulse) and an agent schedule (the main run's lead), both every minute. */
+const triggers: ProactiveTrigger[] = [
+  { name: 'pulse', type: 'schedule', intervalMs: MINUTE, cooldownMs: 0, promptTemplate: 'pulse at ${timestamp}' },
+  { name: 'nudge', type: 'schedule', intervalMs: MINUTE, cooldownMs: 0, promptTemplate: 'nudge at ${timestamp}', target: { agent: 'lead' } },
+];
+
+/** `hosts` serving "processes" on one clock, each with its own manager and fires; drive them `TICKS` minutes. */
+async function tickAll(hostings: HostingStore[], mainRunId: string): Promise<FireRoute[]> {
+  const clock = new SimulatedClock();
+  clock.increment(1_000_000 * MINUTE);
+  const routes: Promise<FireRoute>[] = [];
+  const managers = hostings.map((hosting) => {
+    const fires = databaseFires({ hosting, mainRunId, now: () => clock.now() });
+    return new ProactiveManager({ triggers, clock, onFire: (fire) => void routes.push(fires.route(fire)) });
+  });
+  for (const m of managers) m.start();
+  try {
+    for (let i = 0; i < TICKS; i++) {
+      clock.increment(MINUTE);
+      // Each manager's timer ran in the increment and started its route: wait for all of them.
+      await Promise.all(routes);
+    }
+  } finally {
+    await Promise.all(managers.map((m) => m.stop()));
+  }
+  return Promise.all(routes);
+}
+
+/** The prompts each run got from the fires: its root's task (a submit) and the proactive messages in its inbox. */
+function expectEachTickOnce(routes: FireRoute[], prompts: { pulse: string[]; nudge: string[] }, hosts: number): void {
+  const start = 1_000_000 * MINUTE;
+  const expected = (name: string) => Array.from({ length: TICKS }, (_, i) => `${name} at ${new Date(start + (i + 1) * MINUTE).toISOString()}`);
+  expect(routes).toHaveLength(TICKS * 2 * hosts);
+  expect(routes.filter((r) => r.kind === 'taken')).toHaveLength(TICKS * 2 * (hosts - 1));
+  expect(routes.filter((r) => r.kind === 'started')).toHaveLength(1);
+  // Exactly one prompt per tick: none doubled, none lost.
+  expect([...prompts.pulse].sort()).toEqual(expected('pulse'));
+  expect([...prompts.nudge].sort()).toEqual(expected('nudge'));
+}
+
+describe.skipIf(!available)(pgTitle(available, 'schedules fire once on PostgreSQL'), { timeout: 180_000 }, () => {
+  const { schema, drop } = freshSchema();
+  const stores: PostgresStore[] = [];
+  const running: Spawned[] = [];
+  afterAll(async () => {
+    for (const r of running) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
+    await Promise.all(stores.map((s) => s.close()));
+    await drop();
+  });
+
+  beforeAll(async () => {
+    for (let i = 0; i < 3; i++) stores.push(await openPostgresStore({ url: PG_URL, schema }));
+  });
+
+  const inboxPrompts = async (runId: string): Promise<string[]> => {
+    const { rows } = await adminQuery(`SELECT payload FROM ${schema}.inbox WHERE run_id = $1 ORDER BY id`, [runId]);
+    return rows.map((r: { payload: string }) => (JSON.parse(r.payload) as { content: string }).content);
+  };
+
+  it('three processes, each with its own pool, on one schema: a schedule ticking 20 times fires 20 times', async () => {
+    const hostings = stores.map((s) => postgresHosting(s));
+    const { runId: mainRunId } = await submitRun(hostings[0]!, { root: { name: 'lead', task: 'Stand by' }, interactive: true });
+
+    const routes = await tickAll(hostings, mainRunId);
+
+    const run = await stores[0]!.reads.getRun('proactive-pulse');
+    const root = (await stores[0]!.reads.listAgents('proactive-pulse')).find((a) => a.id === run!.rootId)!;
+    expectEachTickOnce(routes, { pulse: [root.task, ...(await inboxPrompts('proactive-pulse'))], nudge: await inboxPrompts(mainRunId) }, 3);
+    // One claim per tick, and each posted tick's claim names its inbox request.
+    const { rows } = await adminQuery(
+      `SELECT trigger_name, count(*)::int AS n, count(request_id)::int AS posted FROM ${schema}.proactive_fires GROUP BY 1 ORDER BY 1`,
+    );
+    expect(rows).toEqual([
+      { trigger_name: 'nudge', n: TICKS, posted: TICKS },
+      { trigger_name: 'pulse', n: TICKS, posted: TICKS - 1 },
+    ]);
+  });
+
+  it('a fire prunes the claims older than the retention', async () => {
+    const hosting = postgresHosting(stores[0]!);
+    const claim = (tick: string, at: number) => ({ scope: 'proactive-prune', trigger: 'prune', tick, at });
+    expect(await hosting.claimFire(claim('old', 1_000))).toMatchObject({ claimed: true });
+    expect(await hosting.claimFire(claim('recent', 2_500))).toMatchObject({ claimed: true });
+    const fires = databaseFires({ hosting, now: () => 3_000, retentionMs: 1_000 });
+    const fire = { trigger: 'prune', sessionId: 'proactive-prune', prompt: 'p', target: { root: true as const }, at: 3_000, tick: 'now' };
+    expect(await fires.route(fire)).toMatchObject({ kind: 'started', runId: 'proactive-prune' });
+    await fires.settled();
+    // Claimed before 3 000 - 1 000: forgotten (claimable again); the recent one is kept.
+    expect(await hosting.claimFire(claim('old', 3_000))).toMatchObject({ claimed: true });
+    expect(await hosting.claimFire(claim('recent', 3_000))).toEqual({ claimed: false });
+  });
+
+  it('a claim and its message are one transaction: a post that fails leaves the tick unclaimed', async () => {
+    await expectClaimRolledBack(postgresHosting(stores[0]!));
+  });
+
+  it('three real troupe serve processes on one schema fire each tick of a short schedule once', async () => {
+    const other = freshSchema();
+    await using server = await createFakeOpenAIServer(() => ({ message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: 'Noted.' } }] } }));
+    try {
+      const cwd = workdir();
+      const config = join(cwd, 'serve.json');
+      // Long enough that all three processes missing one tick (each event loop stalled a second at once) is not a risk.
+      const intervalMs = 1_000;
+      writeFileSync(
+        config,
+        JSON.stringify({
+          model: 'm',
+          baseURL: server.url,
+          apiKey: 'k',
+          proactive: { triggers: [{ name: 'beat', trigger_type: 'schedule', intervalMs, prompt_template: 'beat at ${timestamp}', cooldown_seconds: 0 }] },
+        }),
+      );
+      const db = `${PG_URL}?schema=${other.schema}`;
+      const serves = [0, 1, 2].map(() => spawnTroupe(['serve', 'Stand by', '--db', db, '--config', config], cwd));
+      running.push(...serves);
+      await Promise.all(serves.map((s) => s.line(/^ready /)));
+      const claims = async () =>
+        (await adminQuery(`SELECT tick FROM ${other.schema}.proactive_fires WHERE trigger_name = 'beat' ORDER BY tick::bigint`)).rows.map(
+          (r: { tick: string }) => Number(r.tick),
+        );
+      // 20 ticks after all three are serving (each process prints one line per tick it saw).
+      const seen = await claims();
+      const from = seen.at(-1) ?? 0;
+      const taken = /^proactive {2}beat → tick (\d+) for run proactive-beat fired by another process/;
+      for (;;) {
+        const ticks = await claims();
+        if (ticks.filter((t) => t > from).length >= TICKS) break;
+        // A pause between two reads of rows other processes write.
+        await new Promise((resolve) => setTimeout(resolve, intervalMs));
+      }
+      for (const s of serves) s.child.kill('SIGTERM');
+      for (const s of serves) expect(await s.exited, s.stderr()).toEqual({ code: 0, signal: null });
+
+      const ticks = await claims();
+      // Consecutive multiples of the interval from the first claim to the last: none lost.
+      expect(ticks.length).toBeGreaterThanOrEqual(TICKS);
+      expect(ticks.every((t) => t % intervalMs === 0)).toBe(true);
+      expect(ticks.at(-1)! - ticks[0]!).toBe((ticks.length - 1) * intervalMs);
+      // One prompt per claimed tick, the root's task and the rest messages: none doubled.
+      const { rows } = await adminQuery(`SELECT payload FROM ${other.schema}.inbox WHERE run_id = 'proactive-beat' ORDER BY id`);
+      const reader = await openPostgresStore({ url: PG_URL, schema: other.schema });
+      const rootTask = await reader.reads
+        .getRun('proactive-beat')
+        .then(async (run) => (await reader.reads.listAgents('proactive-beat')).find((a) => a.id === run!.rootId)!.task)
+        .finally(() => reader.close());
+      const prompts = [rootTask, ...rows.map((r: { payload: string }) => (JSON.parse(r.payload) as { content: string }).content)];
+      expect(prompts.sort()).toEqual(ticks.map((t) => `beat at ${new Date(t).toISOString()}`).sort());
+      // Every process saw ticks another one had fired.
+      for (const s of serves)
+        expect(
+          s.lines.some((l) => taken.test(l)),
+          s.lines.join('\n'),
+        ).toBe(true);
+    } finally {
+      await other.drop();
+    }
+  });
+});
+
+/** A claim whose post fails (a kind the inbox refuses) is rolled back with it: the next claim of the tick wins. */
+async function expectClaimRolledBack(hosting: HostingStore): Promise<void> {
+  const claim = { scope: 'proactive-atomic', trigger: 'atomic', tick: '1', at: 1 };
+  const bad = { runId: 'proactive-atomic', kind: 'nonsense' as InboxKind, payload: {}, at: 1 };
+  await expect(hosting.claimFire(claim, bad)).rejects.toThrow();
+  expect(await hosting.claimFire(claim)).toEqual({ claimed: true, requestId: null });
+  expect(await hosting.claimFire(claim)).toEqual({ claimed: false });
+}
+
+describe('schedules fire once on a SQLite file', () => {
+  it('a claim and its message are one transaction: a post that fails leaves the tick unclaimed', async () => {
+    const store = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db') });
+    try {
+      await expectClaimRolledBack(sqliteHosting(store));
+    } finally {
+      store.close();
+    }
+  });
+
+  it('two serving managers over one file fire each tick once, and a tick claimed before a reopen stays claimed', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db');
+    let store = openStore({ path });
+    try {
+      const hosting = sqliteHosting(store);
+      const { runId: mainRunId } = await submitRun(hosting, { root: { name: 'lead', task: 'Stand by' }, interactive: true });
+      const routes = await tickAll([hosting, hosting], mainRunId);
+      const prompts = (runId: string) => store.openInbox(runId).map((r) => (r.payload as { content: string }).content);
+      const root = store.listAgents('proactive-pulse').find((a) => a.id === store.getRun('proactive-pulse')!.rootId)!;
+      expectEachTickOnce(routes, { pulse: [root.task, ...prompts('proactive-pulse')], nudge: prompts(mainRunId) }, 2);
+
+      store.close();
+      store = openStore({ path });
+      const again = databaseFires({ hosting: sqliteHosting(store), mainRunId, now: () => (1_000_000 + TICKS + 1) * MINUTE });
+      const tick = String(1_000_000 * MINUTE + MINUTE);
+      const fire = { trigger: 'pulse', sessionId: 'proactive-pulse', prompt: 'again', target: { root: true as const }, at: 0, tick };
+      expect(await again.route(fire)).toEqual({ kind: 'taken', runId: 'proactive-pulse', tick });
+      expect(await again.route({ ...fire, tick: 'event:new' })).toMatchObject({ kind: 'posted', runId: 'proactive-pulse' });
+      await again.settled();
+    } finally {
+      store.close();
+    }
+  });
+});

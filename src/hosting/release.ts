@@ -3,6 +3,7 @@
  * earliest idle deadline, or hosted on (something woke while it was being let go).
  * @module
  */
+import { approvalsFromEvents, APPROVAL_EVENT } from '../host/async/approvals.js';
 import { idleDeadline, TERMINAL_STATUSES } from '../../machines/types.js';
 import type { ReleaseState } from '../store/postgres/lease.js';
 import type { StorePort } from '../store/port.js';
@@ -34,15 +35,18 @@ function hasMailFor(agents: readonly AgentRow[], pending: readonly { to: string 
 
 /**
  * How to let a run go after a clean shutdown, read from its rows: runnable when an agent is running
- * or mail waits for a parked one (someone must host it on), else done or parked until its deadline.
+ * or mail waits for a parked one, or an approval was answered yes and its tool has not run
+ * (someone must host it on), else done or parked until its deadline.
  */
 export async function releaseStateAfter(
-  port: Pick<StorePort, 'getRun' | 'listAgents' | 'pendingMessagesOf'>,
+  port: Pick<StorePort, 'getRun' | 'listAgents' | 'pendingMessagesOf' | 'eventsOf'>,
   runId: string,
   idleResumeMs: number,
 ): Promise<ReleaseState> {
   const run = await port.getRun(runId);
   const rows = await port.listAgents(runId);
   if (rows.some((a) => a.status === 'running') || hasMailFor(rows, await port.pendingMessagesOf(runId))) return { state: 'runnable' };
+  const approved = approvalsFromEvents(await port.eventsOf(runId, APPROVAL_EVENT), (id) => id).some((a) => a.state === 'approved');
+  if (approved) return { state: 'runnable' };
   return releaseStateOf(rows, run?.interactive ?? false, idleResumeMs);
 }

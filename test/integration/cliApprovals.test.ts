@@ -6,10 +6,11 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { expectOneLine, spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
 import { FIXTURE } from '../helpers/mcp.js';
+import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 /** The root asks to drop `users`, waits for the answer, and finishes saying what it was told. */
 async function model(): Promise<FakeOpenAIServer> {
@@ -115,5 +116,41 @@ describe('troupe approve / deny on SQLite', () => {
     expectOneLine(unknown, 'APPROVAL_NOT_FOUND');
     const bare = await troupe(['deny', 'ap-1'], cwd);
     expect(bare.code, bare.stderr).toBe(2);
+  });
+});
+
+const available = await pgAvailable();
+
+describe.skipIf(!available)(pgTitle(available, 'troupe approve on PostgreSQL'), () => {
+  const { schema, drop } = freshSchema();
+  const db = `${PG_URL}?schema=${schema}`;
+  afterAll(async () => {
+    await drop();
+  });
+
+  it('a run hosted by a worker asks; approved from another process, it runs once on whichever worker hosts the run', async () => {
+    await using server = await model();
+    const { cwd, drops } = project(server);
+    const submitted = await troupe(['run', 'Clean up the database', '--detach', '--interactive', '--db', db, '--json'], cwd);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const worker = spawnTroupe(['worker', '--db', db, '--model', 'm', '--base-url', server.url, '--api-key', 'k'], cwd);
+    running.push(worker);
+    const { runId } = JSON.parse(submitted.stdout) as { runId: string };
+    await worker.line(new RegExp(`^hosting   run ${runId} \\(lease epoch \\d+\\)$`));
+    for (const deadline = Date.now() + 30_000; ;) {
+      const listed = JSON.parse((await troupe(['approvals', '--db', db, '--json'], cwd)).stdout) as { approvals: { state: string }[] };
+      if (listed.approvals[0]?.state === 'pending') break;
+      if (Date.now() > deadline) throw new Error('nothing asked');
+    }
+    const status = await troupe(['status', '--db', db], cwd);
+    expect(status.stdout).toMatch(/^approval ap-1 pending: lead asks to run drop_table \{"table":"users"\} \(destructive\)$/m);
+    const r = await troupe(['approve', 'ap-1', '--args', '{"table":"users_tmp"}', '--db', db], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    // A worker lets a parked run go: the answer is applied by whoever holds the run then (this
+    // command, which records it for the next worker), and the tool runs on the worker.
+    expect(r.stdout).toMatch(/^approval ap-1 approved with edited arguments: drop_table runs for lead \(\w+\)( once a worker .* hosts the run)?\n$/);
+    await worker.line(new RegExp(`^done      run ${runId}$`));
+    expect(drops()).toEqual(['DROP users_tmp']);
+    expect(told(server, 'dropped users_tmp')).toBe(true);
   });
 });

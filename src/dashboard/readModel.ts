@@ -14,6 +14,7 @@ import { TroupeError } from '../errors.js';
 import type { SessionItem, UsagePurpose } from '../model/types.js';
 import { agentViews, type AgentView } from '../host/views/registry.js';
 import type { StorePort } from '../store/port.js';
+import { approvalsFromEvents, APPROVAL_EVENT, type ApprovalView } from '../host/async/approvals.js';
 
 /** The reads the dashboard makes: any store's port (SQLite, memory, PostgreSQL's lease-free reads). */
 export type StoreReads = Omit<StorePort, 'boot' | 'commit'>;
@@ -348,4 +349,24 @@ export async function readAgent(port: StoreReads, runId: string | undefined, ref
         noticeKey: m.noticeKey,
       })),
   };
+}
+
+/** @public The dashboard page (public/app.js) reads it, which knip does not read. A run's approvals as the dashboard shows them: its id, the pending ones (oldest first), then the answered (newest first). */
+export interface Approvals {
+  runId: string;
+  approvals: ApprovalView[];
+}
+
+/**
+ * The run's approvals, read from its `approval` rows (host/async/approvals.ts), so they read the
+ * same whichever process hosts the run, on any store, and with no host at all.
+ */
+export async function readApprovals(port: StoreReads, runId?: string): Promise<Approvals> {
+  const run = await pickRun(port, runId);
+  const [events, agents] = await Promise.all([port.eventsOf(run.id, APPROVAL_EVENT), port.listAgents(run.id)]);
+  const names = new Map(agents.map((a) => [a.id, a.name]));
+  const all = approvalsFromEvents(events, (id) => names.get(id) ?? id);
+  const pending = all.filter((a) => a.state === 'pending');
+  const answered = all.filter((a) => a.state !== 'pending').reverse();
+  return { runId: run.id, approvals: [...pending, ...answered] };
 }

@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyFileInbox } from '../../src/hosting/library.js';
-import { readApprovals } from '../../src/dashboard/readModel.js';
+import { readApprovals, readTeam } from '../../src/dashboard/readModel.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
 import { coordinatorSource, databaseSource } from '../../src/dashboard/sources.js';
 import { portOf } from '../../src/store/port.js';
@@ -121,6 +121,9 @@ describe('the approvals of a live run', () => {
         { id: 'ap-2', agentName: 'lead', args: { table: 'b' }, state: 'pending' },
       ]);
       expect(await api()).toEqual({ runId: t.c.runId, approvals: await read() });
+      // The team says what the agent waits on: its pending approvals.
+      const waits = async () => (await readTeam(portOf(reader), t.c.runId)).agents.map((a) => [a.name, a.status, a.waitingOn]);
+      expect(await waits()).toEqual([['lead', 'waiting', 'approval ap-1, ap-2']]);
 
       // The host's refusals come back typed; nothing runs.
       let r = await post(handle, { run: t.c.runId, kind: 'approval', approval: 'ap-9', approve: true });
@@ -139,6 +142,7 @@ describe('the approvals of a live run', () => {
         { id: 'ap-2', state: 'pending' },
         { id: 'ap-1', state: 'denied', answer: { approved: false, reason: 'a is in use' } },
       ]);
+      await expect.poll(waits).toEqual([['lead', 'waiting', 'approval ap-2']]);
 
       // Approved with edited arguments: it runs once with them; the newest answer reads first.
       r = await post(handle, { run: t.c.runId, kind: 'approval', approval: 'ap-2', approve: true, args: { table: 'b_tmp' } });
@@ -153,6 +157,7 @@ describe('the approvals of a live run', () => {
       r = await post(handle, { run: t.c.runId, kind: 'approval', approval: 'ap-2', approve: true });
       expect(JSON.parse(r.body)).toMatchObject({ ok: true, message: expect.stringMatching(/already approved; nothing changed$/) });
       expect(runs).toEqual([{ table: 'b_tmp' }]);
+      await expect.poll(waits).toEqual([['lead', 'waiting', 'the user']]);
     } finally {
       await handle.close();
       stopInbox();

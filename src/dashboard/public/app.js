@@ -424,7 +424,10 @@ function pendingCard(a) {
       void answered({ approve: false, reason: reason.value }, 'denying');
     },
   });
-  args.addEventListener('input', () => args.classList.toggle('edited', args.value !== original));
+  args.addEventListener('input', () => {
+    args.classList.toggle('edited', args.value !== original);
+    say(out, '', '');
+  });
   return el('div', { class: 'approval', 'data-approval': a.id }, approvalHead(a), args, el('div', { class: 'approval-actions' }, approve, reason, deny), out);
 }
 

@@ -3,7 +3,8 @@
  * approvals from its rows (pending first), read by a connection that does not host the run; the
  * `approval` action is validated before anything is posted (CONFIG_INVALID), refused like the
  * other actions on a run no process drives (RUN_NOT_LIVE), and otherwise answered by the run's
- * host through the inbox, with its typed refusals (APPROVAL_NOT_FOUND, TOOL_INPUT_INVALID).
+ * host through the inbox, with its typed refusals (APPROVAL_NOT_FOUND, TOOL_INPUT_INVALID). On
+ * PostgreSQL, a process that does not host the run reads its approvals the same.
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,9 +15,33 @@ import { coordinatorSource, databaseSource } from '../../src/dashboard/sources.j
 import { portOf } from '../../src/store/port.js';
 import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
+import { createCoordinator } from '../../src/host/createCoordinator.js';
+import { scriptedModel } from '../../src/model/scriptedModel.js';
+import type { StorePort } from '../../src/store/port.js';
+import type { PostgresStore } from '../../src/store/postgres/store.js';
+import { SimulatedClock } from 'xstate';
 import { fileHashes, workdir } from '../helpers/cli.js';
+import { pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
 import { call, demoDb } from '../helpers/dashboard.js';
 import { flush, team } from '../helpers/team.js';
+
+const available = await pgAvailable();
+
+/** A destructive tool that records each run. */
+function dropTableTool() {
+  const runs: Record<string, unknown>[] = [];
+  const tool = defineTool({
+    name: 'drop_table',
+    description: 'Drop a table.',
+    parameters: { type: 'object', properties: { table: { type: 'string' } }, required: ['table'], additionalProperties: false },
+    risk: 'destructive',
+    execute: (args: { table: string }) => {
+      runs.push(args);
+      return `dropped ${args.table}`;
+    },
+  });
+  return { runs, tool };
+}
 
 const post = (handle: DashboardHandle, body: unknown) =>
   call(handle.port, `/api/action?token=${handle.token}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -72,17 +97,7 @@ describe('the approval action on a run no process drives', () => {
 
 describe('the approvals of a live run', () => {
   it('read from the rows by another connection, pending first; answered by the host through the inbox, refusals typed', async () => {
-    const runs: Record<string, unknown>[] = [];
-    const dropTable = defineTool({
-      name: 'drop_table',
-      description: 'Drop a table.',
-      parameters: { type: 'object', properties: { table: { type: 'string' } }, required: ['table'], additionalProperties: false },
-      risk: 'destructive',
-      execute: (args: { table: string }) => {
-        runs.push(args);
-        return `dropped ${args.table}`;
-      },
-    });
+    const { runs, tool: dropTable } = dropTableTool();
     const db = join(workdir(), 'approvals.db');
     const store = openStore({ path: db });
     const t = team(
@@ -164,6 +179,51 @@ describe('the approvals of a live run', () => {
       await t.c.shutdown();
       reader.close();
       store.close();
+    }
+  });
+});
+
+describe.skipIf(!available)(pgTitle(available, 'the approvals of a run on PostgreSQL'), () => {
+  let a: PostgresStore;
+  let b: PostgresStore;
+  twoHostsOnOneSchema((x, y) => ([a, b] = [x, y]));
+
+  it('read by a process that does not host the run, pending then ran', async () => {
+    const runId = 'asks';
+    const { runs, tool } = dropTableTool();
+    const clock = new SimulatedClock();
+    const held = await a.claim(runId, { owner: 'A', ttlMs: 600_000, heartbeatMs: 0 });
+    const model = scriptedModel(
+      {
+        agents: {
+          lead: [
+            { tools: [{ name: 'drop_table', args: { table: 'users' } }] },
+            { tools: [{ name: 'wait_for_agents', args: { reason: 'the approval' } }] },
+            { tools: [{ name: 'respond_to_user', args: { message: 'done' } }] },
+          ],
+        },
+      },
+      { clock },
+    );
+    const host = createCoordinator<StorePort>({ store: held.port, runId, clock, model, tools: [tool], interactive: true, approvals: { ask: ['destructive'] } });
+    try {
+      const lead = await host.start({ name: 'lead', task: 'Clean up.' });
+      await host.waitFor(lead, ['waiting']);
+      const read = async () => (await readApprovals(b.reads, runId)).approvals;
+      await expect
+        .poll(read, { timeout: 10_000 })
+        .toMatchObject([{ id: 'ap-1', agentId: lead, agentName: 'lead', args: { table: 'users' }, state: 'pending' }]);
+      expect((await readTeam(b.reads, runId)).agents.map((x) => x.waitingOn)).toEqual(['approval ap-1']);
+      await host.approvals.approve('ap-1', { args: { table: 'users_tmp' } });
+      await expect
+        .poll(read, { timeout: 10_000 })
+        .toMatchObject([
+          { id: 'ap-1', state: 'ran', answer: { approved: true, args: { table: 'users_tmp' } }, result: expect.stringContaining('dropped users_tmp') },
+        ]);
+      expect(runs).toEqual([{ table: 'users_tmp' }]);
+    } finally {
+      await host.shutdown();
+      await held.release({ state: 'done' });
     }
   });
 });

@@ -1,6 +1,6 @@
 /**
  * The dashboard's actions on a live run — message an agent, stop it (with its subtree or alone),
- * pause or resume the budget — posted to the database's inbox, the path `troupe send` and
+ * pause or resume the budget, answer an approval (host/async/approvals.ts) — posted to the database's inbox, the path `troupe send` and
  * `troupe stop` take: the process that owns the run applies each request through its coordinator
  * (the same rules, the same typed refusals) and writes the answer back, which is returned here.
  * @module
@@ -16,14 +16,16 @@ type Action =
   | { run: string; kind: 'send'; agent: string; content: string }
   | { run: string; kind: 'stop'; agent: string; cascade?: boolean }
   | { run: string; kind: 'pause' }
-  | { run: string; kind: 'resume' };
+  | { run: string; kind: 'resume' }
+  | { run: string; kind: 'approval'; approval: string; approve: true; args?: Record<string, unknown> }
+  | { run: string; kind: 'approval'; approval: string; approve: false; reason: string };
 
 export interface ActionResult {
   ok: true;
   message: string;
 }
 
-const KINDS: readonly InboxKind[] = ['send', 'stop', 'pause', 'resume'];
+const KINDS: readonly InboxKind[] = ['send', 'stop', 'pause', 'resume', 'approval'];
 
 function invalid(message: string): TroupeError {
   return new TroupeError('CONFIG_INVALID', message);
@@ -36,10 +38,25 @@ function toAction(body: unknown): Action {
   if (typeof b.run !== 'string' || b.run === '') throw invalid('Expected the action’s run id');
   if (!KINDS.includes(b.kind as InboxKind)) throw invalid(`Expected an action of kind ${KINDS.join(', ')}, got ${JSON.stringify(b.kind)}`);
   if (b.kind === 'pause' || b.kind === 'resume') return { run: b.run, kind: b.kind };
+  if (b.kind === 'approval') return toAnswer(b.run, b);
   if (typeof b.agent !== 'string' || b.agent === '') throw invalid('Expected the agent to act on');
   if (b.kind === 'stop') return { run: b.run, kind: 'stop', agent: b.agent, cascade: b.cascade !== false };
   if (typeof b.content !== 'string' || b.content.trim() === '') throw invalid('Expected a message to send');
   return { run: b.run, kind: 'send', agent: b.agent, content: b.content };
+}
+
+/** An answer to an approval: the payload the run's host applies (ApprovalAnswer), nothing else. */
+function toAnswer(run: string, b: Record<string, unknown>): Action {
+  if (typeof b.approval !== 'string' || b.approval === '') throw invalid('Expected the id of the approval to answer');
+  if (typeof b.approve !== 'boolean') throw invalid('Expected approve: true or false');
+  if (b.approve) {
+    if (b.args === undefined) return { run, kind: 'approval', approval: b.approval, approve: true };
+    if (typeof b.args !== 'object' || b.args === null || Array.isArray(b.args)) throw invalid('Expected the approved arguments as a JSON object');
+    return { run, kind: 'approval', approval: b.approval, approve: true, args: b.args as Record<string, unknown> };
+  }
+  if (b.args !== undefined) throw invalid('A denial takes no arguments');
+  if (typeof b.reason !== 'string' || b.reason.trim() === '') throw invalid('Expected a reason for the denial (the agent is told)');
+  return { run, kind: 'approval', approval: b.approval, approve: false, reason: b.reason.trim() };
 }
 
 /** Where a dashboard posts its actions: the run's inbox on any store (hosting/runStore.ts's `post` and `request`). */
@@ -81,7 +98,10 @@ export async function act(
   const action = toAction(body);
   if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
   if (!(await isLive(source, action.run))) {
-    throw new TroupeError('RUN_NOT_LIVE', 'No process drives this run, or it has finished: resume it (troupe resume --ui) to send, stop or pause from here');
+    throw new TroupeError(
+      'RUN_NOT_LIVE',
+      'No process drives this run, or it has finished: resume it (troupe resume --ui) to send, stop, pause or answer approvals from here',
+    );
   }
   const { run, kind, ...payload } = action;
   const inbox = source.inbox ?? fileInbox(source.db);

@@ -14,6 +14,7 @@ import { TroupeError } from '../errors.js';
 import type { SessionItem, UsagePurpose } from '../model/types.js';
 import { agentViews, type AgentView } from '../host/views/registry.js';
 import type { StorePort } from '../store/port.js';
+import { approvalsFromEvents, APPROVAL_EVENT, type ApprovalView } from '../host/async/approvals.js';
 
 /** The reads the dashboard makes: any store's port (SQLite, memory, PostgreSQL's lease-free reads). */
 export type StoreReads = Omit<StorePort, 'boot' | 'commit'>;
@@ -21,7 +22,7 @@ import type { AgentRow, EventRow, MessageRow, RunRow } from '../store/types.js';
 
 /** @public The dashboard page (public/app.js) types its agents with it, which knip does not read. */
 export interface TeamAgent extends AgentView {
-  /** For a waiting agent: `the user`, or the names of the children it waits on. */
+  /** For a waiting agent: `the user`, the names of the children it waits on, or its pending approvals (`approval ap-1`). */
   waitingOn: string | null;
   /** For a waiting agent: the ids of the agents it waits on (its active children); empty otherwise. */
   waitingOnIds: string[];
@@ -127,19 +128,35 @@ async function reserveFraction(port: StoreReads, runId: string): Promise<number>
   return typeof saved?.reserveFraction === 'number' ? saved.reserveFraction : DEFAULT_RESERVE_FRACTION;
 }
 
-/** What a waiting agent waits on: its active children (a wait on agents), else the user, its timer or nothing. */
-function waitingOn(agent: AgentRow, children: readonly AgentRow[]): { text: string | null; ids: string[] } {
+/** What a waiting agent waits on: its active children (a wait on agents), else the user, its timer, its pending approvals or nothing. */
+function waitingOn(agent: AgentRow, children: readonly AgentRow[], approvals: readonly string[]): { text: string | null; ids: string[] } {
   if (agent.status !== 'waiting') return { text: null, ids: [] };
   if (agent.waitKind === 'user') return { text: 'the user', ids: [] };
   if (agent.waitKind === 'timer') return { text: 'its timer', ids: [] };
   const active = children.filter((a) => isActive(a.status));
   if (active.length > 0) return { text: active.map((a) => a.name).join(', '), ids: active.map((a) => a.id) };
+  if (approvals.length > 0) return { text: `approval ${approvals.join(', ')}`, ids: [] };
   return { text: agent.waitKind === 'agents' ? 'its agents' : null, ids: [] };
+}
+
+/** agentId → the ids of its approvals still waiting for an answer. */
+async function pendingApprovals(port: StoreReads, runId: string): Promise<Map<string, string[]>> {
+  const pending = new Map<string, string[]>();
+  for (const a of approvalsFromEvents(await port.eventsOf(runId, APPROVAL_EVENT), (id) => id)) {
+    if (a.state === 'pending') pending.set(a.agentId, [...(pending.get(a.agentId) ?? []), a.id]);
+  }
+  return pending;
 }
 
 export async function readTeam(port: StoreReads, runId?: string): Promise<Team> {
   const run = await pickRun(port, runId);
-  const [runs, rows, spend, fraction] = await Promise.all([port.listRuns(), port.listAgents(run.id), port.spendOf(run.id), reserveFraction(port, run.id)]);
+  const [runs, rows, spend, fraction, approvals] = await Promise.all([
+    port.listRuns(),
+    port.listAgents(run.id),
+    port.spendOf(run.id),
+    reserveFraction(port, run.id),
+    pendingApprovals(port, run.id),
+  ]);
   const counts: Partial<Record<AgentStatus, number>> = {};
   const childrenOf = new Map<string, AgentRow[]>();
   for (const r of rows) {
@@ -151,7 +168,7 @@ export async function readTeam(port: StoreReads, runId?: string): Promise<Team> 
   const agents = agentViews(rows, spend).map((view, i): TeamAgent => {
     counts[view.status] = (counts[view.status] ?? 0) + 1;
     const row = rows[i]!;
-    const waits = waitingOn(row, childrenOf.get(row.id) ?? []);
+    const waits = waitingOn(row, childrenOf.get(row.id) ?? [], approvals.get(row.id) ?? []);
     // Why it ended, for the statuses that say something went short of done (a revived agent's old reason is not shown).
     const ended = view.status === 'stopped' || view.status === 'failed' || view.status === 'crashed';
     return {
@@ -348,4 +365,24 @@ export async function readAgent(port: StoreReads, runId: string | undefined, ref
         noticeKey: m.noticeKey,
       })),
   };
+}
+
+/** @public The dashboard page (public/app.js) reads it, which knip does not read. A run's approvals as the dashboard shows them: its id, the pending ones (oldest first), then the answered (newest first). */
+export interface Approvals {
+  runId: string;
+  approvals: ApprovalView[];
+}
+
+/**
+ * The run's approvals, read from its `approval` rows (host/async/approvals.ts), so they read the
+ * same whichever process hosts the run, on any store, and with no host at all.
+ */
+export async function readApprovals(port: StoreReads, runId?: string): Promise<Approvals> {
+  const run = await pickRun(port, runId);
+  const [events, agents] = await Promise.all([port.eventsOf(run.id, APPROVAL_EVENT), port.listAgents(run.id)]);
+  const names = new Map(agents.map((a) => [a.id, a.name]));
+  const all = approvalsFromEvents(events, (id) => names.get(id) ?? id);
+  const pending = all.filter((a) => a.state === 'pending');
+  const answered = all.filter((a) => a.state !== 'pending').reverse();
+  return { runId: run.id, approvals: [...pending, ...answered] };
 }

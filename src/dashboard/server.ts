@@ -4,7 +4,7 @@
  * One node:http server on 127.0.0.1 serves the page and its script and style (files the package
  * ships, no CDN), a JSON API over the store port (team, timeline, agent), a Server-Sent Events
  * stream that tells the page when to read again (batched: at most one push per `batchMs`, however
- * busy the run), the run's live stream for any client (`/api/stream`, stream/sse.ts), and the actions (send, stop, pause and resume the budget), which go through the
+ * busy the run), the run's live stream for any client (`/api/stream`, stream/sse.ts), its approvals (`/api/approvals`), and the actions (send, stop, pause and resume the budget, answer an approval), which go through the
  * database's inbox exactly as `troupe send` / `troupe stop` do, so the run's owner applies them
  * with the same rules and the page shows the same typed errors.
  *
@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
 import { act, isLive, type ActionInbox } from './actions.js';
-import { pickRun, readAgent, readTeam, readTimeline, type StoreReads } from './readModel.js';
+import { pickRun, readAgent, readApprovals, readTeam, readTimeline, type StoreReads } from './readModel.js';
 import { rootActive } from '../stream/follow.js';
 import { serveStream, startAfter } from '../stream/sse.js';
 
@@ -99,7 +99,7 @@ function assetDir(): string {
 
 /** HTTP status for a typed error the API answers with. */
 function statusFor(code: string): number {
-  if (code === 'RUN_NOT_FOUND' || code === 'AGENT_NOT_FOUND') return 404;
+  if (code === 'RUN_NOT_FOUND' || code === 'AGENT_NOT_FOUND' || code === 'APPROVAL_NOT_FOUND') return 404;
   if (code === 'RUN_NOT_LIVE' || code === 'RUN_LOCKED') return 409;
   if (code === 'INTERNAL' || code.startsWith('STORE_')) return 500;
   return 400;
@@ -173,6 +173,8 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
       }
       case '/api/timeline':
         return json(res, 200, await readTimeline(source.port, run));
+      case '/api/approvals':
+        return json(res, 200, await readApprovals(source.port, run));
       case '/api/agent':
         return json(res, 200, await readAgent(source.port, run, url.searchParams.get('agent') ?? ''));
       case '/api/action': {

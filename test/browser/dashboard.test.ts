@@ -6,8 +6,10 @@
  * agent stopped from the page reach the database (and a refusal shows its typed error); a wrong
  * token is refused; a team of 50 reads as a graph; marks at the same instant share a badge with
  * their count; a run interrupted and resumed shows its two hostings; a run of 1,000 agents draws
- * only the lanes in view. Screenshots of each view go to test-results/dashboard/.
+ * only the lanes in view; a pending approval shows with its arguments, edited and approved from the
+ * page it runs once with them, and one denied from the page tells the agent the reason. Screenshots of each view go to test-results/dashboard/.
  */
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { applyFileInbox } from '../../src/hosting/library.js';
@@ -21,6 +23,7 @@ import { memoryStore } from '../../src/store/memoryStore.js';
 import { portOf } from '../../src/store/port.js';
 import { newAgentRow } from '../../src/store/rows.js';
 import { openStore } from '../../src/store/sqliteStore.js';
+import { defineTool } from '../../src/tools/defineTool.js';
 import { BROWSER, launch, shot } from '../helpers/browser.js';
 import { workdir } from '../helpers/cli.js';
 import { captureIo, demoDb, interruptedRun } from '../helpers/dashboard.js';
@@ -387,6 +390,127 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       expect(store.getRun(t.c.runId)?.budget.paused).toBe(false);
       await expect.poll(() => page.locator('#budget-text').textContent()).toBe('budget: spent $0.0000');
       await page.screenshot({ path: shot('live') });
+    } finally {
+      await page.close();
+      await handle.close();
+      stopInbox();
+      await t.c.shutdown();
+      store.close();
+    }
+  });
+
+  it('approvals: edited and approved from the page, the step runs once with the edits; denied from the page, the agent is told why', async () => {
+    const runs: Record<string, unknown>[] = [];
+    const dropTable = defineTool({
+      name: 'drop_table',
+      description: 'Drop a table.',
+      parameters: { type: 'object', properties: { table: { type: 'string' } }, required: ['table'], additionalProperties: false },
+      risk: 'destructive',
+      execute: (args: { table: string }) => {
+        runs.push(args);
+        return `dropped ${args.table}`;
+      },
+    });
+    const db = join(workdir(), 'approvals.db');
+    const store = openStore({ path: db });
+    const wait = { tools: [{ name: 'wait_for_agents', args: { reason: 'the approval' } }] };
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tools: [{ name: 'drop_table', args: { table: 'users' } }] },
+            wait,
+            { tools: [{ name: 'drop_table', args: { table: 'orders' } }] },
+            wait,
+            { tools: [{ name: 'respond_to_user', args: { message: 'done' } }] },
+          ],
+        },
+      },
+      { store, tools: [dropTable], interactive: true, approvals: { ask: ['destructive'] } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Clean up.' });
+    await t.c.waitFor(rootId, ['waiting']);
+    const stopInbox = applyFileInbox(t.c, store, 50);
+    const handle = await startDashboard(
+      coordinatorSource(t.c, store, db, () => true),
+      { port: 0, batchMs: 50 },
+    );
+    /** What was posted to the run's inbox. */
+    const posted = () => {
+      const raw = new Database(db, { readonly: true });
+      try {
+        return (raw.prepare('SELECT kind, payload FROM inbox ORDER BY id').all() as { kind: string; payload: string }[]).map((r) => ({
+          kind: r.kind,
+          payload: JSON.parse(r.payload) as unknown,
+        }));
+      } finally {
+        raw.close();
+      }
+    };
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    try {
+      await page.goto(handle.url);
+      const card = (id: string) => page.locator(`#approvals-pending .approval[data-approval="${id}"]`);
+      const answered = (id: string) => page.locator(`#approvals-answered li[data-approval="${id}"]`);
+      await card('ap-1').waitFor();
+      expect(await page.locator('#approvals-count').textContent()).toBe('1 waiting for you');
+      expect(await card('ap-1').locator('.approval-head').textContent()).toMatch(/^ap-1leaddrop_tabledestructiveasked /);
+      expect(JSON.parse(await card('ap-1').locator('textarea').inputValue())).toEqual({ table: 'users' });
+      expect(await card('ap-1').locator('button.approve').isEnabled()).toBe(true);
+      await expect.poll(() => row(page, 'lead').locator('.waits').textContent()).toBe('approval ap-1');
+      // In the open agent's panel too.
+      await row(page, 'lead').click();
+      await expect
+        .poll(() => page.locator('#agent-approvals-list li').allTextContents())
+        .toEqual(['pending ap-1 drop_table — answer it under Approvals above']);
+
+      // Arguments that are not a JSON object are refused in the page: nothing is posted.
+      await card('ap-1').locator('textarea').fill('{"table": "users_tmp"');
+      await card('ap-1').locator('button.approve').click();
+      expect(await card('ap-1').locator('.action-result').textContent()).toMatch(/^The arguments are not JSON \(.+\): nothing was sent$/);
+      await card('ap-1').locator('textarea').fill('["users_tmp"]');
+      await card('ap-1').locator('button.approve').click();
+      expect(await card('ap-1').locator('.action-result').textContent()).toBe('The arguments must be a JSON object: nothing was sent');
+      expect(posted()).toEqual([]);
+
+      // Edited and approved: the tool runs once, with the edited arguments; the page shows it ran.
+      await card('ap-1').locator('textarea').fill('{ "table": "users_tmp" }');
+      await page.screenshot({ path: shot('approvals-pending') });
+      await card('ap-1').locator('button.approve').click();
+      await expect
+        .poll(() => page.locator('#approval-result').textContent())
+        .toMatch(/^approval ap-1 approved with edited arguments: drop_table runs for lead/);
+      expect(posted()).toEqual([{ kind: 'approval', payload: { approval: 'ap-1', approve: true, args: { table: 'users_tmp' } } }]);
+      await expect.poll(() => answered('ap-1').getAttribute('data-state')).toBe('ran');
+      expect(await answered('ap-1').textContent()).toMatch(
+        /^ran ap-1 lead · drop_table \(destructive\): approved with \{"table":"users_tmp"\} — drop_table was approved .*dropped users_tmp$/,
+      );
+      expect(runs).toEqual([{ table: 'users_tmp' }]);
+
+      // The agent asks again; a denial needs a reason (the page says so, nothing is posted), then the agent is told it.
+      await card('ap-2').waitFor();
+      expect(await card('ap-1').count()).toBe(0);
+      await card('ap-2').locator('button.deny').click();
+      expect(await card('ap-2').locator('.action-result').textContent()).toBe('Say why it is denied (the agent is told): nothing was sent');
+      expect(posted()).toHaveLength(1);
+      await card('ap-2').locator('input.approval-reason').fill('orders is the live table');
+      await card('ap-2').locator('button.deny').click();
+      await expect.poll(() => answered('ap-2').getAttribute('data-state')).toBe('denied');
+      expect(await answered('ap-2').textContent()).toBe('denied ap-2 lead · drop_table (destructive): denied: orders is the live table');
+      expect(posted()[1]).toEqual({ kind: 'approval', payload: { approval: 'ap-2', approve: false, reason: 'orders is the live table' } });
+      expect(await page.locator('#approvals-count').textContent()).toBe('none waiting');
+      // The newest answer first; the model saw the reason; nothing else ran.
+      expect(await page.locator('#approvals-answered li').evaluateAll((items) => items.map((li) => li.getAttribute('data-approval')))).toEqual([
+        'ap-2',
+        'ap-1',
+      ]);
+      await expect.poll(() => t.model.calls.length).toBe(5);
+      expect(JSON.stringify(t.model.calls[4]!.request.messages.at(-1))).toContain('drop_table was not approved: orders is the live table');
+      expect(runs).toHaveLength(1);
+      await page.screenshot({ path: shot('approvals-answered') });
+      expect(errors).toEqual([]);
     } finally {
       await page.close();
       await handle.close();

@@ -9,6 +9,8 @@ import { createTimeline, MARK_COLORS, STATUS_COLORS } from './timeline.js';
  * @typedef {import('../readModel.js').Team} Team
  * @typedef {import('../readModel.js').TeamAgent} TeamAgent
  * @typedef {import('../readModel.js').Timeline} Timeline
+ * @typedef {import('../readModel.js').Approvals} Approvals
+ * @typedef {Approvals['approvals'][number]} Approval
  * @typedef {Team & { live: boolean, db: string }} TeamReply what /api/team answers: the team, whether a process hosts it (actions reach it), the database
  */
 
@@ -18,8 +20,11 @@ const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
 /** A form field of index.html by its id. @type {(id: string) => HTMLInputElement} */
 const field = (id) => /** @type {HTMLInputElement} */ ($(id));
 
-/** @type {{ run: string | null, team: Team | null, rows: TeamAgent[], agentId: string | null, view: string, live: boolean }} */
-const state = { run: null, team: null, rows: [], agentId: null, view: 'team', live: false };
+/**
+ * `why`: why actions are disabled now (null: the run is live).
+ * @type {{ run: string | null, team: Team | null, rows: TeamAgent[], agentId: string | null, view: string, live: boolean, why: string | null, approvals: Approval[] }}
+ */
+const state = { run: null, team: null, rows: [], agentId: null, view: 'team', live: false, why: null, approvals: [] };
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -171,6 +176,8 @@ function renderActions(team) {
   }
   // A disabled button shows no tooltip in every browser: its group says it too.
   $('budget-actions').title = why ?? '';
+  state.why = why;
+  approvalButtons();
 }
 
 // Only the rows in view (and a few either side) are in the page; a spacer row above and one below
@@ -327,10 +334,10 @@ async function refreshAgent() {
     ),
   );
   $('transcript').replaceChildren(...d.transcript.map(transcriptItem));
+  agentApprovals(a.id);
 }
 
-async function action(body, label) {
-  const out = $('action-result');
+async function action(body, label, out = $('action-result')) {
   out.className = 'action-result';
   out.textContent = `${label}…`;
   try {
@@ -344,6 +351,154 @@ async function action(body, label) {
     out.textContent = `${e.code}: ${e.message}`;
     return false;
   }
+}
+
+// ── approvals: the steps the run's rules hold for a person (host/async/approvals.ts) ────────────
+
+const APPROVAL_COLORS = { pending: '#f9a825', approved: '#1565c0', ran: '#2e7d32', denied: '#6d4c41', failed: '#c62828', in_doubt: '#8e24aa' };
+const approvalPill = (s) => el('span', { class: 'pill', style: `background:${APPROVAL_COLORS[s] ?? '#999'}`, text: s.replace('_', ' '), 'data-state': s });
+const pretty = (v) => JSON.stringify(v ?? {}, null, 2);
+/** The cards of pending approvals by id: kept across reads, so an answer being written survives a refresh. @type {Map<string, HTMLElement>} */
+const approvalCards = new Map();
+
+function say(out, kind, text) {
+  out.className = `action-result ${kind}`;
+  out.textContent = text;
+}
+
+function approvalHead(a) {
+  return el(
+    'div',
+    { class: 'approval-head' },
+    el('b', { text: a.id }),
+    el('span', { text: a.agentName }),
+    el('code', { text: a.tool }),
+    el('span', { class: `risk ${a.risk}`, text: a.risk.replace('_', ' ') }),
+    el('span', { class: 'when', text: `asked ${time(a.askedAt)}` }),
+  );
+}
+
+/** A pending approval: its arguments editable (JSON, checked here before anything is posted), Approve, and Deny with a reason. @param {Approval} a */
+function pendingCard(a) {
+  const original = pretty(a.args);
+  const args = /** @type {HTMLTextAreaElement} */ (el('textarea', { class: 'approval-args', spellcheck: 'false', 'aria-label': `arguments of ${a.id}` }));
+  args.value = original;
+  args.rows = Math.min(12, original.split('\n').length + 1);
+  const reason = /** @type {HTMLInputElement} */ (
+    el('input', { type: 'text', class: 'approval-reason', placeholder: 'why not (the agent is told)', 'aria-label': `reason to deny ${a.id}` })
+  );
+  const out = el('div', { class: 'action-result', role: 'status' });
+  const answered = async (body, label) => {
+    if (await action({ kind: 'approval', approval: a.id, ...body }, label, out)) {
+      say($('approval-result'), 'ok', out.textContent ?? '');
+      void refresh();
+    }
+  };
+  const approve = el('button', {
+    type: 'button',
+    class: 'approve',
+    text: 'Approve',
+    onclick: () => {
+      let parsed;
+      try {
+        parsed = JSON.parse(args.value);
+      } catch (err) {
+        return say(out, 'error', `The arguments are not JSON (${/** @type {Error} */ (err).message}): nothing was sent`);
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+        return say(out, 'error', 'The arguments must be a JSON object: nothing was sent');
+      // Sent only when changed: the step runs with the arguments it asked with otherwise.
+      const edited = JSON.stringify(parsed) !== JSON.stringify(a.args ?? {});
+      void answered({ approve: true, ...(edited ? { args: parsed } : {}) }, edited ? 'approving with the edited arguments' : 'approving');
+    },
+  });
+  const deny = el('button', {
+    type: 'button',
+    class: 'deny',
+    text: 'Deny',
+    onclick: () => {
+      if (reason.value.trim() === '') {
+        reason.focus();
+        return say(out, 'error', 'Say why it is denied (the agent is told): nothing was sent');
+      }
+      void answered({ approve: false, reason: reason.value }, 'denying');
+    },
+  });
+  args.addEventListener('input', () => {
+    args.classList.toggle('edited', args.value !== original);
+    say(out, '', '');
+  });
+  return el('div', { class: 'approval', 'data-approval': a.id }, approvalHead(a), args, el('div', { class: 'approval-actions' }, approve, reason, deny), out);
+}
+
+/** What became of an answered approval. @param {Approval} a */
+function answerText(a) {
+  const how = !a.answer
+    ? ''
+    : a.answer.approved
+      ? `approved${a.answer.args ? ` with ${JSON.stringify(a.answer.args)}` : ''}`
+      : `denied: ${a.answer.reason ?? ''}`;
+  return a.result ? `${how} — ${a.result}` : how;
+}
+
+/** The buttons of pending approvals work while the run is live; otherwise they say why not. */
+function approvalButtons() {
+  for (const button of /** @type {NodeListOf<HTMLButtonElement>} */ (document.querySelectorAll('#approvals-pending button'))) {
+    button.disabled = state.why !== null;
+    button.title =
+      state.why ?? (button.classList.contains('approve') ? 'Run the step (with the arguments as edited)' : 'Do not run it; the agent is told the reason');
+  }
+}
+
+/** @param {Approval[]} list pending first */
+function renderApprovals(list) {
+  state.approvals = list;
+  const pending = list.filter((a) => a.state === 'pending');
+  const answered = list.filter((a) => a.state !== 'pending');
+  $('approvals').hidden = list.length === 0;
+  $('approvals').classList.toggle('waiting', pending.length > 0);
+  $('approvals-count').textContent = pending.length ? `${pending.length} waiting for you` : 'none waiting';
+  for (const id of [...approvalCards.keys()]) if (!pending.some((a) => a.id === id)) approvalCards.delete(id);
+  for (const a of pending) if (!approvalCards.has(a.id)) approvalCards.set(a.id, pendingCard(a));
+  // Put back only when the set changed: moving a card would take the focus from an edit in progress.
+  const box = $('approvals-pending');
+  const shown = [...box.children].map((c) => /** @type {HTMLElement} */ (c).dataset.approval);
+  if (shown.join() !== pending.map((a) => a.id).join()) box.replaceChildren(...pending.map((a) => /** @type {HTMLElement} */ (approvalCards.get(a.id))));
+  approvalButtons();
+  $('approvals-answered').replaceChildren(
+    ...answered.map((a) =>
+      el(
+        'li',
+        { 'data-approval': a.id, 'data-state': a.state },
+        approvalPill(a.state),
+        ' ',
+        el('b', { text: a.id }),
+        ` ${a.agentName} · `,
+        el('code', { text: a.tool }),
+        ` (${a.risk}): `,
+        folded(answerText(a), 300),
+      ),
+    ),
+  );
+  if (state.agentId !== null) agentApprovals(state.agentId);
+}
+
+/** The open agent's approvals, in its panel (answered in the Approvals panel above). */
+function agentApprovals(agentId) {
+  const mine = state.approvals.filter((a) => a.agentId === agentId);
+  $('agent-approvals').hidden = mine.length === 0;
+  $('agent-approvals-list').replaceChildren(
+    ...mine.map((a) =>
+      el(
+        'li',
+        { 'data-approval': a.id, 'data-state': a.state },
+        approvalPill(a.state),
+        ` ${a.id} `,
+        el('code', { text: a.tool }),
+        a.state === 'pending' ? ' — answer it under Approvals above' : `: ${clip(answerText(a), 200)}`,
+      ),
+    ),
+  );
 }
 
 // ── reading again when the run changes ─────────────────────────────────────────────────────────
@@ -402,6 +557,7 @@ async function refresh() {
         $('conn').className = `conn ${team.live ? 'live' : ''}`;
         $('conn').textContent = team.live ? 'live' : 'not live (read only)';
         renderTeam(team);
+        renderApprovals((await api('/api/approvals', { run: state.run })).approvals);
         if (state.view === 'timeline') {
           const t = await api('/api/timeline', { run: state.run });
           timeline.set(t);
@@ -491,6 +647,7 @@ for (const tab of /** @type {NodeListOf<HTMLElement>} */ (document.querySelector
 }
 $('run').addEventListener('change', () => {
   state.run = field('run').value;
+  $('approval-result').textContent = '';
   state.agentId = null;
   $('agent').hidden = true;
   void refresh();

@@ -65,6 +65,13 @@ export interface ActionInbox {
   request(id: number): Promise<InboxRequest | undefined>;
 }
 
+/**
+ * Claim a run nobody hosts, apply one request to it and let it go (hosting/applyHere.ts): how an
+ * approval reaches a parked run (a worker lets a run go while its agent waits for the answer).
+ * Null when a host claimed the run meanwhile: post to its inbox instead.
+ */
+export type AnswerHere = (runId: string, request: { kind: InboxKind; payload: Record<string, unknown> }) => Promise<InboxResult | null>;
+
 /** The inbox of a SQLite file, written from any process. */
 const fileInbox = (path: string): ActionInbox => ({
   post: (request) => Promise.resolve(postToInbox(path, request)),
@@ -90,20 +97,39 @@ export async function isLive(source: { port: StoreReads; live(runId: string): bo
  * no process drives the database (nothing is written then); the owner's refusal as its typed error.
  */
 export async function act(
-  source: { port: StoreReads; db: string; inbox?: ActionInbox; live(runId: string): boolean | Promise<boolean> },
+  source: { port: StoreReads; db: string; inbox?: ActionInbox; answerHere?: AnswerHere; live(runId: string): boolean | Promise<boolean> },
   body: unknown,
   waitMs = 15_000,
   everyMs = 100,
 ): Promise<ActionResult> {
   const action = toAction(body);
   if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
+  const { run, kind, ...payload } = action;
   if (!(await isLive(source, action.run))) {
+    // An approval of an unfinished run nobody hosts is answered here; its next host runs the tool.
+    if (kind === 'approval' && source.answerHere && (await rootActive(source.port, run))) {
+      const here = await source.answerHere(run, { kind, payload });
+      // Null: a host claimed the run meanwhile, and its inbox answers.
+      if (here === null) return postAndWait(source, run, kind, payload, waitMs, everyMs);
+      if (!here.ok) throw refusal(here);
+      return { ok: true, message: /nothing changed$/.test(here.message) ? here.message : `${here.message} once the run is next hosted` };
+    }
     throw new TroupeError(
       'RUN_NOT_LIVE',
       'No process drives this run, or it has finished: resume it (troupe resume --ui) to send, stop, pause or answer approvals from here',
     );
   }
-  const { run, kind, ...payload } = action;
+  return postAndWait(source, run, kind, payload, waitMs, everyMs);
+}
+
+async function postAndWait(
+  source: { db: string; inbox?: ActionInbox },
+  run: string,
+  kind: InboxKind,
+  payload: Record<string, unknown>,
+  waitMs: number,
+  everyMs: number,
+): Promise<ActionResult> {
   const inbox = source.inbox ?? fileInbox(source.db);
   const id = await inbox.post({ runId: run, kind, payload, at: Date.now() });
   const deadline = Date.now() + waitMs;

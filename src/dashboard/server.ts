@@ -19,7 +19,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
-import { act, isLive, type ActionInbox } from './actions.js';
+import { act, isLive, type ActionInbox, type AnswerHere } from './actions.js';
 import { pickRun, readAgent, readApprovals, readTeam, readTimeline, type StoreReads } from './readModel.js';
 import { rootActive } from '../stream/follow.js';
 import { serveStream, startAfter } from '../stream/sse.js';
@@ -32,6 +32,8 @@ export interface DashboardSource {
   db: string;
   /** Where actions are posted and their answers read (default: the inbox of the file `db`). */
   inbox?: ActionInbox;
+  /** Answer an approval of a run nobody hosts, here (as `troupe approve` does); null: someone hosts it now. */
+  answerHere?: AnswerHere;
   /**
    * Whether a process drives run `runId` now and applies its inbox (actions need one). The page
    * shows a run live only while this holds and the run has not finished (see `isLive`).
@@ -169,7 +171,7 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
     switch (url.pathname) {
       case '/api/team': {
         const team = await readTeam(source.port, run);
-        return json(res, 200, { ...team, db: source.db, live: await isLive(source, team.run.id) });
+        return json(res, 200, { ...team, db: source.db, live: await isLive(source, team.run.id), answersApprovals: source.answerHere !== undefined });
       }
       case '/api/timeline':
         return json(res, 200, await readTimeline(source.port, run));

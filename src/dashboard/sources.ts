@@ -6,6 +6,8 @@
  */
 import type { Coordinator } from '../host/createCoordinator.js';
 import type { RunStore } from '../hosting/runStore.js';
+import { applyHere } from '../hosting/applyHere.js';
+import type { AnswerHere } from './actions.js';
 import { ownerAlive as isOwned } from '../store/ownerLock.js';
 import { portOf } from '../store/port.js';
 import type { StoreReads } from './readModel.js';
@@ -46,9 +48,25 @@ export function databaseSource(store: Store, db: string, pollMs = 1_000): Dashbo
  * The runs of any store as a command outside them sees them (`troupe ui`): polled; a run is live
  * while a process hosts it (its claim holds), and actions go to its inbox, which that host applies.
  */
-export function runsSource(runs: Pick<RunStore, 'reads' | 'label' | 'hostOf' | 'post' | 'request'>, pollMs = 1_000): DashboardSource {
-  return { ...polledSource(runs.reads, runs.label, async (runId) => (await runs.hostOf(runId)).hosted, pollMs), inbox: runs };
+export function runsSource(runs: Pick<RunStore, 'reads' | 'label' | 'hostOf' | 'post' | 'request' | 'claim'>, pollMs = 1_000): DashboardSource {
+  return { ...polledSource(runs.reads, runs.label, async (runId) => (await runs.hostOf(runId)).hosted, pollMs), inbox: runs, answerHere: answerHere(runs) };
 }
+
+/** The CLI's way to a run nobody hosts (cli/mail.ts): claim it, post the request, apply it here, let it go. */
+const answerHere =
+  (runs: Pick<RunStore, 'post' | 'claim'>): AnswerHere =>
+  async (runId, request) => {
+    const claim = await runs.claim(runId);
+    if (claim === null) return null;
+    let id: number;
+    try {
+      id = await runs.post({ runId, ...request, at: Date.now() });
+    } catch (err) {
+      await claim.release({ state: 'runnable' });
+      throw err;
+    }
+    return (await applyHere(claim)).get(id) ?? null;
+  };
 
 /**
  * Any store's reads, polled for changes (a cheap fingerprint every `pollMs`): a file another

@@ -11,7 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyFileInbox } from '../../src/hosting/library.js';
 import { readApprovals, readTeam } from '../../src/dashboard/readModel.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
-import { coordinatorSource, databaseSource } from '../../src/dashboard/sources.js';
+import { coordinatorSource, databaseSource, runsSource } from '../../src/dashboard/sources.js';
+import { sqliteRuns } from '../../src/hosting/sqliteRuns.js';
+import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { portOf } from '../../src/store/port.js';
 import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
@@ -92,6 +94,54 @@ describe('the approval action on a run no process drives', () => {
     expect(fileHashes(db)).toEqual(before);
     // The demo asked nothing: its approvals read as none.
     expect(await readApprovals(portOf(store), run)).toEqual({ runId: run, approvals: [] });
+  });
+});
+
+describe('an approval of a run nobody hosts (a worker lets a run go while its agent waits)', () => {
+  it('is answered by the dashboard itself, as troupe approve does; the next host runs the step once', async () => {
+    const { runs, tool: dropTable } = dropTableTool();
+    const db = join(workdir(), 'parked.db');
+    const clock = new SimulatedClock();
+    const script = {
+      agents: { lead: [{ tools: [{ name: 'drop_table', args: { table: 'a' } }] }, { tools: [{ name: 'wait_for_agents', args: { reason: 'the approval' } }] }] },
+    };
+    const first = openStore({ path: db });
+    const t = team(script, { store: first, clock, tools: [dropTable], interactive: true, approvals: { ask: ['destructive'] } });
+    const lead = await t.c.start({ name: 'lead', task: 'Clean up.' });
+    await t.c.waitFor(lead, ['waiting']);
+    await flush();
+    await t.c.shutdown();
+    first.close();
+
+    const runStore = sqliteRuns(db);
+    const handle = await startDashboard(runsSource(runStore), { port: 0 });
+    try {
+      const team = JSON.parse((await call(handle.port, `/api/team?run=${t.c.runId}&token=${handle.token}`)).body) as {
+        live: boolean;
+        answersApprovals: boolean;
+      };
+      expect(team).toMatchObject({ live: false, answersApprovals: true });
+      const r = await post(handle, { run: t.c.runId, kind: 'approval', approval: 'ap-1', approve: true, args: { table: 'a_tmp' } });
+      expect([r.status, JSON.parse(r.body)]).toEqual([
+        200,
+        {
+          ok: true,
+          message: expect.stringMatching(/^approval ap-1 approved with edited arguments: drop_table runs for lead \(\w+\) once the run is next hosted$/),
+        },
+      ]);
+      expect(runs).toEqual([]);
+    } finally {
+      await handle.close();
+      await runStore.close();
+    }
+    const store = openStore({ path: db });
+    const model = scriptedModel({ agents: { lead: [{ tools: [{ name: 'respond_to_user', args: { message: 'done' } }] }] } }, { clock });
+    const again = await resumeCoordinator({ store, model, clock, tools: [dropTable], approvals: { ask: ['destructive'] } });
+    await flush();
+    expect(runs).toEqual([{ table: 'a_tmp' }]);
+    expect(JSON.stringify(model.calls[0]?.request.messages)).toContain('dropped a_tmp');
+    await again.shutdown();
+    store.close();
   });
 });
 

@@ -11,7 +11,7 @@ import { createTimeline, MARK_COLORS, STATUS_COLORS } from './timeline.js';
  * @typedef {import('../readModel.js').Timeline} Timeline
  * @typedef {import('../readModel.js').Approvals} Approvals
  * @typedef {Approvals['approvals'][number]} Approval
- * @typedef {Team & { live: boolean, db: string }} TeamReply what /api/team answers: the team, whether a process hosts it (actions reach it), the database
+ * @typedef {Team & { live: boolean, db: string, answersApprovals: boolean }} TeamReply what /api/team answers: the team, whether a process hosts it (actions reach it), the database, whether an approval of a run nobody hosts is answered here
  */
 
 const token = new URLSearchParams(location.search).get('token') ?? '';
@@ -22,9 +22,9 @@ const field = (id) => /** @type {HTMLInputElement} */ ($(id));
 
 /**
  * `why`: why actions are disabled now (null: the run is live).
- * @type {{ run: string | null, team: Team | null, rows: TeamAgent[], agentId: string | null, view: string, live: boolean, why: string | null, approvals: Approval[] }}
+ * @type {{ run: string | null, team: Team | null, rows: TeamAgent[], agentId: string | null, view: string, live: boolean, why: string | null, approvalWhy: string | null, approvals: Approval[] }}
  */
-const state = { run: null, team: null, rows: [], agentId: null, view: 'team', live: false, why: null, approvals: [] };
+const state = { run: null, team: null, rows: [], agentId: null, view: 'team', live: false, why: null, approvalWhy: null, approvals: [] };
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -177,6 +177,9 @@ function renderActions(team) {
   // A disabled button shows no tooltip in every browser: its group says it too.
   $('budget-actions').title = why ?? '';
   state.why = why;
+  // An unfinished run nobody hosts still takes an answer to an approval (the server applies it and
+  // its next host runs the step), when the server can host it for that moment.
+  state.approvalWhy = team.answersApprovals && !finished ? null : why;
   approvalButtons();
 }
 
@@ -444,9 +447,10 @@ function answerText(a) {
 /** The buttons of pending approvals work while the run is live; otherwise they say why not. */
 function approvalButtons() {
   for (const button of /** @type {NodeListOf<HTMLButtonElement>} */ (document.querySelectorAll('#approvals-pending button'))) {
-    button.disabled = state.why !== null;
+    button.disabled = state.approvalWhy !== null;
     button.title =
-      state.why ?? (button.classList.contains('approve') ? 'Run the step (with the arguments as edited)' : 'Do not run it; the agent is told the reason');
+      state.approvalWhy ??
+      (button.classList.contains('approve') ? 'Run the step (with the arguments as edited)' : 'Do not run it; the agent is told the reason');
   }
 }
 

@@ -14,6 +14,10 @@ import type { Messaging } from './mail/messaging.js';
 import type { ResolvedOptions } from './options.js';
 import type { Registrar } from './lifecycle/registration.js';
 import type { Views } from './views/views.js';
+import type { Sessions } from './mail/sessions.js';
+import type { DurableApprovals } from './async/approvals.js';
+import type { SessionItem } from '../model/types.js';
+import { TroupeError } from '../errors.js';
 
 /** What the built-ins' port is made of (the runtime provides it). */
 export interface BuiltinParts {
@@ -29,6 +33,8 @@ export interface BuiltinParts {
   after(effect: () => void): void;
   budgetFlags(): BudgetFlags;
   readonly budget: { allowanceReserveStopped(agentId: string): boolean };
+  readonly sessions: Pick<Sessions, 'items'>;
+  readonly approvals: Pick<DurableApprovals, 'assent'>;
 }
 
 export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
@@ -60,5 +66,26 @@ export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
     assertNothingOutstanding: (agent) => assertNothingOutstanding(g, h(agent)),
     childrenSummary: (agent) => childrenSummary(g, h(agent)),
     graphView: (agent) => graphView(g, h(agent)),
+    assent: (agent, quote) => {
+      if (!userWroteSinceSpoken(rt.sessions.items(agent), quote)) {
+        throw new TroupeError(
+          'TOOL_INPUT_INVALID',
+          'The quote is not in what the user wrote since you last spoke to them (respond_to_user): quote their words of assent exactly, or ask them first.',
+        );
+      }
+      return rt.approvals.assent(agent.id, quote);
+    },
   };
+}
+
+/** Whether the user's messages since the agent's last `respond_to_user` contain `quote`. */
+function userWroteSinceSpoken(items: readonly SessionItem[], quote: string): boolean {
+  const wanted = quote.trim();
+  for (let i = items.length - 1; i >= 0; i--) {
+    const item = items[i]!;
+    if (item.role === 'assistant' && item.toolCalls?.some((c) => c.name === 'respond_to_user')) return false;
+    // The user's own words come as they wrote them (texts.ts); everything else carries a header.
+    if (item.role === 'user' && typeof item.content === 'string' && !item.content.startsWith('[Message from') && item.content.includes(wanted)) return true;
+  }
+  return false;
 }

@@ -375,6 +375,18 @@ const viewAgentGraph = define({
   },
 });
 
+const recordAssent = define({
+  name: 'record_assent',
+  description:
+    "The user agreed to the plan you stated: quote their words exactly. Steps of that plan then run without asking for approval while the approval window lasts (the user's assent counts as an approval).",
+  parameters: object({ quote: str("The user's words of assent, exactly as they wrote them", { minLength: 2 }) }, ['quote']),
+  offeredTo: (_a, interactive) => interactive,
+  run(args, { host, agent }) {
+    const { windowMs } = host.assent(agent, args.quote as string);
+    return { result: { assent_recorded: true, window_minutes: Math.round(windowMs / 60_000) } };
+  },
+});
+
 export const BUILTIN_TOOLS: ReadonlyMap<string, BuiltinTool> = new Map(
-  [spawnAgent, sendMessage, waitForAgents, sleepUntil, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph].map((t) => [t.name, t]),
+  [spawnAgent, sendMessage, waitForAgents, sleepUntil, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph, recordAssent].map((t) => [t.name, t]),
 );

@@ -50,4 +50,6 @@ export interface BuiltinHost {
   assertNothingOutstanding(agent: BuiltinAgent): void;
   childrenSummary(agent: BuiltinAgent): AgentSummary[];
   graphView(agent: BuiltinAgent): unknown;
+  /** Record the user's assent to the agent's stated plan (quoted): it opens the agent's approval window. */
+  assent(agent: BuiltinAgent, quote: string): { windowMs: number };
 }

@@ -286,6 +286,49 @@ describe('durable approvals', () => {
     });
   });
 
+  it("the user's assent in chat, quoted by the agent, opens its window: the plan's mutations run without asking, also after a restart", async () => {
+    const { runs, list } = tools();
+    const store = memoryStore();
+    const rulesBoth: ApprovalRules = { ask: ['mutation', 'destructive'] };
+    const say = (message: string) => ({ tools: [{ name: 'respond_to_user', args: { message } }] });
+    const t = team(
+      {
+        agents: {
+          lead: [
+            say('Plan: write a note. OK?'),
+            { tools: [{ name: 'record_assent', args: { quote: 'sure, I never said that' } }] },
+            { tools: [{ name: 'record_assent', args: { quote: 'yes, go ahead' } }] },
+            { tools: [{ name: 'write_note', args: { text: 'first' } }] },
+            say('done'),
+          ],
+        },
+      },
+      { tools: list, interactive: true, approvals: rulesBoth, store },
+    );
+    const lead = await t.c.start({ name: 'lead', task: 'Take notes.' });
+    await t.c.waitFor(lead, ['waiting']);
+    await t.c.send(lead, { content: 'yes, go ahead' });
+    await flush();
+    await t.c.waitFor(lead, ['waiting']);
+    const results = t
+      .session(lead)
+      .filter((i) => i.role === 'tool')
+      .map((i) => (i as { content: string }).content);
+    expect(results[1]).toContain('TOOL_INPUT_INVALID');
+    expect(JSON.parse(results[2]!)).toMatchObject({ assent_recorded: true, window_minutes: 30 });
+    expect(runs).toEqual([{ text: 'first' }]);
+    expect(t.c.approvals.list()).toEqual([]);
+    await t.c.shutdown();
+
+    const model = scriptedModel({ agents: { lead: [{ tools: [{ name: 'write_note', args: { text: 'second' } }] }, say('done again')] } }, { clock: t.clock });
+    const again = await resumeCoordinator({ store, model, clock: t.clock, tools: list, approvals: rulesBoth });
+    await again.send(lead, { content: 'one more' });
+    await flush();
+    expect(runs).toEqual([{ text: 'first' }, { text: 'second' }]);
+    expect(again.approvals.list()).toEqual([]);
+    await again.shutdown();
+  });
+
   it('rules are checked: a typo is refused with CONFIG_INVALID', () => {
     expect(() => team(askThenWait, { approvals: { ask: ['everything'] } as unknown as ApprovalRules })).toThrow(/approvals.ask/);
     expect(() => team(askThenWait, { approvals: { alow: [] } as unknown as ApprovalRules })).toThrow(/Unknown approvals rule "alow"/);

@@ -32,7 +32,18 @@ describe('defineTool', () => {
 describe('built-in tools', () => {
   it('every built-in has a schema that refuses unknown arguments', () => {
     expect([...BUILTIN_TOOLS.keys()].sort()).toEqual(
-      ['agent_finish', 'finish', 'respond_to_user', 'send_message', 'sleep_until', 'spawn_agent', 'stop_agent', 'view_agent_graph', 'wait_for_agents'].sort(),
+      [
+        'agent_finish',
+        'finish',
+        'record_assent',
+        'respond_to_user',
+        'send_message',
+        'sleep_until',
+        'spawn_agent',
+        'stop_agent',
+        'view_agent_graph',
+        'wait_for_agents',
+      ].sort(),
     );
     for (const tool of BUILTIN_TOOLS.values()) {
       expect(tool.validate({ definitely_not_a_parameter: 1 })?.code, tool.name).toBe('TOOL_INPUT_INVALID');

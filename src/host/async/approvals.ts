@@ -21,7 +21,7 @@
 import type { Logger } from 'pino';
 import { DEFAULT_APPROVAL_WINDOW_MS, type ResolvedApprovalRules } from './approvalRules.js';
 import { LazyAbort } from '../../cancel.js';
-import { serializeError } from '../../errors.js';
+import { serializeError, TroupeError } from '../../errors.js';
 import type { WriteOp } from '../../store/port.js';
 import type { EventRow, InboxResult } from '../../store/types.js';
 import type { CompiledTool } from '../../tools/defineTool.js';
@@ -108,6 +108,8 @@ export class DurableApprovals {
 
   /** After a restart: the run's approval rows, in commit order. */
   restore(events: readonly EventRow[]): void {
+    // An assent in chat opened the window as an approval does.
+    for (const e of events) if (e.data.phase === 'assent' && e.agentId) this.#approvedAt.set(e.agentId, Math.max(e.at, this.#approvedAt.get(e.agentId) ?? 0));
     for (const row of fold(events).values()) {
       this.#rows.set(row.id, row);
       if (row.answer?.approved) this.#approvedAt.set(row.agentId, Math.max(row.answer.at, this.#approvedAt.get(row.agentId) ?? 0));
@@ -167,6 +169,20 @@ export class DurableApprovals {
     return Promise.resolve({ approved: false, reason: 'pending', pending: id });
   }
 
+  /**
+   * The user assented in chat to the agent's stated plan (`record_assent`, quoting them): an
+   * approval by another route, so it opens the agent's window, persisted like any answer.
+   */
+  assent(agentId: string, quote: string): { windowMs: number } {
+    const host = this.#host;
+    const rules = this.#rules;
+    if (!rules) throw new TroupeError('TOOL_NOT_ALLOWED', 'This run has no approval rules: nothing waits for an assent.');
+    const at = host.now();
+    host.stage({ op: 'appendEvent', row: { runId: host.runId, agentId, type: APPROVAL_EVENT, data: { phase: 'assent', quote }, at } });
+    this.#open(agentId, at);
+    return { windowMs: rules.windowMs };
+  }
+
   windowOpen(agentId: string): boolean {
     const at = this.#approvedAt.get(agentId);
     const windowMs = this.#rules?.windowMs ?? DEFAULT_APPROVAL_WINDOW_MS;
@@ -224,10 +240,14 @@ export class DurableApprovals {
     const at = host.now();
     row.answer = { approved: true, edited, at, ...(edited ? { args } : {}) };
     this.#stage(row, { phase: 'answered', approved: true, edited, ...(edited ? { args } : {}) });
-    this.#approvedAt.set(row.agentId, at);
-    for (const listener of [...this.#windowListeners]) listener(row.agentId);
+    this.#open(row.agentId, at);
     if (!host.holdTurns) void this.#run(row);
     return { ok: true, message: `approval ${id} approved${edited ? ' with edited arguments' : ''}: ${row.tool} runs for ${name}` };
+  }
+
+  #open(agentId: string, at: number): void {
+    this.#approvedAt.set(agentId, at);
+    for (const listener of [...this.#windowListeners]) listener(agentId);
   }
 
   close(): void {

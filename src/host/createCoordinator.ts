@@ -98,7 +98,7 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
   stop(id: string, options?: { cascade?: boolean }): Promise<string[]>;
   /** Forget an agent's tool-failure streaks (a new user turn is a new attempt). */
   resetToolFailures(id: string): void;
-  /** Resolves when no agent is running: every agent is terminal or parked. */
+  /** Resolves when no agent is running (every agent is terminal or parked) and no approved tool runs here. */
   whenIdle(): Promise<void>;
   /** Whether work is still accepted (false after a fatal store error or shutdown) and the queues' fill; never throws. */
   health(): CoordinatorHealth;
@@ -247,9 +247,14 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         return ids;
       }),
     whenIdle: () =>
-      settle(() => {
+      settle(async () => {
         rt.assertUsable();
-        return rt.views.waiters.whenIdle();
+        // An approved tool running on this host is work its agent waits for: not idle until it ends.
+        for (;;) {
+          await rt.views.waiters.whenIdle();
+          if (!rt.approvals.busy) return;
+          await rt.approvals.settled();
+        }
       }),
     health: () => rt.health(),
     mcpServers: () => rt.toolbox.catalog.servers(),

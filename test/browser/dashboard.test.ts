@@ -9,6 +9,7 @@
  * only the lanes in view; a pending approval shows with its arguments, edited and approved from the
  * page it runs once with them, and one denied from the page tells the agent the reason. Screenshots of each view go to test-results/dashboard/.
  */
+import { dropTableTool } from '../helpers/approvals.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
@@ -23,7 +24,6 @@ import { memoryStore } from '../../src/store/memoryStore.js';
 import { portOf } from '../../src/store/port.js';
 import { newAgentRow } from '../../src/store/rows.js';
 import { openStore } from '../../src/store/sqliteStore.js';
-import { defineTool } from '../../src/tools/defineTool.js';
 import { BROWSER, launch, shot } from '../helpers/browser.js';
 import { workdir } from '../helpers/cli.js';
 import { captureIo, demoDb, interruptedRun } from '../helpers/dashboard.js';
@@ -400,17 +400,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
   });
 
   it('approvals: edited and approved from the page, the step runs once with the edits; denied from the page, the agent is told why', async () => {
-    const runs: Record<string, unknown>[] = [];
-    const dropTable = defineTool({
-      name: 'drop_table',
-      description: 'Drop a table.',
-      parameters: { type: 'object', properties: { table: { type: 'string' } }, required: ['table'], additionalProperties: false },
-      risk: 'destructive',
-      execute: (args: { table: string }) => {
-        runs.push(args);
-        return `dropped ${args.table}`;
-      },
-    });
+    const { runs, tool: dropTable } = dropTableTool();
     const db = join(workdir(), 'approvals.db');
     const store = openStore({ path: db });
     const wait = { tools: [{ name: 'wait_for_agents', args: { reason: 'the approval' } }] };

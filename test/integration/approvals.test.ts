@@ -11,19 +11,10 @@ import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { flush, team } from '../helpers/team.js';
+import { dropTableTool } from '../helpers/approvals.js';
 
 function tools() {
-  const runs: Record<string, unknown>[] = [];
-  const dropTable = defineTool({
-    name: 'drop_table',
-    description: 'Drop a table.',
-    parameters: { type: 'object', properties: { table: { type: 'string' } }, required: ['table'], additionalProperties: false },
-    risk: 'destructive',
-    execute: (args: { table: string }) => {
-      runs.push(args);
-      return `dropped ${args.table}`;
-    },
-  });
+  const { runs, tool: dropTable } = dropTableTool();
   const note = defineTool({
     name: 'write_note',
     description: 'Write a note.',
@@ -327,6 +318,41 @@ describe('durable approvals', () => {
     expect(runs).toEqual([{ text: 'first' }, { text: 'second' }]);
     expect(again.approvals.list()).toEqual([]);
     await again.shutdown();
+  });
+
+  it('an approved tool still running keeps the run from idle: a host lets its run go only once it ended', async () => {
+    let finish: (value: string) => void = () => undefined;
+    const slow = defineTool({
+      name: 'migrate',
+      description: 'Migrate.',
+      parameters: { type: 'object', properties: {} },
+      risk: 'destructive',
+      execute: () => new Promise<string>((resolve) => (finish = resolve)),
+    });
+    const script: Script = {
+      agents: {
+        lead: [
+          { tools: [{ name: 'migrate', args: {} }] },
+          { tools: [{ name: 'wait_for_agents', args: { reason: 'it' } }] },
+          { tools: [{ name: 'respond_to_user', args: { message: 'migrated' } }] },
+        ],
+      },
+    };
+    const t = team(script, { tools: [slow], interactive: true, approvals: rules, idleResumeMs: 86_400_000 });
+    const lead = await t.c.start({ name: 'lead', task: 'Migrate.' });
+    await t.c.waitFor(lead, ['waiting']);
+    await flush();
+    await t.c.approvals.approve('ap-1');
+    let idle = false;
+    void t.c.whenIdle().then(() => (idle = true));
+    await flush();
+    expect(idle).toBe(false);
+    finish('migrated');
+    await flush();
+    expect(idle).toBe(true);
+    expect(t.c.approvals.list()[0]).toMatchObject({ state: 'ran' });
+    expect(t.model.calls).toHaveLength(3);
+    await t.c.shutdown();
   });
 
   it('rules are checked: a typo is refused with CONFIG_INVALID', () => {

@@ -16,7 +16,6 @@ import { sqliteRuns } from '../../src/hosting/sqliteRuns.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { portOf } from '../../src/store/port.js';
 import { openStore, type SqliteStore } from '../../src/store/sqliteStore.js';
-import { defineTool } from '../../src/tools/defineTool.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
 import type { StorePort } from '../../src/store/port.js';
@@ -26,24 +25,9 @@ import { fileHashes, workdir } from '../helpers/cli.js';
 import { pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
 import { call, demoDb } from '../helpers/dashboard.js';
 import { flush, team } from '../helpers/team.js';
+import { dropTableTool } from '../helpers/approvals.js';
 
 const available = await pgAvailable();
-
-/** A destructive tool that records each run. */
-function dropTableTool() {
-  const runs: Record<string, unknown>[] = [];
-  const tool = defineTool({
-    name: 'drop_table',
-    description: 'Drop a table.',
-    parameters: { type: 'object', properties: { table: { type: 'string' } }, required: ['table'], additionalProperties: false },
-    risk: 'destructive',
-    execute: (args: { table: string }) => {
-      runs.push(args);
-      return `dropped ${args.table}`;
-    },
-  });
-  return { runs, tool };
-}
 
 const post = (handle: DashboardHandle, body: unknown) =>
   call(handle.port, `/api/action?token=${handle.token}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });

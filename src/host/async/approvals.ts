@@ -98,6 +98,8 @@ export class DurableApprovals {
   /** agentId → the time of its last approval (its window). */
   readonly #approvedAt = new Map<string, number>();
   readonly #windowListeners = new Set<(agentId: string) => void>();
+  /** Approved tools running on this host now. */
+  readonly #running = new Set<Promise<void>>();
   /** Aborts approved tools still running at shutdown. */
   readonly #cancel = new LazyAbort();
 
@@ -127,7 +129,7 @@ export class DurableApprovals {
           'in_doubt',
           `${row.tool} was started after its approval, but its host stopped before its result was recorded: whether it took effect is unknown. Check before calling it again.`,
         );
-      } else void this.#run(row);
+      } else this.#track(this.#run(row));
     }
   }
 
@@ -241,8 +243,23 @@ export class DurableApprovals {
     row.answer = { approved: true, edited, at, ...(edited ? { args } : {}) };
     this.#stage(row, { phase: 'answered', approved: true, edited, ...(edited ? { args } : {}) });
     this.#open(row.agentId, at);
-    if (!host.holdTurns) void this.#run(row);
+    if (!host.holdTurns) this.#track(this.#run(row));
     return { ok: true, message: `approval ${id} approved${edited ? ' with edited arguments' : ''}: ${row.tool} runs for ${name}` };
+  }
+
+  get busy(): boolean {
+    return this.#running.size > 0;
+  }
+
+  /** Resolves once no approved tool is running here (a host lets its run go only then). */
+  async settled(): Promise<void> {
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+  }
+
+  #track(run: Promise<void>): void {
+    this.#running.add(run);
+    const done = () => void this.#running.delete(run);
+    run.then(done, done);
   }
 
   #open(agentId: string, at: number): void {

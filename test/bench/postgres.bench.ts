@@ -13,6 +13,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { afterAll, bench, describe } from 'vitest';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import type { Model, ModelRequest } from '../../src/model/types.js';
@@ -82,6 +83,7 @@ describe.skipIf(!available)(pgTitle(available, 'throughput with 1, 2 and 3 worke
       );
     }
     reporters.push(() => {
+      if (figures.get(1)!.runs.length === 0) return '';
       const one = median(figures.get(1)!.runs);
       return [1, 2, 3]
         .map((w) => {
@@ -132,9 +134,92 @@ describe.skipIf(!available)(pgTitle(available, 'durable overhead per turn: Postg
     },
     { iterations: 3, warmupIterations: 1, time: 0 },
   );
-  reporters.push(
-    () => `per turn: PostgreSQL ${median(pg).toFixed(0)} µs, SQLite FULL ${median(sqlite).toFixed(0)} µs (${(median(pg) / median(sqlite)).toFixed(2)}×)`,
+  reporters.push(() =>
+    pg.length === 0
+      ? ''
+      : `per turn: PostgreSQL ${median(pg).toFixed(0)} µs, SQLite FULL ${median(sqlite).toFixed(0)} µs (${(median(pg) / median(sqlite)).toFixed(2)}×)`,
   );
+});
+
+/** Every statement text a pg client of this process sends (one entry per round trip), while counting. */
+const sent: string[] = [];
+let tallying = false;
+const clientQuery = pg.Client.prototype.query;
+pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest: unknown[]) {
+  if (tallying) sent.push(typeof config === 'string' ? config : ((config as { text?: string } | null)?.text ?? ''));
+  return (clientQuery as (...args: unknown[]) => unknown).call(this, config, ...rest);
+} as typeof clientQuery;
+/** Statements in one simple-query text (troupe's statements start with one of these words; the bench's data holds no `;`). */
+const statementsIn = (text: string) => text.split(/;\s*(?=WITH|INSERT|UPDATE|DELETE|SELECT|SET|BEGIN|COMMIT|ROLLBACK)/i).length;
+const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))] ?? Number.NaN;
+const walLsn = async (pool: pg.Pool) => (await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
+const walBytes = async (pool: pg.Pool, from: string) =>
+  Number((await pool.query<{ n: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS n', [from])).rows[0]!.n);
+
+describe.skipIf(!available)(pgTitle(available, 'one commit per turn: latency, round trips, statements and WAL bytes'), () => {
+  const f = { commitP50: [] as number[], commitP99: [] as number[], rtP50: [] as number[], durableP50: [] as number[], durableP99: [] as number[] };
+  const perTurn = { roundTrips: [] as number[], statements: [] as number[], wal: [] as number[], floorWal: [] as number[] };
+  bench(
+    'one agent, 300 tool turns: each commit timed at the port',
+    async () => {
+      const { schema, drop } = freshSchema();
+      const store = await openPostgresStore({ url: PG_URL, schema });
+      // The floors, on the same pool: a bare round trip, and a one-row durable write (a round trip and a WAL flush).
+      await store.pool.query('CREATE TABLE bench_floor (id int PRIMARY KEY, n bigint NOT NULL); INSERT INTO bench_floor VALUES (1, 0)');
+      const rt: number[] = [];
+      const durable: number[] = [];
+      const floorFrom = await walLsn(store.pool);
+      for (let i = 0; i < 300; i++) {
+        let t = performance.now();
+        await store.pool.query('SELECT 1');
+        rt.push(performance.now() - t);
+        t = performance.now();
+        await store.pool.query('UPDATE bench_floor SET n = n + 1 WHERE id = 1');
+        durable.push(performance.now() - t);
+      }
+      perTurn.floorWal.push((await walBytes(store.pool, floorFrom)) / 300);
+      const lease = await store.claim('solo', { owner: 'bench' });
+      const commits: number[] = [];
+      const port = {
+        ...lease.port,
+        commit: async (ops: Parameters<StorePort['commit']>[0]) => {
+          const t = performance.now();
+          await lease.port.commit(ops);
+          commits.push(performance.now() - t);
+        },
+      };
+      const from = await walLsn(store.pool);
+      sent.length = 0;
+      tallying = true;
+      const turns = (await soloTurns(port, 300, 'solo')).length + 1;
+      tallying = false;
+      const texts = sent.splice(0);
+      perTurn.wal.push((await walBytes(store.pool, from)) / turns);
+      perTurn.roundTrips.push(texts.length / turns);
+      perTurn.statements.push(texts.reduce((n, t) => n + statementsIn(t), 0) / turns);
+      const steady = commits.slice(50);
+      f.commitP50.push(quantile(steady, 0.5));
+      f.commitP99.push(quantile(steady, 0.99));
+      f.rtP50.push(quantile(rt.slice(50), 0.5));
+      f.durableP50.push(quantile(durable.slice(50), 0.5));
+      f.durableP99.push(quantile(durable.slice(50), 0.99));
+      await lease.release({ state: 'done' });
+      await store.close();
+      await drop();
+    },
+    { iterations: 3, warmupIterations: 1, time: 0 },
+  );
+  reporters.push(() => {
+    if (f.commitP50.length === 0) return '';
+    const m = (xs: number[]) => median(xs);
+    return [
+      `commit per turn: p50 ${m(f.commitP50).toFixed(2)} ms, p99 ${m(f.commitP99).toFixed(2)} ms (targets ≤ 1 and ≤ 4)`,
+      `  floors, same run: a round trip (SELECT 1) p50 ${m(f.rtP50).toFixed(3)} ms; a one-row durable write p50 ${m(f.durableP50).toFixed(2)} ms, p99 ${m(f.durableP99).toFixed(2)} ms`,
+      `  commit ÷ durable write: p50 ${(m(f.commitP50) / m(f.durableP50)).toFixed(2)}×, p99 ${(m(f.commitP99) / m(f.durableP99)).toFixed(2)}×`,
+      `  per turn (all of the turn's traffic, commits and reads): ${m(perTurn.roundTrips).toFixed(2)} round trips, ${m(perTurn.statements).toFixed(1)} statements, ` +
+        `${m(perTurn.wal).toFixed(0)} WAL bytes (${(m(perTurn.wal) / m(perTurn.floorWal)).toFixed(1)}× a one-row write's ${m(perTurn.floorWal).toFixed(0)}; cluster-wide, other sessions count too)`,
+    ].join('\n');
+  });
 });
 
 describe.skipIf(!available)(pgTitle(available, 'failover after kill -9'), () => {
@@ -200,12 +285,14 @@ describe.skipIf(!available)(pgTitle(available, 'failover after kill -9'), () => 
       setup: () => void execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' }),
     },
   );
-  reporters.push(
-    () =>
-      `failover of a 100-agent run (TTL ${TTL} ms): median ${median(ms).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms from kill -9 to the next model call`,
+  reporters.push(() =>
+    ms.length === 0
+      ? ''
+      : `failover of a 100-agent run (TTL ${TTL} ms): median ${median(ms).toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms from kill -9 to the next model call`,
   );
 });
 
 afterAll(() => {
-  if (reporters.length > 0) process.stderr.write(`\n${reporters.map((r) => r()).join('\n')}\n`);
+  const lines = reporters.map((r) => r()).filter((line) => line !== '');
+  if (lines.length > 0) process.stderr.write(`\n${lines.join('\n')}\n`);
 });

@@ -15,12 +15,11 @@
  * A commit or a read is retried (backoff, a new connection each time) while the lease is locally
  * valid, so a dropped connection or a database restart costs a delay, not the hosting. Each commit of an epoch
  * carries a sequence number written in its transaction (`commit_seq`): a retry first checks whether
- * an earlier attempt whose COMMIT went unanswered did commit, so a batch is never applied twice.
+ * an earlier attempt whose answer never came did commit, so a batch is never applied twice.
  *
- * No lock outlives the lease: a commit's transaction ends itself after `idleMs` without a statement
- * (SET LOCAL idle_in_transaction_session_timeout, a third of the TTL), so a host frozen mid-commit
- * releases its lock on the lease row before its lease expires, and failover takes the TTL plus one
- * claim interval whatever the old host was doing.
+ * A commit is one round trip (batch.ts): the fence and every row of the batch in one query, one
+ * transaction, so no transaction ever waits on the host: a host frozen mid-commit holds no lock on
+ * the lease row, and failover takes the TTL plus one claim interval whatever the old host was doing.
  * @module
  */
 import { performance } from 'node:perf_hooks';
@@ -29,6 +28,7 @@ import { TroupeError } from '../../errors.js';
 import type { Redactor } from '../../logging/redact.js';
 import type { LeaseGuard, StorePort } from '../port.js';
 import { operationError, transientStoreError } from './connect.js';
+import { requiredFailure, StatementBatch } from './batch.js';
 import { applyPgOp, flushPgOps, Pending, StagedCache, type OwnerCache } from './ops.js';
 import { pgReads } from './reads.js';
 
@@ -117,7 +117,6 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
   // Clock rates differ by parts per million; the margin also covers the time between a check and
   // the call it allows.
   const margin = Math.min(Math.floor(ttl / 10), 1_000);
-  const idleMs = Math.max(50, Math.floor(ttl / 3));
   let validUntil = sentAt + ttl - margin;
   // The number of the last commit of this epoch. A lease's commits run one at a time (the group
   // committer has one in flight; a resume's recovery commit comes before it), so one counter will do.
@@ -173,8 +172,9 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
     return Promise.race([promise, whenLost]);
   };
 
-  /** One attempt at a commit: 'done' once committed (now or by an earlier attempt of the same batch). */
+  /** The cache changes of the last attempt whose batch was sent (it may have committed unanswered). */
   let sent: StagedCache | null = null;
+  /** One attempt at a commit: resolves once committed (now or by an earlier attempt of the same batch). */
   async function attempt(ops: Parameters<StorePort['commit']>[0], target: number): Promise<void> {
     let client: pg.PoolClient;
     const connecting = pool.connect();
@@ -202,36 +202,43 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
       if (gone) return Promise.reject(gone);
       return client.query<R>({ text, ...(values ? { values } : {}), query_timeout: left() } as pg.QueryConfig);
     };
+    const staged = new StagedCache(cache);
+    const sql = new StatementBatch();
+    // The server's own bound, as the client's is the lease (SET LOCAL: this transaction only).
+    sql.add(`SET LOCAL statement_timeout = ${ttl}`);
+    // The fence first: a stale owner's batch stops here, in the same round trip, with nothing applied.
+    sql.require(
+      'UPDATE run_leases SET commit_seq = $4 WHERE run_id = $1 AND epoch = $2 AND owner = $3 AND commit_seq = $4 - 1',
+      [runId, epoch, owner, target],
+      'LEASE_LOST',
+      `run ${runId}: lease epoch ${epoch} no longer holds commit ${target - 1}`,
+    );
+    // Rows are gathered and written a table at a time (multi-row statements), all after the fence.
+    const ctx = { sql, read: q, boot: epoch, redactor, cache: staged, pending: new Pending() };
     try {
-      await q(`BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${idleMs}; SET LOCAL statement_timeout = ${ttl}`);
-      const fence = await q('UPDATE run_leases SET commit_seq = $4 WHERE run_id = $1 AND epoch = $2 AND owner = $3 AND commit_seq = $4 - 1', [
-        runId,
-        epoch,
-        owner,
-        target,
-      ]);
-      if (fence.rowCount === 0) {
+      for (const op of ops) await applyPgOp(ctx, op);
+      flushPgOps(ctx);
+      const earlier = sent;
+      sent = staged;
+      try {
+        await q(sql.text());
+      } catch (err) {
+        const failed = requiredFailure(err);
+        if (failed?.code !== 'LEASE_LOST') throw failed ?? err;
+        // Nothing of the batch was applied (the server rolled it back; the connection is idle again).
         const { rows } = await q<{ epoch: number; owner: string | null; commit_seq: number }>(
           'SELECT epoch, owner, commit_seq FROM run_leases WHERE run_id = $1',
           [runId],
         );
-        await q('ROLLBACK');
         const held = rows[0];
-        // An earlier attempt of this batch committed, but its COMMIT was never answered.
-        if (held && held.epoch === epoch && held.owner === owner && held.commit_seq === target && sent) {
-          sent.keep();
+        // An earlier attempt of this batch committed, but its answer never came: what that attempt
+        // staged is what the database holds (this one's reads may have seen its rows).
+        if (held && held.epoch === epoch && held.owner === owner && held.commit_seq === target && earlier) {
+          earlier.keep();
           return;
         }
         throw loseIt();
       }
-      const staged = new StagedCache(cache);
-      // Rows are gathered and written a table at a time (multi-row statements), all after the fence.
-      const guarded = new Proxy(client, { get: (c, key) => (key === 'query' ? q : Reflect.get(c, key)) });
-      const ctx = { client: guarded, boot: epoch, redactor, cache: staged, pending: new Pending() };
-      for (const op of ops) await applyPgOp(ctx, op);
-      await flushPgOps(ctx);
-      sent = staged;
-      await q('COMMIT');
       staged.keep();
     } catch (err) {
       // The connection is closed, not rolled back: a ROLLBACK could wait on a dead or black-holed

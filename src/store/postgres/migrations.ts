@@ -9,6 +9,7 @@
  * @module
  */
 import type { Migration } from '../migrations.js';
+import { REQUIRE_SQLSTATE } from './batch.js';
 
 export const PG_MIGRATIONS: readonly Migration[] = [
   {
@@ -253,6 +254,20 @@ export const PG_MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (scope, trigger_name, tick)
       );
       CREATE INDEX proactive_fires_claimed ON proactive_fires(claimed_at);
+    `,
+  },
+  {
+    // PostgreSQL only (SQLite commits in-process): a commit is one query of several statements
+    // (batch.ts), so a statement that must touch one row (the lease fence, a new run) raises
+    // through this function to abort the batch (11–14: other changes' numbers).
+    version: 15,
+    sql: `
+      CREATE FUNCTION troupe_require(ok boolean, code text, message text) RETURNS void LANGUAGE plpgsql AS $fn$
+      BEGIN
+        IF ok IS NOT TRUE THEN
+          RAISE EXCEPTION USING ERRCODE = '${REQUIRE_SQLSTATE}', MESSAGE = code, DETAIL = message;
+        END IF;
+      END $fn$;
     `,
   },
 ];

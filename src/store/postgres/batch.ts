@@ -1,0 +1,91 @@
+/**
+ * A commit as one round trip (issue 36 item 7). A batch's statements are gathered, their values
+ * written into them as SQL literals, and the lot is sent as one simple-protocol query: PostgreSQL
+ * runs a query of several statements as one implicit transaction, so it commits all of them or
+ * none, and the client waits for one answer instead of one per statement (BEGIN, the fence, each
+ * table, COMMIT: 5 to 8 round trips before).
+ *
+ * Values are written as the untyped literals the extended protocol would have sent as parameters
+ * (pg sends every parameter as text of unknown type), so each statement means what it meant with
+ * `$n` placeholders. A statement that must touch one row (the fence, a new run, an updated run)
+ * raises through `troupe_require` (PostgreSQL migration 15) when it does not, which aborts the
+ * whole batch: nothing after it is applied and nothing before it is kept.
+ * @module
+ */
+import pg from 'pg';
+import { TroupeError } from '../../errors.js';
+
+/** The SQLSTATE `troupe_require` raises (migration 15): its message is one of `RequiredCode`. */
+export const REQUIRE_SQLSTATE = 'TRP01';
+
+/** What a batch statement may require, and the error its failure becomes. */
+type RequiredCode = 'LEASE_LOST' | 'CONFIG_INVALID' | 'RUN_NOT_FOUND';
+const REQUIRED_CODES: ReadonlySet<string> = new Set<RequiredCode>(['LEASE_LOST', 'CONFIG_INVALID', 'RUN_NOT_FOUND']);
+
+/** An array element as pg writes it in an array literal (quoted, `\` and `"` escaped). */
+const element = (value: unknown): string => (value === null || value === undefined ? 'NULL' : `"${text(value).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`);
+
+/** A parameter's text, as pg's prepareValue makes it (arrays as array literals, objects as JSON). */
+function text(value: unknown): string {
+  if (Array.isArray(value)) return `{${value.map(element).join(',')}}`;
+  switch (typeof value) {
+    case 'string':
+      return value;
+    case 'number':
+    case 'bigint':
+    case 'boolean':
+      return String(value);
+    case 'object':
+      return JSON.stringify(value);
+    default:
+      throw new TypeError(`a commit cannot write a ${typeof value} as an SQL value`);
+  }
+}
+
+/** `value` as an SQL literal: NULL, or its text quoted (untyped, as a bound parameter is). */
+const sqlLiteral = (value: unknown): string => (value === null || value === undefined ? 'NULL' : pg.escapeLiteral(text(value)));
+
+/** `sql` with each `$n` replaced by `values[n-1]` as a literal (one pass: a value's own text is never read as a placeholder). */
+export function inline(sql: string, values: readonly unknown[]): string {
+  return sql.replace(/\$(\d+)/g, (_, n: string) => {
+    const i = Number(n) - 1;
+    if (i < 0 || i >= values.length) throw new RangeError(`statement refers to $${n} but has ${values.length} values`);
+    return sqlLiteral(values[i]);
+  });
+}
+
+/** The statements of one commit, in order, sent together by `text()`. */
+export class StatementBatch {
+  private readonly statements: string[] = [];
+
+  /** Add a statement, its `$n` placeholders filled from `values`. */
+  add(sql: string, values?: readonly unknown[]): void {
+    this.statements.push(values ? inline(sql, values) : sql);
+  }
+
+  /**
+   * Add `dml` (an INSERT, UPDATE or DELETE without RETURNING) and require it to touch exactly one
+   * row: else the batch fails with `code` and `message` (see `requiredFailure`).
+   */
+  require(dml: string, values: readonly unknown[], code: RequiredCode, message: string): void {
+    this.statements.push(
+      `WITH touched AS (${inline(dml, values)} RETURNING 1) SELECT troupe_require(count(*) = 1, ${sqlLiteral(code)}, ${sqlLiteral(message)}) FROM touched`,
+    );
+  }
+
+  get length(): number {
+    return this.statements.length;
+  }
+
+  /** One query text: the statements in order (a simple-protocol query runs them as one transaction). */
+  text(): string {
+    return this.statements.join(';\n');
+  }
+}
+
+/** The error a batch failed with through `troupe_require`, or null for any other failure. */
+export function requiredFailure(err: unknown): TroupeError | null {
+  const e = err as { code?: unknown; message?: unknown; detail?: unknown } | null;
+  if (e?.code !== REQUIRE_SQLSTATE || typeof e.message !== 'string' || !REQUIRED_CODES.has(e.message)) return null;
+  return new TroupeError(e.message as RequiredCode, typeof e.detail === 'string' ? e.detail : e.message);
+}

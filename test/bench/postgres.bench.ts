@@ -1,9 +1,11 @@
 /**
  * Benchmark (not part of `npm test`; run `npm run bench`): scale-out on one local PostgreSQL.
  *
- * - throughput: runs/s and agent turns/s with 1, 2 and 3 workers (each hosting up to 4 runs at
- *   once), with an instant model and with a simulated 200 ms model latency. The workers share this
- *   process (one event loop): with the instant model the loop, not PostgreSQL, is the limit.
+ * - throughput: runs/s and agent turns/s of one server with 1, 2 and 3 worker processes (each
+ *   hosting up to 4 runs at once), with an instant model and with a simulated 200 ms model latency,
+ *   as ratios to one worker in the same run.
+ * - one commit per turn: commit p50/p99 timed at the port, round trips, statements and WAL bytes
+ *   per turn, against same-run floors (a bare round trip; a one-row durable write).
  * - durable overhead per turn: one agent's tool turns on PostgreSQL vs SQLite FULL.
  * - failover: kill -9 the worker process hosting a run of 100 agents; the time until another
  *   worker process calls the model for it again (lease TTL + claim poll + resume).
@@ -23,9 +25,7 @@ import { openStore } from '../../src/store/sqliteStore.js';
 import type { StorePort } from '../../src/store/port.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { submitRun } from '../../src/worker/submit.js';
-import { startWorker } from '../../src/worker/worker.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
-import { teamModel, workTool } from '../helpers/pgTeam.js';
 
 const available = await pgAvailable();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
@@ -40,28 +40,38 @@ async function allDone(store: PostgresStore, n: number): Promise<void> {
   }
 }
 
-/** `runs` runs of a root and 3 sub-agents × 3 turns, hosted by `workers` workers; runs/s and turns/s. */
+const WORKER_CHILD = fileURLToPath(new URL('../../dist/test/bench/pgWorkerChild.js', import.meta.url));
+
+/** A worker process (pgWorkerChild.ts) on `schema`, once it claims; `stop()` resolves with the model calls it made. */
+async function workerProcess(schema: string, latencyMs: number): Promise<{ stop: () => Promise<number> }> {
+  const proc = spawn(process.execPath, [WORKER_CHILD, PG_URL, schema, '4', String(latencyMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  proc.stdout.on('data', (chunk: Buffer) => void (out += chunk.toString()));
+  const exited = new Promise<void>((resolve) => proc.once('close', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    proc.stdout.on('data', () => out.includes('READY\n') && resolve());
+    void exited.then(() => reject(new Error(`worker process exited: ${out}`)));
+  });
+  return {
+    stop: async () => {
+      proc.kill('SIGTERM');
+      await exited;
+      return Number(/CALLS (\d+)/.exec(out)?.[1] ?? Number.NaN);
+    },
+  };
+}
+
+/** `runs` runs of a root and 3 sub-agents × 3 turns, hosted by `workers` worker processes; runs/s and turns/s. */
 async function throughput(workers: number, latencyMs: number, runs: number): Promise<{ runs: number; turns: number }> {
   const { schema, drop } = freshSchema();
   const store = await openPostgresStore({ url: PG_URL, schema });
-  for (let i = 0; i < runs; i++) await submitRun(store, { root: { name: 'lead', task: 'split the job' } });
-  let turns = 0;
-  const stores = await Promise.all(Array.from({ length: workers }, () => openPostgresStore({ url: PG_URL, schema })));
+  const started = await Promise.all(Array.from({ length: workers }, () => workerProcess(schema, latencyMs)));
   const t0 = performance.now();
-  const started = await Promise.all(
-    stores.map((s) =>
-      startWorker({
-        store: s,
-        concurrency: 4,
-        pollMs: 1_000,
-        hostOptions: () => ({ model: teamModel({ workers: 3, turns: 3, latencyMs, onCall: () => void turns++ }), tools: [workTool] }),
-      }),
-    ),
-  );
+  for (let i = 0; i < runs; i++) await submitRun(store, { root: { name: 'lead', task: 'split the job' } });
   await allDone(store, runs);
   const seconds = (performance.now() - t0) / 1_000;
-  await Promise.all(started.map((w) => w.stop()));
-  await Promise.all([...stores, store].map((s) => s.close()));
+  const turns = (await Promise.all(started.map((w) => w.stop()))).reduce((a, b) => a + b, 0);
+  await store.close();
   await drop();
   return { runs: runs / seconds, turns: turns / seconds };
 }
@@ -75,11 +85,11 @@ describe.skipIf(!available)(pgTitle(available, 'throughput with 1, 2 and 3 worke
       bench(
         `${latencyMs} ms model, ${workers} worker(s)`,
         async () => {
-          const r = await throughput(workers, latencyMs, 12);
+          const r = await throughput(workers, latencyMs, 24);
           f.runs.push(r.runs);
           f.turns.push(r.turns);
         },
-        { iterations: latencyMs === 0 ? 3 : 1, warmupIterations: latencyMs === 0 ? 1 : 0, time: 0 },
+        { iterations: latencyMs === 0 ? 2 : 1, warmupIterations: 0, time: 0 },
       );
     }
     reporters.push(() => {

@@ -58,18 +58,27 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
   {
     title: 'PostgreSQL',
     text:
-      'npm run bench, one run: runs of 16 turns, 2 cores, PostgreSQL 15 on loopback, writes batched per table; each worker hosts at ' +
-      'most 4 runs at once, and the workers share one process, so with the instant model its event loop is the limit.',
+      'npm run bench, one run: PostgreSQL 15 on loopback, 2 cores, at load 15–17 (five other test suites beside it, so absolute ' +
+      'figures are low; ratios are to floors of the same run). A commit is one round trip: the lease fence and all its rows in one ' +
+      'query, one transaction. One agent, 300 no-op tool turns:',
     rows: [
-      ['1 worker', 'instant model 11.7 runs/s, 187 turns/s; 200 ms model latency 2.6 runs/s, 41 turns/s'],
-      ['2 workers', 'instant model 17.4 runs/s, 278 turns/s (1.49×); 200 ms model latency 3.7 runs/s, 60 turns/s (1.45×)'],
-      ['3 workers', 'instant model 16.7 runs/s, 268 turns/s (1.43×); 200 ms model latency 6.0 runs/s, 96 turns/s (2.33×)'],
+      ['per turn', '2 round trips (one per commit; 14 before), 12 statements (18 before), ~2.6 KB of WAL'],
+      ['commit', 'p50 1.50× and p99 1.30× a one-row durable write (2.43× and 2.30× before), which took 7.8 / 21.7 ms in that run'],
+      ['1 worker process', 'each hosting at most 4 runs of 16 turns: instant model 39 turns/s; 200 ms model latency 27 turns/s'],
+      ['2 worker processes', 'instant model 49 turns/s (1.25×); 200 ms model 29 turns/s (1.10×)'],
+      ['3 worker processes', 'instant model 32 turns/s (0.82×: the workers, not the server, want the 2 cores); 200 ms model 39 turns/s (1.49×)'],
+      [
+        'one server',
+        'a one-off script (not in npm run bench), turn-sized commits from 8 runs at once: 343 commits/s, ~170 turns/s (1 run: 85; 32 runs: 269), 1.1 KB of WAL each',
+      ],
     ],
     after:
-      "One agent's durable turn costs 10.1 ms on PostgreSQL vs 1.1 ms on SQLite FULL in the same run (9.0×: each of a turn's two " +
-      'commits is a fenced transaction over the network socket). After kill -9 of the worker hosting a run of 100 agents, another ' +
-      'worker made its next model call 1.22 s later (median of 3, max 1.29 s) with a lease TTL of 1 s: failover is the TTL plus a ' +
-      'claim and a resume.',
+      'Capacity on paper: a run touches only its own rows (its lease fences them), so runs spread over several databases by run: ' +
+      'each database with its own workers, a run placed by a hash of its id or key, its commands pointed at its database with --db. ' +
+      "A server's ceiling is its WAL flushes and CPU: ~1.1 KB and ~6 statements per commit, 2 commits per tool turn; the server " +
+      "groups the flushes of concurrent commits. Endpoint quotas are a database's: split a provider's limit between databases. After " +
+      'kill -9 of the worker hosting a run of 100 agents, another worker made its next model call 1.22 s later (median of 3, max ' +
+      '1.29 s) with a lease TTL of 1 s: failover is the TTL plus a claim and a resume.',
   },
   {
     title: 'Failover under faults',

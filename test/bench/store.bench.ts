@@ -9,7 +9,8 @@
  *   in-memory turn (host and machines) and what durability adds on top of it (store, commits).
  * - flatness: per-turn time at turns 10-60 vs 1,000-1,050 of one agent (FULL).
  * - resume: a database of 10,000 agents, all waiting (and a mixed variant), resumed in a fresh
- *   process including opening the store; heap per agent (the child runs with --expose-gc).
+ *   process including opening the store; heap per agent (the child runs with --expose-gc). And
+ *   100,000 waiting agents (issue 36 item 5: ≤ 2 s, ≤ 1.5 KB each), against 10,000 in the same run.
  * - an owner's open: checking every row before the first write.
  */
 import { mkdtempSync, statSync } from 'node:fs';
@@ -224,33 +225,60 @@ function seedParked(n: number, statusOf: (i: number) => AgentStatus): string {
   return path;
 }
 
+const RESUME_CHILD = fileURLToPath(new URL('../../dist/test/bench/resumeChild.js', import.meta.url));
+
+/** Resume a copy of `path` (`n` agents) in a fresh process, `iterations` times: wall ms and heap KB per agent of each. */
+function resumeBench(name: string, path: string, n: number, iterations: number): { ms: number[]; kb: number[] } {
+  const figures = { ms: [] as number[], kb: [] as number[] };
+  bench(
+    name,
+    () => {
+      // A copy per iteration: a resume writes (boot row, recovery), the next must start alike.
+      const copy = tempDb();
+      execFileSync('cp', [path, copy]);
+      const out = execFileSync(process.execPath, ['--expose-gc', RESUME_CHILD, copy, String(n)], { encoding: 'utf8' });
+      const r = JSON.parse(out.trim().split('\n').at(-1)!) as { ms: number; kbPerAgent: number };
+      figures.ms.push(r.ms);
+      figures.kb.push(r.kbPerAgent);
+    },
+    { iterations, warmupIterations: 0, time: 0 },
+  );
+  return figures;
+}
+
 describe('resume a database of 10,000 agents in a fresh process', () => {
   const N = 10_000;
   const MIXED: AgentStatus[] = ['waiting', 'stalled', 'completed', 'stopped', 'failed', 'crashed', 'budgetPaused'];
-  const child = fileURLToPath(new URL('../../dist/test/bench/resumeChild.js', import.meta.url));
   for (const variant of ['all waiting', 'mixed statuses'] as const) {
     const path = seedParked(N, variant === 'all waiting' ? () => 'waiting' : (i) => MIXED[i % MIXED.length]!);
-    const ms: number[] = [];
-    const kb: number[] = [];
-    bench(
-      `${variant}: open the store and resume (node --expose-gc, compiled)`,
-      () => {
-        // A copy per iteration: a resume writes (boot row, recovery), the next must start alike.
-        const copy = tempDb();
-        execFileSync('cp', [path, copy]);
-        const out = execFileSync(process.execPath, ['--expose-gc', child, copy, String(N)], { encoding: 'utf8' });
-        const r = JSON.parse(out.trim().split('\n').at(-1)!) as { ms: number; kbPerAgent: number };
-        ms.push(r.ms);
-        kb.push(r.kbPerAgent);
-      },
-      { iterations: 5, warmupIterations: 0, time: 0 },
-    );
+    const { ms, kb } = resumeBench(`${variant}: open the store and resume (node --expose-gc, compiled)`, path, N, 5);
     reporters.push(
       () =>
         `resume ${N} (${variant}), fresh process: min ${Math.min(...ms).toFixed(0)} ms, median ${median(ms).toFixed(0)} ms (target ≤ 400); ` +
         `heap per agent median ${median(kb).toFixed(2)} KB (target ≤ 3)`,
     );
   }
+});
+
+// Issue 36 item 5: 100,000 parked agents, against 10,000 of the same shape resumed in the same run.
+describe('resume a database of 100,000 parked agents in a fresh process', () => {
+  const small = resumeBench(
+    '10,000 waiting (the baseline)',
+    seedParked(10_000, () => 'waiting'),
+    10_000,
+    3,
+  );
+  const large = resumeBench(
+    '100,000 waiting',
+    seedParked(100_000, () => 'waiting'),
+    100_000,
+    3,
+  );
+  reporters.push(
+    () =>
+      `resume 100,000 waiting, fresh process: median ${median(large.ms).toFixed(0)} ms (target ≤ 2,000), ${(median(large.ms) / median(small.ms)).toFixed(2)}× ` +
+      `10,000 (${median(small.ms).toFixed(0)} ms); heap per agent median ${median(large.kb).toFixed(2)} KB (target ≤ 1.5; 10,000: ${median(small.kb).toFixed(2)} KB)`,
+  );
 });
 
 describe("an owner's open: checking every row before the first write", () => {

@@ -113,6 +113,41 @@ class EventFramer {
   }
 }
 
+/**
+ * A body read whole, as Node buffers: `json()` and `text()` decode the bytes at once (the client
+ * reads a JSON answer with `json()`: one parse, no web stream), and a web stream is only made for
+ * whoever asks for `body`.
+ */
+/** UTF-8 text as `fetch` decodes it (a byte-order mark dropped). */
+function utf8(bytes: Buffer): string {
+  const text = bytes.toString('utf8');
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+class WholeResponse extends Response {
+  readonly #bytes: Buffer;
+  #stream: ReadableStream<Uint8Array> | null | undefined;
+
+  constructor(bytes: Buffer, init: ResponseInit) {
+    super(null, init);
+    this.#bytes = bytes;
+    Object.defineProperty(this, 'body', { get: () => (this.#stream ??= new Response(this.#bytes).body), configurable: true });
+  }
+
+  override text = (): Promise<string> => Promise.resolve(utf8(this.#bytes));
+
+  override json = (): Promise<unknown> => {
+    try {
+      return Promise.resolve(JSON.parse(utf8(this.#bytes)) as unknown);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+  };
+
+  override arrayBuffer = (): Promise<ArrayBuffer> =>
+    Promise.resolve(this.#bytes.buffer.slice(this.#bytes.byteOffset, this.#bytes.byteOffset + this.#bytes.length) as ArrayBuffer);
+}
+
 /** A body that fails as soon as it is read. */
 const failedBody = (err: unknown) => new ReadableStream<Uint8Array>({ start: (controller) => controller.error(err) });
 
@@ -237,7 +272,7 @@ function send(url: string, init: Init, stream: boolean, isRetry: boolean): Promi
       source.on('end', () => {
         if (settled) return;
         done();
-        resolve(new Response(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), meta));
+        resolve(new WholeResponse(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), meta));
       });
       source.on('error', fail);
       source.on('close', () => fail(new Error('the connection closed before the body ended')));

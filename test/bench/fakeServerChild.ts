@@ -11,15 +11,45 @@ import { createFakeOpenAIServer, type FakeReply, type FakeRequest } from '../../
 
 const [minMs = 0, maxMs = minMs] = process.argv.slice(2).map(Number);
 
-/** The tool a request's last user message names (`call:<tool> <json args>`), else `work`. */
+/** Tool calls one answer carries at most (troupe refuses more than 128). */
+const BATCH = 128;
+
+type Call = { name: string; arguments: Record<string, unknown> };
+type Message = { role: string; content?: unknown };
+
+/**
+ * The team of the scale bench, scripted from the request alone (the agent's task is its first user
+ * message): a task `spawn:K` spawns K children (`work:10`), 128 per turn, then waits until no agent
+ * is active and finishes; a task `work:N` calls the tool `work` N times, then agent_finish. Any
+ * other request gets one `work` call.
+ */
+function callsFor(messages: readonly Message[]): Call[] {
+  const task = messages.find((m) => m.role === 'user');
+  const text = typeof task?.content === 'string' ? task.content : '';
+  const count = (role: string) => messages.filter((m) => m.role === role).length;
+  const spawn = /spawn:(\d+)/.exec(text);
+  if (spawn) {
+    const children = Number(spawn[1]);
+    const spawned = Math.min(children, count('assistant') * BATCH);
+    if (spawned < children) {
+      return Array.from({ length: Math.min(BATCH, children - spawned) }, (_, i) => ({
+        name: 'spawn_agent',
+        arguments: { name: `w${spawned + i}`, task: 'work:10' },
+      }));
+    }
+    const last = messages.findLast((m) => m.role === 'tool');
+    const done = typeof last?.content === 'string' && last.content.includes('no_active_agents');
+    return [done ? { name: 'finish', arguments: { summary: 'all done' } } : { name: 'wait_for_agents', arguments: { reason: 'reports' } }];
+  }
+  const work = /work:(\d+)/.exec(text);
+  if (work && count('tool') >= Number(work[1])) return [{ name: 'agent_finish', arguments: { summary: 'ok' } }];
+  return [{ name: 'work', arguments: {} }];
+}
+
 function answerFor(request: FakeRequest): FakeReply {
   const delayMs = minMs + Math.random() * (maxMs - minMs);
-  const body = request.body as { messages?: { role: string; content?: unknown }[] } | undefined;
-  const last = body?.messages?.at(-1);
-  const text = typeof last?.content === 'string' ? last.content : '';
-  const match = /^call:(\w+) (.*)$/s.exec(text);
-  const toolCalls = match ? [{ name: match[1]!, arguments: match[2]! }] : [{ name: 'work', arguments: {} }];
-  return { message: { toolCalls }, delayMs };
+  const body = request.body as { messages?: Message[] } | undefined;
+  return { message: { toolCalls: callsFor(body?.messages ?? []) }, delayMs };
 }
 
 const server = await createFakeOpenAIServer(answerFor);

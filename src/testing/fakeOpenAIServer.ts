@@ -102,6 +102,9 @@ export async function createFakeOpenAIServer(script: FakeScript, options: FakeOp
       }
     });
   });
+  // Idle keep-alive connections outlive the client's (undici: 4 s, node:http: 5 s), as a real
+  // provider's do: the client closes first, so it never reuses a socket the server is closing.
+  server.keepAliveTimeout = 65_000;
   server.on('connection', (socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
@@ -296,7 +299,8 @@ export async function createFakeOpenAIServer(script: FakeScript, options: FakeOp
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    // A deep accept queue: a client opening a thousand connections at once must not see resets.
+    server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => {
       server.off('error', reject);
       resolve();
     });

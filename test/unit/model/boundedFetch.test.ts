@@ -1,3 +1,6 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { boundedFetch, MAX_RESPONSE_BYTES, MAX_SSE_EVENT_BYTES } from '../../../src/model/boundedFetch.js';
 import { createFakeOpenAIServer, type FakeOpenAIServer, type FakeReply } from '../../../src/testing/fakeOpenAIServer.js';
@@ -92,5 +95,81 @@ describe('boundedFetch', () => {
     const failed = await read({ status: 429, body: { error: { message: 'slow down' } } }, true);
     expect(failed.status).toBe(429);
     expect(JSON.parse(failed.pieces.join(''))).toEqual({ error: { message: 'slow down' } });
+  });
+});
+
+describe('boundedFetch on node:http', () => {
+  /**
+   * A server that answers the first request of each connection (keeping it alive) and drops the
+   * connection on its second, as a server closing an idle keep-alive connection just when the
+   * client reuses it does.
+   */
+  async function dropOnReuse(): Promise<{ url: string; connections: () => number; close: () => Promise<void> }> {
+    let connections = 0;
+    const server = createServer((req, res) => {
+      const socket = req.socket as { served?: number } & typeof req.socket;
+      socket.served = (socket.served ?? 0) + 1;
+      if (socket.served > 1) return void req.socket.destroy();
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive' }).end('{"ok":true}'));
+    });
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}/v1/chat/completions`,
+      connections: () => connections,
+      close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+    };
+  }
+
+  it('sends a request again, once, on a fresh connection when the kept-alive one it reused was closed under it', async () => {
+    const server = await dropOnReuse();
+    try {
+      const first = await boundedFetch(false)(server.url, { method: 'POST', body: '{}' });
+      expect(await first.json()).toEqual({ ok: true });
+      const second = await boundedFetch(false)(server.url, { method: 'POST', body: '{}' });
+      expect(await second.json()).toEqual({ ok: true });
+      expect(server.connections()).toBe(2);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a connection dropped before any answer on a fresh connection fails the call (never sent twice)', async () => {
+    const fake = await createFakeOpenAIServer([{ drop: true }, { message: { content: 'x' } }]);
+    open.push(fake);
+    await expect(boundedFetch(false)(`${fake.url}/chat/completions`, { method: 'POST', body: '{}' })).rejects.toMatchObject({ code: 'ECONNRESET' });
+    expect(fake.requests).toHaveLength(1);
+  });
+
+  it('decodes a body the server compressed unasked, and counts its decoded bytes', async () => {
+    const json = JSON.stringify({ choices: [], pad: 'z'.repeat(10_000) });
+    const { pieces, error } = await read({ raw: gzipSync(json), headers: { 'content-encoding': 'gzip' } }, false);
+    expect(error).toBeUndefined();
+    expect(pieces.join('')).toBe(json);
+    const bomb = await read({ raw: gzipSync('"'.padEnd(MAX_RESPONSE_BYTES + 10, 'x')), headers: { 'content-encoding': 'gzip' } }, false);
+    expect(bomb.error).toMatchObject({ code: 'PROVIDER_INVALID_RESPONSE', message: expect.stringMatching(/response larger/) });
+  });
+
+  it('rejects with the reason when aborted before the answer, and fails the body when aborted during it', async () => {
+    const hanging = await createFakeOpenAIServer([{ hang: true }]);
+    const stalling = await createFakeOpenAIServer([{ message: { content: 'a b c d' }, stallAfterChunks: 2 }]);
+    open.push(hanging, stalling);
+    const reason = new Error('stop');
+    const early = new AbortController();
+    const pending = boundedFetch(false)(`${hanging.url}/chat/completions`, { method: 'POST', body: '{}', signal: early.signal });
+    early.abort(reason);
+    await expect(pending).rejects.toBe(reason);
+    const late = new AbortController();
+    const res = await boundedFetch(true)(`${stalling.url}/chat/completions`, { method: 'POST', body: '{"stream":true}', signal: late.signal });
+    const reader = res.body!.getReader();
+    await reader.read();
+    late.abort(reason);
+    await expect(
+      (async () => {
+        for (;;) if ((await reader.read()).done) return;
+      })(),
+    ).rejects.toBe(reason);
   });
 });

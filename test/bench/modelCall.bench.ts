@@ -1,0 +1,144 @@
+/**
+ * Benchmark (`npm run bench`): the CPU one model call costs troupe's client with many calls in
+ * flight — `openaiModel.complete` against the fake OpenAI-compatible server running in its own
+ * process (serverProcess.ts, so its CPU is not counted), beside plain `fetch` and plain `node:http`
+ * (a keep-alive agent, the body parsed once) sending the same request body in the same run. The
+ * server answers each call after 20 ms, so every call of a batch is in flight at once.
+ *
+ * Figure: process CPU (user + system) over a batch ÷ calls, median of the rounds; compare the
+ * ratio to `node:http`, not the µs (this VM's speed varies between days).
+ * @module
+ */
+import { Agent, request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, bench, describe } from 'vitest';
+import type { ModelRequest } from '../../src/model/types.js';
+import { compiled } from './compiled.js';
+import { startServerProcess, type ServerProcess } from './serverProcess.js';
+import { median } from './workloads.js';
+
+const { openaiModel } = await compiled<typeof import('../../src/model/openaiModel.js')>('src/model/openaiModel.js');
+
+const IN_FLIGHT = [500, 1_000] as const;
+const ROUNDS = 8;
+const SERVER_DELAY_MS = 20;
+
+/** A request of a realistic size: a system prompt, a few turns of tool use, eight tools. */
+const REQUEST: ModelRequest = {
+  agent: { id: 'a1', name: 'worker', parentId: 'root', depth: 1 },
+  system: 'You are a worker agent of a team. '.repeat(30),
+  messages: [
+    { role: 'user', content: 'Do the step you were given and report.' },
+    { role: 'assistant', content: null, toolCalls: [{ id: 'c1', name: 'work', arguments: '{}' }] },
+    { role: 'tool', toolCallId: 'c1', name: 'work', content: 'r'.repeat(200) },
+    { role: 'assistant', content: null, toolCalls: [{ id: 'c2', name: 'work', arguments: '{}' }] },
+    { role: 'tool', toolCallId: 'c2', name: 'work', content: 'r'.repeat(200) },
+  ],
+  tools: Array.from({ length: 8 }, (_, i) => ({
+    name: `tool_${i}`,
+    description: 'A tool of the team, described in a sentence or two as tools are.',
+    parameters: { type: 'object', properties: { name: { type: 'string' }, task: { type: 'string' } }, required: ['name'] },
+  })),
+  turn: 3,
+};
+
+/** The same request as the Chat Completions body the `openai` client sends. */
+const WIRE_BODY = JSON.stringify({
+  model: 'fake-model',
+  messages: [
+    { role: 'system', content: REQUEST.system },
+    ...REQUEST.messages.map((m) =>
+      m.role === 'tool'
+        ? { role: 'tool', tool_call_id: m.toolCallId, content: m.content }
+        : m.role === 'user'
+          ? { role: 'user', content: m.content }
+          : {
+              role: 'assistant',
+              content: m.content,
+              tool_calls: m.toolCalls?.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+            },
+    ),
+  ],
+  tools: REQUEST.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } })),
+});
+
+let server: ServerProcess;
+/** µs of CPU per call, by client and calls in flight, one figure per round. */
+const samples = new Map<string, number[]>();
+
+/** CPU µs per call of `n` calls of `call` started at once. */
+async function cpuPerCall(n: number, call: () => Promise<unknown>): Promise<number> {
+  const start = process.cpuUsage();
+  await Promise.all(Array.from({ length: n }, call));
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / n;
+}
+
+function record(label: string, n: number, us: number): void {
+  const key = `${label} @${n}`;
+  if (!samples.has(key)) samples.set(key, []);
+  samples.get(key)!.push(us);
+}
+
+function nodeHttpCall(agent: Agent, url: URL): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      url,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(WIRE_BODY) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(WIRE_BODY);
+  });
+}
+
+const CLIENTS = ['openaiModel.complete', 'fetch', 'node:http'] as const;
+
+beforeAll(async () => {
+  server = await startServerProcess(SERVER_DELAY_MS);
+});
+
+// This machine is shared and noisy: each round runs the three clients one after the other, and the
+// finding is the median of each round's ratio to node:http.
+describe('one model call, CPU per call with many in flight', () => {
+  for (const n of IN_FLIGHT) {
+    const agent = new Agent({ keepAlive: true });
+    bench(
+      `${n} in flight: openaiModel.complete, plain fetch, node:http in turn`,
+      async () => {
+        const model = openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '' });
+        const url = `${server.url}/chat/completions`;
+        const round = [
+          await cpuPerCall(n, () => model.complete(REQUEST, { signal: new AbortController().signal })),
+          await cpuPerCall(n, async () => {
+            const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: WIRE_BODY });
+            return res.json();
+          }),
+          await cpuPerCall(n, () => nodeHttpCall(agent, new URL(url))),
+        ];
+        CLIENTS.forEach((label, i) => record(label, n, round[i]!));
+      },
+      { iterations: ROUNDS, warmupIterations: 1, time: 0 },
+    );
+  }
+});
+
+afterAll(async () => {
+  await server?.close();
+  const lines = [''];
+  for (const n of IN_FLIGHT) {
+    const base = samples.get(`node:http @${n}`) ?? [];
+    for (const label of CLIENTS) {
+      const us = samples.get(`${label} @${n}`) ?? [];
+      const ratios = us.map((x, i) => x / base[i]!);
+      lines.push(
+        `${n} in flight: ${label.padEnd(21)} median ${median(us).toFixed(0).padStart(5)} µs CPU/call, ${median(ratios).toFixed(2)}× node:http (median of rounds' ratios)`,
+      );
+    }
+  }
+  process.stderr.write(`${lines.join('\n')}\n`);
+});

@@ -1,0 +1,155 @@
+/**
+ * Benchmark (`npm run bench`): a team at scale against a model that takes real time (issue 36).
+ * A root spawns K children (128 per turn, the most one answer may carry); each child calls the
+ * tool `work` 10 times and finishes; the root waits until none is active and finishes. The model is
+ * the fake OpenAI-compatible server in its own process (serverProcess.ts; its CPU is not counted)
+ * answering each call in 0.5-2 s, reached through `openaiModel` and the public API, with limits and
+ * model concurrency big enough for the team. K = 1,000 (SCALE_K=10000 for the large team).
+ *
+ * Baseline, in the same run: the same calls with no troupe — K loops of 11 `node:http` calls to
+ * the same server, started in the root's batches — whose wall time is the ideal. Figures per
+ * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
+ * per agent, CPU per turn (process, all included), FULL ÷ memory. SCALE_STORES=memory,FULL picks stores.
+ * @module
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent, request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { afterAll, beforeAll, bench, describe } from 'vitest';
+import { compiled } from './compiled.js';
+import { startServerProcess, type ServerProcess } from './serverProcess.js';
+
+const troupe = await compiled<typeof import('../../src/index.js')>('src/index.js');
+
+const K = Number(process.env.SCALE_K ?? 1_000);
+const CHILD_TURNS = 10;
+const BATCH = 128;
+const MIN_MS = 500;
+const MAX_MS = 2_000;
+const TERMINAL = ['completed', 'failed', 'crashed', 'stopped'] as const;
+type StoreKind = 'memory' | 'NORMAL' | 'FULL';
+/** The stores to run (SCALE_STORES=memory,FULL to skip one). */
+const STORES = (process.env.SCALE_STORES ?? 'memory,NORMAL,FULL').split(',') as StoreKind[];
+
+interface Figures {
+  ms: number;
+  turns: number;
+  eldP99Ms: number;
+  heapPerAgentKb: number;
+  cpuPerTurnUs: number;
+}
+
+let server: ServerProcess;
+let idealMs = Number.NaN;
+const results = new Map<string, Figures>();
+
+/** One POST of the baseline, answered like any other call (the server picks `work`). */
+function post(agent: Agent, url: URL): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'baseline' }] });
+    const req = httpRequest(
+      url,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve());
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The ideal: the team's calls, in the same order and dependency, with nothing but node:http. */
+async function baseline(): Promise<number> {
+  const agent = new Agent({ keepAlive: true });
+  const url = new URL(`${server.url}/chat/completions`);
+  const t0 = performance.now();
+  const children: Promise<void>[] = [];
+  for (let spawned = 0; spawned < K; spawned += BATCH) {
+    await post(agent, url);
+    for (let i = spawned; i < Math.min(K, spawned + BATCH); i++) {
+      children.push(
+        (async () => {
+          for (let turn = 0; turn <= CHILD_TURNS; turn++) await post(agent, url);
+        })(),
+      );
+    }
+  }
+  await post(agent, url); // the root's wait
+  await Promise.all(children);
+  await post(agent, url); // the root's finish
+  const ms = performance.now() - t0;
+  agent.destroy();
+  return ms;
+}
+
+async function team(store: StoreKind): Promise<Figures> {
+  const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
+  const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store });
+  const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '' });
+  let turns = 0;
+  const counted = { ...model, complete: (...args: Parameters<typeof model.complete>) => (turns++, model.complete(...args)) };
+  const work = troupe.defineTool({ name: 'work', description: 'does a step', parameters: { type: 'object' }, execute: () => 'r'.repeat(200) });
+  const coordinator = troupe.createCoordinator({
+    model: counted,
+    tools: [work],
+    limits: { maxChildren: K, maxAgents: K + 1, maxDepth: 1 },
+    concurrency: { model: K + 1 },
+    ...(opened ? { store: opened } : {}),
+  });
+  global.gc?.();
+  const heap0 = process.memoryUsage().heapUsed;
+  let heapPeak = heap0;
+  const sampler = setInterval(() => (heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed)), 250);
+  const eld = monitorEventLoopDelay({ resolution: 10 });
+  eld.enable();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const rootId = await coordinator.start({ name: 'lead', task: `spawn:${K}` });
+  const root = await coordinator.waitFor(rootId, TERMINAL, { timeoutMs: 3_600_000 });
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  eld.disable();
+  clearInterval(sampler);
+  await coordinator.shutdown();
+  opened?.close();
+  rmSync(dir, { recursive: true, force: true });
+  if (root.status !== 'completed') throw new Error(`root ended ${root.status}: ${root.error?.message}`);
+  return {
+    ms,
+    turns,
+    eldP99Ms: eld.percentile(99) / 1e6,
+    heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
+    cpuPerTurnUs: (cpu.user + cpu.system) / turns,
+  };
+}
+
+beforeAll(async () => {
+  server = await startServerProcess(MIN_MS, MAX_MS);
+});
+
+describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model answering in ${MIN_MS}-${MAX_MS} ms`, () => {
+  const once = { iterations: 1, warmupIterations: 0, time: 0 };
+  bench('baseline: the same calls on node:http, no troupe (the ideal)', async () => void (idealMs = await baseline()), once);
+  for (const store of STORES) {
+    bench(store === 'memory' ? 'in memory' : `SQLite ${store}`, async () => void results.set(store, await team(store)), once);
+  }
+});
+
+afterAll(async () => {
+  await server?.close();
+  const lines = ['', `scale, K = ${K}: ideal (node:http, same calls) ${(idealMs / 1000).toFixed(1)} s`];
+  for (const [store, f] of results) {
+    lines.push(
+      `${store.padEnd(6)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn`,
+    );
+  }
+  const memory = results.get('memory');
+  const full = results.get('FULL');
+  if (memory && full) lines.push(`FULL ÷ memory: ${(full.ms / memory.ms).toFixed(2)}`);
+  process.stderr.write(`${lines.join('\n')}\n`);
+});

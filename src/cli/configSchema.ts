@@ -12,6 +12,12 @@ import { ConfigError } from '../errors.js';
 
 const positiveInt = { type: 'integer', minimum: 1 } as const;
 const usdPer1M = { type: 'number', minimum: 0 } as const;
+const approvalRuleProperties = {
+  ask: { type: 'array', items: { enum: ['mutation', 'destructive'] }, uniqueItems: true },
+  allow: { type: 'array', items: { type: 'string', minLength: 1 } },
+  unattended: { enum: ['refuse', 'ask'] },
+  windowMs: { type: 'integer', minimum: 0 },
+} as const;
 
 export const CONFIG_SCHEMA = {
   $schema: 'http://json-schema.org/draft-07/schema#',
@@ -109,20 +115,22 @@ export const CONFIG_SCHEMA = {
       properties: { requests: positiveInt, intervalMs: positiveInt },
     },
     approvals: {
-      description: 'Which steps ask a person (default: destructive ones; refused in runs without a user unless allowed); false: none.',
-      oneOf: [
-        { const: false },
-        {
+      description:
+        'Which steps ask a person (default: destructive ones; refused in runs without a user unless allowed); `agents` gives agents, by name or profile, their own; false: none.',
+      // Rules or false, without oneOf: a typo inside the rules is then reported at its own path.
+      type: ['object', 'boolean'],
+      not: { const: true },
+      additionalProperties: false,
+      properties: {
+        ...approvalRuleProperties,
+        agents: {
           type: 'object',
-          additionalProperties: false,
-          properties: {
-            ask: { type: 'array', items: { enum: ['mutation', 'destructive'] }, uniqueItems: true },
-            allow: { type: 'array', items: { type: 'string', minLength: 1 } },
-            unattended: { enum: ['refuse', 'ask'] },
-            windowMs: { type: 'integer', minimum: 0 },
-          },
+          description:
+            "Per agent: the rules of the agents whose name, or else profile, matches the key (`name*`: a prefix); each field replaces the run's, `allow` adds to it.",
+          propertyNames: { minLength: 1, not: { const: '*' } },
+          additionalProperties: { type: 'object', additionalProperties: false, properties: approvalRuleProperties },
         },
-      ],
+      },
     },
     quota: {
       type: 'object',

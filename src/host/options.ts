@@ -158,7 +158,8 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   systemPrompt?: string;
   /**
    * Approvals. An `ApprovalGate` (in-process): tools that declare risk `mutation` or `destructive`
-   * ask it before running. Rules (`{ ask, allow, unattended, windowMs }`): such a step becomes a
+   * ask it before running. Rules (`{ ask, allow, unattended, windowMs, agents }`, `agents` keyed by
+   * an agent's name or profile for its own rules): such a step becomes a
    * durable approval row answered from any process (`troupe approve`, the dashboard, `approve()`),
    * before or after a restart. Either way, finished async executions re-invoke their agent only
    * inside its approval window. Without it, every tool runs and every finished execution continues.
@@ -403,7 +404,7 @@ function resolveApprovals(value: unknown): ApprovalPolicy | null {
   const v = value as Partial<ApprovalPolicy> | null;
   if (typeof v !== 'object' || v === null || typeof v.request !== 'function' || typeof v.windowOpen !== 'function') {
     throw new ConfigError(
-      `Expected approvals to be an ApprovalGate (request() and windowOpen()) or rules ({ ask, allow, unattended, windowMs }), got ${show(value)}`,
+      `Expected approvals to be an ApprovalGate (request() and windowOpen()) or rules ({ ask, allow, unattended, windowMs, agents }), got ${show(value)}`,
     );
   }
   return v as ApprovalPolicy;

@@ -60,7 +60,10 @@ export const OPTION_DOCS = {
     meaning: '`{ maxRetries, baseDelayMs, maxDelayMs }` for transient model errors',
   },
   budget: { default: () => 'none', meaning: "`{ limitUsd, reserveFraction: 0.9, policy: 'stop' | 'pause', prices }`" },
-  approvals: { default: () => 'none', meaning: 'an `ApprovalGate`, or rules `{ ask, allow, unattended, windowMs }`: durable approvals' },
+  approvals: {
+    default: () => 'none',
+    meaning: 'an `ApprovalGate`, or rules `{ ask, allow, unattended, windowMs, agents }`: durable approvals (`agents`: by agent name or profile)',
+  },
   review: { default: () => 'off', meaning: '`{ everyTurns, maxSteps: 3, subAgents: false }`: background review (root agents only unless `subAgents`)' },
   session: {
     default: (r) => `${r.session.maxImages ?? 'all'} images, compact at ${r.session.compactAt * 100} %`,

@@ -7,7 +7,7 @@
 import { isActive } from '../../machines/types.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import type { ApprovalsHost } from './async/approvals.js';
+import type { ApprovalsHost, DurableApprovals } from './async/approvals.js';
 import type { AsyncExecutions } from './async/executions.js';
 import type { Toolbox } from './toolbox.js';
 import type { StorePort, WriteOp } from '../store/port.js';
@@ -81,6 +81,7 @@ interface AsyncWorkParts {
   readonly runId: string;
   readonly options: Pick<ResolvedOptions, 'interactive' | 'approvals' | 'approvalRules' | 'holdTurns'>;
   readonly port: Pick<StorePort, 'boot'>;
+  readonly approvals: Pick<DurableApprovals, 'continues'>;
   readonly clock: Clock;
   readonly agents: Agents;
   readonly messaging: Pick<Messaging, 'notify'>;
@@ -98,9 +99,9 @@ export function asyncWorkHost(rt: AsyncWorkParts) {
     runId: rt.runId,
     interactive: rt.options.interactive,
     holdTurns: rt.options.holdTurns,
-    // Durable rules gate a finished execution by the window only when mutations ask (an execution
-    // is a mutation's effect): under the default rules (destructive steps ask) it continues freely.
-    approvals: rt.options.approvalRules && !rt.options.approvalRules.ask.has('mutation') ? null : rt.options.approvals,
+    // Durable rules gate a finished execution by the window only where the agent's mutations ask
+    // (an execution is a mutation's effect): under the default rules it continues freely.
+    approvals: rt.options.approvalRules ? { windowOpen: (id: string) => rt.approvals.continues(id) } : rt.options.approvals,
     boot: rt.port.boot,
     now: () => rt.clock.now(),
     stage: (op: WriteOp) => rt.stage(op),

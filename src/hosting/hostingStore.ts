@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { PortReads } from '../store/postgres/reads.js';
 import type { LeaseOptions, RunLease } from '../store/postgres/lease.js';
-import type { FireClaim, FireClaimed, InboxKind, InboxPost, InboxRequest } from '../store/types.js';
+import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest } from '../store/types.js';
 
 export interface HostingStore {
   /** Reads without a claim (a submit refuses a run id that is taken; a fire finds its agent). */
@@ -30,6 +30,14 @@ export interface HostingStore {
   claimFire(claim: FireClaim, request?: InboxPost): Promise<FireClaimed>;
   /** Forget the fire claims made before `before` (a tick that old is never seen again); how many. */
   pruneFires(before: number): Promise<number>;
+  /** When the fire's claim was made (or last taken over); null: unclaimed. */
+  fireClaimedAt(key: FireKey): Promise<number | null>;
+  /**
+   * Move a fire's claim made at `from`, only if it still stands as made then (compare-and-set): to
+   * `to` (taken over by another process), or away (`null`: released, the tick unclaimed again).
+   * Whether it moved: of several processes moving one claim, one does.
+   */
+  moveFireClaim(key: FireKey, from: number, to: number | null): Promise<boolean>;
   /** Requests posted to the run and not answered yet, oldest first. */
   openRequests(runId: string): Promise<InboxRequest[]>;
   /** The run's wake sequence: a release is conditional on it. */

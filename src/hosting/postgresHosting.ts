@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { DB_NOW } from '../store/postgres/lease.js';
 import { wakeChannel, type PostgresStore } from '../store/postgres/store.js';
 import type { HostingStore } from './hostingStore.js';
-import { claimFire, openRequests, postRequest, pruneFires, wakeSeq } from './postgresInbox.js';
+import { claimFire, fireClaimedAt, moveFireClaim, openRequests, postRequest, pruneFires, wakeSeq } from './postgresInbox.js';
 
 export function postgresHosting(store: PostgresStore, pollMs = 5_000): HostingStore {
   return {
@@ -19,6 +19,8 @@ export function postgresHosting(store: PostgresStore, pollMs = 5_000): HostingSt
     post: (request) => postRequest(store, request),
     claimFire: (claim, request) => claimFire(store, claim, request),
     pruneFires: (before) => pruneFires(store, before),
+    fireClaimedAt: (key) => fireClaimedAt(store, key),
+    moveFireClaim: (key, from, to) => moveFireClaim(store, key, from, to),
     openRequests: (runId) => openRequests(store, runId),
     wakeSeq: (runId) => wakeSeq(store, runId),
     // On the database's clock, which decides when a parked run may be claimed (claimNext).

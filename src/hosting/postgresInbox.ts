@@ -9,7 +9,7 @@
  */
 import { toInboxRequest } from '../store/decode.js';
 import type { InboxDbRow } from '../store/dbRows.js';
-import type { FireClaim, FireClaimed, InboxKind, InboxPost, InboxRequest } from '../store/types.js';
+import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest } from '../store/types.js';
 import type { PostgresStore } from '../store/postgres/store.js';
 
 /** From any machine: post a request to a run and wake it; resolves with the request id. */
@@ -94,6 +94,26 @@ export async function claimFire(store: PostgresStore, claim: FireClaim, request?
 export async function pruneFires(store: PostgresStore, before: number): Promise<number> {
   const { rowCount } = await store.pool.query('DELETE FROM proactive_fires WHERE claimed_at < $1', [before]);
   return rowCount ?? 0;
+}
+
+/** When the fire's claim was made (or taken over); null: unclaimed. */
+export async function fireClaimedAt(store: PostgresStore, key: FireKey): Promise<number | null> {
+  const { rows } = await store.pool.query<{ claimed_at: string }>(
+    'SELECT claimed_at FROM proactive_fires WHERE scope = $1 AND trigger_name = $2 AND tick = $3',
+    [key.scope, key.trigger, key.tick],
+  );
+  return rows[0] ? Number(rows[0].claimed_at) : null;
+}
+
+/** Move the fire's claim made at `from` to `to` (or release it: null), if it still stands so; whether it moved. */
+export async function moveFireClaim(store: PostgresStore, key: FireKey, from: number, to: number | null): Promise<boolean> {
+  const where = 'scope = $1 AND trigger_name = $2 AND tick = $3 AND claimed_at = $4';
+  const args = [key.scope, key.trigger, key.tick, from];
+  const { rowCount } =
+    to === null
+      ? await store.pool.query(`DELETE FROM proactive_fires WHERE ${where}`, args)
+      : await store.pool.query(`UPDATE proactive_fires SET claimed_at = $5 WHERE ${where}`, [...args, to]);
+  return rowCount === 1;
 }
 
 /** From any machine: the request as it stands (answered or not). */

@@ -97,6 +97,8 @@ export function sqliteHosting(store: SqliteStore, now: () => number = Date.now):
       }
     },
     pruneFires: (before) => Promise.resolve(store.pruneFires(before)),
+    fireClaimedAt: (key) => Promise.resolve(store.fireClaimedAt(key)),
+    moveFireClaim: (key, from, to) => Promise.resolve(store.moveFireClaim(key, from, to)),
     openRequests: (runId) => Promise.resolve(store.openInbox(runId)),
     wakeSeq: () => Promise.resolve(0),
     nextWakeIn() {

@@ -49,6 +49,9 @@ const SQL = {
   claimFire: 'INSERT OR IGNORE INTO proactive_fires (scope, trigger_name, tick, claimed_at) VALUES (?, ?, ?, ?)',
   fireRequest: 'UPDATE proactive_fires SET request_id = ? WHERE scope = ? AND trigger_name = ? AND tick = ?',
   pruneFires: 'DELETE FROM proactive_fires WHERE claimed_at < ?',
+  fireClaimedAt: 'SELECT claimed_at FROM proactive_fires WHERE scope = ? AND trigger_name = ? AND tick = ?',
+  retakeFire: 'UPDATE proactive_fires SET claimed_at = ? WHERE scope = ? AND trigger_name = ? AND tick = ? AND claimed_at = ?',
+  releaseFire: 'DELETE FROM proactive_fires WHERE scope = ? AND trigger_name = ? AND tick = ? AND claimed_at = ?',
   insertDelegation: `INSERT INTO delegations (session_id, delegation_id, run_id, goal, status, dispatched_at, completed_at, result_text, started_boot)
        VALUES (@sessionId, @delegationId, @runId, @goal, @status, @dispatchedAt, @completedAt, @resultText, @startedBoot)`,
   finishDelegation: `UPDATE delegations SET status = ?, completed_at = ?, result_text = ? WHERE session_id = ? AND delegation_id = ? AND status = 'running'`,

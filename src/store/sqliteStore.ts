@@ -34,7 +34,7 @@ import type {
   UsageDbRow,
 } from './dbRows.js';
 import { openDatabase, sqliteCode, type OpenedDatabase } from './openFile.js';
-import type { FireClaim, FireClaimed, InboxKind, InboxPost, InboxRequest, InboxResult } from './types.js';
+import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest, InboxResult } from './types.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
@@ -96,6 +96,10 @@ export interface SqliteStore extends Store {
   claimFire(claim: FireClaim, request?: InboxPost): FireClaimed;
   /** Forget the fire claims made before `before`; how many. */
   pruneFires(before: number): number;
+  /** When the fire's claim was made (or taken over); null: unclaimed. */
+  fireClaimedAt(key: FireKey): number | null;
+  /** Move the fire's claim made at `from` to `to` (or release it: null), if it still stands so; whether it moved. */
+  moveFireClaim(key: FireKey, from: number, to: number | null): boolean;
 }
 
 /**
@@ -380,6 +384,13 @@ function createSqliteStore(
         return { claimed: true, requestId };
       }),
     pruneFires: (before) => transaction(() => q.pruneFires.run(before).changes),
+    fireClaimedAt: (key) => (q.fireClaimedAt.get(key.scope, key.trigger, key.tick) as { claimed_at: number } | undefined)?.claimed_at ?? null,
+    moveFireClaim: (key, from, to) =>
+      transaction(
+        () =>
+          (to === null ? q.releaseFire.run(key.scope, key.trigger, key.tick, from) : q.retakeFire.run(to, key.scope, key.trigger, key.tick, from)).changes ===
+          1,
+      ),
     verifyChecksums() {
       const bad = { messages: [] as string[], sessionItems: [] as string[] };
       for (const row of db.prepare('SELECT * FROM messages').iterate() as IterableIterator<MessageDbRow>) {

@@ -326,4 +326,7 @@ export interface InboxPost {
 }
 
 /** What claiming a fire did: claimed here (and the request it posted in the same transaction), or taken already. */
+/** Which claim (a fire's key, without its time). */
+export type FireKey = Omit<FireClaim, 'at'>;
+
 export type FireClaimed = { claimed: true; requestId: number | null } | { claimed: false };

@@ -1,5 +1,5 @@
 /**
- * fast-check arbitraries for what a model does on a turn: a call to any built-in or user tool with
+ * fast-check arbitraries for what a model does on a turn: a call to any built-in (sleep_until too) or user tool with
  * valid or invalid arguments, plain text, a transient, fatal, refusal or context-overflow error,
  * a model adapter that throws, with optional delays and costs — and mishaps, the runs of turns that
  * end an agent abnormally (crashed, failed, stalled), so that every terminal path is taken often.
@@ -34,6 +34,10 @@ export function behaviour(space: BehaviourSpace): fc.Arbitrary<Behaviour> {
     tool('view_agent_graph', fc.constant({})),
     tool('wait_for_agents', fc.record({ reason: word }, { requiredKeys: ['reason'] })),
     tool('wait_for_agents', fc.record({ reason: word, timeout_seconds: fc.integer({ min: 1, max: 600 }) })),
+    // A durable timer: seconds away, or an instant on the run's clock (a simulated one starts at 0, so
+    // an early instant may be past: answered at once); never longer than a run's advances reach.
+    tool('sleep_until', fc.record({ reason: word, seconds: fc.integer({ min: 1, max: 600 }) }, { requiredKeys: ['seconds'] })),
+    tool('sleep_until', fc.record({ until: fc.integer({ min: 0, max: 600 }).map((s) => new Date(s * 1000).toISOString()) })),
     tool('spawn_agent', fc.record({ name, task: word })),
     tool('send_message', fc.record({ to: name, content: word })),
     tool('stop_agent', fc.record({ id: name })),
@@ -46,6 +50,7 @@ export function behaviour(space: BehaviourSpace): fc.Arbitrary<Behaviour> {
       { kind: 'tool', name: 'spawn_agent', args: '{"name": ' },
       { kind: 'tool', name: 'send_message', args: { content: 'no recipient' } },
       { kind: 'tool', name: 'no_such_tool', args: {} },
+      { kind: 'tool', name: 'sleep_until', args: { seconds: 5, until: '1970-01-01T00:00:10Z' } },
     ),
   ];
   const other = fc.constantFrom<Behaviour>(

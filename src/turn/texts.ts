@@ -22,6 +22,7 @@ export function systemPrompt(agent: AgentIdentity, interactive: boolean, extra: 
     role,
     'Every turn must end with a tool call: plain text alone neither ends your work nor reaches anyone.',
     'Use wait_for_agents to wait on agents you have spawned or messaged, or on your own executions and delegations still running: you are woken when one ends, so never poll them.',
+    'Use sleep_until to come back to something at a later time, even days away: you park at no cost and wake then, or sooner when a message comes.',
   ];
   if (interactive) lines.push('A human is attached: use respond_to_user to answer them and hand control back.');
   if (extra) lines.push('', extra);

@@ -16,8 +16,12 @@
  *   ignore, and only the claimant routes it; every other serving process or worker that sees the
  *   same tick gets `taken`. A message is posted in the claim's own transaction, so a crash leaves
  *   both or neither. The one fire that submits run `proactive-<name>` claims first and then
- *   submits (a run is created under its own lease, outside any transaction of the claim): a crash
- *   between the two loses that tick, and the next tick submits the run. Claims older than
+ *   submits (a run is created under its own lease, outside any transaction of the claim). So a
+ *   process that finds such a tick taken waits for the run: if its claimant dies between the two,
+ *   the claim is taken over (compare-and-set on its time: one process does) once it is
+ *   `claimGraceMs` old, and the taker submits; a submit that fails releases the claim, and a
+ *   waiting process claims the tick again. A late submit finding the run made by the same fire
+ *   (its root's task is this fire's prompt) counts it as done, not as a second fire. Claims older than
  *   `retentionMs` are pruned (at most once an hour). A fire without a tick (a file change, a
  *   threshold, a manual fire without an `event_id`) is not claimed: every process that sees it fires it.
  * - Fires for one run are serialised in this process; a fire that finds another process creating
@@ -43,6 +47,8 @@ const DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000;
 const PRUNE_EVERY_MS = 3_600_000;
 /** How long a fire waits for the root of a run another process is submitting. */
 const RACED_SUBMIT_WAIT_MS = 10_000;
+/** A submit's own lease lasts 60 s (submit.ts): a claim older than that without its run lost its claimant. */
+const DEFAULT_CLAIM_GRACE_MS = 60_000;
 
 export interface DatabaseFiresOptions {
   /** Where the runs are: a run is submitted through it, a message posted to its inbox. */
@@ -54,6 +60,8 @@ export interface DatabaseFiresOptions {
   now?: () => number;
   /** Fire claims older than this are pruned; default a week. */
   retentionMs?: number;
+  /** A tick claimed this long ago (on `now`) with no run yet: its claimant is taken to have died; default 60 s. */
+  claimGraceMs?: number;
 }
 
 export interface DatabaseFires {
@@ -67,6 +75,7 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
   const { hosting } = options;
   const now = options.now ?? Date.now;
   const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+  const graceMs = options.claimGraceMs ?? DEFAULT_CLAIM_GRACE_MS;
   const tails = new Map<string, Promise<unknown>>();
   let prunedAt: number | null = null;
   let pruning: Promise<void> = Promise.resolve();
@@ -105,6 +114,25 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
     }
   }
 
+  /**
+   * A tick another fire claimed for a run not made yet: wait for the run; if it does not come
+   * within the grace, take the claim over (or claim the tick again if it was released). Whether
+   * this fire now holds the tick (`at`: its claim's time).
+   */
+  async function takeOver(fire: ProactiveFire, runId: string, tick: string): Promise<{ at: number } | null> {
+    const key = { scope: runId, trigger: fire.trigger, tick };
+    const until = Date.now() + graceMs + RACED_SUBMIT_WAIT_MS;
+    for (;;) {
+      if (await hosting.reads.getRun(runId)) return null;
+      const seen = await hosting.fireClaimedAt(key);
+      const at = now();
+      if (seen === null) return (await hosting.claimFire({ ...key, at })).claimed ? { at } : null;
+      if (at - seen >= graceMs) return (await hosting.moveFireClaim(key, seen, at)) ? { at } : null;
+      if (Date.now() >= until) return null;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
   async function toMainAgent(fire: ProactiveFire, agent: string): Promise<FireRoute> {
     const runId = options.mainRunId;
     if (runId === undefined) {
@@ -135,14 +163,27 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
       });
     }
     // Claimed before the submit: only the claimant of this tick creates or messages the run.
-    if (fire.tick !== undefined && !(await hosting.claimFire(claimOf(fire, runId, fire.tick))).claimed) return { kind: 'taken', runId, tick: fire.tick };
+    let held: { at: number } | null = null;
+    if (fire.tick !== undefined) {
+      const claim = claimOf(fire, runId, fire.tick);
+      held = (await hosting.claimFire(claim)).claimed ? { at: claim.at } : await takeOver(fire, runId, fire.tick);
+      if (!held) return { kind: 'taken', runId, tick: fire.tick };
+    }
     try {
       const { rootId } = await submitRun(hosting, { ...options.submit, runId, interactive: true, root: { name: fire.trigger, task: fire.prompt } });
       return { kind: 'started', runId, agentId: rootId };
     } catch (err) {
-      // Another fire (another tick, another process) submitted it first: message its root, this tick being ours.
       const rootId = await rootOf(runId);
-      if (rootId === undefined) throw err;
+      if (rootId === undefined) {
+        // Not submitted: the tick is let go for another fire of it to route, not dropped.
+        if (held && fire.tick !== undefined)
+          await hosting.moveFireClaim({ scope: runId, trigger: fire.trigger, tick: fire.tick }, held.at, null).catch(() => false);
+        throw err;
+      }
+      // This very fire's run, made by a claimant taken for dead: the tick is done.
+      const root = (await hosting.reads.listAgents(runId)).find((a) => a.id === rootId);
+      if (fire.tick !== undefined && root?.task === fire.prompt) return { kind: 'taken', runId, tick: fire.tick };
+      // Another fire (another tick, another process) submitted it first: message its root, this tick being ours.
       const requestId = await hosting.post({ runId, kind: 'send', payload: { agent: rootId, content: fire.prompt, type: PROACTIVE_MESSAGE_TYPE }, at: now() });
       return { kind: 'posted', runId, agentId: rootId, requestId };
     }

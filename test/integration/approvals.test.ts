@@ -188,6 +188,48 @@ describe('durable approvals', () => {
     await t2.c.shutdown();
   });
 
+  it("per agent: an agent whose name or profile matches a key of approvals.agents follows its own rules; the others the run's", async () => {
+    const { runs, list } = tools();
+    const both = (table: string, text: string) => [{ tools: [{ name: 'drop_table', args: { table } }] }, { tools: [{ name: 'write_note', args: { text } }] }];
+    const script: Script = {
+      agents: {
+        lead: [
+          { tools: [{ name: 'spawn_agent', args: { name: 'ops-1', task: 'Clean up.' } }] },
+          { tools: [{ name: 'spawn_agent', args: { name: 'scribe', task: 'Clean up.', profile: 'careful' } }] },
+          ...both('lead', 'lead'),
+          { tools: [{ name: 'wait_for_agents', args: { reason: 'both' } }] },
+          { tools: [{ name: 'finish', args: { summary: 'ok' } }] },
+        ],
+        'ops-1': [...both('ops', 'ops'), { tools: [{ name: 'agent_finish', args: { summary: 'ok' } }] }],
+        scribe: [...both('scribe', 'scribe'), { tools: [{ name: 'agent_finish', args: { summary: 'ok' } }] }],
+      },
+    };
+    const perAgent: ApprovalRules = {
+      ask: ['destructive'],
+      // ops-1 by its name's prefix: its drops are pre-authorised; scribe by its profile: its notes ask too.
+      agents: { 'ops*': { allow: ['drop_*'] }, careful: { ask: ['mutation', 'destructive'] } },
+    };
+    const t = team(script, { tools: list, approvals: perAgent, profiles: { careful: { description: 'Asks before any change.' } } });
+    const lead = await t.c.start({ name: 'lead', task: 'Clean up.' });
+    await t.c.waitFor(lead, ['completed']);
+    // A refused call's result names its code; a call that ran answers its own text.
+    const refused = (name: string) =>
+      t
+        .session(t.byName(name).id)
+        .filter((i) => i.role === 'tool' && i.content.includes('APPROVAL_DENIED'))
+        .map((i) => (i.role === 'tool' ? i.name : ''));
+    expect(refused('lead')).toEqual(['drop_table']);
+    expect(refused('ops-1')).toEqual([]);
+    expect(refused('scribe')).toEqual(['drop_table', 'write_note']);
+    expect(runs).toEqual(expect.arrayContaining([{ text: 'lead' }, { table: 'ops' }, { text: 'ops' }]));
+    expect(runs).toHaveLength(3);
+    t.model.assertComplete();
+    await t.c.shutdown();
+    expect(() => team(askThenWait, { approvals: { agents: { ops: { alow: [] } } } as unknown as ApprovalRules })).toThrow(
+      /Unknown approvals.agents\["ops"\] rule "alow"/,
+    );
+  });
+
   it("an approval's window survives a restart: the agent's mutations run without asking inside it, and ask after it", async () => {
     const clock = new SimulatedClock();
     const store = memoryStore();

@@ -198,6 +198,54 @@ async function expectClaimRolledBack(hosting: HostingStore): Promise<void> {
   expect(await hosting.claimFire(claim)).toEqual({ claimed: false });
 }
 
+/** A tick of trigger `pulse` (run proactive-pulse), as every serving process sees it. */
+const pulseTick = (tick: string) => ({
+  trigger: 'pulse',
+  sessionId: 'proactive-pulse',
+  prompt: `pulse at ${tick}`,
+  target: { root: true as const },
+  at: 0,
+  tick,
+});
+
+describe('a tick whose claimant dies or fails is routed by another process, once (SQLite file)', () => {
+  const T0 = 1_000_000 * MINUTE;
+
+  it('claimed, then its process died before the run was submitted: taken over once the claim is older than the grace, and submitted once', async () => {
+    const store = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db') });
+    try {
+      const hosting = sqliteHosting(store);
+      const fire = pulseTick(String(T0));
+      // The dead process's claim: made, and nothing after it.
+      expect(await hosting.claimFire({ scope: 'proactive-pulse', trigger: 'pulse', tick: fire.tick, at: T0 })).toMatchObject({ claimed: true });
+      const routes = await Promise.all([0, 1].map(() => databaseFires({ hosting, now: () => T0 + MINUTE, claimGraceMs: MINUTE }).route(fire)));
+      expect(routes.map((r) => r.kind).sort()).toEqual(['started', 'taken']);
+      expect(store.listAgents('proactive-pulse').map((a) => a.task)).toEqual([fire.prompt]);
+      expect(store.openInbox('proactive-pulse')).toEqual([]);
+      // Seen again later by a third process: already routed.
+      expect(await databaseFires({ hosting, now: () => T0 + 2 * MINUTE }).route(fire)).toEqual({ kind: 'taken', runId: 'proactive-pulse', tick: fire.tick });
+    } finally {
+      store.close();
+    }
+  });
+
+  it('claimed, then its submit failed: the claim is released and the tick is routed by the next fire of it', async () => {
+    const store = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db') });
+    try {
+      const hosting = sqliteHosting(store);
+      const broken: HostingStore = { ...hosting, claim: () => Promise.reject(new Error('the database went away')) };
+      const fire = pulseTick(String(T0));
+      await expect(databaseFires({ hosting: broken, now: () => T0 }).route(fire)).rejects.toThrow('the database went away');
+      expect(store.getRun('proactive-pulse')).toBeUndefined();
+      // Within the grace of the failed claim: the tick is free again, not left claimed by nobody.
+      expect(await databaseFires({ hosting, now: () => T0, claimGraceMs: 1_000 }).route(fire)).toMatchObject({ kind: 'started', runId: 'proactive-pulse' });
+      expect(store.listAgents('proactive-pulse').map((a) => a.task)).toEqual([fire.prompt]);
+    } finally {
+      store.close();
+    }
+  });
+});
+
 describe('schedules fire once on a SQLite file', () => {
   it('a claim and its message are one transaction: a post that fails leaves the tick unclaimed', async () => {
     const store = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db') });

@@ -34,6 +34,8 @@ describe('sleep_until', () => {
     const rootId = await t.c.start({ name: 'lead', task: 'Come back tomorrow.' });
     expect(await t.c.waitFor(rootId, ['waiting'])).toMatchObject({ waitKind: 'timer' });
     expect(t.model.calls).toHaveLength(1);
+    // Its system prompt told it the tool is there, and what it is for.
+    expect(t.model.calls[0]!.request.system).toMatch(/Use sleep_until to come back to something at a later time/);
     // Parked: no actor, its deadline persisted as the wait's start and length.
     expect(t.store.getAgent(rootId)).toMatchObject({ status: 'waiting', waitKind: 'timer', waitingSince: 0, waitTimeoutMs: DAY });
     await t.advance(DAY - 1, HOUR);

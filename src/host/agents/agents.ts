@@ -266,9 +266,14 @@ export class Agents {
     this.#start(h, status, state);
   }
 
-  /** Deliver an event, waking a dormant agent first. */
+  /**
+   * Deliver an event, waking a dormant agent first. An actor already in a final state would ignore
+   * it (and XState warn): it is not sent, as a message to an agent that ended changes nothing.
+   */
   send(h: AgentHandle, event: AgentEvent): void {
-    this.materialize(h).send(event);
+    const actor = this.materialize(h);
+    if (actor.getSnapshot().status !== 'active') return;
+    actor.send(event);
   }
 
   /**

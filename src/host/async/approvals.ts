@@ -19,7 +19,7 @@
  * @module
  */
 import type { Logger } from 'pino';
-import { DEFAULT_APPROVAL_WINDOW_MS, type ResolvedApprovalRules } from './approvalRules.js';
+import { matchesName, rulesFor, type ResolvedApprovalRules, type ResolvedRuleSet } from './approvalRules.js';
 import { LazyAbort } from '../../cancel.js';
 import { serializeError, TroupeError } from '../../errors.js';
 import type { WriteOp } from '../../store/port.js';
@@ -89,8 +89,6 @@ export const APPROVAL_EVENT = 'approval';
 
 const RISKS: readonly ApprovalRisk[] = ['read_only', 'mutation', 'destructive'];
 
-const matches = (patterns: readonly string[], name: string) => patterns.some((p) => (p.endsWith('*') ? name.startsWith(p.slice(0, -1)) : p === name));
-
 export class DurableApprovals {
   readonly #host: ApprovalsHost;
   readonly #rules: ResolvedApprovalRules | null;
@@ -139,10 +137,10 @@ export class DurableApprovals {
     reason: string;
     pending?: string;
   }> {
-    const rules = this.#rules;
+    const rules = this.#rulesOf(req.agentId);
     const risk = RISKS.includes(req.risk) ? req.risk : 'destructive';
     if (!rules || risk === 'read_only' || !rules.ask.has(risk)) return Promise.resolve({ approved: true, reason: 'policy' });
-    if (matches(rules.allow, req.action)) return Promise.resolve({ approved: true, reason: 'allowed' });
+    if (matchesName(rules.allow, req.action)) return Promise.resolve({ approved: true, reason: 'allowed' });
     if (risk === 'mutation' && this.windowOpen(req.agentId)) return Promise.resolve({ approved: true, reason: 'window' });
     if (!this.#host.interactive && rules.unattended === 'refuse') {
       return Promise.resolve({
@@ -177,7 +175,7 @@ export class DurableApprovals {
    */
   assent(agentId: string, quote: string): { windowMs: number } {
     const host = this.#host;
-    const rules = this.#rules;
+    const rules = this.#rulesOf(agentId);
     if (!rules) throw new TroupeError('TOOL_NOT_ALLOWED', 'This run has no approval rules: nothing waits for an assent.');
     const at = host.now();
     host.stage({ op: 'appendEvent', row: { runId: host.runId, agentId, type: APPROVAL_EVENT, data: { phase: 'assent', quote }, at } });
@@ -187,8 +185,24 @@ export class DurableApprovals {
 
   windowOpen(agentId: string): boolean {
     const at = this.#approvedAt.get(agentId);
-    const windowMs = this.#rules?.windowMs ?? DEFAULT_APPROVAL_WINDOW_MS;
-    return at !== undefined && this.#host.now() - at < windowMs;
+    const rules = this.#rulesOf(agentId);
+    return at !== undefined && rules !== null && this.#host.now() - at < rules.windowMs;
+  }
+
+  /**
+   * Whether the agent's finished executions continue it now: always when its rules let its
+   * mutations run without asking (an execution is a mutation's effect), else inside its window.
+   */
+  continues(agentId: string): boolean {
+    const rules = this.#rulesOf(agentId);
+    return !rules?.ask.has('mutation') || this.windowOpen(agentId);
+  }
+
+  /** The rules that apply to the agent (its own under `agents`, else the run's; null: no rules). */
+  #rulesOf(agentId: string): ResolvedRuleSet | null {
+    if (!this.#rules) return null;
+    const h = this.#host.find(agentId);
+    return rulesFor(this.#rules, h ? { name: h.name, profile: h.terms?.profile } : undefined);
   }
 
   onWindowOpen(listener: (agentId: string) => void): () => void {

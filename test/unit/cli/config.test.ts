@@ -42,6 +42,8 @@ describe('the config schema', () => {
     [{ rateLimit: { requests: 0, intervalMs: 1000 } }, 'rateLimit.requests', 'rateLimit.requests must be >= 1, got 0'],
     [{ quota: { requestsPerMinute: 0 } }, 'quota.requestsPerMinute', 'quota.requestsPerMinute must be >= 1, got 0'],
     [{ watchdog: { intervalMs: 1, extra: true } }, 'watchdog.extra', 'watchdog has an unknown key "extra"'],
+    [{ approvals: true }, 'approvals', 'approvals must NOT be valid, got true'],
+    [{ approvals: { agents: { ops: { alow: [] } } } }, 'approvals.agents.ops.alow', 'approvals.agents.ops has an unknown key "alow"'],
   ])('%j is refused naming %s', (content, field, message) => {
     const r = refusal(content);
     expect(r).toMatchObject({ code: 'CONFIG_INVALID', field });
@@ -68,6 +70,13 @@ describe('the config schema', () => {
       db: '.troupe/troupe.db',
       proactive: { enabled: false, triggers: [] },
       watchdog: { intervalMs: 30000, failureThreshold: 3 },
+      approvals: {
+        ask: ['destructive'],
+        allow: ['read_*'],
+        unattended: 'refuse',
+        windowMs: 60000,
+        agents: { 'ops*': { ask: ['mutation', 'destructive'], allow: ['drop_table'] } },
+      },
     };
     const { $schema: _schema, ...rest } = config;
     expect(loadConfigFile(file(config))).toEqual(rest);

@@ -45,6 +45,8 @@ export interface CliConfig {
   approvals?: ApprovalRules | false;
   /** Requests and tokens per minute per model endpoint (`CoordinatorOptions.quota`). */
   quota?: { requestsPerMinute?: number; tokensPerMinute?: number };
+  /** The endpoint's circuit breaker (`CoordinatorOptions.breaker`; a worker shares it with the cluster); false: none. */
+  breaker?: { failureThreshold?: number; cooldownMs?: number; openTimeoutMs?: number } | false;
   idleResumeMs?: number;
   /** The database file. Default `.troupe/troupe.db`. */
   db?: string;

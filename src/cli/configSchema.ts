@@ -130,6 +130,17 @@ export const CONFIG_SCHEMA = {
       description: "Per model endpoint (API key), shared by the process's runs and a PostgreSQL cluster; a 429's retry-after pauses it for all.",
       properties: { requestsPerMinute: positiveInt, tokensPerMinute: positiveInt },
     },
+    breaker: {
+      description: "The model endpoint's circuit breaker, shared by the process's runs and a PostgreSQL cluster; false: none.",
+      oneOf: [
+        { const: false },
+        {
+          type: 'object',
+          additionalProperties: false,
+          properties: { failureThreshold: positiveInt, cooldownMs: positiveInt, openTimeoutMs: positiveInt },
+        },
+      ],
+    },
     idleResumeMs: { ...positiveInt, description: 'Idle auto-resume of waits on agents; default 300000.' },
     db: { type: 'string', minLength: 1, description: 'The database file; default .troupe/troupe.db.' },
     review: {

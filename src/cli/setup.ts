@@ -73,6 +73,7 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     concurrency: config.concurrency,
     rateLimit: config.rateLimit,
     quota: config.quota,
+    breaker: config.breaker,
     // The CLI's default (issue 33): a destructive step asks a person, and without one is refused.
     approvals: config.approvals === false ? undefined : (config.approvals ?? DEFAULT_CLI_APPROVALS),
     idleResumeMs: config.idleResumeMs,

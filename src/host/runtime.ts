@@ -257,7 +257,12 @@ export class Runtime {
       },
       restore?.spentUsd ?? 0,
     );
-    this.#breakers = new RunBreakers(this.options.breaker, this.clock, (change) => this.#breakerChanged(change));
+    this.#breakers = new RunBreakers(
+      this.options.breaker,
+      this.clock,
+      (change) => this.#breakerChanged(change),
+      (err) => this.logger.warn({ err }, "the cluster's circuit breaker could not be read or written; this process's copy goes on alone"),
+    );
     this.gateway = new Gateway({
       model: this.model,
       clock: this.clock,

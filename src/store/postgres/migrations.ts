@@ -255,6 +255,22 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX proactive_fires_claimed ON proactive_fires(claimed_at);
     `,
   },
+  {
+    // PostgreSQL only (issue 34 item 1): each model endpoint's circuit breaker, shared by the
+    // cluster's workers (src/providers/breakerPg.ts): its state, the outage's start, the next probe's
+    // time and the one probe's claim.
+    version: 13,
+    sql: `
+      CREATE TABLE provider_breaker (
+        endpoint TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        failures BIGINT NOT NULL,
+        open_since BIGINT,
+        probe_at BIGINT NOT NULL,
+        probe_claimed_at BIGINT
+      );
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -81,6 +81,11 @@ export class Breaker {
   /** When the copy was last read from the shared row (-Infinity: never). */
   #syncedAt = -Infinity;
   #syncing: Promise<void> | null = null;
+  /** Steps of the copy so far: a read or a write to the row answers for the copy only if none came after it began. */
+  #version = 0;
+  /** Writes to the row, in the order of the copy's steps (a read while one is pending is not taken). */
+  #writes: Promise<unknown> = Promise.resolve();
+  #writing = 0;
   /** Parked callers: each re-reads the state when told. */
   readonly #parked = new Set<() => void>();
   readonly #listeners = new Set<(change: BreakerChange) => void>();
@@ -175,6 +180,7 @@ export class Breaker {
   /** Step this process's copy; tell listeners and parked callers of a change of state. */
   #local(event: BreakerEvent): BreakerStep['verdict'] {
     const step = stepBreaker(this.#row, event, this.#policy);
+    this.#version++;
     this.#adopt(step.row);
     return step.verdict;
   }
@@ -182,14 +188,24 @@ export class Breaker {
   /** Step the shared row (if any) and take it as this process's copy; `fallback` if the store failed. */
   async #shared<V extends BreakerStep['verdict'] | null>(event: BreakerEvent, fallback: V): Promise<BreakerStep['verdict'] | V> {
     if (!this.#share) return fallback;
+    const store = this.#share.store;
+    const version = this.#version;
+    this.#writing++;
+    const written = this.#writes.then(() => store.step(this.endpoint, event, this.#policy));
+    this.#writes = written.catch(() => undefined);
     try {
-      const step = await this.#share.store.step(this.endpoint, event, this.#policy);
-      this.#syncedAt = this.#clock.now();
-      this.#adopt(step.row);
+      const step = await written;
+      // A later step of the copy is on its way to the row: its answer is the newer.
+      if (this.#version === version) {
+        this.#syncedAt = this.#clock.now();
+        this.#adopt(step.row);
+      }
       return step.verdict;
     } catch (err) {
       this.onShareError(err);
       return fallback;
+    } finally {
+      this.#writing--;
     }
   }
 
@@ -200,12 +216,14 @@ export class Breaker {
   /** Read the shared row into the copy (one read at a time however many callers ask). */
   #sync(): Promise<void> {
     const share = this.#share!;
+    const version = this.#version;
     this.#syncing ??= share.store
       .read(this.endpoint)
       .then(
         (row) => {
           this.#syncedAt = this.#clock.now();
-          this.#adopt(row);
+          // Not over a step of the copy the row has not had yet (it may have read the row before the write).
+          if (this.#version === version && this.#writing === 0) this.#adopt(row);
         },
         (err: unknown) => {
           // The copy goes on alone until the next read.

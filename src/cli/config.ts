@@ -29,6 +29,11 @@ export interface CliConfig {
   idleTimeoutMs?: number;
   /** A cheaper model on the same server for compaction and background review. */
   auxiliaryModel?: string;
+  /**
+   * Named agent definitions `spawn_agent` can name (`CoordinatorOptions.profiles`); `model` is a
+   * model on the same server (default: the run's), `tools` names tools or MCP servers.
+   */
+  profiles?: Record<string, CliProfile>;
   /** The model's context window in tokens: sessions are compacted before they overflow it. */
   contextWindow?: number;
   /** Images kept per session and the compaction line (`CoordinatorOptions.session`). */
@@ -45,6 +50,8 @@ export interface CliConfig {
   approvals?: ApprovalRules | false;
   /** Requests and tokens per minute per model endpoint (`CoordinatorOptions.quota`). */
   quota?: { requestsPerMinute?: number; tokensPerMinute?: number };
+  /** The endpoint's circuit breaker (`CoordinatorOptions.breaker`; a worker shares it with the cluster); false: none. */
+  breaker?: { failureThreshold?: number; cooldownMs?: number; openTimeoutMs?: number } | false;
   idleResumeMs?: number;
   /** The database file. Default `.troupe/troupe.db`. */
   db?: string;
@@ -63,6 +70,15 @@ export interface CliConfig {
   otel?: boolean;
   /** An MCP server that fails to start ends the command (`--strict-mcp`) instead of running without its tools. */
   strictMcp?: boolean;
+}
+
+/** One profile of the config file. */
+interface CliProfile {
+  description: string;
+  systemPrompt?: string;
+  model?: string;
+  tools?: string[];
+  limits?: { maxTurns?: number };
 }
 
 /** The `proactive` section of the config file: `{ enabled?, triggers: [...] }` (see parseProactiveConfig). */

@@ -138,6 +138,34 @@ export const CONFIG_SCHEMA = {
       description: "Per model endpoint (API key), shared by the process's runs and a PostgreSQL cluster; a 429's retry-after pauses it for all.",
       properties: { requestsPerMinute: positiveInt, tokensPerMinute: positiveInt },
     },
+    profiles: {
+      type: 'object',
+      description: 'Named agent definitions spawn_agent can name: { description, systemPrompt?, model? (on the same server), tools?, limits?: { maxTurns? } }.',
+      propertyNames: { pattern: '^[A-Za-z0-9_-]{1,64}$' },
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['description'],
+        properties: {
+          description: { type: 'string', minLength: 1 },
+          systemPrompt: { type: 'string' },
+          model: { type: 'string', minLength: 1 },
+          tools: { type: 'array', items: { type: 'string', minLength: 1 } },
+          limits: { type: 'object', additionalProperties: false, properties: { maxTurns: positiveInt } },
+        },
+      },
+    },
+    breaker: {
+      description: "The model endpoint's circuit breaker, shared by the process's runs and a PostgreSQL cluster; false: none.",
+      oneOf: [
+        { const: false },
+        {
+          type: 'object',
+          additionalProperties: false,
+          properties: { failureThreshold: positiveInt, cooldownMs: positiveInt, openTimeoutMs: positiveInt },
+        },
+      ],
+    },
     idleResumeMs: { ...positiveInt, description: 'Idle auto-resume of waits on agents; default 300000.' },
     db: { type: 'string', minLength: 1, description: 'The database file; default .troupe/troupe.db.' },
     review: {

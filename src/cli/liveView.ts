@@ -208,6 +208,7 @@ class LiveView {
       case 'team.failure_pattern':
       case 'run.deadlock':
       case 'provider.breaker':
+      case 'provider.quota':
       case 'coordinator.failed':
         this.#budgetNote = eventLine(event, this.#lookup);
         break;

@@ -66,9 +66,16 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
     };
     const pending = messages.filter((m) => m.deliveredAt === null).length;
     const report = root?.report ?? null;
+    const ended = root && (root.status === 'failed' || root.status === 'crashed' || root.status === 'stopped');
+    const outcome = ended
+      ? `${root.status}: ${root.error ? `${root.error.code}: ${root.error.message}` : root.stopReason ? `stopped (${root.stopReason})` : 'no reason recorded'}`
+      : null;
     const active = agents.some((a) => a.status === 'running' || a.status === 'waiting' || a.status === 'stalled' || a.status === 'budgetPaused');
     if (values.json) {
-      const rootView = root ? { id: root.id, name: root.name, status: root.status } : null;
+      // Why the root ended short of done: it has no parent to tell, so the run says it here.
+      const rootView = root
+        ? { id: root.id, name: root.name, status: root.status, ...(outcome ? { error: root.error, stopReason: root.stopReason } : {}) }
+        : null;
       io.out.write(
         `${jsonLine({ runId: run.id, db: runs.label, createdAt: run.createdAt, interactive: run.interactive, hosted: host.hosted, host, root: rootView, agents: counts, pendingMessages: pending, pendingApprovals: approvals, budget, report })}\n`,
       );
@@ -76,6 +83,7 @@ export async function status(_args: string[], values: Values, io: Io): Promise<n
       const lines = [
         `run      ${forTerminal(run.id)}  (${forTerminal(runs.label)})`,
         `root     ${root ? `${forTerminal(root.name)} (${forTerminal(root.id)}) ${root.status}` : '(none)'}`,
+        ...(outcome ? [`outcome  ${forTerminal(outcome)}`] : []),
         `host     ${hostText(host, active, nextHost(values))}`,
         `agents   ${
           Object.entries(counts)

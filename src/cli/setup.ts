@@ -63,6 +63,16 @@ export function modelFor(config: CliConfig): Model {
   });
 }
 
+/** The config's profiles as the coordinator takes them: each `model` a model on the run's server. */
+function profilesOf(config: CliConfig): CoordinatorOptions['profiles'] {
+  return Object.fromEntries(
+    Object.entries(config.profiles ?? {}).map(([name, { model, ...profile }]) => [
+      name,
+      model === undefined ? profile : { ...profile, model: modelFor({ ...config, model }) },
+    ]),
+  );
+}
+
 const DEFAULT_CLI_APPROVALS: ApprovalRules = { ask: ['destructive'] };
 
 export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 'model' | 'store'> {
@@ -73,12 +83,14 @@ export function coordinatorOptions(config: CliConfig): Omit<CoordinatorOptions, 
     concurrency: config.concurrency,
     rateLimit: config.rateLimit,
     quota: config.quota,
+    breaker: config.breaker,
     // The CLI's default (issue 33): a destructive step asks a person, and without one is refused.
     approvals: config.approvals === false ? undefined : (config.approvals ?? DEFAULT_CLI_APPROVALS),
     idleResumeMs: config.idleResumeMs,
     review: config.review,
     session: config.session,
     auxiliaryModel: config.auxiliaryModel === undefined ? undefined : modelFor({ ...config, model: config.auxiliaryModel }),
+    profiles: config.profiles === undefined ? undefined : profilesOf(config),
     strictMcp: config.strictMcp,
     ...(config.mcpServers ? { tools: mcpServersOf(config.mcpServers) } : {}),
   });

@@ -155,6 +155,8 @@ export function eventLine(event: TroupeEvent, lookup: EndLookup = () => undefine
       return `${'budget'.padEnd(10)} ${event.kind === 'stop' ? 'stopped the run' : 'reserve tripped, sub-agents stop'}: ${forTerminal(event.reason)}`;
     case 'provider.breaker':
       return `${'provider'.padEnd(10)} ${breakerText(event)}`;
+    case 'provider.quota':
+      return `${'provider'.padEnd(10)} ${forTerminal(event.endpoint.replace(/#.*$/, ''))} said 429: paused for every agent until ${new Date(event.until).toISOString()}`;
     case 'team.failure_pattern':
       return `${'team'.padEnd(10)} tool ${forTerminal(event.tool)} fails the same way (${forTerminal(event.errorClass)}) for ${forTerminal(event.agents.map((a) => a.name).join(', '))}`;
     case 'approval':

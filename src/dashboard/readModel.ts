@@ -216,6 +216,7 @@ const RUN_MARKS: Record<string, { kind: MarkKind; label: (data: Record<string, u
       ),
   },
   'run.deadlock': { kind: 'deadlock', label: () => 'deadlock: waits on agents that cannot answer' },
+  'provider.quota': { kind: 'trip', label: (d) => `provider said 429: paused for every agent until ${new Date(Number(d.until)).toISOString()}` },
   'provider.breaker': {
     kind: 'trip',
     label: (d) =>

@@ -3,7 +3,7 @@
  * with messages that say what was expected and what was given.
  * @module
  */
-import type { BreakerPolicy } from '../providers/breaker.js';
+import type { BreakerPolicy, BreakerShare, BreakerStore } from '../providers/breaker.js';
 import type { InspectionEvent, Observer } from 'xstate';
 import type { Logger } from 'pino';
 import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
@@ -208,8 +208,10 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * the process on that endpoint: `failureThreshold` outage failures in a row (default 5) open it;
    * calls then park at no cost and one probe goes every `cooldownMs` (30 s); open for
    * `openTimeoutMs` (10 min), the waiting agents fail with `PROVIDER_CIRCUIT_OPEN`. `false`: none.
+   * `store`: where the cluster shares it (a worker on PostgreSQL: the database, read again every
+   * `syncMs`, default 1 s, while in use).
    */
-  breaker?: { failureThreshold?: number; cooldownMs?: number; openTimeoutMs?: number } | false;
+  breaker?: { failureThreshold?: number; cooldownMs?: number; openTimeoutMs?: number; store?: BreakerStore; syncMs?: number } | false;
   /**
    * Failure patterns across the team (issue 34 item 9): when `threshold` distinct agents (default 3)
    * fail the same way — the same tool, normalised arguments and error code — within `windowMs`
@@ -261,7 +263,7 @@ export interface ResolvedOptions {
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
-  breaker: BreakerPolicy | null;
+  breaker: (BreakerPolicy & { share: BreakerShare | null }) | null;
   failurePatterns: { threshold: number; windowMs: number } | null;
   auxiliaryModel: Model | null;
   profiles: ReadonlyMap<string, ResolvedProfile>;
@@ -509,14 +511,18 @@ function resolveReentry(value: unknown): ResolvedOptions['reentry'] {
 }
 
 function resolveBreaker(value: unknown): ResolvedOptions['breaker'] {
-  const v = policyFields('breaker', value, 'failureThreshold?, cooldownMs?, openTimeoutMs?');
-  return (
-    v && {
-      failureThreshold: integer('breaker.failureThreshold', v.failureThreshold, 5, 1),
-      cooldownMs: integer('breaker.cooldownMs', v.cooldownMs, 30_000, 1),
-      openTimeoutMs: integer('breaker.openTimeoutMs', v.openTimeoutMs, 600_000, 1),
-    }
-  );
+  const v = policyFields('breaker', value, 'failureThreshold?, cooldownMs?, openTimeoutMs?, store?, syncMs?');
+  if (!v) return null;
+  const store = v.store as Partial<BreakerStore> | undefined;
+  if (store !== undefined && (typeof store !== 'object' || store === null || typeof store.read !== 'function' || typeof store.step !== 'function')) {
+    throw new ConfigError(`Expected breaker.store to be a BreakerStore { read, step }, got ${show(store)}`);
+  }
+  return {
+    failureThreshold: integer('breaker.failureThreshold', v.failureThreshold, 5, 1),
+    cooldownMs: integer('breaker.cooldownMs', v.cooldownMs, 30_000, 1),
+    openTimeoutMs: integer('breaker.openTimeoutMs', v.openTimeoutMs, 600_000, 1),
+    share: store === undefined ? null : { store: store as BreakerStore, syncMs: integer('breaker.syncMs', v.syncMs, 1_000, 1) },
+  };
 }
 
 function resolveFailurePatterns(value: unknown): ResolvedOptions['failurePatterns'] {

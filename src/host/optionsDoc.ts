@@ -78,7 +78,7 @@ export const OPTION_DOCS = {
       r.breaker === null
         ? '`false`'
         : `${r.breaker.failureThreshold} failures, ${r.breaker.cooldownMs / 1000} s probes, ${r.breaker.openTimeoutMs / 60_000} min`,
-    meaning: "`{ failureThreshold, cooldownMs, openTimeoutMs }` or `false`: the endpoint's circuit breaker, shared in the process",
+    meaning: "`{ failureThreshold, cooldownMs, openTimeoutMs, store? }` or `false`: the endpoint's circuit breaker, shared in the process (and via `store`)",
   },
   failurePatterns: {
     default: (r) => (r.failurePatterns === null ? '`false`' : `${r.failurePatterns.threshold} agents in ${r.failurePatterns.windowMs / 60_000} min`),

@@ -63,7 +63,7 @@ import { approvalsHost, asyncWorkHost, backgroundReviews, toolLedger } from './t
 import { DurableApprovals } from './async/approvals.js';
 import { IdleTimers } from './agents/timers.js';
 import { Views, type AgentInfo, type CoordinatorHealth } from './views/views.js';
-import { Quota } from '../providers/quota.js';
+import { Quota, type QuotaNotice } from '../providers/quota.js';
 
 export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views/views.js';
 
@@ -147,7 +147,7 @@ export class Runtime {
     this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
     this.trace = runTrace(options.telemetry, {
       runId: this.runId,
-      modelFor: (purpose) => this.budget.modelFor(purpose).name ?? 'model',
+      modelFor: (purpose, agentId) => this.budget.modelFor(purpose, agentId).name ?? 'model',
       now: () => this.clock.now(),
       stage: (op) => this.stage(op),
       agent: (id) => this.agents.find(id),
@@ -257,7 +257,12 @@ export class Runtime {
       },
       restore?.spentUsd ?? 0,
     );
-    this.#breakers = new RunBreakers(this.options.breaker, this.clock, (change) => this.#breakerChanged(change));
+    this.#breakers = new RunBreakers(
+      this.options.breaker,
+      this.clock,
+      (change) => this.#breakerChanged(change),
+      (err) => this.logger.warn({ err }, "the cluster's circuit breaker could not be read or written; this process's copy goes on alone"),
+    );
     this.gateway = new Gateway({
       model: this.model,
       clock: this.clock,
@@ -269,7 +274,7 @@ export class Runtime {
             clock: this.clock,
             store: this.options.quotaStore,
             limits: this.options.quota,
-            notify: (notice) => this.views.emit({ type: 'provider.quota', ...notice, at: this.clock.now() }),
+            notify: (notice) => this.#quotaPaused(notice),
           })
         : null,
       interactive: this.options.interactive,
@@ -408,6 +413,15 @@ export class Runtime {
       row: { runId: this.runId, agentId: null, type: 'provider.breaker', data: { endpoint, state, failures, openSince }, at: change.at },
     });
     this.after(() => this.views.emit({ type: 'provider.breaker', ...change }));
+  }
+
+  /** The endpoint's quota is paused by a 429 (this run's, or another's it found): on record, and to subscribers. */
+  #quotaPaused(notice: QuotaNotice): void {
+    if (!this.usable) return;
+    const at = this.clock.now();
+    this.logger.warn(notice, `the endpoint is paused by a 429 until ${new Date(notice.until).toISOString()}`);
+    this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: null, type: 'provider.quota', data: { ...notice }, at } });
+    this.after(() => this.views.emit({ type: 'provider.quota', ...notice, at }));
   }
 
   /** A dormant wait's idle timer fired: wake the agent for it. */

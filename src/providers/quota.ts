@@ -107,6 +107,8 @@ export class Quota {
   readonly #clock: Clock;
   readonly #store: QuotaStore;
   readonly #notify: (notice: QuotaNotice) => void;
+  /** The pause last told of, by endpoint (a pause is told once, by whoever meets it first in this run). */
+  readonly #told = new Map<string, number>();
 
   constructor(deps: { clock: Clock; store: QuotaStore; limits: QuotaLimits; notify?: (notice: QuotaNotice) => void }) {
     this.limits = deps.limits;
@@ -132,6 +134,8 @@ export class Quota {
       const window = now - (now % QUOTA_WINDOW_MS);
       const took = await this.#store.take(endpoint, window, tokens, this.limits, now, signal);
       if (took.ok) return { endpoint, window, tokens };
+      // Paused by a 429 another run or worker got: this run is told too.
+      if (took.pausedUntil !== null) this.#tell(endpoint, took.pausedUntil);
       await this.#wait(Math.max(1, took.retryAt - this.#clock.now()), signal);
     }
   }
@@ -169,8 +173,14 @@ export class Quota {
   /** A provider said 429 with a `retry-after`: the endpoint pauses for every caller of the store. */
   pause(endpoint: string, retryAfterMs: number): Promise<void> {
     const until = this.#clock.now() + retryAfterMs;
-    this.#notify({ state: 'paused', endpoint, until });
+    this.#tell(endpoint, until);
     return this.#store.pause(endpoint, until);
+  }
+
+  #tell(endpoint: string, until: number): void {
+    if ((this.#told.get(endpoint) ?? -Infinity) >= until) return;
+    this.#told.set(endpoint, until);
+    this.#notify({ state: 'paused', endpoint, until });
   }
 }
 

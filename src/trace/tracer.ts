@@ -91,8 +91,8 @@ export function tracingRegistered(options?: TelemetryOptions | false): boolean {
 
 export interface RunTracerDeps {
   runId: string;
-  /** The name of the model a call of this purpose goes to (`gen_ai.request.model`): auxiliary calls may have their own. */
-  modelFor(purpose: UsagePurpose): string;
+  /** The name of the model a call of this purpose by this agent goes to (`gen_ai.request.model`): auxiliary calls and a profile's agents may have their own. */
+  modelFor(purpose: UsagePurpose, agentId: string): string;
   options: TelemetryOptions | undefined;
   now(): number;
   /** Stage a write with the current commit group (a recording stint's span context). */
@@ -243,7 +243,7 @@ class RunTracer implements TurnTrace {
     const dormant = this.#stints.has(agent.id) ? null : this.#agentSpan(agent, `${A.SPAN_DORMANT} ${agent.name}`, {}, 'last_stint');
     const stint = this.#stints.get(agent.id) ?? dormant;
     if (!this.#metered && !stint?.isRecording()) return NOOP_CHAT;
-    const model = this.#deps.modelFor(purpose);
+    const model = this.#deps.modelFor(purpose, agent.id);
     const started = performance.now();
     let span: Span | null = null;
     if (stint?.isRecording()) {

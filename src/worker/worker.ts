@@ -28,6 +28,7 @@ import { resumeCoordinator, type ResumeOptions } from '../host/resumeCoordinator
 import type { StorePort } from '../store/port.js';
 import type { LeaseOptions, ReleaseState, RunLease } from '../store/postgres/lease.js';
 import type { PostgresStore } from '../store/postgres/store.js';
+import { pgBreakerStore } from '../providers/breakerPg.js';
 import { pgQuotaStore } from '../providers/quotaPg.js';
 import { TroupeError } from '../errors.js';
 import { transientStoreError } from '../store/postgres/connect.js';
@@ -162,6 +163,10 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const store = isHostingStore(options.store) ? options.store : postgresHosting(options.store, options.pollMs);
   // On PostgreSQL the runs' model endpoint quotas are the cluster's (a run's own quotaStore wins).
   const clusterQuota = isHostingStore(options.store) ? {} : { quotaStore: pgQuotaStore(options.store.pool) };
+  // And the endpoints' circuit breakers (a run's own breaker store wins; a run without one has none).
+  const breakerStore = isHostingStore(options.store) ? null : pgBreakerStore(options.store.pool);
+  const clusterBreaker = (breaker: HostedOptions['breaker']): Pick<HostedOptions, 'breaker'> =>
+    breakerStore === null || breaker === false ? {} : { breaker: { store: breakerStore, ...breaker } };
   const id = options.id ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const concurrency = options.concurrency ?? 10;
   const logger = options.logger ?? pino({ level: 'silent' });
@@ -274,7 +279,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const runId = held.runId;
     const { dispose, boot, ...hostOptions } = await options.hostOptions(runId);
     try {
-      await hostClaimed(entry, { ...clusterQuota, ...hostOptions }, boot);
+      await hostClaimed(entry, { ...clusterQuota, ...hostOptions, ...clusterBreaker(hostOptions.breaker) }, boot);
     } finally {
       await dispose?.();
     }

@@ -146,9 +146,14 @@ describe('troupe run', () => {
     await using server = await createFakeOpenAIServer([
       { status: 401, body: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } },
     ]);
-    const r = await troupe(['run', 'x', '--model', 'm', '--base-url', server.url, '--api-key', 'bad', '--json'], workdir());
+    const cwd = workdir();
+    const r = await troupe(['run', 'x', '--model', 'm', '--base-url', server.url, '--api-key', 'bad', '--json'], cwd);
     expect(r.code).toBe(6);
     expect(jsonLines(r.stdout).at(-1)).toMatchObject({ status: 'failed', error: { code: 'PROVIDER_AUTH', message: 'HTTP 401: Incorrect API key provided' } });
+    // The root has no parent to tell: the run says it, typed, to whoever asks.
+    const json = JSON.parse((await troupe(['status', '--json'], cwd)).stdout) as { root: unknown };
+    expect(json.root).toMatchObject({ name: 'lead', status: 'failed', error: { code: 'PROVIDER_AUTH', message: 'HTTP 401: Incorrect API key provided' } });
+    expect((await troupe(['status'], cwd)).stdout).toMatch(/^outcome +failed: PROVIDER_AUTH: HTTP 401: Incorrect API key provided$/m);
   });
 });
 

@@ -91,6 +91,28 @@ describe('failure patterns across a team', () => {
     expect(notices[0]!.noticeKey).toMatch(/^failure_pattern:[0-9a-f]{16}:\d+:/);
   });
 
+  it('the root failing the same way as two of its children: one event naming all three; the root, their parent, told of its children only', async () => {
+    const url = 'https://api.example.test/v1/report';
+    const base = script([{ url }, { url }]);
+    const [spawns, ...waits] = base.agents.lead!;
+    // The lead calls the broken tool itself in its first turn, beside its two spawns.
+    const [wait, ...spawnCalls] = [...spawns!.tools!].reverse();
+    const lead = [{ tools: [...spawnCalls.reverse(), { name: 'fetch_api', args: { url } }, wait!] }, ...waits];
+    const t = team({ agents: { ...base.agents, lead } }, { tools: [fetchApi] });
+    const rootId = await t.c.start({ name: 'lead', task: 'Get the report.' });
+    await flush();
+    for (const name of ['w1', 'w2']) await t.c.waitFor(t.byName(name).id, [...TERMINAL]);
+    await flush();
+    const rows = t.store.listEvents(t.c.runId).filter((e) => e.type === 'team.failure_pattern');
+    expect(rows).toHaveLength(1);
+    expect((rows[0]!.data.agents as { name: string }[]).map((a) => a.name).sort()).toEqual(['lead', 'w1', 'w2']);
+    // Nobody is above the root: its notice, as their parent, names its two children.
+    const notices = t.messagesTo(rootId).filter((m) => m.type === PATTERN_NOTICE);
+    expect(notices).toHaveLength(1);
+    expect(notices[0]!.data).toMatchObject({ children: ['w1', 'w2'].map((n) => t.byName(n).id) });
+    await t.c.shutdown();
+  });
+
   it('2 children are not a pattern', async () => {
     const { rows, notices } = await run([{ url: 'https://a.test/x' }, { url: 'https://a.test/x' }]);
     expect(rows).toHaveLength(0);

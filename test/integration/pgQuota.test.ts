@@ -1,9 +1,13 @@
-import { describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { Quota, type QuotaStore } from '../../src/providers/quota.js';
 import { pgQuotaStore } from '../../src/providers/quotaPg.js';
 import type { PostgresStore } from '../../src/store/postgres/store.js';
-import { pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
+import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
+import { spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
 
 const available = await pgAvailable();
 
@@ -83,4 +87,73 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota shared by a P
     await settle();
     expect(second).toBe(true);
   });
+});
+
+describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe worker processes'), () => {
+  const { schema, drop } = freshSchema();
+  const db = `${PG_URL}?schema=${schema}`;
+  const running: Spawned[] = [];
+  afterAll(async () => {
+    for (const r of running) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
+    await drop();
+  });
+
+  /** Poll (other processes decide) until `ok` holds, at most 120 s. */
+  async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean): Promise<T> {
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const value = await read();
+      if (ok(value)) return value;
+      if (Date.now() > deadline) throw new Error(`${what}: never (last ${JSON.stringify(value)})`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  it('N requests per minute in total across both; one 429 with retry-after: 5 pauses both workers', async () => {
+    const N = 3;
+    const seen: { at: number; run: string }[] = [];
+    const pausedUntil = () =>
+      adminQuery(`SELECT paused_until FROM ${schema}.provider_quota`).then((r) =>
+        Number((r.rows[0] as { paused_until?: string } | undefined)?.paused_until ?? 0),
+      );
+    await using server = await createFakeOpenAIServer(async (request) => {
+      const run = JSON.stringify(request.body).includes('Task one') ? 'one' : 'two';
+      seen.push({ at: request.at, run });
+      // The first call of either run: 429, retry-after 5.
+      if (request.index === 0) return { status: 429, headers: { 'retry-after': '5' } };
+      // The other run's first call (on the other worker) is answered once the pause is in the database: its next call comes during the pause.
+      if (request.index === 1) {
+        await until('the endpoint paused', pausedUntil, (at) => at > 0);
+        return { message: { toolCalls: [{ name: 'view_agent_graph', arguments: {} }] } };
+      }
+      return { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'done' } }] } };
+    });
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ quota: { requestsPerMinute: N } }));
+    for (const task of ['Task one', 'Task two']) expect((await troupe(['run', task, '--detach', '--db', db], cwd)).code).toBe(0);
+    // One slot each: each worker hosts one of the two runs.
+    const workers = [0, 1].map(() => {
+      const w = spawnTroupe(['worker', '--db', db, '--concurrency', '1', '--model', 'm', '--base-url', server.url, '--api-key', 'k'], cwd);
+      running.push(w);
+      return w;
+    });
+    await until(
+      'both runs done',
+      () => Promise.resolve(workers.flatMap((w) => w.lines).filter((l) => /^done +run /.test(l)).length),
+      (n) => n === 2,
+    );
+    for (const w of workers) expect(w.lines.filter((l) => /^hosting +run /.test(l))).toHaveLength(1);
+
+    // The pause is the 429's time (the worker's clock) + 5 s; no call of either run went before it ended.
+    const paused = await pausedUntil();
+    expect(paused).toBeGreaterThanOrEqual(seen[0]!.at + 5_000);
+    expect(new Set(seen.slice(0, 2).map((s) => s.run)).size).toBe(2);
+    expect(seen).toHaveLength(4);
+    for (const { at } of seen.slice(2)) expect(at).toBeGreaterThanOrEqual(paused);
+    // At most N a minute (troupe's windows are clock minutes), in total.
+    const perMinute = new Map<number, number>();
+    for (const { at } of seen) perMinute.set(Math.floor(at / 60_000), (perMinute.get(Math.floor(at / 60_000)) ?? 0) + 1);
+    expect(Math.max(...perMinute.values())).toBeLessThanOrEqual(N);
+    // (Up to a minute for the next window.)
+  }, 150_000);
 });

@@ -2,9 +2,10 @@
  * Agent profiles (issue 34 item 4): a child spawned with a profile is answered by the profile's
  * model, offered only its tools, told its prompt, priced as its model, and keeps it across a restart.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
@@ -14,6 +15,8 @@ import type { Model } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
+import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
+import { troupe, workdir } from '../helpers/cli.js';
 import { flush, TERMINAL } from '../helpers/team.js';
 
 const tool = (name: string) =>
@@ -90,6 +93,35 @@ describe('profiles', () => {
     main.assertComplete();
     cheap.assertComplete();
     await c.shutdown();
+  });
+
+  it("each chat span names the model the call went to: the profile's for its agent (OpenTelemetry gen_ai.request.model)", async () => {
+    const main = scriptedModel({
+      agents: {
+        lead: [
+          { tool: 'spawn_agent', args: { name: 'scout', task: 'look k up', profile: 'cheap' } },
+          { tool: 'wait_for_agents', args: { reason: 'scout' } },
+          { tool: 'finish', args: { summary: 'done' } },
+        ],
+      },
+    });
+    const cheap = scriptedModel({ agents: { scout: [{ tool: 'agent_finish', args: { summary: 'found' } }] } });
+    const exporter = new InMemorySpanExporter();
+    const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const c = createCoordinator({
+      model: priced('big', 10, main),
+      tools,
+      profiles: { ...PROFILES, cheap: { ...PROFILES.cheap, model: priced('small', 1, cheap) } },
+      telemetry: { tracerProvider },
+    });
+    const rootId = await c.start({ name: 'lead', task: 'the task' });
+    expect(await c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
+    await c.shutdown();
+    const chats = exporter.getFinishedSpans().filter((s) => s.name.startsWith('chat '));
+    const byAgent = (name: string) =>
+      chats.filter((s) => s.attributes['gen_ai.agent.name'] === name).map((s) => [s.name, s.attributes['gen_ai.request.model']]);
+    expect(byAgent('lead')).toEqual(Array.from({ length: 3 }, () => ['chat big', 'big']));
+    expect(byAgent('scout')).toEqual([['chat small', 'small']]);
   });
 
   it('an unknown profile is a tool error the model reads, and nothing is spawned', async () => {
@@ -185,5 +217,36 @@ describe('profiles across a restart', () => {
     expect(main.calls.map((call) => call.agentName)).toEqual(['lead']);
     await c.shutdown();
     store.close();
+  });
+
+  it("troupe.config.json's profiles: spawn_agent names one, the child's calls go to its model with its prompt", async () => {
+    const toolCall = (name: string, args: Record<string, unknown>) => ({ message: { toolCalls: [{ name, arguments: args }] } });
+    let leadCalls = 0;
+    await using server = await createFakeOpenAIServer((request) => {
+      const body = request.body as { model: string };
+      if (body.model === 'small') return toolCall('agent_finish', { summary: 'found k' });
+      leadCalls++;
+      if (leadCalls === 1) return toolCall('spawn_agent', { name: 'scout', task: 'look k up', profile: 'cheap' });
+      if (leadCalls === 2) return toolCall('wait_for_agents', { reason: 'scout' });
+      return toolCall('finish', { summary: 'k found' });
+    });
+    const cwd = workdir();
+    writeFileSync(
+      join(cwd, 'troupe.config.json'),
+      JSON.stringify({
+        model: 'big',
+        baseURL: server.url,
+        profiles: { cheap: { description: 'Quick lookups on the small model.', systemPrompt: 'You only look things up.', model: 'small' } },
+      }),
+    );
+    const r = await troupe(['run', 'Find k', '--json'], cwd, { OPENAI_API_KEY: 'sk-x' });
+    expect(r.code, r.stderr).toBe(0);
+    const bodies = server.requests.map(
+      (q) => q.body as { model: string; messages: { role: string; content: string }[]; tools: { function: { name: string; description: string } }[] },
+    );
+    expect(bodies.map((b) => b.model).sort()).toEqual(['big', 'big', 'big', 'small']);
+    expect(bodies[0]!.tools.find((t) => t.function.name === 'spawn_agent')!.function.description).toContain('cheap: Quick lookups on the small model.');
+    expect(bodies.find((b) => b.model === 'small')!.messages[0]!.content).toContain('You only look things up.');
+    expect(bodies[0]!.messages[0]!.content).not.toContain('You only look things up.');
   });
 });

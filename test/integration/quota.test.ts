@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
+import { readTimeline } from '../../src/dashboard/readModel.js';
 import type { TroupeEvent } from '../../src/host/views/views.js';
+import { portOf } from '../../src/store/port.js';
 import { MemoryQuotaStore } from '../../src/providers/quota.js';
 import { team, TERMINAL } from '../helpers/team.js';
 
@@ -100,6 +102,10 @@ describe('quota: one per model endpoint', () => {
     }
     expect(later('b')[0]!.at).toBeGreaterThanOrEqual(rateLimited + 5_000);
     expect(events).toEqual([expect.objectContaining({ type: 'provider.quota', state: 'paused', until: rateLimited + 5_000 })]);
+    // On record: the dashboard's timeline marks it.
+    expect(t.store.listEvents(t.c.runId).filter((e) => e.type === 'provider.quota')).toHaveLength(1);
+    const marks = (await readTimeline(portOf(t.store))).marks.map((m) => m.label);
+    expect(marks).toContain(`provider said 429: paused for every agent until ${new Date(rateLimited + 5_000).toISOString()}`);
     await t.c.shutdown();
   });
 

@@ -257,6 +257,22 @@ export const PG_MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    // PostgreSQL only (issue 34 item 1): each model endpoint's circuit breaker, shared by the
+    // cluster's workers (src/providers/breakerPg.ts): its state, the outage's start, the next probe's
+    // time and the one probe's claim.
+    version: 13,
+    sql: `
+      CREATE TABLE provider_breaker (
+        endpoint TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        failures BIGINT NOT NULL,
+        open_since BIGINT,
+        probe_at BIGINT NOT NULL,
+        probe_claimed_at BIGINT
+      );
+    `,
+  },
+  {
     // PostgreSQL only (SQLite commits in-process): a commit is one query of several statements
     // (batch.ts), so a statement that must touch one row (the lease fence, a new run) raises
     // through this function to abort the batch (11–14: other changes' numbers).

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfigFile, parsePrice, requirePrice } from '../../../src/cli/config.js';
-import { fromFlags } from '../../../src/cli/setup.js';
+import { coordinatorOptions, fromFlags } from '../../../src/cli/setup.js';
 
 function file(content: unknown): string {
   const path = join(mkdtempSync(join(tmpdir(), 'troupe-config-')), 'troupe.config.json');
@@ -44,6 +44,9 @@ describe('the config schema', () => {
     [{ watchdog: { intervalMs: 1, extra: true } }, 'watchdog.extra', 'watchdog has an unknown key "extra"'],
     [{ approvals: true }, 'approvals', 'approvals must NOT be valid, got true'],
     [{ approvals: { agents: { ops: { alow: [] } } } }, 'approvals.agents.ops.alow', 'approvals.agents.ops has an unknown key "alow"'],
+    [{ profiles: { cheap: { systemPrompt: 'x' } } }, 'profiles.cheap.description', 'profiles.cheap.description is required'],
+    [{ profiles: { cheap: { description: 'd', model: 7 } } }, 'profiles.cheap.model', 'profiles.cheap.model must be string'],
+    [{ breaker: { cooldownMs: 0 } }, 'breaker', 'breaker'],
   ])('%j is refused naming %s', (content, field, message) => {
     const r = refusal(content);
     expect(r).toMatchObject({ code: 'CONFIG_INVALID', field });
@@ -77,9 +80,34 @@ describe('the config schema', () => {
         windowMs: 60000,
         agents: { 'ops*': { ask: ['mutation', 'destructive'], allow: ['drop_table'] } },
       },
+      auxiliaryModel: 'gpt-4.1-nano',
+      profiles: { cheap: { description: 'Quick lookups.', systemPrompt: 'Only look up.', model: 'gpt-4.1-nano', tools: ['fs'], limits: { maxTurns: 5 } } },
+      breaker: { failureThreshold: 5, cooldownMs: 30_000, openTimeoutMs: 600_000 },
     };
     const { $schema: _schema, ...rest } = config;
     expect(loadConfigFile(file(config))).toEqual(rest);
+  });
+});
+
+describe('profiles in the config file', () => {
+  it("become the coordinator's profiles, each model a model on the run's server, the auxiliary model set once", () => {
+    const config = loadConfigFile(
+      file({
+        model: 'big',
+        baseURL: 'http://127.0.0.1:9/v1',
+        auxiliaryModel: 'tiny',
+        profiles: {
+          cheap: { description: 'Quick lookups.', systemPrompt: 'Only look up.', model: 'small', limits: { maxTurns: 5 } },
+          same: { description: 'Like you.' },
+        },
+      }),
+    );
+    const options = coordinatorOptions(config);
+    expect(options.auxiliaryModel?.name).toBe('tiny');
+    const { cheap, same } = options.profiles!;
+    expect(cheap).toMatchObject({ description: 'Quick lookups.', systemPrompt: 'Only look up.', limits: { maxTurns: 5 } });
+    expect(cheap!.model).toMatchObject({ name: 'small', endpoint: options.auxiliaryModel!.endpoint });
+    expect(same).toEqual({ description: 'Like you.' });
   });
 });
 

@@ -361,4 +361,17 @@ describe('words for events', () => {
     );
     expect(line).toBe('prober     running → failed: PROVIDER_AUTH: HTTP 403: no browsing');
   });
+
+  it("the endpoint's breaker and a 429's pause name the endpoint (never its key's hash) and what the agents do", () => {
+    const endpoint = 'http://127.0.0.1:9/v1#0123456789ab';
+    expect(eventLine({ type: 'provider.breaker', endpoint, state: 'open', failures: 5, openSince: 0, at: 0 })).toBe(
+      'provider   http://127.0.0.1:9/v1 is down (5 failures in a row): circuit open, calls wait for a probe',
+    );
+    expect(eventLine({ type: 'provider.breaker', endpoint, state: 'closed', failures: 0, openSince: null, at: 0 })).toBe(
+      'provider   http://127.0.0.1:9/v1 answers again: circuit closed, calls resume',
+    );
+    expect(eventLine({ type: 'provider.quota', endpoint, state: 'paused', until: Date.UTC(2026, 0, 1, 12, 0, 5), at: 0 })).toBe(
+      'provider   http://127.0.0.1:9/v1 said 429: paused for every agent until 2026-01-01T12:00:05.000Z',
+    );
+  });
 });

@@ -97,6 +97,23 @@ describe('Quota (one per endpoint, fixed minutes on the injected clock)', () => 
     expect(after).toBe(15_000);
   });
 
+  it("a run that meets another's 429 pause is told of it once", async () => {
+    const clock = new SimulatedClock();
+    const store = new MemoryQuotaStore();
+    const told: QuotaNotice[] = [];
+    const a = quota(clock, store, { requestsPerMinute: 100 });
+    const b = quota(clock, store, { requestsPerMinute: 100 }, told);
+    await a.pause('ep', 5_000);
+    const calls = [b.acquire('ep', 0), b.acquire('ep', 0)];
+    await flush();
+    clock.increment(2_000);
+    await flush();
+    expect(told).toEqual([{ state: 'paused', endpoint: 'ep', until: 5_000 }]);
+    clock.increment(3_000);
+    await Promise.all(calls);
+    expect(told).toHaveLength(1);
+  });
+
   it('a waiter that aborts holds nothing and rejects with the reason', async () => {
     const clock = new SimulatedClock();
     const q = quota(clock, new MemoryQuotaStore(), { requestsPerMinute: 1 });

@@ -1,0 +1,79 @@
+/**
+ * A run's recording, read back for a replay: its row, its root, the ids it handed out, the user
+ * tools' results, and the steps the owner applied in order — each model call (its request as the
+ * call log keeps it, and its answer or error) and each input from outside.
+ * @module
+ */
+import { TroupeError } from '../errors.js';
+import { CALL_EVENT, INPUT_EVENT, type RecordedCall, type RecordedInput } from '../host/calls/callLog.js';
+import type { SessionItem } from '../model/types.js';
+import { isStorePort, portOf, type StorePort } from '../store/port.js';
+import type { AgentRow, RunRow, Store } from '../store/types.js';
+
+export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'listEvents' | 'listMessages' | 'loadSession'>;
+
+/** One step the owner applied: a model call answered (or cut short), or an input from outside. */
+export type Step = { kind: 'call'; call: RecordedCall; at: number } | { kind: 'input'; input: RecordedInput; at: number };
+
+/** A user tool's recorded result. */
+interface ToolResult {
+  content: string;
+  isError: boolean;
+}
+
+export interface Recording {
+  run: RunRow;
+  root: AgentRow;
+  agents: AgentRow[];
+  steps: Step[];
+  /** Agent ids in the order they were handed out. */
+  agentIds: string[];
+  /** Message ids troupe generated, in the order it queued them (keyed sends derive theirs). */
+  messageIds: string[];
+  /** Per agent id and tool call id: the results its user tools gave, in order. */
+  toolResults: Map<string, ToolResult[]>;
+}
+
+export const toolKey = (agentId: string, callId: string) => `${agentId}\u0000${callId}`;
+
+/** The reads of a store or a port. */
+export function readsOf(store: Store | StorePort): ReplayReads {
+  return isStorePort(store) ? store : portOf(store);
+}
+
+/** Read a run's recording; RUN_NOT_FOUND if there is no such run, or no call log of it to replay. */
+export async function readRecording(reads: ReplayReads, runId: string): Promise<Recording> {
+  const run = await reads.getRun(runId);
+  if (!run) throw new TroupeError('RUN_NOT_FOUND', `No run ${runId} in this database`);
+  const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.listEvents(runId), reads.listMessages(runId)]);
+  const root = agents.find((a) => a.id === run.rootId) ?? agents.find((a) => a.parentId === null);
+  const steps: Step[] = [];
+  for (const e of events) {
+    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: e.data as unknown as RecordedCall, at: e.at });
+    else if (e.type === INPUT_EVENT) steps.push({ kind: 'input', input: e.data as unknown as RecordedInput, at: e.at });
+  }
+  if (!root || !steps.some((s) => s.kind === 'call')) {
+    throw new TroupeError('RUN_NOT_FOUND', `Run ${runId} has no call log to replay (it was made by a troupe without replay, or never called a model)`);
+  }
+  const toolResults = new Map<string, ToolResult[]>();
+  for (const agent of agents) {
+    for (const item of await reads.loadSession(agent.id)) collectTool(toolResults, agent.id, item);
+  }
+  return {
+    run,
+    root,
+    agents,
+    steps,
+    agentIds: agents.map((a) => a.id),
+    messageIds: messages.filter((m) => !(m.noticeKey ?? '').startsWith('send:')).map((m) => m.id),
+    toolResults,
+  };
+}
+
+function collectTool(into: Map<string, ToolResult[]>, agentId: string, item: SessionItem): void {
+  if (item.role !== 'tool') return;
+  const key = toolKey(agentId, item.toolCallId);
+  const list = into.get(key) ?? [];
+  list.push({ content: item.content, isError: item.isError === true });
+  into.set(key, list);
+}

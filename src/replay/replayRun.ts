@@ -131,6 +131,8 @@ class Replay {
   /** Recorded calls not yet asked for, by purpose and agent, in order. */
   readonly #queues = new Map<string, RecordedCall[]>();
   readonly #arrived = new Map<RecordedCall, Pending>();
+  /** Agents whose last call the recording made but never saw answered. */
+  readonly #unanswered = new Set<string>();
   #coordinator: Coordinator | null = null;
   /** Anything moved: a request, a tool, a view event. */
   #moves = 0;
@@ -178,10 +180,36 @@ class Replay {
   }
 
   async drive(): Promise<void> {
-    for (const step of this.#recording.steps) {
-      if (this.divergence || this.live) break;
-      if (step.kind === 'input') await this.#input(step);
-      else await this.#call(step.call, step.at);
+    const steps = this.#recording.steps;
+    for (let i = 0; i < steps.length && !this.divergence && !this.live;) {
+      const step = steps[i]!;
+      if (step.kind === 'input') {
+        await this.#input(step);
+        i++;
+        continue;
+      }
+      const first = await this.#arrival(step.call);
+      if (!first) break;
+      // Calls answered in the same burst as this one are answered together, as they were: their
+      // effects interleave as they did in the recording.
+      const batch: [Extract<Step, { kind: 'call' }>, Pending][] = [[step, first]];
+      let j = i + 1;
+      for (; j < steps.length && !step.call.aborted; j++) {
+        const next = steps[j]!;
+        if (next.kind !== 'call' || !next.call.burst || next.call.aborted || !this.#arrived.has(next.call)) break;
+        batch.push([next, this.#take(next.call)]);
+      }
+      i = j;
+      // A call cut short in the recording is cut short by a step still to come.
+      if (step.call.aborted) continue;
+      this.#advance(step.at);
+      for (const [{ call }, pending] of batch) {
+        if (call.answer) pending.resolve(structuredClone(call.answer));
+        else pending.reject(errorOf(call));
+      }
+      // Their effects (the answers' tools, the notices they cause) come before the next step, as
+      // they did in the recording: an answer takes a model's latency, its effects none.
+      await this.#settle(() => this.divergence !== null);
     }
     if (this.live) {
       await this.#coordinator!.whenIdle();
@@ -215,7 +243,8 @@ class Replay {
     applied.catch(() => undefined);
   }
 
-  async #call(call: RecordedCall, at: number): Promise<void> {
+  /** Wait until the code asks for `call` (moving the clock to when the recording made it, if need be); null if it diverged first or never asks. */
+  async #arrival(call: RecordedCall): Promise<Pending | null> {
     const here = () => this.#arrived.has(call) || this.divergence !== null || this.live;
     await this.#settle(here);
     if (!here()) {
@@ -223,9 +252,8 @@ class Replay {
       this.#advance(call.t0);
       await this.#settle(here);
     }
-    if (this.divergence || this.live) return;
-    const pending = this.#arrived.get(call);
-    if (!pending) {
+    if (this.divergence || this.live) return null;
+    if (!this.#arrived.has(call)) {
       this.divergence = {
         agent: call.name,
         agentId: call.agentId,
@@ -233,18 +261,16 @@ class Replay {
         kind: 'request',
         diff: `the recording made a ${call.purpose} call here; the code did not ask for it`,
       };
-      return;
+      return null;
     }
+    return this.#take(call);
+  }
+
+  #take(call: RecordedCall): Pending {
+    const pending = this.#arrived.get(call)!;
     this.#arrived.delete(call);
     this.calls++;
-    // A call cut short in the recording is cut short by a step still to come.
-    if (call.aborted) return;
-    this.#advance(at);
-    if (call.answer) pending.resolve(structuredClone(call.answer));
-    else pending.reject(errorOf(call));
-    // Its effects (the answer's tools, the notices they cause) come before the next step, as they
-    // did in the recording: an answer takes a model's latency, its effects none.
-    await this.#settle(() => this.divergence !== null);
+    return pending;
   }
 
   #complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelTurn> {
@@ -258,6 +284,15 @@ class Replay {
     const queue = this.#queues.get(`${purpose}:${request.agent.id}`);
     const call = queue?.shift();
     if (!call) {
+      // The recording ended with this call under way (its agent still running): it was never answered.
+      if (
+        purpose === 'main' &&
+        this.#recording.agents.find((a) => a.id === request.agent.id)?.status === 'running' &&
+        !this.#unanswered.has(request.agent.id)
+      ) {
+        this.#unanswered.add(request.agent.id);
+        return never(options);
+      }
       this.divergence ??= {
         agent: request.agent.name,
         agentId: request.agent.id,

@@ -38,6 +38,12 @@ export interface RecordedCall {
   error?: RecordedError;
   /** The call was cut short (a stop, an interrupting message): it was never answered. */
   aborted?: true;
+  /**
+   * Its answer came in the same burst as the previous call's: no microtask ran between them (one
+   * timer callback resolved both). A replay answers such calls together, so their effects
+   * interleave as they did; other answers each settle before the next.
+   */
+  burst?: true;
 }
 
 interface RecordedError {
@@ -73,6 +79,8 @@ export class CallLog {
   readonly #runId: string;
   readonly #now: () => number;
   readonly #last = new Map<string, Last>();
+  /** An answer was written and no microtask has run since. */
+  #inBurst = false;
 
   constructor(deps: { stage(row: EventRow): void; runId: string; now(): number }) {
     this.#stage = deps.stage;
@@ -130,6 +138,11 @@ export class CallLog {
   }
 
   #write(call: RecordedCall): void {
+    if (this.#inBurst) call.burst = true;
+    else {
+      this.#inBurst = true;
+      queueMicrotask(() => (this.#inBurst = false));
+    }
     this.#stage({ runId: this.#runId, agentId: call.agentId, type: CALL_EVENT, data: call as unknown as Record<string, unknown>, at: this.#now() });
   }
 }

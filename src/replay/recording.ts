@@ -7,13 +7,18 @@
 import { TroupeError } from '../errors.js';
 import { CALL_EVENT, INPUT_EVENT, type RecordedCall, type RecordedInput } from '../host/calls/callLog.js';
 import type { SessionItem } from '../model/types.js';
-import { isStorePort, portOf, type StorePort } from '../store/port.js';
+import { portOf, type StorePort } from '../store/port.js';
 import type { AgentRow, RunRow, Store } from '../store/types.js';
 
 export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'listEvents' | 'listMessages' | 'loadSession'>;
 
-/** One step the owner applied: a model call answered (or cut short), or an input from outside. */
-export type Step = { kind: 'call'; call: RecordedCall; at: number } | { kind: 'input'; input: RecordedInput; at: number };
+/**
+ * One step the owner applied: a model call answered (or cut short), or an input from outside.
+ * `effectsAt`: for a call, when its agent's first status change after it was recorded (before the
+ * next step), the time the answer's effects carry (a notice says when its child ended); else its
+ * own time.
+ */
+export type Step = ({ kind: 'call'; call: RecordedCall } | { kind: 'input'; input: RecordedInput }) & { at: number; effectsAt: number };
 
 /** A user tool's recorded result. */
 interface ToolResult {
@@ -34,11 +39,18 @@ export interface Recording {
   toolResults: Map<string, ToolResult[]>;
 }
 
+/** How long after an answer its agent's status change still counts as its effect (processing, not a timer). */
+const EFFECTS_MS = 1_000;
+
+/** Whether a status change of `agentId` at `at` is the effect of answering `step`. */
+const causedBy = (step: Step | undefined, agentId: string | null, at: number): boolean =>
+  step?.kind === 'call' && step.call.agentId === agentId && at - step.at < EFFECTS_MS;
+
 export const toolKey = (agentId: string, callId: string) => `${agentId}\u0000${callId}`;
 
-/** The reads of a store or a port. */
-export function readsOf(store: Store | StorePort): ReplayReads {
-  return isStorePort(store) ? store : portOf(store);
+/** The reads of an embedded store, or a port's (SQLite, PostgreSQL, memory). */
+export function readsOf(store: Store | ReplayReads): ReplayReads {
+  return 'transaction' in store ? portOf(store) : store;
 }
 
 /** Read a run's recording; RUN_NOT_FOUND if there is no such run, or no call log of it to replay. */
@@ -48,9 +60,16 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.listEvents(runId), reads.listMessages(runId)]);
   const root = agents.find((a) => a.id === run.rootId) ?? agents.find((a) => a.parentId === null);
   const steps: Step[] = [];
+  let effects = true;
   for (const e of events) {
-    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: e.data as unknown as RecordedCall, at: e.at });
-    else if (e.type === INPUT_EVENT) steps.push({ kind: 'input', input: e.data as unknown as RecordedInput, at: e.at });
+    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: e.data as unknown as RecordedCall, at: e.at, effectsAt: e.at });
+    else if (e.type === INPUT_EVENT) steps.push({ kind: 'input', input: e.data as unknown as RecordedInput, at: e.at, effectsAt: e.at });
+    else if (e.type === 'agent.status' && effects && causedBy(steps.at(-1), e.agentId, e.at)) {
+      steps.at(-1)!.effectsAt = e.at;
+      effects = false;
+      continue;
+    } else continue;
+    effects = true;
   }
   if (!root || !steps.some((s) => s.kind === 'call')) {
     throw new TroupeError('RUN_NOT_FOUND', `Run ${runId} has no call log to replay (it was made by a troupe without replay, or never called a model)`);

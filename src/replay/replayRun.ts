@@ -21,11 +21,10 @@ import { createCoordinator, type Coordinator } from '../host/createCoordinator.j
 import type { CoordinatorOptions, IdSource } from '../host/options.js';
 import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
-import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
 import { Requests, type Divergence } from './compare.js';
-import { readRecording, readsOf, toolKey, type Recording, type Step } from './recording.js';
+import { readRecording, readsOf, toolKey, type Recording, type ReplayReads, type Step } from './recording.js';
 
 export type { Divergence, DivergenceKind } from './compare.js';
 
@@ -65,12 +64,12 @@ const QUIET = 3;
 const MAX_TURNS = 100_000;
 
 /**
- * Replay run `runId` of `source` (a Store or a port: SQLite, PostgreSQL, memory).
+ * Replay run `runId` of `source`: an embedded Store, or a store port's reads (SQLite, PostgreSQL, memory).
  * @example
  * const result = await replayRun(store, runId, { coordinator: { tools } });
  * expect(result.outcome).toBe('identical');
  */
-export async function replayRun(source: Store | StorePort, runId: string, options: ReplayOptions = {}): Promise<ReplayResult> {
+export async function replayRun(source: Store | ReplayReads, runId: string, options: ReplayOptions = {}): Promise<ReplayResult> {
   const recording = await readRecording(readsOf(source), runId);
   const clock = new SimulatedClock();
   clock.set(recording.run.createdAt);
@@ -202,7 +201,7 @@ class Replay {
       i = j;
       // A call cut short in the recording is cut short by a step still to come.
       if (step.call.aborted) continue;
-      this.#advance(step.at);
+      this.#advance(batch.at(-1)![0].effectsAt);
       for (const [{ call }, pending] of batch) {
         if (call.answer) pending.resolve(structuredClone(call.answer));
         else pending.reject(errorOf(call));
@@ -222,7 +221,7 @@ class Replay {
   async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
     await this.#settle(() => this.divergence !== null);
     if (this.divergence) return;
-    this.#advance(step.at);
+    this.#advance(step.effectsAt);
     this.inputs++;
     const { kind, payload } = step.input;
     const c = this.#coordinator!;

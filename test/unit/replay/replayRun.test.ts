@@ -81,6 +81,18 @@ describe('replayRun', () => {
     expect(result.divergence!.diff).toContain('tool search description');
   });
 
+  it('goes live from a chosen turn: the recording is checked up to it, the live model answers from it', async () => {
+    const { store, runId } = await record(script, [searchTool()]);
+    const live = scriptedModel({ agents: { lead: [{ tool: 'finish', args: { summary: 'live ending' } }] } });
+    const result = await replayRun(store, runId, { coordinator: { tools: [searchTool()] }, liveFrom: { agent: 'lead', turn: 3, model: live } });
+    expect(result.outcome).toBe('live');
+    expect(result.divergence).toBeNull();
+    expect(live.calls.map((c) => [c.agentName, c.turn])).toEqual([['lead', 3]]);
+    const lead = result.store.listAgents(runId).find((a) => a.name === 'lead')!;
+    expect(result.statuses[lead.id]).toBe('completed');
+    expect(JSON.stringify(result.store.loadSession(lead.id))).toContain('live ending');
+  });
+
   it('replays the demo scenario identically', async () => {
     const { store, runId } = await record(demoScript(), []);
     const result = await replayRun(store, runId);

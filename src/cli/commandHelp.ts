@@ -173,7 +173,22 @@ It prints a line each time it hosts a run ("hosting   run <id> (lease epoch 3)")
 go: done, parked … until its next timer or a message, released (another worker takes it), lost
 (another worker hosts it now) or failed (another worker resumes it from what was committed).`;
 
+const REPLAY = `Every model answer (with its usage), every tool result and every input from outside (messages,
+stops, budget pauses and resumes, execution and delegation ends, approval answers) is recorded
+with the commit it belongs to. troupe replay re-runs the run offline, in memory, through this
+troupe and the run's saved settings: the recorded answers stand in for the model, the recorded
+results for the tools, inputs arrive where they did, ids and the clock follow the recording. No
+model is called and nothing is written.
+
+It prints "identical", or the first place the code now asks something the recording did not:
+the agent, its turn, the kind (request, tool call or notice) and the difference, recorded and
+now. Exit 0 when identical, 1 when it diverged: replay yesterday's runs after an upgrade or a
+settings change as a regression check. From a program or vitest: replayRun(store, runId,
+{ coordinator: { tools, … } }) from troupe/testing, which also takes liveFrom: { agent, turn,
+model } to continue against a live model from that turn on.`;
+
 export const COMMAND_HELP: Readonly<Record<string, string>> = {
+  replay: REPLAY,
   run: RUN,
   resume: RUN,
   demo: DEMO,

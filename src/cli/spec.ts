@@ -131,6 +131,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     load: async () => (await import('./approvals.js')).deny,
   },
   {
+    name: 'replay',
+    args: '<run>',
+    summary: 'replay a recorded run offline with its recorded answers and tool results: identical (exit 0), or where the code first differs (exit 1)',
+    flags: ['db', 'json'],
+    flagHelp: READ_DB,
+    load: async () => (await import('./replay.js')).replay,
+  },
+  {
     name: 'serve',
     args: '[task]',
     summary: 'long-running: proactive triggers, a watchdog, an optional interactive main run',

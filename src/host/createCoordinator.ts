@@ -4,7 +4,7 @@
  */
 import { usedOf } from './calls/allowances.js';
 import { pauseBudget, requestStop, resumeBudget } from './control.js';
-import { applyInboxRequest } from './inbox.js';
+import { applyInboxRequest, recordInput } from './inbox.js';
 import type { ApprovalAnswer, ApprovalView } from './async/approvals.js';
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { isErrorCode, TroupeError } from '../errors.js';
@@ -242,6 +242,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     stop: (id, opts) =>
       settle(async () => {
         const target = rt.agents.resolve(id);
+        recordInput(rt, 'stop', { agent: target.id, cascade: opts?.cascade ?? true });
         const ids = requestStop(rt.agents, target, opts?.cascade ?? true);
         await Promise.all(ids.map((stopped) => coordinatorOf(rt).waitFor(stopped, [...TERMINAL_STATUSES])));
         return ids;
@@ -272,19 +273,29 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         allowances: allowanceStates(rt),
       };
     },
-    pauseBudget: () => settle(() => pauseBudget(rt)),
-    resumeBudget: (limitUsd) => settle(() => resumeBudget(rt, limitUsd)),
+    pauseBudget: () =>
+      settle(() => {
+        recordInput(rt, 'pause', {});
+        return pauseBudget(rt);
+      }),
+    resumeBudget: (limitUsd) =>
+      settle(() => {
+        recordInput(rt, 'resume', limitUsd === undefined ? {} : { limitUsd });
+        return resumeBudget(rt, limitUsd);
+      }),
     subscribe: (listener) => rt.views.subscribe(listener),
     delegations: {
       dispatch: (agentId, goal) => rt.delegations.dispatch(agentId, goal),
       list: (agentId) => rt.delegations.list(agentId),
       complete: (agentId, id, result) =>
         settle(async () => {
+          recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'completed', result });
           rt.delegations.complete(agentId, id, result);
           await rt.durable();
         }),
       fail: (agentId, id, error) =>
         settle(async () => {
+          recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'failed', result: error });
           rt.delegations.fail(agentId, id, error);
           await rt.durable();
         }),
@@ -292,6 +303,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     executions: {
       finish: (id, end) =>
         settle(async () => {
+          recordInput(rt, 'execution', { execution: id, status: end.status, result: end.result });
           const done = rt.executions.finish(id, end);
           await rt.durable();
           return done;
@@ -317,6 +329,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
 /** An answer from the API: the inbox's effect, committed; a refusal throws its code. */
 async function answerApproval(rt: Runtime, answer: ApprovalAnswer): Promise<string> {
   rt.assertUsable();
+  recordInput(rt, 'approval', { ...answer });
   const result = rt.approvals.answer(answer);
   await rt.durable();
   if (!result.ok) throw new TroupeError(isErrorCode(result.code) ? result.code : 'CONFIG_INVALID', result.message.replace(/^[A-Z_]+: /, ''));

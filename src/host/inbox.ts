@@ -29,6 +29,8 @@ export async function applyInboxRequest(rt: Runtime, request: Pick<InboxRequest,
   try {
     rt.assertUsable();
     const { kind } = request;
+    // A send is recorded where every message from outside is queued (mail/messaging.ts).
+    if (kind !== 'send') recordInput(rt, kind, request.payload);
     applied = kind === 'stop' ? { result: await stop(rt, request.payload) } : effect(rt, { ...request, kind });
   } catch (err) {
     // Nothing was applied: the refusal is the answer, with its code.
@@ -40,6 +42,12 @@ export async function applyInboxRequest(rt: Runtime, request: Pick<InboxRequest,
   rt.stage({ op: 'answerRequest', id: request.id, result: applied.result, at: rt.clock.now() });
   await Promise.all([applied.done, rt.durable()]);
   return applied.result;
+}
+
+/** An input from outside, recorded for replay (calls/callLog.ts) in the commit of its effect. */
+export function recordInput(rt: Runtime, kind: Exclude<InboxKind, 'send'>, payload: Record<string, unknown>): void {
+  const agent = typeof payload.agent === 'string' ? rt.agents.find(payload.agent) : undefined;
+  rt.callLog.input({ kind, payload }, agent?.id ?? null);
 }
 
 /** The effect of every kind but stop, staged at once (a refusal throws before anything is staged). */

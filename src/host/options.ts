@@ -235,6 +235,14 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   telemetry?: TelemetryOptions | false;
   runId?: string;
+  /** Where new agent and message ids come from (a replay hands out the recorded ones). Default: random. */
+  ids?: IdSource;
+}
+
+/** A source of ids for agents (`agent()`) and messages (`message()`, with its `msg_` prefix). */
+export interface IdSource {
+  agent(): string;
+  message(): string;
 }
 
 export interface ResolvedOptions {

@@ -97,5 +97,6 @@ export const OPTION_DOCS = {
     meaning: 'an XState inspection observer: the coordinator and each awake agent as `agent:<id>` (a parked agent has no actor: [durable runs](#durable-runs))',
   },
   runId: { default: () => 'generated', meaning: "the run's id" },
+  ids: { default: () => 'random', meaning: 'where new agent and message ids come from: `{ agent(), message() }` (a replay hands out the recorded ones)' },
   telemetry: { default: () => 'global providers', meaning: '`{ tracerProvider?, meterProvider?, recordContent? }` or `false`' },
 } as const satisfies Record<keyof CoordinatorOptions, OptionDoc>;

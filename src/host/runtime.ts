@@ -46,6 +46,7 @@ import { Delegations, ReentryBudgets } from './async/delegations.js';
 import { SelfWakes } from './async/selfWakes.js';
 import { AsyncExecutions } from './async/executions.js';
 import { Gateway } from './calls/gateway.js';
+import { CallLog } from './calls/callLog.js';
 import { type GraphHost } from './waits/graph.js';
 import { builtinHost } from './builtinHost.js';
 import { turnHost } from './turnHost.js';
@@ -53,8 +54,8 @@ import { recordsOf, type RestoredRun } from './lifecycle/restore.js';
 import { Lifecycle } from './lifecycle/lifecycle.js';
 import { Mailboxes } from './mail/mailbox.js';
 import { Registrar } from './lifecycle/registration.js';
-import { Messaging, newId } from './mail/messaging.js';
-import { resolveOptions, runExistsError, type CoordinatorOptions, type ResolvedOptions } from './options.js';
+import { Messaging, newId, randomIds } from './mail/messaging.js';
+import { resolveOptions, runExistsError, type CoordinatorOptions, type IdSource, type ResolvedOptions } from './options.js';
 import type { TreeNode } from './views/registry.js';
 import { Sessions } from './mail/sessions.js';
 import { Toolbox } from './toolbox.js';
@@ -73,6 +74,10 @@ const isFatal = (err: unknown): err is TroupeError => err instanceof TroupeError
 
 export class Runtime {
   readonly runId: string;
+  /** Where new agent and message ids come from. */
+  readonly ids: IdSource;
+  /** Every model call and outside input, recorded for replay (calls/callLog.ts). */
+  readonly callLog: CallLog;
   /** What the user passed (an embedded store, or a port). */
   readonly store: Store | StorePort;
   readonly port: StorePort;
@@ -133,6 +138,8 @@ export class Runtime {
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? pino({ level: 'silent' });
     this.runId = restore?.run.id ?? options.runId ?? `run_${newId()}`;
+    this.ids = options.ids ?? randomIds;
+    this.callLog = new CallLog({ stage: (row) => this.stage({ op: 'appendEvent', row }), runId: this.runId, now: () => this.clock.now() });
     const embedded = isStorePort(this.store) ? null : this.store;
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
       throw runExistsError(options.runId);
@@ -288,6 +295,7 @@ export class Runtime {
       hasListeners: () => this.views.hasListeners,
       fenced: () => this.port.guard?.check() ?? null,
       breaker: (model) => this.#breakers.of(model),
+      log: this.callLog,
     });
     this.toolQueue = new Limiter(this.options.concurrency.tools);
     const host = asyncWorkHost(this);

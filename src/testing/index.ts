@@ -10,6 +10,8 @@ export * from './fakeOpenAIServer.js';
 export { agentNameOf, repliesFromScript, routeByAgent, stepToReply, TROUPE_CALLS } from './wireScript.js';
 export type { RoutedScript } from './wireScript.js';
 export { simulateTeam } from './simulate.js';
+export { replayRun } from '../replay/replayRun.js';
+export type { Divergence, DivergenceKind, ReplayOptions, ReplayResult } from '../replay/replayRun.js';
 export type { AckRecord, Behaviour, CallRecord, RestartRecord, SimulateOptions, Simulation, SimulationTrace, TransitionRecord } from './simulate.js';
 export {
   acknowledgedDeliveredOnce,

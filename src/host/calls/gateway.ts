@@ -18,6 +18,7 @@ import { RateLimiter } from '../../turn/rateLimiter.js';
 import { systemPrompt } from '../../turn/texts.js';
 import type { Admission, BudgetLedger } from './budget.js';
 import type { Breaker, Ticket } from '../../providers/breaker.js';
+import type { CallLog } from './callLog.js';
 
 /**
  * The messages with a note at the end: merged into a trailing user message (strict-alternation
@@ -54,6 +55,8 @@ export interface GatewayDeps {
   fenced(): Error | null;
   /** The breaker of a model's endpoint, shared in the process (providers/breaker.ts); null: none. */
   breaker(model: Model): Breaker | null;
+  /** Where every call is recorded for replay (callLog.ts); absent: not recorded. */
+  log?: CallLog;
 }
 
 const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('outcome' in admitted ? { halt: admitted.outcome } : admitted);
@@ -98,6 +101,7 @@ export class Gateway implements ModelGateway {
   /** Forget an agent's cached prompt (it finished). */
   forget(agentId: string): void {
     this.#prompts.delete(agentId);
+    this.#deps.log?.forget(agentId);
   }
 
   admit(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt> {
@@ -189,9 +193,20 @@ export class Gateway implements ModelGateway {
     const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
     const options: ModelCallOptions = new CallOptions(cancel, onDelta);
     // Promise.resolve: a custom model that answers with a plain object is still read.
+    const entry = this.#deps.log?.begin(request, sourceOf(request));
     const answer = Promise.resolve(this.#deps.ledger.modelFor(purpose, agent.id).complete(request, options));
     // One reaction either way (the budget's ordering counts hops: limiter.ts): the breaker hears the outcome in it.
-    return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
+    if (entry === undefined) return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
+    // The log hears it in the same reaction: its event is staged before the answer's own writes.
+    const answered = guard === null ? checkedTurn : guard.answered;
+    return answer.then(
+      (turn) => answered(entry.answered(turn)),
+      (err: unknown) => {
+        entry.failed(err, cancel.aborted);
+        if (guard === null) throw err;
+        return guard.failed(err);
+      },
+    );
   }
 
   #delta(agent: AgentRef, delta: ModelDelta): void {
@@ -309,6 +324,16 @@ class SnapshotRequest implements ModelRequest {
   snapshot(): readonly SessionItem[] {
     return (this.#copy ??= this.#session.slice(0, this.#length));
   }
+
+  /** The session it was built from, and how much of it (no copy). */
+  source(): { items: readonly SessionItem[]; length: number } {
+    return { items: this.#session, length: this.#length };
+  }
+}
+
+/** What a request's messages are: a snapshot's session prefix, or the messages themselves. */
+function sourceOf(request: ModelRequest): { items: readonly SessionItem[]; length: number } {
+  return request instanceof SnapshotRequest ? request.source() : { items: request.messages, length: request.messages.length };
 }
 
 const SIGNAL = ownGetter((options: CallOptions) => options.cancelSignal());

@@ -19,14 +19,14 @@ import type { AgentRow, AgentTerms } from '../../store/types.js';
 import { childFirstInput, inheritedContext, rootFirstInput } from '../../turn/texts.js';
 import { lifecycleOf, type AgentHandle, type Agents } from '../agents/agents.js';
 import type { Lifecycle } from './lifecycle.js';
-import { newId } from '../mail/messaging.js';
-import { isValidAgentName, runExistsError, type ResolvedOptions } from '../options.js';
+import { isValidAgentName, runExistsError, type IdSource, type ResolvedOptions } from '../options.js';
 import type { Sessions } from '../mail/sessions.js';
 import { profileOf } from '../profiles.js';
 import type { Views } from '../views/views.js';
 
 export interface RegistrarHost {
   readonly runId: string;
+  readonly ids: IdSource;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly options: Pick<ResolvedOptions, 'interactive' | 'limits' | 'profiles'>;
@@ -73,7 +73,7 @@ export class Registrar {
       this.#checkedRunId = true;
       host.assertUsable();
     }
-    const id = newId();
+    const id = host.ids.agent();
     const terms = req.terms ?? null;
     const first = rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills, terms?.output ?? null);
     return this.#register({ id, name, parentId: null, depth: 0, task, skills, terms }, first);
@@ -92,7 +92,7 @@ export class Registrar {
       const refused = host.budget.allowanceRefusal(parent.id, allowanceUsd);
       if (refused !== null) throw new TroupeError('BUDGET_ALLOWANCE_EXCEEDED', `${parent.name} cannot spawn ${name}: ${refused}`);
     }
-    const id = newId();
+    const id = host.ids.agent();
     const identity = { id, name, parentId: parent.id, parentName: parent.name };
     // The parent is running this turn, so its session is in memory.
     const background = req.inheritContext ? inheritedContext(host.sessions.items(parent)) : null;

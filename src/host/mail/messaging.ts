@@ -15,10 +15,14 @@ import type { MessagePriority } from '../../store/types.js';
 import { INTERRUPTED } from '../../turn/turn.js';
 import type { AgentHandle, Agents } from '../agents/agents.js';
 import type { Mail, Mailboxes } from './mailbox.js';
+import type { CallLog } from '../calls/callLog.js';
 import { messageRefusal } from './messageRules.js';
-import type { ResolvedOptions } from '../options.js';
+import type { IdSource, ResolvedOptions } from '../options.js';
 
 export const newId = customAlphabet('0123456789abcdefghijklmnopqrstuvwxyz', 10);
+
+/** Random ids: the default source. */
+export const randomIds: IdSource = { agent: () => newId(), message: () => `msg_${newId()}` };
 
 /**
  * The stored key and message id of a keyed send: both follow from the run and the key, so a repeat
@@ -43,6 +47,9 @@ export const PROACTIVE_MESSAGE_TYPE = 'proactive';
 
 export interface MessagingHost {
   readonly runId: string;
+  readonly ids: IdSource;
+  /** Where a message from outside is recorded for replay. */
+  readonly callLog: Pick<CallLog, 'input'>;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly options: Pick<ResolvedOptions, 'interactive' | 'limits' | 'messagePolicy' | 'interruptOnMessage'>;
@@ -72,7 +79,7 @@ export class Messaging {
     const from = e.from === 'system' ? undefined : host.agents.find(e.from);
     const mail = host.mailboxes.enqueue({
       noticeKey: e.key,
-      id: `msg_${newId()}`,
+      id: host.ids.message(),
       runId: host.runId,
       to: e.to,
       from: e.from,
@@ -114,7 +121,7 @@ export class Messaging {
     const host = this.#host;
     const target = host.agents.get(agentId);
     const mail = host.mailboxes.enqueue({
-      id: `msg_${newId()}`,
+      id: host.ids.message(),
       runId: host.runId,
       to: agentId,
       from: 'system',
@@ -149,7 +156,7 @@ export class Messaging {
     // Only notices and keyed sends carry a key, so an ordinary message is never refused as a repeat.
     const mail = host.mailboxes.enqueue({
       ...message,
-      id: keyed?.id ?? `msg_${newId()}`,
+      id: keyed?.id ?? host.ids.message(),
       runId: host.runId,
       createdAt: host.clock.now(),
       noticeKey: keyed?.key ?? null,
@@ -182,6 +189,11 @@ export class Messaging {
       throw new TroupeError('REENTRY_SPENT', `${target.name} (${target.id}) has spent its self-wake budget: the proactive message was not delivered`);
     }
     const mail = this.#enqueue(target, { ...message, content }, keyed);
+    const { type, priority } = message;
+    host.callLog.input(
+      { kind: 'send', payload: { agent: target.id, content, from, type, priority, ...(msg.key === undefined ? {} : { key: msg.key }) } },
+      target.id,
+    );
     if (from === 'user' && !proactive) host.userSpoke(target.id);
     return mail;
   }

@@ -1,0 +1,53 @@
+/**
+ * `troupe replay <run>` (issue 37): re-run a recorded run offline with the recorded answers and
+ * tool results, through this troupe and the run's saved settings, and say whether it asks exactly
+ * what the recording holds (exit 0) or where it first differs (exit 1): a regression check of a
+ * troupe upgrade or a settings change against yesterday's runs. No model is called, nothing is
+ * written: the database is opened read-only.
+ * @module
+ */
+import { ConfigError } from '../errors.js';
+import { replayRun } from '../replay/replayRun.js';
+import type { Io } from './args.js';
+import { DEMO_MODEL, DEMO_PRICE } from './demoModel.js';
+import { EXIT } from './exitCodes.js';
+import type { Values } from './flags.js';
+import { findRun, openRuns, savedSettings } from './runs.js';
+import { DEMO_CONFIG } from './runCommands.js';
+import { coordinatorOptions } from './setup.js';
+import { forTerminal, jsonLine } from './terminal.js';
+
+export async function replay(args: string[], values: Values, io: Io): Promise<number> {
+  const [runId] = args;
+  if (!runId) throw new ConfigError('Usage: troupe replay <run> [--db <path|url>] [--json]');
+  const runs = await openRuns(values, io, { readOnly: true });
+  try {
+    const run = await findRun(runs, runId);
+    const saved = await savedSettings(runs, run.id);
+    const config = saved.demo ? { ...DEMO_CONFIG, ...saved } : saved;
+    // Offline: no auxiliary model and no MCP server is started (their calls are not replayed).
+    const options = coordinatorOptions({ ...config, auxiliaryModel: undefined, mcpServers: undefined });
+    const result = await replayRun(runs.reads, run.id, {
+      coordinator: { ...options, ...(saved.demo ? { retry: { baseDelayMs: 200 } } : {}) },
+      model: {
+        name: config.model ?? 'replay',
+        ...(saved.demo || config.model === DEMO_MODEL ? { price: DEMO_PRICE } : {}),
+        ...(config.maxOutputTokens === undefined ? {} : { maxOutputTokens: config.maxOutputTokens }),
+        ...(config.contextWindow === undefined ? {} : { contextWindow: config.contextWindow }),
+      },
+    });
+    const { outcome, divergence, calls, inputs } = result;
+    if (values.json) io.out.write(`${jsonLine({ runId: run.id, outcome, divergence, calls, inputs })}\n`);
+    else if (!divergence) io.out.write(`run ${run.id}: identical (${calls} model calls and ${inputs} inputs replayed)\n`);
+    else {
+      io.out.write(
+        forTerminal(
+          `run ${run.id}: diverged at ${divergence.agent} (${divergence.agentId}) turn ${divergence.turn}, a different ${divergence.kind}: ${divergence.diff}`,
+        ) + `\n`,
+      );
+    }
+    return divergence ? EXIT.RUN_NOT_COMPLETED : EXIT.OK;
+  } finally {
+    await runs.close();
+  }
+}

@@ -1,0 +1,167 @@
+/**
+ * The call log (issue 37): what a replay needs that the other rows do not keep. Each model call
+ * becomes one `replay.call` event, staged when it is answered (so it commits with the answer, no
+ * commit of its own): who asked, which turn, the request as what changed since that agent's last
+ * call of the same purpose (`keep` items of the last request, then `add`; the system prompt and the
+ * tools only when they changed), and the answer with its usage or the error it ended with.
+ * Each input from outside the run (a message, a stop, a budget pause or resume, an execution's or a
+ * delegation's end, an approval's answer) becomes a `replay.input` event staged with its effect.
+ * The event ids order them all as the owner applied them.
+ *
+ * Recording costs O(new items) per call: a session only grows (a rewrite replaces the array), so
+ * the prefix the last request shared with this one is found by identity.
+ * @module
+ */
+import { isTroupeError, serializeError } from '../../errors.js';
+import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
+import type { EventRow } from '../../store/types.js';
+
+export const CALL_EVENT = 'replay.call';
+export const INPUT_EVENT = 'replay.input';
+
+/** One model call as the log holds it (the event's `at` is when it was answered). */
+export interface RecordedCall {
+  agentId: string;
+  name: string;
+  turn: number;
+  purpose: UsagePurpose;
+  /** When the call left the queue for the model. */
+  t0: number;
+  /** Items of this agent's previous request (same purpose) that open this one. */
+  keep: number;
+  /** The items that follow them. */
+  add: SessionItem[];
+  /** Set on the agent's first call and whenever it changed. */
+  system?: string;
+  tools?: readonly ToolSpec[];
+  answer?: ModelTurn;
+  error?: RecordedError;
+  /** The call was cut short (a stop, an interrupting message): it was never answered. */
+  aborted?: true;
+  /**
+   * Its answer came in the same burst as the previous call's: no microtask ran between them (one
+   * timer callback resolved both). A replay answers such calls together, so their effects
+   * interleave as they did; other answers each settle before the next.
+   */
+  burst?: true;
+}
+
+interface RecordedError {
+  code: string;
+  message: string;
+  /** A ProviderError (classified at the boundary); otherwise the model threw something else. */
+  provider: boolean;
+  status?: number;
+  retryAfterMs?: number;
+}
+
+/** One input from outside the run, as applied (`kind` as the inbox names it). */
+export interface RecordedInput {
+  kind: 'send' | 'stop' | 'pause' | 'resume' | 'execution' | 'delegation' | 'approval';
+  payload: Record<string, unknown>;
+}
+
+/** A call under way: answered or failed exactly once. */
+export interface CallEntry {
+  answered(turn: ModelTurn): ModelTurn;
+  failed(err: unknown, aborted: boolean): void;
+}
+
+interface Last {
+  items: readonly SessionItem[];
+  length: number;
+  system: string;
+  tools: readonly ToolSpec[];
+}
+
+export class CallLog {
+  readonly #stage: (row: EventRow) => void;
+  readonly #runId: string;
+  readonly #now: () => number;
+  readonly #last = new Map<string, Last>();
+  /** An answer was written and no microtask has run since. */
+  #inBurst = false;
+
+  constructor(deps: { stage(row: EventRow): void; runId: string; now(): number }) {
+    this.#stage = deps.stage;
+    this.#runId = deps.runId;
+    this.#now = deps.now;
+  }
+
+  /** A call leaves for the model: its request is taken now (a session grows while it runs). */
+  begin(request: ModelRequest, source: { items: readonly SessionItem[]; length: number }): CallEntry {
+    const purpose = request.purpose ?? 'main';
+    const key = `${purpose}:${request.agent.id}`;
+    const last = this.#last.get(key);
+    const { items, length } = source;
+    let keep = 0;
+    if (last) {
+      const max = Math.min(last.length, length);
+      if (last.items === items) keep = max;
+      else while (keep < max && last.items[keep] === items[keep]) keep++;
+    }
+    const call: RecordedCall = {
+      agentId: request.agent.id,
+      name: request.agent.name,
+      turn: request.turn,
+      purpose,
+      t0: this.#now(),
+      keep,
+      add: items.slice(keep, length),
+    };
+    if (last?.system !== request.system) call.system = request.system;
+    if (last?.tools !== request.tools) call.tools = request.tools;
+    this.#last.set(key, { items, length, system: request.system, tools: request.tools });
+    return {
+      answered: (turn) => {
+        if (turn && Array.isArray(turn.toolCalls)) call.answer = answerOf(turn);
+        else call.error = { code: 'PROVIDER_INVALID_RESPONSE', message: 'The model returned no turn (expected { text, toolCalls })', provider: true };
+        this.#write(call);
+        return turn;
+      },
+      failed: (err, aborted) => {
+        if (aborted) call.aborted = true;
+        else call.error = errorOf(err);
+        this.#write(call);
+      },
+    };
+  }
+
+  /** An input from outside, staged with its effect. */
+  input(input: RecordedInput, agentId: string | null = null): void {
+    this.#stage({ runId: this.#runId, agentId, type: INPUT_EVENT, data: { ...input }, at: this.#now() });
+  }
+
+  /** The agent is gone from this host (it finished): its next call, if revived, records in full. */
+  forget(agentId: string): void {
+    for (const purpose of ['main', 'compaction', 'review', 'summary']) this.#last.delete(`${purpose}:${agentId}`);
+  }
+
+  #write(call: RecordedCall): void {
+    if (this.#inBurst) call.burst = true;
+    else {
+      this.#inBurst = true;
+      queueMicrotask(() => (this.#inBurst = false));
+    }
+    this.#stage({ runId: this.#runId, agentId: call.agentId, type: CALL_EVENT, data: call as unknown as Record<string, unknown>, at: this.#now() });
+  }
+}
+
+/** The answer's fields a replay gives back (a model's own extra fields are not troupe's). */
+function answerOf(turn: ModelTurn): ModelTurn {
+  const out: ModelTurn = { text: turn.text ?? null, toolCalls: turn.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) };
+  if (turn.refusal !== undefined) out.refusal = turn.refusal;
+  if (turn.usage !== undefined) out.usage = { ...turn.usage };
+  if (turn.invalidUsage !== undefined) out.invalidUsage = turn.invalidUsage;
+  if (turn.model !== undefined) out.model = turn.model;
+  return out;
+}
+
+function errorOf(err: unknown): RecordedError {
+  const e = serializeError(err);
+  const out: RecordedError = { code: e.code, message: e.message, provider: isTroupeError(err) && e.code.startsWith('PROVIDER_') };
+  const { status, retryAfterMs } = (err ?? {}) as { status?: unknown; retryAfterMs?: unknown };
+  if (typeof status === 'number') out.status = status;
+  if (typeof retryAfterMs === 'number') out.retryAfterMs = retryAfterMs;
+  return out;
+}

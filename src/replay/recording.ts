@@ -1,0 +1,98 @@
+/**
+ * A run's recording, read back for a replay: its row, its root, the ids it handed out, the user
+ * tools' results, and the steps the owner applied in order — each model call (its request as the
+ * call log keeps it, and its answer or error) and each input from outside.
+ * @module
+ */
+import { TroupeError } from '../errors.js';
+import { CALL_EVENT, INPUT_EVENT, type RecordedCall, type RecordedInput } from '../host/calls/callLog.js';
+import type { SessionItem } from '../model/types.js';
+import { portOf, type StorePort } from '../store/port.js';
+import type { AgentRow, RunRow, Store } from '../store/types.js';
+
+export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'listEvents' | 'listMessages' | 'loadSession'>;
+
+/**
+ * One step the owner applied: a model call answered (or cut short), or an input from outside.
+ * `effectsAt`: for a call, when its agent's first status change after it was recorded (before the
+ * next step), the time the answer's effects carry (a notice says when its child ended); else its
+ * own time.
+ */
+export type Step = ({ kind: 'call'; call: RecordedCall } | { kind: 'input'; input: RecordedInput }) & { at: number; effectsAt: number };
+
+/** A user tool's recorded result. */
+interface ToolResult {
+  content: string;
+  isError: boolean;
+}
+
+export interface Recording {
+  run: RunRow;
+  root: AgentRow;
+  agents: AgentRow[];
+  steps: Step[];
+  /** Agent ids in the order they were handed out. */
+  agentIds: string[];
+  /** Message ids troupe generated, in the order it queued them (keyed sends derive theirs). */
+  messageIds: string[];
+  /** Per agent id and tool call id: the results its user tools gave, in order. */
+  toolResults: Map<string, ToolResult[]>;
+}
+
+/** How long after an answer its agent's status change still counts as its effect (processing, not a timer). */
+const EFFECTS_MS = 1_000;
+
+/** Whether a status change of `agentId` at `at` is the effect of answering `step`. */
+const causedBy = (step: Step | undefined, agentId: string | null, at: number): boolean =>
+  step?.kind === 'call' && step.call.agentId === agentId && at - step.at < EFFECTS_MS;
+
+export const toolKey = (agentId: string, callId: string) => `${agentId}\u0000${callId}`;
+
+/** The reads of an embedded store, or a port's (SQLite, PostgreSQL, memory). */
+export function readsOf(store: Store | ReplayReads): ReplayReads {
+  return 'transaction' in store ? portOf(store) : store;
+}
+
+/** Read a run's recording; RUN_NOT_FOUND if there is no such run, or no call log of it to replay. */
+export async function readRecording(reads: ReplayReads, runId: string): Promise<Recording> {
+  const run = await reads.getRun(runId);
+  if (!run) throw new TroupeError('RUN_NOT_FOUND', `No run ${runId} in this database`);
+  const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.listEvents(runId), reads.listMessages(runId)]);
+  const root = agents.find((a) => a.id === run.rootId) ?? agents.find((a) => a.parentId === null);
+  const steps: Step[] = [];
+  let effects = true;
+  for (const e of events) {
+    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: e.data as unknown as RecordedCall, at: e.at, effectsAt: e.at });
+    else if (e.type === INPUT_EVENT) steps.push({ kind: 'input', input: e.data as unknown as RecordedInput, at: e.at, effectsAt: e.at });
+    else if (e.type === 'agent.status' && effects && causedBy(steps.at(-1), e.agentId, e.at)) {
+      steps.at(-1)!.effectsAt = e.at;
+      effects = false;
+      continue;
+    } else continue;
+    effects = true;
+  }
+  if (!root || !steps.some((s) => s.kind === 'call')) {
+    throw new TroupeError('RUN_NOT_FOUND', `Run ${runId} has no call log to replay (it was made by a troupe without replay, or never called a model)`);
+  }
+  const toolResults = new Map<string, ToolResult[]>();
+  for (const agent of agents) {
+    for (const item of await reads.loadSession(agent.id)) collectTool(toolResults, agent.id, item);
+  }
+  return {
+    run,
+    root,
+    agents,
+    steps,
+    agentIds: agents.map((a) => a.id),
+    messageIds: messages.filter((m) => !(m.noticeKey ?? '').startsWith('send:')).map((m) => m.id),
+    toolResults,
+  };
+}
+
+function collectTool(into: Map<string, ToolResult[]>, agentId: string, item: SessionItem): void {
+  if (item.role !== 'tool') return;
+  const key = toolKey(agentId, item.toolCallId);
+  const list = into.get(key) ?? [];
+  list.push({ content: item.content, isError: item.isError === true });
+  into.set(key, list);
+}

@@ -1,0 +1,378 @@
+/**
+ * `replayRun` (issue 37): re-run a recorded run offline, in memory, through the code as it is now —
+ * the recorded answers in place of the model, the recorded results in place of the user tools, the
+ * recorded inputs applied where the owner applied them, ids handed out as the recording did, and a
+ * simulated clock that follows the recording — and report the first place where the code asks what
+ * the recording did not (`Divergence`), or that it is identical.
+ *
+ * Order: the steps of the recording (model calls and inputs, as their events are numbered) are
+ * applied one at a time. A call is answered only when the code has asked for it and every earlier
+ * step is done; when the code stops moving before it asks, the clock moves to the moment the
+ * recording made the call (a timer may be what makes it), and if it still does not ask, the replay
+ * has diverged. Nothing here waits on the wall clock: "stopped moving" is a few turns of the event
+ * loop in which no request, tool or view event came.
+ * @module
+ */
+import { SimulatedClock } from 'xstate';
+import type { AgentStatus } from '../../machines/types.js';
+import { ProviderError, TroupeError, isErrorCode, type ErrorCode } from '../errors.js';
+import type { RecordedCall } from '../host/calls/callLog.js';
+import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
+import type { CoordinatorOptions, IdSource } from '../host/options.js';
+import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
+import { memoryStore } from '../store/memoryStore.js';
+import type { Store } from '../store/types.js';
+import type { Tool, ToolContext } from '../tools/defineTool.js';
+import { Requests, type Divergence } from './compare.js';
+import { readRecording, readsOf, toolKey, type Recording, type ReplayReads, type Step } from './recording.js';
+
+export type { Divergence, DivergenceKind } from './compare.js';
+
+export interface ReplayOptions {
+  /**
+   * The code under test, as you would pass it to createCoordinator (tools, system prompt, limits,
+   * budget, profiles, …). The replay sets model, store, clock, ids and runId; the tools' `execute`
+   * is not called (their recorded results are given instead) until `liveFrom`.
+   */
+  coordinator?: Omit<CoordinatorOptions<Store>, 'model' | 'store' | 'clock' | 'ids' | 'runId'>;
+  /** What the recorded model declared (its name, price, token limits): the budget prices and reserves with them. */
+  model?: Pick<Model, 'name' | 'price' | 'maxOutputTokens' | 'contextWindow'>;
+  /**
+   * From this agent's (name) turn on, go live: that call and every later one are answered by
+   * `model`, and user tools run for real. The recording is checked up to there.
+   */
+  liveFrom?: { agent: string; turn: number; model: Model };
+}
+
+export interface ReplayResult {
+  runId: string;
+  /** `identical`: step for step what the recording holds; `diverged`: see `divergence`; `live`: identical up to `liveFrom`, then run live. */
+  outcome: 'identical' | 'diverged' | 'live';
+  divergence: Divergence | null;
+  /** Recorded model calls the code asked for, and inputs applied. */
+  calls: number;
+  inputs: number;
+  /** Each agent's status when the replay ended, by id. */
+  statuses: Record<string, AgentStatus>;
+  /** The replay's own rows (in memory). */
+  store: Store;
+}
+
+/** How many quiet turns of the event loop mean the code has stopped moving. */
+const QUIET = 3;
+/** A bound on one wait for the code to move (each turn is a setImmediate). */
+const MAX_TURNS = 100_000;
+
+/**
+ * Replay run `runId` of `source`: an embedded Store, or a store port's reads (SQLite, PostgreSQL, memory).
+ * @example
+ * const result = await replayRun(store, runId, { coordinator: { tools } });
+ * expect(result.outcome).toBe('identical');
+ */
+export async function replayRun(source: Store | ReplayReads, runId: string, options: ReplayOptions = {}): Promise<ReplayResult> {
+  const recording = await readRecording(readsOf(source), runId);
+  const clock = new SimulatedClock();
+  clock.set(recording.run.createdAt);
+  const replay = new Replay(recording, clock, options);
+  const store = memoryStore();
+  const given = options.coordinator ?? {};
+  const coordinator = createCoordinator({
+    ...given,
+    // MCP servers are not replaced: their tools run live (issue 37 leaves them out).
+    tools: (given.tools ?? []).map((t) => ('execute' in t ? replay.tool(t) : t)),
+    // Calls wait in the model until their turn comes: a queue bound could hold back the one due.
+    concurrency: { ...given.concurrency, model: 1_000_000 },
+    interactive: recording.run.interactive,
+    model: replay.model,
+    store,
+    clock,
+    ids: replay.ids,
+    runId: recording.run.id,
+  });
+  replay.attach(coordinator);
+  try {
+    const { root } = recording;
+    await coordinator.start({
+      name: root.name,
+      task: root.task,
+      skills: root.skills,
+      ...(root.terms?.output ? { output: root.terms.output } : {}),
+      ...(root.terms?.profile === undefined ? {} : { profile: root.terms.profile }),
+    });
+    await replay.drive();
+    const statuses: Record<string, AgentStatus> = {};
+    for (const agent of coordinator.list()) statuses[agent.id] = agent.status;
+    return {
+      runId: recording.run.id,
+      outcome: replay.divergence ? 'diverged' : replay.live ? 'live' : 'identical',
+      divergence: replay.divergence,
+      calls: replay.calls,
+      inputs: replay.inputs,
+      statuses,
+      store,
+    };
+  } finally {
+    await coordinator.shutdown();
+  }
+}
+
+interface Pending {
+  resolve(turn: ModelTurn): void;
+  reject(err: unknown): void;
+}
+
+/** One replay's state: the recorded calls by agent, the calls waiting for their turn, what diverged. */
+class Replay {
+  readonly #recording: Recording;
+  readonly #clock: SimulatedClock;
+  readonly #options: ReplayOptions;
+  readonly #requests = new Requests();
+  /** Recorded calls not yet asked for, by purpose and agent, in order. */
+  readonly #queues = new Map<string, RecordedCall[]>();
+  readonly #arrived = new Map<RecordedCall, Pending>();
+  /** Agents whose last call the recording made but never saw answered. */
+  readonly #unanswered = new Set<string>();
+  #coordinator: Coordinator | null = null;
+  /** Anything moved: a request, a tool, a view event. */
+  #moves = 0;
+  divergence: Divergence | null = null;
+  live = false;
+  calls = 0;
+  inputs = 0;
+  readonly model: Model;
+  readonly ids: IdSource;
+
+  constructor(recording: Recording, clock: SimulatedClock, options: ReplayOptions) {
+    this.#recording = recording;
+    this.#clock = clock;
+    this.#options = options;
+    for (const step of recording.steps) {
+      if (step.kind !== 'call') continue;
+      const key = `${step.call.purpose}:${step.call.agentId}`;
+      const queue = this.#queues.get(key) ?? [];
+      queue.push(step.call);
+      this.#queues.set(key, queue);
+    }
+    const agentIds = [...recording.agentIds];
+    const messageIds = [...recording.messageIds];
+    let extra = 0;
+    // Past the recording's ids (a replay that made more than the run did), ids no run has.
+    this.ids = { agent: () => agentIds.shift() ?? `replay${++extra}`, message: () => messageIds.shift() ?? `msg_replay${++extra}` };
+    const declared = options.model ?? {};
+    this.model = {
+      ...(declared.name === undefined ? { name: 'replay' } : { name: declared.name }),
+      ...(declared.price === undefined ? {} : { price: declared.price }),
+      ...(declared.maxOutputTokens === undefined ? {} : { maxOutputTokens: declared.maxOutputTokens }),
+      ...(declared.contextWindow === undefined ? {} : { contextWindow: declared.contextWindow }),
+      complete: (request, callOptions) => this.#complete(request, callOptions),
+    };
+  }
+
+  attach(coordinator: Coordinator): void {
+    this.#coordinator = coordinator;
+    coordinator.subscribe(() => this.#moves++);
+  }
+
+  /** `tool` with its recorded results in place of its effects (until the replay goes live). */
+  tool(tool: Tool): Tool {
+    return { ...tool, execute: (args: Record<string, unknown>, context: ToolContext) => this.#toolResult(tool, args, context) };
+  }
+
+  async drive(): Promise<void> {
+    const steps = this.#recording.steps;
+    for (let i = 0; i < steps.length && !this.divergence && !this.live;) {
+      const step = steps[i]!;
+      if (step.kind === 'input') {
+        await this.#input(step);
+        i++;
+        continue;
+      }
+      const first = await this.#arrival(step.call);
+      if (!first) break;
+      // Calls answered in the same burst as this one are answered together, as they were: their
+      // effects interleave as they did in the recording.
+      const batch: [Extract<Step, { kind: 'call' }>, Pending][] = [[step, first]];
+      let j = i + 1;
+      for (; j < steps.length && !step.call.aborted; j++) {
+        const next = steps[j]!;
+        if (next.kind !== 'call' || !next.call.burst || next.call.aborted || !this.#arrived.has(next.call)) break;
+        batch.push([next, this.#take(next.call)]);
+      }
+      i = j;
+      // A call cut short in the recording is cut short by a step still to come.
+      if (step.call.aborted) continue;
+      this.#advance(batch.at(-1)![0].effectsAt);
+      for (const [{ call }, pending] of batch) {
+        if (call.answer) pending.resolve(structuredClone(call.answer));
+        else pending.reject(errorOf(call));
+      }
+      // Their effects (the answers' tools, the notices they cause) come before the next step, as
+      // they did in the recording: an answer takes a model's latency, its effects none.
+      await this.#settle(() => this.divergence !== null);
+    }
+    if (this.live) {
+      await this.#coordinator!.whenIdle();
+      return;
+    }
+    // Anything the code asks for after the last recorded step is more than the recording did.
+    if (!this.divergence) await this.#settle(() => this.divergence !== null);
+  }
+
+  async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
+    await this.#settle(() => this.divergence !== null);
+    if (this.divergence) return;
+    this.#advance(step.effectsAt);
+    this.inputs++;
+    const { kind, payload } = step.input;
+    const c = this.#coordinator!;
+    const agent = String(payload.agent);
+    // Not awaited: a stop resolves when its agents are terminal, which may take recorded steps still to come.
+    const applied =
+      kind === 'send'
+        ? c.send(agent, {
+            content: String(payload.content),
+            ...(payload.from === 'system' ? { from: 'system' as const } : {}),
+            ...(typeof payload.type === 'string' ? { type: payload.type } : {}),
+            ...(typeof payload.priority === 'string' ? { priority: payload.priority as 'normal' } : {}),
+            ...(typeof payload.key === 'string' ? { key: payload.key } : {}),
+          })
+        : kind === 'stop'
+          ? c.stop(agent, { cascade: payload.cascade !== false })
+          : c.applyRequest({ id: 0, kind, payload });
+    applied.catch(() => undefined);
+  }
+
+  /** Wait until the code asks for `call` (moving the clock to when the recording made it, if need be); null if it diverged first or never asks. */
+  async #arrival(call: RecordedCall): Promise<Pending | null> {
+    const here = () => this.#arrived.has(call) || this.divergence !== null || this.live;
+    await this.#settle(here);
+    if (!here()) {
+      // Stopped before asking: a timer may be what made the call (a wait's timeout, a retry's backoff).
+      this.#advance(call.t0);
+      await this.#settle(here);
+    }
+    if (this.divergence || this.live) return null;
+    if (!this.#arrived.has(call)) {
+      this.divergence = {
+        agent: call.name,
+        agentId: call.agentId,
+        turn: call.turn,
+        kind: 'request',
+        diff: `the recording made a ${call.purpose} call here; the code did not ask for it`,
+      };
+      return null;
+    }
+    return this.#take(call);
+  }
+
+  #take(call: RecordedCall): Pending {
+    const pending = this.#arrived.get(call)!;
+    this.#arrived.delete(call);
+    this.calls++;
+    return pending;
+  }
+
+  #complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelTurn> {
+    this.#moves++;
+    const live = this.#options.liveFrom;
+    const purpose = request.purpose ?? 'main';
+    if (this.live || (live && !this.divergence && request.agent.name === live.agent && purpose === 'main' && request.turn >= live.turn)) {
+      this.live = true;
+      return live!.model.complete(request, options);
+    }
+    const queue = this.#queues.get(`${purpose}:${request.agent.id}`);
+    const call = queue?.shift();
+    if (!call) {
+      // The recording ended with this call under way (its agent still running): it was never answered.
+      if (
+        purpose === 'main' &&
+        this.#recording.agents.find((a) => a.id === request.agent.id)?.status === 'running' &&
+        !this.#unanswered.has(request.agent.id)
+      ) {
+        this.#unanswered.add(request.agent.id);
+        return never(options);
+      }
+      this.divergence ??= {
+        agent: request.agent.name,
+        agentId: request.agent.id,
+        turn: request.turn,
+        kind: 'request',
+        diff: `the code asked for a ${purpose} call the recording does not have`,
+      };
+      return never(options);
+    }
+    const diverged = this.#requests.check(call, request);
+    if (diverged) {
+      this.divergence ??= diverged;
+      return never(options);
+    }
+    return new Promise<ModelTurn>((resolve, reject) => {
+      this.#arrived.set(call, { resolve, reject });
+      options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
+    });
+  }
+
+  #toolResult(tool: Tool, args: Record<string, unknown>, context: ToolContext): unknown {
+    this.#moves++;
+    if (this.live) return tool.execute(args, context);
+    // The key is `<run>:<agent>:<turn>:<call id>` (toolCalls.ts).
+    const rest = context.idempotencyKey.slice(`${context.runId}:${context.agentId}:`.length);
+    const callId = rest.slice(rest.indexOf(':') + 1);
+    const result = this.#recording.toolResults.get(toolKey(context.agentId, callId))?.shift();
+    if (!result) {
+      this.divergence ??= {
+        agent: context.agentName,
+        agentId: context.agentId,
+        turn: 0,
+        kind: 'tool call',
+        diff: `the code ran ${tool.name} (${callId}); the recording has no result of it`,
+      };
+      throw new TroupeError('TOOL_FAILED', `${tool.name} is not in the recording`);
+    }
+    if (!result.isError) return result.content;
+    const recorded = parseError(result.content);
+    throw new TroupeError(recorded.code, recorded.message);
+  }
+
+  #advance(at: number): void {
+    if (at > this.#clock.now()) this.#clock.set(at);
+  }
+
+  /** Let the code move until `done()` or it stops moving. */
+  async #settle(done: () => boolean): Promise<void> {
+    let quiet = 0;
+    for (let i = 0; i < MAX_TURNS && quiet < QUIET && !done(); i++) {
+      const before = this.#moves;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      quiet = this.#moves === before ? quiet + 1 : 0;
+    }
+  }
+}
+
+/** A call the replay will not answer: it ends only when the code cancels it. */
+function never(options: ModelCallOptions): Promise<ModelTurn> {
+  return new Promise((_resolve, reject) => options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true }));
+}
+
+function errorOf(call: RecordedCall): Error {
+  const e = call.error!;
+  if (e.provider && e.code.startsWith('PROVIDER_')) {
+    return new ProviderError(e.code as Extract<ErrorCode, `PROVIDER_${string}`>, e.message, {
+      ...(e.status === undefined ? {} : { status: e.status }),
+      ...(e.retryAfterMs === undefined ? {} : { retryAfterMs: e.retryAfterMs }),
+    });
+  }
+  return isErrorCode(e.code) && e.code !== 'INTERNAL' ? new TroupeError(e.code, e.message) : new Error(e.message);
+}
+
+/** A failed tool's recorded result is `{ success: false, error: { code, message } }` (toolCalls.ts). */
+function parseError(content: string): { code: ErrorCode; message: string } {
+  try {
+    const parsed = JSON.parse(content) as { error?: { code?: unknown; message?: unknown } };
+    const code = parsed.error?.code;
+    if (isErrorCode(code)) return { code, message: String(parsed.error?.message ?? '') };
+  } catch {
+    // not JSON: said as it was
+  }
+  return { code: 'TOOL_FAILED', message: content };
+}

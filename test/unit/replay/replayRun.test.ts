@@ -1,0 +1,101 @@
+/**
+ * Replay (issue 37): a recorded run re-run offline through the code as it is now, the recorded
+ * answers and tool results in place of the model and the tools, reports `identical` or the first
+ * divergence with its agent, turn and kind.
+ */
+import { describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { createCoordinator } from '../../../src/host/createCoordinator.js';
+import { TERMINAL_STATUSES } from '../../../machines/types.js';
+import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
+import { memoryStore } from '../../../src/store/memoryStore.js';
+import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
+import { replayRun } from '../../../src/replay/replayRun.js';
+import { demoScript } from '../../../src/cli/demoModel.js';
+
+const searchTool = (description = 'Search the code base.'): Tool =>
+  defineTool({
+    name: 'search',
+    description,
+    parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] },
+    execute: (args: { q: string }) => ({ hits: [`${args.q}.ts`] }),
+  }) as Tool;
+
+const script: Script = {
+  agents: {
+    lead: [
+      { tool: 'spawn_agent', args: { name: 'scout', task: 'Find the parser.' } },
+      { tool: 'wait_for_agents', args: { reason: 'the scout' } },
+      { tool: 'search', args: { q: 'lead' } },
+      { tool: 'finish', args: { summary: 'done' } },
+    ],
+    scout: [
+      { tool: 'search', args: { q: 'parser' }, delayMs: 50 },
+      { error: { code: 'PROVIDER_RATE_LIMITED', status: 429, retryAfterMs: 1_000 } },
+      { tool: 'agent_finish', args: { summary: 'parser.ts' } },
+    ],
+  },
+};
+
+async function record(s: Script, tools: Tool[]) {
+  const clock = new SimulatedClock();
+  const store = memoryStore();
+  const c = createCoordinator({ store, clock, model: scriptedModel(s, { clock }), tools });
+  const root = await c.start({ name: 'lead', task: 'Review the parser.' });
+  const done = c.waitFor(root, [...TERMINAL_STATUSES]);
+  // Let the scripted delays pass on the simulated clock.
+  for (let i = 0; i < 200 && c.get(root).status !== 'completed'; i++) {
+    await new Promise((r) => setImmediate(r));
+    clock.increment(100);
+  }
+  await done;
+  await c.shutdown();
+  return { store, runId: c.runId };
+}
+
+describe('replayRun', () => {
+  it('replays a recorded run identically, twice with byte-identical rows', async () => {
+    const { store, runId } = await record(script, [searchTool()]);
+    const first = await replayRun(store, runId, { coordinator: { tools: [searchTool()] } });
+    expect(first.divergence).toBeNull();
+    expect(first.outcome).toBe('identical');
+    expect(first.calls).toBe(store.listEvents(runId).filter((e) => e.type === 'replay.call').length);
+    const second = await replayRun(store, runId, { coordinator: { tools: [searchTool()] } });
+    const rows = (r: typeof first) =>
+      JSON.stringify([
+        r.store.listAgents(runId),
+        r.store.listMessages(runId),
+        r.store.listAgents(runId).map((a) => r.store.loadSession(a.id)),
+        r.store.listUsage(runId),
+      ]);
+    expect(rows(second)).toBe(rows(first));
+    // The replay's sessions are the recording's.
+    for (const agent of store.listAgents(runId)) expect(first.store.loadSession(agent.id)).toEqual(store.loadSession(agent.id));
+  });
+
+  it('reports the first request a changed tool description changes, with its agent and turn', async () => {
+    const { store, runId } = await record(script, [searchTool()]);
+    const result = await replayRun(store, runId, { coordinator: { tools: [searchTool('Search the code base, fast.')] } });
+    expect(result.outcome).toBe('diverged');
+    expect(result.divergence).toMatchObject({ agent: 'lead', turn: 1, kind: 'request' });
+    expect(result.divergence!.diff).toContain('tool search description');
+  });
+
+  it('goes live from a chosen turn: the recording is checked up to it, the live model answers from it', async () => {
+    const { store, runId } = await record(script, [searchTool()]);
+    const live = scriptedModel({ agents: { lead: [{ tool: 'finish', args: { summary: 'live ending' } }] } });
+    const result = await replayRun(store, runId, { coordinator: { tools: [searchTool()] }, liveFrom: { agent: 'lead', turn: 3, model: live } });
+    expect(result.outcome).toBe('live');
+    expect(result.divergence).toBeNull();
+    expect(live.calls.map((c) => [c.agentName, c.turn])).toEqual([['lead', 3]]);
+    const lead = result.store.listAgents(runId).find((a) => a.name === 'lead')!;
+    expect(result.statuses[lead.id]).toBe('completed');
+    expect(JSON.stringify(result.store.loadSession(lead.id))).toContain('live ending');
+  });
+
+  it('replays the demo scenario identically', async () => {
+    const { store, runId } = await record(demoScript(), []);
+    const result = await replayRun(store, runId);
+    expect(result.divergence).toBeNull();
+  });
+});

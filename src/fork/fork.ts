@@ -17,8 +17,8 @@
  */
 import { TroupeError } from '../errors.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
-import type { AgentRow, EventRow, Store } from '../store/types.js';
-import { COMMIT_EVENT, type CommitEntry } from './journal.js';
+import { COMMIT_EVENT, type AgentRow, type EventRow, type Store } from '../store/types.js';
+import type { CommitEntry } from './journal.js';
 import { freshRunId, rename, renames } from './remap.js';
 
 /** Where to fork: an agent (id or name) and one of its turns (0: right after it was registered). */

@@ -10,9 +10,7 @@
  * @module
  */
 import type { StorePort, WriteOp } from '../store/port.js';
-
-/** The event type of a journal entry. */
-export const COMMIT_EVENT = 'run.commit';
+import { COMMIT_EVENT } from '../store/types.js';
 
 /** What a journal entry's event data hold. */
 export interface CommitEntry {

@@ -1,15 +1,13 @@
 /**
  * `troupe fork <run> --at <agent>:<turn>`: a new run from a committed point of another
- * (fork/fork.ts), written under a claim of the new run — on SQLite the file's owner lock, on
- * PostgreSQL the new run's lease, let go parked so that the user decides when it continues.
+ * (fork/fork.ts), written under a claim of the new run (forkClaimed).
  * @module
  */
-import { ConfigError, TroupeError } from '../errors.js';
-import { forkRun, type ForkPoint } from '../fork/fork.js';
+import { ConfigError } from '../errors.js';
+import { forkClaimed, type ForkPoint } from '../fork/fork.js';
 import type { Io } from './args.js';
 import { EXIT } from './exitCodes.js';
 import type { Values } from './flags.js';
-import { freshRunId } from '../fork/remap.js';
 import { openRuns } from './runs.js';
 
 /** `<agent>:<turn>`: the agent's name or id, and a turn ≥ 0. */
@@ -28,12 +26,7 @@ export async function fork(args: string[], values: Values, io: Io): Promise<numb
   const at = parseForkPoint(values.at);
   const runs = await openRuns(values, io);
   try {
-    const newRunId = freshRunId();
-    const claim = await runs.claim(newRunId);
-    if (!claim) throw new TroupeError('RUN_LOCKED', `${runs.label} is hosted by another process: fork once it lets the file go`);
-    const forked = await forkRun(claim.port, runId, { at, runId: newRunId }).finally(() => undefined);
-    // A fork waits for `troupe resume` (a worker would take a runnable one at once); a refusal wrote nothing.
-    await claim.release(forked.ok ? { state: 'parked', wakeAt: null } : { state: 'done' });
+    const forked = await forkClaimed(runs, runId, at);
     if (!forked.ok) throw forked.error;
     const { origin } = forked;
     io.out.write(`${forked.runId}\n`);

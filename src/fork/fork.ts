@@ -17,6 +17,7 @@
  */
 import { TroupeError } from '../errors.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
+import type { ReleaseState } from '../store/postgres/lease.js';
 import { COMMIT_EVENT, type AgentRow, type EventRow, type Store } from '../store/types.js';
 import type { CommitEntry } from './journal.js';
 import { freshRunId, rename, renames } from './remap.js';
@@ -55,7 +56,6 @@ const ORIGIN_EVENT = 'fork.origin';
 /** The saved configuration of a run the CLI started (cli/runs.ts): a fork is resumed with it. */
 const CONFIG_EVENT = 'cli.run';
 
-const portFor = (store: Store | StorePort) => (isStorePort(store) ? store : portOf(store));
 const failed = (error: TroupeError): ForkResult => ({ ok: false, error });
 
 /** Agent `ref` of a run: by id, else by name (the first registered of that name). */
@@ -87,7 +87,7 @@ function forkPointOf(entries: readonly CommitEntry[], agentId: string, turn: num
  * if (forked.ok) await resumeCoordinator({ store, runId: forked.runId, model });
  */
 export async function forkRun(store: Store | StorePort, runId: string, options: ForkOptions): Promise<ForkResult> {
-  const port = portFor(store);
+  const port = isStorePort(store) ? store : portOf(store);
   const { agent: ref, turn } = options.at;
   if (!Number.isInteger(turn) || turn < 0)
     return failed(new TroupeError('CONFIG_INVALID', `Expected the turn to fork at to be an integer ≥ 0, got ${String(turn)}`));
@@ -127,20 +127,70 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   return { ok: true, runId: newRunId, origin };
 }
 
+/**
+ * An agent's committed turns and how many items its session held right after each (turn 0: its
+ * registration): where a transcript can offer "fork here". Sessions rewritten since (compaction)
+ * are counted as rewritten.
+ */
+export async function turnPointsOf(reads: Pick<StorePort, 'eventsOf'>, runId: string, agentId: string): Promise<{ turn: number; sessionLength: number }[]> {
+  const points: { turn: number; sessionLength: number }[] = [];
+  let length = 0;
+  let turn: number | null = null;
+  for (const e of await reads.eventsOf(runId, COMMIT_EVENT)) {
+    let next: number | null = turn;
+    for (const w of (e.data as unknown as CommitEntry).ops) {
+      if (w.op === 'registerAgent' && w.agent.id === agentId) [length, next] = [w.firstInput.length, w.agent.turns];
+      else if (w.op === 'appendSession' && w.agentId === agentId) length += w.items.length;
+      else if (w.op === 'replaceSession' && w.agentId === agentId) length = w.items.length;
+      else if (w.op === 'updateAgent' && w.id === agentId && w.patch.turns !== undefined) next = w.patch.turns;
+    }
+    if (next !== null && next !== turn) points.push({ turn: next, sessionLength: length });
+    turn = next;
+  }
+  return points;
+}
+
+/** What may write a fork: a store's runs, claimed one at a time (hosting/runStore.ts). */
+export interface ForkWriter {
+  readonly label: string;
+  claim(runId: string): Promise<{ port: StorePort; release(state: ReleaseState): Promise<void> } | null>;
+}
+
+/**
+ * Fork under a claim of the new run (the CLI and the dashboard): on SQLite the file's owner lock
+ * (RUN_LOCKED while a process hosts a run of it), on PostgreSQL the new run's lease, let go parked
+ * so that a resume decides when the fork continues (a worker would take a runnable one at once).
+ */
+export async function forkClaimed(runs: ForkWriter, runId: string, at: ForkPoint): Promise<ForkResult> {
+  const newRunId = freshRunId();
+  const claim = await runs.claim(newRunId);
+  if (!claim) return failed(new TroupeError('RUN_LOCKED', `${runs.label} is hosted by another process: fork once it lets the file go`));
+  let forked: ForkResult = failed(new TroupeError('INTERNAL', 'the fork did not finish'));
+  try {
+    forked = await forkRun(claim.port, runId, { at, runId: newRunId });
+  } finally {
+    // A refusal wrote nothing: its claim ends there.
+    await claim.release(forked.ok ? { state: 'parked', wakeAt: null } : { state: 'done' });
+  }
+  return forked;
+}
+
 function withoutBoot(e: EventRow): EventRow {
   const { boot: _boot, ...row } = e;
   return row;
 }
 
+/** Reads of any store's runs (a port, or the dashboard's reads). */
+type Reads = Pick<StorePort, 'listRuns' | 'eventsOf'>;
+
 /** Where run `runId` was forked from (null: it is no fork). */
-export async function originOf(store: Store | StorePort, runId: string): Promise<ForkOrigin | null> {
-  const [event] = await portFor(store).eventsOf(runId, ORIGIN_EVENT);
+export async function originOf(reads: Reads, runId: string): Promise<ForkOrigin | null> {
+  const [event] = await reads.eventsOf(runId, ORIGIN_EVENT);
   return event ? (event.data as unknown as ForkOrigin) : null;
 }
 
-/** The forks of run `runId`, oldest first. */
-export async function forksOf(store: Store | StorePort, runId: string): Promise<{ runId: string; origin: ForkOrigin }[]> {
-  const port = portFor(store);
+/** The forks of run `runId`, oldest first (each run's origin is read: the cost grows with the runs of the store). */
+export async function forksOf(port: Reads, runId: string): Promise<{ runId: string; origin: ForkOrigin }[]> {
   const forks: { runId: string; origin: ForkOrigin }[] = [];
   for (const run of await port.listRuns()) {
     const origin = await originOf(port, run.id);

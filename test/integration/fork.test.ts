@@ -4,7 +4,10 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
+import { startDashboard } from '../../src/dashboard/server.js';
+import { runsSource } from '../../src/dashboard/sources.js';
 import { forkRun, forksOf, originOf } from '../../src/fork/fork.js';
+import { sqliteRuns } from '../../src/hosting/sqliteRuns.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
@@ -14,6 +17,7 @@ import { defineTool } from '../../src/tools/defineTool.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 import { troupe } from '../helpers/cli.js';
+import { call } from '../helpers/dashboard.js';
 import { flush, TERMINAL } from '../helpers/team.js';
 
 const dbPath = () => join(mkdtempSync(join(tmpdir(), 'troupe-fork-')), 'run.db');
@@ -151,6 +155,18 @@ async function forkBeforeTheFailure(backend: Backend) {
   expect(await backend.dump(runId)).toEqual(before);
 }
 
+/** The original run, recorded in a fresh file and let go. */
+async function recorded() {
+  const path = dbPath();
+  const clock = new SimulatedClock();
+  const store = openStore({ path });
+  const c = createCoordinator({ model: scriptedModel(original, { clock }), store, clock, tools: [look], interactive: false });
+  await c.waitFor(await c.start({ name: 'lead', task: 't' }), [...TERMINAL]);
+  await c.shutdown();
+  store.close();
+  return { path, c };
+}
+
 async function settle(c: { list(): { status: string; name: string }[] }, done: (agents: { status: string; name: string }[]) => boolean) {
   for (let i = 0; i < 400 && !done(c.list()); i++) await flush();
 }
@@ -161,13 +177,7 @@ describe('forkRun (SQLite)', () => {
   });
 
   it('troupe fork prints the new run id; a turn never committed exits 4, a bad --at 2, and neither writes', async () => {
-    const path = dbPath();
-    const clock = new SimulatedClock();
-    const store = openStore({ path });
-    const c = createCoordinator({ model: scriptedModel(original, { clock }), store, clock, tools: [look], interactive: false });
-    await c.waitFor(await c.start({ name: 'lead', task: 't' }), [...TERMINAL]);
-    await c.shutdown();
-    store.close();
+    const { path, c } = await recorded();
     const cwd = dirname(path);
     const made = await troupe(['fork', c.runId, '--at', 'worker:1', '--db', path], cwd);
     expect(made.stderr).toContain(`forked ${c.runId} at worker:1`);
@@ -182,17 +192,53 @@ describe('forkRun (SQLite)', () => {
       ['lead', 'waiting', 2],
       ['worker', 'running', 1],
     ]);
-    expect(await originOf(after, forkId)).toMatchObject({ run: c.runId, agent: 'worker', turn: 1 });
+    expect(await originOf(portOf(after), forkId)).toMatchObject({ run: c.runId, agent: 'worker', turn: 1 });
     after.close();
   });
 
+  it('the dashboard offers a fork after each committed turn, forks from the transcript, and shows forks and origins', async () => {
+    const { path, c } = await recorded();
+    const runStore = sqliteRuns(path);
+    const handle = await startDashboard(runsSource(runStore), { port: 0 });
+    const get = async (api: string) => JSON.parse((await call(handle.port, `${api}&token=${handle.token}`)).body) as Record<string, unknown>;
+    const post = async (body: unknown) =>
+      JSON.parse(
+        (
+          await call(handle.port, `/api/action?token=${handle.token}`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify(body),
+          })
+        ).body,
+      ) as { ok?: true; runId?: string; error?: { code: string } };
+    try {
+      const workerId = c.list()[1]!.id;
+      const detail = (await get(`/api/agent?run=${c.runId}&agent=${workerId}`)) as {
+        transcript: { role: string; name?: string }[];
+        turnPoints: { turn: number; sessionLength: number }[];
+      };
+      // Turn 0 right after its task; turn 1 right after its look's result (turn 2, the failure, left no item).
+      expect(detail.turnPoints.map((p) => p.turn)).toEqual([0, 1, 2]);
+      const one = detail.turnPoints[1]!.sessionLength;
+      expect(detail.transcript[one - 1]).toMatchObject({ role: 'tool', name: 'look' });
+      expect(await get(`/api/team?run=${c.runId}`)).toMatchObject({ canFork: true, origin: null, forks: [] });
+
+      const forked = await post({ run: c.runId, kind: 'fork', agent: workerId, turn: 1 });
+      expect(forked).toMatchObject({ ok: true, runId: expect.stringMatching(/^run_/) });
+      expect(await get(`/api/team?run=${c.runId}`)).toMatchObject({ forks: [{ runId: forked.runId, origin: { run: c.runId, agent: 'worker', turn: 1 } }] });
+      expect(await get(`/api/team?run=${forked.runId}`)).toMatchObject({ origin: { run: c.runId, agentId: workerId, turn: 1 }, forks: [] });
+      expect(await post({ run: c.runId, kind: 'fork', agent: workerId, turn: 9 })).toMatchObject({ error: { code: 'FORK_POINT_NOT_FOUND' } });
+      expect(await post({ run: c.runId, kind: 'fork', agent: workerId, turn: 'one' })).toMatchObject({ error: { code: 'CONFIG_INVALID' } });
+      expect((await runStore.reads.listRuns()).map((r) => r.id)).toEqual([c.runId, forked.runId]);
+    } finally {
+      await handle.close();
+      await runStore.close();
+    }
+  });
+
   it('refuses an unknown run, agent or turn with typed errors, writing nothing', async () => {
-    const path = dbPath();
-    const clock = new SimulatedClock();
+    const { path, c } = await recorded();
     const store = openStore({ path });
-    const c = createCoordinator({ model: scriptedModel(original, { clock }), store, clock, tools: [look], interactive: false });
-    await c.waitFor(await c.start({ name: 'lead', task: 't' }), [...TERMINAL]);
-    await c.shutdown();
     const runs = store.listRuns().length;
     const codes = await Promise.all([
       forkRun(store, 'run_nope', { at: { agent: 'worker', turn: 1 } }),

@@ -88,6 +88,7 @@ export const ERROR_CODES = {
   RUN_LOCKED: { retryable: true, description: 'Another process owns the database (or another worker the run).' },
   RUN_NOT_LIVE: { retryable: true, description: 'No process drives the run: a live action was refused.' },
   RUN_NOT_FOUND: { retryable: false, description: 'No such run in the database.' },
+  FORK_POINT_NOT_FOUND: { retryable: false, description: 'The agent has no committed turn of that number in the run (`troupe fork`).' },
   STORE_OPEN_FAILED: { retryable: false, description: 'The database file cannot be created or opened.' },
   STORE_CORRUPT: { retryable: false, description: 'Not a troupe database, or a row failed its checksum or shape check; left untouched.' },
   STORE_SCHEMA_TOO_NEW: { retryable: false, description: 'Written by a newer troupe; left untouched.' },

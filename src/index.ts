@@ -54,6 +54,8 @@ export type { HostView, RunClaim, RunStore } from './hosting/runStore.js';
 export { followRun } from './stream/follow.js';
 export type { FollowOptions, StreamEvent } from './stream/follow.js';
 export { submitRun } from './worker/submit.js';
+export { forkRun, forksOf, originOf } from './fork/fork.js';
+export type { ForkOptions, ForkOrigin, ForkPoint, ForkResult } from './fork/fork.js';
 export type { SubmitOptions } from './worker/submit.js';
 export type { AgentRow, EventRow, MessagePriority, MessageRow, RunRow, Store, StreamRow, UsageRow } from './store/types.js';
 export { defineTool } from './tools/defineTool.js';

@@ -187,6 +187,20 @@ settings change as a regression check. From a program or vitest: replayRun(store
 { coordinator: { tools, … } }) from troupe/testing, which also takes liveFrom: { agent, turn,
 model } to continue against a live model from that turn on.`;
 
+const FORK = `troupe fork <run> --at <agent>:<turn> makes a new run from a committed point of <run>: every
+agent, session, message and its delivery, notice claim, usage entry, delegation, execution and
+approval as they were right after that agent's turn committed (turn 0: right after it was
+spawned; troupe tree shows turns). Everything other agents committed with that turn is in it
+too. The original is only read. It prints the new run's id; troupe resume --run <id> continues
+it like a run resumed after a crash, with the saved settings or the flags you give (another
+model, another prompt). troupe ui shows a run's forks and where a fork came from.
+
+Ids are new in the fork (agents, messages, executions), renamed everywhere in its history. Runs
+recorded by a troupe before forks, or in memory, have no commit journal to fork from
+(FORK_POINT_NOT_FOUND, exit 4). A run in flight can be forked from what it has committed; on a
+SQLite file the fork waits for no host but needs the file: it is refused (exit 3) while a
+process hosts a run of it. On PostgreSQL the fork stays parked until troupe resume hosts it.`;
+
 export const COMMAND_HELP: Readonly<Record<string, string>> = {
   replay: REPLAY,
   run: RUN,
@@ -195,6 +209,7 @@ export const COMMAND_HELP: Readonly<Record<string, string>> = {
   serve: SERVE,
   ui: UI,
   send: SEND,
+  fork: FORK,
   status: STATUS,
   worker: WORKER,
   help: HELP,

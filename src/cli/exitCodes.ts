@@ -16,8 +16,8 @@ export const EXIT_ROWS = {
   LOCKED: { code: 3, meaning: 'another process owns the database, or another worker the run', errors: ['RUN_LOCKED', 'LEASE_LOST'] },
   NOT_FOUND: {
     code: 4,
-    meaning: 'no such run, agent, execution or approval',
-    errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND', 'EXECUTION_NOT_FOUND', 'APPROVAL_NOT_FOUND'],
+    meaning: 'no such run, agent, execution, approval or committed turn',
+    errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND', 'EXECUTION_NOT_FOUND', 'APPROVAL_NOT_FOUND', 'FORK_POINT_NOT_FOUND'],
   },
   STORE: {
     code: 5,

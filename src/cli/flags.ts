@@ -47,6 +47,7 @@ export const FLAGS = {
   verbose: { syntax: '-v, --verbose', help: 'also print the log on stderr' },
   args: { syntax: '--args <json>', help: 'approve with these arguments (a JSON object) instead of the ones the agent asked with' },
   reason: { syntax: '--reason <text>', help: 'why: the agent is told' },
+  at: { syntax: '--at <agent:turn>', help: "the committed point to fork from: an agent's name or id and one of its turns (0: right after it was spawned)" },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;
@@ -77,6 +78,7 @@ export interface Values {
   concurrency?: string;
   args?: string;
   reason?: string;
+  at?: string;
 }
 
 export type Handler = (args: string[], values: Values, io: Io) => Promise<number>;

@@ -139,6 +139,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     load: async () => (await import('./replay.js')).replay,
   },
   {
+    name: 'fork',
+    args: '<run>',
+    summary: "a new run from a committed point of <run>, as it was right after --at's turn; prints its id (troupe resume --run continues it)",
+    flags: ['db', 'at'],
+    flagHelp: READ_DB,
+    load: async () => (await import('./fork.js')).fork,
+  },
+  {
     name: 'serve',
     args: '[task]',
     summary: 'long-running: proactive triggers, a watchdog, an optional interactive main run',

@@ -11,6 +11,7 @@ import { postToInbox, readInbox } from '../store/inbox.js';
 import { rootActive } from '../stream/follow.js';
 import type { InboxKind, InboxRequest, InboxResult } from '../store/types.js';
 import type { StoreReads } from './readModel.js';
+import type { ForkPoint, ForkResult } from '../fork/fork.js';
 
 type Action =
   | { run: string; kind: 'send'; agent: string; content: string }
@@ -18,14 +19,17 @@ type Action =
   | { run: string; kind: 'pause' }
   | { run: string; kind: 'resume' }
   | { run: string; kind: 'approval'; approval: string; approve: true; args?: Record<string, unknown> }
-  | { run: string; kind: 'approval'; approval: string; approve: false; reason: string };
+  | { run: string; kind: 'approval'; approval: string; approve: false; reason: string }
+  | { run: string; kind: 'fork'; agent: string; turn: number };
 
 export interface ActionResult {
   ok: true;
   message: string;
+  /** A fork's new run. */
+  runId?: string;
 }
 
-const KINDS: readonly InboxKind[] = ['send', 'stop', 'pause', 'resume', 'approval'];
+const KINDS: readonly (InboxKind | 'fork')[] = ['send', 'stop', 'pause', 'resume', 'approval', 'fork'];
 
 function invalid(message: string): TroupeError {
   return new TroupeError('CONFIG_INVALID', message);
@@ -36,10 +40,14 @@ function toAction(body: unknown): Action {
   if (typeof body !== 'object' || body === null) throw invalid('Expected an action object');
   const b = body as Record<string, unknown>;
   if (typeof b.run !== 'string' || b.run === '') throw invalid('Expected the action’s run id');
-  if (!KINDS.includes(b.kind as InboxKind)) throw invalid(`Expected an action of kind ${KINDS.join(', ')}, got ${JSON.stringify(b.kind)}`);
+  if (!KINDS.includes(b.kind as InboxKind | 'fork')) throw invalid(`Expected an action of kind ${KINDS.join(', ')}, got ${JSON.stringify(b.kind)}`);
   if (b.kind === 'pause' || b.kind === 'resume') return { run: b.run, kind: b.kind };
   if (b.kind === 'approval') return toAnswer(b.run, b);
   if (typeof b.agent !== 'string' || b.agent === '') throw invalid('Expected the agent to act on');
+  if (b.kind === 'fork') {
+    if (typeof b.turn !== 'number' || !Number.isInteger(b.turn) || b.turn < 0) throw invalid('Expected the turn to fork at (an integer ≥ 0)');
+    return { run: b.run, kind: 'fork', agent: b.agent, turn: b.turn };
+  }
   if (b.kind === 'stop') return { run: b.run, kind: 'stop', agent: b.agent, cascade: b.cascade !== false };
   if (typeof b.content !== 'string' || b.content.trim() === '') throw invalid('Expected a message to send');
   return { run: b.run, kind: 'send', agent: b.agent, content: b.content };
@@ -97,13 +105,22 @@ export async function isLive(source: { port: StoreReads; live(runId: string): bo
  * no process drives the database (nothing is written then); the owner's refusal as its typed error.
  */
 export async function act(
-  source: { port: StoreReads; db: string; inbox?: ActionInbox; answerHere?: AnswerHere; live(runId: string): boolean | Promise<boolean> },
+  source: {
+    port: StoreReads;
+    db: string;
+    inbox?: ActionInbox;
+    answerHere?: AnswerHere;
+    fork?: (runId: string, at: ForkPoint) => Promise<ForkResult>;
+    live(runId: string): boolean | Promise<boolean>;
+  },
   body: unknown,
   waitMs = 15_000,
   everyMs = 100,
 ): Promise<ActionResult> {
   const action = toAction(body);
   if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
+  // A fork only reads the run (live or not) and writes a new one: no inbox.
+  if (action.kind === 'fork') return fork(source, action);
   const { run, kind, ...payload } = action;
   if (!(await isLive(source, action.run))) {
     // An approval of an unfinished run nobody hosts is answered here; its next host runs the tool.
@@ -120,6 +137,21 @@ export async function act(
     );
   }
   return postAndWait(source, run, kind, payload, waitMs, everyMs);
+}
+
+async function fork(
+  source: { fork?: (runId: string, at: ForkPoint) => Promise<ForkResult> },
+  action: Extract<Action, { kind: 'fork' }>,
+): Promise<ActionResult> {
+  if (!source.fork) throw new TroupeError('CONFIG_INVALID', 'This dashboard cannot write the database: fork with troupe fork');
+  const forked = await source.fork(action.run, { agent: action.agent, turn: action.turn });
+  if (!forked.ok) throw forked.error;
+  const { origin } = forked;
+  return {
+    ok: true,
+    message: `forked at ${origin.agent}:${origin.turn} as ${forked.runId}: troupe resume --run ${forked.runId} continues it`,
+    runId: forked.runId,
+  };
 }
 
 async function postAndWait(

@@ -18,6 +18,7 @@ import { approvalsFromEvents, APPROVAL_EVENT, type ApprovalView } from '../host/
 
 /** The reads the dashboard makes: any store's port (SQLite, memory, PostgreSQL's lease-free reads). */
 export type StoreReads = Omit<StorePort, 'boot' | 'commit'>;
+import { forksOf, originOf, turnPointsOf, type ForkOrigin } from '../fork/fork.js';
 import type { AgentRow, EventRow, MessageRow, RunRow } from '../store/types.js';
 
 /** @public The dashboard page (public/app.js) types its agents with it, which knip does not read. */
@@ -50,6 +51,9 @@ export interface Team {
   agents: TeamAgent[];
   counts: Partial<Record<AgentStatus, number>>;
   budget: BudgetView;
+  /** Where this run was forked from (null: it is no fork), and the runs forked from it (fork/fork.ts). */
+  origin: ForkOrigin | null;
+  forks: { runId: string; origin: ForkOrigin }[];
 }
 
 interface Span {
@@ -108,6 +112,8 @@ export interface AgentDetail {
   children: { id: string; name: string; status: AgentStatus }[];
   /** Messages to this agent, oldest first (`deliveredAt` null: still in its mailbox). */
   mailbox: Pick<MessageRow, 'id' | 'fromName' | 'type' | 'content' | 'createdAt' | 'deliveredAt' | 'noticeKey'>[];
+  /** The agent's committed turns, each with its transcript's length right after it: where the page offers to fork. */
+  turnPoints: { turn: number; sessionLength: number }[];
 }
 
 /** The run asked for (RUN_NOT_FOUND if there is no such run), else the latest one. */
@@ -150,12 +156,14 @@ async function pendingApprovals(port: StoreReads, runId: string): Promise<Map<st
 
 export async function readTeam(port: StoreReads, runId?: string): Promise<Team> {
   const run = await pickRun(port, runId);
-  const [runs, rows, spend, fraction, approvals] = await Promise.all([
+  const [runs, rows, spend, fraction, approvals, origin, forks] = await Promise.all([
     port.listRuns(),
     port.listAgents(run.id),
     port.spendOf(run.id),
     reserveFraction(port, run.id),
     pendingApprovals(port, run.id),
+    originOf(port, run.id),
+    forksOf(port, run.id),
   ]);
   const counts: Partial<Record<AgentStatus, number>> = {};
   const childrenOf = new Map<string, AgentRow[]>();
@@ -195,6 +203,8 @@ export async function readTeam(port: StoreReads, runId?: string): Promise<Team> 
       paused: run.budget.paused,
       allowances: allowanceViews(rows, (id) => spentOf.get(id) ?? 0),
     },
+    origin,
+    forks,
   };
 }
 
@@ -331,7 +341,12 @@ export async function readAgent(port: StoreReads, runId: string | undefined, ref
   const agents = await port.listAgents(run.id);
   const a = agents.find((x) => x.id === ref || x.name === ref);
   if (!a) throw new TroupeError('AGENT_NOT_FOUND', `No agent "${ref}" in run ${run.id}`);
-  const [spend, transcript, messages] = await Promise.all([port.spendOf(run.id), port.loadSession(a.id), port.listMessages(run.id)]);
+  const [spend, transcript, messages, turnPoints] = await Promise.all([
+    port.spendOf(run.id),
+    port.loadSession(a.id),
+    port.listMessages(run.id),
+    turnPointsOf(port, run.id, a.id),
+  ]);
   const spentByPurpose: Partial<Record<UsagePurpose, number>> = {};
   for (const s of spend) if (s.agentId === a.id) spentByPurpose[s.purpose] = (spentByPurpose[s.purpose] ?? 0) + s.costUsd;
   return {
@@ -365,6 +380,7 @@ export async function readAgent(port: StoreReads, runId: string | undefined, ref
         deliveredAt: m.deliveredAt,
         noticeKey: m.noticeKey,
       })),
+    turnPoints,
   };
 }
 

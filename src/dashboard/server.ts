@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
 import { act, isLive, type ActionInbox, type AnswerHere } from './actions.js';
+import type { ForkPoint, ForkResult } from '../fork/fork.js';
 import { pickRun, readAgent, readApprovals, readTeam, readTimeline, type StoreReads } from './readModel.js';
 import { rootActive } from '../stream/follow.js';
 import { serveStream, startAfter } from '../stream/sse.js';
@@ -34,6 +35,8 @@ export interface DashboardSource {
   inbox?: ActionInbox;
   /** Answer an approval of a run nobody hosts, here (as `troupe approve` does); null: someone hosts it now. */
   answerHere?: AnswerHere;
+  /** Fork a run at an agent's turn (fork/fork.ts); absent: the page cannot fork. */
+  fork?: (runId: string, at: ForkPoint) => Promise<ForkResult>;
   /**
    * Whether a process drives run `runId` now and applies its inbox (actions need one). The page
    * shows a run live only while this holds and the run has not finished (see `isLive`).
@@ -171,7 +174,13 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
     switch (url.pathname) {
       case '/api/team': {
         const team = await readTeam(source.port, run);
-        return json(res, 200, { ...team, db: source.db, live: await isLive(source, team.run.id), answersApprovals: source.answerHere !== undefined });
+        return json(res, 200, {
+          ...team,
+          db: source.db,
+          live: await isLive(source, team.run.id),
+          answersApprovals: source.answerHere !== undefined,
+          canFork: source.fork !== undefined,
+        });
       }
       case '/api/timeline':
         return json(res, 200, await readTimeline(source.port, run));

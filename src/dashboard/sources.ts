@@ -7,6 +7,7 @@
 import type { Coordinator } from '../host/createCoordinator.js';
 import type { RunStore } from '../hosting/runStore.js';
 import { applyHere } from '../hosting/applyHere.js';
+import { forkClaimed, forkRun } from '../fork/fork.js';
 import type { AnswerHere } from './actions.js';
 import { ownerAlive as isOwned } from '../store/ownerLock.js';
 import { portOf } from '../store/port.js';
@@ -49,7 +50,12 @@ export function databaseSource(store: Store, db: string, pollMs = 1_000): Dashbo
  * while a process hosts it (its claim holds), and actions go to its inbox, which that host applies.
  */
 export function runsSource(runs: Pick<RunStore, 'reads' | 'label' | 'hostOf' | 'post' | 'request' | 'claim'>, pollMs = 1_000): DashboardSource {
-  return { ...polledSource(runs.reads, runs.label, async (runId) => (await runs.hostOf(runId)).hosted, pollMs), inbox: runs, answerHere: answerHere(runs) };
+  return {
+    ...polledSource(runs.reads, runs.label, async (runId) => (await runs.hostOf(runId)).hosted, pollMs),
+    inbox: runs,
+    answerHere: answerHere(runs),
+    fork: (runId, at) => forkClaimed(runs, runId, at),
+  };
 }
 
 /** The CLI's way to a run nobody hosts (cli/mail.ts): claim it, post the request, apply it here, let it go. */
@@ -116,5 +122,12 @@ export function coordinatorWatch(c: Pick<Coordinator, 'subscribe' | 'registry'>)
  * the run ended and the dashboard lingers); other runs of the database are not live here.
  */
 export function coordinatorSource(c: Pick<Coordinator, 'subscribe' | 'registry' | 'runId'>, store: Store, db: string, live: () => boolean): DashboardSource {
-  return { port: portOf(store), db, live: (runId) => runId === c.runId && live(), watch: coordinatorWatch(c) };
+  // This process owns the store: a fork is written here, beside the run (it reads only what was committed).
+  return {
+    port: portOf(store),
+    db,
+    live: (runId) => runId === c.runId && live(),
+    watch: coordinatorWatch(c),
+    fork: (runId, at) => forkRun(store, runId, { at }),
+  };
 }

@@ -63,11 +63,16 @@ export class GroupCommitter {
   readonly stats: CommitStats = { commits: 0, ops: 0 };
   /** Writes that ride along with any commit that happens anyway (the live stream's rows). */
   readonly #riders: (() => WriteOp | null)[] = [];
+  readonly #journal: ((ops: readonly WriteOp[]) => WriteOp | null) | null;
 
-  /** @param onFatal told once when a commit fails; what it returns is what every barrier rejects with. */
-  constructor(port: StorePort, onFatal: (err: unknown) => unknown) {
+  /**
+   * @param onFatal told once when a commit fails; what it returns is what every barrier rejects with.
+   * @param journal the record of a commit's writes that goes out in the same commit (fork/journal.ts).
+   */
+  constructor(port: StorePort, onFatal: (err: unknown) => unknown, journal?: (ops: readonly WriteOp[]) => WriteOp | null) {
     this.#port = port;
     this.#onFatal = onFatal;
+    this.#journal = journal ?? null;
   }
 
   /** The error that stopped the committer, if any. */
@@ -156,6 +161,8 @@ export class GroupCommitter {
       this.#committed(effects, waiting);
       return;
     }
+    const entry = this.#journal?.(ops);
+    if (entry) ops.push(entry);
     for (const take of this.#riders) {
       const rider = take();
       if (rider) ops.push(rider);

@@ -8,7 +8,8 @@
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { systemClock } from '../clock.js';
 import { ConfigError, TroupeError } from '../errors.js';
-import { isStorePort, portOf, type AgentSpend, type StorePort } from '../store/port.js';
+import { isStorePort, portOf, type AgentSpend, type StorePort, type WriteOp } from '../store/port.js';
+import { withJournal } from '../fork/journal.js';
 import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, ReentryBudgetRow, RunRow, Store, UsagePurpose } from '../store/types.js';
 import { STINT_EVENT } from '../trace/attributes.js';
 import { tracingRegistered } from '../trace/tracer.js';
@@ -93,12 +94,14 @@ async function recover(
   const agents = await port.listAgents(run.id);
   const agentIds = new Set(agents.map((a) => a.id));
   const delegations = await port.listDelegations(run.id);
-  await port.commit([
+  const recovery: WriteOp[] = [
     { op: 'updateRun', id: run.id, patch: { interactive: recovered.interactive, budget: recovered.budget } },
     // Honest, never magic: a delegation running under an earlier boot did not complete.
     ...interruptStaleDelegations(delegations, agentIds, port.boot, run.id, now),
     { op: 'dropReentryBudgets', before: now - STALE_BUDGET_MS },
-  ]);
+  ];
+  // Journaled like any commit of the run (fork/journal.ts), so that a fork sees what recovery wrote.
+  await port.commit(withJournal(port, run.id, recovery, now));
   return { run: recovered, agents, spend };
 }
 

@@ -40,6 +40,7 @@ import { BudgetLedger } from './calls/budget.js';
 import { FailurePatterns } from './agents/failurePatterns.js';
 import { StreamRecorder } from './views/streamRecorder.js';
 import { GroupCommitter } from './commit.js';
+import { journalFor } from '../fork/journal.js';
 import { healthOf, requestStop, tripAllowance, tripBudget, wireCoordinatorEvents } from './control.js';
 import { DeadlockWatch } from './waits/deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './async/delegations.js';
@@ -151,7 +152,11 @@ export class Runtime {
       find: (id) => this.agents.find(id),
       profiles: this.options.profiles,
     });
-    this.committer = new GroupCommitter(this.port, (err) => this.#fail(err));
+    this.committer = new GroupCommitter(
+      this.port,
+      (err) => this.#fail(err),
+      journalFor(this.port, this.runId, () => this.clock.now()),
+    );
     this.trace = runTrace(options.telemetry, {
       runId: this.runId,
       modelFor: (purpose, agentId) => this.budget.modelFor(purpose, agentId).name ?? 'model',

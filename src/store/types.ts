@@ -92,6 +92,12 @@ export interface UsageRow extends TurnUsage {
   at: number;
 }
 
+/**
+ * The type of a run's commit journal entries (fork/journal.ts): read with `eventsOf`, left out of
+ * `listEvents` (the views' events), whose readers would otherwise decode every commit again.
+ */
+export const COMMIT_EVENT = 'run.commit';
+
 export interface EventRow {
   runId: string;
   agentId: string | null;
@@ -203,6 +209,7 @@ export interface Store {
   spendOf(runId: string): { agentId: string; purpose: UsagePurpose; costUsd: number }[];
 
   appendEvent(row: EventRow): void;
+  /** The run's events, oldest first, without its commit journal (COMMIT_EVENT). */
   listEvents(runId: string): EventRow[];
 
   /** Append live-stream rows (their `seq` follow the run's last one). */

@@ -9,6 +9,7 @@ import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
 import { openStore } from '../../src/store/sqliteStore.js';
+import { COMMIT_EVENT } from '../../src/store/types.js';
 import { troupe, workdir } from './cli.js';
 import { flush } from './team.js';
 
@@ -53,11 +54,11 @@ export function call(port: number, path: string, options: { method?: string; hea
   });
 }
 
-/** The boot of each event of `runId` in the file, in row order. */
+/** The boot of each event of `runId` in the file, in row order (the views' events: not the commit journal, store/types.ts COMMIT_EVENT). */
 export function eventBoots(path: string, runId: string): { boot: number; at: number }[] {
   const raw = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    return raw.prepare('SELECT boot, at FROM events WHERE run_id = ? ORDER BY id').all(runId) as { boot: number; at: number }[];
+    return raw.prepare('SELECT boot, at FROM events WHERE run_id = ? AND type <> ? ORDER BY id').all(runId, COMMIT_EVENT) as { boot: number; at: number }[];
   } finally {
     raw.close();
   }

@@ -11,7 +11,7 @@ import { createTimeline, MARK_COLORS, STATUS_COLORS } from './timeline.js';
  * @typedef {import('../readModel.js').Timeline} Timeline
  * @typedef {import('../readModel.js').Approvals} Approvals
  * @typedef {Approvals['approvals'][number]} Approval
- * @typedef {Team & { live: boolean, db: string, answersApprovals: boolean }} TeamReply what /api/team answers: the team, whether a process hosts it (actions reach it), the database, whether an approval of a run nobody hosts is answered here
+ * @typedef {Team & { live: boolean, db: string, answersApprovals: boolean, canFork: boolean }} TeamReply what /api/team answers: the team, whether a process hosts it (actions reach it), the database, whether an approval of a run nobody hosts is answered here, whether this server can fork a run
  */
 
 const token = new URLSearchParams(location.search).get('token') ?? '';
@@ -102,6 +102,7 @@ function renderTeam(team) {
   const select = /** @type {HTMLSelectElement} */ ($('run'));
   select.replaceChildren(...team.runs.map((r) => el('option', { value: r.id, text: `${r.id} (${new Date(r.createdAt).toLocaleString()})` })));
   select.value = team.run.id;
+  renderLineage(team);
   budgetBar(team.budget);
   $('counts').replaceChildren(
     el('span', { text: `${team.agents.length} agents:` }),
@@ -285,6 +286,52 @@ function transcriptItem(item) {
   return body;
 }
 
+/** Show run `id` (a fork, or the run a fork came from). */
+function showRun(id) {
+  field('run').value = id;
+  $('run').dispatchEvent(new Event('change'));
+}
+
+const runLink = (id) => el('a', { href: '#', 'data-run': id, onclick: (e) => (e.preventDefault(), showRun(id)), text: id });
+
+/** Where the run shown was forked from, and the runs forked from it (fork/fork.ts). */
+function renderLineage(team) {
+  const parts = [];
+  if (team.origin) parts.push('fork of ', runLink(team.origin.run), ` at ${team.origin.agent}:${team.origin.turn}`);
+  if (team.forks.length > 0) {
+    if (parts.length > 0) parts.push(' · ');
+    parts.push('forks: ');
+    team.forks.forEach((f, i) => parts.push(...(i > 0 ? [', '] : []), runLink(f.runId), ` (at ${f.origin.agent}:${f.origin.turn})`));
+  }
+  $('lineage').replaceChildren(...parts);
+}
+
+/**
+ * The transcript, with "fork here" after each committed turn (turnPoints: the transcript's length
+ * right after it) when this server can fork.
+ */
+function transcriptWithForks(agent, transcript, turnPoints) {
+  const after = new Map(turnPoints.map((p) => [p.sessionLength, p.turn]));
+  const nodes = [];
+  const forkButton = (turn) =>
+    el('button', {
+      type: 'button',
+      class: 'fork',
+      'data-turn': String(turn),
+      text: `Fork here (after ${agent.name}'s turn ${turn})`,
+      onclick: async () => {
+        const out = $('action-result');
+        if (await action({ kind: 'fork', agent: agent.id, turn }, 'forking', out)) out.append(' ', runLink(out.dataset.run ?? ''));
+      },
+    });
+  transcript.forEach((item, i) => {
+    nodes.push(transcriptItem(item));
+    const turn = after.get(i + 1);
+    if (turn !== undefined && state.team && /** @type {TeamReply} */ (state.team).canFork) nodes.push(forkButton(turn));
+  });
+  return nodes;
+}
+
 async function openAgent(id) {
   state.agentId = id;
   $('action-result').textContent = '';
@@ -336,17 +383,19 @@ async function refreshAgent() {
       ),
     ),
   );
-  $('transcript').replaceChildren(...d.transcript.map(transcriptItem));
+  $('transcript').replaceChildren(...transcriptWithForks(a, d.transcript, d.turnPoints));
   agentApprovals(a.id);
 }
 
 async function action(body, label, out = $('action-result')) {
   out.className = 'action-result';
   out.textContent = `${label}…`;
+  delete out.dataset.run;
   try {
     const r = await api('/api/action', {}, { run: state.run, ...body });
     out.className = 'action-result ok';
     out.textContent = r.message;
+    if (r.runId) out.dataset.run = r.runId;
     return true;
   } catch (err) {
     const e = /** @type {Error & { code?: string }} */ (err);

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionItem } from '../../../src/model/types.js';
 import type { StorePort, WriteOp } from '../../../src/store/port.js';
-import type { NewMessage, RunRow } from '../../../src/store/types.js';
+import { COMMIT_EVENT, type NewMessage, type RunRow } from '../../../src/store/types.js';
 import { agentRow } from './storeContract.js';
 
 const RUN: RunRow = {
@@ -62,6 +62,7 @@ export function describePortContract(name: string, create: () => Promise<{ port:
           row: { runId: 'run1', agentId: 'b', purpose: 'compaction', model: 'm', inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, costUsd: 1, at: 8 },
         },
         { op: 'appendEvent', row: { runId: 'run1', agentId: 'a', type: 'x', data: { n: 1 }, at: 9 } },
+        { op: 'appendEvent', row: { runId: 'run1', agentId: null, type: COMMIT_EVENT, data: { ops: [] }, at: 9 } },
       ]);
       expect((await port.listRuns()).map((r) => r.id)).toEqual(['run1']);
       expect(await port.getRun('run1')).toMatchObject({ rootId: 'a' });
@@ -73,7 +74,9 @@ export function describePortContract(name: string, create: () => Promise<{ port:
         { agentId: 'b', purpose: 'compaction', costUsd: 1 },
       ]);
       expect((await port.listUsage('run1')).map((u) => u.costUsd)).toEqual([0.5, 0.25, 1]);
+      // The commit journal is read by type, never with the views' events.
       expect((await port.listEvents('run1')).map((e) => e.type)).toEqual(['x']);
+      expect((await port.eventsOf('run1', COMMIT_EVENT)).map((e) => e.data)).toEqual([{ ops: [] }]);
       await close();
     });
 

@@ -150,3 +150,14 @@ export async function seedRun(
   store.close();
   return { runId: t.c.runId, rootId, workerId };
 }
+
+/** Poll what other processes decide until `ok` holds (a deadline, never a fixed sleep standing in for it). */
+export async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (ok(value)) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: never (last ${JSON.stringify(value)})`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -50,7 +50,7 @@ const retold: Script = {
 };
 
 /** Tables a run's rows can be in, by the column that names the run or one of its agents; others hold no run's rows. */
-const UNRELATED = new Set(['boots', 'proactive_fires', 'provider_quota', 'sqlite_sequence', 'troupe_schema']);
+const UNRELATED = new Set(['boots', 'proactive_fires', 'provider_breaker', 'provider_quota', 'sqlite_sequence', 'troupe_schema']);
 const KEYS = ['run_id', 'agent_id', 'session_id'];
 
 /**

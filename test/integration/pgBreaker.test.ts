@@ -13,7 +13,7 @@ import { Breaker, type BreakerStore, type Ticket } from '../../src/providers/bre
 import { pgBreakerStore } from '../../src/providers/breakerPg.js';
 import type { PostgresStore } from '../../src/store/postgres/store.js';
 import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
-import { spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { spawnTroupe, troupe, workdir, type Spawned, until } from '../helpers/cli.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
 
 const available = await pgAvailable();
@@ -126,16 +126,6 @@ describe.skipIf(!available)(pgTitle(available, 'the circuit breaker of two troup
     await drop();
   });
 
-  /** Poll (another process decides) until `ok` holds, at most 60 s. */
-  async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean): Promise<T> {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const value = await read();
-      if (ok(value)) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: never (last ${JSON.stringify(value)})`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
   const breakerRow = () => adminQuery(`SELECT state FROM ${schema}.provider_breaker`).then((r) => r.rows.map((row: { state: string }) => row.state));
 
   it("one worker's open breaker parks the other's agents before they call; one probe per cooldown across both; both finish once it answers", async () => {

@@ -6,7 +6,7 @@ import { Quota, type QuotaStore } from '../../src/providers/quota.js';
 import { pgQuotaStore } from '../../src/providers/quotaPg.js';
 import type { PostgresStore } from '../../src/store/postgres/store.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
-import { spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { spawnTroupe, troupe, workdir, type Spawned, until } from '../helpers/cli.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle, twoHostsOnOneSchema } from '../helpers/pg.js';
 
 const available = await pgAvailable();
@@ -90,6 +90,8 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota shared by a P
 });
 
 describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe worker processes'), () => {
+  /** Other processes decide: at most 120 s (a minute's quota window and more). */
+  const untilLong = <T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean) => until(what, read, ok, 120_000);
   const { schema, drop } = freshSchema();
   const db = `${PG_URL}?schema=${schema}`;
   const running: Spawned[] = [];
@@ -97,17 +99,6 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe
     for (const r of running) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
     await drop();
   });
-
-  /** Poll (other processes decide) until `ok` holds, at most 120 s. */
-  async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean): Promise<T> {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      const value = await read();
-      if (ok(value)) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: never (last ${JSON.stringify(value)})`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
 
   it('N requests per minute in total across both; one 429 with retry-after: 5 pauses both workers', async () => {
     const N = 3;
@@ -123,7 +114,7 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe
       if (request.index === 0) return { status: 429, headers: { 'retry-after': '5' } };
       // The other run's first call (on the other worker) is answered once the pause is in the database: its next call comes during the pause.
       if (request.index === 1) {
-        await until('the endpoint paused', pausedUntil, (at) => at > 0);
+        await untilLong('the endpoint paused', pausedUntil, (at) => at > 0);
         return { message: { toolCalls: [{ name: 'view_agent_graph', arguments: {} }] } };
       }
       return { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'done' } }] } };
@@ -137,7 +128,7 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe
       running.push(w);
       return w;
     });
-    await until(
+    await untilLong(
       'both runs done',
       () => Promise.resolve(workers.flatMap((w) => w.lines).filter((l) => /^done +run /.test(l)).length),
       (n) => n === 2,

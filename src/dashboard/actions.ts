@@ -68,7 +68,7 @@ function toAnswer(run: string, b: Record<string, unknown>): Action {
 }
 
 /** Where a dashboard posts its actions: the run's inbox on any store (hosting/runStore.ts's `post` and `request`). */
-export interface ActionInbox {
+interface ActionInbox {
   post(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): Promise<number>;
   request(id: number): Promise<InboxRequest | undefined>;
 }
@@ -100,23 +100,30 @@ export async function isLive(source: { port: StoreReads; live(runId: string): bo
   return (await source.live(runId)) && rootActive(source.port, runId);
 }
 
+/** What actions read, post to and answer through (the dashboard's source, server.ts, extends it). */
+export interface ActionSource {
+  /** Reads (a read-only store, or the live run's own). */
+  port: StoreReads;
+  /** The database as the user named it (a path, or a URL without its password). */
+  db: string;
+  /** Where actions are posted and their answers read (default: the inbox of the file `db`). */
+  inbox?: ActionInbox;
+  /** Answer an approval of a run nobody hosts, here (as `troupe approve` does); null: someone hosts it now. */
+  answerHere?: AnswerHere;
+  /** Fork a run at an agent's turn (fork/fork.ts); absent: the page cannot fork. */
+  fork?: (runId: string, at: ForkPoint) => Promise<ForkResult>;
+  /**
+   * Whether a process drives run `runId` now and applies its inbox (actions need one). The page
+   * shows a run live only while this holds and the run has not finished (see `isLive`).
+   */
+  live(runId: string): boolean | Promise<boolean>;
+}
+
 /**
  * Post `body` to the live run and wait (up to `waitMs`) for its owner's answer. RUN_NOT_LIVE when
  * no process drives the database (nothing is written then); the owner's refusal as its typed error.
  */
-export async function act(
-  source: {
-    port: StoreReads;
-    db: string;
-    inbox?: ActionInbox;
-    answerHere?: AnswerHere;
-    fork?: (runId: string, at: ForkPoint) => Promise<ForkResult>;
-    live(runId: string): boolean | Promise<boolean>;
-  },
-  body: unknown,
-  waitMs = 15_000,
-  everyMs = 100,
-): Promise<ActionResult> {
+export async function act(source: ActionSource, body: unknown, waitMs = 15_000, everyMs = 100): Promise<ActionResult> {
   const action = toAction(body);
   if (!(await source.port.getRun(action.run))) throw new TroupeError('RUN_NOT_FOUND', `The database holds no run ${action.run}`);
   // A fork only reads the run (live or not) and writes a new one: no inbox.

@@ -19,29 +19,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
 import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
-import { act, isLive, type ActionInbox, type AnswerHere } from './actions.js';
-import type { ForkPoint, ForkResult } from '../fork/fork.js';
-import { pickRun, readAgent, readApprovals, readTeam, readTimeline, type StoreReads } from './readModel.js';
+import { act, isLive, type ActionSource } from './actions.js';
+import { pickRun, readAgent, readApprovals, readTeam, readTimeline } from './readModel.js';
 import { rootActive } from '../stream/follow.js';
 import { serveStream, startAfter } from '../stream/sse.js';
 
-/** Where the dashboard's data comes from and how it learns of changes. */
-export interface DashboardSource {
-  /** Reads (a read-only store, or the live run's own). */
-  port: StoreReads;
-  /** The database as the user named it (a path, or a URL without its password). */
-  db: string;
-  /** Where actions are posted and their answers read (default: the inbox of the file `db`). */
-  inbox?: ActionInbox;
-  /** Answer an approval of a run nobody hosts, here (as `troupe approve` does); null: someone hosts it now. */
-  answerHere?: AnswerHere;
-  /** Fork a run at an agent's turn (fork/fork.ts); absent: the page cannot fork. */
-  fork?: (runId: string, at: ForkPoint) => Promise<ForkResult>;
-  /**
-   * Whether a process drives run `runId` now and applies its inbox (actions need one). The page
-   * shows a run live only while this holds and the run has not finished (see `isLive`).
-   */
-  live(runId: string): boolean | Promise<boolean>;
+/** Where the dashboard's data comes from (what actions use, actions.ts) and how it learns of changes. */
+export interface DashboardSource extends ActionSource {
   /** Call `changed` whenever the run may have changed; returns a function that stops watching. */
   watch(changed: () => void): () => void;
 }

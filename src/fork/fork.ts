@@ -19,7 +19,7 @@ import { TroupeError } from '../errors.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
 import type { ReleaseState } from '../store/postgres/lease.js';
 import { COMMIT_EVENT, type AgentRow, type EventRow, type Store } from '../store/types.js';
-import type { CommitEntry } from './journal.js';
+import { commitsOf, type CommitEntry } from './journal.js';
 import { freshRunId, rename, renames } from './remap.js';
 
 /** Where to fork: an agent (id or name) and one of its turns (0: right after it was registered). */
@@ -55,6 +55,8 @@ export type ForkResult = { ok: true; runId: string; origin: ForkOrigin } | { ok:
 const ORIGIN_EVENT = 'fork.origin';
 /** The saved configuration of a run the CLI started (cli/runs.ts): a fork is resumed with it. */
 const CONFIG_EVENT = 'cli.run';
+/** Events a run writes on their own, outside its journaled commits: never part of a commit. */
+const NOT_COMMITTED: ReadonlySet<string> = new Set([CONFIG_EVENT, ORIGIN_EVENT]);
 
 const failed = (error: TroupeError): ForkResult => ({ ok: false, error });
 
@@ -66,7 +68,7 @@ const agentOf = (agents: readonly AgentRow[], ref: string) => agents.find((a) =>
  * the entry whose writes set its turn counter to `turn` (registered it, for turn 0), counted from 1.
  * Null if there is none. Also the agent's last committed turn, for the error.
  */
-function forkPointOf(entries: readonly CommitEntry[], agentId: string, turn: number): { commits: number | null; lastTurn: number | null } {
+function forkPointOf(entries: readonly Pick<CommitEntry, 'ops'>[], agentId: string, turn: number): { commits: number | null; lastTurn: number | null } {
   let lastTurn: number | null = null;
   for (const [i, entry] of entries.entries()) {
     for (const w of entry.ops) {
@@ -95,12 +97,9 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   if (!run) return failed(new TroupeError('RUN_NOT_FOUND', `The store holds no run ${runId}`));
   const agent = agentOf(await port.listAgents(runId), ref);
   if (!agent) return failed(new TroupeError('AGENT_NOT_FOUND', `Run ${runId} has no agent ${ref}`));
-  const journal = await port.eventsOf(runId, COMMIT_EVENT);
-  const { commits, lastTurn } = forkPointOf(
-    journal.map((e) => e.data as unknown as CommitEntry),
-    agent.id,
-    turn,
-  );
+  const history = await port.historyOf(runId);
+  const journal = commitsOf(history, NOT_COMMITTED);
+  const { commits, lastTurn } = forkPointOf(journal, agent.id, turn);
   if (commits === null) {
     const why =
       journal.length === 0
@@ -114,14 +113,16 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   const map = renames(
     runId,
     newRunId,
-    taken.flatMap((e) => (e.data as unknown as CommitEntry).ops),
+    taken.flatMap((c) => c.ops),
   );
-  const history = rename(taken, runId, map);
+  const renamed = rename(taken, runId, map);
   const origin: ForkOrigin = { run: runId, agentId: agent.id, agent: agent.name, turn, commits, at: options.now ?? Date.now() };
   const ops: WriteOp[] = [];
-  // Each commit again, with its own journal entry: the fork's history is the original's prefix, so a fork of a fork works.
-  for (const e of history) ops.push(...(e.data as unknown as CommitEntry).ops, { op: 'appendEvent', row: withoutBoot(e) });
-  for (const e of await port.eventsOf(runId, CONFIG_EVENT)) ops.push({ op: 'appendEvent', row: { ...withoutBoot(e), runId: newRunId } });
+  // Each commit again — its writes, its events, its journal entry last — so the fork's history is
+  // the original's prefix, and a fork of a fork works.
+  for (const c of renamed)
+    ops.push(...c.ops, ...c.events.map((e): WriteOp => ({ op: 'appendEvent', row: withoutBoot(e) })), { op: 'appendEvent', row: withoutBoot(c.entry) });
+  for (const e of history) if (e.type === CONFIG_EVENT) ops.push({ op: 'appendEvent', row: { ...withoutBoot(e), runId: newRunId } });
   ops.push({ op: 'appendEvent', row: { runId: newRunId, agentId: null, type: ORIGIN_EVENT, data: { ...origin }, at: origin.at } });
   await port.commit(ops);
   return { ok: true, runId: newRunId, origin };

@@ -5,12 +5,12 @@
  * @module
  */
 import { TroupeError } from '../errors.js';
-import { CALL_EVENT, INPUT_EVENT, type RecordedCall, type RecordedInput } from '../host/calls/callLog.js';
+import type { RecordedCall, RecordedInput } from '../host/calls/callLog.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
-import type { AgentRow, RunRow, Store } from '../store/types.js';
+import { CALL_EVENT, INPUT_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 
-export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'listEvents' | 'listMessages' | 'loadSession'>;
+export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
 
 /**
  * One step the owner applied: a model call answered (or cut short), or an input from outside.
@@ -57,12 +57,13 @@ export function readsOf(store: Store | ReplayReads): ReplayReads {
 export async function readRecording(reads: ReplayReads, runId: string): Promise<Recording> {
   const run = await reads.getRun(runId);
   if (!run) throw new TroupeError('RUN_NOT_FOUND', `No run ${runId} in this database`);
-  const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.listEvents(runId), reads.listMessages(runId)]);
+  const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.historyOf(runId), reads.listMessages(runId)]);
   const root = agents.find((a) => a.id === run.rootId) ?? agents.find((a) => a.parentId === null);
   const steps: Step[] = [];
+  const toolSets = new Map<number, RecordedCall['tools']>();
   let effects = true;
   for (const e of events) {
-    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: e.data as unknown as RecordedCall, at: e.at, effectsAt: e.at });
+    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: withTools(e.data as unknown as RecordedCall, toolSets), at: e.at, effectsAt: e.at });
     else if (e.type === INPUT_EVENT) steps.push({ kind: 'input', input: e.data as unknown as RecordedInput, at: e.at, effectsAt: e.at });
     else if (e.type === 'agent.status' && effects && causedBy(steps.at(-1), e.agentId, e.at)) {
       steps.at(-1)!.effectsAt = e.at;
@@ -87,6 +88,15 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     messageIds: messages.filter((m) => !(m.noticeKey ?? '').startsWith('send:')).map((m) => m.id),
     toolResults,
   };
+}
+
+/** `call` with its tool list in full: the log writes a list once and numbers it (callLog.ts). */
+function withTools(call: RecordedCall, toolSets: Map<number, RecordedCall['tools']>): RecordedCall {
+  if (call.toolSet === undefined) return call;
+  if (call.tools !== undefined) toolSets.set(call.toolSet, call.tools);
+  else if (toolSets.has(call.toolSet)) call.tools = toolSets.get(call.toolSet);
+  else throw new TroupeError('STORE_CORRUPT', `The call log names tool list ${call.toolSet} before it recorded it (${call.name}, turn ${call.turn})`);
+  return call;
 }
 
 function collectTool(into: Map<string, ToolResult[]>, agentId: string, item: SessionItem): void {

@@ -22,7 +22,7 @@ import type {
   UsageRow,
 } from './types.js';
 import { TroupeError } from '../errors.js';
-import { COMMIT_EVENT } from './types.js';
+import { RECORDING_EVENTS } from './types.js';
 
 interface Mailbox {
   /** Every message to the agent in order; the in-memory store keeps delivered rows for inspection. */
@@ -258,7 +258,8 @@ export function memoryStore(): Store {
       state.events.push(row);
       onRollback(() => state.events.pop());
     },
-    listEvents: (runId) => state.events.filter((e) => e.runId === runId && e.type !== COMMIT_EVENT).map(copy),
+    listEvents: (runId) => state.events.filter((e) => e.runId === runId && !RECORDING_EVENTS.includes(e.type)).map(copy),
+    historyOf: (runId) => state.events.filter((e) => e.runId === runId).map(copy),
 
     appendStream(rows) {
       for (const row of rows) {

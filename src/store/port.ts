@@ -124,6 +124,8 @@ export interface StorePort {
   /** Views and tools (status, tree, dashboards, invariants). */
   listMessages(runId: string): Promise<MessageRow[]>;
   listEvents(runId: string): Promise<EventRow[]>;
+  /** Every event of the run, oldest first, its recording included (fork, replay). */
+  historyOf(runId: string): Promise<EventRow[]>;
   listUsage(runId: string): Promise<UsageRow[]>;
   /** The run's live-stream rows after `afterSeq`, oldest first, at most `limit` (types.ts StreamRow). */
   readStream(runId: string, afterSeq: number, limit: number): Promise<StreamRow[]>;
@@ -232,6 +234,7 @@ export function portOf(store: Store): StorePort {
     startedToolCalls: (agentId) => settle(() => store.startedToolCalls(agentId)),
     listMessages: (runId) => settle(() => store.listMessages(runId)),
     listEvents: (runId) => settle(() => store.listEvents(runId)),
+    historyOf: (runId) => settle(() => store.historyOf(runId)),
     listUsage: (runId) => settle(() => store.listUsage(runId)),
     readStream: (runId, afterSeq, limit) => settle(() => store.readStream(runId, afterSeq, limit)),
     lastStreamSeq: (runId) => settle(() => store.lastStreamSeq(runId)),

@@ -6,7 +6,7 @@
  * @module
  */
 import type Database from 'better-sqlite3';
-import { COMMIT_EVENT } from './types.js';
+import { NOT_RECORDING } from './types.js';
 
 /** The SQL of every statement, by name. */
 const SQL = {
@@ -39,7 +39,8 @@ const SQL = {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   listUsage: 'SELECT * FROM usage WHERE run_id = ? ORDER BY id',
   insertEvent: 'INSERT INTO events (run_id, agent_id, type, data, at, boot) VALUES (?, ?, ?, ?, ?, ?)',
-  listEvents: `SELECT * FROM events WHERE run_id = ? AND type <> '${COMMIT_EVENT}' ORDER BY id`,
+  listEvents: `SELECT * FROM events WHERE run_id = ? AND ${NOT_RECORDING} ORDER BY id`,
+  historyOf: 'SELECT * FROM events WHERE run_id = ? ORDER BY id',
   insertStream: 'INSERT INTO stream (run_id, seq, agent_id, type, data, at) VALUES (?, ?, ?, ?, ?, ?)',
   readStream: 'SELECT * FROM stream WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
   lastStreamSeq: 'SELECT coalesce(max(seq), 0) FROM stream WHERE run_id = ?',

@@ -317,6 +317,7 @@ function createSqliteStore(
         q.insertEvent.run(e.runId, e.agentId, e.type, json(e.data), e.at, boot);
       }),
     listEvents: (runId) => (q.listEvents.all(runId) as EventDbRow[]).map(toEvent),
+    historyOf: (runId) => (q.historyOf.all(runId) as EventDbRow[]).map(toEvent),
 
     appendStream: (rows: readonly StreamRow[]) =>
       transaction(() => {

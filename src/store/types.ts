@@ -92,11 +92,20 @@ export interface UsageRow extends TurnUsage {
   at: number;
 }
 
-/**
- * The type of a run's commit journal entries (fork/journal.ts): read with `eventsOf`, left out of
- * `listEvents` (the views' events), whose readers would otherwise decode every commit again.
- */
+/** The type of a run's commit journal entries (fork/journal.ts). */
 export const COMMIT_EVENT = 'run.commit';
+/** The call log's entries (host/calls/callLog.ts): one per model call, one per outside input. */
+export const CALL_EVENT = 'replay.call';
+export const INPUT_EVENT = 'replay.input';
+/**
+ * The run's recording (issue 37): read by fork and replay (`historyOf`, `eventsOf`), left out of
+ * `listEvents` (the views' events), whose readers would otherwise decode it again — it is most of
+ * a run's event bytes.
+ */
+export const RECORDING_EVENTS: readonly string[] = [COMMIT_EVENT, CALL_EVENT, INPUT_EVENT];
+const RECORDING_SQL = RECORDING_EVENTS.map((t) => `'${t}'`).join(', ');
+/** The SQL condition (both adapters) that leaves the recording out. */
+export const NOT_RECORDING = `type NOT IN (${RECORDING_SQL})`;
 
 export interface EventRow {
   runId: string;
@@ -209,8 +218,10 @@ export interface Store {
   spendOf(runId: string): { agentId: string; purpose: UsagePurpose; costUsd: number }[];
 
   appendEvent(row: EventRow): void;
-  /** The run's events, oldest first, without its commit journal (COMMIT_EVENT). */
+  /** The run's events, oldest first, without its recording (RECORDING_EVENTS). */
   listEvents(runId: string): EventRow[];
+  /** Every event of the run, oldest first, its recording included: what fork and replay read. */
+  historyOf(runId: string): EventRow[];
 
   /** Append live-stream rows (their `seq` follow the run's last one). */
   appendStream(rows: readonly StreamRow[]): void;

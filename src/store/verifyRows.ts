@@ -10,7 +10,20 @@ import { TroupeError } from '../errors.js';
 import { sessionChecksum } from './checksums.js';
 import type { AgentDbRow, SessionDbRow } from './dbRows.js';
 import type { AgentRow } from './types.js';
-import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, checkStreamRow, toToolCall, toUsage } from './decode.js';
+import {
+  toAgent,
+  toDelegation,
+  checkEventRow,
+  EVENT_CHECK_COLUMNS,
+  toExecution,
+  toInboxRequest,
+  toMessage,
+  toReentry,
+  toRun,
+  checkStreamRow,
+  toToolCall,
+  toUsage,
+} from './decode.js';
 
 /**
  * What the pass decoded and an owner can use instead of reading it again: every agent row, by run,
@@ -21,7 +34,13 @@ export interface VerifiedRows {
 }
 
 /** Each table the store reads, the schema version that created it, and how to check its rows. */
-const TABLES: readonly { table: string; since: number; order: string; check: (rows: IterableIterator<unknown>, kept: VerifiedRows) => void }[] = [
+const TABLES: readonly {
+  table: string;
+  since: number;
+  order: string;
+  columns?: string;
+  check: (rows: IterableIterator<unknown>, kept: VerifiedRows) => void;
+}[] = [
   { table: 'runs', since: 1, order: 'rowid', check: (rows) => each(rows, toRun) },
   {
     table: 'agents',
@@ -55,7 +74,7 @@ const TABLES: readonly { table: string; since: number; order: string; check: (ro
     },
   },
   { table: 'usage', since: 1, order: 'id', check: (rows) => each(rows, toUsage) },
-  { table: 'events', since: 1, order: 'id', check: (rows) => each(rows, toEvent) },
+  { table: 'events', since: 1, order: 'id', columns: EVENT_CHECK_COLUMNS, check: (rows) => each(rows, checkEventRow) },
   { table: 'delegations', since: 1, order: 'rowid', check: (rows) => each(rows, toDelegation) },
   { table: 'reentry_budgets', since: 1, order: 'rowid', check: (rows) => each(rows, toReentry) },
   { table: 'executions', since: 1, order: 'rowid', check: (rows) => each(rows, toExecution) },
@@ -76,10 +95,10 @@ function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): 
 export function verifyRows(db: Database.Database, version: number): VerifiedRows {
   const present = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
   const kept: VerifiedRows = { agentsByRun: new Map() };
-  for (const { table, since, order, check } of TABLES) {
+  for (const { table, since, order, columns = '*', check } of TABLES) {
     if (version < since) continue;
     if (!present.has(table)) throw new TroupeError('STORE_CORRUPT', `the table ${table} is missing`);
-    check(db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).iterate(), kept);
+    check(db.prepare(`SELECT ${columns} FROM ${table} ORDER BY ${order}`).iterate(), kept);
   }
   return kept;
 }

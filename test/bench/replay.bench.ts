@@ -63,7 +63,7 @@ for (const name of CHILDREN) {
 const recordedMs = performance.now() - started;
 await c.stop(root).catch(() => undefined);
 await c.shutdown();
-const calls = store.listEvents(c.runId).filter((e) => e.type === 'replay.call').length;
+const calls = store.historyOf(c.runId).filter((e) => e.type === 'replay.call').length;
 const ratios: number[] = [];
 
 describe(`replay of a ${calls}-call run recorded in ${(recordedMs / 1000).toFixed(1)} s (${LATENCY_MS} ms a call)`, () => {

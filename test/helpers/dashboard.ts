@@ -9,7 +9,7 @@ import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
 import { openStore } from '../../src/store/sqliteStore.js';
-import { COMMIT_EVENT } from '../../src/store/types.js';
+import { NOT_RECORDING } from '../../src/store/types.js';
 import { troupe, workdir } from './cli.js';
 import { flush } from './team.js';
 
@@ -54,11 +54,11 @@ export function call(port: number, path: string, options: { method?: string; hea
   });
 }
 
-/** The boot of each event of `runId` in the file, in row order (the views' events: not the commit journal, store/types.ts COMMIT_EVENT). */
+/** The boot of each event of `runId` in the file, in row order (the views' events: not the recording, store/types.ts RECORDING_EVENTS). */
 export function eventBoots(path: string, runId: string): { boot: number; at: number }[] {
   const raw = new Database(path, { readonly: true, fileMustExist: true });
   try {
-    return raw.prepare('SELECT boot, at FROM events WHERE run_id = ? AND type <> ? ORDER BY id').all(runId, COMMIT_EVENT) as { boot: number; at: number }[];
+    return raw.prepare(`SELECT boot, at FROM events WHERE run_id = ? AND ${NOT_RECORDING} ORDER BY id`).all(runId) as { boot: number; at: number }[];
   } finally {
     raw.close();
   }

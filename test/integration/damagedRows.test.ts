@@ -160,6 +160,12 @@ const DAMAGES: Damage[] = [
     read: (st, s) => st.listEvents(s.runId),
   },
   {
+    label: 'events.data not JSON',
+    sql: "UPDATE events SET data = '{\"task\":' WHERE type = 'cli.run'",
+    names: () => /events row "\d+" is damaged: data is not valid JSON/,
+    read: (st, s) => st.listEvents(s.runId),
+  },
+  {
     label: 'usage.cost_usd text',
     sql: "UPDATE usage SET cost_usd = 'free'",
     names: () => /usage row "\d+" is damaged: cost_usd is invalid/,

@@ -13,6 +13,7 @@ import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
 import { portOf, type StorePort } from '../../src/store/port.js';
 import { openStore } from '../../src/store/sqliteStore.js';
+import { CALL_EVENT, COMMIT_EVENT, type EventRow } from '../../src/store/types.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
@@ -133,6 +134,15 @@ async function forkBeforeTheFailure(backend: Backend) {
     ['worker', 'running', 1],
   ]);
   expect(at.filter((a) => originalIds.includes(a.id))).toEqual([]);
+  // Its events are the original's up to the fork point (renamed), in order: the journal names each
+  // commit's events by where they stand, so they are copied, not lost.
+  const history = await second.port.historyOf(runId);
+  const point = history.filter((e) => e.type === COMMIT_EVENT)[forked.origin.commits - 1]!;
+  const upTo = history.slice(0, history.indexOf(point) + 1);
+  const copied = (await second.port.historyOf(forkId)).filter((e) => e.type !== 'fork.origin');
+  const shape = (e: EventRow) => [e.type, e.at, e.agentId === null ? null : e.agentId.startsWith(runId) ? 'run' : 'agent'];
+  expect(copied.map(shape)).toEqual(upTo.map(shape));
+  expect(copied.filter((e) => e.type === CALL_EVENT).length).toBeGreaterThan(0);
   const worker = at.find((a) => a.name === 'worker')!;
   expect((await second.port.loadSession(worker.id)).filter((i) => i.role === 'tool')).toHaveLength(1);
 

@@ -60,7 +60,7 @@ function dropped(store: Store, kind: string | undefined): Store {
   if (!kind) return store;
   return new Proxy(store, {
     get(target, prop, receiver) {
-      if (prop === 'listEvents') return (runId: string) => target.listEvents(runId).filter((e) => !(e.type === 'replay.input' && e.data.kind === kind));
+      if (prop === 'historyOf') return (runId: string) => target.historyOf(runId).filter((e) => !(e.type === 'replay.input' && e.data.kind === kind));
       const value = Reflect.get(target, prop, receiver) as unknown;
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },

@@ -14,10 +14,7 @@
  */
 import { isTroupeError, serializeError } from '../../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
-import type { EventRow } from '../../store/types.js';
-
-export const CALL_EVENT = 'replay.call';
-export const INPUT_EVENT = 'replay.input';
+import { CALL_EVENT, INPUT_EVENT, type EventRow } from '../../store/types.js';
 
 /** One model call as the log holds it (the event's `at` is when it was answered). */
 export interface RecordedCall {
@@ -33,6 +30,13 @@ export interface RecordedCall {
   add: SessionItem[];
   /** Set on the agent's first call and whenever it changed. */
   system?: string;
+  /**
+   * Set with `system`'s rule: which of the run's distinct tool lists the agent now has (numbered in
+   * the order the log met them). `tools` holds the list itself only where the log met it first:
+   * a team's agents mostly share one or two lists, which were half of the log's bytes when every
+   * agent's first call repeated them (4.3 of 8.4 MB for 1,000 children).
+   */
+  toolSet?: number;
   tools?: readonly ToolSpec[];
   answer?: ModelTurn;
   error?: RecordedError;
@@ -79,6 +83,13 @@ export class CallLog {
   readonly #runId: string;
   readonly #now: () => number;
   readonly #last = new Map<string, Last>();
+  /** The tool lists met so far, by identity and (for a list equal to one met before) by content. */
+  readonly #toolSets = new Map<readonly ToolSpec[], number>();
+  readonly #toolTexts = new Map<string, number>();
+  /** Each set's list, by its number. */
+  readonly #lists: (readonly ToolSpec[])[] = [];
+  /** The sets some written entry holds in full (calls are answered, so written, out of order). */
+  readonly #written = new Set<number>();
   /** An answer was written and no microtask has run since. */
   #inBurst = false;
 
@@ -110,7 +121,7 @@ export class CallLog {
       add: items.slice(keep, length),
     };
     if (last?.system !== request.system) call.system = request.system;
-    if (last?.tools !== request.tools) call.tools = request.tools;
+    if (last?.tools !== request.tools) this.#toolSet(call, request.tools);
     this.#last.set(key, { items, length, system: request.system, tools: request.tools });
     return {
       answered: (turn) => {
@@ -137,7 +148,26 @@ export class CallLog {
     for (const purpose of ['main', 'compaction', 'review', 'summary']) this.#last.delete(`${purpose}:${agentId}`);
   }
 
+  /** Record which tool list `call` uses (numbered; written in full with the first entry that names it). */
+  #toolSet(call: RecordedCall, tools: readonly ToolSpec[]): void {
+    let set = this.#toolSets.get(tools);
+    if (set === undefined) {
+      const text = JSON.stringify(tools);
+      set = this.#toolTexts.get(text);
+      if (set === undefined) {
+        set = this.#lists.push(tools) - 1;
+        this.#toolTexts.set(text, set);
+      }
+      this.#toolSets.set(tools, set);
+    }
+    call.toolSet = set;
+  }
+
   #write(call: RecordedCall): void {
+    if (call.toolSet !== undefined && !this.#written.has(call.toolSet)) {
+      this.#written.add(call.toolSet);
+      call.tools = this.#lists[call.toolSet];
+    }
     if (this.#inBurst) call.burst = true;
     else {
       this.#inBurst = true;

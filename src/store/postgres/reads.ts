@@ -5,7 +5,7 @@
  * @module
  */
 import type pg from 'pg';
-import { COMMIT_EVENT } from '../types.js';
+import { NOT_RECORDING } from '../types.js';
 import type { SessionItem } from '../../model/types.js';
 import { toAgent, toDelegation, toEvent, toExecution, toMessage, toReentry, toRun, toSessionItem, toStreamRow, toToolCall, toUsage } from '../decode.js';
 import type {
@@ -78,8 +78,8 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
     startedToolCalls: async (agentId) =>
       (await all<ToolCallDbRow>("SELECT * FROM tool_calls WHERE agent_id = $1 AND status = 'started' ORDER BY turn, started_at", [agentId])).map(toToolCall),
     listMessages: async (runId) => (await all<MessageDbRow>('SELECT * FROM messages WHERE run_id = $1 ORDER BY seq', [runId])).map(toMessage),
-    listEvents: async (runId) =>
-      (await all<EventDbRow>(`SELECT * FROM events WHERE run_id = $1 AND type <> '${COMMIT_EVENT}' ORDER BY id`, [runId])).map(toEvent),
+    listEvents: async (runId) => (await all<EventDbRow>(`SELECT * FROM events WHERE run_id = $1 AND ${NOT_RECORDING} ORDER BY id`, [runId])).map(toEvent),
+    historyOf: async (runId) => (await all<EventDbRow>('SELECT * FROM events WHERE run_id = $1 ORDER BY id', [runId])).map(toEvent),
     listUsage: async (runId) => (await all<UsageDbRow>('SELECT * FROM usage WHERE run_id = $1 ORDER BY id', [runId])).map(toUsage),
     readStream: async (runId, afterSeq, limit) =>
       (await all<StreamDbRow>('SELECT * FROM stream WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [runId, afterSeq, limit])).map(toStreamRow),

@@ -59,7 +59,7 @@ describe('replayRun', () => {
     const first = await replayRun(store, runId, { coordinator: { tools: [searchTool()] } });
     expect(first.divergence).toBeNull();
     expect(first.outcome).toBe('identical');
-    expect(first.calls).toBe(store.listEvents(runId).filter((e) => e.type === 'replay.call').length);
+    expect(first.calls).toBe(store.historyOf(runId).filter((e) => e.type === 'replay.call').length);
     const second = await replayRun(store, runId, { coordinator: { tools: [searchTool()] } });
     const rows = (r: typeof first) =>
       JSON.stringify([

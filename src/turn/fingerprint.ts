@@ -9,7 +9,10 @@
  * - inside strings: ISO-8601 timestamps become `<time>`, UUIDs `<uuid>`, hex runs of 8+ `<hex>`,
  *   prefixed ids (`run_…`, `msg_…`: letters, `_` or `-`, then 6+ letters/digits with a digit) `<id>`,
  *   and any other run of digits `<n>` (so `/tmp/job-123/out.txt` and `/tmp/job-9/out.txt` agree);
- * - a string still longer than 200 characters after that becomes `<sha256:first 16 hex>` of it.
+ * - a string still longer than 200 characters after that becomes `<sha256:first 16 hex>` of it;
+ * - a string longer than 4,096 characters is judged by its first 4,096: a model's megabyte
+ *   argument made every failure of it cost ~100 ms of regexes and hashing on the event loop
+ *   (wireFuzz: 1 MB arguments, 205 ms stalls), and what makes two failures the same shows early.
  * The error class is the error's `code` (e.g. `TOOL_TIMEOUT`), never its message; for a tool that
  * threw something else (`TOOL_FAILED`), that thing's own string `code` (`ENOENT`) or else its
  * constructor's name: `TOOL_FAILED:ENOENT`, `TOOL_FAILED:TypeError` (`errorClassOf`).
@@ -27,12 +30,13 @@ export interface FailureFingerprint {
 }
 
 const LONG_STRING = 200;
+const JUDGED = 4_096;
 
 const sha = (text: string, chars: number) => createHash('sha256').update(text).digest('hex').slice(0, chars);
 
 /** Volatile parts of a string replaced by placeholders (see the module's rule). */
 export function normaliseString(s: string): string {
-  const out = s
+  const out = (s.length > JUDGED ? s.slice(0, JUDGED) : s)
     .replace(/\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?/g, '<time>')
     .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, '<uuid>')
     .replace(/\b[a-z]+[_-](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{6,}\b/g, '<id>')

@@ -72,6 +72,12 @@ const toolItem = (call: ToolCall, result: unknown, isError: boolean): SessionIte
 const resultItem = (call: ToolCall, content: string, isError: boolean): SessionItem =>
   isError ? { role: 'tool', toolCallId: call.id, name: call.name, content, isError: true } : { role: 'tool', toolCallId: call.id, name: call.name, content };
 
+/**
+ * A name the model made up, as an error repeats it: at most 200 characters. The error goes back
+ * into the session, where a hostile 512 KB name was copied on every later call (wireFuzz).
+ */
+const shortName = (name: string) => (name.length <= 200 ? name : `${name.slice(0, 200)}… (${name.length} characters)`);
+
 const errorContent = (err: unknown) => {
   const e = serializeError(err);
   return JSON.stringify({ success: false, error: { code: e.code, message: e.message } });
@@ -282,7 +288,7 @@ async function executeCall(
   const builtin = BUILTIN_TOOLS.get(call.name);
   const user = builtin ? undefined : rt.userTool(agent, call.name);
   if (!builtin && !user) {
-    return fail(new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${call.name}". Available tools: ${rt.toolNames(agent).join(', ')}`));
+    return fail(new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${shortName(call.name)}". Available tools: ${rt.toolNames(agent).join(', ')}`));
   }
   let args: unknown;
   try {

@@ -27,6 +27,14 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
     expect(t.c.list()).toHaveLength(1);
   });
 
+  it('an unknown tool with a huge name: the error repeats 200 characters of it, not the whole', async () => {
+    const name = `x${'y'.repeat(100_000)}`;
+    const { results } = await runRoot({ lead: [{ tool: name, args: {} }, finish] });
+    const message = results[0]!.result.error?.message ?? '';
+    expect(message).toContain(`Unknown tool "${name.slice(0, 200)}… (100001 characters)"`);
+    expect(message.length).toBeLessThan(1_000);
+  });
+
   it('arguments that fail the schema, and arguments that are not JSON', async () => {
     const { results, t } = await runRoot({
       lead: [

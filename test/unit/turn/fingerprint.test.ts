@@ -34,6 +34,13 @@ describe('failureFingerprint', () => {
     },
   );
 
+  it('a megabyte argument is judged by its first 4,096 characters (bounded work on the event loop)', () => {
+    const head = 'x'.repeat(4_096);
+    const a = failureFingerprint('write', { text: `${head}${'a'.repeat(1 << 20)}` }, 'TOOL_FAILED');
+    expect(failureFingerprint('write', { text: `${head}${'b'.repeat(1 << 20)}` }, 'TOOL_FAILED')).toEqual(a);
+    expect(failureFingerprint('write', { text: `y${head.slice(1)}${'a'.repeat(1 << 20)}` }, 'TOOL_FAILED').id).not.toBe(a.id);
+  });
+
   it('keys are sorted at every depth; parsed and raw arguments agree', () => {
     expect(normaliseArgs('{"b":{"y":true,"x":null},"a":[ "s" ]}')).toBe('{"a":["s"],"b":{"x":null,"y":true}}');
     expect(failureFingerprint('t', { b: 1, a: 'x' }, 'E')).toEqual(failureFingerprint('t', '{"a":"x","b":2}', 'E'));

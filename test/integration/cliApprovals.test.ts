@@ -73,6 +73,10 @@ async function askedKilledResumedApproved({ db, leaseRanOut }: Place): Promise<v
   const { cwd, drops } = project(server);
   const first = spawnTroupe(['run', 'Clean up the database', '--interactive', ...db], cwd);
   running.push(first);
+  // The live view says what is asked and how to answer it.
+  await first.line(
+    /^ {2}lead +asks approval ap-1 for drop_table \{"table":"users"\} \(destructive\): troupe approve ap-1 \[--args <json>\], or troupe deny ap-1/,
+  );
   await first.line(/lead +running → waiting/);
   first.child.kill('SIGKILL');
   await first.exited;
@@ -82,6 +86,13 @@ async function askedKilledResumedApproved({ db, leaseRanOut }: Place): Promise<v
   const listed = await troupe(['approvals', ...db], cwd);
   expect(listed.code, listed.stderr).toBe(0);
   expect(listed.stdout).toMatch(/^ap-1 {2}pending {3}lead {2}drop_table \(destructive\) {2}\{"table":"users"\}\n$/);
+  // status and tree say it too, read from the rows while no process hosts the run.
+  const status = await troupe(['status', ...db], cwd);
+  expect(status.stdout).toMatch(/^approval ap-1 pending: lead asks to run drop_table \{"table":"users"\} \(destructive\)$/m);
+  const tree = await troupe(['tree', ...db], cwd);
+  expect(tree.stdout).toMatch(/^… lead \(\w+\) {2}waiting \(asks approval ap-1\) {2}turns=2 /m);
+  const treeJson = JSON.parse((await troupe(['tree', '--json', ...db], cwd)).stdout) as { pendingApprovals: unknown[] };
+  expect(treeJson.pendingApprovals).toMatchObject([{ id: 'ap-1', agentName: 'lead', tool: 'drop_table', args: { table: 'users' }, state: 'pending' }]);
 
   const resumed = spawnTroupe(['resume', '--json', ...db], cwd);
   running.push(resumed);

@@ -18,7 +18,7 @@ import type { Coordinator } from '../host/createCoordinator.js';
 type Viewed = Omit<Coordinator, 'store'>;
 import type { TroupeEvent } from '../host/runtime.js';
 import { forTerminal, jsonLine } from './terminal.js';
-import { activityText, budgetBar, endReason, eventLine, lookupIn, treeLines, type Lookup, type Output, type ViewMode } from './view.js';
+import { activityText, budgetBar, endReason, eventLine, lookupIn, pendingAsks, treeLines, type Lookup, type Output, type ViewMode } from './view.js';
 
 const segmenter = new Intl.Segmenter();
 
@@ -225,7 +225,7 @@ class LiveView {
   /** The frame's lines, each safe for a terminal and cut to the width. */
   frame(): string[] {
     const columns = this.#columns();
-    const lines = [budgetBar(this.#c.budget()), ...treeLines(this.#c.tree())];
+    const lines = [budgetBar(this.#c.budget()), ...treeLines(this.#c.tree(), '', pendingAsks(this.#c.approvals.list()))];
     for (const [name, text] of this.#news) lines.push(`  ${forTerminal(name)}: ${forTerminal(text)}`);
     if (this.#budgetNote) lines.push(this.#budgetNote);
     for (const typed of this.#typed) lines.push(`  ${forTerminal(typed)}`);

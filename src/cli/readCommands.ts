@@ -12,13 +12,21 @@ import { EXIT } from './exitCodes.js';
 import { findRun, nextHost, openRuns } from './runs.js';
 import type { Values } from './flags.js';
 import { forTerminal, jsonLine } from './terminal.js';
-import { budgetBar, treeLines } from './view.js';
+import { budgetBar, pendingAsks, treeLines } from './view.js';
 
-/** The agent tree of a run, as lines (or one JSON line). */
+/** The agent tree of a run, as lines (or one JSON line), with the approvals its agents wait on. */
 export async function treeText(runs: Pick<RunStore, 'reads'>, runId: string, json: boolean | undefined): Promise<string> {
-  const views = agentViews(await runs.reads.listAgents(runId), await runs.reads.listUsage(runId));
+  const [agents, usage, approvalRows] = await Promise.all([
+    runs.reads.listAgents(runId),
+    runs.reads.listUsage(runId),
+    runs.reads.eventsOf(runId, APPROVAL_EVENT),
+  ]);
+  const views = agentViews(agents, usage);
   const nodes = toTree(new Map(views.map((v) => [v.id, v])));
-  return json ? `${jsonLine({ runId, tree: nodes })}\n` : `${treeLines(nodes).join('\n')}\n`;
+  const names = new Map(agents.map((a) => [a.id, a.name]));
+  const pending = approvalsFromEvents(approvalRows, (id) => names.get(id) ?? id).filter((a) => a.state === 'pending');
+  if (json) return `${jsonLine({ runId, tree: nodes, pendingApprovals: pending })}\n`;
+  return `${treeLines(nodes, '', pendingAsks(pending)).join('\n')}\n`;
 }
 
 export async function tree(_args: string[], values: Values, io: Io): Promise<number> {

@@ -69,7 +69,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     name: 'tree',
     args: '',
-    summary: 'the agent tree with status, turns, spend and last tool',
+    summary: 'the agent tree with status, turns, spend, last tool and approvals asked',
     flags: ['db', 'run', 'json'],
     flagHelp: { ...READ_DB, ...ONE_DOCUMENT },
     load: async () => (await import('./readCommands.js')).tree,

@@ -29,15 +29,30 @@ const STATUS_MARK: Record<string, string> = {
 
 const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
 
-/** The agent tree as text lines: name, status, turns, spend, last tool (each safe for a terminal). */
-export function treeLines(nodes: readonly TreeNode[], indent = ''): string[] {
+/** The ids of the pending approvals among `approvals`, by the agent that asked (what {@link treeLines} shows). */
+export function pendingAsks(approvals: readonly ApprovalView[]): Map<string, string[]> {
+  const asks = new Map<string, string[]>();
+  for (const a of approvals) if (a.state === 'pending') asks.set(a.agentId, [...(asks.get(a.agentId) ?? []), a.id]);
+  return asks;
+}
+
+/**
+ * The agent tree as text lines: name, status, turns, spend, last tool (each safe for a terminal);
+ * an agent with approvals pending (`asks`: their ids by agent id) says which it waits on.
+ */
+export function treeLines(nodes: readonly TreeNode[], indent = '', asks: ReadonlyMap<string, readonly string[]> = new Map()): string[] {
   const lines: string[] = [];
   for (const n of nodes) {
     const mark = STATUS_MARK[n.status] ?? '?';
     const last = n.lastTool ? `  last=${forTerminal(n.lastTool)}` : '';
-    const waits = n.status === 'waiting' && n.waitKind === 'user' ? ' (waits for you)' : '';
+    const pending = asks.get(n.id);
+    const waits = pending?.length
+      ? ` (asks approval ${forTerminal(pending.join(', '))})`
+      : n.status === 'waiting' && n.waitKind === 'user'
+        ? ' (waits for you)'
+        : '';
     lines.push(`${indent}${mark} ${forTerminal(n.name)} (${forTerminal(n.id)})  ${forTerminal(n.status)}${waits}  turns=${n.turns}  ${usd(n.spentUsd)}${last}`);
-    lines.push(...treeLines(n.children, `${indent}  `));
+    lines.push(...treeLines(n.children, `${indent}  `, asks));
   }
   return lines;
 }

@@ -2,7 +2,8 @@
  * `troupe approvals`, `approve` and `deny` (issue 33 item 1's must-show): a destructive MCP tool in
  * `troupe run --interactive` asks; its process is killed with SIGKILL and the run resumed; a second
  * process approves it with edited arguments, and it runs once with them. Denied, the model sees the
- * reason. A run without a user refuses such a step (the CLI's default rules).
+ * reason. A run without a user refuses such a step (the CLI's default rules). The same on a
+ * PostgreSQL schema (`--db`), and a run a worker hosts.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createFakeOpenAIServer, type FakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { expectOneLine, spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
 import { FIXTURE } from '../helpers/mcp.js';
-import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 /** The root asks to drop `users`, waits for the answer, and finishes saying what it was told. */
 async function model(): Promise<FakeOpenAIServer> {
@@ -56,52 +57,84 @@ function project(server: FakeOpenAIServer): { cwd: string; drops: () => string[]
 
 const told = (server: FakeOpenAIServer, text: string) => server.requests.some((r) => JSON.stringify(r.body).includes(text));
 
+/**
+ * Where the run lives: the project's file (no flag), or a PostgreSQL schema (`--db`), where a killed
+ * process's lease is made to run out at once (as its 15 s TTL would) before the run is resumed.
+ */
+interface Place {
+  db: string[];
+  leaseRanOut: () => Promise<void>;
+}
+const ON_FILE: Place = { db: [], leaseRanOut: () => Promise.resolve() };
+
+/** Must-show: asked in `troupe run --interactive`, SIGKILLed, resumed, approved from another process with edited arguments: runs once with them. */
+async function askedKilledResumedApproved({ db, leaseRanOut }: Place): Promise<void> {
+  await using server = await model();
+  const { cwd, drops } = project(server);
+  const first = spawnTroupe(['run', 'Clean up the database', '--interactive', ...db], cwd);
+  running.push(first);
+  // The live view says what is asked and how to answer it.
+  await first.line(
+    /^ {2}lead +asks approval ap-1 for drop_table \{"table":"users"\} \(destructive\): troupe approve ap-1 \[--args <json>\], or troupe deny ap-1/,
+  );
+  await first.line(/lead +running → waiting/);
+  first.child.kill('SIGKILL');
+  await first.exited;
+  await leaseRanOut();
+  expect(drops()).toEqual([]);
+
+  const listed = await troupe(['approvals', ...db], cwd);
+  expect(listed.code, listed.stderr).toBe(0);
+  expect(listed.stdout).toMatch(/^ap-1 {2}pending {3}lead {2}drop_table \(destructive\) {2}\{"table":"users"\}\n$/);
+  // status and tree say it too, read from the rows while no process hosts the run.
+  const status = await troupe(['status', ...db], cwd);
+  expect(status.stdout).toMatch(/^approval ap-1 pending: lead asks to run drop_table \{"table":"users"\} \(destructive\)$/m);
+  const tree = await troupe(['tree', ...db], cwd);
+  expect(tree.stdout).toMatch(/^… lead \(\w+\) {2}waiting \(asks approval ap-1\) {2}turns=2 /m);
+  const treeJson = JSON.parse((await troupe(['tree', '--json', ...db], cwd)).stdout) as { pendingApprovals: unknown[] };
+  expect(treeJson.pendingApprovals).toMatchObject([{ id: 'ap-1', agentName: 'lead', tool: 'drop_table', args: { table: 'users' }, state: 'pending' }]);
+
+  const resumed = spawnTroupe(['resume', '--json', ...db], cwd);
+  running.push(resumed);
+  await resumed.line(/"type":"run.started"/);
+  const r = await troupe(['approve', 'ap-1', '--args', '{"table":"users_tmp"}', ...db], cwd);
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stdout).toMatch(/^approval ap-1 approved with edited arguments: drop_table runs for lead \(\w+\)\n$/);
+  expect(await resumed.exited).toEqual({ code: 0, signal: null });
+  expect(drops()).toEqual(['DROP users_tmp']);
+  expect(told(server, 'drop_table was approved with edited arguments and ran. Its result: dropped users_tmp')).toBe(true);
+
+  // Answered again, from anywhere: nothing runs again.
+  const again = await troupe(['approve', 'ap-1', ...db], cwd);
+  expect(again.code, again.stderr).toBe(0);
+  expect(again.stdout).toMatch(/already approved; nothing changed/);
+  expect(drops()).toEqual(['DROP users_tmp']);
+  const after = JSON.parse((await troupe(['approvals', '--json', ...db], cwd)).stdout) as { approvals: { state: string; answer: { args: unknown } }[] };
+  expect(after.approvals).toMatchObject([{ state: 'ran', answer: { args: { table: 'users_tmp' } } }]);
+}
+
+/** Must-show: denied from another process while the run is live, it never runs and the model sees the reason. */
+async function deniedWhileLive({ db }: Place): Promise<void> {
+  await using server = await model();
+  const { cwd, drops } = project(server);
+  const run = spawnTroupe(['run', 'Clean up the database', '--interactive', ...db], cwd);
+  running.push(run);
+  await run.line(/lead +running → waiting/);
+  const r = await troupe(['deny', 'ap-1', '--reason', 'users is the production table', ...db], cwd);
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stdout).toMatch(/^approval ap-1 denied: lead \(\w+\) is told why\n$/);
+  expect(await run.exited).toEqual({ code: 0, signal: null });
+  expect(drops()).toEqual([]);
+  expect(told(server, 'drop_table was not approved: users is the production table. It did not run.')).toBe(true);
+}
+
 describe('troupe approve / deny on SQLite', () => {
   it('asked in an interactive run, killed, resumed, approved from another process with edited arguments: it runs once with them', async () => {
-    await using server = await model();
-    const { cwd, drops } = project(server);
-    const first = spawnTroupe(['run', 'Clean up the database', '--interactive'], cwd);
-    running.push(first);
-    await first.line(/lead +running → waiting/);
-    first.child.kill('SIGKILL');
-    await first.exited;
-    expect(drops()).toEqual([]);
-
-    const listed = await troupe(['approvals'], cwd);
-    expect(listed.code, listed.stderr).toBe(0);
-    expect(listed.stdout).toMatch(/^ap-1 {2}pending {3}lead {2}drop_table \(destructive\) {2}\{"table":"users"\}\n$/);
-
-    const resumed = spawnTroupe(['resume', '--json'], cwd);
-    running.push(resumed);
-    await resumed.line(/"type":"run.started"/);
-    const r = await troupe(['approve', 'ap-1', '--args', '{"table":"users_tmp"}'], cwd);
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^approval ap-1 approved with edited arguments: drop_table runs for lead \(\w+\)\n$/);
-    expect(await resumed.exited).toEqual({ code: 0, signal: null });
-    expect(drops()).toEqual(['DROP users_tmp']);
-    expect(told(server, 'drop_table was approved with edited arguments and ran. Its result: dropped users_tmp')).toBe(true);
-
-    // Answered again, from anywhere: nothing runs again.
-    const again = await troupe(['approve', 'ap-1'], cwd);
-    expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/already approved; nothing changed/);
-    expect(drops()).toEqual(['DROP users_tmp']);
-    const after = JSON.parse((await troupe(['approvals', '--json'], cwd)).stdout) as { approvals: { state: string; answer: { args: unknown } }[] };
-    expect(after.approvals).toMatchObject([{ state: 'ran', answer: { args: { table: 'users_tmp' } } }]);
+    await askedKilledResumedApproved(ON_FILE);
   });
 
   it('denied from another process while the run is live: it never runs, and the model sees the reason', async () => {
-    await using server = await model();
-    const { cwd, drops } = project(server);
-    const run = spawnTroupe(['run', 'Clean up the database', '--interactive'], cwd);
-    running.push(run);
-    await run.line(/lead +running → waiting/);
-    const r = await troupe(['deny', 'ap-1', '--reason', 'users is the production table'], cwd);
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^approval ap-1 denied: lead \(\w+\) is told why\n$/);
-    expect(await run.exited).toEqual({ code: 0, signal: null });
-    expect(drops()).toEqual([]);
-    expect(told(server, 'drop_table was not approved: users is the production table. It did not run.')).toBe(true);
+    await deniedWhileLive(ON_FILE);
   });
 
   it('a run without a user refuses the step; an unknown approval is APPROVAL_NOT_FOUND (exit 4); deny needs a reason', async () => {
@@ -126,6 +159,18 @@ describe.skipIf(!available)(pgTitle(available, 'troupe approve on PostgreSQL'), 
   const db = `${PG_URL}?schema=${schema}`;
   afterAll(async () => {
     await drop();
+  });
+  const onPg: Place = {
+    db: ['--db', db],
+    leaseRanOut: async () => void (await adminQuery(`UPDATE ${schema}.run_leases SET lease_until = 0 WHERE owner IS NOT NULL`)),
+  };
+
+  it('asked in troupe run --interactive, killed with SIGKILL, resumed, approved from another process with edited arguments: it runs once with them', async () => {
+    await askedKilledResumedApproved(onPg);
+  });
+
+  it('denied from another process while the run is live: it never runs, and the model sees the reason', async () => {
+    await deniedWhileLive(onPg);
   });
 
   it('a run hosted by a worker asks; approved from another process, it runs once on whichever worker hosts the run', async () => {

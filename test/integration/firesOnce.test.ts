@@ -3,7 +3,9 @@
  * the same schedule, fire each tick exactly once — its claim row keyed by (scope, trigger, tick)
  * is inserted by one of them, and only that one routes the tick. Three in-process managers with
  * their own connection pools on one simulated clock (PostgreSQL), two on one SQLite file, and
- * three real `troupe serve` processes on a short real interval (PostgreSQL).
+ * three real `troupe serve` processes on a short real interval (PostgreSQL). A tick whose claimant
+ * died is taken over (moveFireClaim, a compare-and-set: one taker) and routed once; a claimant
+ * that was only slow and submits after the takeover is counted `taken`, the run made once.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -125,6 +127,19 @@ describe.skipIf(!available)(pgTitle(available, 'schedules fire once on PostgreSQ
     await expectClaimRolledBack(postgresHosting(stores[0]!));
   });
 
+  it('moveFireClaim is a compare-and-set: of two processes moving one claim, one does; released, the tick is claimable again', async () => {
+    await expectMoveIsCompareAndSet(postgresHosting(stores[0]!), postgresHosting(stores[1]!));
+  });
+
+  it('claimed, then its process died before the run was submitted: taken over once the claim is older than the grace, and submitted once', async () => {
+    const [a, b] = [postgresHosting(stores[0]!), postgresHosting(stores[1]!)];
+    await expectDeadClaimantTakenOver(a, b, 'proactive-dead', tasksOf(stores[0]!));
+  });
+
+  it('claimed, then its submit came late, after another process took the claim over and submitted: the late one is counted taken, the run made once', async () => {
+    await expectLateSubmitTaken(postgresHosting(stores[0]!), postgresHosting(stores[1]!), 'proactive-late', tasksOf(stores[0]!), inboxPrompts);
+  });
+
   it('three real troupe serve processes on one schema fire each tick of a short schedule once', async () => {
     const other = freshSchema();
     await using server = await createFakeOpenAIServer(() => ({ message: { toolCalls: [{ name: 'respond_to_user', arguments: { message: 'Noted.' } }] } }));
@@ -198,6 +213,88 @@ async function expectClaimRolledBack(hosting: HostingStore): Promise<void> {
   expect(await hosting.claimFire(claim)).toEqual({ claimed: false });
 }
 
+/** The tasks of a run's agents, as a store reads them. */
+const tasksOf = (store: Pick<PostgresStore, 'reads'>) => async (runId: string) => (await store.reads.listAgents(runId)).map((a) => a.task);
+
+/** moveFireClaim against `a` and `b`, two processes' views of one store. */
+async function expectMoveIsCompareAndSet(a: HostingStore, b: HostingStore): Promise<void> {
+  const key = { scope: 'proactive-cas', trigger: 'cas', tick: '7' };
+  expect(await a.fireClaimedAt(key)).toBeNull();
+  // Nothing to move before a claim.
+  expect(await a.moveFireClaim(key, 1_000, 2_000)).toBe(false);
+  expect(await a.claimFire({ ...key, at: 1_000 })).toMatchObject({ claimed: true });
+  expect(await b.fireClaimedAt(key)).toBe(1_000);
+  // A move from a time the claim no longer has (or never had) moves nothing.
+  expect(await b.moveFireClaim(key, 999, 2_000)).toBe(false);
+  expect(await b.fireClaimedAt(key)).toBe(1_000);
+  // Two processes take it over from the same sighting at once: one does.
+  const moved = await Promise.all([a.moveFireClaim(key, 1_000, 2_000), b.moveFireClaim(key, 1_000, 3_000)]);
+  expect(moved.filter(Boolean)).toHaveLength(1);
+  const winner = moved[0] ? 2_000 : 3_000;
+  expect(await a.fireClaimedAt(key)).toBe(winner);
+  // The loser's release (from its own time) releases nothing; the holder's does.
+  expect(await a.moveFireClaim(key, winner === 2_000 ? 3_000 : 2_000, null)).toBe(false);
+  expect(await b.moveFireClaim(key, winner, null)).toBe(true);
+  expect(await a.fireClaimedAt(key)).toBeNull();
+  expect(await b.claimFire({ ...key, at: 4_000 })).toMatchObject({ claimed: true });
+  // Another tick of the same trigger is its own claim.
+  expect(await a.fireClaimedAt({ ...key, tick: '8' })).toBeNull();
+}
+
+/** A claim left by a process that died before submitting: two processes later see the tick; one takes it over and submits, once. */
+async function expectDeadClaimantTakenOver(a: HostingStore, b: HostingStore, runId: string, tasks: (runId: string) => Promise<string[]>): Promise<void> {
+  const T0 = 1_000_000 * MINUTE;
+  const trigger = runId.slice('proactive-'.length);
+  const fire = { trigger, sessionId: runId, prompt: `${trigger} at ${T0}`, target: { root: true as const }, at: 0, tick: String(T0) };
+  expect(await a.claimFire({ scope: runId, trigger, tick: fire.tick, at: T0 })).toMatchObject({ claimed: true });
+  const routes = await Promise.all([a, b].map((hosting) => databaseFires({ hosting, now: () => T0 + MINUTE, claimGraceMs: MINUTE }).route(fire)));
+  expect(routes.map((r) => r.kind).sort()).toEqual(['started', 'taken']);
+  expect(await tasks(runId)).toEqual([fire.prompt]);
+  expect(await a.fireClaimedAt({ scope: runId, trigger, tick: fire.tick })).toBe(T0 + MINUTE);
+}
+
+/**
+ * A claimant that was slow, not dead: its submit is held after its claim until another process
+ * took the claim over (past the grace) and submitted. The late submit then finds the run its own
+ * fire made: counted taken, no second root, no prompt posted twice.
+ */
+async function expectLateSubmitTaken(
+  a: HostingStore,
+  b: HostingStore,
+  runId: string,
+  tasks: (runId: string) => Promise<string[]>,
+  prompts: (runId: string) => Promise<string[]>,
+): Promise<void> {
+  const T0 = 1_000_000 * MINUTE;
+  const trigger = runId.slice('proactive-'.length);
+  const fire = { trigger, sessionId: runId, prompt: `${trigger} at ${T0}`, target: { root: true as const }, at: 0, tick: String(T0) };
+  let reached!: () => void;
+  const atSubmit = new Promise<void>((resolve) => (reached = resolve));
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  // The slow process's submit stops at its lease claim (after it saw no run) until the gate opens.
+  const slow: HostingStore = {
+    ...a,
+    claim: async (id, lease) => {
+      reached();
+      await gate;
+      return a.claim(id, lease);
+    },
+  };
+  const late = databaseFires({ hosting: slow, now: () => T0, claimGraceMs: MINUTE }).route(fire);
+  await atSubmit;
+  expect(await a.fireClaimedAt({ scope: runId, trigger, tick: fire.tick })).toBe(T0);
+  const taker = await databaseFires({ hosting: b, now: () => T0 + MINUTE, claimGraceMs: MINUTE }).route(fire);
+  expect(taker).toMatchObject({ kind: 'started', runId });
+  expect(await b.fireClaimedAt({ scope: runId, trigger, tick: fire.tick })).toBe(T0 + MINUTE);
+  open();
+  expect(await late).toEqual({ kind: 'taken', runId, tick: fire.tick });
+  expect(await tasks(runId)).toEqual([fire.prompt]);
+  expect(await prompts(runId)).toEqual([]);
+  // The taker's claim stands: the late process released nothing.
+  expect(await a.fireClaimedAt({ scope: runId, trigger, tick: fire.tick })).toBe(T0 + MINUTE);
+}
+
 /** A tick of trigger `pulse` (run proactive-pulse), as every serving process sees it. */
 const pulseTick = (tick: string) => ({
   trigger: 'pulse',
@@ -247,6 +344,31 @@ describe('a tick whose claimant dies or fails is routed by another process, once
 });
 
 describe('schedules fire once on a SQLite file', () => {
+  /** Two serving managers' hostings over one file (one process owns a file: they share its store), closed after `body`. */
+  async function onOneFile(
+    body: (a: HostingStore, b: HostingStore, tasks: (runId: string) => Promise<string[]>, prompts: (runId: string) => Promise<string[]>) => Promise<void>,
+  ) {
+    const store = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db') });
+    try {
+      await body(
+        sqliteHosting(store),
+        sqliteHosting(store),
+        (runId) => Promise.resolve(store.listAgents(runId).map((a) => a.task)),
+        (runId) => Promise.resolve(store.openInbox(runId).map((r) => (r.payload as { content: string }).content)),
+      );
+    } finally {
+      store.close();
+    }
+  }
+
+  it('moveFireClaim is a compare-and-set: of two processes moving one claim, one does; released, the tick is claimable again', async () => {
+    await onOneFile((a, b) => expectMoveIsCompareAndSet(a, b));
+  });
+
+  it('claimed, then its submit came late, after another process took the claim over and submitted: the late one is counted taken, the run made once', async () => {
+    await onOneFile((a, b, tasks, prompts) => expectLateSubmitTaken(a, b, 'proactive-late', tasks, prompts));
+  });
+
   it('a claim and its message are one transaction: a post that fails leaves the tick unclaimed', async () => {
     const store = openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-fires-')), 'troupe.db') });
     try {

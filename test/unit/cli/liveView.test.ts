@@ -12,6 +12,7 @@ import { attachView, fit, rowsAt, wrapWords } from '../../../src/cli/liveView.js
 import { activityText, eventLine } from '../../../src/cli/view.js';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import type { Model } from '../../../src/model/types.js';
+import { dropTableTool } from '../../helpers/approvals.js';
 import { team, TERMINAL } from '../../helpers/team.js';
 
 /** The frames a TTY view wrote, and the row count each redraw erased first. */
@@ -98,6 +99,41 @@ describe('the TTY view', () => {
     expect(all).toContain('rate limited (429), retrying in 8 s (1/5)');
     // The final frame once: the last write is a full frame showing the root completed.
     expect(drawn.at(-1)!.join('\n')).toMatch(/✓ lead .*completed/);
+  });
+});
+
+describe('a pending approval in the TTY view', () => {
+  it("shows on its agent's line while pending, and goes once answered", async () => {
+    const { tool } = dropTableTool();
+    const t = team(
+      {
+        agents: {
+          lead: [
+            { tools: [{ name: 'drop_table', args: { table: 'users' } }] },
+            { tools: [{ name: 'wait_for_agents', args: { reason: 'the approval' } }] },
+            { tools: [{ name: 'respond_to_user', args: { message: 'done' } }] },
+          ],
+        },
+      },
+      { tools: [tool], interactive: true, approvals: { ask: ['destructive'] } },
+    );
+    let written = '';
+    const view = attachView(t.c, 'tty', { write: (s) => (written += s) }, { intervalMs: 0, columns: () => 200 });
+    const rootId = await t.c.start({ name: 'lead', task: 'Clean up.' });
+    await t.c.waitFor(rootId, ['waiting']);
+    await t.advance(1_000);
+    const leadLine = () =>
+      frames(written)
+        .frames.at(-1)!
+        .find((l) => l.includes(`lead (${rootId})`));
+    expect(leadLine()).toMatch(/^… lead \(\w+\) {2}waiting \(asks approval ap-1\) {2}turns=2 /);
+    await t.c.approvals.approve('ap-1');
+    // It ran, the lead was told and answered its user.
+    await expect.poll(() => t.c.get(rootId).waitKind).toBe('user');
+    await t.advance(1_000);
+    expect(leadLine()).toMatch(/^… lead \(\w+\) {2}waiting \(waits for you\) {2}turns=3 /);
+    view.stop();
+    await t.c.shutdown();
   });
 });
 

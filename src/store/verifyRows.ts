@@ -10,7 +10,7 @@ import { TroupeError } from '../errors.js';
 import { sessionChecksum } from './checksums.js';
 import type { AgentDbRow, SessionDbRow } from './dbRows.js';
 import type { AgentRow } from './types.js';
-import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, checkStreamRow, toToolCall, toUsage } from './decode.js';
+import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toNote, toReentry, toRun, checkStreamRow, toToolCall, toUsage } from './decode.js';
 
 /**
  * What the pass decoded and an owner can use instead of reading it again: every agent row, by run,
@@ -62,6 +62,7 @@ const TABLES: readonly { table: string; since: number; order: string; check: (ro
   { table: 'inbox', since: 2, order: 'id', check: (rows) => each(rows, toInboxRequest) },
   { table: 'tool_calls', since: 3, order: 'agent_id, turn, call_id', check: (rows) => each(rows, toToolCall) },
   { table: 'stream', since: 7, order: 'run_id, seq', check: (rows) => each(rows, checkStreamRow) },
+  { table: 'notes', since: 11, order: 'id', check: (rows) => each(rows, toNote) },
 ];
 
 function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): void {

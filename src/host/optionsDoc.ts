@@ -67,7 +67,7 @@ export const OPTION_DOCS = {
   review: { default: () => 'off', meaning: '`{ everyTurns, maxSteps: 3, subAgents: false }`: background review (root agents only unless `subAgents`)' },
   notes: {
     default: (r) => (r.notes ? `${r.notes.maxChars} characters` : '`false`'),
-    meaning: '`{ maxChars }` or `false`: the promoted notes (`troupe notes`) a new run\'s root reads, newest first',
+    meaning: "`{ maxChars }` or `false`: the promoted notes (`troupe notes`) a new run's root reads, newest first",
   },
   session: {
     default: (r) => `${r.session.maxImages ?? 'all'} images, compact at ${r.session.compactAt * 100} %`,

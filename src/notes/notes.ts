@@ -69,7 +69,7 @@ export function proposalOf(e: EventRow): Note {
  * source's events) with its decision, and decided notes whose proposal is no longer readable.
  * Quarantined first, then by proposal time.
  */
-export function notesOf(proposals: readonly EventRow[], decisions: readonly NoteRow[]): Note[] {
+function notesOf(proposals: readonly EventRow[], decisions: readonly NoteRow[]): Note[] {
   const decided = new Map(decisions.map((d) => [d.id, d]));
   const seen = new Map<string, Note>();
   for (const e of proposals) {

@@ -50,9 +50,13 @@ function migrate(path: string): void {
     openStore({ path }).close();
   } catch (err) {
     if (isTroupeError(err) && err.code === 'RUN_LOCKED') {
-      throw new TroupeError('RUN_LOCKED', `${path} is owned by an older troupe (schema before ${NOTES_SINCE}), which has no notes: stop it or resume its run with this troupe, then decide`, {
-        cause: err,
-      });
+      throw new TroupeError(
+        'RUN_LOCKED',
+        `${path} is owned by an older troupe (schema before ${NOTES_SINCE}), which has no notes: stop it or resume its run with this troupe, then decide`,
+        {
+          cause: err,
+        },
+      );
     }
     throw err;
   }
@@ -74,7 +78,9 @@ export function sqliteNotes(path: string, now: () => number = Date.now): Notes {
         ),
       decisions: () =>
         Promise.resolve(
-          using(path, true, (db, version) => (version < NOTES_SINCE ? [] : (db.prepare('SELECT * FROM notes ORDER BY decided_at, id').all() as NoteDbRow[]).map(toNote))),
+          using(path, true, (db, version) =>
+            version < NOTES_SINCE ? [] : (db.prepare('SELECT * FROM notes ORDER BY decided_at, id').all() as NoteDbRow[]).map(toNote),
+          ),
         ),
       decide(row) {
         try {

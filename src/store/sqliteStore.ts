@@ -18,7 +18,20 @@
 import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
 import { checksum, messageDigest } from './checksums.js';
-import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toNote, toReentry, toRun, toStreamRow, toToolCall, toUsage } from './decode.js';
+import {
+  toAgent,
+  toDelegation,
+  toEvent,
+  toExecution,
+  toInboxRequest,
+  toMessage,
+  toNote,
+  toReentry,
+  toRun,
+  toStreamRow,
+  toToolCall,
+  toUsage,
+} from './decode.js';
 import type {
   AgentDbRow,
   DelegationDbRow,

@@ -10,7 +10,20 @@ import { TroupeError } from '../errors.js';
 import { sessionChecksum } from './checksums.js';
 import type { AgentDbRow, SessionDbRow } from './dbRows.js';
 import type { AgentRow } from './types.js';
-import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toNote, toReentry, toRun, checkStreamRow, toToolCall, toUsage } from './decode.js';
+import {
+  toAgent,
+  toDelegation,
+  toEvent,
+  toExecution,
+  toInboxRequest,
+  toMessage,
+  toNote,
+  toReentry,
+  toRun,
+  checkStreamRow,
+  toToolCall,
+  toUsage,
+} from './decode.js';
 
 /**
  * What the pass decoded and an owner can use instead of reading it again: every agent row, by run,

@@ -158,7 +158,10 @@ for (const { title, skip, make } of places) {
       const notes = p.notes();
       expect((await notes.promote(a, { at: 10 })).ok).toBe(true);
       expect((await notes.promote(b, { at: 20 })).ok).toBe(true);
-      expect(await notes.reject(r, { reason: 'too specific', at: 30 })).toEqual({ ok: true, note: expect.objectContaining({ state: 'rejected', reason: 'too specific' }) });
+      expect(await notes.reject(r, { reason: 'too specific', at: 30 })).toEqual({
+        ok: true,
+        note: expect.objectContaining({ state: 'rejected', reason: 'too specific' }),
+      });
 
       const both = (await runOnce(p)).firstInput;
       expect(both).toContain('A'.repeat(300));

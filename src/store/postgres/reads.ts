@@ -7,7 +7,20 @@
 import type pg from 'pg';
 import { COMMIT_EVENT } from '../types.js';
 import type { SessionItem } from '../../model/types.js';
-import { toAgent, toDelegation, toEvent, toExecution, toMessage, toNote, toReentry, toRun, toSessionItem, toStreamRow, toToolCall, toUsage } from '../decode.js';
+import {
+  toAgent,
+  toDelegation,
+  toEvent,
+  toExecution,
+  toMessage,
+  toNote,
+  toReentry,
+  toRun,
+  toSessionItem,
+  toStreamRow,
+  toToolCall,
+  toUsage,
+} from '../decode.js';
 import type {
   AgentDbRow,
   DelegationDbRow,

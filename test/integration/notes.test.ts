@@ -150,6 +150,21 @@ for (const { title, skip, make } of places) {
       await notes.close();
     });
 
+    it('decisions at once: exactly one is recorded, the others are NOTE_ALREADY_DECIDED', async () => {
+      const p = place();
+      const id = (await runOnce(p, { proposal: ['Race', 'Only one decision stands.'] })).proposed[0]!.id;
+      // Six deciders, as six processes would be: several read the note quarantined before any
+      // writes, and the store's key decides between them.
+      const deciders = Array.from({ length: 6 }, () => p.notes());
+      const results = await Promise.all(deciders.map((n, i) => (i % 2 === 0 ? n.promote(id) : n.reject(id, { reason: 'no' }))));
+      expect(results.filter((r) => r.ok)).toHaveLength(1);
+      expect(new Set(results.filter((r) => !r.ok).map((r) => !r.ok && r.error.code))).toEqual(new Set(['NOTE_ALREADY_DECIDED']));
+      const winner = results.find((r) => r.ok);
+      const [kept] = await deciders[0]!.list();
+      expect(kept!.state).toBe(winner?.ok && winner.note.state);
+      for (const n of deciders) await n.close();
+    });
+
     it('a rejected note is kept with its reason and never read; the bound leaves out whole notes, oldest promotions first', async () => {
       const p = place();
       const a = (await runOnce(p, { proposal: ['Alpha', 'A'.repeat(300)] })).proposed[0]!.id;

@@ -110,6 +110,7 @@ const AGENT_TERMS: Record<keyof AgentTerms, Check> = {
   allowanceUsd: optional((v) => typeof v === 'number' && Number.isFinite(v) && v > 0),
   output: optional(isRecord),
   profile: optional(isString),
+  notes: optional(isString),
 };
 
 export function toAgent(row: AgentDbRow): AgentRow {

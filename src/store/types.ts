@@ -51,6 +51,8 @@ export interface AgentTerms {
   output?: Record<string, unknown>;
   /** The profile it was spawned with (the run's `profiles`, looked up by name again at resume). */
   profile?: string;
+  /** A root's: what it read of the store's promoted notes at its start (notes/notes.ts), kept so that a replay reads the same. */
+  notes?: string;
 }
 
 export type MessagePriority = 'low' | 'normal' | 'high' | 'urgent';

@@ -18,6 +18,7 @@ import { postgresNotes } from '../../src/notes/postgresNotes.js';
 import { sqliteNotes } from '../../src/notes/sqliteNotes.js';
 import type { StorePort } from '../../src/store/port.js';
 import { portOf } from '../../src/store/port.js';
+import { replayRun } from '../../src/replay/replayRun.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
@@ -192,6 +193,26 @@ for (const { title, skip, make } of places) {
     });
   });
 }
+
+describe('a run that read notes, replayed', () => {
+  it('is identical: the root keeps what it read (terms.notes), and the replay gives its root the same', async () => {
+    const p = sqlitePlace();
+    const id = (await runOnce(p, { proposal: ['Lint first', LESSON] })).proposed[0]!.id;
+    expect((await p.notes().promote(id)).ok).toBe(true);
+    const later = await runOnce(p);
+    expect(later.firstInput).toContain(LESSON);
+    const { port, done } = await p.host();
+    try {
+      const root = (await port.listAgents(later.runId))[0]!;
+      expect(root.terms?.notes).toContain(LESSON);
+      const replayed = await replayRun(port, later.runId);
+      expect(replayed.divergence).toBeNull();
+      expect(replayed.outcome).toBe('identical');
+    } finally {
+      await done();
+    }
+  });
+});
 
 describe('notes, unit', () => {
   it('a note id is a digest of what was proposed: stable, and different for a different note', () => {

@@ -58,6 +58,8 @@ export const ERROR_CODES = {
   FINISH_REFUSED: { retryable: true, description: "Agents below, or the agent's own executions or delegations, are still active." },
   EXECUTION_NOT_FOUND: { retryable: false, description: 'No execution with that id is linked to an agent of this run.' },
   APPROVAL_NOT_FOUND: { retryable: false, description: 'The run has no approval with that id (`troupe approvals` lists them).' },
+  NOTE_NOT_FOUND: { retryable: false, description: 'The store has no note with that id (`troupe notes` lists them).' },
+  NOTE_ALREADY_DECIDED: { retryable: false, description: 'The note was promoted or rejected already: a note is decided once.' },
   PROVIDER_RATE_LIMITED: { retryable: true, description: 'The provider answered 429.' },
   PROVIDER_UNAVAILABLE: { retryable: true, description: 'The provider answered 5xx (or 408/409).' },
   PROVIDER_TIMEOUT: { retryable: true, description: 'The model call timed out.' },

@@ -17,6 +17,8 @@ export const HELP_TOPICS = {
   'exit-codes': 'the exit codes of the troupe command, with the error codes behind each',
   errors: 'every error code: whether it is retryable, and what it means',
   measurements: 'benchmarks, PostgreSQL throughput and failover times, and how to reproduce them',
+  providers: 'retries, silent streams, the circuit breaker and the key quota: settings, events, outcomes',
+  profiles: 'profiles, the auxiliary model, background review and its notes (troupe notes)',
 } as const;
 
 export type HelpTopic = keyof typeof HELP_TOPICS;
@@ -201,7 +203,17 @@ recorded by a troupe before forks, or in memory, have no commit journal to fork 
 SQLite file the fork waits for no host but needs the file: it is refused (exit 3) while a
 process hosts a run of it. On PostgreSQL the fork stays parked until troupe resume hosts it.`;
 
+const NOTES = `Background review (config "review") proposes notes: lessons from a run, quarantined (they change
+nothing). troupe notes lists every note of the database, quarantined first: its id, state, title,
+the agent whose work was reviewed, its run and when. promote <note> decides it once: the root of
+every run started afterwards reads the promoted notes in its first input (newest first, whole
+notes, up to config notes.maxChars: 4000 characters); a run already started is not changed.
+reject <note> --reason keeps it out, with why. A second decision is NOTE_ALREADY_DECIDED (exit 2),
+an unknown id NOTE_NOT_FOUND (exit 4). It works while a run is live, from any process or machine.
+From a program: sqliteNotes(path) or postgresNotes(store): list(), promote(id), reject(id).`;
+
 export const COMMAND_HELP: Readonly<Record<string, string>> = {
+  notes: NOTES,
   replay: REPLAY,
   run: RUN,
   resume: RUN,

@@ -57,6 +57,8 @@ export interface CliConfig {
   db?: string;
   /** Background review: `{ everyTurns, maxSteps?, subAgents? }` (off when absent). */
   review?: ReviewOptions;
+  /** What a new run's root reads of the promoted notes (`troupe notes`): `{ maxChars }`, or false for none. */
+  notes?: { maxChars?: number } | false;
   /**
    * `troupe serve`: proactive triggers, as `parseProactiveConfig` accepts them (snake_case or
    * camelCase keys). Validated when the file is read.

@@ -175,6 +175,10 @@ export const CONFIG_SCHEMA = {
       required: ['everyTurns'],
       properties: { everyTurns: positiveInt, maxSteps: { type: 'integer', minimum: 1, maximum: 10 }, subAgents: { type: 'boolean' } },
     },
+    notes: {
+      description: "What a new run's root reads of the promoted notes (troupe notes): { maxChars } (default 4000), or false for none.",
+      oneOf: [{ const: false }, { type: 'object', additionalProperties: false, properties: { maxChars: positiveInt } }],
+    },
     proactive: {
       type: 'object',
       additionalProperties: false,

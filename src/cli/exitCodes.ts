@@ -10,14 +10,14 @@ export const EXIT_ROWS = {
   RUN_NOT_COMPLETED: { code: 1, meaning: 'the root failed, crashed or stopped, not for the provider', errors: [] },
   USAGE: {
     code: 2,
-    meaning: 'usage or configuration: unknown command or flag, bad config, no model, a budget without a price, a busy port',
-    errors: ['CONFIG_INVALID'],
+    meaning: 'usage or configuration: unknown command or flag, bad config, no model, a budget without a price, a busy port, a note decided already',
+    errors: ['CONFIG_INVALID', 'NOTE_ALREADY_DECIDED'],
   },
   LOCKED: { code: 3, meaning: 'another process owns the database, or another worker the run', errors: ['RUN_LOCKED', 'LEASE_LOST'] },
   NOT_FOUND: {
     code: 4,
-    meaning: 'no such run, agent, execution, approval or committed turn',
-    errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND', 'EXECUTION_NOT_FOUND', 'APPROVAL_NOT_FOUND', 'FORK_POINT_NOT_FOUND'],
+    meaning: 'no such run, agent, execution, approval, note or committed turn',
+    errors: ['RUN_NOT_FOUND', 'AGENT_NOT_FOUND', 'EXECUTION_NOT_FOUND', 'APPROVAL_NOT_FOUND', 'NOTE_NOT_FOUND', 'FORK_POINT_NOT_FOUND'],
   },
   STORE: {
     code: 5,

@@ -2,7 +2,8 @@
  * `troupe help [topic]`: the reference the README links to instead of holding it, printed from the
  * code it describes, so it cannot drift: the createCoordinator options (OPTION_DOCS, LIMIT_DOCS,
  * defaults from resolveOptions), the config file's keys (CONFIG_SCHEMA), the exit codes
- * (EXIT_ROWS), the error codes (ERROR_CODES), and the measured figures (measurements.ts).
+ * (EXIT_ROWS), the error codes (ERROR_CODES), the measured figures (measurements.ts), and the
+ * guides to the providers and profiles (guides.ts, with their keys and outcomes from the above).
  * `troupe help <command>` prints that command's --help; an unknown topic is a usage error (exit 2)
  * with a "did you mean", as a misspelt command is. Plain text, wrapped at 100 columns.
  * @module
@@ -14,6 +15,7 @@ import { LIMIT_DOCS, OPTION_DOCS, type OptionDoc } from '../host/optionsDoc.js';
 import { COMMAND_HELP, HELP_TOPICS, type HelpTopic } from './commandHelp.js';
 import { CONFIG_SCHEMA } from './configSchema.js';
 import { EXIT, EXIT_ROWS } from './exitCodes.js';
+import { PROFILES, PROVIDERS, type Guide } from './guides.js';
 import { FLAGS, type FlagName, type Handler } from './flags.js';
 import { MEASUREMENTS } from './measurements.js';
 import { forTerminal } from './terminal.js';
@@ -75,16 +77,24 @@ interface SchemaNode {
   properties?: Record<string, SchemaNode>;
 }
 
-function config(): string {
+/** The rows of config keys: each key (with its fields) and its description, then each described field. */
+function configRows(keys: readonly string[]): [string, string][] {
   const rows: [string, string][] = [];
-  for (const [key, node] of Object.entries(CONFIG_SCHEMA.properties as Record<string, SchemaNode>)) {
-    if (key === '$schema') continue;
+  const properties = CONFIG_SCHEMA.properties as Record<string, SchemaNode>;
+  for (const key of keys) {
+    const node = properties[key];
+    if (node === undefined) throw new Error(`troupe help: no config key ${key}`);
     const fields = node.properties ? ` { ${Object.keys(node.properties).join(', ')} }` : '';
     rows.push([`${key}${fields}`, plain(node.description ?? '')]);
     for (const [field, child] of Object.entries(node.properties ?? {})) {
       if (child.description !== undefined) rows.push([`${key}.${field}`, plain(child.description)]);
     }
   }
+  return rows;
+}
+
+function config(): string {
+  const rows = configRows(Object.keys(CONFIG_SCHEMA.properties as Record<string, SchemaNode>).filter((key) => key !== '$schema'));
   return [
     paragraph(
       `./troupe.config.json, or the file --config names. ${CONFIG_SCHEMA.description} Unknown keys are refused (exit 2, naming the key); ` +
@@ -125,8 +135,36 @@ function measurements(): string {
   ).join('\n\n');
 }
 
+/** A mechanism's guide (guides.ts): its prose, then its settings, events and typed outcomes as the code holds them. */
+function guide(g: Guide): () => string {
+  return () => {
+    const errorRows = g.errors.map((code): [string, string] => {
+      const e = ERROR_CODES[code as keyof typeof ERROR_CODES];
+      if (e === undefined) throw new Error(`troupe help: no error code ${code}`);
+      return [code, `${plain(e.description)} ${e.retryable ? 'Retryable.' : 'Not retryable.'}`];
+    });
+    return [
+      ...g.text.split('\n\n').map(paragraph),
+      'Settings (troupe.config.json; createCoordinator takes the same names, troupe help options):',
+      definitions(configRows(g.keys)),
+      "Events (subscribe(), troupe follow, the run's event rows):",
+      definitions(g.events.map(([name, meaning]): [string, string] => [name, meaning])),
+      'Typed outcomes:',
+      definitions(errorRows),
+    ].join('\n\n');
+  };
+}
+
 /** Each topic of HELP_TOPICS, printed. */
-const REFERENCE: Readonly<Record<HelpTopic, () => string>> = { options, config, 'exit-codes': exitCodes, errors, measurements };
+const REFERENCE: Readonly<Record<HelpTopic, () => string>> = {
+  options,
+  config,
+  'exit-codes': exitCodes,
+  errors,
+  measurements,
+  providers: guide(PROVIDERS),
+  profiles: guide(PROFILES),
+};
 
 /** What reference.ts needs of a command of spec.ts (given, not imported: spec.ts loads this file). */
 interface HelpedCommand {

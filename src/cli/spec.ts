@@ -131,6 +131,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     load: async () => (await import('./approvals.js')).deny,
   },
   {
+    name: 'notes',
+    args: '[action] [note]',
+    summary: 'list the notes background reviews proposed; promote <note> (every later run reads it) or reject <note> [--reason]',
+    flags: ['db', 'reason', 'json'],
+    flagHelp: { ...READ_DB, reason: 'why the note is rejected (kept with it)', ...ONE_DOCUMENT },
+    load: async () => (await import('./notes.js')).notes,
+  },
+  {
     name: 'replay',
     args: '<run>',
     summary: 'replay a recorded run offline with its recorded answers and tool results: identical (exit 0), or where the code first differs (exit 1)',

@@ -80,6 +80,12 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
     output?: O;
     /** One of the run's `profiles` for the root (PROFILE_UNKNOWN otherwise). */
     profile?: string;
+    /**
+     * What the root reads of the promoted notes (`troupe notes`), instead of the store's: a replay
+     * gives what the recorded root read (its `terms.notes`); null: none. Default: the store's, as
+     * the `notes` option bounds them.
+     */
+    notes?: string | null;
   }): Promise<AgentIdOf<O>>;
   /**
    * How an agent ended, once it is terminal (its first terminal state; it may be revived after):
@@ -210,10 +216,12 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         const profile = root.profile;
         const terms =
           output || profile !== undefined ? { ...(output ? { output: output.check.schema } : {}), ...(profile === undefined ? {} : { profile }) } : null;
-        const h = await rt.registrar.startRoot({ name: root.name, task: root.task, skills: root.skills, terms }).catch((err: unknown) => {
-          rt.outputs.root = previous;
-          throw err;
-        });
+        const h = await rt.registrar
+          .startRoot({ name: root.name, task: root.task, skills: root.skills, terms, ...(root.notes === undefined ? {} : { notes: root.notes }) })
+          .catch((err: unknown) => {
+            rt.outputs.root = previous;
+            throw err;
+          });
         // Acknowledged only once the run and its root are committed.
         await rt.durable();
         return h.id as never;

@@ -10,6 +10,7 @@ import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
 import { ConfigError } from '../errors.js';
 import { checkPrice, requirePriceForBudget } from '../model/prices.js';
+import { DEFAULT_NOTES_MAX_CHARS } from '../notes/notes.js';
 import type { Model, ModelPrice } from '../model/types.js';
 import { processQuotaStore, type QuotaLimits, type QuotaStore } from '../providers/quota.js';
 import type { StorePort } from '../store/port.js';
@@ -175,6 +176,12 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    */
   review?: ReviewOptions;
   /**
+   * Notes a person promoted from background reviews (`troupe notes promote`, notes/notes.ts): a new
+   * run's root reads the store's promoted notes in its first input, newest first, whole notes only,
+   * up to `maxChars` characters of their text (default 4,000). `false`: none.
+   */
+  notes?: { maxChars?: number } | false;
+  /**
    * How each session is kept before every model call (seed 002). `maxImages` (default 20, `null`:
    * no bound): only the newest images stay, older ones become a short placeholder the model reads.
    * `compactAt` (default 0.8): a call whose estimated prompt passes this share of the model's
@@ -268,6 +275,8 @@ export interface ResolvedOptions {
   /** Durable approval rules (null: none, or a gate). */
   approvalRules: ResolvedApprovalRules | null;
   review: { everyTurns: number; maxSteps: number; subAgents: boolean } | null;
+  /** What a new run's root reads of the promoted notes (null: none). */
+  notes: { maxChars: number } | null;
   /** `contextWindow`: the model's, if it declares one (null: compaction only after an overflow). */
   session: { maxImages: number | null; compactAt: number; contextWindow: number | null };
   reentry: { maxWakes: number; spacingMs: number } | null;
@@ -492,6 +501,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     approvals: resolveApprovals(options.approvals),
     approvalRules: resolveApprovalRules(options.approvals),
     review: resolveReview(options.review),
+    notes: resolveNotes(options.notes),
     session: resolveSession(options.session, options.model),
     reentry: resolveReentry(options.reentry),
     breaker: resolveBreaker(options.breaker),
@@ -511,6 +521,12 @@ function policyFields(name: string, value: unknown, shape: string): Record<strin
     throw new ConfigError(`Expected ${name} to be false or { ${shape} }, got ${show(value)}`);
   }
   return (value ?? {}) as Record<string, unknown>;
+}
+
+function resolveNotes(value: unknown): ResolvedOptions['notes'] {
+  const v = policyFields('notes', value, 'maxChars?');
+  if (v) for (const key of Object.keys(v)) if (key !== 'maxChars') throw new ConfigError(`Unknown option notes.${key}`);
+  return v && { maxChars: integer('notes.maxChars', v.maxChars, DEFAULT_NOTES_MAX_CHARS, 1) };
 }
 
 function resolveReentry(value: unknown): ResolvedOptions['reentry'] {

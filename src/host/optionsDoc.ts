@@ -65,6 +65,10 @@ export const OPTION_DOCS = {
     meaning: 'an `ApprovalGate`, or rules `{ ask, allow, unattended, windowMs, agents }`: durable approvals (`agents`: by agent name or profile)',
   },
   review: { default: () => 'off', meaning: '`{ everyTurns, maxSteps: 3, subAgents: false }`: background review (root agents only unless `subAgents`)' },
+  notes: {
+    default: (r) => (r.notes ? `${r.notes.maxChars} characters` : '`false`'),
+    meaning: "`{ maxChars }` or `false`: the promoted notes (`troupe notes`) a new run's root reads, newest first",
+  },
   session: {
     default: (r) => `${r.session.maxImages ?? 'all'} images, compact at ${r.session.compactAt * 100} %`,
     meaning: "`{ maxImages, compactAt }`: older images become placeholders; compaction before the model's `contextWindow` overflows",

@@ -11,6 +11,7 @@ import type { ApprovalsHost, DurableApprovals } from './async/approvals.js';
 import type { AsyncExecutions } from './async/executions.js';
 import type { Toolbox } from './toolbox.js';
 import type { StorePort, WriteOp } from '../store/port.js';
+import { NOTE_EVENT, noteId } from '../notes/notes.js';
 import { BackgroundReviews, type ReviewHost, type ReviewNote } from '../turn/review.js';
 import type { ToolLedger, TurnHost } from '../turn/ports.js';
 import type { AgentHandle, Agents } from './agents/agents.js';
@@ -59,18 +60,20 @@ export function backgroundReviews(rt: ReviewParts, options: { everyTurns: number
       now: () => rt.clock.now(),
       countTurn: (agent) => rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'review.turn', data: {}, at: rt.clock.now() } }),
       proposeNote: (agent, note) => {
+        // The id is kept with the proposal: what the store scrubs of its text does not change it.
+        const id = noteId(note);
         rt.stage({
           op: 'appendEvent',
           row: {
             runId: rt.runId,
             agentId: agent.id,
-            type: 'review.note',
-            data: { agentName: agent.name, title: note.title, content: note.content },
+            type: NOTE_EVENT,
+            data: { id, agentName: agent.name, title: note.title, content: note.content },
             at: note.at,
           },
         });
-        rt.reviewNotes.push({ agentId: agent.id, agentName: agent.name, ...note });
-        rt.after(() => rt.views.emit({ type: 'review.note', agentId: agent.id, name: agent.name, ...note }));
+        rt.reviewNotes.push({ id, agentId: agent.id, agentName: agent.name, ...note });
+        rt.after(() => rt.views.emit({ type: 'review.note', id, agentId: agent.id, name: agent.name, ...note }));
       },
     },
     options,

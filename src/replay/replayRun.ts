@@ -98,6 +98,8 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
       skills: root.skills,
       ...(root.terms?.output ? { output: root.terms.output } : {}),
       ...(root.terms?.profile === undefined ? {} : { profile: root.terms.profile }),
+      // The promoted notes the recorded root read (the replay's store has none).
+      ...(root.terms?.notes === undefined ? {} : { notes: root.terms.notes }),
     });
     await replay.drive();
     const statuses: Record<string, AgentStatus> = {};

@@ -3,7 +3,7 @@
  * decode.ts turns them into the store's rows).
  * @module
  */
-import type { AgentRow, DelegationRow, ExecutionRow, MessageRow, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, ExecutionRow, MessageRow, NoteRow, UsageRow } from './types.js';
 import type { InboxRequest } from './types.js';
 
 export interface RunDbRow {
@@ -110,6 +110,18 @@ export interface ExecutionDbRow {
   linked_at: number;
   finished_at: number | null;
   continued_at: number | null;
+}
+
+export interface NoteDbRow {
+  id: string;
+  state: NoteRow['state'];
+  run_id: string;
+  agent_name: string;
+  title: string;
+  content: string;
+  proposed_at: number;
+  decided_at: number;
+  reason: string | null;
 }
 
 export interface ToolCallDbRow {

@@ -19,6 +19,7 @@ import type {
   ExecutionDbRow,
   InboxDbRow,
   MessageDbRow,
+  NoteDbRow,
   ReentryDbRow,
   RunDbRow,
   SessionDbRow,
@@ -44,7 +45,7 @@ import {
   shape,
   type Check,
 } from './rowChecks.js';
-import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, RunRow, StreamRow, ToolCallRow, UsageRow } from './types.js';
+import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, NoteRow, RunRow, StreamRow, ToolCallRow, UsageRow } from './types.js';
 
 // ── runs ──────────────────────────────────────────────────────────────────────────────────────
 
@@ -109,6 +110,7 @@ const AGENT_TERMS: Record<keyof AgentTerms, Check> = {
   allowanceUsd: optional((v) => typeof v === 'number' && Number.isFinite(v) && v > 0),
   output: optional(isRecord),
   profile: optional(isString),
+  notes: optional(isString),
 };
 
 export function toAgent(row: AgentDbRow): AgentRow {
@@ -343,6 +345,31 @@ export function toDelegation(r: DelegationDbRow): DelegationRow {
     completedAt: r.completed_at,
     resultText: r.result_text,
     startedBoot: r.started_boot,
+  };
+}
+
+export function toNote(r: NoteDbRow): NoteRow {
+  expect('notes', r.id, 'row', r, {
+    id: isString,
+    state: oneOf('promoted', 'rejected'),
+    run_id: isString,
+    agent_name: isString,
+    title: isString,
+    content: isString,
+    proposed_at: isNumber,
+    decided_at: isNumber,
+    reason: nullable(isString),
+  });
+  return {
+    id: r.id,
+    state: r.state,
+    runId: r.run_id,
+    agentName: r.agent_name,
+    title: r.title,
+    content: r.content,
+    proposedAt: r.proposed_at,
+    decidedAt: r.decided_at,
+    reason: r.reason,
   };
 }
 

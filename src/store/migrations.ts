@@ -249,6 +249,27 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX proactive_fires_claimed ON proactive_fires(claimed_at);
     `,
   },
+  {
+    // Issue 34 item 8: a person's decision on a note a background review proposed (the proposal is
+    // its run's review.note event; notes/notes.ts). A promoted note is read by every later run's
+    // root, so the row keeps the text as promoted; run_id is where it was proposed. The partial
+    // index lists the store's proposals without reading every event.
+    version: 11,
+    sql: `
+      CREATE TABLE notes (
+        id TEXT PRIMARY KEY,
+        state TEXT NOT NULL CHECK (state IN ('promoted', 'rejected')),
+        run_id TEXT NOT NULL,
+        agent_name TEXT NOT NULL,
+        title TEXT NOT NULL,
+        content TEXT NOT NULL,
+        proposed_at INTEGER NOT NULL,
+        decided_at INTEGER NOT NULL,
+        reason TEXT
+      ) WITHOUT ROWID;
+      CREATE INDEX events_review_notes ON events(id) WHERE type = 'review.note';
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

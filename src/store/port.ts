@@ -22,6 +22,7 @@ import type {
   InboxResult,
   MessageRow,
   NewMessage,
+  NoteRow,
   ReentryBudgetRow,
   RunRow,
   Store,
@@ -119,6 +120,8 @@ export interface StorePort {
   reentryBudgetsOf(agentIds: readonly string[]): Promise<ReentryBudgetRow[]>;
   /** The run's event rows of one type (review notes, …), oldest first. */
   eventsOf(runId: string, type: string): Promise<EventRow[]>;
+  /** The store's promoted notes, newest promotion first (absent: the store keeps none); a new run's root reads them. */
+  promotedNotes?(): Promise<NoteRow[]>;
   getExecution(id: string): Promise<ExecutionRow | undefined>;
   startedToolCalls(agentId: string): Promise<ToolCallRow[]>;
   /** Views and tools (status, tree, dashboards, invariants). */
@@ -230,6 +233,7 @@ export function portOf(store: Store): StorePort {
     executionsOf: (agentIds) => settle(() => store.executionsOf(agentIds)),
     reentryBudgetsOf: (agentIds) => settle(() => store.reentryBudgetsOf(agentIds)),
     eventsOf: (runId, type) => settle(() => store.eventsOf(runId, type)),
+    ...(store.promotedNotes ? { promotedNotes: () => settle(() => store.promotedNotes!()) } : {}),
     getExecution: (id) => settle(() => store.getExecution(id)),
     startedToolCalls: (agentId) => settle(() => store.startedToolCalls(agentId)),
     listMessages: (runId) => settle(() => store.listMessages(runId)),

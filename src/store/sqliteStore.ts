@@ -18,7 +18,20 @@
 import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
 import { checksum, messageDigest } from './checksums.js';
-import { toAgent, toDelegation, toEvent, toExecution, toInboxRequest, toMessage, toReentry, toRun, toStreamRow, toToolCall, toUsage } from './decode.js';
+import {
+  toAgent,
+  toDelegation,
+  toEvent,
+  toExecution,
+  toInboxRequest,
+  toMessage,
+  toNote,
+  toReentry,
+  toRun,
+  toStreamRow,
+  toToolCall,
+  toUsage,
+} from './decode.js';
 import type {
   AgentDbRow,
   DelegationDbRow,
@@ -27,12 +40,14 @@ import type {
   ExecutionDbRow,
   InboxDbRow,
   MessageDbRow,
+  NoteDbRow,
   ReentryDbRow,
   RunDbRow,
   SessionDbRow,
   ToolCallDbRow,
   UsageDbRow,
 } from './dbRows.js';
+import type Database from 'better-sqlite3';
 import { openDatabase, sqliteCode, type OpenedDatabase } from './openFile.js';
 import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest, InboxResult } from './types.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
@@ -42,6 +57,9 @@ import { prepareStatements } from './sqliteStatements.js';
 import { createTransactor } from './sqliteTransaction.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
+
+/** The store's promoted notes, newest promotion first (notes/notes.ts). */
+const PROMOTED_NOTES = "SELECT * FROM notes WHERE state = 'promoted' ORDER BY decided_at DESC, id";
 
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
@@ -181,6 +199,8 @@ function createSqliteStore(
     redactor,
     onRollback,
   });
+
+  let promoted: Database.Statement | null | undefined;
 
   return {
     path: options.path,
@@ -358,6 +378,11 @@ function createSqliteStore(
       return (q.allReentry.all() as ReentryDbRow[]).map(toReentry).filter((r) => ids.has(r.sessionId));
     },
     eventsOf: (runId, type) => (q.eventsOf.all(runId, type) as EventDbRow[]).map(toEvent),
+    promotedNotes() {
+      // Prepared at first use, not at open: a reader of a file from before migration 11 has no notes table (and no notes).
+      promoted ??= (db.pragma('user_version', { simple: true }) as number) >= 11 ? db.prepare(PROMOTED_NOTES) : null;
+      return promoted ? (promoted.all() as NoteDbRow[]).map(toNote) : [];
+    },
     startToolCall: (row) => transaction(() => void q.startToolCall.run(row.agentId, row.turn, row.callId, row.tool, row.argsHash, row.startedAt, boot)),
     finishToolCalls: (agentId, turn, callIds, at) =>
       transaction(() => {

@@ -51,6 +51,8 @@ export interface AgentTerms {
   output?: Record<string, unknown>;
   /** The profile it was spawned with (the run's `profiles`, looked up by name again at resume). */
   profile?: string;
+  /** A root's: what it read of the store's promoted notes at its start (notes/notes.ts), kept so that a replay reads the same. */
+  notes?: string;
 }
 
 export type MessagePriority = 'low' | 'normal' | 'high' | 'urgent';
@@ -218,6 +220,8 @@ export interface Store {
   spendOf(runId: string): { agentId: string; purpose: UsagePurpose; costUsd: number }[];
 
   appendEvent(row: EventRow): void;
+  /** The store's promoted notes, newest promotion first (absent: a store that keeps none, e.g. in memory). */
+  promotedNotes?(): NoteRow[];
   /** The run's events, oldest first, without its recording (RECORDING_EVENTS). */
   listEvents(runId: string): EventRow[];
   /** Every event of the run, oldest first, its recording included: what fork and replay read. */
@@ -281,6 +285,26 @@ export interface ToolCallRow {
   finishedAt: number | null;
   /** The boot (owner) under which it started. */
   boot: number;
+}
+
+/**
+ * A person's decision on a note a background review proposed (notes/notes.ts; the proposal is its
+ * run's `review.note` event). Store-wide: every later run's root reads the promoted ones.
+ */
+export interface NoteRow {
+  /** The proposal's id (notes/notes.ts noteId). */
+  id: string;
+  state: 'promoted' | 'rejected';
+  /** The run the note was proposed in. */
+  runId: string;
+  agentName: string;
+  /** The note as it was promoted (or rejected). */
+  title: string;
+  content: string;
+  proposedAt: number;
+  decidedAt: number;
+  /** Why it was rejected, if a reason was given. */
+  reason: string | null;
 }
 
 /** An async execution started by a tool and linked to the agent that started it (auto-continuation). */

@@ -18,6 +18,7 @@ import {
   toExecution,
   toInboxRequest,
   toMessage,
+  toNote,
   toReentry,
   toRun,
   checkStreamRow,
@@ -81,6 +82,7 @@ const TABLES: readonly {
   { table: 'inbox', since: 2, order: 'id', check: (rows) => each(rows, toInboxRequest) },
   { table: 'tool_calls', since: 3, order: 'agent_id, turn, call_id', check: (rows) => each(rows, toToolCall) },
   { table: 'stream', since: 7, order: 'run_id, seq', check: (rows) => each(rows, checkStreamRow) },
+  { table: 'notes', since: 11, order: 'id', check: (rows) => each(rows, toNote) },
 ];
 
 function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): void {

@@ -16,13 +16,15 @@
  *   on resume the counter is those rows modulo `everyTurns` (one source of truth).
  * - **Fail-open.** Any error is logged and ignored.
  * - **Quarantined.** A note is a proposal: a `review.note` event (persisted) and a TroupeEvent;
- *   nothing applies it to any agent.
+ *   nothing applies it to any agent until a person promotes it (notes/notes.ts): then later runs'
+ *   roots read it.
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
 import { cancellationOf } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import type { ModelRequest, SessionItem, ToolCall, ToolSpec } from '../model/types.js';
+import { NOTE_EVENT, proposalOf } from '../notes/notes.js';
 import type { EventRow } from '../store/types.js';
 import type { TurnTrace } from '../trace/tracer.js';
 import { withoutImages } from './compaction.js';
@@ -76,8 +78,10 @@ export const REVIEW_TOOLS: readonly ToolSpec[] = [
 const MAX_TITLE = 200;
 const MAX_NOTE = 8_000;
 
-/** A note a background review proposed. */
+/** A note a background review proposed (quarantined until a person promotes it: notes/notes.ts). */
 export interface ReviewNote {
+  /** What `troupe notes promote <id>` names. */
+  id: string;
   agentId: string;
   agentName: string;
   title: string;
@@ -109,11 +113,9 @@ function forkSession(session: readonly SessionItem[]): SessionItem[] {
 /** The notes among a run's event rows, oldest first. */
 export function reviewNotes(events: readonly EventRow[]): ReviewNote[] {
   return events
-    .filter((e) => e.type === 'review.note')
-    .map((e) => {
-      const data = e.data as { agentName: string; title: string; content: string };
-      return { agentId: e.agentId ?? '', agentName: data.agentName, title: data.title, content: data.content, at: e.at };
-    });
+    .filter((e) => e.type === NOTE_EVENT)
+    .map(proposalOf)
+    .map((n) => ({ id: n.id, agentId: n.agentId ?? '', agentName: n.agentName, title: n.title, content: n.content, at: n.proposedAt }));
 }
 
 export class BackgroundReviews {

@@ -33,9 +33,17 @@ export function systemPrompt(agent: AgentIdentity, interactive: boolean, extra: 
 const outputPart = (tool: string, output: JsonSchema) =>
   `Your result is data: call ${tool} with a \`value\` that matches this JSON Schema (a value that does not match is refused, and after a few refusals you fail):\n${JSON.stringify(output)}`;
 
-export function rootFirstInput(agent: AgentIdentity, task: string, skills: string[], output: JsonSchema | null = null): SessionItem {
+/** `notes`: what the root reads of the store's promoted notes (notes/notes.ts notesText), if any. */
+export function rootFirstInput(
+  agent: AgentIdentity,
+  task: string,
+  skills: string[],
+  output: JsonSchema | null = null,
+  notes: string | null = null,
+): SessionItem {
   const parts = [`You are agent ${agent.name} (${agent.id}), the root of this team. Call finish when the whole task is done.`];
   if (skills.length > 0) parts.push(`Skills: ${skills.join(', ')}`);
+  if (notes !== null) parts.push(notes);
   parts.push(`Task:\n${task}`);
   if (output) parts.push(outputPart('finish', output));
   return { role: 'user', content: parts.join('\n\n') };

@@ -68,7 +68,14 @@ describe('background review', () => {
     expect(reviews[1]!.request.messages.at(-1)).toMatchObject({ role: 'tool', name: 'propose_note' });
 
     expect(t.c.reviews.notes()).toEqual([
-      { agentId: rootId, agentName: 'lead', title: 'Look twice', content: 'When a cat is seen, look twice.', at: expect.any(Number) },
+      {
+        id: expect.stringMatching(/^n[0-9a-f]{12}$/),
+        agentId: rootId,
+        agentName: 'lead',
+        title: 'Look twice',
+        content: 'When a cat is seen, look twice.',
+        at: expect.any(Number),
+      },
     ]);
     expect(events.filter((e) => e.type === 'review.note')).toHaveLength(1);
     // The agent's own session and calls never contain the review.

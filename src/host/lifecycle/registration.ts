@@ -16,6 +16,7 @@ import type { StorePort, WriteOp } from '../../store/port.js';
 import { newAgentRow } from '../../store/rows.js';
 import type { RunTrace } from '../../trace/tracer.js';
 import type { AgentRow, AgentTerms } from '../../store/types.js';
+import { notesText } from '../../notes/notes.js';
 import { childFirstInput, inheritedContext, rootFirstInput } from '../../turn/texts.js';
 import { lifecycleOf, type AgentHandle, type Agents } from '../agents/agents.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -29,7 +30,7 @@ export interface RegistrarHost {
   readonly ids: IdSource;
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly options: Pick<ResolvedOptions, 'interactive' | 'limits' | 'profiles'>;
+  readonly options: Pick<ResolvedOptions, 'interactive' | 'limits' | 'profiles' | 'notes'>;
   readonly port: StorePort;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly agents: Agents;
@@ -60,10 +61,20 @@ export class Registrar {
     this.#checkedRunId = checkedRunId;
   }
 
-  async startRoot(req: { name: string; task: string; skills?: string[]; terms?: AgentTerms | null }): Promise<AgentHandle> {
+  /** `notes`: what the root reads of the promoted notes instead of the store's (a replay's: what the recorded root read). */
+  async startRoot(req: { name: string; task: string; skills?: string[]; terms?: AgentTerms | null; notes?: string | null }): Promise<AgentHandle> {
     const host = this.#host;
     host.assertUsable();
     const { name, task, skills } = this.#check(req);
+    // The promoted notes as they stand now (read before the checks below, which nothing may
+    // separate from the registration but the run-id check): the first input commits what was read.
+    const notes =
+      req.notes !== undefined
+        ? req.notes
+        : host.options.notes && host.port.promotedNotes
+          ? notesText(await host.port.promotedNotes(), host.options.notes.maxChars)
+          : null;
+    host.assertUsable();
     const rejection = spawnRejection(host.coordinator.getSnapshot().context, null);
     if (rejection) throw new TroupeError(rejection.code, rejection.reason);
     if (!this.#checkedRunId) {
@@ -74,8 +85,8 @@ export class Registrar {
       host.assertUsable();
     }
     const id = host.ids.agent();
-    const terms = req.terms ?? null;
-    const first = rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills, terms?.output ?? null);
+    const terms = notes === null ? (req.terms ?? null) : { ...req.terms, notes };
+    const first = rootFirstInput({ id, name, parentId: null, parentName: null }, task, skills, terms?.output ?? null, notes);
     return this.#register({ id, name, parentId: null, depth: 0, task, skills, terms }, first);
   }
 

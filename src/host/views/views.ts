@@ -38,8 +38,8 @@ export type TroupeEvent =
   | { type: 'agent.said'; agentId: string; name: string; text: string; at: number }
   /** A piece of a streamed model answer (streaming providers only; never persisted). */
   | { type: 'agent.delta'; agentId: string; name: string; delta: ModelDelta; at: number }
-  /** A background review proposed a reusable note about this agent's work (also a `review.note` event row). */
-  | { type: 'review.note'; agentId: string; name: string; title: string; content: string; at: number }
+  /** A background review proposed a reusable note about this agent's work (also a `review.note` event row); `id` is what `troupe notes promote` names. */
+  | { type: 'review.note'; id: string; agentId: string; name: string; title: string; content: string; at: number }
   /**
    * The run went quiescent with agents waiting on agents that cannot answer: they are woken at once
    * with the `deadlock` wait outcome (also a `run.deadlock` event row).

@@ -286,6 +286,24 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       END $fn$;
     `,
   },
+  {
+    // SQLite's migration 11: a person's decision on a proposed note, store-wide (notes/notes.ts).
+    version: 16,
+    sql: `
+      CREATE TABLE notes (
+        id TEXT PRIMARY KEY,
+        state TEXT NOT NULL CHECK (state IN ('promoted', 'rejected')),
+        run_id TEXT NOT NULL,
+        agent_name TEXT NOT NULL,
+        title TEXT NOT NULL,
+        content TEXT NOT NULL,
+        proposed_at BIGINT NOT NULL,
+        decided_at BIGINT NOT NULL,
+        reason TEXT
+      );
+      CREATE INDEX events_review_notes ON events(id) WHERE type = 'review.note';
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

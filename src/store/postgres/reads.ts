@@ -7,7 +7,20 @@
 import type pg from 'pg';
 import { NOT_RECORDING } from '../types.js';
 import type { SessionItem } from '../../model/types.js';
-import { toAgent, toDelegation, toEvent, toExecution, toMessage, toReentry, toRun, toSessionItem, toStreamRow, toToolCall, toUsage } from '../decode.js';
+import {
+  toAgent,
+  toDelegation,
+  toEvent,
+  toExecution,
+  toMessage,
+  toNote,
+  toReentry,
+  toRun,
+  toSessionItem,
+  toStreamRow,
+  toToolCall,
+  toUsage,
+} from '../decode.js';
 import type {
   AgentDbRow,
   DelegationDbRow,
@@ -15,6 +28,7 @@ import type {
   StreamDbRow,
   ExecutionDbRow,
   MessageDbRow,
+  NoteDbRow,
   ReentryDbRow,
   RunDbRow,
   SessionDbRow,
@@ -71,6 +85,7 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
     reentryBudgetsOf: async (agentIds) =>
       (await all<ReentryDbRow>('SELECT * FROM reentry_budgets WHERE session_id = ANY($1::text[]) ORDER BY session_id', [[...agentIds]])).map(toReentry),
     eventsOf: async (runId, type) => (await all<EventDbRow>('SELECT * FROM events WHERE run_id = $1 AND type = $2 ORDER BY id', [runId, type])).map(toEvent),
+    promotedNotes: async () => (await all<NoteDbRow>("SELECT * FROM notes WHERE state = 'promoted' ORDER BY decided_at DESC, id", [])).map(toNote),
     getExecution: async (id) => {
       const [row] = await all<ExecutionDbRow>('SELECT * FROM executions WHERE id = $1', [id]);
       return row && toExecution(row);

@@ -10,6 +10,7 @@ import type { Io } from '../../../src/cli/args.js';
 import { HELP_TOPICS } from '../../../src/cli/commandHelp.js';
 import { CONFIG_SCHEMA } from '../../../src/cli/configSchema.js';
 import { EXIT_ROWS } from '../../../src/cli/exitCodes.js';
+import { PROFILES, PROVIDERS } from '../../../src/cli/guides.js';
 import { runCli } from '../../../src/cli/program.js';
 import { MEASUREMENTS } from '../../../src/cli/measurements.js';
 import { COMMANDS } from '../../../src/cli/spec.js';
@@ -96,6 +97,28 @@ describe('troupe help <topic>', () => {
       for (const [what, figure] of section.rows ?? []) expect(text).toContain(words(`${what} ${figure}`));
     }
     for (const command of ['npm run bench', 'npm run bench:against', 'npm run test:pg-failover']) expect(text).toContain(command);
+  });
+
+  it('providers and profiles: the guide, then its config keys, events and typed outcomes as the code describes them', async () => {
+    for (const [name, guide] of [
+      ['providers', PROVIDERS],
+      ['profiles', PROFILES],
+    ] as const) {
+      const { text } = await topic(name);
+      expect(text, name).toContain(words(guide.text.split('\n\n')[0]!));
+      const properties = CONFIG_SCHEMA.properties as Record<string, { description?: string }>;
+      for (const key of guide.keys) expect(text, `${name}: ${key}`).toContain(words(properties[key]!.description!));
+      for (const [event] of guide.events) expect(text, `${name}: ${event}`).toContain(event);
+      for (const code of guide.errors) {
+        const e = ERROR_CODES[code as keyof typeof ERROR_CODES];
+        expect(text, `${name}: ${code}`).toContain(words(`${code} ${e.description} ${e.retryable ? 'Retryable.' : 'Not retryable.'}`));
+      }
+    }
+    // The guides name the settings, events and outcomes issue 34 asks to be explained.
+    expect(PROVIDERS.keys).toEqual(expect.arrayContaining(['breaker', 'quota', 'idleTimeoutMs']));
+    expect(PROVIDERS.errors).toContain('PROVIDER_CIRCUIT_OPEN');
+    expect(PROVIDERS.events.map(([e]) => e)).toEqual(expect.arrayContaining(['provider.breaker', 'provider.quota']));
+    expect(PROFILES.keys).toEqual(expect.arrayContaining(['profiles', 'auxiliaryModel', 'review', 'notes']));
   });
 
   it('help <command> prints exactly what <command> --help prints, for every command', async () => {

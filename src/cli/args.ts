@@ -38,6 +38,15 @@ export function number(name: string, value: string | undefined, integer = false,
 /** Whether `--db` names a PostgreSQL server rather than a SQLite file. */
 export const isPostgresUrl = (db: string | undefined): db is string => db !== undefined && /^postgres(ql)?:\/\//.test(db);
 
+/** `troupe finish-delegation <agent> <delegation> completed|failed [result]`, checked. */
+export function finishDelegationArgs(args: string[]): { agent: string; delegation: string; status: 'completed' | 'failed'; result: string } {
+  const [agent, delegation, status, result = ''] = args;
+  const usage = 'Usage: troupe finish-delegation <agent> <delegation> completed|failed ["<result>"]';
+  if (!agent || !delegation) throw new ConfigError(usage);
+  if (status !== 'completed' && status !== 'failed') throw new ConfigError(`${usage}: the status is completed or failed, got ${JSON.stringify(status ?? '')}`);
+  return { agent, delegation, status, result };
+}
+
 /** `troupe finish-execution <execution> completed|failed [result]`, checked (the same on every store). */
 export function finishExecutionArgs(args: string[]): { id: string; status: 'completed' | 'failed'; result: string } {
   const [id, status, result = ''] = args;

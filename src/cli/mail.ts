@@ -1,5 +1,5 @@
 /**
- * `troupe send`, `stop` and `finish-execution`: requests from outside a run, the same on every
+ * `troupe send`, `stop`, `finish-execution` and `finish-delegation`: requests from outside a run, the same on every
  * store (DESIGN §13). Each is posted to the run's inbox and applied by whoever hosts the run:
  * - another process hosts it (the process driving it, a worker): that host applies it and answers;
  * - nobody does: this command claims the run, hosts it just long enough to apply the request
@@ -15,7 +15,7 @@ import { applyHere } from '../hosting/applyHere.js';
 import type { RunStore } from '../hosting/runStore.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { InboxKind, InboxResult, RunRow } from '../store/types.js';
-import { finishExecutionArgs, type Io } from './args.js';
+import { finishDelegationArgs, finishExecutionArgs, type Io } from './args.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
 import { findRun, nextHost, openRuns, savedSettings } from './runs.js';
 import type { Values } from './flags.js';
@@ -167,6 +167,26 @@ export function finishExecution(args: string[], values: Values, io: Io): Promise
       const row = await runs.reads.getExecution(id);
       const agent = row && (await runs.reads.listAgents(run.id)).find((a) => a.id === row.agentId);
       if (!agent) throw new TroupeError('EXECUTION_NOT_FOUND', `No agent of run ${run.id} linked an execution ${id}`);
+    },
+    idle: (answer) => (/nothing changed$/.test(answer.message) ? answer.message : `${answer.message}, once ${nextHost(values)} hosts the run`),
+  });
+}
+
+/**
+ * `troupe finish-delegation <agent> <delegation> completed|failed [result]`: the end of background
+ * work an agent delegated (`coordinator.delegations.dispatch`), from any process. It is applied
+ * once; the agent is messaged the result (at once if the run is hosted, else once it is).
+ */
+export function finishDelegation(args: string[], values: Values, io: Io): Promise<number> {
+  const { agent, delegation, status, result } = finishDelegationArgs(args);
+  return outside(values, io, {
+    kind: 'delegation',
+    payload: { agent, delegation, status, result },
+    async check(runs, run) {
+      const target = await findAgent(runs, run, agent);
+      const rows = await runs.reads.listDelegations(run.id);
+      if (!rows.some((d) => d.sessionId === target.id && d.delegationId === delegation))
+        throw new TroupeError('AGENT_NOT_FOUND', `${target.name} (${target.id}) has no delegation ${delegation} in run ${run.id}`);
     },
     idle: (answer) => (/nothing changed$/.test(answer.message) ? answer.message : `${answer.message}, once ${nextHost(values)} hosts the run`),
   });

@@ -107,6 +107,14 @@ export const COMMANDS: readonly CommandSpec[] = [
     load: async () => (await import('./mail.js')).finishExecution,
   },
   {
+    name: 'finish-delegation',
+    args: '<agent> <delegation> <status> [result]',
+    summary: 'report that background work an agent delegated ended (status completed or failed): the agent is messaged the result, once',
+    flags: ['db', 'run'],
+    flagHelp: READ_DB,
+    load: async () => (await import('./mail.js')).finishDelegation,
+  },
+  {
     name: 'approvals',
     args: '',
     summary: "list a run's approvals: the steps its rules hold for a person, pending first",

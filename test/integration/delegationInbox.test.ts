@@ -18,7 +18,7 @@ import { openStore } from '../../src/store/sqliteStore.js';
 import type { InboxResult } from '../../src/store/types.js';
 import { submitRun } from '../../src/worker/submit.js';
 import { startWorker } from '../../src/worker/worker.js';
-import { workdir } from '../helpers/cli.js';
+import { troupe, workdir } from '../helpers/cli.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
@@ -32,13 +32,24 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | null 
 }
 
 /** Post a delegation's end from outside and read the host's answer. */
-async function report(runs: RunStore, runId: string, delegation: string, result: string): Promise<InboxResult> {
+async function postReport(runs: RunStore, runId: string, delegation: string, result: string): Promise<InboxResult> {
   const id = await runs.post({ runId, kind: 'delegation', payload: { agent: 'lead', delegation, status: 'completed', result }, at: Date.now() });
   return until(`request ${id}'s answer`, async () => (await runs.request(id))?.result);
 }
 
+/** How a test reports a delegation's end: the API (`runs.post`) or the CLI. */
+type Report = (runs: RunStore, runId: string, delegation: string, result: string) => Promise<Pick<InboxResult, 'ok' | 'message'>>;
+
+/** `troupe finish-delegation` from another process: its exit code and the line it prints are the host's answer. */
+const cliReport =
+  (path: string): Report =>
+  async (_runs, runId, delegation, result) => {
+    const r = await troupe(['finish-delegation', 'lead', delegation, 'completed', result, '--db', path, '--run', runId], workdir());
+    return { ok: r.code === 0, message: (r.code === 0 ? r.stdout : r.stderr).trim() };
+  };
+
 /** Both stores: the report reaches the host, the agent sees the result once, and a repeat changes nothing. */
-async function reportTwice(runs: RunStore, runId: string, delegation: string, seen: string[]): Promise<void> {
+async function reportTwice(runs: RunStore, runId: string, delegation: string, seen: string[], report: Report = postReport): Promise<void> {
   const first = await report(runs, runId, delegation, '42 files');
   expect(first).toMatchObject({
     ok: true,
@@ -53,37 +64,41 @@ async function reportTwice(runs: RunStore, runId: string, delegation: string, se
 }
 
 describe('a delegation ended from another process, on SQLite', () => {
-  it('reaches the process hosting the run (the hosting loop over the file it owns) through its inbox', async () => {
-    const path = join(workdir(), 'team.db');
-    const store = openStore({ path });
-    const { model, seen } = recording();
-    let delegation: string | undefined;
-    let runId: string | undefined;
-    const worker = await startWorker({
-      store: sqliteHosting(store),
-      pollMs: 20,
-      hostOptions: () => ({ model, interactive: true, boot: { root: { name: 'lead', task: 'index the repo in the background' } } }),
-      onHost: (c: Coordinator<StorePort>) => {
-        runId = c.runId;
-        // The run's own work: once its root waits on its user, it dispatches background work.
-        c.subscribe((e) => {
-          if (e.type === 'agent.status' && e.to === 'waiting' && delegation === undefined) delegation = c.delegations.dispatch(e.agentId, 'index the repo');
-        });
-      },
-    });
-    const runs = sqliteRuns(path);
-    try {
-      await worker.keep('run_delegation');
-      await until('the delegation row', async () => delegation !== undefined && store.listDelegations('run_delegation').length === 1);
-      expect(runId).toBe('run_delegation');
-      await reportTwice(runs, 'run_delegation', delegation!, seen);
-    } finally {
-      await worker.stop();
-      await runs.close();
-      store.close();
-    }
-  });
+  it('reaches the process hosting the run (the hosting loop over the file it owns) through its inbox', () => onSqlite());
+  it('troupe finish-delegation: from another process, the same', () => onSqlite(cliReport));
 });
+
+/** A run hosted by the hosting loop over its file; its root delegates, and the end is reported from outside (`via`: the CLI; default the API). */
+async function onSqlite(via?: (path: string) => Report): Promise<void> {
+  const path = join(workdir(), 'team.db');
+  const store = openStore({ path });
+  const { model, seen } = recording();
+  let delegation: string | undefined;
+  let runId: string | undefined;
+  const worker = await startWorker({
+    store: sqliteHosting(store),
+    pollMs: 20,
+    hostOptions: () => ({ model, interactive: true, boot: { root: { name: 'lead', task: 'index the repo in the background' } } }),
+    onHost: (c: Coordinator<StorePort>) => {
+      runId = c.runId;
+      // The run's own work: once its root waits on its user, it dispatches background work.
+      c.subscribe((e) => {
+        if (e.type === 'agent.status' && e.to === 'waiting' && delegation === undefined) delegation = c.delegations.dispatch(e.agentId, 'index the repo');
+      });
+    },
+  });
+  const runs = sqliteRuns(path);
+  try {
+    await worker.keep('run_delegation');
+    await until('the delegation row', async () => delegation !== undefined && store.listDelegations('run_delegation').length === 1);
+    expect(runId).toBe('run_delegation');
+    await reportTwice(runs, 'run_delegation', delegation!, seen, via?.(path));
+  } finally {
+    await worker.stop();
+    await runs.close();
+    store.close();
+  }
+}
 
 const available = await pgAvailable();
 

@@ -110,8 +110,12 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe
     await using server = await createFakeOpenAIServer(async (request) => {
       const run = JSON.stringify(request.body).includes('Task one') ? 'one' : 'two';
       seen.push({ at: request.at, run });
-      // The first call of either run: 429, retry-after 5.
-      if (request.index === 0) return { status: 429, headers: { 'retry-after': '5' } };
+      // The first call of either run: 429, retry-after 5 — once the other run's first call is in
+      // too (a worker slow to start under load would otherwise see the first run's retry come first).
+      if (request.index === 0) {
+        await untilLong("the other run's first call", () => Promise.resolve(seen.length), (n) => n >= 2);
+        return { status: 429, headers: { 'retry-after': '5' } };
+      }
       // The other run's first call (on the other worker) is answered once the pause is in the database: its next call comes during the pause.
       if (request.index === 1) {
         await untilLong('the endpoint paused', pausedUntil, (at) => at > 0);

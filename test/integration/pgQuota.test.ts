@@ -113,7 +113,11 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe
       // The first call of either run: 429, retry-after 5 — once the other run's first call is in
       // too (a worker slow to start under load would otherwise see the first run's retry come first).
       if (request.index === 0) {
-        await untilLong("the other run's first call", () => Promise.resolve(seen.length), (n) => n >= 2);
+        await untilLong(
+          "the other run's first call",
+          () => Promise.resolve(seen.length),
+          (n) => n >= 2,
+        );
         return { status: 429, headers: { 'retry-after': '5' } };
       }
       // The other run's first call (on the other worker) is answered once the pause is in the database: its next call comes during the pause.

@@ -58,13 +58,17 @@ export interface BreakerShare {
   syncMs: number;
 }
 
-/** A permission to call: `probe` is the one call let through while the breaker is not closed. */
+/**
+ * A permission to call: `probe` is the one call let through while the breaker is not closed,
+ * `claimedAt` when it was claimed (its identity: a lapsed probe reports as an ordinary call).
+ */
 export interface Ticket {
   readonly probe: boolean;
+  readonly claimedAt?: number;
 }
 
 const GO: Ticket = Object.freeze({ probe: false });
-const PROBE: Ticket = Object.freeze({ probe: true });
+const probeOf = (ticket: Ticket): number | null => (ticket.probe ? (ticket.claimedAt ?? null) : null);
 
 /** Failures that say the endpoint is down, not that it refused this request. */
 const OUTAGE: ReadonlySet<ErrorCode> = new Set(['PROVIDER_CONNECTION', 'PROVIDER_TIMEOUT', 'PROVIDER_UNAVAILABLE']);
@@ -127,7 +131,7 @@ export class Breaker {
         case 'go':
           return GO;
         case 'probe':
-          return PROBE;
+          return { probe: true, claimedAt: now };
         case 'expired':
           throw new ProviderError(
             'PROVIDER_CIRCUIT_OPEN',
@@ -155,7 +159,7 @@ export class Breaker {
 
   /** The ticket was not used (the call never left: the budget halted it, or it was cancelled). */
   unused(ticket: Ticket): void {
-    const event: BreakerEvent = { type: 'unused', now: this.#clock.now(), probe: ticket.probe };
+    const event: BreakerEvent = { type: 'unused', now: this.#clock.now(), probe: probeOf(ticket) };
     this.#local(event);
     if (ticket.probe) void this.#shared(event, null);
   }
@@ -171,7 +175,7 @@ export class Breaker {
       else this.unused(ticket);
       return 'surface';
     }
-    const event: BreakerEvent = { type: 'failed', now: this.#clock.now(), probe: ticket.probe };
+    const event: BreakerEvent = { type: 'failed', now: this.#clock.now(), probe: probeOf(ticket) };
     const verdict = this.#local(event);
     void this.#shared(event, null);
     return verdict.kind === 'park' ? 'park' : 'surface';

@@ -48,10 +48,13 @@ export type BreakerEvent =
   | { type: 'claim'; now: number }
   /** The endpoint answered (even with a refusal or a 429): it is up. */
   | { type: 'succeeded' }
-  /** A call failed because the endpoint is down (no connection, a timeout, a 5xx). */
-  | { type: 'failed'; now: number; probe: boolean }
+  /**
+   * A call failed because the endpoint is down (no connection, a timeout, a 5xx). `probe`: when
+   * the probe this ticket was claimed (null: not a probe).
+   */
+  | { type: 'failed'; now: number; probe: number | null }
   /** A ticket was not used (the call never left). */
-  | { type: 'unused'; now: number; probe: boolean };
+  | { type: 'unused'; now: number; probe: number | null };
 
 /** What a step tells the caller. */
 type BreakerVerdict =
@@ -81,6 +84,12 @@ function opened(row: BreakerRow, now: number, policy: BreakerPolicy, failures: n
   return { state: 'open', failures, openSince: row.openSince ?? now, probeAt: now + policy.cooldownMs, probeClaimedAt: null };
 }
 
+/**
+ * Whether a probe ticket claimed at `claimedAt` is the row's probe out. A probe whose claim lapsed
+ * and was taken over may still report: it is then an ordinary call (one probe at a time).
+ */
+const isTheProbe = (row: BreakerRow, claimedAt: number | null): boolean => claimedAt !== null && row.state === 'halfOpen' && row.probeClaimedAt === claimedAt;
+
 /** One transition of `row` by `event` (pure: the same in every process). */
 export function stepBreaker(row: BreakerRow, event: BreakerEvent, policy: BreakerPolicy): BreakerStep {
   switch (event.type) {
@@ -98,7 +107,7 @@ export function stepBreaker(row: BreakerRow, event: BreakerEvent, policy: Breake
       return { row: row.state === 'closed' && row.failures === 0 ? row : CLOSED, verdict: NOTED };
     case 'failed': {
       const failures = row.failures + 1;
-      if (event.probe && row.state !== 'closed') return { row: opened(row, event.now, policy, failures), verdict: { kind: 'park' } };
+      if (isTheProbe(row, event.probe)) return { row: opened(row, event.now, policy, failures), verdict: { kind: 'park' } };
       if (row.state === 'closed') {
         if (failures < policy.failureThreshold) return { row: { ...row, failures }, verdict: { kind: 'surface' } };
         return { row: opened(row, event.now, policy, failures), verdict: { kind: 'park' } };
@@ -108,7 +117,7 @@ export function stepBreaker(row: BreakerRow, event: BreakerEvent, policy: Breake
     }
     case 'unused':
       // A probe that never went: the next claim probes at once.
-      if (event.probe && row.state === 'halfOpen') return { row: { ...row, state: 'open', probeAt: event.now, probeClaimedAt: null }, verdict: NOTED };
+      if (isTheProbe(row, event.probe)) return { row: { ...row, state: 'open', probeAt: event.now, probeClaimedAt: null }, verdict: NOTED };
       return { row, verdict: NOTED };
   }
 }

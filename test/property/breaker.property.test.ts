@@ -33,7 +33,7 @@ test.prop([policy, fc.array(act, { minLength: 1, maxLength: 120 })], { numRuns: 
     let row: BreakerRow = CLOSED;
     let now = 1_000;
     /** What each caller holds: a ticket (probe or not) or nothing. */
-    const held = new Map<number, { probe: boolean }>();
+    const held = new Map<number, { probe: number | null }>();
     /** The probe out and when it was claimed (the model's own account). */
     let probeOut: { caller: number; at: number } | null = null;
     /** When the breaker last went open (probes not before this + cooldown). */
@@ -48,6 +48,8 @@ test.prop([policy, fc.array(act, { minLength: 1, maxLength: 120 })], { numRuns: 
       if (a.kind === 'claim' || !ticket) event = { type: 'claim', now };
       else if (a.kind === 'succeeded') event = { type: 'succeeded' };
       else event = { type: a.kind, now, probe: ticket.probe };
+      /** The caller holds the probe out (not one whose claim lapsed and was taken over). */
+      const theProbe = ticket?.probe !== null && ticket?.probe !== undefined && probeOut?.caller === a.caller && probeOut.at === ticket.probe;
       const before = row;
       const { row: after, verdict } = stepBreaker(before, event, p);
       row = after;
@@ -66,7 +68,7 @@ test.prop([policy, fc.array(act, { minLength: 1, maxLength: 120 })], { numRuns: 
 
       if (event.type === 'claim') {
         expect(verdict.kind === 'go').toBe(before.state === 'closed');
-        if (verdict.kind === 'go' || verdict.kind === 'probe') held.set(a.caller, { probe: verdict.kind === 'probe' });
+        if (verdict.kind === 'go' || verdict.kind === 'probe') held.set(a.caller, { probe: verdict.kind === 'probe' ? now : null });
         if (before.state !== 'closed') {
           const deadline = before.openSince! + p.openTimeoutMs;
           expect(verdict.kind === 'expired').toBe(now >= deadline);
@@ -84,21 +86,25 @@ test.prop([policy, fc.array(act, { minLength: 1, maxLength: 120 })], { numRuns: 
         }
       } else {
         held.delete(a.caller);
-        if (ticket?.probe && probeOut?.caller === a.caller) probeOut = null;
+        if (theProbe) probeOut = null;
         if (event.type === 'succeeded') {
           expect(row).toEqual(CLOSED);
           probeOut = null;
         }
         if (event.type === 'failed') {
-          if (before.state === 'closed' && !event.probe) {
+          if (before.state === 'closed') {
             closedFailures = before.failures + 1;
             expect(verdict.kind === 'park').toBe(closedFailures >= p.failureThreshold);
           } else expect(verdict.kind).toBe('park');
           if (verdict.kind === 'park' && before.state === 'closed') expect(row.state).toBe('open');
-          // A probe's outage failure opens it for another cooldown.
-          if (event.probe && before.state !== 'closed') {
+          // The probe's outage failure opens it for another cooldown; a lapsed probe's is an ordinary failure.
+          if (theProbe && before.state === 'halfOpen') {
             expect(row.state).toBe('open');
             expect(row.probeAt).toBe(now + p.cooldownMs);
+          } else if (before.state !== 'closed') {
+            // Any other failure while down leaves the probe out where it was.
+            expect(row.state).toBe(before.state);
+            expect(row.probeClaimedAt).toBe(before.probeClaimedAt);
           }
         }
       }

@@ -68,7 +68,7 @@ describe('the circuit breaker', () => {
     expect(parked.filter((p) => p.ticket)).toHaveLength(0);
     clock.increment(1);
     await flush();
-    expect(parked.filter((p) => p.ticket).map((p) => p.ticket)).toEqual([{ probe: true }]);
+    expect(parked.filter((p) => p.ticket).map((p) => p.ticket)).toEqual([{ probe: true, claimedAt: clock.now() }]);
     expect(breaker.state).toBe('halfOpen');
   });
 
@@ -89,10 +89,12 @@ describe('the circuit breaker', () => {
     clock.increment(1);
     await flush();
     const second = parked.filter((p) => p.ticket);
-    expect(second.map((p) => p.ticket)).toEqual([{ probe: true }]);
+    expect(second.map((p) => p.ticket)).toEqual([{ probe: true, claimedAt: clock.now() }]);
     breaker.succeeded(second[0]!.ticket!);
     await flush();
-    expect(parked.map((p) => p.ticket)).toEqual(parked.map((p) => (p === second[0] ? { probe: true } : { probe: false })));
+    expect(parked.map((p) => p.ticket)).toEqual(
+      parked.map((p) => (p === second[0] ? { probe: true, claimedAt: second[0]!.ticket!.claimedAt } : { probe: false })),
+    );
     expect(changes).toEqual(['open', 'halfOpen', 'open', 'halfOpen', 'closed']);
   });
 
@@ -128,7 +130,7 @@ describe('the circuit breaker', () => {
     const probe = parked.find((p) => p.ticket)!;
     breaker.unused(probe.ticket!);
     await flush();
-    expect(parked.find((p) => p !== probe)!.ticket).toEqual({ probe: true });
+    expect(parked.find((p) => p !== probe)!.ticket).toEqual({ probe: true, claimedAt: clock.now() });
   });
 
   it('a parked caller whose agent is stopped leaves at once with the abort reason', async () => {

@@ -19,6 +19,7 @@ import type { Agents } from './agents/agents.js';
 import { recordToolFailure, type FailurePatterns } from './agents/failurePatterns.js';
 import type { OutputChecks } from './agents/outputs.js';
 import type { AsyncExecutions } from './async/executions.js';
+import type { CallLog } from './calls/callLog.js';
 import type { Gateway } from './calls/gateway.js';
 import type { Messaging } from './mail/messaging.js';
 import type { Sessions } from './mail/sessions.js';
@@ -47,6 +48,7 @@ export interface TurnHostParts {
   readonly views: Pick<Views, 'hasListeners' | 'emit'>;
   readonly failurePatterns: FailurePatterns | null;
   readonly messaging: Pick<Messaging, 'notify'>;
+  readonly callLog: Pick<CallLog, 'toolFailed'>;
   stage(op: WriteOp): void;
   after(effect: () => void): void;
   durable(): Promise<void>;
@@ -102,7 +104,8 @@ export function turnHost(rt: TurnHostParts): TurnHost {
         rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: rt.clock.now() } });
       if (rt.views.hasListeners) rt.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: rt.clock.now() });
     },
-    toolFailed: (agent, call, errorCode) =>
+    toolFailed: (agent, call, errorCode) => {
+      rt.callLog.toolFailed(agent.id, call.id, errorCode);
       recordToolFailure(
         {
           runId: rt.runId,
@@ -118,7 +121,8 @@ export function turnHost(rt: TurnHostParts): TurnHost {
         call.arguments,
         errorCode,
         rt.clock.now(),
-      ),
+      );
+    },
     recovering: (agent, recovery) =>
       rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: rt.clock.now() } }),
   };

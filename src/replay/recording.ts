@@ -1,6 +1,6 @@
 /**
  * A run's recording, read back for a replay: its row, its root, the ids it handed out, the user
- * tools' results, and the steps the owner applied in order — each model call (its request as the
+ * tools' results (from the requests that carried them and the sessions), and the steps the owner applied in order — each model call (its request as the
  * call log keeps it, and its answer or error) and each input from outside.
  * @module
  */
@@ -8,7 +8,7 @@ import { TroupeError } from '../errors.js';
 import type { RecordedCall, RecordedInput } from '../host/calls/callLog.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
-import { CALL_EVENT, INPUT_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
+import { CALL_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 
 export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
 
@@ -26,6 +26,9 @@ interface ToolResult {
   isError: boolean;
 }
 
+/** A user tool's failure: what its error was (turn/fingerprint.ts `errorClassOf`). */
+export type ToolErrors = Map<string, string[]>;
+
 export interface Recording {
   run: RunRow;
   root: AgentRow;
@@ -37,6 +40,10 @@ export interface Recording {
   messageIds: string[];
   /** Per agent id and tool call id: the results its user tools gave, in order. */
   toolResults: Map<string, ToolResult[]>;
+  /** Per agent id and tool call id: the classes of its user tools' failures, in order. */
+  toolErrors: ToolErrors;
+  /** When the recording's last event happened (a timer after the last step may still have moved an agent). */
+  endsAt: number;
 }
 
 /** How long after an answer its agent's status change still counts as its effect (processing, not a timer). */
@@ -62,7 +69,15 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   const steps: Step[] = [];
   const toolSets = new Map<number, RecordedCall['tools']>();
   let effects = true;
+  let endsAt = run.createdAt;
+  const toolErrors: ToolErrors = new Map();
   for (const e of events) {
+    endsAt = Math.max(endsAt, e.at);
+    if (e.type === TOOL_EVENT && e.agentId !== null) {
+      const key = toolKey(e.agentId, String(e.data.callId));
+      toolErrors.set(key, [...(toolErrors.get(key) ?? []), String(e.data.errorClass)]);
+      continue;
+    }
     if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: withTools(e.data as unknown as RecordedCall, toolSets), at: e.at, effectsAt: e.at });
     else if (e.type === INPUT_EVENT) steps.push({ kind: 'input', input: e.data as unknown as RecordedInput, at: e.at, effectsAt: e.at });
     else if (e.type === 'agent.status' && effects && causedBy(steps.at(-1), e.agentId, e.at)) {
@@ -75,9 +90,19 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   if (!root || !steps.some((s) => s.kind === 'call')) {
     throw new TroupeError('RUN_NOT_FOUND', `Run ${runId} has no call log to replay (it was made by a troupe without replay, or never called a model)`);
   }
+  // A tool's result is in the next request its agent made (a compaction may take it out of the
+  // session later), or, after its agent's last call, only in the session.
   const toolResults = new Map<string, ToolResult[]>();
+  for (const step of steps) {
+    if (step.kind === 'call' && step.call.purpose === 'main') for (const item of step.call.add) collectTool(toolResults, step.call.agentId, item);
+  }
   for (const agent of agents) {
-    for (const item of await reads.loadSession(agent.id)) collectTool(toolResults, agent.id, item);
+    const inSession = new Map<string, ToolResult[]>();
+    for (const item of await reads.loadSession(agent.id)) collectTool(inSession, agent.id, item);
+    for (const [key, results] of inSession) {
+      const known = toolResults.get(key) ?? [];
+      if (results.length > known.length) toolResults.set(key, [...known, ...results.slice(known.length)]);
+    }
   }
   return {
     run,
@@ -87,6 +112,8 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     agentIds: agents.map((a) => a.id),
     messageIds: messages.filter((m) => !(m.noticeKey ?? '').startsWith('send:')).map((m) => m.id),
     toolResults,
+    toolErrors,
+    endsAt,
   };
 }
 

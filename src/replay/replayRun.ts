@@ -9,8 +9,11 @@
  * applied one at a time. A call is answered only when the code has asked for it and every earlier
  * step is done; when the code stops moving before it asks, the clock moves to the moment the
  * recording made the call (a timer may be what makes it), and if it still does not ask, the replay
- * has diverged. Nothing here waits on the wall clock: "stopped moving" is a few turns of the event
- * loop in which no request, tool or view event came.
+ * has diverged. A call the recording answered in the instant it was asked (a scripted or instant
+ * model) is answered inside the ask, so its effects race the commits and wakes in flight as they
+ * did; a call with latency is answered once the steps before it have settled. Nothing here waits on
+ * the wall clock: "stopped moving" is a few turns of the event loop in which no request, tool or
+ * view event came.
  * @module
  */
 import { SimulatedClock } from 'xstate';
@@ -118,6 +121,11 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
   }
 }
 
+type CallStep = Extract<Step, { kind: 'call' }>;
+
+/** A call answered in the instant it was asked (a scripted or instant model): no latency to settle in. */
+const instant = (step: CallStep): boolean => step.at === step.call.t0;
+
 interface Pending {
   resolve(turn: ModelTurn): void;
   reject(err: unknown): void;
@@ -132,6 +140,8 @@ class Replay {
   /** Recorded calls not yet asked for, by purpose and agent, in order. */
   readonly #queues = new Map<string, RecordedCall[]>();
   readonly #arrived = new Map<RecordedCall, Pending>();
+  /** The next step to apply: steps before it are applied (a call answered, or taken to be cut short). */
+  #i = 0;
   /** Agents whose last call the recording made but never saw answered. */
   readonly #unanswered = new Set<string>();
   #coordinator: Coordinator | null = null;
@@ -182,32 +192,36 @@ class Replay {
 
   async drive(): Promise<void> {
     const steps = this.#recording.steps;
-    for (let i = 0; i < steps.length && !this.divergence && !this.live;) {
-      const step = steps[i]!;
+    while (!this.divergence && !this.live) {
+      this.#pump();
+      if (this.#i >= steps.length || this.divergence || this.live) break;
+      const step = steps[this.#i]!;
       if (step.kind === 'input') {
         await this.#input(step);
-        i++;
+        this.#i++;
         continue;
       }
-      const first = await this.#arrival(step.call);
-      if (!first) break;
+      if (instant(step)) {
+        // Not asked yet: answered by the pump the moment the code asks.
+        const at = this.#i;
+        if (!(await this.#asked(step, () => this.#i !== at))) break;
+        continue;
+      }
+      if (!(await this.#asked(step, () => this.#arrived.has(step.call)))) break;
+      const first = this.#take(step.call);
+      this.#i++;
       // Calls answered in the same burst as this one are answered together, as they were: their
       // effects interleave as they did in the recording.
-      const batch: [Extract<Step, { kind: 'call' }>, Pending][] = [[step, first]];
-      let j = i + 1;
-      for (; j < steps.length && !step.call.aborted; j++) {
-        const next = steps[j]!;
+      const batch: [CallStep, Pending][] = [[step, first]];
+      for (; this.#i < steps.length && !step.call.aborted; this.#i++) {
+        const next = steps[this.#i]!;
         if (next.kind !== 'call' || !next.call.burst || next.call.aborted || !this.#arrived.has(next.call)) break;
         batch.push([next, this.#take(next.call)]);
       }
-      i = j;
       // A call cut short in the recording is cut short by a step still to come.
       if (step.call.aborted) continue;
       this.#advance(batch.at(-1)![0].effectsAt);
-      for (const [{ call }, pending] of batch) {
-        if (call.answer) pending.resolve(structuredClone(call.answer));
-        else pending.reject(errorOf(call));
-      }
+      for (const [{ call }, pending] of batch) this.#answer(call, pending);
       // Their effects (the answers' tools, the notices they cause) come before the next step, as
       // they did in the recording: an answer takes a model's latency, its effects none.
       await this.#settle(() => this.divergence !== null);
@@ -216,8 +230,34 @@ class Replay {
       await this.#coordinator!.whenIdle();
       return;
     }
-    // Anything the code asks for after the last recorded step is more than the recording did.
+    // Anything the code asks for after the last recorded step is more than the recording did; a
+    // timer due before the recording's last event (a sleeping agent stopped at its turn cap as it
+    // woke) moves an agent as it did.
     if (!this.divergence) await this.#settle(() => this.divergence !== null);
+    if (!this.divergence && this.#recording.endsAt > this.#clock.now()) {
+      this.#advance(this.#recording.endsAt);
+      await this.#settle(() => this.divergence !== null);
+    }
+  }
+
+  /**
+   * Answer, in order from the cursor, every instant call the code has asked for — synchronously,
+   * inside the ask when the code asks for the call at the cursor — so what each answer sets going
+   * races the commits and wakes in flight as it did when the model answered in the instant it was
+   * asked (a scripted or instant model). Stops at an input, a call with latency, or one not asked yet.
+   */
+  #pump(): void {
+    const steps = this.#recording.steps;
+    while (this.#i < steps.length && !this.divergence && !this.live) {
+      const step = steps[this.#i]!;
+      if (step.kind !== 'call' || !instant(step) || !this.#arrived.has(step.call)) return;
+      this.#i++;
+      const pending = this.#take(step.call);
+      // A call cut short in the recording is cut short by a step still to come.
+      if (step.call.aborted) continue;
+      this.#advance(step.effectsAt);
+      this.#answer(step.call, pending);
+    }
   }
 
   async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
@@ -244,27 +284,34 @@ class Replay {
     applied.catch(() => undefined);
   }
 
-  /** Wait until the code asks for `call` (moving the clock to when the recording made it, if need be); null if it diverged first or never asks. */
-  async #arrival(call: RecordedCall): Promise<Pending | null> {
-    const here = () => this.#arrived.has(call) || this.divergence !== null || this.live;
-    await this.#settle(here);
-    if (!here()) {
-      // Stopped before asking: a timer may be what made the call (a wait's timeout, a retry's backoff).
-      this.#advance(call.t0);
-      await this.#settle(here);
+  /**
+   * Wait until `asked()` — the code asked for `step`'s call — moving the clock to when the
+   * recording made it if the code stops first (a timer may be what makes it: a wait's timeout, a
+   * retry's backoff); false if the replay diverged or went live first, or the code never asks.
+   */
+  async #asked(step: CallStep, asked: () => boolean): Promise<boolean> {
+    const moved = () => asked() || this.divergence !== null || this.live;
+    await this.#settle(moved);
+    if (!moved()) {
+      this.#advance(step.call.t0);
+      await this.#settle(moved);
     }
-    if (this.divergence || this.live) return null;
-    if (!this.#arrived.has(call)) {
-      this.divergence = {
-        agent: call.name,
-        agentId: call.agentId,
-        turn: call.turn,
-        kind: 'request',
-        diff: `the recording made a ${call.purpose} call here; the code did not ask for it`,
-      };
-      return null;
-    }
-    return this.#take(call);
+    if (this.divergence || this.live) return false;
+    if (asked()) return true;
+    const { call } = step;
+    this.divergence = {
+      agent: call.name,
+      agentId: call.agentId,
+      turn: call.turn,
+      kind: 'request',
+      diff: `the recording made a ${call.purpose} call here; the code did not ask for it`,
+    };
+    return false;
+  }
+
+  #answer(call: RecordedCall, pending: Pending): void {
+    if (call.answer) pending.resolve(structuredClone(call.answer));
+    else pending.reject(errorOf(call));
   }
 
   #take(call: RecordedCall): Pending {
@@ -311,6 +358,8 @@ class Replay {
     return new Promise<ModelTurn>((resolve, reject) => {
       this.#arrived.set(call, { resolve, reject });
       options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
+      const due = this.#recording.steps[this.#i];
+      if (due?.kind === 'call' && due.call === call) this.#pump();
     });
   }
 
@@ -333,7 +382,10 @@ class Replay {
     }
     if (!result.isError) return result.content;
     const recorded = parseError(result.content);
-    throw new TroupeError(recorded.code, recorded.message);
+    // The class the failure patterns counted: `TOOL_FAILED:<what it wrapped>` (fingerprint.ts).
+    const errorClass = this.#recording.toolErrors.get(toolKey(context.agentId, callId))?.shift();
+    const wrapped = errorClass?.startsWith(`${recorded.code}:`) ? errorClass.slice(recorded.code.length + 1) : null;
+    throw new TroupeError(recorded.code, recorded.message, wrapped === null ? {} : { cause: { code: wrapped } });
   }
 
   #advance(at: number): void {

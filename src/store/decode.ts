@@ -27,7 +27,7 @@ import type {
   ToolCallDbRow,
   UsageDbRow,
 } from './dbRows.js';
-import { CALL_EVENT, COMMIT_EVENT, INBOX_KINDS, INPUT_EVENT, type AgentTerms, type InboxRequest } from './types.js';
+import { INBOX_KINDS, RECORDING_SQL, type AgentTerms, type InboxRequest } from './types.js';
 import {
   arrayOf,
   corrupt,
@@ -262,7 +262,7 @@ export function toEvent(r: EventDbRow): EventRow {
  */
 export type EventCheckRow = Omit<EventDbRow, 'data'> & { data_type: string | null };
 export const EVENT_CHECK_COLUMNS = `id, run_id, agent_id, type, at, boot,
-  CASE WHEN type IN ('${COMMIT_EVENT}', '${CALL_EVENT}', '${INPUT_EVENT}') THEN 'object' WHEN typeof(data) = 'text' AND json_valid(data) THEN json_type(data) END AS data_type`;
+  CASE WHEN type IN (${RECORDING_SQL}) THEN 'object' WHEN typeof(data) = 'text' AND json_valid(data) THEN json_type(data) END AS data_type`;
 
 /**
  * An event row's columns, its data checked by SQLite instead of parsed here: what a writer's open

@@ -185,7 +185,7 @@ export interface TurnHost {
   /** Tell views what the agent is doing (a tool starting, a retry after a wait, a nudge); never persisted. */
   activity(agent: AgentRef, activity: AgentActivity): void;
   /** A tool call failed with this error code (a team's failure patterns count it). */
-  toolFailed(agent: AgentRef, call: { name: string; arguments: string }, errorCode: string): void;
+  toolFailed(agent: AgentRef, call: { id: string; name: string; arguments: string }, errorCode: string): void;
   /** A failed model call is being recovered from: journal what and why (an event row views show). */
   recovering(agent: AgentRef, recovery: ModelRecovery): void;
 }

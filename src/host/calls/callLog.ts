@@ -14,7 +14,7 @@
  */
 import { isTroupeError, serializeError } from '../../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
-import { CALL_EVENT, INPUT_EVENT, type EventRow } from '../../store/types.js';
+import { CALL_EVENT, INPUT_EVENT, TOOL_EVENT, type EventRow } from '../../store/types.js';
 
 /** One model call as the log holds it (the event's `at` is when it was answered). */
 export interface RecordedCall {
@@ -141,6 +141,14 @@ export class CallLog {
   /** An input from outside, staged with its effect. */
   input(input: RecordedInput, agentId: string | null = null): void {
     this.#stage({ runId: this.#runId, agentId, type: INPUT_EVENT, data: { ...input }, at: this.#now() });
+  }
+
+  /**
+   * A user tool failed: the class of its error (its result holds the code and message), which the
+   * team's failure patterns count — a replay's recorded failure must count the same.
+   */
+  toolFailed(agentId: string, callId: string, errorClass: string): void {
+    this.#stage({ runId: this.#runId, agentId, type: TOOL_EVENT, data: { callId, errorClass }, at: this.#now() });
   }
 
   /** The agent is gone from this host (it finished): its next call, if revived, records in full. */

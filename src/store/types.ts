@@ -138,6 +138,12 @@ export interface StreamRow {
   at: number;
 }
 
+/** An agent's status as the run's stream last showed it (Store.streamedStatuses). */
+export interface StreamedStatus {
+  agentId: string;
+  status: string;
+}
+
 /** Background work an agent dispatched whose result must come back to it (seeds/001). */
 export interface DelegationRow {
   /** The originating agent. */
@@ -233,6 +239,11 @@ export interface Store {
   readStream(runId: string, afterSeq: number, limit: number): StreamRow[];
   /** The run's last stream `seq` (0 when it has none). */
   lastStreamSeq(runId: string): number;
+  /**
+   * Each agent's status as the run's stream last showed it (the `to` of its last `agent.status`
+   * row): a resume re-announces only agents whose status the stream does not already show.
+   */
+  streamedStatuses(runId: string): StreamedStatus[];
 
   /** Record a dispatched delegation (status `running`). */
   insertDelegation(row: DelegationRow): void;

@@ -251,5 +251,35 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       expect((await port.getRun('run1'))!.budget).toMatchObject({ limitUsd: 5, reserveStopped: true });
       await close();
     });
+
+    it("reads each agent's last status in the run's stream (what a resume need not announce again)", async () => {
+      const { port, close } = await fresh();
+      expect(await port.streamedStatuses('run1')).toEqual([]);
+      const row = (seq: number, agentId: string | null, type: string, data: Record<string, unknown>) => ({ runId: 'run1', seq, agentId, type, data, at: seq });
+      await port.commit([
+        {
+          op: 'appendStream',
+          rows: [
+            row(1, 'a', 'agent.status', { name: 'a', from: null, to: 'running' }),
+            row(2, 'b', 'agent.status', { name: 'b', from: null, to: 'running' }),
+            row(3, 'a', 'agent.status', { name: 'a', from: 'running', to: 'waiting' }),
+            row(4, 'b', 'agent.said', { name: 'b', text: 'to: completed' }),
+            row(5, null, 'run.deadlock', { waits: [] }),
+          ],
+        },
+      ]);
+      const byAgent = (list: { agentId: string; status: string }[]) => [...list].sort((x, y) => x.agentId.localeCompare(y.agentId));
+      expect(byAgent(await port.streamedStatuses('run1'))).toEqual([
+        { agentId: 'a', status: 'waiting' },
+        { agentId: 'b', status: 'running' },
+      ]);
+      await port.commit([{ op: 'appendStream', rows: [row(6, 'a', 'agent.status', { name: 'a', from: 'waiting', to: 'running' })] }]);
+      expect(byAgent(await port.streamedStatuses('run1'))).toEqual([
+        { agentId: 'a', status: 'running' },
+        { agentId: 'b', status: 'running' },
+      ]);
+      expect(await port.streamedStatuses('elsewhere')).toEqual([]);
+      await close();
+    });
   });
 }

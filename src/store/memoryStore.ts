@@ -277,7 +277,7 @@ export function memoryStore(): Store {
     streamedStatuses(runId) {
       const last = new Map<string, string>();
       for (const r of state.stream) if (r.runId === runId && r.type === 'agent.status' && r.agentId !== null) last.set(r.agentId, String(r.data.to));
-      return [...last].map(([agentId, status]) => ({ agentId, status }));
+      return last;
     },
 
     insertDelegation(row) {

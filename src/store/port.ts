@@ -27,7 +27,6 @@ import type {
   RunRow,
   Store,
   StreamRow,
-  StreamedStatus,
   ToolCallRow,
   UsageRow,
 } from './types.js';
@@ -136,7 +135,7 @@ export interface StorePort {
   /** The run's last live-stream `seq` (0 when it has none). */
   lastStreamSeq(runId: string): Promise<number>;
   /** Each agent's status as the run's stream last showed it (types.ts Store.streamedStatuses). */
-  streamedStatuses(runId: string): Promise<StreamedStatus[]>;
+  streamedStatuses(runId: string): Promise<Map<string, string>>;
 }
 
 /** Whether a value already is a port (a networked store) rather than an embedded `Store`. */

@@ -55,7 +55,7 @@ import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
 import { prepareStatements } from './sqliteStatements.js';
 import { createTransactor } from './sqliteTransaction.js';
-import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, StreamedStatus, UsageRow } from './types.js';
+import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
 
 /** The store's promoted notes, newest promotion first (notes/notes.ts). */
@@ -345,7 +345,11 @@ function createSqliteStore(
       }),
     readStream: (runId, afterSeq, limit) => (q.readStream.all(runId, afterSeq, limit) as StreamDbRow[]).map(toStreamRow),
     lastStreamSeq: (runId) => q.lastStreamSeq.pluck().get(runId) as number,
-    streamedStatuses: (runId) => (q.streamedStatuses.all(runId) as StreamedStatus[]).map(({ agentId, status }) => ({ agentId, status: String(status) })),
+    streamedStatuses: (runId) => {
+      const last = new Map<string, string>();
+      for (const [agentId, status] of q.streamedStatuses.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
+      return last;
+    },
 
     insertDelegation: (row: DelegationRow) =>
       transaction(() => {

@@ -138,12 +138,6 @@ export interface StreamRow {
   at: number;
 }
 
-/** An agent's status as the run's stream last showed it (Store.streamedStatuses). */
-export interface StreamedStatus {
-  agentId: string;
-  status: string;
-}
-
 /** Background work an agent dispatched whose result must come back to it (seeds/001). */
 export interface DelegationRow {
   /** The originating agent. */
@@ -240,10 +234,10 @@ export interface Store {
   /** The run's last stream `seq` (0 when it has none). */
   lastStreamSeq(runId: string): number;
   /**
-   * Each agent's status as the run's stream last showed it (the `to` of its last `agent.status`
-   * row): a resume re-announces only agents whose status the stream does not already show.
+   * Each agent's status as the run's stream last showed it, by agent id (the `to` of its last
+   * `agent.status` row): a resume re-announces only agents whose status the stream does not show.
    */
-  streamedStatuses(runId: string): StreamedStatus[];
+  streamedStatuses(runId: string): Map<string, string>;
 
   /** Record a dispatched delegation (status `running`). */
   insertDelegation(row: DelegationRow): void;

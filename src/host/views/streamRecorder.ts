@@ -26,7 +26,7 @@
 import type { Clock } from '../../clock.js';
 import type { TroupeEvent } from './views.js';
 import type { WriteOp } from '../../store/port.js';
-import type { StreamedStatus, StreamRow } from '../../store/types.js';
+import type { StreamRow } from '../../store/types.js';
 
 interface Entry {
   agentId: string | null;
@@ -51,7 +51,7 @@ export interface StreamRecorderDeps {
    */
   runExists: boolean;
   /** A resumed run's: each agent's status as its stream last showed it (Store.streamedStatuses). */
-  streamed?: () => Promise<StreamedStatus[]>;
+  streamed?: () => Promise<Map<string, string>>;
   /** Told when the last seq cannot be read: the stream stays off for this hosting. */
   onError: (err: unknown) => void;
 }
@@ -87,11 +87,12 @@ export class StreamRecorder {
     this.#flushMs = deps.flushMs;
     this.#open = deps.runExists;
     // A stream whose statuses cannot be read re-announces every agent, as a stream with none would.
-    const streamed = deps.streamed ? deps.streamed().catch(() => []) : Promise.resolve([]);
+    const none = new Map<string, string>();
+    const streamed = deps.streamed ? deps.streamed().catch(() => none) : Promise.resolve(none);
     this.#ready = Promise.all([deps.lastSeq(), streamed]).then(
       ([last, shown]) => {
-        if (shown.length > 0) {
-          this.#shown = new Map(shown.map((s) => [s.agentId, s.status]));
+        if (shown.size > 0) {
+          this.#shown = shown;
           this.#buffer = this.#buffer.filter((e) => !this.#repeats(e));
         }
         this.#next = last + 1;

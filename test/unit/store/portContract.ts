@@ -254,7 +254,7 @@ export function describePortContract(name: string, create: () => Promise<{ port:
 
     it("reads each agent's last status in the run's stream (what a resume need not announce again)", async () => {
       const { port, close } = await fresh();
-      expect(await port.streamedStatuses('run1')).toEqual([]);
+      expect(await port.streamedStatuses('run1')).toEqual(new Map());
       const row = (seq: number, agentId: string | null, type: string, data: Record<string, unknown>) => ({ runId: 'run1', seq, agentId, type, data, at: seq });
       await port.commit([
         {
@@ -268,17 +268,20 @@ export function describePortContract(name: string, create: () => Promise<{ port:
           ],
         },
       ]);
-      const byAgent = (list: { agentId: string; status: string }[]) => [...list].sort((x, y) => x.agentId.localeCompare(y.agentId));
-      expect(byAgent(await port.streamedStatuses('run1'))).toEqual([
-        { agentId: 'a', status: 'waiting' },
-        { agentId: 'b', status: 'running' },
-      ]);
+      expect(await port.streamedStatuses('run1')).toEqual(
+        new Map([
+          ['a', 'waiting'],
+          ['b', 'running'],
+        ]),
+      );
       await port.commit([{ op: 'appendStream', rows: [row(6, 'a', 'agent.status', { name: 'a', from: 'waiting', to: 'running' })] }]);
-      expect(byAgent(await port.streamedStatuses('run1'))).toEqual([
-        { agentId: 'a', status: 'running' },
-        { agentId: 'b', status: 'running' },
-      ]);
-      expect(await port.streamedStatuses('elsewhere')).toEqual([]);
+      expect(await port.streamedStatuses('run1')).toEqual(
+        new Map([
+          ['a', 'running'],
+          ['b', 'running'],
+        ]),
+      );
+      expect(await port.streamedStatuses('elsewhere')).toEqual(new Map());
       await close();
     });
   });

@@ -17,7 +17,6 @@ import { StreamRecorder } from '../../../src/host/views/streamRecorder.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import type { WriteOp } from '../../../src/store/port.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
-import type { StreamedStatus } from '../../../src/store/types.js';
 import { flush } from '../../helpers/team.js';
 
 const announce = (agentId: string, to: 'running' | 'waiting' | 'completed'): TroupeEvent => ({
@@ -29,7 +28,7 @@ const announce = (agentId: string, to: 'running' | 'waiting' | 'completed'): Tro
   at: 1,
 });
 
-function resumedRecorder(streamed: () => Promise<StreamedStatus[]>) {
+function resumedRecorder(streamed: () => Promise<Map<string, string>>) {
   const staged: WriteOp[] = [];
   const r = new StreamRecorder({
     runId: 'r',
@@ -48,10 +47,12 @@ function resumedRecorder(streamed: () => Promise<StreamedStatus[]>) {
   return { r, taken };
 }
 
-const SHOWN: StreamedStatus[] = [
-  { agentId: 'a', status: 'waiting' },
-  { agentId: 'b', status: 'running' },
-];
+/** What the stream showed last: a waiting, b running. A fresh map per resume (the recorder consumes it). */
+const shown = () =>
+  new Map([
+    ['a', 'waiting'],
+    ['b', 'running'],
+  ]);
 
 describe("a resumed run's stream recorder", () => {
   it('drops a re-announcement the stream already shows, whether it came before or after the statuses were read; keeps the rest', async () => {
@@ -62,18 +63,18 @@ describe("a resumed run's stream recorder", () => {
       [13, 'a', 'waiting', 'running'],
     ];
     // Before: the announcements wait in the buffer until the statuses are read.
-    let resolve!: (s: StreamedStatus[]) => void;
+    let resolve!: (s: Map<string, string>) => void;
     const early = resumedRecorder(() => new Promise((res) => (resolve = res)));
     early.r.record(announce('a', 'waiting'));
     early.r.record(announce('b', 'completed'));
     early.r.record(announce('c', 'running'));
     early.r.record({ type: 'agent.status', agentId: 'a', name: 'a', from: 'waiting', to: 'running', at: 2 });
     expect(early.taken()).toEqual([]);
-    resolve(SHOWN);
+    resolve(shown());
     await flush(1);
     expect(early.taken()).toEqual(expected);
     // After.
-    const late = resumedRecorder(() => Promise.resolve(SHOWN));
+    const late = resumedRecorder(() => Promise.resolve(shown()));
     await flush(1);
     late.r.record(announce('a', 'waiting'));
     late.r.record(announce('b', 'completed'));

@@ -533,6 +533,7 @@ export class Runtime {
       clock: systemClock,
       lastSeq: () => this.port.lastStreamSeq(this.runId),
       runExists: restored,
+      ...(restored ? { streamed: () => this.port.streamedStatuses(this.runId) } : {}),
       stage: (op) => this.stage(op),
       flushMs: settings.flushMs,
       onError: (err) => this.logger.warn({ err }, 'the live stream is off for this hosting: its last seq cannot be read'),

@@ -274,6 +274,11 @@ export function memoryStore(): Store {
         .slice(0, limit)
         .map(copy),
     lastStreamSeq: (runId) => lastSeq(runId),
+    streamedStatuses(runId) {
+      const last = new Map<string, string>();
+      for (const r of state.stream) if (r.runId === runId && r.type === 'agent.status' && r.agentId !== null) last.set(r.agentId, String(r.data.to));
+      return last;
+    },
 
     insertDelegation(row) {
       const key = delegationKey(row.sessionId, row.delegationId);

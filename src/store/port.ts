@@ -134,6 +134,8 @@ export interface StorePort {
   readStream(runId: string, afterSeq: number, limit: number): Promise<StreamRow[]>;
   /** The run's last live-stream `seq` (0 when it has none). */
   lastStreamSeq(runId: string): Promise<number>;
+  /** Each agent's status as the run's stream last showed it (types.ts Store.streamedStatuses). */
+  streamedStatuses(runId: string): Promise<Map<string, string>>;
 }
 
 /** Whether a value already is a port (a networked store) rather than an embedded `Store`. */
@@ -242,6 +244,7 @@ export function portOf(store: Store): StorePort {
     listUsage: (runId) => settle(() => store.listUsage(runId)),
     readStream: (runId, afterSeq, limit) => settle(() => store.readStream(runId, afterSeq, limit)),
     lastStreamSeq: (runId) => settle(() => store.lastStreamSeq(runId)),
+    streamedStatuses: (runId) => settle(() => store.streamedStatuses(runId)),
   };
   ports.set(store, port);
   return port;

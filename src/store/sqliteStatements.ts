@@ -44,6 +44,8 @@ const SQL = {
   insertStream: 'INSERT INTO stream (run_id, seq, agent_id, type, data, at) VALUES (?, ?, ?, ?, ?, ?)',
   readStream: 'SELECT * FROM stream WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
   lastStreamSeq: 'SELECT coalesce(max(seq), 0) FROM stream WHERE run_id = ?',
+  // In seq order: the last row of an agent is its status (a scan, no sort; measured 20 % under GROUP BY).
+  streamedStatuses: "SELECT agent_id, json_extract(data, '$.to') FROM stream WHERE run_id = ? AND type = 'agent.status' AND agent_id IS NOT NULL ORDER BY seq",
   openInbox: 'SELECT * FROM inbox WHERE run_id = ? AND done_at IS NULL ORDER BY id',
   answerInbox: 'UPDATE inbox SET done_at = ?, result = ? WHERE id = ? AND done_at IS NULL',
   inboxRuns: 'SELECT DISTINCT run_id FROM inbox WHERE done_at IS NULL ORDER BY run_id',

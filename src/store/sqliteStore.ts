@@ -345,6 +345,11 @@ function createSqliteStore(
       }),
     readStream: (runId, afterSeq, limit) => (q.readStream.all(runId, afterSeq, limit) as StreamDbRow[]).map(toStreamRow),
     lastStreamSeq: (runId) => q.lastStreamSeq.pluck().get(runId) as number,
+    streamedStatuses: (runId) => {
+      const last = new Map<string, string>();
+      for (const [agentId, status] of q.streamedStatuses.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
+      return last;
+    },
 
     insertDelegation: (row: DelegationRow) =>
       transaction(() => {

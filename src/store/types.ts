@@ -236,6 +236,11 @@ export interface Store {
   readStream(runId: string, afterSeq: number, limit: number): StreamRow[];
   /** The run's last stream `seq` (0 when it has none). */
   lastStreamSeq(runId: string): number;
+  /**
+   * Each agent's status as the run's stream last showed it, by agent id (the `to` of its last
+   * `agent.status` row): a resume re-announces only agents whose status the stream does not show.
+   */
+  streamedStatuses(runId: string): Map<string, string>;
 
   /** Record a dispatched delegation (status `running`). */
   insertDelegation(row: DelegationRow): void;

@@ -17,6 +17,10 @@
  *   increasing, gap-free numbers (a commit that fails stops the host: nothing is committed after).
  * - Events are recorded as they are emitted, and statuses are emitted once their commit is durable,
  *   so the stream never shows a state the store does not hold.
+ * - A resumed run re-announces (`from: null`) only the agents whose status its stream does not
+ *   already show as their last: one whose change was committed just before a crash, before the row
+ *   that told it rode a commit. The others' rows would repeat what a follower has; at 100,000
+ *   parked agents they were 100,000 rows (9 MB) per resume, each checked again at every later open.
  * @module
  */
 import type { Clock } from '../../clock.js';
@@ -46,6 +50,8 @@ export interface StreamRecorderDeps {
    * connecting as it starts) wait for `runStarted()`; a run that never starts writes none.
    */
   runExists: boolean;
+  /** A resumed run's: each agent's status as its stream last showed it (Store.streamedStatuses). */
+  streamed?: () => Promise<Map<string, string>>;
   /** Told when the last seq cannot be read: the stream stays off for this hosting. */
   onError: (err: unknown) => void;
 }
@@ -70,13 +76,25 @@ export class StreamRecorder {
   #off = false;
   /** Whether the run's row is written (or staged ahead of these): rows wait for it. */
   #open: boolean;
+  /**
+   * A resumed run's agents whose status the stream shows, until their re-announcement is seen;
+   * null until read (announcements wait in the buffer, unnumbered, until then).
+   */
+  #shown: Map<string, string> | null = null;
 
   constructor(deps: StreamRecorderDeps) {
     this.#deps = deps;
     this.#flushMs = deps.flushMs;
     this.#open = deps.runExists;
-    this.#ready = deps.lastSeq().then(
-      (last) => {
+    // A stream whose statuses cannot be read re-announces every agent, as a stream with none would.
+    const none = new Map<string, string>();
+    const streamed = deps.streamed ? deps.streamed().catch(() => none) : Promise.resolve(none);
+    this.#ready = Promise.all([deps.lastSeq(), streamed]).then(
+      ([last, shown]) => {
+        if (shown.size > 0) {
+          this.#shown = shown;
+          this.#buffer = this.#buffer.filter((e) => !this.#repeats(e));
+        }
         this.#next = last + 1;
         if (this.#buffer.length > 0) this.#arm();
       },
@@ -113,10 +131,23 @@ export class StreamRecorder {
       this.#buffer.push(entry);
       this.#merging.set(event.agentId, { entry, key });
     } else {
+      const entry = { agentId, type, data: rest, at };
+      if (this.#repeats(entry)) return;
       if (agentId !== null && this.#merging.size > 0) this.#merging.delete(agentId);
-      this.#buffer.push({ agentId, type, data: rest, at });
+      this.#buffer.push(entry);
     }
     this.#arm();
+  }
+
+  /** Whether `e` re-announces an agent with the status the stream already shows (and forget it: announced once). */
+  #repeats(e: Entry): boolean {
+    const map = this.#shown;
+    if (map === null || e.type !== 'agent.status' || e.data.from !== null || e.agentId === null) return false;
+    const shown = map.get(e.agentId);
+    if (shown === undefined) return false;
+    map.delete(e.agentId);
+    if (map.size === 0) this.#shown = null;
+    return shown === e.data.to;
   }
 
   /**

@@ -99,5 +99,13 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
     readStream: async (runId, afterSeq, limit) =>
       (await all<StreamDbRow>('SELECT * FROM stream WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [runId, afterSeq, limit])).map(toStreamRow),
     lastStreamSeq: async (runId) => (await all<{ n: number }>('SELECT coalesce(max(seq), 0)::bigint AS n FROM stream WHERE run_id = $1', [runId]))[0]!.n,
+    streamedStatuses: async (runId) => {
+      const rows = await all<{ agentId: string; status: string }>(
+        `SELECT DISTINCT ON (agent_id) agent_id AS "agentId", coalesce(data::jsonb->>'to', '') AS status FROM stream
+         WHERE run_id = $1 AND type = 'agent.status' AND agent_id IS NOT NULL ORDER BY agent_id, seq DESC`,
+        [runId],
+      );
+      return new Map(rows.map((r) => [r.agentId, r.status]));
+    },
   };
 }

@@ -251,5 +251,38 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       expect((await port.getRun('run1'))!.budget).toMatchObject({ limitUsd: 5, reserveStopped: true });
       await close();
     });
+
+    it("reads each agent's last status in the run's stream (what a resume need not announce again)", async () => {
+      const { port, close } = await fresh();
+      expect(await port.streamedStatuses('run1')).toEqual(new Map());
+      const row = (seq: number, agentId: string | null, type: string, data: Record<string, unknown>) => ({ runId: 'run1', seq, agentId, type, data, at: seq });
+      await port.commit([
+        {
+          op: 'appendStream',
+          rows: [
+            row(1, 'a', 'agent.status', { name: 'a', from: null, to: 'running' }),
+            row(2, 'b', 'agent.status', { name: 'b', from: null, to: 'running' }),
+            row(3, 'a', 'agent.status', { name: 'a', from: 'running', to: 'waiting' }),
+            row(4, 'b', 'agent.said', { name: 'b', text: 'to: completed' }),
+            row(5, null, 'run.deadlock', { waits: [] }),
+          ],
+        },
+      ]);
+      expect(await port.streamedStatuses('run1')).toEqual(
+        new Map([
+          ['a', 'waiting'],
+          ['b', 'running'],
+        ]),
+      );
+      await port.commit([{ op: 'appendStream', rows: [row(6, 'a', 'agent.status', { name: 'a', from: 'waiting', to: 'running' })] }]);
+      expect(await port.streamedStatuses('run1')).toEqual(
+        new Map([
+          ['a', 'running'],
+          ['b', 'running'],
+        ]),
+      );
+      expect(await port.streamedStatuses('elsewhere')).toEqual(new Map());
+      await close();
+    });
   });
 }

@@ -1,0 +1,159 @@
+/**
+ * A resumed run's live stream re-announces (`agent.status` from null) only the agents whose status
+ * it does not already show: one whose change a crash committed without the row that told it, or a
+ * run streamed with none. Re-announcing every agent wrote a row per agent per resume (100,000 rows,
+ * 9 MB, at 100,000 parked agents) that every later open checked again.
+ */
+import Database from 'better-sqlite3';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { createCoordinator } from '../../../src/host/createCoordinator.js';
+import { resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
+import type { TroupeEvent } from '../../../src/host/runtime.js';
+import { StreamRecorder } from '../../../src/host/views/streamRecorder.js';
+import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
+import type { WriteOp } from '../../../src/store/port.js';
+import { openStore } from '../../../src/store/sqliteStore.js';
+import { flush } from '../../helpers/team.js';
+
+const announce = (agentId: string, to: 'running' | 'waiting' | 'completed'): TroupeEvent => ({
+  type: 'agent.status',
+  agentId,
+  name: agentId,
+  from: null,
+  to,
+  at: 1,
+});
+
+function resumedRecorder(streamed: () => Promise<Map<string, string>>) {
+  const staged: WriteOp[] = [];
+  const r = new StreamRecorder({
+    runId: 'r',
+    clock: new SimulatedClock(),
+    lastSeq: () => Promise.resolve(10),
+    streamed,
+    runExists: true,
+    stage: (op) => staged.push(op),
+    flushMs: 100,
+    onError: () => undefined,
+  });
+  const taken = () => {
+    const op = r.take();
+    return op?.op === 'appendStream' ? op.rows.map((row) => [row.seq, row.agentId, row.data.from ?? null, row.data.to]) : [];
+  };
+  return { r, taken };
+}
+
+/** What the stream showed last: a waiting, b running. A fresh map per resume (the recorder consumes it). */
+const shown = () =>
+  new Map([
+    ['a', 'waiting'],
+    ['b', 'running'],
+  ]);
+
+describe("a resumed run's stream recorder", () => {
+  it('drops a re-announcement the stream already shows, whether it came before or after the statuses were read; keeps the rest', async () => {
+    const expected = [
+      // b's status moved on since its last row; c never had one; a's later change is a change.
+      [11, 'b', null, 'completed'],
+      [12, 'c', null, 'running'],
+      [13, 'a', 'waiting', 'running'],
+    ];
+    // Before: the announcements wait in the buffer until the statuses are read.
+    let resolve!: (s: Map<string, string>) => void;
+    const early = resumedRecorder(() => new Promise((res) => (resolve = res)));
+    early.r.record(announce('a', 'waiting'));
+    early.r.record(announce('b', 'completed'));
+    early.r.record(announce('c', 'running'));
+    early.r.record({ type: 'agent.status', agentId: 'a', name: 'a', from: 'waiting', to: 'running', at: 2 });
+    expect(early.taken()).toEqual([]);
+    resolve(shown());
+    await flush(1);
+    expect(early.taken()).toEqual(expected);
+    // After.
+    const late = resumedRecorder(() => Promise.resolve(shown()));
+    await flush(1);
+    late.r.record(announce('a', 'waiting'));
+    late.r.record(announce('b', 'completed'));
+    late.r.record(announce('c', 'running'));
+    late.r.record({ type: 'agent.status', agentId: 'a', name: 'a', from: 'waiting', to: 'running', at: 2 });
+    expect(late.taken()).toEqual(expected);
+    // An agent is re-announced once: a second announcement of it is not a repeat to drop.
+    late.r.record(announce('a', 'waiting'));
+    expect(late.taken()).toEqual([[14, 'a', null, 'waiting']]);
+  });
+
+  it('re-announces every agent when the statuses cannot be read', async () => {
+    const { r, taken } = resumedRecorder(() => Promise.reject(new Error('damaged')));
+    r.record(announce('a', 'waiting'));
+    await flush(1);
+    r.record(announce('b', 'running'));
+    expect(taken()).toEqual([
+      [11, 'a', null, 'waiting'],
+      [12, 'b', null, 'running'],
+    ]);
+  });
+});
+
+describe('resuming a run on a file', () => {
+  const SCRIPT: Script = {
+    agents: {
+      lead: [
+        { tool: 'spawn_agent', args: { name: 'w', task: 'part' } },
+        { tool: 'wait_for_agents', args: { reason: 'report' } },
+        { tool: 'respond_to_user', args: { message: 'ready' } },
+      ],
+      w: [{ tool: 'agent_finish', args: { summary: 'w done' } }],
+    },
+  };
+
+  it('announces no agent after a clean stop, the one whose status row a crash lost, and every one when the stream is damaged', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-announce-')), 't.db');
+    const clock = new SimulatedClock();
+    const model = scriptedModel(SCRIPT, { clock });
+    const store = openStore({ path });
+    const first = createCoordinator({ model, store, clock, interactive: true });
+    // Statuses as subscribers (and the stream) hear of them: once their commit is durable.
+    const heard: string[] = [];
+    first.subscribe((e) => void (e.type === 'agent.status' && heard.push(`${e.name} ${e.to}`)));
+    const rootId = await first.start({ name: 'lead', task: 'split' });
+    // The lead waits for w, wakes on its report and answers the user: the run is quiet.
+    for (let i = 0; i < 100 && heard.length < 6; i++) await flush(1);
+    expect(heard).toHaveLength(6);
+    expect(heard.slice(-2)).toEqual(['lead running', 'lead waiting']);
+    const childId = first.tree()[0]!.children[0]!.id;
+    await first.shutdown();
+    store.close();
+
+    /** Resume and stop; the statuses announced (from null) in the rows the resume wrote. */
+    const resumeOnce = async () => {
+      const again = openStore({ path });
+      const last = again.lastStreamSeq(first.runId);
+      const c = await resumeCoordinator({ model, store: again, clock, interactive: true });
+      await c.shutdown();
+      const rows = again.readStream(first.runId, last, 1_000).filter((r) => r.type === 'agent.status' && r.data.from === null);
+      again.close();
+      return rows.map((r) => [r.agentId, r.data.to]);
+    };
+    expect(await resumeOnce()).toEqual([]);
+    // A crash after w's completion was committed, before the row that told it rode a commit.
+    const raw = new Database(path);
+    raw.prepare('DELETE FROM stream WHERE agent_id = ? AND type = \'agent.status\' AND data LIKE \'%"to":"completed"%\'').run(childId);
+    raw.close();
+    expect(await resumeOnce()).toEqual([[childId, 'completed']]);
+    expect(await resumeOnce()).toEqual([]);
+    // A status row whose text is not JSON: the statuses cannot be read, every agent is announced.
+    const damage = new Database(path);
+    damage.prepare("UPDATE stream SET data = '{' WHERE seq = (SELECT max(seq) FROM stream WHERE type = 'agent.status')").run();
+    damage.close();
+    expect((await resumeOnce()).sort()).toEqual(
+      [
+        [childId, 'completed'],
+        [rootId, 'waiting'],
+      ].sort(),
+    );
+  });
+});

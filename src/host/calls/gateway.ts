@@ -63,7 +63,9 @@ const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('o
 
 export class Gateway implements ModelGateway {
   /**
-   * The shared model queue (DESIGN §12: p-queue), first come first served.
+   * The shared model queue (DESIGN §12: p-queue). A parent's calls go before its children's: the
+   * priority is minus the agent's depth (the root highest), first come first served within a depth,
+   * so a root spawning a big team is not queued behind the children it already spawned.
    *
    * The budget's rules rest on p-queue's timing (pinned by test/unit/host/queues.test.ts): a task
    * starts synchronously inside `add` when a slot is free; when a task settles, the next waiting
@@ -139,7 +141,7 @@ export class Gateway implements ModelGateway {
   #queued(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Promise<Called> {
     // p-queue awaits what a task gives back, a value or a promise (its `Task` type names one or the other).
     const task = (() => this.#dequeued(agent, request, cancel, guard)) as () => PromiseLike<Called>;
-    return this.queue.add(task);
+    return this.queue.add(task, { priority: -agent.depth });
   }
 
   /** The call leaves the queue (the task of `#queued`). */

@@ -10,7 +10,7 @@ import { requirePriceForBudget } from '../model/prices.js';
 import type { Model } from '../model/types.js';
 import { EVENT_BUDGET_STOP, EVENT_RESERVE_TRIP } from '../trace/attributes.js';
 import { STOP_REQUESTED } from '../turn/turn.js';
-import type { Limiter } from '../limiter.js';
+import type PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import type { Actor } from 'xstate';
 import type { BudgetFlags, coordinatorMachine } from '../../machines/coordinatorMachine.js';
@@ -159,9 +159,9 @@ export function wireCoordinatorEvents(rt: ControlParts): void {
 }
 
 /** A snapshot for health checks: the fatal failure or the shutdown, and both queues. */
-export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gateway: { queue: Limiter }; toolQueue: Limiter }): CoordinatorHealth {
+export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gateway: { queue: PQueue }; toolQueue: PQueue }): CoordinatorHealth {
   const error = rt.failure ?? (rt.usable ? null : new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
-  const queue = (q: Limiter) => ({ waiting: q.size, running: q.pending, concurrency: q.concurrency });
+  const queue = (q: PQueue) => ({ waiting: q.size, running: q.pending, concurrency: q.concurrency });
   return {
     ok: error === null,
     error: error === null ? null : { code: error.code, message: error.message },

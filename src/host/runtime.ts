@@ -19,13 +19,13 @@
 import type { BreakerChange } from '../providers/breaker.js';
 import { RunBreakers } from './calls/breakers.js';
 import { profileOf, type ResolvedProfile } from './profiles.js';
+import PQueue from 'p-queue';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
 import { agentMachine } from '../../machines/agentMachine.js';
 import { coordinatorMachine, getAgentRecord, type BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { systemClock, type Clock } from '../clock.js';
 import { TroupeError } from '../errors.js';
-import { Limiter } from '../limiter.js';
 import type { Model, UsagePurpose } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
@@ -103,7 +103,7 @@ export class Runtime {
   readonly lifecycle: Lifecycle;
   readonly budget: BudgetLedger;
   readonly gateway: Gateway;
-  readonly toolQueue: Limiter;
+  readonly toolQueue: PQueue;
   readonly executions: AsyncExecutions;
   /** Durable approvals: asked by the run's rules, answered from anywhere through the inbox. */
   readonly approvals: DurableApprovals;
@@ -302,7 +302,7 @@ export class Runtime {
       breaker: (model) => this.#breakers.of(model),
       log: this.callLog,
     });
-    this.toolQueue = new Limiter(this.options.concurrency.tools);
+    this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
     const host = asyncWorkHost(this);
     this.executions = new AsyncExecutions(host);
     this.delegations = new Delegations(host);

@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { TroupeError } from '../errors.js';
-import type { Limiter } from '../limiter.js';
+import type PQueue from 'p-queue';
 import type { StorePort, WriteOp } from '../store/port.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool, type ToolRunner } from '../tools/runUserTool.js';
@@ -42,7 +42,7 @@ export interface TurnHostParts {
   readonly outputs: OutputChecks;
   readonly builtins: BuiltinHost;
   readonly port: Pick<StorePort, 'guard'>;
-  readonly toolQueue: Limiter;
+  readonly toolQueue: PQueue;
   readonly executions: Pick<AsyncExecutions, 'link'>;
   readonly reviews: Pick<BackgroundReviews, 'afterTurn'> | null;
   readonly views: Pick<Views, 'hasListeners' | 'emit'>;

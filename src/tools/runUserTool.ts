@@ -4,7 +4,7 @@
  * @module
  */
 import type { Logger } from 'pino';
-import type { Limiter } from '../limiter.js';
+import type PQueue from 'p-queue';
 import type { Clock } from '../clock.js';
 import { LazyAbort, type Cancellation } from '../cancel.js';
 import { TroupeError } from '../errors.js';
@@ -13,7 +13,7 @@ import type { CompiledTool, ToolContext } from './defineTool.js';
 
 /** Where user tools run: the shared tool queue, the injected clock, the default timeout. */
 export interface ToolRunner {
-  readonly queue: Limiter;
+  readonly queue: PQueue;
   readonly clock: Clock;
   readonly defaultTimeoutMs: number;
   readonly runId: string;
@@ -86,11 +86,10 @@ class CallContext implements ToolContext {
 /**
  * Run a user tool through the tool queue with its timeout and the agent's signal. The tool's own
  * AbortSignal and the timeout timer are created only when needed (the tool reads `signal`, or
- * returns a promise): a synchronous tool cannot be timed out and needs neither. A synchronous tool
- * that ran at once (a free slot) gives back its value itself, not a promise (`Limiter.run`); any
- * other call gives a promise, and a throw is always a rejected promise. Not an async function: the
- * call's scope is closed where the call settles.
- * @returns the tool's value, or a promise of it
+ * returns a promise): a synchronous tool cannot be timed out and needs neither. The call starts at
+ * once when the queue has a free slot (p-queue runs a task inside `add`); a throw is a rejected
+ * promise. Not an async function: the call's scope is closed where the call settles.
+ * @returns a promise of the tool's value
  */
 export function runUserTool(
   rt: ToolRunner,
@@ -99,12 +98,12 @@ export function runUserTool(
   agent: { readonly id: string; readonly name: string; readonly logger: Logger },
   cancel: Cancellation,
   idempotencyKey: string,
-): unknown {
+): Promise<unknown> {
   const context = new CallContext(rt.runId, agent, tool.name, cancel, idempotencyKey);
   // The cancellation and the lease are checked when the task starts, synchronously before the
   // tool: a tool queued for an agent that has since stopped, or on a host whose lease may have run
   // out meanwhile, never runs.
-  return rt.queue.run<unknown>(() => {
+  return rt.queue.add<unknown>(() => {
     if (cancel.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
     const fenced = rt.fenced();
     if (fenced) throw fenced;

@@ -171,9 +171,8 @@ export interface TurnHost {
   toolSpecs(agent: AgentRef): readonly ToolSpec[];
   /** What a built-in tool needs, for this agent's call. */
   builtinEnv(agent: AgentRef, callId: string, state: BuiltinEnv['state']): BuiltinEnv;
-  /** Run a user tool through the shared tool queue, with its timeout and the agent's signal. */
-  /** The tool's value, or a promise of it (a synchronous tool that ran at once gives its value: no microtask). */
-  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): unknown;
+  /** Run a user tool through the shared tool queue, with its timeout and the agent's signal: a promise of its value. */
+  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): Promise<unknown>;
   /** A tool result may announce async executions: link them to the agent. */
   linkExecutions(agent: AgentRef, content: string): void;
   /** Resolves once everything staged so far is committed (before a model call or a tool with effects). */

@@ -1,7 +1,10 @@
 /**
- * Requests per interval for the shared model queue, on troupe's clock (p-queue's own interval
- * limiter runs on real timers, which simulated-clock tests cannot drive). A sliding window: at most
- * `requests` calls start in any `intervalMs`; callers are served first come, first served.
+ * Requests per interval for the shared model queue, on troupe's clock. Not p-queue's `interval` /
+ * `intervalCap` (issue 36 weighed it): p-queue 9 reads Date.now and arms its own setInterval and
+ * setTimeout, with no clock to inject, so simulated-clock tests cannot drive it without faking the
+ * global timers; and its default window is fixed (twice the cap may start across a boundary).
+ * This one is a sliding window: at most `requests` calls start in any `intervalMs`; callers are
+ * served first come, first served.
  * @module
  */
 import { sleep, type Clock } from '../clock.js';

@@ -374,9 +374,7 @@ async function executeCall(
   }
   try {
     const key = idempotencyKey(rt, agent, scope.turn, call.id);
-    const out = rt.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
-    // A synchronous tool's value comes back as is: no await, no microtask (Limiter.run).
-    const result = out instanceof Promise ? await out : out;
+    const result = await rt.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
     if (isToolOutput(result))
       return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
     return { content: stringify(result), isError: false, deferred: false };

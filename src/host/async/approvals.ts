@@ -63,7 +63,7 @@ export interface ApprovalsHost {
   /** Whether the agent can still act on an answer (not terminal). */
   live(h: AgentHandle): boolean;
   userTool(h: AgentHandle, name: string): CompiledTool | undefined;
-  runTool(h: AgentHandle, tool: CompiledTool, args: Record<string, unknown>, cancel: LazyAbort, key: string): unknown;
+  runTool(h: AgentHandle, tool: CompiledTool, args: Record<string, unknown>, cancel: LazyAbort, key: string): Promise<unknown>;
   /** A tool result may announce async executions: link them to the agent (as a turn does). */
   linkExecutions(h: AgentHandle, text: string): void;
   /** Tell the agent (a notice: queued once per key, wakes it once committed). */

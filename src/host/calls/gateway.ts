@@ -5,8 +5,8 @@
  * budget stops is `{ halt }`, never thrown.
  * @module
  */
+import PQueue from 'p-queue';
 import type { Clock } from '../../clock.js';
-import { Limiter } from '../../limiter.js';
 import { ProviderError } from '../../errors.js';
 import { ownGetter } from '../../ownGetter.js';
 import type { Cancellation } from '../../cancel.js';
@@ -62,7 +62,18 @@ export interface GatewayDeps {
 const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('outcome' in admitted ? { halt: admitted.outcome } : admitted);
 
 export class Gateway implements ModelGateway {
-  readonly queue: Limiter;
+  /**
+   * The shared model queue (DESIGN §12: p-queue). A parent's calls go before its children's: the
+   * priority is minus the agent's depth (the root highest), first come first served within a depth,
+   * so a root spawning a big team is not queued behind the children it already spawned.
+   *
+   * The budget's rules rest on p-queue's timing (pinned by test/unit/host/queues.test.ts): a task
+   * starts synchronously inside `add` when a slot is free; when a task settles, the next waiting
+   * task starts (a queued microtask) before the caller's continuation runs (`add` is an async
+   * function adopting its own promise: two hops more), so a budget stop decided in that
+   * continuation reaches every task still waiting — `#start` re-checks when a task starts.
+   */
+  readonly queue: PQueue;
   readonly #deps: GatewayDeps;
   readonly #rateLimiter: RateLimiter | null;
   /** System prompts, built on an agent's first call. */
@@ -70,7 +81,7 @@ export class Gateway implements ModelGateway {
 
   constructor(deps: GatewayDeps) {
     this.#deps = deps;
-    this.queue = new Limiter(deps.concurrency);
+    this.queue = new PQueue({ concurrency: deps.concurrency });
     this.#rateLimiter = deps.rateLimit ? new RateLimiter(deps.clock, deps.rateLimit.requests, deps.rateLimit.intervalMs) : null;
   }
 
@@ -128,16 +139,21 @@ export class Gateway implements ModelGateway {
   }
 
   #queued(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Promise<Called> {
-    return this.queue.add(() => {
-      if (cancel.aborted) {
-        guard?.unused();
-        throw cancel.reason;
-      }
-      // It opened while this call queued: back to the gate, no call made.
-      if (guard?.closedOff()) return PARKED;
-      if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#quoted(agent, request, cancel, guard));
-      return this.#quoted(agent, request, cancel, guard);
-    });
+    // p-queue awaits what a task gives back, a value or a promise (its `Task` type names one or the other).
+    const task = (() => this.#dequeued(agent, request, cancel, guard)) as () => PromiseLike<Called>;
+    return this.queue.add(task, { priority: -agent.depth });
+  }
+
+  /** The call leaves the queue (the task of `#queued`). */
+  #dequeued(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Called | Promise<Called> {
+    if (cancel.aborted) {
+      guard?.unused();
+      throw cancel.reason;
+    }
+    // It opened while this call queued: back to the gate, no call made.
+    if (guard?.closedOff()) return PARKED;
+    if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#quoted(agent, request, cancel, guard));
+    return this.#quoted(agent, request, cancel, guard);
   }
 
   /**
@@ -195,7 +211,7 @@ export class Gateway implements ModelGateway {
     // Promise.resolve: a custom model that answers with a plain object is still read.
     const entry = this.#deps.log?.begin(request, sourceOf(request));
     const answer = Promise.resolve(this.#deps.ledger.modelFor(purpose, agent.id).complete(request, options));
-    // One reaction either way (the budget's ordering counts hops: limiter.ts): the breaker hears the outcome in it.
+    // One reaction either way (the budget's ordering counts hops: see `queue`): the breaker hears the outcome in it.
     if (entry === undefined) return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
     // The log hears it in the same reaction: its event is staged before the answer's own writes.
     const answered = guard === null ? checkedTurn : guard.answered;

@@ -1,12 +1,12 @@
+import PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { LazyAbort } from '../../../src/cancel.js';
 import { systemClock } from '../../../src/clock.js';
-import { Limiter } from '../../../src/limiter.js';
 import { compileTool, defineTool, type ToolContext } from '../../../src/tools/defineTool.js';
 import { runUserTool, type ToolRunner } from '../../../src/tools/runUserTool.js';
 
-const runner: ToolRunner = { queue: new Limiter(4), clock: systemClock, defaultTimeoutMs: 1_000, runId: 'run_1', fenced: () => null };
+const runner: ToolRunner = { queue: new PQueue({ concurrency: 4 }), clock: systemClock, defaultTimeoutMs: 1_000, runId: 'run_1', fenced: () => null };
 
 /** An agent whose logger counts how often it is read and which children it makes. */
 function agent() {
@@ -105,7 +105,7 @@ describe('runUserTool: a tool call context', () => {
 
   it('starts no tool once the lease may be lost, also one that queued while it was held', async () => {
     let lost: Error | null = null;
-    const fencedRunner: ToolRunner = { ...runner, queue: new Limiter(1), fenced: () => lost };
+    const fencedRunner: ToolRunner = { ...runner, queue: new PQueue({ concurrency: 1 }), fenced: () => lost };
     let ran = 0;
     let release!: () => void;
     const slow = compileTool(

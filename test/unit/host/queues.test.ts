@@ -1,13 +1,15 @@
 /**
- * The shared model and tool queues (src/limiter.ts) and lazy cancellation (src/cancel.ts): the
- * limiter never runs more than its concurrency, starts tasks in the order they were added, settles
- * each caller as its task did, and hands the next task its slot before the caller resumes; a
- * LazyAbort behaves as an AbortController linked to its parent would.
+ * The shared model and tool queues (p-queue, as host/calls/gateway.ts and host/runtime.ts make
+ * them) and lazy cancellation (src/cancel.ts). What troupe relies on from p-queue, pinned here so an
+ * upgrade that changes it fails: never more than its concurrency, FIFO within a priority, higher
+ * priority first, each caller settled as its task did, a task started synchronously in `add` when a
+ * slot is free, and the next task handed its slot before the previous caller resumes (the budget's
+ * queued-call rules). A LazyAbort behaves as an AbortController linked to its parent would.
  */
 import { fc, test } from '@fast-check/vitest';
+import PQueue from 'p-queue';
 import { describe, expect, it } from 'vitest';
 import { cancellationOf, LazyAbort } from '../../../src/cancel.js';
-import { Limiter } from '../../../src/limiter.js';
 
 /** A task the test settles by hand. */
 function gate() {
@@ -21,17 +23,17 @@ const flush = async () => {
   for (let i = 0; i < 20; i++) await Promise.resolve();
 };
 
-describe('Limiter', () => {
+describe('the shared queues (p-queue)', () => {
   test.prop([fc.integer({ min: 1, max: 4 }), fc.array(fc.boolean(), { minLength: 1, maxLength: 30 }), fc.array(fc.nat(), { maxLength: 60 })])(
     'at most `concurrency` run, in FIFO order, each caller settled as its task',
     async (concurrency, failing, order) => {
-      const limiter = new Limiter(concurrency);
+      const queue = new PQueue({ concurrency });
       const started: number[] = [];
       let running = 0;
       let peak = 0;
       const gates = failing.map(() => gate());
       const results = failing.map((fails, i) =>
-        limiter
+        queue
           .add(async () => {
             started.push(i);
             running++;
@@ -44,13 +46,13 @@ describe('Limiter', () => {
             }
           })
           .then(
-            (v) => ({ ok: v }),
+            (v: number) => ({ ok: v }),
             (err: Error) => ({ err: err.message }),
           ),
       );
       expect(started).toEqual(failing.map((_, i) => i).slice(0, concurrency));
-      expect(limiter.pending).toBe(Math.min(concurrency, failing.length));
-      expect(limiter.size).toBe(Math.max(0, failing.length - concurrency));
+      expect(queue.pending).toBe(Math.min(concurrency, failing.length));
+      expect(queue.size).toBe(Math.max(0, failing.length - concurrency));
       // Settle running tasks in an order the arbitrary picks.
       const settled = new Set<number>();
       for (const pick of [...order, ...failing.map((_, i) => i)]) {
@@ -65,76 +67,46 @@ describe('Limiter', () => {
       expect(started).toEqual(failing.map((_, i) => i));
       expect(peak).toBeLessThanOrEqual(concurrency);
       expect(await Promise.all(results)).toEqual(failing.map((fails, i) => (fails ? { err: `e${i}` } : { ok: i })));
-      expect(limiter.pending).toBe(0);
-      expect(limiter.size).toBe(0);
+      expect(queue.pending).toBe(0);
+      expect(queue.size).toBe(0);
     },
   );
 
   it('starts a task synchronously when a slot is free, and a thrown error rejects only its caller', async () => {
-    const limiter = new Limiter(1);
+    const queue = new PQueue({ concurrency: 1 });
     let ran = false;
-    const a = limiter.add(() => {
+    const a = queue.add(() => {
       ran = true;
       throw new Error('boom');
     });
     expect(ran).toBe(true);
     await expect(a).rejects.toThrow('boom');
-    await expect(limiter.add(() => 7)).resolves.toBe(7);
+    await expect(queue.add(() => 7)).resolves.toBe(7);
   });
 
   it('the next waiting task has started by the time the previous caller resumes', async () => {
-    const limiter = new Limiter(1);
+    const queue = new PQueue({ concurrency: 1 });
     const first = gate();
     const log: string[] = [];
-    const a = limiter.add(() => first.done).then(() => log.push('caller A resumes'));
-    void limiter.add(() => void log.push('B starts'));
+    const a = queue.add(() => first.done).then(() => log.push('caller A resumes'));
+    void queue.add(() => void log.push('B starts'));
     first.open();
     await a;
     expect(log).toEqual(['B starts', 'caller A resumes']);
   });
 
-  it('clear drops waiting tasks and refuses a bad concurrency', async () => {
-    const limiter = new Limiter(1);
+  it('clear drops waiting tasks and a bad concurrency is refused', async () => {
+    const queue = new PQueue({ concurrency: 1 });
     const first = gate();
     let dropped = false;
-    void limiter.add(() => first.done);
-    void limiter.add(() => (dropped = true));
-    limiter.clear();
-    expect(limiter.size).toBe(0);
+    void queue.add(() => first.done);
+    void queue.add(() => (dropped = true));
+    queue.clear();
+    expect(queue.size).toBe(0);
     first.open();
     await flush();
     expect(dropped).toBe(false);
-    expect(() => new Limiter(0)).toThrow(TypeError);
-  });
-});
-
-describe('Limiter.run', () => {
-  it('gives back a synchronous value itself, with its slot free at once', () => {
-    const limiter = new Limiter(1);
-    expect(limiter.run(() => 42)).toBe(42);
-    expect(limiter.pending).toBe(0);
-    expect(limiter.run(() => 'again')).toBe('again');
-  });
-
-  it('a throw is a rejected promise and frees the slot; a promise or a full queue gives a promise', async () => {
-    const limiter = new Limiter(1);
-    const thrown = limiter.run(() => {
-      throw new Error('boom');
-    });
-    expect(thrown).toBeInstanceOf(Promise);
-    expect(limiter.pending).toBe(0);
-    await expect(thrown).rejects.toThrow('boom');
-    const first = gate();
-    const running = limiter.run(() => first.done.then(() => 'first'));
-    expect(limiter.pending).toBe(1);
-    // The slot is taken: a synchronous task waits its turn and comes back as a promise.
-    const queued = limiter.run(() => 'second');
-    expect(queued).toBeInstanceOf(Promise);
-    expect(limiter.size).toBe(1);
-    first.open();
-    expect(await running).toBe('first');
-    expect(await queued).toBe('second');
-    expect([limiter.pending, limiter.size]).toEqual([0, 0]);
+    expect(() => new PQueue({ concurrency: 0 })).toThrow(TypeError);
   });
 });
 

@@ -61,6 +61,8 @@ export class GroupCommitter {
   #failure: unknown = null;
   #closed = false;
   readonly stats: CommitStats = { commits: 0, ops: 0 };
+  /** Flushes done, their effects run (empty ones too): the call log marks answers within one (callLog.ts `window`). */
+  #flushes = 0;
   /** Writes that ride along with any commit that happens anyway (the live stream's rows). */
   readonly #riders: (() => WriteOp | null)[] = [];
   readonly #journal: ((ops: readonly WriteOp[]) => WriteOp | null) | null;
@@ -78,6 +80,11 @@ export class GroupCommitter {
   /** The error that stopped the committer, if any. */
   get failure(): unknown {
     return this.#failure;
+  }
+
+  /** Flushes completed so far. */
+  get flushes(): number {
+    return this.#flushes;
   }
 
   /** Writes waiting for a commit (or in the commit under way). */
@@ -188,6 +195,7 @@ export class GroupCommitter {
 
   #committed(effects: (() => void)[], waiting: Barrier | null): void {
     this.#committing = false;
+    this.#flushes++;
     // Effects may stage more writes; those go to the next group.
     for (const effect of effects) effect();
     waiting?.resolve();

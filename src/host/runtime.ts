@@ -140,7 +140,12 @@ export class Runtime {
     this.logger = options.logger ?? pino({ level: 'silent' });
     this.runId = restore?.run.id ?? options.runId ?? `run_${newId()}`;
     this.ids = options.ids ?? randomIds;
-    this.callLog = new CallLog({ stage: (row) => this.stage({ op: 'appendEvent', row }), runId: this.runId, now: () => this.clock.now() });
+    this.callLog = new CallLog({
+      stage: (row) => this.stage({ op: 'appendEvent', row }),
+      runId: this.runId,
+      now: () => this.clock.now(),
+      flushes: () => this.committer.flushes,
+    });
     const embedded = isStorePort(this.store) ? null : this.store;
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
       throw runExistsError(options.runId);

@@ -8,7 +8,7 @@ import { TroupeError } from '../errors.js';
 import type { RecordedCall, RecordedInput } from '../host/calls/callLog.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
-import { CALL_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
+import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 
 export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
 
@@ -27,7 +27,7 @@ interface ToolResult {
 }
 
 /** A user tool's failure: what its error was (turn/fingerprint.ts `errorClassOf`). */
-export type ToolErrors = Map<string, string[]>;
+type ToolErrors = Map<string, string[]>;
 
 export interface Recording {
   run: RunRow;
@@ -42,6 +42,8 @@ export interface Recording {
   toolResults: Map<string, ToolResult[]>;
   /** Per agent id and tool call id: the classes of its user tools' failures, in order. */
   toolErrors: ToolErrors;
+  /** Written to a durable store (its commits grouped per event-loop turn, not per microtask drain). */
+  durable: boolean;
   /** When the recording's last event happened (a timer after the last step may still have moved an agent). */
   endsAt: number;
 }
@@ -71,7 +73,9 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   let effects = true;
   let endsAt = run.createdAt;
   const toolErrors: ToolErrors = new Map();
+  let durable = false;
   for (const e of events) {
+    if (e.type === COMMIT_EVENT) durable = true;
     endsAt = Math.max(endsAt, e.at);
     if (e.type === TOOL_EVENT && e.agentId !== null) {
       const key = toolKey(e.agentId, String(e.data.callId));
@@ -113,6 +117,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     messageIds: messages.filter((m) => !(m.noticeKey ?? '').startsWith('send:')).map((m) => m.id),
     toolResults,
     toolErrors,
+    durable,
     endsAt,
   };
 }

@@ -77,7 +77,8 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
   const clock = new SimulatedClock();
   clock.set(recording.run.createdAt);
   const replay = new Replay(recording, clock, options);
-  const store = memoryStore();
+  // Commits grouped as the recording's were: a durable store's once per event-loop turn.
+  const store = memoryStore({ groupAsOnDisk: recording.durable });
   const given = options.coordinator ?? {};
   const coordinator = createCoordinator({
     ...given,
@@ -142,6 +143,8 @@ class Replay {
   readonly #arrived = new Map<RecordedCall, Pending>();
   /** The next step to apply: steps before it are applied (a call answered, or taken to be cut short). */
   #i = 0;
+  /** Calls the recording does not have, asked and not cut short (yet), oldest first. */
+  readonly #extra = new Set<Divergence>();
   /** Agents whose last call the recording made but never saw answered. */
   readonly #unanswered = new Set<string>();
   #coordinator: Coordinator | null = null;
@@ -220,8 +223,28 @@ class Replay {
       }
       // A call cut short in the recording is cut short by a step still to come.
       if (step.call.aborted) continue;
+      // Calls answered before the commit holding the one before was done (one timer phase's
+      // answers): each in an immediate of its own, queued before anything the answers set going
+      // queues — so each runs its course, and the commit holding them all comes after, as it did.
+      // Inputs applied in that window likewise.
+      const windowed: (() => void)[] = [];
+      for (; this.#i < steps.length; this.#i++) {
+        const next = steps[this.#i]!;
+        if (next.kind === 'input') {
+          if (!next.input.window) break;
+          windowed.push(() => this.#apply(next));
+          continue;
+        }
+        if (!next.call.window || next.call.aborted || instant(next) || !this.#arrived.has(next.call)) break;
+        const pending = this.#take(next.call);
+        windowed.push(() => {
+          this.#advance(next.effectsAt);
+          this.#answer(next.call, pending);
+        });
+      }
       this.#advance(batch.at(-1)![0].effectsAt);
       for (const [{ call }, pending] of batch) this.#answer(call, pending);
+      for (const step of windowed) setImmediate(step);
       // Their effects (the answers' tools, the notices they cause) come before the next step, as
       // they did in the recording: an answer takes a model's latency, its effects none.
       await this.#settle(() => this.divergence !== null);
@@ -238,6 +261,9 @@ class Replay {
       this.#advance(this.#recording.endsAt);
       await this.#settle(() => this.divergence !== null);
     }
+    // A call the recording does not have, never cut short, came before any later divergence.
+    const [extra] = this.#extra;
+    if (extra) this.divergence = extra;
   }
 
   /**
@@ -262,7 +288,10 @@ class Replay {
 
   async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
     await this.#settle(() => this.divergence !== null);
-    if (this.divergence) return;
+    if (!this.divergence) this.#apply(step);
+  }
+
+  #apply(step: Extract<Step, { kind: 'input' }>): void {
     this.#advance(step.effectsAt);
     this.inputs++;
     const { kind, payload } = step.input;
@@ -341,14 +370,27 @@ class Replay {
         this.#unanswered.add(request.agent.id);
         return never(options);
       }
-      this.divergence ??= {
+      // Not yet a divergence: the recording may have cut this call short before it began (a stop
+      // applied before the agent's turn reached the model, where here it got there first).
+      // Cancelled, it was that; still asked when the replay ends, it is the first divergence.
+      const extra: Divergence = {
         agent: request.agent.name,
         agentId: request.agent.id,
         turn: request.turn,
         kind: 'request',
         diff: `the code asked for a ${purpose} call the recording does not have`,
       };
-      return never(options);
+      this.#extra.add(extra);
+      return new Promise<ModelTurn>((_resolve, reject) =>
+        options.signal.addEventListener(
+          'abort',
+          () => {
+            this.#extra.delete(extra);
+            reject(options.signal.reason);
+          },
+          { once: true },
+        ),
+      );
     }
     const diverged = this.#requests.check(call, request);
     if (diverged) {

@@ -56,7 +56,7 @@ interface State {
 const copy = <T extends object>(value: T): T => ({ ...value });
 
 /** Create an in-memory store. */
-export function memoryStore(): Store {
+export function memoryStore(options: { groupAsOnDisk?: boolean } = {}): Store {
   const state: State = {
     runs: new Map(),
     agents: new Map(),
@@ -117,7 +117,8 @@ export function memoryStore(): Store {
   return {
     // Nothing survives the process, so every memory store is the first boot of its data.
     boot: 1,
-    inMemory: true,
+    // groupAsOnDisk: commits grouped per event-loop turn, as a file's (a replay of a durable run).
+    inMemory: options.groupAsOnDisk !== true,
     transaction<T>(fn: () => T): T {
       if (undo) return fn();
       const log: (() => void)[] = [];

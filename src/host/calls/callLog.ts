@@ -48,6 +48,12 @@ export interface RecordedCall {
    * interleave as they did; other answers each settle before the next.
    */
   burst?: true;
+  /**
+   * Its answer came before the group commit holding the step before it was done (that step's
+   * effects — a notice, a wake — had not run): two answers of one timer phase, say. A replay
+   * answers it in the same commit window.
+   */
+  window?: true;
 }
 
 interface RecordedError {
@@ -63,6 +69,8 @@ interface RecordedError {
 export interface RecordedInput {
   kind: 'send' | 'stop' | 'pause' | 'resume' | 'execution' | 'delegation' | 'approval';
   payload: Record<string, unknown>;
+  /** Applied before the commit holding the step before it was done (as a call's `window`). */
+  window?: true;
 }
 
 /** A call under way: answered or failed exactly once. */
@@ -92,11 +100,15 @@ export class CallLog {
   readonly #written = new Set<number>();
   /** An answer was written and no microtask has run since. */
   #inBurst = false;
+  readonly #flushes: () => number;
+  /** The committer's flushes when the last step (a call answered, an input) was written. */
+  #stepFlushes = -1;
 
-  constructor(deps: { stage(row: EventRow): void; runId: string; now(): number }) {
+  constructor(deps: { stage(row: EventRow): void; runId: string; now(): number; flushes(): number }) {
     this.#stage = deps.stage;
     this.#runId = deps.runId;
     this.#now = deps.now;
+    this.#flushes = deps.flushes;
   }
 
   /** A call leaves for the model: its request is taken now (a session grows while it runs). */
@@ -140,7 +152,10 @@ export class CallLog {
 
   /** An input from outside, staged with its effect. */
   input(input: RecordedInput, agentId: string | null = null): void {
-    this.#stage({ runId: this.#runId, agentId, type: INPUT_EVENT, data: { ...input }, at: this.#now() });
+    const flushes = this.#flushes();
+    const data: RecordedInput = flushes === this.#stepFlushes ? { ...input, window: true } : { ...input };
+    this.#stepFlushes = flushes;
+    this.#stage({ runId: this.#runId, agentId, type: INPUT_EVENT, data: data as unknown as Record<string, unknown>, at: this.#now() });
   }
 
   /**
@@ -176,6 +191,9 @@ export class CallLog {
       this.#written.add(call.toolSet);
       call.tools = this.#lists[call.toolSet];
     }
+    const flushes = this.#flushes();
+    if (flushes === this.#stepFlushes) call.window = true;
+    this.#stepFlushes = flushes;
     if (this.#inBurst) call.burst = true;
     else {
       this.#inBurst = true;

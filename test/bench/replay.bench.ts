@@ -11,8 +11,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, bench, describe } from 'vitest';
-import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';
 import type { Store } from '../../src/store/types.js';
+import { latentModel } from '../helpers/latentModel.js';
 import { compiled } from './compiled.js';
 
 const { createCoordinator } = await compiled<typeof import('../../src/host/createCoordinator.js')>('src/host/createCoordinator.js');
@@ -26,34 +26,14 @@ const LATENCY_MS = 100;
 
 const noop = defineTool({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, execute: () => 'ok' });
 
-/** Answers after LATENCY_MS of real time: the lead spawns the children, then every agent calls noop until its last turn. */
-function latentModel(): Model {
-  let seq = 0;
-  return {
-    name: 'latent',
-    complete(request: ModelRequest): Promise<ModelTurn> {
-      const root = request.agent.parentId === null;
-      const calls =
-        root && request.turn === 1
-          ? CHILDREN.map((name) => ({ name: 'spawn_agent', args: { name, task: 'work' } }))
-          : request.turn < TURNS
-            ? [{ name: 'noop', args: {} }]
-            : root
-              ? [{ name: 'wait_for_agents', args: { reason: 'the team' } }]
-              : [{ name: 'agent_finish', args: { summary: 'done' } }];
-      const turn: ModelTurn = {
-        text: null,
-        toolCalls: calls.map((c) => ({ id: `c${++seq}`, name: c.name, arguments: JSON.stringify(c.args) })),
-        usage: { inputTokens: 100, outputTokens: 10, costUsd: 0 },
-      };
-      return new Promise((resolve) => setTimeout(() => resolve(turn), LATENCY_MS));
-    },
-  };
-}
-
 const dir = mkdtempSync(join(tmpdir(), 'troupe-replay-bench-'));
 const store: Store = openStore({ path: join(dir, 'run.db') });
-const c = createCoordinator({ store, model: latentModel(), tools: [noop], limits: { maxTurns: TURNS + 10 } });
+const c = createCoordinator({
+  store,
+  model: latentModel({ children: CHILDREN, turns: TURNS, latencyMs: LATENCY_MS }),
+  tools: [noop],
+  limits: { maxTurns: TURNS + 10 },
+});
 const started = performance.now();
 const root = await c.start({ name: 'lead', task: 'Run the team.' });
 for (const name of CHILDREN) {

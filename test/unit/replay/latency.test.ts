@@ -11,40 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
-import type { Model, ModelRequest, ModelTurn } from '../../../src/model/types.js';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import type { Store } from '../../../src/store/types.js';
 import { defineTool } from '../../../src/tools/defineTool.js';
+import { latentModel } from '../../helpers/latentModel.js';
 
 const CHILDREN = ['ana', 'ben', 'cal'];
 const TURNS = 12;
 const noop = defineTool({ name: 'noop', description: 'does nothing', parameters: { type: 'object' }, execute: () => 'ok' });
-
-/** Every answer after the same latency (one timer per call), whatever the signal says. */
-function latentModel(latencyMs: number): Model {
-  let seq = 0;
-  return {
-    name: 'latent',
-    complete(request: ModelRequest): Promise<ModelTurn> {
-      const root = request.agent.parentId === null;
-      const calls =
-        root && request.turn === 1
-          ? CHILDREN.map((name) => ({ name: 'spawn_agent', args: { name, task: 'work' } }))
-          : request.turn < TURNS
-            ? [{ name: 'noop', args: {} }]
-            : root
-              ? [{ name: 'wait_for_agents', args: { reason: 'the team' } }]
-              : [{ name: 'agent_finish', args: { summary: 'done' } }];
-      const turn: ModelTurn = {
-        text: null,
-        toolCalls: calls.map((c) => ({ id: `c${++seq}`, name: c.name, arguments: JSON.stringify(c.args) })),
-        usage: { inputTokens: 100, outputTokens: 10, costUsd: 0 },
-      };
-      return new Promise((resolve) => setTimeout(() => resolve(turn), latencyMs));
-    },
-  };
-}
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -56,7 +31,7 @@ async function record(latencyMs: number): Promise<{ store: Store; runId: string 
   const dir = mkdtempSync(join(tmpdir(), 'troupe-replay-latency-'));
   dirs.push(dir);
   const store = openStore({ path: join(dir, 'run.db') });
-  const c = createCoordinator({ store, model: latentModel(latencyMs), tools: [noop], limits: { maxTurns: TURNS + 10 } });
+  const c = createCoordinator({ store, model: latentModel({ children: CHILDREN, turns: TURNS, latencyMs }), tools: [noop], limits: { maxTurns: TURNS + 10 } });
   const root = await c.start({ name: 'lead', task: 'Run the team.' });
   // The stop comes from a timer (as a user's would) once the last child is seen completed:
   // decided, its commit maybe not done. Polled: the timing of an outside input is the point here.

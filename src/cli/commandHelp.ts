@@ -187,7 +187,13 @@ the agent, its turn, the kind (request, tool call or notice) and the difference,
 now. Exit 0 when identical, 1 when it diverged: replay yesterday's runs after an upgrade or a
 settings change as a regression check. From a program or vitest: replayRun(store, runId,
 { coordinator: { tools, … } }) from troupe/testing, which also takes liveFrom: { agent, turn,
-model } to continue against a live model from that turn on.`;
+model } to continue against a live model from that turn on.
+
+The replay applies answers and inputs in the order the owner applied them, down to the commit
+window each came in (answers of one timer phase, a stop that came before the commit before it
+was done). Answers a millisecond apart from separate timers can still come out in another order
+now and then (one 1,000-call run in twelve at 1 ms a call): that shows as a divergence the code
+did not cause; a model with a real latency does not meet it.`;
 
 const FORK = `troupe fork <run> --at <agent>:<turn> makes a new run from a committed point of <run>: every
 agent, session, message and its delivery, notice claim, usage entry, delegation, execution and

@@ -521,6 +521,13 @@ export class Runtime {
     this.gateway.queue.clear();
     this.toolQueue.clear();
     this.views.waiters.rejectAll(this.#failure ?? shutDown());
+    // The statuses of what is committing now reach the stream once their commit is done (views
+    // publish after commit): the stream closes after them, or it ends behind the store.
+    // An effect may stage more (a parked agent's release): until nothing is left to commit.
+    while (this.stream && this.committer.failure === null) {
+      await this.committer.durable().catch(() => undefined);
+      if (this.committer.pending === 0) break;
+    }
     await this.stream?.close();
     await this.committer.close();
     await this.toolbox.catalog.close();

@@ -143,6 +143,9 @@ class Replay {
   readonly #arrived = new Map<RecordedCall, Pending>();
   /** The next step to apply: steps before it are applied (a call answered, or taken to be cut short). */
   #i = 0;
+  /** When the recording's calls were asked, ascending, and the first not yet passed. */
+  readonly #asks: number[];
+  #nextAsk = 0;
   /** Calls the recording does not have, asked and not cut short (yet), oldest first. */
   readonly #extra = new Set<Divergence>();
   /** Agents whose last call the recording made but never saw answered. */
@@ -168,6 +171,7 @@ class Replay {
       queue.push(step.call);
       this.#queues.set(key, queue);
     }
+    this.#asks = recording.steps.flatMap((s) => (s.kind === 'call' ? [s.call.t0] : [])).sort((a, b) => a - b);
     const agentIds = [...recording.agentIds];
     const messageIds = [...recording.messageIds];
     let extra = 0;
@@ -211,6 +215,11 @@ class Replay {
         continue;
       }
       if (!(await this.#asked(step, () => this.#arrived.has(step.call)))) break;
+      // An answer after a latency comes once what the steps before it set going has settled (an
+      // input's commit and wakes), unless it came within the commit window of the step before.
+      if (!step.call.window) await this.#settle(() => this.divergence !== null);
+      await this.#stepTo(step.at);
+      if (this.divergence || this.live) break;
       const first = this.#take(step.call);
       this.#i++;
       // Calls answered in the same burst as this one are answered together, as they were: their
@@ -288,6 +297,7 @@ class Replay {
 
   async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
     await this.#settle(() => this.divergence !== null);
+    await this.#stepTo(step.effectsAt);
     if (!this.divergence) this.#apply(step);
   }
 
@@ -311,6 +321,20 @@ class Replay {
           ? c.stop(agent, { cascade: payload.cascade !== false })
           : c.applyRequest({ id: 0, kind, payload });
     applied.catch(() => undefined);
+  }
+
+  /**
+   * Move the clock towards `at`, stopping at every moment the recording asked a call in between
+   * (a retry's backoff or a wait's timeout ending there) and letting the code move: a jump past
+   * them would fire those timers late, after what came at `at`.
+   */
+  async #stepTo(at: number): Promise<void> {
+    const asks = this.#asks;
+    while (this.#nextAsk < asks.length && asks[this.#nextAsk]! <= this.#clock.now()) this.#nextAsk++;
+    while (this.#nextAsk < asks.length && asks[this.#nextAsk]! < at && !this.divergence && !this.live) {
+      this.#advance(asks[this.#nextAsk++]!);
+      await this.#settle(() => this.divergence !== null);
+    }
   }
 
   /**

@@ -72,19 +72,43 @@ export class Requests {
       const max = Math.min(seen.verified, now.length, expected.messages.length);
       while (i < max && now[i] === seen.now[i] && expected.messages[i] === seen.recorded[i]) i++;
     }
-    for (; i < n; i++) {
-      const a = expected.messages[i];
-      const b = now[i];
-      if (a === b) continue;
-      const ja = a === undefined ? '(none)' : JSON.stringify(a);
-      const jb = b === undefined ? '(none)' : JSON.stringify(b);
-      if (ja === jb) continue;
+    const differs = firstDifference(expected.messages, now, i);
+    if (differs) {
       this.#seen.delete(key);
-      return at(kindOf(a, b), `message ${i + 1} of ${expected.messages.length} (${describe(a ?? b!)}): ${textDiff(ja, jb)}`);
+      return at(differs.kind, `message ${differs.diff}`);
     }
     this.#seen.set(key, { now, recorded: expected.messages, verified: n });
     return null;
   }
+}
+
+/**
+ * Where an agent's session now first differs from the recorded one, after its last call: an
+ * answer's effects (a tool result, a notice) the requests never showed.
+ */
+export function sessionDiff(
+  agent: { id: string; name: string; turns: number },
+  recorded: readonly SessionItem[],
+  now: readonly SessionItem[],
+): Divergence | null {
+  const differs = firstDifference(recorded, now, 0);
+  if (!differs) return null;
+  return { agent: agent.name, agentId: agent.id, turn: agent.turns, kind: differs.kind, diff: `session item ${differs.diff}` };
+}
+
+/** The first item of `now` unlike `expected`'s from `from` on, said as `<n> of <m> (<what>): <diff>`. */
+function firstDifference(expected: readonly SessionItem[], now: readonly SessionItem[], from: number): { kind: DivergenceKind; diff: string } | null {
+  const n = Math.max(now.length, expected.length);
+  for (let i = from; i < n; i++) {
+    const a = expected[i];
+    const b = now[i];
+    if (a === b) continue;
+    const ja = a === undefined ? '(none)' : JSON.stringify(a);
+    const jb = b === undefined ? '(none)' : JSON.stringify(b);
+    if (ja === jb) continue;
+    return { kind: kindOf(a, b), diff: `${i + 1} of ${expected.length} (${describe(a ?? b!)}): ${textDiff(ja, jb)}` };
+  }
+  return null;
 }
 
 /** Which kind a differing item says: a tool's result, a message from an agent or troupe, or anything else of the request. */

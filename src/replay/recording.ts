@@ -40,6 +40,8 @@ export interface Recording {
   messageIds: string[];
   /** Per agent id and tool call id: the results its user tools gave, in order. */
   toolResults: Map<string, ToolResult[]>;
+  /** Each agent's session as the recording ended it. */
+  sessions: Map<string, SessionItem[]>;
   /** Per agent id and tool call id: the classes of its user tools' failures, in order. */
   toolErrors: ToolErrors;
   /** Written to a durable store (its commits grouped per event-loop turn, not per microtask drain). */
@@ -100,9 +102,12 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   for (const step of steps) {
     if (step.kind === 'call' && step.call.purpose === 'main') for (const item of step.call.add) collectTool(toolResults, step.call.agentId, item);
   }
+  const sessions = new Map<string, SessionItem[]>();
   for (const agent of agents) {
     const inSession = new Map<string, ToolResult[]>();
-    for (const item of await reads.loadSession(agent.id)) collectTool(inSession, agent.id, item);
+    const session = await reads.loadSession(agent.id);
+    sessions.set(agent.id, session);
+    for (const item of session) collectTool(inSession, agent.id, item);
     for (const [key, results] of inSession) {
       const known = toolResults.get(key) ?? [];
       if (results.length > known.length) toolResults.set(key, [...known, ...results.slice(known.length)]);
@@ -116,6 +121,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     agentIds: agents.map((a) => a.id),
     messageIds: messages.filter((m) => !(m.noticeKey ?? '').startsWith('send:')).map((m) => m.id),
     toolResults,
+    sessions,
     toolErrors,
     durable,
     endsAt,

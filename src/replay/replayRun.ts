@@ -26,7 +26,7 @@ import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/
 import { memoryStore } from '../store/memoryStore.js';
 import type { Store } from '../store/types.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
-import { Requests, type Divergence } from './compare.js';
+import { Requests, sessionDiff, type Divergence } from './compare.js';
 import { readRecording, readsOf, toolKey, type Recording, type ReplayReads, type Step } from './recording.js';
 
 export type { Divergence, DivergenceKind } from './compare.js';
@@ -106,6 +106,16 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
       ...(root.terms?.notes === undefined ? {} : { notes: root.terms.notes }),
     });
     await replay.drive();
+    // Identical so far: each agent's session must also end as it did (what followed its last call).
+    if (!replay.divergence && !replay.live) {
+      for (const agent of recording.agents) {
+        const diverged = sessionDiff(agent, recording.sessions.get(agent.id) ?? [], await store.loadSession(agent.id));
+        if (diverged) {
+          replay.divergence = diverged;
+          break;
+        }
+      }
+    }
     const statuses: Record<string, AgentStatus> = {};
     for (const agent of coordinator.list()) statuses[agent.id] = agent.status;
     return {
@@ -423,7 +433,10 @@ class Replay {
     }
     return new Promise<ModelTurn>((resolve, reject) => {
       this.#arrived.set(call, { resolve, reject });
-      options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
+      // A call the recording answered keeps its answer coming at its step even if the code cancels
+      // it meanwhile: the recorded model answered anyway (it did not listen to the signal), and the
+      // code took that answer. One the recording shows cut short ends with the cancel.
+      if (call.aborted) options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
       const due = this.#recording.steps[this.#i];
       if (due?.kind === 'call' && due.call === call) this.#pump();
     });

@@ -54,6 +54,17 @@ async function record(s: Script, tools: Tool[]) {
 }
 
 describe('replayRun', () => {
+  it('reports a session that ends otherwise after its last call (an effect no later request showed)', async () => {
+    const { store, runId } = await record(script, [searchTool()]);
+    const lead = store.listAgents(runId).find((a) => a.name === 'lead')!;
+    // The recording's lead heard one more notice after its last call than the code now gives it.
+    store.appendSession(lead.id, [{ role: 'user', content: '[Message from system] one more' }]);
+    const result = await replayRun(store, runId, { coordinator: { tools: [searchTool()] } });
+    expect(result.outcome).toBe('diverged');
+    expect(result.divergence).toMatchObject({ agent: 'lead', agentId: lead.id, kind: 'notice' });
+    expect(result.divergence!.diff).toMatch(/^session item \d+ of \d+ \(user\): /);
+  });
+
   it('replays a recorded run identically, twice with byte-identical rows', async () => {
     const { store, runId } = await record(script, [searchTool()]);
     const first = await replayRun(store, runId, { coordinator: { tools: [searchTool()] } });

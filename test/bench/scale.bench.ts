@@ -1,6 +1,6 @@
 /**
  * Benchmark (`npm run bench`): a team at scale against a model that takes real time (issue 36).
- * A root spawns K children (128 per turn, the most one answer may carry); each child calls the
+ * A root spawns K children (128 per turn, in one spawn_agents call); each child calls the
  * tool `work` 10 times and finishes; the root waits until none is active and finishes. The model is
  * the fake OpenAI-compatible server in its own process (serverProcess.ts; its CPU is not counted)
  * answering each call in 0.5-2 s, reached through `openaiModel` and the public API, with limits and

@@ -203,9 +203,7 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
       from: prev.id,
       key: `notice:${prev.id}:${stint}`,
       kind: report ? 'completion' : (change.status as NoticeKind),
-      content: report
-        ? completionReportText(report)
-        : terminalNoticeText(subject, change.status as 'completed' | 'failed' | 'crashed' | 'stopped', change),
+      content: report ? completionReportText(report) : terminalNoticeText(subject, change.status as 'completed' | 'failed' | 'crashed' | 'stopped', change),
     });
   }
   if (change.status === 'stalled' && prev.status !== 'stalled' && prev.parentId !== null) {

@@ -28,7 +28,7 @@ export interface BuiltinEnv {
 }
 
 /** What a built-in returns: a result now, or a lifecycle wait whose result is written on wake. */
-export type BuiltinResult = { result: unknown; settle?: TurnOutcome } | { deferred: TurnOutcome };
+type BuiltinResult = { result: unknown; settle?: TurnOutcome } | { deferred: TurnOutcome };
 
 export interface BuiltinTool {
   name: string;
@@ -62,4 +62,3 @@ export function define(tool: Omit<BuiltinTool, 'validate'>): BuiltinTool {
 
 export const everyone = () => true;
 export const isRoot = (a: BuiltinAgent) => a.parentId === null;
-

@@ -13,7 +13,7 @@ import { compileOutputSchema } from './outputSchema.js';
 import type { SpawnRequest } from './ports.js';
 
 /** The most children one `spawn_agents` call may start (as many as one answer may carry calls). */
-export const MAX_SPAWN_BATCH = 128;
+const MAX_SPAWN_BATCH = 128;
 
 /** What a sub-agent is given: spawn_agent's parameters, and each entry of spawn_agents'. */
 const CHILD = {

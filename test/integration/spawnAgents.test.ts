@@ -56,11 +56,9 @@ describe('spawn_agents', () => {
   });
 
   it('maxChildren and maxAgents count the whole batch: one that would pass either is refused with its typed error and spawns none', async () => {
-    const { spawns, children } = await run(
-      [spawnAgent('a'), spawnAgents(entry('b'), entry('c')), spawnAgents(entry('b')), wait, wait, finish],
-      ['a', 'b'],
-      { limits: { maxChildren: 2, maxAgents: 10 } },
-    );
+    const { spawns, children } = await run([spawnAgent('a'), spawnAgents(entry('b'), entry('c')), spawnAgents(entry('b')), wait, wait, finish], ['a', 'b'], {
+      limits: { maxChildren: 2, maxAgents: 10 },
+    });
     expect(spawns.map((s) => s.result.error?.code ?? 'ok')).toEqual(['ok', 'MAX_CHILDREN_EXCEEDED', 'ok']);
     expect(spawns[1]!.result.error?.message).toContain('2 more would exceed it');
     expect(children.map((c) => c.name)).toEqual(['a', 'b']);
@@ -72,9 +70,15 @@ describe('spawn_agents', () => {
     expect(agents.children.map((c) => c.name)).toEqual(['a', 'b']);
   });
 
-  it("allowances are set aside together: a batch whose budgets fit one by one but not together is refused, none spawned", async () => {
+  it('allowances are set aside together: a batch whose budgets fit one by one but not together is refused, none spawned', async () => {
     const { spawns, children, t } = await run(
-      [spawnAgents(entry('a', { budget_usd: 5 }), entry('b', { budget_usd: 5 })), spawnAgents(entry('a', { budget_usd: 4 }), entry('b', { budget_usd: 4 })), wait, wait, finish],
+      [
+        spawnAgents(entry('a', { budget_usd: 5 }), entry('b', { budget_usd: 5 })),
+        spawnAgents(entry('a', { budget_usd: 4 }), entry('b', { budget_usd: 4 })),
+        wait,
+        wait,
+        finish,
+      ],
       ['a', 'b'],
       { budget: { limitUsd: 10 } },
     );

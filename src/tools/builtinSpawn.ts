@@ -33,6 +33,10 @@ const CHILD = {
   },
 } satisfies Record<string, JsonSchema>;
 
+/** The same parameters without their descriptions. */
+const undescribed = (properties: Record<string, JsonSchema>): Record<string, JsonSchema> =>
+  Object.fromEntries(Object.entries(properties).map(([key, { description: _, ...schema }]) => [key, schema]));
+
 /** A tool call's entry as the host's request; an invalid output schema refuses it (TOOL_INPUT_INVALID) before anything is registered. */
 function request(args: Record<string, unknown>): SpawnRequest {
   const output = args.output_schema === undefined ? undefined : compileOutputSchema(args.output_schema).schema;
@@ -84,7 +88,8 @@ const spawnAgents = define({
         description: 'The sub-agents to start, each with the parameters of spawn_agent',
         minItems: 1,
         maxItems: MAX_SPAWN_BATCH,
-        items: object(CHILD, ['name', 'task']),
+        // Described once, in spawn_agent: every agent's tool list carries both tools on every request.
+        items: object(undescribed(CHILD), ['name', 'task']),
       },
     },
     ['agents'],

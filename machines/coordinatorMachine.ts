@@ -117,8 +117,8 @@ export interface SpawnRejection {
   reason: string;
 }
 
-/** Why registering an agent under `parentId` (null: the root) would break a limit, or null. */
-export function spawnRejection(context: CoordinatorContext, parentId: string | null): SpawnRejection | null {
+/** Why registering an agent under `parentId` (null: the root) — or `count` of them at once — would break a limit, or null. */
+export function spawnRejection(context: CoordinatorContext, parentId: string | null, count = 1): SpawnRejection | null {
   const { limits, budget } = context;
   if (parentId === null) {
     return context.rootId === null ? null : { code: 'ROOT_EXISTS', reason: 'this run already has a root agent' };
@@ -129,16 +129,18 @@ export function spawnRejection(context: CoordinatorContext, parentId: string | n
   if (budget.reserveStopped) {
     return { code: 'BUDGET_RESERVE_REACHED', reason: 'the sub-agent budget reserve is reached; no new sub-agents' };
   }
-  if (context.agentCount >= limits.maxAgents) {
-    return { code: 'MAX_AGENTS_EXCEEDED', reason: `the run already has ${context.agentCount} agents (maxAgents ${limits.maxAgents})` };
+  // A batch (count > 1) is checked whole: all of it fits, or none is spawned.
+  const more = count === 1 ? '' : `; ${count} more would exceed it`;
+  if (context.agentCount + count > limits.maxAgents) {
+    return { code: 'MAX_AGENTS_EXCEEDED', reason: `the run already has ${context.agentCount} agents (maxAgents ${limits.maxAgents})${more}` };
   }
   if (parent.depth + 1 > limits.maxDepth) {
     return { code: 'MAX_DEPTH_EXCEEDED', reason: `a child of ${parent.name} would be at depth ${parent.depth + 1} (maxDepth ${limits.maxDepth})` };
   }
-  if (parent.aliveChildren >= limits.maxChildren) {
+  if (parent.aliveChildren + count > limits.maxChildren) {
     return {
       code: 'MAX_CHILDREN_EXCEEDED',
-      reason: `${parent.name} already has ${parent.aliveChildren} active children (maxChildren ${limits.maxChildren}); wait for one to finish or stop one`,
+      reason: `${parent.name} already has ${parent.aliveChildren} active children (maxChildren ${limits.maxChildren})${more}; wait for one to finish or stop one`,
     };
   }
   return null;
@@ -201,9 +203,7 @@ function applyChange(context: CoordinatorContext, change: AgentChange) {
       from: prev.id,
       key: `notice:${prev.id}:${stint}`,
       kind: report ? 'completion' : (change.status as NoticeKind),
-      content: report
-        ? completionReportText(subject, report, change.at)
-        : terminalNoticeText(subject, change.status as 'completed' | 'failed' | 'crashed' | 'stopped', change),
+      content: report ? completionReportText(report) : terminalNoticeText(subject, change.status as 'completed' | 'failed' | 'crashed' | 'stopped', change),
     });
   }
   if (change.status === 'stalled' && prev.status !== 'stalled' && prev.parentId !== null) {

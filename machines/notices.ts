@@ -1,5 +1,6 @@
 /**
- * Texts the coordinator sends to parents. Each notice names the child and says plainly whether a
+ * Texts the coordinator sends to parents. Each notice names the child (a report: through the mail
+ * header its parent reads it under, turn/texts.ts messageToItem) and says plainly whether a
  * report is still coming, so a parent never waits on a child that will not answer.
  * @module
  */
@@ -45,14 +46,20 @@ const STOP_WHY: Record<StopReason, string> = {
   allowance: 'its budget allowance being spent',
 };
 
-export function completionReportText(child: NoticeSubject, report: CompletionReport, at: number): string {
-  const bullets = (items: string[]) => (items.length > 0 ? items.map((i) => `- ${i}`).join('\n') : '- (none)');
-  const lines = [`== Completion report from ${label(child)} ==`, `Status: ${report.success ? 'SUCCESS' : 'FAILED'}`, `Time: ${new Date(at).toISOString()}`];
-  if (child.task) lines.push(`Task: ${child.task}`);
-  lines.push('', 'Summary:', report.summary || '(none)');
-  if (report.findings.length > 0) lines.push('', 'Findings:', bullets(report.findings));
-  lines.push('', 'Open items (unresolved, need follow-up):', bullets(report.openItems));
-  if (report.value !== undefined) lines.push('', 'Value (JSON, matches the output schema you gave):', JSON.stringify(report.value, null, 2));
+/**
+ * A completion report as its parent reads it. Who sent it and that it is a report are in the mail
+ * header the parent reads above it (`[Message from <name> (<id>) | type=completion …]`) and its task
+ * is in the parent's own spawn call, so the text carries the rest once: status, summary, findings
+ * and open items when there are any, the value as compact JSON — a parent of thousands reads its
+ * children's own words and a few dozen bytes each (test/integration/parentRequest.test.ts).
+ */
+export function completionReportText(report: CompletionReport): string {
+  const bullets = (items: string[]) => items.map((i) => `- ${i}`).join('\n');
+  const lines = [`Status: ${report.success ? 'SUCCESS' : 'FAILED'}`];
+  lines.push(`Summary: ${report.summary || '(none)'}`);
+  if (report.findings.length > 0) lines.push('Findings:', bullets(report.findings));
+  if (report.openItems.length > 0) lines.push('Open items (unresolved, need follow-up):', bullets(report.openItems));
+  if (report.value !== undefined) lines.push(`Value (JSON, matches the output schema you gave): ${JSON.stringify(report.value)}`);
   return lines.join('\n');
 }
 

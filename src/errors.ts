@@ -17,8 +17,11 @@ export const ERROR_CODES = {
   MESSAGE_TOO_LARGE: { retryable: false, description: 'Larger than limits.maxMessageBytes.' },
   MAILBOX_FULL: { retryable: true, description: 'The recipient holds limits.maxMailbox undelivered messages.' },
   MAX_DEPTH_EXCEEDED: { retryable: false, description: 'Deeper than limits.maxDepth.' },
-  MAX_CHILDREN_EXCEEDED: { retryable: true, description: 'The parent has limits.maxChildren active children.' },
-  MAX_AGENTS_EXCEEDED: { retryable: false, description: 'The run has limits.maxAgents agents.' },
+  MAX_CHILDREN_EXCEEDED: {
+    retryable: true,
+    description: 'The parent has limits.maxChildren active children (a spawn_agents batch counts whole: none is spawned).',
+  },
+  MAX_AGENTS_EXCEEDED: { retryable: false, description: 'The run has limits.maxAgents agents (a spawn_agents batch counts whole: none is spawned).' },
   BUDGET_EXCEEDED: { retryable: false, description: 'The budget is spent; every agent is stopped.' },
   BUDGET_ALLOWANCE_EXCEEDED: {
     retryable: false,

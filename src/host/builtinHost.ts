@@ -25,7 +25,7 @@ export interface BuiltinParts {
   readonly clock: Clock;
   readonly agents: Agents;
   readonly mailboxes: Mailboxes;
-  readonly registrar: Pick<Registrar, 'spawnChild'>;
+  readonly registrar: Pick<Registrar, 'spawnChildren'>;
   readonly messaging: Pick<Messaging, 'sendFromAgent'>;
   readonly runId: string;
   readonly views: Pick<Views, 'emit'>;
@@ -42,7 +42,7 @@ export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
   return {
     interactive: rt.options.interactive,
     now: () => rt.clock.now(),
-    spawnChild: (parent, req) => rt.registrar.spawnChild(h(parent), req),
+    spawnChildren: (parent, reqs) => rt.registrar.spawnChildren(h(parent), reqs),
     sendFromAgent: (from, to, content, opts) => {
       const { mail, target } = rt.messaging.sendFromAgent(h(from), to, content, opts);
       return { messageId: mail.id, target: { id: target.id, name: target.name, status: rt.agents.status(target) } };

@@ -13,6 +13,7 @@ import type { McpServer } from '../mcp/config.js';
 import type { JsonSchema, ToolSpec } from '../model/types.js';
 import type { AgentTerms } from '../store/types.js';
 import { BUILTIN_TOOLS, withValueParameter } from '../tools/builtin.js';
+import { SPAWN_TOOLS } from '../tools/builtinSpawn.js';
 import { FINISH_TOOLS } from '../turn/finishValue.js';
 import { toToolSpec, type CompiledTool, type Tool } from '../tools/defineTool.js';
 import type { AgentRef } from '../turn/ports.js';
@@ -36,8 +37,8 @@ export class Toolbox {
   /** The lists of agents with an output schema, each made from the shared list it was built on. */
   readonly #own = new Map<string, { shared: readonly ToolSpec[]; specs: readonly ToolSpec[] }>();
   readonly #profiles: ReadonlyMap<string, ResolvedProfile>;
-  /** spawn_agent's spec: with profiles, its description lists them and `profile` names one; without, it has no `profile`. */
-  readonly #spawnSpec: ToolSpec;
+  /** The spawn tools' specs, made for the run's profiles (spawnSpecs). */
+  readonly #spawnSpecs: ReadonlyMap<string, ToolSpec>;
 
   constructor(
     definitions: readonly (Tool | McpServer)[],
@@ -53,7 +54,7 @@ export class Toolbox {
     this.#interactive = deps.interactive;
     this.#find = deps.find;
     this.#profiles = deps.profiles ?? new Map();
-    this.#spawnSpec = spawnSpec(this.#profiles);
+    this.#spawnSpecs = spawnSpecs(this.#profiles);
   }
 
   names(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): string[] {
@@ -72,7 +73,7 @@ export class Toolbox {
     if (!specs) {
       specs = [];
       for (const tool of BUILTIN_TOOLS.values()) {
-        if (tool.offeredTo(agent, this.#interactive)) specs.push(tool.name === 'spawn_agent' ? this.#spawnSpec : toToolSpec(tool as never));
+        if (tool.offeredTo(agent, this.#interactive)) specs.push(this.#spawnSpecs.get(tool.name) ?? toToolSpec(tool as never));
       }
       for (const entry of this.catalog.values()) if (inSets(entry, sets)) specs.push(toToolSpec(entry.tool));
       this.#specs.set(key, specs);
@@ -117,14 +118,31 @@ export class Toolbox {
 
 const NO_SETS: readonly (readonly string[])[] = [];
 
-function spawnSpec(profiles: ReadonlyMap<string, ResolvedProfile>): ToolSpec {
-  const spec = toToolSpec(BUILTIN_TOOLS.get('spawn_agent') as never);
-  const parameters = spec.parameters as { properties: Record<string, JsonSchema> };
-  const { profile, ...others } = parameters.properties;
-  if (profiles.size === 0) return { ...spec, parameters: { ...spec.parameters, properties: others } };
-  return {
-    ...spec,
-    description: `${spec.description}${describeProfiles(profiles)}`,
-    parameters: { ...spec.parameters, properties: { ...others, profile: { ...profile, enum: [...profiles.keys()] } } },
-  };
+/**
+ * The spawn tools' specs (spawn_agent, spawn_agents' entries): with profiles, spawn_agent's
+ * description lists them and `profile` names one of them; without, there is no `profile`.
+ */
+function spawnSpecs(profiles: ReadonlyMap<string, ResolvedProfile>): ReadonlyMap<string, ToolSpec> {
+  return new Map(
+    SPAWN_TOOLS.map((tool) => {
+      const spec = toToolSpec(tool as never);
+      // The profiles are described once, in spawn_agent's description (spawn_agents' entries name them by the same enum).
+      const description = profiles.size === 0 || tool.name !== 'spawn_agent' ? spec.description : `${spec.description}${describeProfiles(profiles)}`;
+      return [tool.name, { ...spec, description, parameters: withProfiles(spec.parameters, profiles) }];
+    }),
+  );
+}
+
+type ObjectSchema = JsonSchema & { properties: Record<string, JsonSchema> };
+
+/** A spawn tool's parameters (or its `agents` entries') with `profile` narrowed to the run's profiles, or without it. */
+function withProfiles(parameters: JsonSchema, profiles: ReadonlyMap<string, ResolvedProfile>): JsonSchema {
+  const { profile, agents, ...others } = (parameters as ObjectSchema).properties;
+  const properties: Record<string, JsonSchema> = { ...others };
+  if (agents !== undefined) {
+    const list = agents as JsonSchema & { items: JsonSchema };
+    properties.agents = { ...list, items: withProfiles(list.items, profiles) };
+  }
+  if (profile !== undefined && profiles.size > 0) properties.profile = { ...profile, enum: [...profiles.keys()] };
+  return { ...parameters, properties };
 }

@@ -39,6 +39,10 @@ export function behaviour(space: BehaviourSpace): fc.Arbitrary<Behaviour> {
     tool('sleep_until', fc.record({ reason: word, seconds: fc.integer({ min: 1, max: 600 }) }, { requiredKeys: ['seconds'] })),
     tool('sleep_until', fc.record({ until: fc.integer({ min: 0, max: 600 }).map((s) => new Date(s * 1000).toISOString()) })),
     tool('spawn_agent', fc.record({ name, task: word })),
+    tool(
+      'spawn_agents',
+      fc.array(fc.record({ name, task: word }), { minLength: 1, maxLength: 3 }).map((agents) => ({ agents })),
+    ),
     tool('send_message', fc.record({ to: name, content: word })),
     tool('stop_agent', fc.record({ id: name })),
     tool('agent_finish', fc.record({ summary: word, findings: fc.array(word, { maxLength: 2 }) })),

@@ -1,62 +1,36 @@
 /**
  * The built-in tools every agent has: the lifecycle tools that settle a turn (wait_for_agents,
- * sleep_until, agent_finish, finish, respond_to_user) and the graph tools (spawn_agent, send_message,
- * stop_agent, view_agent_graph). Each declares JSON Schema parameters, validated before it runs.
+ * sleep_until, agent_finish, finish, respond_to_user) and the graph tools (spawn_agent, spawn_agents,
+ * send_message, stop_agent, view_agent_graph; the spawn tools in builtinSpawn.ts). Each declares JSON Schema parameters, validated before it runs.
  * Refusals are thrown as TroupeErrors and go back to the model as `{ success: false, error }`.
  * @module
  */
-import type { TurnOutcome } from '../../machines/types.js';
 import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
 import type { MessagePriority } from '../store/types.js';
-import { compileSchema } from './defineTool.js';
-import { compileOutputSchema } from './outputSchema.js';
-import type { BuiltinAgent, BuiltinHost } from './ports.js';
+import { define, everyone, isRoot, object, str, strings, type BuiltinTool } from './builtinKit.js';
+import { SPAWN_TOOLS } from './builtinSpawn.js';
+import type { AgentSummary } from './ports.js';
 
-/** Per-turn state shared by the tool calls of one model turn. */
-export interface TurnToolState {
-  /** The lifecycle outcome that ended this turn, if any. */
-  settled: TurnOutcome | null;
-  settledBy: string | null;
-  /** One wait per model turn. */
-  waited: boolean;
-  /** Plain text of this turn's assistant message (respond_to_user may deliver it). */
-  text: string | null;
+/** Children a `no_active_agents` result lists one by one; past this, it counts them by status. */
+const LISTED_CHILDREN = 20;
+
+/**
+ * The children in a `no_active_agents` result: each one (a small team), or, for a parent of many,
+ * their count by status and the ones that did not complete (at most LISTED_CHILDREN), so a wait of
+ * a parent of thousands does not repeat all of them (their reports came one by one).
+ */
+function childrenPart(children: readonly AgentSummary[]): Record<string, unknown> {
+  if (children.length <= LISTED_CHILDREN) return { agents: children };
+  const byStatus: Record<string, number> = {};
+  for (const c of children) byStatus[c.status] = (byStatus[c.status] ?? 0) + 1;
+  const others = children.filter((c) => c.status !== 'completed');
+  return {
+    children_by_status: byStatus,
+    agents: others.slice(0, LISTED_CHILDREN),
+    ...(others.length > LISTED_CHILDREN ? { agents_not_listed: others.length - LISTED_CHILDREN } : {}),
+  };
 }
-
-export interface BuiltinEnv {
-  host: BuiltinHost;
-  agent: BuiltinAgent;
-  callId: string;
-  state: TurnToolState;
-}
-
-/** What a built-in returns: a result now, or a lifecycle wait whose result is written on wake. */
-type BuiltinResult = { result: unknown; settle?: TurnOutcome } | { deferred: TurnOutcome };
-
-export interface BuiltinTool {
-  name: string;
-  description: string;
-  parameters: JsonSchema;
-  /** Who sees the tool in its tool list (calls from others are refused with a reason). */
-  offeredTo: (agent: BuiltinAgent, interactive: boolean) => boolean;
-  run(args: Record<string, unknown>, env: BuiltinEnv): BuiltinResult;
-  validate: (args: unknown) => TroupeError | null;
-}
-
-const str = (description: string, extra: JsonSchema = {}): JsonSchema => ({ type: 'string', description, ...extra });
-const strings = (description: string, extra: JsonSchema = {}): JsonSchema => ({
-  type: 'array',
-  items: { type: 'string' },
-  description,
-  ...extra,
-});
-const object = (properties: Record<string, JsonSchema>, required: string[]): JsonSchema => ({
-  type: 'object',
-  properties,
-  required,
-  additionalProperties: false,
-});
 
 const clampSeconds = (s: number) => Math.min(300, Math.max(1, s));
 
@@ -76,70 +50,6 @@ export function withValueParameter(spec: { name: string; description: string; pa
     },
   };
 }
-
-/** The schema is compiled at the first call, not at import: `troupe status` and its kin never validate a tool call. */
-function define(tool: Omit<BuiltinTool, 'validate'>): BuiltinTool {
-  let check: BuiltinTool['validate'] | null = null;
-  return { ...tool, validate: (args) => (check ??= compileSchema(tool.name, tool.parameters))(args) };
-}
-
-const everyone = () => true;
-const isRoot = (a: BuiltinAgent) => a.parentId === null;
-
-const spawnAgent = define({
-  name: 'spawn_agent',
-  description:
-    'Start a sub-agent that works in parallel on a task. It reports back with agent_finish; if it stops, fails or crashes you get a notice instead. Returns its agent_id.',
-  parameters: object(
-    {
-      name: str('Short name for the sub-agent', { minLength: 1, maxLength: 64 }),
-      task: str('The complete task for the sub-agent, with everything it needs to know', { minLength: 1 }),
-      skills: strings('Up to 5 skills to load for it; a skill "tools:<server or tool name>" limits its tools to those named', { maxItems: 5 }),
-      inherit_context: { type: 'boolean', description: 'Give it your conversation as background (default false)' },
-      output_schema: {
-        type: 'object',
-        description: 'A JSON Schema for the result: it must then finish with a `value` that matches it, which you receive as data',
-      },
-      profile: str('The name of one of the profiles listed above: its model, tools, prompt and limits (default: none, like you)', { minLength: 1 }),
-      budget_usd: {
-        type: 'number',
-        exclusiveMinimum: 0,
-        description: 'An allowance in USD for it and every agent it spawns, set aside from yours; what it leaves unspent comes back to you when it ends',
-      },
-    },
-    ['name', 'task'],
-  ),
-  offeredTo: everyone,
-  run(args, { host, agent }) {
-    // Compiled now: an invalid schema refuses the spawn (TOOL_INPUT_INVALID) before anything is registered.
-    const output = args.output_schema === undefined ? undefined : compileOutputSchema(args.output_schema).schema;
-    const allowanceUsd = args.budget_usd as number | undefined;
-    const profile = args.profile as string | undefined;
-    const child = host.spawnChild(agent, {
-      name: args.name as string,
-      task: args.task as string,
-      skills: (args.skills as string[] | undefined) ?? [],
-      inheritContext: (args.inherit_context as boolean | undefined) ?? false,
-      terms:
-        output === undefined && allowanceUsd === undefined && profile === undefined
-          ? null
-          : {
-              ...(output === undefined ? {} : { output }),
-              ...(allowanceUsd === undefined ? {} : { allowanceUsd }),
-              ...(profile === undefined ? {} : { profile }),
-            },
-    });
-    return {
-      result: {
-        success: true,
-        agent_id: child.id,
-        name: child.name,
-        parent_id: agent.id,
-        message: `Spawned '${child.name}' (${child.id}) running in parallel. Its report will arrive as a message; use wait_for_agents to wait for it.`,
-      },
-    };
-  },
-});
 
 const sendMessage = define({
   name: 'send_message',
@@ -204,7 +114,7 @@ const waitForAgents = define({
         result: {
           wait_outcome: 'no_active_agents',
           note: 'No agent that could message you is still active and none of your executions or delegations is running: nobody will answer. Continue your work or finish.',
-          agents: host.childrenSummary(agent),
+          ...childrenPart(host.childrenSummary(agent)),
         },
       };
     }
@@ -388,5 +298,5 @@ const recordAssent = define({
 });
 
 export const BUILTIN_TOOLS: ReadonlyMap<string, BuiltinTool> = new Map(
-  [spawnAgent, sendMessage, waitForAgents, sleepUntil, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph, recordAssent].map((t) => [t.name, t]),
+  [...SPAWN_TOOLS, sendMessage, waitForAgents, sleepUntil, agentFinish, finish, respondToUser, stopAgent, viewAgentGraph, recordAssent].map((t) => [t.name, t]),
 );

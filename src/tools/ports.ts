@@ -20,14 +20,23 @@ export interface AgentSummary {
   status: AgentStatus;
 }
 
+/** A child to spawn, as the spawn tools ask for it. */
+export interface SpawnRequest {
+  name: string;
+  task: string;
+  skills: string[];
+  inheritContext: boolean;
+  terms: AgentTerms | null;
+}
+
 export interface BuiltinHost {
   readonly interactive: boolean;
   now(): number;
-  /** Register and start a child (limits and budget checked); throws a TroupeError when refused. */
-  spawnChild(
-    parent: BuiltinAgent,
-    req: { name: string; task: string; skills: string[]; inheritContext: boolean; terms: AgentTerms | null },
-  ): { id: string; name: string };
+  /**
+   * Register and start children, in order, all or none: every request and the limits and budget
+   * for the whole batch are checked before the first is registered; throws a TroupeError when refused.
+   */
+  spawnChildren(parent: BuiltinAgent, reqs: readonly SpawnRequest[]): { id: string; name: string }[];
   /** Queue a message from an agent (recipient rules checked); throws a TroupeError when refused. */
   sendFromAgent(
     from: BuiltinAgent,

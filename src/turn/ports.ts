@@ -9,7 +9,7 @@ import type { TurnOutcome } from '../../machines/types.js';
 import type { Abortable, Cancellation } from '../cancel.js';
 import type { Clock } from '../clock.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
-import type { BuiltinEnv } from '../tools/builtin.js';
+import type { BuiltinEnv } from '../tools/builtinKit.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import type { OutputCheck } from '../tools/outputSchema.js';
 import type { TurnTrace } from '../trace/tracer.js';

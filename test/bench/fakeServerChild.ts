@@ -11,7 +11,7 @@ import { createFakeOpenAIServer, type FakeReply, type FakeRequest } from '../../
 
 const [minMs = 0, maxMs = minMs] = process.argv.slice(2).map(Number);
 
-/** Tool calls one answer carries at most (troupe refuses more than 128). */
+/** Children one spawn_agents call starts at most (troupe refuses more than 128). */
 const BATCH = 128;
 
 type Call = { name: string; arguments: Record<string, unknown> };
@@ -19,7 +19,7 @@ type Message = { role: string; content?: unknown };
 
 /**
  * The team of the scale bench, scripted from the request alone (the agent's task is its first user
- * message): a task `spawn:K` spawns K children (`work:10`), 128 per turn, then waits until no agent
+ * message): a task `spawn:K` spawns K children (`work:10`), 128 per turn in one spawn_agents call, then waits until no agent
  * is active and finishes; a task `work:N` calls the tool `work` N times, then agent_finish. Any
  * other request gets one `work` call.
  */
@@ -32,10 +32,8 @@ function callsFor(messages: readonly Message[]): Call[] {
     const children = Number(spawn[1]);
     const spawned = Math.min(children, count('assistant') * BATCH);
     if (spawned < children) {
-      return Array.from({ length: Math.min(BATCH, children - spawned) }, (_, i) => ({
-        name: 'spawn_agent',
-        arguments: { name: `w${spawned + i}`, task: 'work:10' },
-      }));
+      const agents = Array.from({ length: Math.min(BATCH, children - spawned) }, (_, i) => ({ name: `w${spawned + i}`, task: 'work:10' }));
+      return [{ name: 'spawn_agents', arguments: { agents } }];
     }
     const last = messages.findLast((m) => m.role === 'tool');
     const done = typeof last?.content === 'string' && last.content.includes('no_active_agents');

@@ -1,6 +1,6 @@
 /**
  * Benchmark (`npm run bench`): a team at scale against a model that takes real time (issue 36).
- * A root spawns K children (128 per turn, the most one answer may carry); each child calls the
+ * A root spawns K children (128 per turn, in one spawn_agents call); each child calls the
  * tool `work` 10 times and finishes; the root waits until none is active and finishes. The model is
  * the fake OpenAI-compatible server in its own process (serverProcess.ts; its CPU is not counted)
  * answering each call in 0.5-2 s, reached through `openaiModel` and the public API, with limits and
@@ -9,7 +9,8 @@
  * Baseline, in the same run: the same calls with no troupe — K loops of 11 `node:http` calls to
  * the same server, started in the root's batches — whose wall time is the ideal. Figures per
  * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
- * per agent, CPU per turn (process, all included), FULL ÷ memory. SCALE_STORES=memory,FULL picks stores.
+ * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
+ * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores.
  * @module
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -39,6 +40,8 @@ interface Figures {
   eldP99Ms: number;
   heapPerAgentKb: number;
   cpuPerTurnUs: number;
+  /** The root's last request (its conversation), in KB: what a parent of K children sends. */
+  rootRequestKb: number;
 }
 
 let server: ServerProcess;
@@ -92,7 +95,15 @@ async function team(store: StoreKind): Promise<Figures> {
   const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store });
   const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '' });
   let turns = 0;
-  const counted = { ...model, complete: (...args: Parameters<typeof model.complete>) => (turns++, model.complete(...args)) };
+  let lastRoot: Parameters<typeof model.complete>[0] | null = null;
+  const counted = {
+    ...model,
+    complete: (...args: Parameters<typeof model.complete>) => {
+      turns++;
+      if (args[0].agent.parentId === null) lastRoot = args[0];
+      return model.complete(...args);
+    },
+  };
   const work = troupe.defineTool({ name: 'work', description: 'does a step', parameters: { type: 'object' }, execute: () => 'r'.repeat(200) });
   const coordinator = troupe.createCoordinator({
     model: counted,
@@ -125,6 +136,8 @@ async function team(store: StoreKind): Promise<Figures> {
     eldP99Ms: eld.percentile(99) / 1e6,
     heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
+    // Measured after the run: its last request (its finish turn) holds every spawn and report.
+    rootRequestKb: lastRoot === null ? Number.NaN : Buffer.byteLength(JSON.stringify((lastRoot as { messages: unknown }).messages)) / 1024,
   };
 }
 
@@ -145,7 +158,7 @@ afterAll(async () => {
   const lines = ['', `scale, K = ${K}: ideal (node:http, same calls) ${(idealMs / 1000).toFixed(1)} s`];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(6)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn`,
+      `${store.padEnd(6)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child)`,
     );
   }
   const memory = results.get('memory');

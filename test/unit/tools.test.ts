@@ -40,6 +40,7 @@ describe('built-in tools', () => {
         'send_message',
         'sleep_until',
         'spawn_agent',
+        'spawn_agents',
         'stop_agent',
         'view_agent_graph',
         'wait_for_agents',

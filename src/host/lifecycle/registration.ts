@@ -17,6 +17,8 @@ import { newAgentRow } from '../../store/rows.js';
 import type { RunTrace } from '../../trace/tracer.js';
 import type { AgentRow, AgentTerms } from '../../store/types.js';
 import { notesText } from '../../notes/notes.js';
+import type { SpawnRequest } from '../../tools/ports.js';
+import { atEntry } from '../../tools/builtinSpawn.js';
 import { childFirstInput, inheritedContext, rootFirstInput } from '../../turn/texts.js';
 import { lifecycleOf, type AgentHandle, type Agents } from '../agents/agents.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -90,28 +92,47 @@ export class Registrar {
     return this.#register({ id, name, parentId: null, depth: 0, task, skills, terms }, first);
   }
 
-  spawnChild(parent: AgentHandle, req: { name: string; task: string; skills: string[]; inheritContext: boolean; terms?: AgentTerms | null }): AgentHandle {
+  /**
+   * Register and start children of `parent`, in order, all or none: every request, then the limits
+   * and the budget for the whole batch (maxAgents and maxChildren counting all of them, their
+   * allowances together) are checked before the first is registered. Throws a TroupeError when
+   * refused (a batch's entry named as `agents[i] (name)`), nothing registered.
+   */
+  spawnChildren(parent: AgentHandle, reqs: readonly SpawnRequest[]): AgentHandle[] {
     const host = this.#host;
-    const { name, task, skills } = this.#check(req);
-    const rejection = spawnRejection(host.coordinator.getSnapshot().context, parent.id);
+    const one = reqs.length === 1;
+    const checked = reqs.map((req, i) => {
+      try {
+        return this.#check(req);
+      } catch (e) {
+        throw one ? e : atEntry(e, i, req.name);
+      }
+    });
+    const rejection = spawnRejection(host.coordinator.getSnapshot().context, parent.id, reqs.length);
     if (rejection) throw new TroupeError(rejection.code, rejection.reason);
     const blocked = host.budget.spawnBlocked(parent.id);
     if (blocked !== null) throw new TroupeError('BUDGET_RESERVE_REACHED', blocked);
-    const allowanceUsd = req.terms?.allowanceUsd;
-    if (allowanceUsd !== undefined) {
-      // Set aside from the parent's account (and every one above) or refused, nothing spawned.
-      const refused = host.budget.allowanceRefusal(parent.id, allowanceUsd);
-      if (refused !== null) throw new TroupeError('BUDGET_ALLOWANCE_EXCEEDED', `${parent.name} cannot spawn ${name}: ${refused}`);
+    let allowancesUsd = 0;
+    for (const req of reqs) allowancesUsd += req.terms?.allowanceUsd ?? 0;
+    if (allowancesUsd > 0) {
+      // Set aside from the parent's account (and every one above), all together, or refused: nothing spawned.
+      const refused = host.budget.allowanceRefusal(parent.id, allowancesUsd);
+      const whom = one ? checked[0]!.name : `these ${reqs.length} agents`;
+      if (refused !== null) throw new TroupeError('BUDGET_ALLOWANCE_EXCEEDED', `${parent.name} cannot spawn ${whom}: ${refused}`);
     }
-    const id = host.ids.agent();
-    const identity = { id, name, parentId: parent.id, parentName: parent.name };
-    // The parent is running this turn, so its session is in memory.
-    const background = req.inheritContext ? inheritedContext(host.sessions.items(parent)) : null;
-    const first = childFirstInput(identity, task, skills, background, req.terms?.output ?? null);
-    const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills, terms: req.terms ?? null }, first);
-    parent.children.push(child.id);
-    if (allowanceUsd !== undefined) host.budget.openAllowance(child.id, allowanceUsd);
-    return child;
+    // The parent is running this turn, so its session is in memory (read once for the batch).
+    let background: string | undefined;
+    return reqs.map((req, i) => {
+      const { name, task, skills } = checked[i]!;
+      const id = host.ids.agent();
+      const identity = { id, name, parentId: parent.id, parentName: parent.name };
+      const context = req.inheritContext ? (background ??= inheritedContext(host.sessions.items(parent))) : null;
+      const first = childFirstInput(identity, task, skills, context, req.terms?.output ?? null);
+      const child = this.#register({ id, name, parentId: parent.id, depth: parent.depth + 1, task, skills, terms: req.terms ?? null }, first);
+      parent.children.push(child.id);
+      if (req.terms?.allowanceUsd !== undefined) host.budget.openAllowance(child.id, req.terms.allowanceUsd);
+      return child;
+    });
   }
 
   #check(req: { name: string; task: string; skills?: string[]; terms?: AgentTerms | null }) {

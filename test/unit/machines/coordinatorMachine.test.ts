@@ -108,8 +108,9 @@ describe('coordinator machine: exactly-once notices', () => {
     c.change('a', 'completed', { report: { summary: 'found it', findings: ['x'], openItems: [], success: true } });
     expect(c.notices()).toHaveLength(1);
     expect(c.notices()[0]!.kind).toBe('completion');
-    expect(c.notices()[0]!.content).toContain('== Completion report from n-a (a) ==');
-    expect(c.notices()[0]!.content).toContain('Task: the task');
+    // Who sent it is the mail header's (from: a); the task is in the parent's spawn call.
+    expect(c.notices()[0]).toMatchObject({ from: 'a', data: { agentId: 'a', name: 'n-a', status: 'completed', success: true } });
+    expect(c.notices()[0]!.content).toBe('Status: SUCCESS\nSummary: found it\nFindings:\n- x');
   });
 
   it('running again releases the claim: a new stint owes its own notice', () => {

@@ -61,7 +61,7 @@ describe('typed results: a child with an output schema', () => {
       stopReason: null,
       errorCode: null,
     });
-    expect(notices[0]!.content).toContain('"total": 42');
+    expect(notices[0]!.content).toContain('Value (JSON, matches the output schema you gave): {"total":42}');
 
     // The report keeps it: in the views, the store row, and result().
     expect(calc.report?.value).toEqual({ total: 42 });

@@ -1,0 +1,418 @@
+/**
+ * The replay's driver (issue 37): which recorded step the code gets when.
+ *
+ * Order: the steps of the recording (model calls and inputs, as their events are numbered) are
+ * applied one at a time. A call is answered only when the code has asked for it and every earlier
+ * step is done; when the code stops moving before it asks, the clock moves to the moment the
+ * recording made the call (a timer may be what makes it), and if it still does not ask, the replay
+ * has diverged. A call the recording answered in the instant it was asked (a scripted or instant
+ * model) is answered inside the ask, so its effects race the commits and wakes in flight as they
+ * did; a call with latency is answered once the steps before it have settled, or in their commit
+ * window where the recording says it came there, the clock stopping at every recorded ask on the
+ * way. Nothing here waits on the wall clock: "stopped moving" is a few turns of the event loop in
+ * which no request, tool or view event came.
+ * @module
+ */
+import type { SimulatedClock } from 'xstate';
+import { ProviderError, TroupeError, isErrorCode, type ErrorCode } from '../errors.js';
+import type { RecordedCall } from '../host/calls/callLog.js';
+import type { Coordinator } from '../host/createCoordinator.js';
+import type { IdSource } from '../host/options.js';
+import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
+import type { Tool, ToolContext } from '../tools/defineTool.js';
+import { Requests, type Divergence } from './compare.js';
+import { toolKey, type Recording, type Step } from './recording.js';
+
+/** How the replay answers: what the recorded model declared, and where to go live. */
+export interface DriveOptions {
+  /** What the recorded model declared (its name, price, token limits): the budget prices and reserves with them. */
+  model?: Pick<Model, 'name' | 'price' | 'maxOutputTokens' | 'contextWindow'>;
+  /**
+   * From this agent's (name) turn on, go live: that call and every later one are answered by
+   * `model`, and user tools run for real. The recording is checked up to there.
+   */
+  liveFrom?: { agent: string; turn: number; model: Model };
+}
+
+/** How many quiet turns of the event loop mean the code has stopped moving. */
+const QUIET = 3;
+/** A bound on one wait for the code to move (each turn is a setImmediate). */
+const MAX_TURNS = 100_000;
+
+type CallStep = Extract<Step, { kind: 'call' }>;
+
+/** A call answered in the instant it was asked (a scripted or instant model): no latency to settle in. */
+const instant = (step: CallStep): boolean => step.at === step.call.t0;
+
+interface Pending {
+  resolve(turn: ModelTurn): void;
+  reject(err: unknown): void;
+}
+
+/** One replay's state: the recorded calls by agent, the calls waiting for their turn, what diverged. */
+export class Replay {
+  readonly #recording: Recording;
+  readonly #clock: SimulatedClock;
+  readonly #options: DriveOptions;
+  readonly #requests = new Requests();
+  /** Recorded calls not yet asked for, by purpose and agent, in order. */
+  readonly #queues = new Map<string, RecordedCall[]>();
+  readonly #arrived = new Map<RecordedCall, Pending>();
+  /** The next step to apply: steps before it are applied (a call answered, or taken to be cut short). */
+  #i = 0;
+  /** When the recording's calls were asked, ascending, and the first not yet passed. */
+  readonly #asks: number[];
+  #nextAsk = 0;
+  /** Calls the recording does not have, asked and not cut short (yet), oldest first. */
+  readonly #extra = new Set<Divergence>();
+  /** Agents whose last call the recording made but never saw answered. */
+  readonly #unanswered = new Set<string>();
+  #coordinator: Coordinator | null = null;
+  /** Anything moved: a request, a tool, a view event. */
+  #moves = 0;
+  divergence: Divergence | null = null;
+  live = false;
+  calls = 0;
+  inputs = 0;
+  readonly model: Model;
+  readonly ids: IdSource;
+
+  constructor(recording: Recording, clock: SimulatedClock, options: DriveOptions) {
+    this.#recording = recording;
+    this.#clock = clock;
+    this.#options = options;
+    for (const step of recording.steps) {
+      if (step.kind !== 'call') continue;
+      const key = `${step.call.purpose}:${step.call.agentId}`;
+      const queue = this.#queues.get(key) ?? [];
+      queue.push(step.call);
+      this.#queues.set(key, queue);
+    }
+    this.#asks = recording.steps.flatMap((s) => (s.kind === 'call' ? [s.call.t0] : [])).sort((a, b) => a - b);
+    const agentIds = [...recording.agentIds];
+    const messageIds = [...recording.messageIds];
+    let extra = 0;
+    // Past the recording's ids (a replay that made more than the run did), ids no run has.
+    this.ids = { agent: () => agentIds.shift() ?? `replay${++extra}`, message: () => messageIds.shift() ?? `msg_replay${++extra}` };
+    const declared = options.model ?? {};
+    this.model = {
+      ...(declared.name === undefined ? { name: 'replay' } : { name: declared.name }),
+      ...(declared.price === undefined ? {} : { price: declared.price }),
+      ...(declared.maxOutputTokens === undefined ? {} : { maxOutputTokens: declared.maxOutputTokens }),
+      ...(declared.contextWindow === undefined ? {} : { contextWindow: declared.contextWindow }),
+      complete: (request, callOptions) => this.#complete(request, callOptions),
+    };
+  }
+
+  attach(coordinator: Coordinator): void {
+    this.#coordinator = coordinator;
+    coordinator.subscribe(() => this.#moves++);
+  }
+
+  /** `tool` with its recorded results in place of its effects (until the replay goes live). */
+  tool(tool: Tool): Tool {
+    return { ...tool, execute: (args: Record<string, unknown>, context: ToolContext) => this.#toolResult(tool, args, context) };
+  }
+
+  async drive(): Promise<void> {
+    const steps = this.#recording.steps;
+    while (!this.divergence && !this.live) {
+      this.#pump();
+      if (this.#i >= steps.length || this.divergence || this.live) break;
+      const step = steps[this.#i]!;
+      if (step.kind === 'input') {
+        await this.#input(step);
+        this.#i++;
+        continue;
+      }
+      if (instant(step)) {
+        // Not asked yet: answered by the pump the moment the code asks.
+        const at = this.#i;
+        if (!(await this.#asked(step, () => this.#i !== at))) break;
+        continue;
+      }
+      if (!(await this.#asked(step, () => this.#arrived.has(step.call)))) break;
+      // An answer after a latency comes once what the steps before it set going has settled (an
+      // input's commit and wakes), unless it came within the commit window of the step before.
+      if (!step.call.window) await this.#settle(() => this.divergence !== null);
+      await this.#stepTo(step.at);
+      if (this.divergence || this.live) break;
+      const first = this.#take(step.call);
+      this.#i++;
+      // Calls answered in the same burst as this one are answered together, as they were: their
+      // effects interleave as they did in the recording.
+      const batch: [CallStep, Pending][] = [[step, first]];
+      for (; this.#i < steps.length && !step.call.aborted; this.#i++) {
+        const next = steps[this.#i]!;
+        if (next.kind !== 'call' || !next.call.burst || next.call.aborted || !this.#arrived.has(next.call)) break;
+        batch.push([next, this.#take(next.call)]);
+      }
+      // A call cut short in the recording is cut short by a step still to come.
+      if (step.call.aborted) continue;
+      // Calls answered before the commit holding the one before was done (one timer phase's
+      // answers): each in an immediate of its own, queued before anything the answers set going
+      // queues — so each runs its course, and the commit holding them all comes after, as it did.
+      // Inputs applied in that window likewise.
+      const windowed: (() => void)[] = [];
+      for (; this.#i < steps.length; this.#i++) {
+        const next = steps[this.#i]!;
+        if (next.kind === 'input') {
+          if (!next.input.window) break;
+          windowed.push(() => this.#apply(next));
+          continue;
+        }
+        if (!next.call.window || next.call.aborted || instant(next) || !this.#arrived.has(next.call)) break;
+        const pending = this.#take(next.call);
+        windowed.push(() => {
+          this.#advance(next.effectsAt);
+          this.#answer(next.call, pending);
+        });
+      }
+      this.#advance(batch.at(-1)![0].effectsAt);
+      for (const [{ call }, pending] of batch) this.#answer(call, pending);
+      for (const step of windowed) setImmediate(step);
+      // Their effects (the answers' tools, the notices they cause) come before the next step, as
+      // they did in the recording: an answer takes a model's latency, its effects none.
+      await this.#settle(() => this.divergence !== null);
+    }
+    if (this.live) {
+      await this.#coordinator!.whenIdle();
+      return;
+    }
+    // Anything the code asks for after the last recorded step is more than the recording did; a
+    // timer due before the recording's last event (a sleeping agent stopped at its turn cap as it
+    // woke) moves an agent as it did.
+    if (!this.divergence) await this.#settle(() => this.divergence !== null);
+    if (!this.divergence && this.#recording.endsAt > this.#clock.now()) {
+      this.#advance(this.#recording.endsAt);
+      await this.#settle(() => this.divergence !== null);
+    }
+    // A call the recording does not have, never cut short, came before any later divergence.
+    const [extra] = this.#extra;
+    if (extra) this.divergence = extra;
+  }
+
+  /**
+   * Answer, in order from the cursor, every instant call the code has asked for — synchronously,
+   * inside the ask when the code asks for the call at the cursor — so what each answer sets going
+   * races the commits and wakes in flight as it did when the model answered in the instant it was
+   * asked (a scripted or instant model). Stops at an input, a call with latency, or one not asked yet.
+   */
+  #pump(): void {
+    const steps = this.#recording.steps;
+    while (this.#i < steps.length && !this.divergence && !this.live) {
+      const step = steps[this.#i]!;
+      if (step.kind !== 'call' || !instant(step) || !this.#arrived.has(step.call)) return;
+      this.#i++;
+      const pending = this.#take(step.call);
+      // A call cut short in the recording is cut short by a step still to come.
+      if (step.call.aborted) continue;
+      this.#advance(step.effectsAt);
+      this.#answer(step.call, pending);
+    }
+  }
+
+  async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
+    await this.#settle(() => this.divergence !== null);
+    await this.#stepTo(step.effectsAt);
+    if (!this.divergence) this.#apply(step);
+  }
+
+  #apply(step: Extract<Step, { kind: 'input' }>): void {
+    this.#advance(step.effectsAt);
+    this.inputs++;
+    const { kind, payload } = step.input;
+    const c = this.#coordinator!;
+    const agent = String(payload.agent);
+    // Not awaited: a stop resolves when its agents are terminal, which may take recorded steps still to come.
+    const applied =
+      kind === 'send'
+        ? c.send(agent, {
+            content: String(payload.content),
+            ...(payload.from === 'system' ? { from: 'system' as const } : {}),
+            ...(typeof payload.type === 'string' ? { type: payload.type } : {}),
+            ...(typeof payload.priority === 'string' ? { priority: payload.priority as 'normal' } : {}),
+            ...(typeof payload.key === 'string' ? { key: payload.key } : {}),
+          })
+        : kind === 'stop'
+          ? c.stop(agent, { cascade: payload.cascade !== false })
+          : c.applyRequest({ id: 0, kind, payload });
+    applied.catch(() => undefined);
+  }
+
+  /**
+   * Move the clock towards `at`, stopping at every moment the recording asked a call in between
+   * (a retry's backoff or a wait's timeout ending there) and letting the code move: a jump past
+   * them would fire those timers late, after what came at `at`.
+   */
+  async #stepTo(at: number): Promise<void> {
+    const asks = this.#asks;
+    while (this.#nextAsk < asks.length && asks[this.#nextAsk]! <= this.#clock.now()) this.#nextAsk++;
+    while (this.#nextAsk < asks.length && asks[this.#nextAsk]! < at && !this.divergence && !this.live) {
+      this.#advance(asks[this.#nextAsk++]!);
+      await this.#settle(() => this.divergence !== null);
+    }
+  }
+
+  /**
+   * Wait until `asked()` — the code asked for `step`'s call — moving the clock to when the
+   * recording made it if the code stops first (a timer may be what makes it: a wait's timeout, a
+   * retry's backoff); false if the replay diverged or went live first, or the code never asks.
+   */
+  async #asked(step: CallStep, asked: () => boolean): Promise<boolean> {
+    const moved = () => asked() || this.divergence !== null || this.live;
+    await this.#settle(moved);
+    if (!moved()) {
+      this.#advance(step.call.t0);
+      await this.#settle(moved);
+    }
+    if (this.divergence || this.live) return false;
+    if (asked()) return true;
+    const { call } = step;
+    this.divergence = {
+      agent: call.name,
+      agentId: call.agentId,
+      turn: call.turn,
+      kind: 'request',
+      diff: `the recording made a ${call.purpose} call here; the code did not ask for it`,
+    };
+    return false;
+  }
+
+  #answer(call: RecordedCall, pending: Pending): void {
+    if (call.answer) pending.resolve(structuredClone(call.answer));
+    else pending.reject(errorOf(call));
+  }
+
+  #take(call: RecordedCall): Pending {
+    const pending = this.#arrived.get(call)!;
+    this.#arrived.delete(call);
+    this.calls++;
+    return pending;
+  }
+
+  #complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelTurn> {
+    this.#moves++;
+    const live = this.#options.liveFrom;
+    const purpose = request.purpose ?? 'main';
+    if (this.live || (live && !this.divergence && request.agent.name === live.agent && purpose === 'main' && request.turn >= live.turn)) {
+      this.live = true;
+      return live!.model.complete(request, options);
+    }
+    const queue = this.#queues.get(`${purpose}:${request.agent.id}`);
+    const call = queue?.shift();
+    if (!call) {
+      // The recording ended with this call under way (its agent still running): it was never answered.
+      if (
+        purpose === 'main' &&
+        this.#recording.agents.find((a) => a.id === request.agent.id)?.status === 'running' &&
+        !this.#unanswered.has(request.agent.id)
+      ) {
+        this.#unanswered.add(request.agent.id);
+        return never(options);
+      }
+      // Not yet a divergence: the recording may have cut this call short before it began (a stop
+      // applied before the agent's turn reached the model, where here it got there first).
+      // Cancelled, it was that; still asked when the replay ends, it is the first divergence.
+      const extra: Divergence = {
+        agent: request.agent.name,
+        agentId: request.agent.id,
+        turn: request.turn,
+        kind: 'request',
+        diff: `the code asked for a ${purpose} call the recording does not have`,
+      };
+      this.#extra.add(extra);
+      return new Promise<ModelTurn>((_resolve, reject) =>
+        options.signal.addEventListener(
+          'abort',
+          () => {
+            this.#extra.delete(extra);
+            reject(options.signal.reason);
+          },
+          { once: true },
+        ),
+      );
+    }
+    const diverged = this.#requests.check(call, request);
+    if (diverged) {
+      this.divergence ??= diverged;
+      return never(options);
+    }
+    return new Promise<ModelTurn>((resolve, reject) => {
+      this.#arrived.set(call, { resolve, reject });
+      // A call the recording answered keeps its answer coming at its step even if the code cancels
+      // it meanwhile: the recorded model answered anyway (it did not listen to the signal), and the
+      // code took that answer. One the recording shows cut short ends with the cancel.
+      if (call.aborted) options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
+      const due = this.#recording.steps[this.#i];
+      if (due?.kind === 'call' && due.call === call) this.#pump();
+    });
+  }
+
+  #toolResult(tool: Tool, args: Record<string, unknown>, context: ToolContext): unknown {
+    this.#moves++;
+    if (this.live) return tool.execute(args, context);
+    // The key is `<run>:<agent>:<turn>:<call id>` (toolCalls.ts).
+    const rest = context.idempotencyKey.slice(`${context.runId}:${context.agentId}:`.length);
+    const callId = rest.slice(rest.indexOf(':') + 1);
+    const result = this.#recording.toolResults.get(toolKey(context.agentId, callId))?.shift();
+    if (!result) {
+      this.divergence ??= {
+        agent: context.agentName,
+        agentId: context.agentId,
+        turn: 0,
+        kind: 'tool call',
+        diff: `the code ran ${tool.name} (${callId}); the recording has no result of it`,
+      };
+      throw new TroupeError('TOOL_FAILED', `${tool.name} is not in the recording`);
+    }
+    if (!result.isError) return result.content;
+    const recorded = parseError(result.content);
+    // The class the failure patterns counted: `TOOL_FAILED:<what it wrapped>` (fingerprint.ts).
+    const errorClass = this.#recording.toolErrors.get(toolKey(context.agentId, callId))?.shift();
+    const wrapped = errorClass?.startsWith(`${recorded.code}:`) ? errorClass.slice(recorded.code.length + 1) : null;
+    throw new TroupeError(recorded.code, recorded.message, wrapped === null ? {} : { cause: { code: wrapped } });
+  }
+
+  #advance(at: number): void {
+    if (at > this.#clock.now()) this.#clock.set(at);
+  }
+
+  /** Let the code move until `done()` or it stops moving. */
+  async #settle(done: () => boolean): Promise<void> {
+    let quiet = 0;
+    for (let i = 0; i < MAX_TURNS && quiet < QUIET && !done(); i++) {
+      const before = this.#moves;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      quiet = this.#moves === before ? quiet + 1 : 0;
+    }
+  }
+}
+
+/** A call the replay will not answer: it ends only when the code cancels it. */
+function never(options: ModelCallOptions): Promise<ModelTurn> {
+  return new Promise((_resolve, reject) => options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true }));
+}
+
+function errorOf(call: RecordedCall): Error {
+  const e = call.error!;
+  if (e.provider && e.code.startsWith('PROVIDER_')) {
+    return new ProviderError(e.code as Extract<ErrorCode, `PROVIDER_${string}`>, e.message, {
+      ...(e.status === undefined ? {} : { status: e.status }),
+      ...(e.retryAfterMs === undefined ? {} : { retryAfterMs: e.retryAfterMs }),
+    });
+  }
+  return isErrorCode(e.code) && e.code !== 'INTERNAL' ? new TroupeError(e.code, e.message) : new Error(e.message);
+}
+
+/** A failed tool's recorded result is `{ success: false, error: { code, message } }` (toolCalls.ts). */
+function parseError(content: string): { code: ErrorCode; message: string } {
+  try {
+    const parsed = JSON.parse(content) as { error?: { code?: unknown; message?: unknown } };
+    const code = parsed.error?.code;
+    if (isErrorCode(code)) return { code, message: String(parsed.error?.message ?? '') };
+  } catch {
+    // not JSON: said as it was
+  }
+  return { code: 'TOOL_FAILED', message: content };
+}

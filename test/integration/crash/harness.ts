@@ -27,7 +27,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openStore } from '../../../src/store/sqliteStore.js';
-import { emptyCounts, type CrashCounts } from './counts.js';
+import { emptyCounts, type CrashCounts, type Violation } from './counts.js';
 import { observeInDoubt, verifyInDoubt, type InDoubtSeen } from './inDoubtCheck.js';
 import { runChild, type ChildRun, type KillPlan, type Progress } from './runChild.js';
 import type { TeamName } from './teams.js';
@@ -138,10 +138,14 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
     const ackedDone = new Set<string>();
     const seen: InDoubtSeen = new Map();
     let violations = 0;
+    // Which invariants this trial broke, and where: named in the failure message (a CI log then says what to look for).
+    const noted: Violation[] = [];
+    const phases: string[] = [];
     const phase = (who: string, run: ChildRun, named: (step: Progress | null) => string) => {
       const died = run.killed && run.last ? DIED_AT[run.last] : undefined;
       const key = `${who}:${run.killed ? (died ?? named(run.step)) : 'finished'}`;
       counts.phases[key] = (counts.phases[key] ?? 0) + 1;
+      phases.push(key);
       if (run.killed && run.last === 'GROUP') counts.agentsInKilledGroups += run.lastGroupAgents;
     };
     const childError = (run: ChildRun, phase: string) => {
@@ -154,7 +158,7 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
     // group commit must have left all of the group or none.
     const observe = (run: ChildRun) => {
       if (mode === 'in-doubt') observeInDoubt(path, seen, counts);
-      if (run.killed && run.last === 'GROUP') violations += verifyGroupAtomic(path, run.lastGroupMessages, counts);
+      if (run.killed && run.last === 'GROUP') violations += verifyGroupAtomic(path, run.lastGroupMessages, counts, noted);
     };
     try {
       const first = await runChild(child, args('start'), firstPlan(mode, random, calibration), childEnv(options));
@@ -190,20 +194,22 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
         if (recovery.killed && recovery.step === 'OPEN') counts.killsDuringRecovery++;
         childError(recovery, 'recovery');
       }
-      violations += await verify(path, acked, ackedDone, counts, false);
+      violations += await verify(path, acked, ackedDone, counts, false, noted);
       // Resume to the end in a fresh process (unless the first kill came before a run existed).
       if (exists) {
         const last = await runChild(child, args('resume'), null, clean);
         last.delegationsDone.forEach((d) => ackedDone.add(d));
         childError(last.done === null && !last.failed ? { ...last, failed: 'no DONE line' } : last, 'final resume');
-        violations += await verify(path, acked, ackedDone, counts, true);
-        if (mode === 'in-doubt') violations += verifyInDoubt(path, seen, counts);
+        violations += await verify(path, acked, ackedDone, counts, true, noted);
+        if (mode === 'in-doubt') violations += verifyInDoubt(path, seen, counts, noted);
       }
     } finally {
       counts.trials++;
       counts.acked += acked.size;
       counts.delegationsAckedDone += ackedDone.size;
       if (violations > 0) {
+        if (noted.length > 0 && counts.errors.length < 10)
+          counts.errors.push(`seed ${trialSeed}: ${[...new Set(noted)].join(', ')} (killed at ${phases.join(' then ')})`);
         counts.trialsWithViolation++;
         counts.failingSeeds.push(trialSeed);
       }

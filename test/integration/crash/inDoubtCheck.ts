@@ -92,11 +92,12 @@ const groupBy = <T>(items: readonly T[], key: (item: T) => string) => {
 };
 
 /** After the final resume: the checks above. Returns the number of violations found. */
-export function verifyInDoubt(path: string, seen: InDoubtSeen, counts: CrashCounts): number {
+export function verifyInDoubt(path: string, seen: InDoubtSeen, counts: CrashCounts, noted: Violation[] = []): number {
   let violations = 0;
   const fail = (what: Violation) => {
     counts[what] += 1;
     violations += 1;
+    noted.push(what);
   };
   const lines = effectLines(path);
   counts.effects += lines.length;

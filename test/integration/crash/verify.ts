@@ -6,11 +6,19 @@ import type { CrashCounts, Violation } from './counts.js';
 const STINT_TYPES = new Set(['completion', 'completed', 'failed', 'crashed', 'stopped']);
 
 /** Check the file after a crash. Returns the number of violations found. */
-export async function verify(path: string, acked: Set<string>, ackedDone: Set<string>, counts: CrashCounts, finished: boolean): Promise<number> {
+export async function verify(
+  path: string,
+  acked: Set<string>,
+  ackedDone: Set<string>,
+  counts: CrashCounts,
+  finished: boolean,
+  noted: Violation[] = [],
+): Promise<number> {
   let violations = 0;
   const fail = (what: Violation, n = 1) => {
     counts[what] += n;
     violations += 1;
+    noted.push(what);
   };
   const store = openStore({ path });
   try {
@@ -87,7 +95,7 @@ export async function verify(path: string, acked: Set<string>, ackedDone: Set<st
  * A kill inside a group commit: the messages the group enqueued are all on the file or none is
  * (a group is one transaction). Returns the number of violations found.
  */
-export function verifyGroupAtomic(path: string, ids: readonly string[], counts: CrashCounts): number {
+export function verifyGroupAtomic(path: string, ids: readonly string[], counts: CrashCounts, noted: Violation[] = []): number {
   if (ids.length < 2) return 0;
   const store = openStore({ path });
   try {
@@ -97,6 +105,7 @@ export function verifyGroupAtomic(path: string, ids: readonly string[], counts: 
     counts.groupsCheckedAtomic++;
     if (landed === 0 || landed === ids.length) return 0;
     counts.tornGroups++;
+    noted.push('tornGroups');
     return 1;
   } finally {
     store.close();

@@ -1,16 +1,16 @@
 /**
  * Cancellation at the ports is a plain AbortSignal (issue 32 item 5, issue 36 item 6): the gateway,
- * the budget and the tool runner receive real signals, and hold an AbortController to cancel an
- * operation in flight. What stays of the old lazy `Cancellation` type is private to the turn loop
+ * the budget and the tool runner receive real signals, and an agent's `inFlight` / `toolsInFlight`
+ * are AbortControllers. What stays of the old lazy cancellation type is private to the turn loop
  * (src/turn/): this cycle scope, which decides when a turn needs a new signal.
  *
- * Why it stays, measured: on Node 20 making an AbortSignal costs ~8-15 µs here (`createAbortSignal`
- * sets the prototype of an EventTarget; a microbench of `new AbortController().signal`), and a turn
- * cancels its model call and its user tools apart from its cycle. A fresh linked signal per call
- * and per tools took the in-memory turn from 17.5 to 26.6 µs (the old LazyAbort made eager); the
- * scale bench at realistic latency did not move. A cycle instead hands each operation the signal
- * of the one before while that one was never aborted and nobody listens to it any more, so a steady
- * cycle makes one signal, not two per turn (figures: the branch's report, `npm run bench:against`).
+ * Why it stays, measured: on Node 20 making an AbortSignal costs ~8-15 µs here (a microbench of
+ * `new AbortController().signal`: `createAbortSignal` sets the prototype of an EventTarget), and a
+ * turn cancels its model call and its user tools apart from its cycle. With a fresh signal per
+ * operation the in-memory turn cost 1.6-2.8× base's (`againstChild.js solo`, 5 alternating
+ * processes each, medians 84.8 against 42.9 µs under load 12-16); handing a signal on, as below, it
+ * is within noise of base's lazy scopes (46.8 against 42.9 µs, per-round ratios 0.74-1.49). The
+ * scale bench at realistic latency showed no difference even when every scope was eager.
  * @module
  */
 import { getEventListeners } from 'node:events';

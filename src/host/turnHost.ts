@@ -83,7 +83,7 @@ export function turnHost(rt: TurnHostParts): TurnHost {
     userTool: (agent, name) => rt.toolbox.userTool(agent, name),
     outputCheck: (agent) => rt.outputs.get(rt.agents.get(agent.id)),
     builtinEnv: (agent, callId, state) => ({ host: rt.builtins, agent, callId, state }),
-    runTool(agent, tool, args, cancel, idempotencyKey) {
+    runTool(agent, tool, args, signal, idempotencyKey) {
       // No tool starts once the lease may be lost (checked as it leaves the queue): another host may
       // be running this turn already.
       runner ??= {
@@ -93,7 +93,7 @@ export function turnHost(rt: TurnHostParts): TurnHost {
         runId: rt.runId,
         fenced: () => rt.port.guard?.check() ?? null,
       };
-      return runUserTool(runner, tool, args, agent, cancel, idempotencyKey);
+      return runUserTool(runner, tool, args, agent, signal, idempotencyKey);
     },
     linkExecutions: (agent, content) => rt.executions.link(agent, content),
     durable: () => rt.durable(),

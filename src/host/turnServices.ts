@@ -161,7 +161,7 @@ export function approvalsHost(rt: ApprovalParts, runTool: TurnHost['runTool']): 
     find: (id) => rt.agents.find(id),
     live: (h) => isActive(rt.agents.status(h)),
     userTool: (h, name) => rt.toolbox.userTool(h, name),
-    runTool: (h, tool, args, cancel, key) => runTool(h, tool, args, cancel, key),
+    runTool: (h, tool, args, signal, key) => runTool(h, tool, args, signal, key),
     linkExecutions: (h, text) => rt.executions.link(h, text),
     tell: (agentId, content, noticeKey) => rt.messaging.notify(agentId, { type: 'approval', content, noticeKey }),
     emit: (approval) => rt.after(() => rt.views.emit({ type: 'approval', approval, at: rt.clock.now() })),

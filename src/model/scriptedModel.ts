@@ -101,7 +101,7 @@ export function scriptedModel(script: Script, options: { clock?: Clock } = {}): 
   return {
     name: 'scripted',
     calls,
-    // `options.signal` is read only for a delay: the gateway makes it on first read (cancel.ts).
+    // `options.signal` is read only for a delay.
     async complete(request: ModelRequest, options): Promise<ModelTurn> {
       const step = queues.get(request.agent.name)?.shift();
       calls.push({ agentId: request.agent.id, agentName: request.agent.name, turn: request.turn, at: clock.now(), request, step });

@@ -60,6 +60,11 @@ export type ModelDelta =
   | { kind: 'toolCall'; index: number; name?: string; text: string };
 
 export interface ModelCallOptions {
+  /**
+   * Aborted when the call is cancelled (a stop, an interrupting message, shutdown). Remove your
+   * listeners when the call settles: a signal nothing listens to any more may serve the agent's
+   * next call (src/cancel.ts), so one kept and polled after the call may see a later abort.
+   */
   signal: AbortSignal;
   /** Called for each streamed piece (streaming providers only). Must not throw. */
   onDelta?: (delta: ModelDelta) => void;

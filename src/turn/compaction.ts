@@ -7,7 +7,6 @@
  * rewrites the session in one transaction that refuses to overwrite items it did not see.
  * @module
  */
-import type { Cancellation } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import { estimatePromptTokens } from '../model/prices.js';
 import type { ContentPart, ModelRequest, SessionItem } from '../model/types.js';
@@ -111,7 +110,7 @@ export function dueForCompaction(host: Pick<TurnHost, 'options'>, request: Model
  * again), a halt if the budget stopped the summary's call, false if nothing was compacted — then the
  * call goes ahead and an overflow is still recovered after the fact.
  */
-export async function compactEarly(host: TurnHost, agent: AgentRef, turn: number, signal: Cancellation): Promise<boolean | Halt> {
+export async function compactEarly(host: TurnHost, agent: AgentRef, turn: number, signal: AbortSignal): Promise<boolean | Halt> {
   try {
     const compacted = await compactSession(host, agent, turn, signal);
     if (compacted === true) agent.logger.info({ turn }, 'the session neared the context window; compacted it before the call');
@@ -129,7 +128,7 @@ export async function compactEarly(host: TurnHost, agent: AgentRef, turn: number
  * budget does not let the call start. A failing summary call throws (the overflow is then not
  * recovered).
  */
-export async function compactSession(host: TurnHost, agent: AgentRef, turn: number, signal: Cancellation): Promise<boolean | Halt> {
+export async function compactSession(host: TurnHost, agent: AgentRef, turn: number, signal: AbortSignal): Promise<boolean | Halt> {
   const items = host.sessions.items(agent);
   const cut = compactionCut(items);
   const older = items.slice(1, cut);

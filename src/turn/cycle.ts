@@ -8,7 +8,7 @@
 import { fromCallback } from 'xstate';
 import { turnInputOf, type AgentContext, type AgentEvent, type CycleInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts } from '../../machines/types.js';
-import { LazyAbort } from '../cancel.js';
+import { CycleScope } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import type { TurnHost } from './ports.js';
 import { heldTurn, runTurn, type TurnResult } from './turn.js';
@@ -21,8 +21,8 @@ const CYCLE_STOPPED = new Error('the cycle was stopped');
  */
 export function createCycleLogic(host: TurnHost, contextOf: (agentId: string) => AgentContext) {
   return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
-    // The cycle's scope: no AbortSignal unless something in a turn reads one (cancel.ts).
-    const cycle = new LazyAbort(null);
+    // The cycle's scope: its turns' operations get their AbortSignals from it (cancel.ts).
+    const cycle = new CycleScope();
     const reports = { recovering: (attempts: RecoveryAttempts) => sendBack({ type: 'turn.recovering', attempts }) };
     const loop = async () => {
       // Never run inside the transition that started the cycle.

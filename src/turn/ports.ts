@@ -6,7 +6,6 @@
  */
 import type { Logger } from 'pino';
 import type { TurnOutcome } from '../../machines/types.js';
-import type { Abortable, Cancellation } from '../cancel.js';
 import type { Clock } from '../clock.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
 import type { BuiltinEnv } from '../tools/builtinKit.js';
@@ -35,12 +34,12 @@ export interface AgentRef {
    * Aborts the in-flight model call: with INTERRUPTED when a message cuts the turn short, with
    * STOP_REQUESTED when the agent is stopped (the request is cancelled on the wire).
    */
-  inFlight: Abortable | null;
+  inFlight: AbortController | null;
   /**
    * Aborts the user tools the agent's turn is running (their AbortSignal; an MCP call is cancelled
    * on the wire) when the agent is stopped: the calls end as TOOL_CANCELLED and the turn ends.
    */
-  toolsInFlight: Abortable | null;
+  toolsInFlight: AbortController | null;
 }
 
 /** An amount held for one call until it settles. */
@@ -69,8 +68,8 @@ export interface Halt {
 export interface ModelGateway {
   /** The request for the agent's next main call: its session, notes and budget warning. */
   request(agent: AgentRef, turn: number): ModelRequest;
-  /** Reserve the estimate of a main call: decided at once (no promise) unless it must wait for calls in flight to settle. */
-  admit(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt>;
+  /** Reserve the estimate of a main call: settles at once unless it must wait for calls in flight to settle (or `signal` aborts). */
+  admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | Halt>;
   /** Reserve an optional call (a review): never waits, never trips; null when it does not fit. */
   admitOptional(request: ModelRequest): Reservation | null;
   /**
@@ -78,7 +77,7 @@ export interface ModelGateway {
    * (it may have stopped, or its limit dropped, while the call queued or backed off). Provider
    * failures are thrown (ProviderError); streamed pieces become `agent.delta` events.
    */
-  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<{ turn: ModelTurn } | Halt | { parked: true }>;
+  call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ turn: ModelTurn } | Halt | { parked: true }>;
   /** Book a call's cost (its reservation released) — under the stop policy, trip the reserve or the stop. Returns what was charged. */
   settle(
     agent: AgentRef,
@@ -172,7 +171,7 @@ export interface TurnHost {
   /** What a built-in tool needs, for this agent's call. */
   builtinEnv(agent: AgentRef, callId: string, state: BuiltinEnv['state']): BuiltinEnv;
   /** Run a user tool through the shared tool queue, with its timeout and the agent's signal: a promise of its value. */
-  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, cancel: Cancellation, idempotencyKey: string): Promise<unknown>;
+  runTool(agent: AgentRef, tool: CompiledTool, args: Record<string, unknown>, signal: AbortSignal, idempotencyKey: string): Promise<unknown>;
   /** A tool result may announce async executions: link them to the agent. */
   linkExecutions(agent: AgentRef, content: string): void;
   /** Resolves once everything staged so far is committed (before a model call or a tool with effects). */

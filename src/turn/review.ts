@@ -21,7 +21,6 @@
  * @module
  */
 import type { TurnOutcome } from '../../machines/types.js';
-import { cancellationOf } from '../cancel.js';
 import { serializeError } from '../errors.js';
 import type { ModelRequest, SessionItem, ToolCall, ToolSpec } from '../model/types.js';
 import { NOTE_EVENT, proposalOf } from '../notes/notes.js';
@@ -204,7 +203,7 @@ export class BackgroundReviews {
       const span = this.#host.trace.chat(agent, request, 'review');
       let answer;
       try {
-        answer = await gateway.call(agent, request, cancellationOf(signal));
+        answer = await gateway.call(agent, request, signal);
       } catch (err) {
         gateway.release(reservation);
         span.end(signal.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });

@@ -19,7 +19,7 @@
  */
 import { hash } from 'node:crypto';
 import type { TurnOutcome } from '../../machines/types.js';
-import { LazyAbort, type Cancellation } from '../cancel.js';
+import type { CycleScope } from '../cancel.js';
 import { serializeError, TroupeError, toError } from '../errors.js';
 import { errorClassOf } from './fingerprint.js';
 import type { ContentPart, SessionItem, ToolCall } from '../model/types.js';
@@ -113,18 +113,17 @@ const stoppedBefore = (call: ToolCall) =>
 
 /**
  * The cancellation of the user tools a turn runs for `agent`: aborted by a stop
- * (`agent.toolsInFlight`, at once if a stop is already requested) and by `signal` (shutdown, or
- * the agent leaving `running`). Lazy: no AbortSignal unless a tool reads one (cancel.ts).
+ * (`agent.toolsInFlight`, at once if a stop is already requested) and by the cycle (shutdown, or
+ * the agent leaving `running`).
  */
-function openCancel(rt: TurnHost, agent: AgentRef, signal: Cancellation): LazyAbort {
-  const cancel = new LazyAbort(signal);
+function openCancel(rt: TurnHost, agent: AgentRef, cycle: CycleScope): AbortController {
+  const cancel = cycle.operation();
   agent.toolsInFlight = cancel;
   if (rt.stopRequested(agent)) cancel.abort(STOPPED);
   return cancel;
 }
 
-function closeCancel(agent: AgentRef, cancel: LazyAbort): void {
-  cancel.close();
+function closeCancel(agent: AgentRef, cancel: AbortController): void {
   if (agent.toolsInFlight === cancel) agent.toolsInFlight = null;
 }
 
@@ -135,9 +134,10 @@ export async function runTools(
   rt: TurnHost,
   agent: AgentRef,
   turn: { text: string | null; toolCalls: ToolCall[]; number: number; stintStart: number },
-  signal: Cancellation,
+  cycle: CycleScope,
 ): Promise<ToolsResult> {
-  const cancel = openCancel(rt, agent, signal);
+  const controller = openCancel(rt, agent, cycle);
+  const cancel = controller.signal;
   try {
     // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
     const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: turn.text ?? agent.lastText };
@@ -147,7 +147,7 @@ export async function runTools(
     const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
     let lastTool: string | null = null;
     for (const [index, call] of turn.toolCalls.entries()) {
-      if (signal.aborted) throw signal.reason;
+      if (cycle.aborted) throw cycle.reason;
       if (state.settled) {
         items.push(
           toolItem(call, { success: false, error: { code: 'TOOL_NOT_ALLOWED', message: `Skipped: this turn already ended with ${state.settledBy}.` } }, true),
@@ -158,11 +158,11 @@ export async function runTools(
       let result: CallResult;
       const span = rt.trace.tool(agent, call);
       try {
-        result = await executeCall(rt, agent, call, state, signal, scope, cancel);
+        result = await executeCall(rt, agent, call, state, cycle, scope, cancel);
       } catch (err) {
         // Cut off by a stop or shutdown: not the tool's error.
-        span.end(signal.aborted ? null : serializeError(err).code);
-        if (signal.aborted) throw err;
+        span.end(cycle.aborted ? null : serializeError(err).code);
+        if (cycle.aborted) throw err;
         // A bug escaped: keep the results this turn already produced and close the calls left open.
         agent.logger.error({ err, tool: call.name }, 'turn crashed while running tools');
         for (const open of turn.toolCalls.slice(index)) items.push(interruptedResult(open));
@@ -170,7 +170,7 @@ export async function runTools(
       }
       const { content, isError, deferred } = result;
       span.end(result.errorCode ?? null, content);
-      if (signal.aborted) throw signal.reason; // stopped while the tool ran: write nothing more
+      if (cycle.aborted) throw cycle.reason; // stopped while the tool ran: write nothing more
       lastTool = call.name;
       // An async execution this tool started is linked to the agent, to continue it when it ends.
       // (A call that succeeded and is not a built-in ran a user tool: no second lookup.)
@@ -190,7 +190,7 @@ export async function runTools(
     if (images) items.push(images);
     return { outcome: state.settled ?? { kind: 'continue', lastTool }, items, started: scope.started };
   } finally {
-    closeCancel(agent, cancel);
+    closeCancel(agent, controller);
   }
 }
 
@@ -204,13 +204,13 @@ export async function resolveCutCalls(
   agent: AgentRef,
   open: readonly ToolCall[],
   turn: number,
-  signal: Cancellation,
+  cycle: CycleScope,
 ): Promise<{ items: SessionItem[]; started: string[] }> {
-  const cancel = openCancel(rt, agent, signal);
+  const controller = openCancel(rt, agent, cycle);
   try {
-    return await resolveCalls(rt, agent, open, turn, signal, cancel);
+    return await resolveCalls(rt, agent, open, turn, cycle, controller.signal);
   } finally {
-    closeCancel(agent, cancel);
+    closeCancel(agent, controller);
   }
 }
 
@@ -219,8 +219,8 @@ async function resolveCalls(
   agent: AgentRef,
   open: readonly ToolCall[],
   turn: number,
-  signal: Cancellation,
-  cancel: Cancellation,
+  cycle: CycleScope,
+  cancel: AbortSignal,
 ): Promise<{ items: SessionItem[]; started: string[] }> {
   const inDoubt = new Set((await rt.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
   const scope: CallScope = { turn, stintStart: turn, started: [], items: [] };
@@ -231,8 +231,8 @@ async function resolveCalls(
     const rerun = user ? user.risk === 'read_only' || user.idempotent === true : READ_ONLY_BUILTINS.has(call.name);
     if (rerun) {
       const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: null };
-      const result = await executeCall(rt, agent, call, state, signal, scope, cancel);
-      if (signal.aborted) throw signal.reason;
+      const result = await executeCall(rt, agent, call, state, cycle, scope, cancel);
+      if (cycle.aborted) throw cycle.reason;
       agent.logger.info({ tool: call.name, callId: call.id }, 'a tool call cut by a crash was re-run (read-only or idempotent)');
       items.push(resultItem(call, result.content, result.isError));
       if (result.images) shown.push({ call, images: result.images });
@@ -282,9 +282,9 @@ async function executeCall(
   agent: AgentRef,
   call: ToolCall,
   state: TurnToolState,
-  signal: Cancellation,
+  cycle: CycleScope,
   scope: CallScope,
-  cancel: Cancellation,
+  cancel: AbortSignal,
 ): Promise<CallResult> {
   const builtin = BUILTIN_TOOLS.get(call.name);
   const user = builtin ? undefined : rt.userTool(agent, call.name);
@@ -317,7 +317,7 @@ async function executeCall(
           refused,
           maxAttempts: rt.options.limits.maxResultTries,
         });
-        if (signal.aborted) throw signal.reason;
+        if (cycle.aborted) throw cycle.reason;
         if ('refusal' in checked) {
           if (checked.outcome) {
             state.settled = checked.outcome;
@@ -355,7 +355,7 @@ async function executeCall(
       approvals.request({ agentId: agent.id, agentName: agent.name, action: call.name, risk, args, callId: call.id }),
       cancel,
     );
-    if (signal.aborted) throw signal.reason;
+    if (cycle.aborted) throw cycle.reason;
     // Stopped while the approval was pending: not run.
     if (decision === null) return fail(stoppedBefore(call));
     // A durable approval (host/async/approvals.ts): nothing ran; the answer comes as a message.
@@ -370,7 +370,7 @@ async function executeCall(
     rt.ledger.start(agent, { turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(call.arguments) });
     scope.started.push(call.id);
     await rt.durable();
-    if (signal.aborted) throw signal.reason;
+    if (cycle.aborted) throw cycle.reason;
     if (cancel.aborted) return fail(stoppedBefore(call));
   }
   try {
@@ -380,7 +380,7 @@ async function executeCall(
       return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
     return { content: stringify(result), isError: false, deferred: false };
   } catch (err) {
-    if (signal.aborted) throw err;
+    if (cycle.aborted) throw err;
     if (cancel.aborted) {
       // The stop's abort, not the tool's failure: a call the queue never started had no effect.
       if (err instanceof TroupeError && err.code === 'TOOL_NOT_RUN') return fail(stoppedBefore(call));
@@ -418,9 +418,8 @@ const fail = (err: unknown): CallResult => ({
 const stringify = (result: unknown) => (result === undefined ? 'null' : typeof result === 'string' ? result : JSON.stringify(result));
 
 /** `promise`'s value, or null as soon as `signal` aborts (the promise is left to settle unobserved). */
-function untilAborted<T>(promise: Promise<T>, cancel: Cancellation): Promise<T | null> {
-  if (cancel.aborted) return Promise.resolve(null);
-  const signal = cancel.signal;
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | null> {
+  if (signal.aborted) return Promise.resolve(null);
   return new Promise<T | null>((resolve, reject) => {
     const onAbort = () => resolve(null);
     signal.addEventListener('abort', onAbort, { once: true });

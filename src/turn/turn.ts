@@ -12,7 +12,7 @@
  */
 import type { TurnInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts, TurnOutcome, WakeReason } from '../../machines/types.js';
-import { LazyAbort, type Cancellation } from '../cancel.js';
+import type { CycleScope } from '../cancel.js';
 import { sleep } from '../clock.js';
 import { errorMessage, isTroupeError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
@@ -101,9 +101,9 @@ const only = (outcome: TurnOutcome): TurnResult => ({ outcome, items: [] });
  * @param firstOfCycle only the first turn after the agent (re)starts running can find tool calls
  * left open (the wait that parked it, calls a crash cut off): later turns skip that scan.
  */
-export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancellation, firstOfCycle: boolean, reports: TurnReports): Promise<TurnResult> {
+export async function runTurn(host: TurnHost, input: TurnInput, cycle: CycleScope, firstOfCycle: boolean, reports: TurnReports): Promise<TurnResult> {
   const live = () => {
-    if (signal.aborted) throw signal.reason ?? new TroupeError('COORDINATOR_SHUT_DOWN', 'the agent was stopped');
+    if (cycle.aborted) throw cycle.reason ?? new TroupeError('COORDINATOR_SHUT_DOWN', 'the agent was stopped');
   };
   live();
   const agent = host.agent(input.agentId);
@@ -113,7 +113,7 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
   // it, or calls a crash or shutdown cut off, which are resolved once (toolCalls.ts).
   const open = firstOfCycle ? openToolCalls(host.sessions.items(agent)) : [];
   const cutCalls = open.filter((c) => input.pendingWait?.callId !== c.id);
-  const cut = cutCalls.length > 0 ? await resolveCutCalls(host, agent, cutCalls, input.turn, signal) : null;
+  const cut = cutCalls.length > 0 ? await resolveCutCalls(host, agent, cutCalls, input.turn, cycle) : null;
   live();
   prepareSession(host, agent, input, open, cut);
   const { maxImages } = host.options.session;
@@ -122,13 +122,13 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
   // The request is built once: its estimate is reserved, and the same request is sent.
   let request = host.gateway.request(agent, input.stintTurn);
   if (dueForCompaction(host, request)) {
-    const early = await compactEarly(host, agent, input.stintTurn, signal);
+    const early = await compactEarly(host, agent, input.stintTurn, cycle.operation().signal);
     if (typeof early === 'object') return only(early.halt);
     live();
     if (early) request = host.gateway.request(agent, input.stintTurn);
   }
-  const admission = host.gateway.admit(agent, request, signal);
-  const admitted = admission instanceof Promise ? await admission : admission;
+  // Nobody but the cycle aborts an operation before it is in flight (agent.inFlight).
+  const admitted = await host.gateway.admit(agent, request, cycle.operation().signal);
   if ('halt' in admitted) return only(admitted.halt);
   const { reservation } = admitted;
   // What the model sees is committed before it sees it.
@@ -139,10 +139,10 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
   const chat = host.trace.chat(agent, request, 'main');
   let call: ModelCall;
   try {
-    call = await callModel(host, agent, input, request, signal, reports, chat);
+    call = await callModel(host, agent, input, request, cycle, reports, chat);
   } catch (err) {
     host.gateway.release(reservation);
-    chat.end(signal.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });
+    chat.end(cycle.aborted ? { halted: 'cancelled' } : { error: serializeError(err).code });
     throw err;
   }
   if ('outcome' in call) {
@@ -151,7 +151,7 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
     chat.end(outcome.kind === 'failed' || outcome.kind === 'crashed' ? { error: outcome.error.code } : { halted: outcome.kind });
     return { outcome, items: call.items ?? [] };
   }
-  if (signal.aborted) host.gateway.release(reservation);
+  if (cycle.aborted) host.gateway.release(reservation);
   live();
   request = call.request;
   if (notes > 0) agent.notes.splice(0, notes);
@@ -174,7 +174,7 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
   }
   // Awaited, not returned: an async function returning a promise adopts it two microtasks later.
   const stintStart = input.turn - input.stintTurn + 1;
-  return await runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn, stintStart }, signal);
+  return await runTools(host, agent, { text: turn.text, toolCalls: turn.toolCalls, number: input.turn, stintStart }, cycle);
 }
 
 /**
@@ -182,18 +182,18 @@ export async function runTurn(host: TurnHost, input: TurnInput, signal: Cancella
  * called; it waits as a model call would, until a stop (the agent stops: `stopped`), an
  * interrupting message (`interrupted`: the next held turn begins) or the end of the hosting.
  */
-export async function heldTurn(host: Pick<TurnHost, 'stopRequested'>, agent: AgentRef, signal: Cancellation): Promise<TurnResult> {
-  const call = new LazyAbort(signal);
+export async function heldTurn(host: Pick<TurnHost, 'stopRequested'>, agent: AgentRef, cycle: CycleScope): Promise<TurnResult> {
+  const call = cycle.operation();
   agent.inFlight = call;
   if (host.stopRequested(agent)) call.abort(STOP_REQUESTED);
+  const { signal } = call;
   try {
-    if (!call.aborted) await new Promise((resolve) => call.signal.addEventListener('abort', resolve, { once: true }));
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
   } finally {
-    call.close();
     agent.inFlight = null;
   }
-  if (signal.aborted) throw signal.reason;
-  return { outcome: call.reason === STOP_REQUESTED ? { kind: 'stopped', reason: 'requested' } : { kind: 'interrupted' }, items: [] };
+  if (cycle.aborted) throw cycle.reason;
+  return { outcome: signal.reason === STOP_REQUESTED ? { kind: 'stopped', reason: 'requested' } : { kind: 'interrupted' }, items: [] };
 }
 
 /** Everything that must be in the session before the model sees it, staged together. */
@@ -244,16 +244,17 @@ async function callModel(
   agent: AgentRef,
   input: TurnInput,
   first: ModelRequest,
-  signal: Cancellation,
+  cycle: CycleScope,
   reports: TurnReports,
   chat: ChatSpan,
 ): Promise<ModelCall> {
   // The call's own controller: a message (INTERRUPTED) or a stop (STOP_REQUESTED) cancels it
-  // without ending the cycle's signal.
-  const callSignal = new LazyAbort(signal);
-  agent.inFlight = callSignal;
+  // without ending the cycle.
+  const controller = cycle.operation();
+  const callSignal = controller.signal;
+  agent.inFlight = controller;
   // A stop requested before the call began cancels it before it starts.
-  if (host.stopRequested(agent)) callSignal.abort(STOP_REQUESTED);
+  if (host.stopRequested(agent)) controller.abort(STOP_REQUESTED);
   let attempts = input.attempts ?? noAttempts(input.turn);
   let request = first;
   try {
@@ -265,8 +266,8 @@ async function callModel(
         if ('parked' in answer) continue;
         return { turn: answer.turn, request };
       } catch (err) {
-        if (signal.aborted) throw err;
-        if (callSignal.aborted) return cancelledCall(err, signal, callSignal);
+        if (cycle.aborted) throw err;
+        if (callSignal.aborted) return cancelledCall(err, cycle, callSignal);
         const decision = decideRecovery(err, attempts, { hasImages: hasImages(host.sessions.items(agent)), retry: host.options.retry });
         if (decision.kind === 'crash') {
           agent.logger.error({ err }, 'model call crashed');
@@ -294,7 +295,7 @@ async function callModel(
           try {
             compacted = await compactSession(host, agent, input.stintTurn, callSignal);
           } catch (compactionError) {
-            if (callSignal.aborted) return cancelledCall(compactionError, signal, callSignal);
+            if (callSignal.aborted) return cancelledCall(compactionError, cycle, callSignal);
             agent.logger.warn({ err: compactionError }, 'compaction failed');
           }
           // The budget stopped (or its limit was lowered) since the turn was admitted.
@@ -315,9 +316,9 @@ async function callModel(
             delayMs: decision.delayMs,
           });
           try {
-            await sleep(host.clock, decision.delayMs, callSignal.signal);
+            await sleep(host.clock, decision.delayMs, callSignal);
           } catch (abort) {
-            return cancelledCall(abort, signal, callSignal);
+            return cancelledCall(abort, cycle, callSignal);
           }
         }
         // Built again: the session may have changed (images, compaction), and the budget warning with the spend.
@@ -326,14 +327,13 @@ async function callModel(
       }
     }
   } finally {
-    callSignal.close();
     agent.inFlight = null;
   }
 }
 
 /** A model call cancelled by a message (interrupted) or a stop; a cancelled cycle rethrows. */
-function cancelledCall(err: unknown, signal: Cancellation, callSignal: LazyAbort): ModelCall {
-  if (signal.aborted) throw err;
+function cancelledCall(err: unknown, cycle: CycleScope, callSignal: AbortSignal): ModelCall {
+  if (cycle.aborted) throw err;
   return callSignal.reason === STOP_REQUESTED ? { outcome: { kind: 'stopped', reason: 'requested' } } : { outcome: { kind: 'interrupted' } };
 }
 

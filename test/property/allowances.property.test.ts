@@ -12,7 +12,6 @@ import { pino } from 'pino';
 import { expect } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { isActive, type AgentStatus, type TurnOutcome } from '../../machines/types.js';
-import { LazyAbort } from '../../src/cancel.js';
 import { usedOf, type Account } from '../../src/host/calls/allowances.js';
 import { BudgetLedger, type Admission, type Reservation } from '../../src/host/calls/budget.js';
 import { resolveBudget } from '../../src/host/options.js';
@@ -71,7 +70,7 @@ test.prop([scenario], { numRuns: Number(process.env.PROPERTY_RUNS ?? 3000), ...r
     const tripped = new Set<string>();
     const inFlight: { who: number; reservation: Reservation; costUsd: number }[] = [];
     const waiting = new Set<number>();
-    const cancels: LazyAbort[] = [];
+    const cancels: AbortController[] = [];
     status.set(id(0), 'running');
 
     const subtree = (i: number): number[] => [i, ...[...spawned].filter((j) => parentOf(j) === i).flatMap(subtree)];
@@ -189,24 +188,19 @@ test.prop([scenario], { numRuns: Number(process.env.PROPERTY_RUNS ?? 3000), ...r
           if (live.length === 0) break;
           const i = live[a.who % live.length]!;
           const est = a.est / 100;
-          const cancel = new LazyAbort();
-          cancels.push(cancel);
-          const admitted = ledger.admit(payer(i), { est } as unknown as ModelRequest, cancel);
           const cost = Math.floor(a.est * a.share) / 10_000;
-          if (admitted instanceof Promise) {
-            waiting.add(i);
-            admitted.then(
-              (r) => {
-                waiting.delete(i);
-                took(i, r);
-                if ('reservation' in r) inFlight.at(-1)!.costUsd = cost;
-              },
-              () => waiting.delete(i),
-            );
-          } else {
-            took(i, admitted);
-            if ('reservation' in admitted) inFlight.at(-1)!.costUsd = cost;
-          }
+          const cancel = new AbortController();
+          cancels.push(cancel);
+          // Decided at once or after calls in flight settle: either way a promise (drained below).
+          waiting.add(i);
+          ledger.admit(payer(i), { est } as unknown as ModelRequest, cancel.signal).then(
+            (r) => {
+              waiting.delete(i);
+              took(i, r);
+              if ('reservation' in r) inFlight.at(-1)!.costUsd = cost;
+            },
+            () => waiting.delete(i),
+          );
           break;
         }
         case 'settle':

@@ -16,7 +16,6 @@ import { createActor, type Actor, type SnapshotFrom } from 'xstate';
 import type { AgentContext, AgentEvent, AgentInput, AgentLifecycleState } from '../../../machines/agentMachine.js';
 import type { agentMachine } from '../../../machines/agentMachine.js';
 import { idleDeadline, type AgentStatus, type WaitKind } from '../../../machines/types.js';
-import type { Abortable } from '../../cancel.js';
 import type { Clock } from '../../clock.js';
 import { TroupeError } from '../../errors.js';
 import type { UsagePurpose } from '../../model/types.js';
@@ -105,8 +104,8 @@ class Handle implements AgentHandle {
   strategyPrompt: string | null = null;
   lastText: string | null = null;
   waitReport: string | null = null;
-  inFlight: Abortable | null = null;
-  toolsInFlight: Abortable | null = null;
+  inFlight: AbortController | null = null;
+  toolsInFlight: AbortController | null = null;
   /** The run's logger until this agent's own child is made (then the child). */
   #logger: Logger;
   #ownLogger = false;

@@ -20,7 +20,6 @@
  */
 import type { Logger } from 'pino';
 import { matchesName, rulesFor, type ResolvedApprovalRules, type ResolvedRuleSet } from './approvalRules.js';
-import { LazyAbort } from '../../cancel.js';
 import { serializeError, TroupeError } from '../../errors.js';
 import type { WriteOp } from '../../store/port.js';
 import type { EventRow, InboxResult } from '../../store/types.js';
@@ -63,7 +62,7 @@ export interface ApprovalsHost {
   /** Whether the agent can still act on an answer (not terminal). */
   live(h: AgentHandle): boolean;
   userTool(h: AgentHandle, name: string): CompiledTool | undefined;
-  runTool(h: AgentHandle, tool: CompiledTool, args: Record<string, unknown>, cancel: LazyAbort, key: string): Promise<unknown>;
+  runTool(h: AgentHandle, tool: CompiledTool, args: Record<string, unknown>, signal: AbortSignal, key: string): Promise<unknown>;
   /** A tool result may announce async executions: link them to the agent (as a turn does). */
   linkExecutions(h: AgentHandle, text: string): void;
   /** Tell the agent (a notice: queued once per key, wakes it once committed). */
@@ -99,7 +98,7 @@ export class DurableApprovals {
   /** Approved tools running on this host now. */
   readonly #running = new Set<Promise<void>>();
   /** Aborts approved tools still running at shutdown. */
-  readonly #cancel = new LazyAbort();
+  readonly #cancel = new AbortController();
 
   constructor(host: ApprovalsHost, rules: ResolvedApprovalRules | null) {
     this.#host = host;
@@ -297,13 +296,13 @@ export class DurableApprovals {
     this.#stage(row, { phase: 'started' });
     try {
       await host.durable();
-      const out = await host.runTool(h, tool, args, new LazyAbort(this.#cancel), `${host.runId}:approval:${row.id}`);
+      const out = await host.runTool(h, tool, args, this.#cancel.signal, `${host.runId}:approval:${row.id}`);
       const value = isToolOutput(out) ? out.value : out;
       const text = typeof value === 'string' ? value : JSON.stringify(value ?? null);
       host.linkExecutions(h, text);
       this.#finish(row, 'ran', `${row.tool} was approved${row.answer?.edited ? ' with edited arguments' : ''} and ran. Its result: ${text}`);
     } catch (err) {
-      if (this.#cancel.aborted) return;
+      if (this.#cancel.signal.aborted) return;
       this.#finish(row, 'failed', `${row.tool} was approved but failed: ${serializeError(err).code}: ${serializeError(err).message}`);
     }
   }

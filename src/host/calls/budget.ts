@@ -10,7 +10,6 @@
 import type { Logger } from 'pino';
 import type { BudgetFlags } from '../../../machines/coordinatorMachine.js';
 import type { TurnOutcome } from '../../../machines/types.js';
-import type { Cancellation } from '../../cancel.js';
 import type { Clock } from '../../clock.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens, priceOf, priceUsage } from '../../model/prices.js';
 import type { Model, ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../../model/types.js';
@@ -371,16 +370,15 @@ export class BudgetLedger {
    * if nothing is in flight, the stop policy trips the reserve (a child) or the budget stop (the
    * root), and the pause policy parks the agent.
    */
-  admit(agent: Payer, request: ModelRequest, cancel: Cancellation): Admission | Promise<Admission> {
-    // Decided at once unless the call must wait for calls in flight to settle: no promise, and
-    // no microtask hop, on the path every turn takes (the turn awaits only a promise).
+  admit(agent: Payer, request: ModelRequest, signal: AbortSignal): Promise<Admission> {
+    // Decided at once unless the call must wait for calls in flight to settle (no async frame then).
     const now = this.#tryAdmit(agent, request);
-    return now === WAIT ? this.#admitAfterWaits(agent, request, cancel) : now;
+    return now === WAIT ? this.#admitAfterWaits(agent, request, signal) : Promise.resolve(now);
   }
 
-  async #admitAfterWaits(agent: Payer, request: ModelRequest, cancel: Cancellation): Promise<Admission> {
+  async #admitAfterWaits(agent: Payer, request: ModelRequest, signal: AbortSignal): Promise<Admission> {
     for (;;) {
-      await this.#nextSettlement(cancel);
+      await this.#nextSettlement(signal);
       const now = this.#tryAdmit(agent, request);
       if (now !== WAIT) return now;
     }
@@ -532,14 +530,12 @@ export class BudgetLedger {
     return this.#spentUsd + this.#reservedUsd > this.#cap(limitUsd, child) + 1e-9 ? this.#refuse(agent, null) : null;
   }
 
-  #nextSettlement(cancel: Cancellation): Promise<void> {
+  #nextSettlement(signal: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      if (cancel.aborted) {
-        reject(cancel.reason);
+      if (signal.aborted) {
+        reject(signal.reason);
         return;
       }
-      // Waiting is the rare path: only here is a real AbortSignal needed.
-      const signal = cancel.signal;
       const wake = () => {
         signal.removeEventListener('abort', onAbort);
         resolve();

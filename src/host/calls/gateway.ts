@@ -9,7 +9,6 @@ import PQueue from 'p-queue';
 import type { Clock } from '../../clock.js';
 import { ProviderError } from '../../errors.js';
 import { ownGetter } from '../../ownGetter.js';
-import type { Cancellation } from '../../cancel.js';
 import type { Model, ModelCallOptions, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
 import type { AgentRef, Charge, Halt, ModelGateway, Reservation } from '../../turn/ports.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens } from '../../model/prices.js';
@@ -115,9 +114,8 @@ export class Gateway implements ModelGateway {
     this.#deps.log?.forget(agentId);
   }
 
-  admit(agent: AgentRef, request: ModelRequest, cancel: Cancellation): { reservation: Reservation } | Halt | Promise<{ reservation: Reservation } | Halt> {
-    const admitted = this.#deps.ledger.admit(agent, request, cancel);
-    return admitted instanceof Promise ? admitted.then(asGate) : asGate(admitted);
+  admit(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<{ reservation: Reservation } | Halt> {
+    return this.#deps.ledger.admit(agent, request, signal).then(asGate);
   }
 
   admitOptional(request: ModelRequest): Reservation | null {
@@ -128,32 +126,32 @@ export class Gateway implements ModelGateway {
    * One model call through the queue. Not an async function: the task is the model's own promise
    * with one check chained on (an async task was one more promise and frame per turn).
    */
-  call(agent: AgentRef, request: ModelRequest, cancel: Cancellation): Promise<Called> {
+  call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<Called> {
     // The breaker guards the main model's endpoint; an auxiliary model's calls are its own affair.
     const breaker = request.purpose === undefined || request.purpose === 'main' ? this.#deps.breaker(this.#deps.ledger.modelFor('main', agent.id)) : null;
-    if (breaker === null) return this.#queued(agent, request, cancel, null);
+    if (breaker === null) return this.#queued(agent, request, signal, null);
     const ticket = breaker.now();
-    if (ticket) return this.#queued(agent, request, cancel, new Guard(breaker, ticket, cancel));
+    if (ticket) return this.#queued(agent, request, signal, new Guard(breaker, ticket, signal));
     // Open: parked at no cost until a probe is due or it closes (an extra hop only then).
-    return breaker.wait(cancel.signal).then((t) => this.#queued(agent, request, cancel, new Guard(breaker, t, cancel)));
+    return breaker.wait(signal).then((t) => this.#queued(agent, request, signal, new Guard(breaker, t, signal)));
   }
 
-  #queued(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Promise<Called> {
+  #queued(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Promise<Called> {
     // p-queue awaits what a task gives back, a value or a promise (its `Task` type names one or the other).
-    const task = (() => this.#dequeued(agent, request, cancel, guard)) as () => PromiseLike<Called>;
+    const task = (() => this.#dequeued(agent, request, signal, guard)) as () => PromiseLike<Called>;
     return this.queue.add(task, { priority: -agent.depth });
   }
 
   /** The call leaves the queue (the task of `#queued`). */
-  #dequeued(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Called | Promise<Called> {
-    if (cancel.aborted) {
+  #dequeued(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Called | Promise<Called> {
+    if (signal.aborted) {
       guard?.unused();
-      throw cancel.reason;
+      throw signal.reason;
     }
     // It opened while this call queued: back to the gate, no call made.
     if (guard?.closedOff()) return PARKED;
-    if (this.#rateLimiter) return this.#rateLimiter.acquire(cancel.signal).then(() => this.#quoted(agent, request, cancel, guard));
-    return this.#quoted(agent, request, cancel, guard);
+    if (this.#rateLimiter) return this.#rateLimiter.acquire(signal).then(() => this.#quoted(agent, request, signal, guard));
+    return this.#quoted(agent, request, signal, guard);
   }
 
   /**
@@ -161,15 +159,15 @@ export class Gateway implements ModelGateway {
    * minute): 1 request and the estimated tokens before the call, settled to the real usage after;
    * a 429 with `retry-after` pauses the endpoint for every caller (the agent retries as always).
    */
-  #quoted(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Called | Promise<Called> {
+  #quoted(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Called | Promise<Called> {
     const quota = this.#deps.quota;
-    if (!quota) return this.#start(agent, request, cancel, guard);
+    if (!quota) return this.#start(agent, request, signal, guard);
     const model = this.#deps.ledger.modelFor(request.purpose, agent.id);
     const endpoint = endpointOf(model);
     const tokens = quota.countsTokens ? estimatePromptTokens(request) + (model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS) : 0;
-    return quota.acquire(endpoint, tokens, cancel.signal).then((ticket) =>
+    return quota.acquire(endpoint, tokens, signal).then((ticket) =>
       Promise.resolve()
-        .then(() => this.#start(agent, request, cancel, guard))
+        .then(() => this.#start(agent, request, signal, guard))
         .then(
           (result) => settled(quota, ticket, result),
           async (err: unknown) => {
@@ -184,7 +182,7 @@ export class Gateway implements ModelGateway {
   }
 
   /** The call leaves the queue: the budget's last word, then the model. */
-  #start(agent: AgentRef, request: ModelRequest, cancel: Cancellation, guard: Guard | null): Called | Promise<Called> {
+  #start(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Called | Promise<Called> {
     const purpose: UsagePurpose = request.purpose ?? 'main';
     const ledger = this.#deps.ledger;
     // The budget may have stopped or paused while this call queued: then it never starts.
@@ -205,9 +203,7 @@ export class Gateway implements ModelGateway {
       throw fenced;
     }
     // A review's answer is not the agent's: it streams to nobody.
-    // The AbortSignal is made only if the model reads it (cancel.ts).
-    const onDelta = purpose === 'review' ? undefined : (delta: ModelDelta) => this.#delta(agent, delta);
-    const options: ModelCallOptions = new CallOptions(cancel, onDelta);
+    const options: ModelCallOptions = purpose === 'review' ? { signal } : { signal, onDelta: (delta: ModelDelta) => this.#delta(agent, delta) };
     // Promise.resolve: a custom model that answers with a plain object is still read.
     const entry = this.#deps.log?.begin(request, sourceOf(request));
     const answer = Promise.resolve(this.#deps.ledger.modelFor(purpose, agent.id).complete(request, options));
@@ -218,7 +214,7 @@ export class Gateway implements ModelGateway {
     return answer.then(
       (turn) => answered(entry.answered(turn)),
       (err: unknown) => {
-        entry.failed(err, cancel.aborted);
+        entry.failed(err, signal.aborted);
         if (guard === null) throw err;
         return guard.failed(err);
       },
@@ -252,12 +248,12 @@ const PARKED = Object.freeze({ parked: true as const });
 class Guard {
   readonly #breaker: Breaker;
   readonly #ticket: Ticket;
-  readonly #cancel: Cancellation;
+  readonly #signal: AbortSignal;
 
-  constructor(breaker: Breaker, ticket: Ticket, cancel: Cancellation) {
+  constructor(breaker: Breaker, ticket: Ticket, signal: AbortSignal) {
     this.#breaker = breaker;
     this.#ticket = ticket;
-    this.#cancel = cancel;
+    this.#signal = signal;
   }
 
   /** Whether the breaker opened since the ticket was given (a probe goes regardless). */
@@ -275,7 +271,7 @@ class Guard {
   };
 
   readonly failed = (err: unknown): typeof PARKED => {
-    if (this.#cancel.aborted) {
+    if (this.#signal.aborted) {
       this.#breaker.unused(this.#ticket);
       throw err;
     }
@@ -308,7 +304,7 @@ function checkedTurn(turn: ModelTurn): { turn: ModelTurn } {
   return { turn };
 }
 
-/** The lazy parts of a request and of the call options are own getters (ownGetter.ts): a model that spreads them keeps them. */
+/** The lazy part of a request is an own getter (ownGetter.ts): a model that spreads the request keeps it. */
 const MESSAGES = ownGetter((request: SnapshotRequest) => request.snapshot());
 
 /**
@@ -350,23 +346,4 @@ class SnapshotRequest implements ModelRequest {
 /** What a request's messages are: a snapshot's session prefix, or the messages themselves. */
 function sourceOf(request: ModelRequest): { items: readonly SessionItem[]; length: number } {
   return request instanceof SnapshotRequest ? request.source() : { items: request.messages, length: request.messages.length };
-}
-
-const SIGNAL = ownGetter((options: CallOptions) => options.cancelSignal());
-
-/** A call's options: the AbortSignal is made only if the model reads it (cancel.ts). */
-class CallOptions implements ModelCallOptions {
-  declare readonly signal: AbortSignal;
-  declare readonly onDelta?: (delta: ModelDelta) => void;
-  readonly #cancel: Cancellation;
-
-  constructor(cancel: Cancellation, onDelta: ((delta: ModelDelta) => void) | undefined) {
-    Object.defineProperty(this, 'signal', SIGNAL);
-    if (onDelta) (this as { onDelta?: (delta: ModelDelta) => void }).onDelta = onDelta;
-    this.#cancel = cancel;
-  }
-
-  cancelSignal(): AbortSignal {
-    return this.#cancel.signal;
-  }
 }

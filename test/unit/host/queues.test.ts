@@ -1,15 +1,14 @@
 /**
  * The shared model and tool queues (p-queue, as host/calls/gateway.ts and host/runtime.ts make
- * them) and lazy cancellation (src/cancel.ts). What troupe relies on from p-queue, pinned here so an
+ * them). What troupe relies on from p-queue, pinned here so an
  * upgrade that changes it fails: never more than its concurrency, FIFO within a priority, higher
  * priority first, each caller settled as its task did, a task started synchronously in `add` when a
  * slot is free, and the next task handed its slot before the previous caller resumes (the budget's
- * queued-call rules). A LazyAbort behaves as an AbortController linked to its parent would.
+ * queued-call rules).
  */
 import { fc, test } from '@fast-check/vitest';
 import PQueue from 'p-queue';
 import { describe, expect, it } from 'vitest';
-import { cancellationOf, LazyAbort } from '../../../src/cancel.js';
 
 /** A task the test settles by hand. */
 function gate() {
@@ -107,106 +106,5 @@ describe('the shared queues (p-queue)', () => {
     await flush();
     expect(dropped).toBe(false);
     expect(() => new PQueue({ concurrency: 0 })).toThrow(TypeError);
-  });
-});
-
-describe('LazyAbort', () => {
-  it('makes no AbortSignal until one is read, and then one that follows it', () => {
-    const parent = new AbortController();
-    const lazy = new LazyAbort(parent.signal);
-    expect(lazy.aborted).toBe(false);
-    const signal = lazy.signal;
-    expect(signal.aborted).toBe(false);
-    lazy.abort('stop');
-    expect(signal.aborted).toBe(true);
-    expect(signal.reason).toBe('stop');
-    expect(lazy.reason).toBe('stop');
-  });
-
-  it('follows its parent, and the first abort decides the reason', () => {
-    const parent = new AbortController();
-    const early = new LazyAbort(parent.signal);
-    const signalBefore = early.signal;
-    const late = new LazyAbort(parent.signal);
-    parent.abort('shutdown');
-    expect(signalBefore.aborted).toBe(true);
-    expect(signalBefore.reason).toBe('shutdown');
-    expect(late.aborted).toBe(true);
-    late.abort('stop');
-    expect(late.reason).toBe('shutdown');
-    expect(late.signal.reason).toBe('shutdown');
-  });
-
-  it('an abort before the signal is read still reaches the signal made later', () => {
-    const lazy = new LazyAbort(null);
-    lazy.abort('interrupt');
-    lazy.abort('second');
-    expect(lazy.signal.aborted).toBe(true);
-    expect(lazy.signal.reason).toBe('interrupt');
-  });
-
-  it('close stops listening to the parent', () => {
-    const parent = new AbortController();
-    const lazy = new LazyAbort(parent.signal);
-    const signal = lazy.signal;
-    lazy.close();
-    parent.abort('late');
-    expect(signal.aborted).toBe(false);
-  });
-
-  it('cancellationOf reads through to its signal', () => {
-    const controller = new AbortController();
-    const c = cancellationOf(controller.signal);
-    expect(c.aborted).toBe(false);
-    controller.abort('x');
-    expect([c.aborted, c.reason, c.signal]).toEqual([true, 'x', controller.signal]);
-  });
-
-  it('chains under a LazyAbort parent without making any AbortSignal until one is read', () => {
-    const cycle = new LazyAbort(null);
-    const call = new LazyAbort(cycle);
-    const tool = new LazyAbort(call);
-    expect([cycle.aborted, call.aborted, tool.aborted]).toEqual([false, false, false]);
-    cycle.abort('stopped');
-    expect([call.aborted, call.reason, tool.aborted, tool.reason]).toEqual([true, 'stopped', true, 'stopped']);
-    tool.abort('late');
-    expect(tool.reason).toBe('stopped');
-    expect(tool.signal.reason).toBe('stopped');
-  });
-
-  // A chain of three scopes against the reference: AbortControllers linked by forwarding listeners.
-  test.prop([
-    fc.array(
-      fc.oneof(
-        fc.record({ op: fc.constant('abort' as const), level: fc.integer({ min: 0, max: 2 }), reason: fc.string({ maxLength: 2 }) }),
-        fc.record({ op: fc.constant('read' as const), level: fc.integer({ min: 0, max: 2 }) }),
-      ),
-      { maxLength: 12 },
-    ),
-  ])('a chain of LazyAborts behaves as AbortControllers linked by listeners', (ops) => {
-    const ref = [new AbortController(), new AbortController(), new AbortController()];
-    for (const level of [1, 2]) {
-      const parent = ref[level - 1]!.signal;
-      parent.addEventListener('abort', () => ref[level]!.abort(parent.reason), { once: true });
-    }
-    const root = new LazyAbort(null);
-    const mid = new LazyAbort(root);
-    const lazy = [root, mid, new LazyAbort(mid)];
-    const read: (AbortSignal | null)[] = [null, null, null];
-    for (const step of ops) {
-      if (step.op === 'abort') {
-        ref[step.level]!.abort(step.reason);
-        lazy[step.level]!.abort(step.reason);
-      } else {
-        read[step.level] ??= lazy[step.level]!.signal;
-      }
-      // Every scope agrees with its reference, and so does every signal made from one.
-      for (const level of [0, 1, 2]) {
-        const expected = ref[level]!.signal;
-        expect([lazy[level]!.aborted, lazy[level]!.reason]).toEqual([expected.aborted, expected.aborted ? expected.reason : undefined]);
-        const made = read[level];
-        if (made) expect([made.aborted, made.reason]).toEqual([expected.aborted, expected.reason]);
-      }
-    }
   });
 });

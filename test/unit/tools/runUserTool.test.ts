@@ -1,7 +1,6 @@
 import PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { LazyAbort } from '../../../src/cancel.js';
 import { systemClock } from '../../../src/clock.js';
 import { compileTool, defineTool, type ToolContext } from '../../../src/tools/defineTool.js';
 import { runUserTool, type ToolRunner } from '../../../src/tools/runUserTool.js';
@@ -33,7 +32,7 @@ describe('runUserTool: a tool call context', () => {
       defineTool({ name: 'quiet', description: 'd', parameters: { type: 'object' }, execute: (_args, ctx) => ((context = ctx), 'ok') }),
     );
     const a = agent();
-    expect(await runUserTool(runner, quiet, {}, a.ref, new LazyAbort(), 'run_1:a1:3:c1')).toBe('ok');
+    expect(await runUserTool(runner, quiet, {}, a.ref, new AbortController().signal, 'run_1:a1:3:c1')).toBe('ok');
     expect(context).toMatchObject({ agentId: 'a1', agentName: 'scout', runId: 'run_1', idempotencyKey: 'run_1:a1:3:c1' });
     // An agent's logger is a pino child made on first use: a tool that logs nothing must not make it.
     expect(a.seen.reads).toBe(0);
@@ -47,13 +46,13 @@ describe('runUserTool: a tool call context', () => {
       }),
     );
     const b = agent();
-    await runUserTool(runner, chatty, {}, b.ref, new LazyAbort(), 'k');
+    await runUserTool(runner, chatty, {}, b.ref, new AbortController().signal, 'k');
     expect(b.seen.reads).toBe(1);
     expect(b.seen.children).toEqual([{ tool: 'chatty' }]);
   });
 
   it('survives a spread: a copy carries the live signal and the logger; JSON gives the identifiers', async () => {
-    const cancel = new LazyAbort();
+    const cancel = new AbortController();
     let copy: ToolContext | undefined;
     let json = '';
     const tool = compileTool(
@@ -69,7 +68,7 @@ describe('runUserTool: a tool call context', () => {
       }),
     );
     const a = agent();
-    const running = runUserTool(runner, tool, {}, a.ref, cancel, 'k1');
+    const running = runUserTool(runner, tool, {}, a.ref, cancel.signal, 'k1');
     await Promise.resolve();
     expect(copy!.signal).toBeInstanceOf(AbortSignal);
     copy!.logger.info('from the copy');
@@ -80,7 +79,7 @@ describe('runUserTool: a tool call context', () => {
   });
 
   it("gives the tool a signal that follows the agent's cancellation while it runs", async () => {
-    const cancel = new LazyAbort();
+    const cancel = new AbortController();
     let signal: AbortSignal | undefined;
     const tool = compileTool(
       defineTool({
@@ -91,15 +90,14 @@ describe('runUserTool: a tool call context', () => {
           new Promise((_resolve, reject) => ((signal = ctx.signal), ctx.signal.addEventListener('abort', () => reject(new Error('saw the abort'))))),
       }),
     );
-    const running = runUserTool(runner, tool, {}, agent().ref, cancel, 'k');
+    const running = runUserTool(runner, tool, {}, agent().ref, cancel.signal, 'k');
     await Promise.resolve();
     expect(signal?.aborted).toBe(false);
     const reason = new Error('the agent was stopped');
     cancel.abort(reason);
     expect(signal?.aborted).toBe(true);
     await expect(running).rejects.toBe(reason);
-    const stopped = new LazyAbort();
-    stopped.abort(new Error('stopped before'));
+    const stopped = AbortSignal.abort(new Error('stopped before'));
     await expect(runUserTool(runner, tool, {}, agent().ref, stopped, 'k')).rejects.toMatchObject({ code: 'TOOL_NOT_RUN' });
   });
 
@@ -116,16 +114,16 @@ describe('runUserTool: a tool call context', () => {
         execute: () => ((ran += 1), new Promise<string>((resolve) => (release = () => resolve('ok')))),
       }),
     );
-    const first = runUserTool(fencedRunner, slow, {}, agent().ref, new LazyAbort(), 'k1');
+    const first = runUserTool(fencedRunner, slow, {}, agent().ref, new AbortController().signal, 'k1');
     // Queued behind the first (one slot) while the lease still holds.
-    const queued = runUserTool(fencedRunner, slow, {}, agent().ref, new LazyAbort(), 'k2');
+    const queued = runUserTool(fencedRunner, slow, {}, agent().ref, new AbortController().signal, 'k2');
     expect(ran).toBe(1);
     lost = new Error('lease epoch 2 may have expired');
     release();
     expect(await first).toBe('ok');
     await expect(queued).rejects.toBe(lost);
     expect(ran).toBe(1);
-    await expect(runUserTool(fencedRunner, slow, {}, agent().ref, new LazyAbort(), 'k3')).rejects.toBe(lost);
+    await expect(runUserTool(fencedRunner, slow, {}, agent().ref, new AbortController().signal, 'k3')).rejects.toBe(lost);
     expect(ran).toBe(1);
   });
 });

@@ -152,6 +152,7 @@ export class Runtime {
     }
     this.toolbox = new Toolbox(options.tools ?? [], {
       interactive: this.options.interactive,
+      maxDepth: this.options.limits.maxDepth,
       clock: this.clock,
       logger: this.logger,
       find: (id) => this.agents.find(id),

@@ -42,7 +42,10 @@ describe('the admission policy (pure)', () => {
     for (let i = 0; i < 20; i++) limit = nextLimit(limit, 200, policy);
     expect(limit).toBe(8);
     let windows = 0;
-    while (limit < 1_000) ((limit = nextLimit(limit, 0, policy)), windows++);
+    while (limit < 1_000) {
+      limit = nextLimit(limit, 0, policy);
+      windows++;
+    }
     expect(windows).toBe(16);
   });
 

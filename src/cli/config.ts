@@ -41,7 +41,7 @@ export interface CliConfig {
   interactive?: boolean;
   budget?: BudgetOptions;
   limits?: Partial<Limits>;
-  concurrency?: { model?: number; tools?: number };
+  concurrency?: { model?: number; tools?: number; adaptive?: boolean };
   rateLimit?: { requests: number; intervalMs: number };
   /**
    * Which steps ask a person (`CoordinatorOptions.approvals` as rules); saved with the run, so every

@@ -105,7 +105,11 @@ export const CONFIG_SCHEMA = {
       type: 'object',
       additionalProperties: false,
       description: 'Model and tool calls at once.',
-      properties: { model: positiveInt, tools: positiveInt },
+      properties: {
+        model: positiveInt,
+        tools: positiveInt,
+        adaptive: { type: 'boolean', description: 'Fewer model calls at once while the event loop lags.' },
+      },
     },
     rateLimit: {
       type: 'object',

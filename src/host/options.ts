@@ -20,6 +20,7 @@ import type { Tool } from '../tools/defineTool.js';
 import type { TelemetryOptions } from '../trace/tracer.js';
 import type { ApprovalAsker } from '../turn/ports.js';
 import { isRules, resolveApprovalRules, type ApprovalRules, type ResolvedApprovalRules } from './async/approvalRules.js';
+import { DEFAULT_MAX_LAG_MS, type LagSource } from './calls/admission.js';
 import { resolveProfiles, type AgentProfile, type ResolvedProfile } from './profiles.js';
 
 export interface Limits {
@@ -114,7 +115,12 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   idleResumeMs?: number;
   /** Default per-tool timeout. Default 120 s. */
   toolTimeoutMs?: number;
-  concurrency?: { model?: number; tools?: number };
+  /**
+   * Model and tool calls at once. `adaptive` (default false): the model queue admits fewer calls
+   * while the event loop lags (its p99 over `maxLagMs`, default 50) and more again up to `model`
+   * when it does not (host/calls/admission.ts); `lag` replaces the event-loop delay read (tests).
+   */
+  concurrency?: { model?: number; tools?: number; adaptive?: boolean | { maxLagMs?: number; lag?: LagSource } };
   /** At most `requests` model calls start in any `intervalMs` (a provider's requests-per-minute). */
   rateLimit?: { requests: number; intervalMs: number };
   /**
@@ -262,7 +268,7 @@ export interface ResolvedOptions {
   budget: { limitUsd: number | null; reserveFraction: number; policy: 'stop' | 'pause'; prices: Record<string, ModelPrice> };
   idleResumeMs: number;
   toolTimeoutMs: number;
-  concurrency: { model: number; tools: number };
+  concurrency: { model: number; tools: number; adaptive: { maxLagMs: number; lag: LagSource | null } | null };
   rateLimit: { requests: number; intervalMs: number } | null;
   quota: QuotaLimits | null;
   quotaStore: QuotaStore;
@@ -320,6 +326,18 @@ function oneOf<T extends string>(name: string, value: unknown, allowed: readonly
     throw new ConfigError(`Expected ${name} to be one of ${allowed.map((a) => `"${a}"`).join(', ')}, got ${show(value)}`);
   }
   return value as T;
+}
+
+/** Adaptive admission of model calls: off unless asked (see CoordinatorOptions.concurrency). */
+function resolveAdaptive(value: unknown): ResolvedOptions['concurrency']['adaptive'] {
+  if (value === undefined || value === false) return null;
+  if (value === true) return { maxLagMs: DEFAULT_MAX_LAG_MS, lag: null };
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ConfigError(`Expected concurrency.adaptive to be a boolean or { maxLagMs?, lag? }, got ${show(value)}`);
+  }
+  const { maxLagMs, lag } = value as { maxLagMs?: unknown; lag?: unknown };
+  if (lag !== undefined && typeof lag !== 'function') throw new ConfigError(`Expected concurrency.adaptive.lag to be a function, got ${show(lag)}`);
+  return { maxLagMs: positive('concurrency.adaptive.maxLagMs', maxLagMs, DEFAULT_MAX_LAG_MS), lag: (lag as LagSource | undefined) ?? null };
 }
 
 /** How often the live stream's buffered rows are committed when nothing else commits (ms). */
@@ -486,6 +504,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
     concurrency: {
       model: integer('concurrency.model', options.concurrency?.model, 8, 1),
       tools: integer('concurrency.tools', options.concurrency?.tools, 16, 1),
+      adaptive: resolveAdaptive(options.concurrency?.adaptive),
     },
     rateLimit: resolveRateLimit(options.rateLimit),
     quota: resolveQuota(options.quota),

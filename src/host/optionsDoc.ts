@@ -33,7 +33,10 @@ export const OPTION_DOCS = {
   limits: { meaning: 'see the `limits.*` rows' },
   idleResumeMs: { default: (r) => n(r.idleResumeMs), meaning: 'idle auto-resume of waits on agents' },
   toolTimeoutMs: { default: (r) => n(r.toolTimeoutMs), meaning: 'per tool call (a tool may set its own)' },
-  concurrency: { default: (r) => `${r.concurrency.model} / ${r.concurrency.tools}`, meaning: '`{ model, tools }` calls at once' },
+  concurrency: {
+    default: (r) => `${r.concurrency.model} / ${r.concurrency.tools}`,
+    meaning: '`{ model, tools, adaptive }` calls at once (`adaptive`: fewer model calls while the event loop lags)',
+  },
   rateLimit: { default: () => 'none', meaning: '`{ requests, intervalMs }`: model calls started per interval, by this run alone' },
   quota: {
     default: () => 'none',

@@ -46,6 +46,7 @@ import { DeadlockWatch } from './waits/deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './async/delegations.js';
 import { SelfWakes } from './async/selfWakes.js';
 import { AsyncExecutions } from './async/executions.js';
+import { AdaptiveAdmission, admissionPolicy, eventLoopLag } from './calls/admission.js';
 import { Gateway } from './calls/gateway.js';
 import { CallLog } from './calls/callLog.js';
 import { type GraphHost } from './waits/graph.js';
@@ -125,6 +126,8 @@ export class Runtime {
   readonly builtins: BuiltinHost;
   readonly #graph: GraphHost;
   #shutdown = false;
+  /** The adaptive admission of model calls (null: the queue keeps `concurrency.model`). */
+  readonly #admission: { close(): void } | null;
   #shutdownDone: Promise<void> | null = null;
   #failure: TroupeError | null = null;
   #stopWindowListener: (() => void) | null;
@@ -152,6 +155,7 @@ export class Runtime {
     }
     this.toolbox = new Toolbox(options.tools ?? [], {
       interactive: this.options.interactive,
+      maxDepth: this.options.limits.maxDepth,
       clock: this.clock,
       logger: this.logger,
       find: (id) => this.agents.find(id),
@@ -307,6 +311,7 @@ export class Runtime {
       breaker: (model) => this.#breakers.of(model),
       log: this.callLog,
     });
+    this.#admission = this.#adaptiveAdmission();
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
     const host = asyncWorkHost(this);
     this.executions = new AsyncExecutions(host);
@@ -519,6 +524,7 @@ export class Runtime {
     this.agents.stopAll();
     this.coordinator.stop();
     this.gateway.queue.clear();
+    this.#admission?.close();
     this.toolQueue.clear();
     this.views.waiters.rejectAll(this.#failure ?? shutDown());
     // The statuses of what is committing now reach the stream once their commit is done (views
@@ -531,6 +537,21 @@ export class Runtime {
     await this.stream?.close();
     await this.committer.close();
     await this.toolbox.catalog.close();
+  }
+
+  /** With `concurrency.adaptive`: the model queue's limit follows the event-loop delay, read when a call ends (admission.ts). */
+  #adaptiveAdmission(): { close(): void } | null {
+    const adaptive = this.options.concurrency.adaptive;
+    if (adaptive === null) return null;
+    const own = adaptive.lag === null ? eventLoopLag() : null;
+    const queue = this.gateway.queue;
+    const admission = new AdaptiveAdmission(queue, admissionPolicy(this.options.concurrency.model, adaptive.maxLagMs), {
+      clock: this.clock,
+      lag: adaptive.lag ?? own!.lag,
+    });
+    const ended = () => admission.ended();
+    queue.on('next', ended);
+    return { close: () => (queue.off('next', ended), own?.close()) };
   }
 
   /** The live stream's writer (null with `stream: false`): every event, with the group commit. */

@@ -13,6 +13,7 @@ import type { McpServer } from '../mcp/config.js';
 import type { JsonSchema, ToolSpec } from '../model/types.js';
 import type { AgentTerms } from '../store/types.js';
 import { BUILTIN_TOOLS, withValueParameter } from '../tools/builtin.js';
+import { canSpawn, type OfferedRun } from '../tools/builtinKit.js';
 import { SPAWN_TOOLS } from '../tools/builtinSpawn.js';
 import { FINISH_TOOLS } from '../turn/finishValue.js';
 import { toToolSpec, type CompiledTool, type Tool } from '../tools/defineTool.js';
@@ -28,7 +29,8 @@ interface ToolAgent {
 
 export class Toolbox {
   readonly catalog: ToolCatalog;
-  readonly #interactive: boolean;
+  /** What of the run's options decides which built-ins an agent is offered. */
+  readonly #run: OfferedRun;
   readonly #find: (id: string) => ToolAgent | undefined;
   readonly #specs = new Map<string, ToolSpec[]>();
   #specsVersion = -1;
@@ -44,6 +46,8 @@ export class Toolbox {
     definitions: readonly (Tool | McpServer)[],
     deps: {
       interactive: boolean;
+      /** limits.maxDepth: an agent at it is not offered the spawn tools. */
+      maxDepth: number;
       clock: Clock;
       logger: Logger;
       find: (id: string) => ToolAgent | undefined;
@@ -51,29 +55,31 @@ export class Toolbox {
     },
   ) {
     this.catalog = new ToolCatalog(definitions, { clock: deps.clock, logger: deps.logger, reserved: new Set(BUILTIN_TOOLS.keys()) });
-    this.#interactive = deps.interactive;
+    this.#run = { interactive: deps.interactive, maxDepth: deps.maxDepth };
     this.#find = deps.find;
     this.#profiles = deps.profiles ?? new Map();
     this.#spawnSpecs = spawnSpecs(this.#profiles);
   }
 
-  names(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): string[] {
+  names(agent: Pick<AgentRef, 'id' | 'name' | 'parentId' | 'depth'>): string[] {
     return this.specs(agent).map((t) => t.name);
   }
 
-  /** The tools an agent is offered. */
-  specs(agent: Pick<AgentRef, 'id' | 'name' | 'parentId'>): readonly ToolSpec[] {
+  /** The tools an agent is offered: a function of its parent, depth and tool sets, and the run's options. */
+  specs(agent: Pick<AgentRef, 'id' | 'name' | 'parentId' | 'depth'>): readonly ToolSpec[] {
     if (this.#specsVersion !== this.catalog.version) {
       this.#specs.clear();
       this.#specsVersion = this.catalog.version;
     }
     const sets = this.#toolSets(agent);
-    const key = `${agent.parentId === null ? 'root' : 'child'}${sets.length === 0 ? '' : JSON.stringify(sets)}`;
+    // One list per kind of agent: root or child, below maxDepth or at it (no spawn tools), its tool sets.
+    const kind = `${agent.parentId === null ? 'root' : 'child'}${canSpawn(agent, this.#run) ? '' : '-leaf'}`;
+    const key = `${kind}${sets.length === 0 ? '' : JSON.stringify(sets)}`;
     let specs = this.#specs.get(key);
     if (!specs) {
       specs = [];
       for (const tool of BUILTIN_TOOLS.values()) {
-        if (tool.offeredTo(agent, this.#interactive)) specs.push(this.#spawnSpecs.get(tool.name) ?? toToolSpec(tool as never));
+        if (tool.offeredTo(agent, this.#run)) specs.push(this.#spawnSpecs.get(tool.name) ?? toToolSpec(tool as never));
       }
       for (const entry of this.catalog.values()) if (inSets(entry, sets)) specs.push(toToolSpec(entry.tool));
       this.#specs.set(key, specs);

@@ -61,7 +61,8 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
     // MCP servers are not replaced: their tools run live (issue 37 leaves them out).
     tools: (given.tools ?? []).map((t) => ('execute' in t ? replay.tool(t) : t)),
     // Calls wait in the model until their turn comes: a queue bound could hold back the one due.
-    concurrency: { ...given.concurrency, model: 1_000_000 },
+    // Never adaptive: the replay's admission must not follow this process's event-loop delay.
+    concurrency: { ...given.concurrency, model: 1_000_000, adaptive: false },
     interactive: recording.run.interactive,
     model: replay.model,
     store,

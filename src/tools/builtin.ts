@@ -233,7 +233,7 @@ const respondToUser = define({
   name: 'respond_to_user',
   description: 'Answer the user and hand control back to them: you park until they reply. Leave message empty to deliver the text you just wrote.',
   parameters: object({ message: str('What to tell the user') }, []),
-  offeredTo: (_a, interactive) => interactive,
+  offeredTo: (_a, run) => run.interactive,
   run(args, { host, agent, callId, state }) {
     if (!host.interactive) {
       throw new TroupeError('TOOL_NOT_ALLOWED', 'No user is attached to this run: keep working, or finish.');
@@ -290,7 +290,7 @@ const recordAssent = define({
   description:
     "The user agreed to the plan you stated: quote their words exactly. Steps of that plan then run without asking for approval while the approval window lasts (the user's assent counts as an approval).",
   parameters: object({ quote: str("The user's words of assent, exactly as they wrote them", { minLength: 2 }) }, ['quote']),
-  offeredTo: (_a, interactive) => interactive,
+  offeredTo: (_a, run) => run.interactive,
   run(args, { host, agent }) {
     const { windowMs } = host.assent(agent, args.quote as string);
     return { result: { assent_recorded: true, window_minutes: Math.round(windowMs / 60_000) } };

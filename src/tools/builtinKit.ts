@@ -20,6 +20,13 @@ export interface TurnToolState {
   text: string | null;
 }
 
+/** What of the run's options decides which built-ins an agent is offered. */
+export interface OfferedRun {
+  interactive: boolean;
+  /** limits.maxDepth: an agent at it cannot spawn (MAX_DEPTH_EXCEEDED). */
+  maxDepth: number;
+}
+
 export interface BuiltinEnv {
   host: BuiltinHost;
   agent: BuiltinAgent;
@@ -34,8 +41,12 @@ export interface BuiltinTool {
   name: string;
   description: string;
   parameters: JsonSchema;
-  /** Who sees the tool in its tool list (calls from others are refused with a reason). */
-  offeredTo: (agent: BuiltinAgent, interactive: boolean) => boolean;
+  /**
+   * Who sees the tool in its tool list (calls from others are refused with a reason). A pure
+   * function of the agent's recorded place (parent, depth) and the run's options: the list is part
+   * of every request a recording compares.
+   */
+  offeredTo: (agent: BuiltinAgent, run: OfferedRun) => boolean;
   run(args: Record<string, unknown>, env: BuiltinEnv): BuiltinResult;
   validate: (args: unknown) => TroupeError | null;
 }
@@ -62,3 +73,5 @@ export function define(tool: Omit<BuiltinTool, 'validate'>): BuiltinTool {
 
 export const everyone = () => true;
 export const isRoot = (a: BuiltinAgent) => a.parentId === null;
+/** An agent at limits.maxDepth is not offered the spawn tools (~2.3 KB per request it could never use); a call anyway is refused as before. */
+export const canSpawn = (a: BuiltinAgent, run: OfferedRun) => a.depth < run.maxDepth;

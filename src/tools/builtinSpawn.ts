@@ -8,7 +8,7 @@
 import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
 import type { AgentTerms } from '../store/types.js';
-import { define, everyone, object, str, strings, type BuiltinTool } from './builtinKit.js';
+import { canSpawn, define, object, str, strings, type BuiltinTool } from './builtinKit.js';
 import { compileOutputSchema } from './outputSchema.js';
 import type { SpawnRequest } from './ports.js';
 
@@ -64,7 +64,7 @@ const spawnAgent = define({
   description:
     'Start a sub-agent that works in parallel on a task. It reports back with agent_finish; if it stops, fails or crashes you get a notice instead. Returns its agent_id. To start several, use spawn_agents.',
   parameters: object(CHILD, ['name', 'task']),
-  offeredTo: everyone,
+  offeredTo: canSpawn,
   run(args, { host, agent }) {
     const [child] = host.spawnChildren(agent, [request(args)]);
     return {
@@ -94,7 +94,7 @@ const spawnAgents = define({
     },
     ['agents'],
   ),
-  offeredTo: everyone,
+  offeredTo: canSpawn,
   run(args, { host, agent }) {
     const entries = args.agents as Record<string, unknown>[];
     const reqs = entries.map((entry, i) => {

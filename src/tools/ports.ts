@@ -11,6 +11,8 @@ export interface BuiltinAgent {
   readonly id: string;
   readonly name: string;
   readonly parentId: string | null;
+  /** Levels below the root (root = 0). */
+  readonly depth: number;
 }
 
 /** Another agent, as a result describes it. */

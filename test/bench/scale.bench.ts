@@ -10,7 +10,9 @@
  * the same server, started in the root's batches — whose wall time is the ideal. Figures per
  * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
  * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
- * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores.
+ * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
+ * with `concurrency.adaptive` off then on (SCALE_ADAPTIVE=first: on then off), and reports the
+ * ratios and the lowest model concurrency the admission set.
  * @module
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -33,6 +35,8 @@ const TERMINAL = ['completed', 'failed', 'crashed', 'stopped'] as const;
 type StoreKind = 'memory' | 'NORMAL' | 'FULL';
 /** The stores to run (SCALE_STORES=memory,FULL to skip one). */
 const STORES = (process.env.SCALE_STORES ?? 'memory,NORMAL,FULL').split(',') as StoreKind[];
+/** With `concurrency.adaptive` too (host/calls/admission.ts): each store off and on, in the order asked. */
+const ADAPTIVE = process.env.SCALE_ADAPTIVE === undefined ? [false] : process.env.SCALE_ADAPTIVE === 'first' ? [true, false] : [false, true];
 
 interface Figures {
   ms: number;
@@ -42,6 +46,8 @@ interface Figures {
   cpuPerTurnUs: number;
   /** The root's last request (its conversation), in KB: what a parent of K children sends. */
   rootRequestKb: number;
+  /** The lowest model concurrency seen (the admission's, with adaptive). */
+  minConcurrency: number;
 }
 
 let server: ServerProcess;
@@ -90,7 +96,7 @@ async function baseline(): Promise<number> {
   return ms;
 }
 
-async function team(store: StoreKind): Promise<Figures> {
+async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
   const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store });
   const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '' });
@@ -109,13 +115,17 @@ async function team(store: StoreKind): Promise<Figures> {
     model: counted,
     tools: [work],
     limits: { maxChildren: K, maxAgents: K + 1, maxDepth: 1 },
-    concurrency: { model: K + 1 },
+    concurrency: { model: K + 1, adaptive },
     ...(opened ? { store: opened } : {}),
   });
   global.gc?.();
   const heap0 = process.memoryUsage().heapUsed;
   let heapPeak = heap0;
-  const sampler = setInterval(() => (heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed)), 250);
+  let minConcurrency = K + 1;
+  const sampler = setInterval(() => {
+    heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed);
+    minConcurrency = Math.min(minConcurrency, coordinator.health().modelQueue.concurrency);
+  }, 250);
   const eld = monitorEventLoopDelay({ resolution: 10 });
   eld.enable();
   const cpu0 = process.cpuUsage();
@@ -137,6 +147,7 @@ async function team(store: StoreKind): Promise<Figures> {
     heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
     // Measured after the run: its last request (its finish turn) holds every spawn and report.
+    minConcurrency,
     rootRequestKb: lastRoot === null ? Number.NaN : Buffer.byteLength(JSON.stringify((lastRoot as { messages: unknown }).messages)) / 1024,
   };
 }
@@ -149,7 +160,10 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
   const once = { iterations: 1, warmupIterations: 0, time: 0 };
   bench('baseline: the same calls on node:http, no troupe (the ideal)', async () => void (idealMs = await baseline()), once);
   for (const store of STORES) {
-    bench(store === 'memory' ? 'in memory' : `SQLite ${store}`, async () => void results.set(store, await team(store)), once);
+    for (const adaptive of ADAPTIVE) {
+      const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}`;
+      bench(name, async () => void results.set(`${store}${adaptive ? '+adaptive' : ''}`, await team(store, adaptive)), once);
+    }
   }
 });
 
@@ -158,11 +172,20 @@ afterAll(async () => {
   const lines = ['', `scale, K = ${K}: ideal (node:http, same calls) ${(idealMs / 1000).toFixed(1)} s`];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(6)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child)`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
     );
   }
   const memory = results.get('memory');
   const full = results.get('FULL');
   if (memory && full) lines.push(`FULL ÷ memory: ${(full.ms / memory.ms).toFixed(2)}`);
+  for (const store of STORES) {
+    const off = results.get(store);
+    const on = results.get(`${store}+adaptive`);
+    if (off && on) {
+      lines.push(
+        `${store} adaptive ÷ fixed: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}`,
+      );
+    }
+  }
   process.stderr.write(`${lines.join('\n')}\n`);
 });

@@ -157,6 +157,7 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
         ],
         a: [
           { tool: 'spawn_agent', args: { name: 'a1', task: 'x' } },
+          { tool: 'spawn_agents', args: { agents: [{ name: 'a2', task: 'x' }] } },
           { tool: 'agent_finish', args: { summary: 'ok' } },
         ],
       },
@@ -164,8 +165,46 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
     );
     expect(errorsOf(results, 'spawn_agent')).toEqual(['ok', 'MAX_CHILDREN_EXCEEDED']);
     expect(results[1]!.result.success).toBe(false);
-    expect(errorsOf(t.toolResults(t.byName('a').id), 'spawn_agent')).toEqual(['MAX_DEPTH_EXCEEDED']);
+    // An agent at maxDepth is not offered the spawn tools; one that calls them anyway is refused as before.
+    const a = t.toolResults(t.byName('a').id);
+    expect(errorsOf(a, 'spawn_agent')).toEqual(['MAX_DEPTH_EXCEEDED']);
+    expect(errorsOf(a, 'spawn_agents')).toEqual(['MAX_DEPTH_EXCEEDED']);
     expect(t.c.list().map((a) => a.name)).toEqual(['lead', 'a']);
+    const offered = (name: string) => [
+      ...new Set(t.model.calls.filter((c) => c.agentName === name).map((c) => c.request.tools.map((tool) => tool.name).join())),
+    ];
+    expect(offered('lead')).toEqual(['spawn_agent,spawn_agents,send_message,wait_for_agents,sleep_until,finish,stop_agent,view_agent_graph']);
+    expect(offered('a')).toEqual(['send_message,wait_for_agents,sleep_until,agent_finish,stop_agent,view_agent_graph']);
+  });
+
+  it('an agent below maxDepth is offered the spawn tools, one at it is not (maxDepth 0: not even the root)', async () => {
+    const { t } = await runRoot(
+      {
+        lead: [{ tool: 'spawn_agent', args: { name: 'a', task: 'x' } }, { tool: 'wait_for_agents', args: { reason: 'a' } }, finish],
+        a: [
+          { tool: 'spawn_agent', args: { name: 'b', task: 'x' } },
+          { tool: 'wait_for_agents', args: { reason: 'b' } },
+          { tool: 'agent_finish', args: { summary: 'ok' } },
+        ],
+        b: [{ tool: 'agent_finish', args: { summary: 'ok' } }],
+      },
+      { limits: { maxDepth: 2 } },
+    );
+    // a and b are both children (one cached list per kind of agent): a may spawn, b may not.
+    const spawns = (name: string) =>
+      t.model.calls.filter((c) => c.agentName === name).map((c) => c.request.tools.some((tool) => tool.name.startsWith('spawn_')));
+    expect(spawns('lead')).toEqual([true, true, true]);
+    expect(spawns('a')).toEqual([true, true, true]);
+    expect(spawns('b')).toEqual([false]);
+    const { t: alone } = await runRoot({ lead: [finish] }, { limits: { maxDepth: 0 } });
+    expect(alone.model.calls[0]!.request.tools.map((tool) => tool.name)).toEqual([
+      'send_message',
+      'wait_for_agents',
+      'sleep_until',
+      'finish',
+      'stop_agent',
+      'view_agent_graph',
+    ]);
   });
 
   it('spawning past maxAgents', async () => {

@@ -34,8 +34,8 @@ export const OPTION_DOCS = {
   idleResumeMs: { default: (r) => n(r.idleResumeMs), meaning: 'idle auto-resume of waits on agents' },
   toolTimeoutMs: { default: (r) => n(r.toolTimeoutMs), meaning: 'per tool call (a tool may set its own)' },
   concurrency: {
-    default: (r) => `${r.concurrency.model} / ${r.concurrency.tools}`,
-    meaning: '`{ model, tools, adaptive }` calls at once (`adaptive`: fewer model calls while the event loop lags)',
+    default: (r) => `\`limits.maxAgents\` (${r.concurrency.model}) / ${r.concurrency.tools}`,
+    meaning: '`{ model, tools, adaptive }` calls at once: one model call per agent the limits allow (`adaptive`: fewer while the event loop lags)',
   },
   rateLimit: { default: () => 'none', meaning: '`{ requests, intervalMs }`: model calls started per interval, by this run alone' },
   quota: {

@@ -28,8 +28,8 @@ export interface ReplayOptions extends DriveOptions {
    * budget, profiles, …). The replay sets model, store, clock, ids and runId; the tools' `execute`
    * is not called (their recorded results are given instead) until `liveFrom`. An MCP server
    * (`mcpServer(...)`) is not started: its tools are the ones the recording offered from a server
-   * of that name, answered from the recording. An `auxiliaryModel` is not called: it declares the
-   * name, price and limits its recorded calls are priced and bounded with.
+   * of that name, answered from the recording. An `auxiliaryModel` or a profile's `model` is not
+   * called: it declares the name, price and limits its recorded calls are priced and bounded with.
    */
   coordinator?: Omit<CoordinatorOptions<Store>, 'model' | 'store' | 'clock' | 'ids' | 'runId'>;
 }
@@ -67,6 +67,14 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
     ...given,
     tools: (given.tools ?? []).map((t) => (isMcpServer(t) ? replayedServer(t, recording, replay, options.liveFrom !== undefined) : replay.tool(t))),
     ...(auxiliary ? { auxiliaryModel: replay.modelAs(auxiliary, given.auxiliaryModel ?? null) } : {}),
+    // A profile's model likewise: its agents' recorded calls answered, priced as that model.
+    ...(given.profiles === undefined
+      ? {}
+      : {
+          profiles: Object.fromEntries(
+            Object.entries(given.profiles).map(([name, p]) => [name, p.model ? { ...p, model: replay.modelAs(p.model, p.model) } : p]),
+          ),
+        }),
     // Calls wait in the model until their turn comes: a queue bound could hold back the one due.
     concurrency: { ...given.concurrency, model: 1_000_000 },
     interactive: recording.run.interactive,

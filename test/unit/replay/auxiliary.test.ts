@@ -74,4 +74,41 @@ describe('replay with an auxiliary model', () => {
     expect(declared.outcome).toBe('identical');
     expect(rowsOf(await declared.store.listUsage(c.runId))).toEqual(recorded);
   });
+
+  it('answers the agents of a profile with its own model from the recording, never calling that model, priced as it was', async () => {
+    const clock = new SimulatedClock();
+    const store = memoryStore();
+    const small: Model = { ...scriptedModel({ agents: { scout: [{ tool: 'agent_finish', args: { summary: 'found' }, usage }] } }), name: 'cheap' };
+    const lead = [
+      { tool: 'spawn_agent', args: { name: 'scout', task: 'Find it.', profile: 'scout' }, usage },
+      { tool: 'wait_for_agents', args: { reason: 'the scout' }, usage },
+      { tool: 'finish', args: { summary: 'done' }, usage },
+    ];
+    const c = createCoordinator({
+      store,
+      clock,
+      model: scriptedModel({ agents: { lead } }, { clock }),
+      profiles: { scout: { description: 'Finds things.', model: small } },
+      budget: { prices },
+    });
+    const root = await c.start({ name: 'lead', task: 'Find it.' });
+    expect((await c.waitFor(root, [...TERMINAL_STATUSES])).status).toBe('completed');
+    await c.shutdown();
+    const rowsOf = (rows: { purpose: string; model: string; costUsd: number }[]) => rows.map(({ model, costUsd }) => ({ model, costUsd }));
+    const recorded = rowsOf(store.listUsage(c.runId));
+    expect(recorded.map((u) => u.model).sort()).toEqual(['cheap', 'scripted', 'scripted', 'scripted']);
+
+    const called: string[] = [];
+    const unreachable: Model = {
+      name: 'cheap',
+      complete: (request) => (called.push(request.agent.name), Promise.reject(new Error('the profile model was called'))),
+    };
+    const result = await replayRun(store, c.runId, {
+      model: { name: 'scripted' },
+      coordinator: { profiles: { scout: { description: 'Finds things.', model: unreachable } }, budget: { prices } },
+    });
+    expect(result.divergence).toBeNull();
+    expect(called).toEqual([]);
+    expect(rowsOf(await result.store.listUsage(c.runId))).toEqual(recorded);
+  });
 });

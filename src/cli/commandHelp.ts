@@ -178,9 +178,18 @@ go: done, parked … until its next timer or a message, released (another worker
 const REPLAY = `Every model answer (with its usage), every tool result and every input from outside (messages,
 stops, budget pauses and resumes, execution and delegation ends, approval answers) is recorded
 with the commit it belongs to. troupe replay re-runs the run offline, in memory, through this
-troupe and the run's saved settings: the recorded answers stand in for the model, the recorded
-results for the tools, inputs arrive where they did, ids and the clock follow the recording. No
-model is called and nothing is written.
+troupe and the run's saved settings: the recorded answers stand in for the models (the
+agents', a profile's, the auxiliary one; each priced as it was), the recorded results for the
+tools, inputs arrive where they did, ids and the clock follow the recording. No model is called
+and nothing is written.
+
+MCP servers are not started. Their names and overrides come from the config file again (--config;
+they are not saved with a run, as for resume), and each offers the tools the recording's requests
+carried from a server of that name — name, description, schema and the server's risk hints — each
+call answered with its recorded result or failure. What the config now changes shows: a server
+left out or a tool name now taken (offered as <server>__<tool>) is a different tool list, an
+override's risk a different approval. A server whose tools changed during the run (list_changed)
+is offered with every tool it listed from the start: a divergence, not the change.
 
 It prints "identical", or the first place the code now asks something the recording did not:
 the agent, its turn, the kind (request, tool call or notice) and the difference, recorded and

@@ -1,12 +1,13 @@
 /**
  * `troupe replay <run>` (issue 37): re-run a recorded run offline with the recorded answers and
- * tool results, through this troupe and the run's saved settings, and say whether it asks exactly
+ * tool results (its MCP servers' too: none is started), through this troupe and the run's saved settings, and say whether it asks exactly
  * what the recording holds (exit 0) or where it first differs (exit 1): a regression check of a
  * troupe upgrade or a settings change against yesterday's runs. No model is called, nothing is
  * written: the database is opened read-only.
  * @module
  */
 import { ConfigError } from '../errors.js';
+import { defined, loadConfigFile } from './config.js';
 import { replayRun } from '../replay/replayRun.js';
 import type { Io } from './args.js';
 import { DEMO_MODEL, DEMO_PRICE } from './demoModel.js';
@@ -19,14 +20,17 @@ import { forTerminal, jsonLine } from './terminal.js';
 
 export async function replay(args: string[], values: Values, io: Io): Promise<number> {
   const [runId] = args;
-  if (!runId) throw new ConfigError('Usage: troupe replay <run> [--db <path|url>] [--json]');
+  if (!runId) throw new ConfigError('Usage: troupe replay <run> [--db <path|url>] [--config <file>] [--json]');
   const runs = await openRuns(values, io, { readOnly: true });
   try {
     const run = await findRun(runs, runId);
     const saved = await savedSettings(runs, run.id);
-    const config = saved.demo ? { ...DEMO_CONFIG, ...saved } : saved;
-    // Offline: no auxiliary model and no MCP server is started (their calls are not replayed).
-    const options = coordinatorOptions({ ...config, auxiliaryModel: undefined, mcpServers: undefined });
+    // MCP servers are not saved with a run (secrets): their names and overrides come from the
+    // config file again, as for resume; none is started.
+    const config = { ...(saved.demo ? { ...DEMO_CONFIG, ...saved } : saved), ...defined({ mcpServers: loadConfigFile(values.config).mcpServers }) };
+    // Offline: no MCP server is started (replayRun offers its recorded tools and answers them from
+    // the recording), no auxiliary model is made (its name declares how its recorded calls are priced).
+    const options = coordinatorOptions({ ...config, auxiliaryModel: undefined });
     const result = await replayRun(runs.reads, run.id, {
       coordinator: { ...options, ...(saved.demo ? { retry: { baseDelayMs: 200 } } : {}) },
       model: {
@@ -35,6 +39,15 @@ export async function replay(args: string[], values: Values, io: Io): Promise<nu
         ...(config.maxOutputTokens === undefined ? {} : { maxOutputTokens: config.maxOutputTokens }),
         ...(config.contextWindow === undefined ? {} : { contextWindow: config.contextWindow }),
       },
+      ...(config.auxiliaryModel === undefined
+        ? {}
+        : {
+            auxiliaryModel: {
+              name: config.auxiliaryModel,
+              ...(config.maxOutputTokens === undefined ? {} : { maxOutputTokens: config.maxOutputTokens }),
+              ...(config.contextWindow === undefined ? {} : { contextWindow: config.contextWindow }),
+            },
+          }),
     });
     const { outcome, divergence, calls, inputs } = result;
     if (values.json) io.out.write(`${jsonLine({ runId: run.id, outcome, divergence, calls, inputs })}\n`);

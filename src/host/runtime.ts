@@ -148,6 +148,8 @@ export class Runtime {
       runId: this.runId,
       now: () => this.clock.now(),
       flushes: () => this.committer.flushes,
+      // Its MCP tools' origins go with a tool list's first entry (a replay offers them from there).
+      origin: (name) => this.toolbox.catalog.origin(name),
     });
     const embedded = isStorePort(this.store) ? null : this.store;
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {

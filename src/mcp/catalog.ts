@@ -16,12 +16,15 @@ import { ConfigError, TroupeError } from '../errors.js';
 import { compileTool, TOOL_NAME, type CompiledTool, type Tool } from '../tools/defineTool.js';
 import { isMcpServer, type McpServer, type McpServerOptions } from './config.js';
 import { McpConnection, type McpServerStatus } from './connection.js';
-import { adaptTool } from './tools.js';
+import { isReplayed, ReplayedConnection, standsIn, type ServerConnection } from './replayed.js';
+import { adaptTool, originOf, type McpToolOrigin } from './tools.js';
 
 export interface CatalogEntry {
   readonly tool: CompiledTool;
   /** The MCP server it comes from; null for a `defineTool` tool. */
   readonly server: string | null;
+  /** For an MCP tool: where it comes from (what a replay needs beside its spec). */
+  readonly origin?: McpToolOrigin;
 }
 
 /** The prefix of skills that name an agent's tool set. */
@@ -44,7 +47,7 @@ const safeName = (name: string) => {
 
 export class ToolCatalog {
   readonly #fixed = new Map<string, CatalogEntry>();
-  readonly #servers: { options: McpServerOptions; conn: McpConnection }[] = [];
+  readonly #servers: { options: McpServerOptions; conn: ServerConnection; answer?: (tool: CompiledTool) => CompiledTool }[] = [];
   readonly #reserved: ReadonlySet<string>;
   readonly #logger: Logger;
   #entries = new Map<string, CatalogEntry>();
@@ -60,12 +63,13 @@ export class ToolCatalog {
         if (this.#servers.some((s) => s.options.name === entry.options.name)) {
           throw new ConfigError(`Expected MCP server names to be unique, got "${entry.options.name}" twice`);
         }
-        const conn = new McpConnection(entry.options, deps);
+        // A replay's stand-in connects to nothing: its tools are the recording's (replayed.ts).
+        const conn = standsIn(entry) ? new ReplayedConnection(entry) : new McpConnection(entry.options, deps);
         conn.onToolsChanged(() => this.#rebuild());
         conn.onStatus((status) => {
           for (const listener of this.#statusListeners) listener(status);
         });
-        this.#servers.push({ options: entry.options, conn });
+        this.#servers.push({ options: entry.options, conn, ...(isReplayed(entry) ? { answer: entry.replayed.answer } : {}) });
         continue;
       }
       const compiled = compileTool(entry);
@@ -84,6 +88,11 @@ export class ToolCatalog {
 
   get hasServers(): boolean {
     return this.#servers.length > 0;
+  }
+
+  /** Where the MCP tool offered as `name` comes from; undefined for any other tool. */
+  origin(name: string): McpToolOrigin | undefined {
+    return this.#entries.get(name)?.origin;
   }
 
   get(name: string): CatalogEntry | undefined {
@@ -146,7 +155,7 @@ export class ToolCatalog {
     for (const name of this.#fixed.keys()) bump(name);
     for (const { conn } of this.#servers) for (const name of new Set(conn.tools.map((t) => t.name))) bump(name);
     const entries = new Map(this.#fixed);
-    for (const { options, conn } of this.#servers) {
+    for (const { options, conn, answer } of this.#servers) {
       const seen = new Set<string>();
       for (const listed of conn.tools) {
         if (seen.has(listed.name)) continue;
@@ -158,7 +167,7 @@ export class ToolCatalog {
           continue;
         }
         const tool = adaptTool(conn, options, listed, name, this.#logger);
-        if (tool) entries.set(name, { tool, server: options.name });
+        if (tool) entries.set(name, { tool: answer ? answer(tool) : tool, server: options.name, origin: originOf(options.name, listed) });
       }
     }
     this.#entries = entries;

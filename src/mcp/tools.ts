@@ -19,6 +19,25 @@ import type { McpServerOptions } from './config.js';
 import type { CallToolResult, McpConnection, McpTool } from './connection.js';
 import { DEFAULT_MAX_RESULT_CHARS } from './limits.js';
 
+/**
+ * Where an offered MCP tool comes from, as a replay needs it beside the spec the request carried:
+ * its server, its own name, and the server's hints (what risk and idempotence derive from).
+ */
+export interface McpToolOrigin {
+  server: string;
+  tool: string;
+  hints?: Pick<NonNullable<McpTool['annotations']>, 'readOnlyHint' | 'destructiveHint' | 'idempotentHint'>;
+}
+
+/** The origin of `listed`, offered by `server` (only the hints it set). */
+export function originOf(server: string, listed: McpTool): McpToolOrigin {
+  const a = listed.annotations ?? {};
+  const hints = Object.fromEntries(
+    (['readOnlyHint', 'destructiveHint', 'idempotentHint'] as const).filter((k) => typeof a[k] === 'boolean').map((k) => [k, a[k]]),
+  );
+  return Object.keys(hints).length === 0 ? { server, tool: listed.name } : { server, tool: listed.name, hints };
+}
+
 /** The `_meta` key that carries a call's idempotency key to the server. */
 const IDEMPOTENCY_META_KEY = 'troupe/idempotencyKey';
 
@@ -109,7 +128,7 @@ export function resultOf(server: string, tool: string, result: CallToolResult, m
  * The troupe tool for one listed MCP tool, named `name` (its own name, or `<server>__<tool>` when
  * names collide); null (logged) when its schema or description cannot make a valid tool.
  */
-export function adaptTool(conn: McpConnection, options: McpServerOptions, listed: McpTool, name: string, logger: Logger): CompiledTool | null {
+export function adaptTool(conn: Pick<McpConnection, 'call'>, options: McpServerOptions, listed: McpTool, name: string, logger: Logger): CompiledTool | null {
   const override = options.tools?.[listed.name] ?? {};
   const maxChars = options.maxResultChars ?? DEFAULT_MAX_RESULT_CHARS;
   const tool: Tool = {

@@ -28,6 +28,12 @@ export interface DriveOptions {
   /** What the recorded model declared (its name, price, token limits): the budget prices and reserves with them. */
   model?: Pick<Model, 'name' | 'price' | 'maxOutputTokens' | 'contextWindow'>;
   /**
+   * What the recorded auxiliary model declared (compaction, review): its calls are answered from
+   * the recording as the main model's are, priced and bounded as it was. Defaults to the
+   * coordinator's `auxiliaryModel`, if given.
+   */
+  auxiliaryModel?: Pick<Model, 'name' | 'price' | 'maxOutputTokens' | 'contextWindow'>;
+  /**
    * From this agent's (name) turn on, go live: that call and every later one are answered by
    * `model`, and user tools run for real. The recording is checked up to there.
    */
@@ -94,13 +100,21 @@ export class Replay {
     let extra = 0;
     // Past the recording's ids (a replay that made more than the run did), ids no run has.
     this.ids = { agent: () => agentIds.shift() ?? `replay${++extra}`, message: () => messageIds.shift() ?? `msg_replay${++extra}` };
-    const declared = options.model ?? {};
-    this.model = {
-      ...(declared.name === undefined ? { name: 'replay' } : { name: declared.name }),
+    this.model = this.modelAs(options.model ?? {});
+  }
+
+  /**
+   * A model declaring what `declared` does (name, price, token limits: the budget prices and
+   * reserves with them) whose calls are answered from the recording; from `liveFrom` on, by `own`
+   * if given (an auxiliary model), else by the live model.
+   */
+  modelAs(declared: Pick<Model, 'name' | 'price' | 'maxOutputTokens' | 'contextWindow'>, own: Pick<Model, 'complete'> | null = null): Model {
+    return {
+      name: declared.name ?? 'replay',
       ...(declared.price === undefined ? {} : { price: declared.price }),
       ...(declared.maxOutputTokens === undefined ? {} : { maxOutputTokens: declared.maxOutputTokens }),
       ...(declared.contextWindow === undefined ? {} : { contextWindow: declared.contextWindow }),
-      complete: (request, callOptions) => this.#complete(request, callOptions),
+      complete: (request, callOptions) => this.#complete(request, callOptions, own),
     };
   }
 
@@ -291,13 +305,13 @@ export class Replay {
     return pending;
   }
 
-  #complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelTurn> {
+  #complete(request: ModelRequest, options: ModelCallOptions, own: Pick<Model, 'complete'> | null): Promise<ModelTurn> {
     this.#moves++;
     const live = this.#options.liveFrom;
     const purpose = request.purpose ?? 'main';
     if (this.live || (live && !this.divergence && request.agent.name === live.agent && purpose === 'main' && request.turn >= live.turn)) {
       this.live = true;
-      return live!.model.complete(request, options);
+      return (own ?? live!.model).complete(request, options);
     }
     const queue = this.#queues.get(`${purpose}:${request.agent.id}`);
     const call = queue?.shift();

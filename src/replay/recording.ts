@@ -6,6 +6,7 @@
  */
 import { TroupeError } from '../errors.js';
 import type { RecordedCall, RecordedInput } from '../host/calls/callLog.js';
+import type { McpTool } from '../mcp/connection.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
 import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
@@ -44,6 +45,11 @@ export interface Recording {
   sessions: Map<string, SessionItem[]>;
   /** Per agent id and tool call id: the classes of its user tools' failures, in order. */
   toolErrors: ToolErrors;
+  /**
+   * Per MCP server name: the tools the recording's requests offered from it, as the server listed
+   * them (own name, the description and schema the requests carried, its hints), first seen first.
+   */
+  mcpTools: Map<string, McpTool[]>;
   /** Written to a durable store (its commits grouped per event-loop turn, not per microtask drain). */
   durable: boolean;
   /** When the recording's last event happened (a timer after the last step may still have moved an agent). */
@@ -72,6 +78,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   const root = agents.find((a) => a.id === run.rootId) ?? agents.find((a) => a.parentId === null);
   const steps: Step[] = [];
   const toolSets = new Map<number, RecordedCall['tools']>();
+  const mcpTools = new Map<string, McpTool[]>();
   let effects = true;
   let endsAt = run.createdAt;
   const toolErrors: ToolErrors = new Map();
@@ -84,7 +91,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
       toolErrors.set(key, [...(toolErrors.get(key) ?? []), String(e.data.errorClass)]);
       continue;
     }
-    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: withTools(e.data as unknown as RecordedCall, toolSets), at: e.at, effectsAt: e.at });
+    if (e.type === CALL_EVENT) steps.push({ kind: 'call', call: withTools(e.data as unknown as RecordedCall, toolSets, mcpTools), at: e.at, effectsAt: e.at });
     else if (e.type === INPUT_EVENT) steps.push({ kind: 'input', input: e.data as unknown as RecordedInput, at: e.at, effectsAt: e.at });
     else if (e.type === 'agent.status' && effects && causedBy(steps.at(-1), e.agentId, e.at)) {
       steps.at(-1)!.effectsAt = e.at;
@@ -123,16 +130,34 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     toolResults,
     sessions,
     toolErrors,
+    mcpTools,
     durable,
     endsAt,
   };
 }
 
-/** `call` with its tool list in full: the log writes a list once and numbers it (callLog.ts). */
-function withTools(call: RecordedCall, toolSets: Map<number, RecordedCall['tools']>): RecordedCall {
+/**
+ * `call` with its tool list in full: the log writes a list once and numbers it (callLog.ts). Where
+ * it writes one, the MCP tools in it join their servers' listings.
+ */
+function withTools(call: RecordedCall, toolSets: Map<number, RecordedCall['tools']>, mcpTools: Map<string, McpTool[]>): RecordedCall {
   if (call.toolSet === undefined) return call;
-  if (call.tools !== undefined) toolSets.set(call.toolSet, call.tools);
-  else if (toolSets.has(call.toolSet)) call.tools = toolSets.get(call.toolSet);
+  if (call.tools !== undefined) {
+    toolSets.set(call.toolSet, call.tools);
+    for (const spec of call.mcp === undefined ? [] : call.tools) {
+      const origin = call.mcp![spec.name];
+      if (!origin) continue;
+      const listed = mcpTools.get(origin.server) ?? [];
+      if (listed.some((t) => t.name === origin.tool)) continue;
+      listed.push({
+        name: origin.tool,
+        description: spec.description,
+        inputSchema: spec.parameters as McpTool['inputSchema'],
+        ...(origin.hints ? { annotations: origin.hints } : {}),
+      });
+      mcpTools.set(origin.server, listed);
+    }
+  } else if (toolSets.has(call.toolSet)) call.tools = toolSets.get(call.toolSet);
   else throw new TroupeError('STORE_CORRUPT', `The call log names tool list ${call.toolSet} before it recorded it (${call.name}, turn ${call.turn})`);
   return call;
 }

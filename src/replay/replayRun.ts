@@ -11,11 +11,14 @@ import { SimulatedClock } from 'xstate';
 import type { AgentStatus } from '../../machines/types.js';
 import { createCoordinator } from '../host/createCoordinator.js';
 import type { CoordinatorOptions } from '../host/options.js';
+import { isMcpServer, type McpServer } from '../mcp/config.js';
+import type { ReplayedMcpServer } from '../mcp/replayed.js';
+import type { Tool } from '../tools/defineTool.js';
 import { memoryStore } from '../store/memoryStore.js';
 import type { Store } from '../store/types.js';
 import { sessionDiff, type Divergence } from './compare.js';
 import { Replay, type DriveOptions } from './driver.js';
-import { readRecording, readsOf, type ReplayReads } from './recording.js';
+import { readRecording, readsOf, type Recording, type ReplayReads } from './recording.js';
 
 export type { Divergence, DivergenceKind } from './compare.js';
 
@@ -23,7 +26,10 @@ export interface ReplayOptions extends DriveOptions {
   /**
    * The code under test, as you would pass it to createCoordinator (tools, system prompt, limits,
    * budget, profiles, …). The replay sets model, store, clock, ids and runId; the tools' `execute`
-   * is not called (their recorded results are given instead) until `liveFrom`.
+   * is not called (their recorded results are given instead) until `liveFrom`. An MCP server
+   * (`mcpServer(...)`) is not started: its tools are the ones the recording offered from a server
+   * of that name, answered from the recording. An `auxiliaryModel` or a profile's `model` is not
+   * called: it declares the name, price and limits its recorded calls are priced and bounded with.
    */
   coordinator?: Omit<CoordinatorOptions<Store>, 'model' | 'store' | 'clock' | 'ids' | 'runId'>;
 }
@@ -56,10 +62,19 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
   // Commits grouped as the recording's were: a durable store's once per event-loop turn.
   const store = memoryStore({ groupAsOnDisk: recording.durable });
   const given = options.coordinator ?? {};
+  const auxiliary = options.auxiliaryModel ?? given.auxiliaryModel;
   const coordinator = createCoordinator({
     ...given,
-    // MCP servers are not replaced: their tools run live (issue 37 leaves them out).
-    tools: (given.tools ?? []).map((t) => ('execute' in t ? replay.tool(t) : t)),
+    tools: (given.tools ?? []).map((t) => (isMcpServer(t) ? replayedServer(t, recording, replay, options.liveFrom !== undefined) : replay.tool(t))),
+    ...(auxiliary ? { auxiliaryModel: replay.modelAs(auxiliary, given.auxiliaryModel ?? null) } : {}),
+    // A profile's model likewise: its agents' recorded calls answered, priced as that model.
+    ...(given.profiles === undefined
+      ? {}
+      : {
+          profiles: Object.fromEntries(
+            Object.entries(given.profiles).map(([name, p]) => [name, p.model ? { ...p, model: replay.modelAs(p.model, p.model) } : p]),
+          ),
+        }),
     // Calls wait in the model until their turn comes: a queue bound could hold back the one due.
     // Never adaptive: the replay's admission must not follow this process's event-loop delay.
     concurrency: { ...given.concurrency, model: 1_000_000, adaptive: false },
@@ -107,4 +122,17 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
   } finally {
     await coordinator.shutdown();
   }
+}
+
+/**
+ * `server` as the recording had it: connecting to nothing, listing the tools the recording offered
+ * from a server of its name, each answered from the recording.
+ */
+function replayedServer(server: McpServer, recording: Recording, replay: Replay, live: boolean): ReplayedMcpServer {
+  return {
+    kind: 'mcp',
+    options: server.options,
+    // Going live, the server is started: from `liveFrom` on its tools are called for real.
+    replayed: { tools: live ? null : (recording.mcpTools.get(server.options.name) ?? []), answer: (tool) => ({ ...tool, ...replay.tool(tool as Tool) }) },
+  };
 }

@@ -13,6 +13,7 @@
  * @module
  */
 import { isTroupeError, serializeError } from '../../errors.js';
+import type { McpToolOrigin } from '../../mcp/tools.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
 import { CALL_EVENT, INPUT_EVENT, TOOL_EVENT, type EventRow } from '../../store/types.js';
 
@@ -38,6 +39,11 @@ export interface RecordedCall {
    */
   toolSet?: number;
   tools?: readonly ToolSpec[];
+  /**
+   * Written with `tools`: where each of its MCP tools comes from, by the name offered (the server,
+   * its own name, its hints) — what a replay offers them with, connecting to no server.
+   */
+  mcp?: Record<string, McpToolOrigin>;
   answer?: ModelTurn;
   error?: RecordedError;
   /** The call was cut short (a stop, an interrupting message): it was never answered. */
@@ -96,6 +102,9 @@ export class CallLog {
   readonly #toolTexts = new Map<string, number>();
   /** Each set's list, by its number. */
   readonly #lists: (readonly ToolSpec[])[] = [];
+  /** Each set's MCP tools' origins, taken when the log met it (the servers' tools may change later). */
+  readonly #origins: (Record<string, McpToolOrigin> | undefined)[] = [];
+  readonly #origin: (name: string) => McpToolOrigin | undefined;
   /** The sets some written entry holds in full (calls are answered, so written, out of order). */
   readonly #written = new Set<number>();
   /** An answer was written and no microtask has run since. */
@@ -104,8 +113,9 @@ export class CallLog {
   /** The committer's flushes when the last step (a call answered, an input) was written. */
   #stepFlushes = -1;
 
-  constructor(deps: { stage(row: EventRow): void; runId: string; now(): number; flushes(): number }) {
+  constructor(deps: { stage(row: EventRow): void; runId: string; now(): number; flushes(): number; origin?(name: string): McpToolOrigin | undefined }) {
     this.#stage = deps.stage;
+    this.#origin = deps.origin ?? (() => undefined);
     this.#runId = deps.runId;
     this.#now = deps.now;
     this.#flushes = deps.flushes;
@@ -180,6 +190,11 @@ export class CallLog {
       if (set === undefined) {
         set = this.#lists.push(tools) - 1;
         this.#toolTexts.set(text, set);
+        const origins = tools.flatMap((t) => {
+          const origin = this.#origin(t.name);
+          return origin ? [[t.name, origin] as const] : [];
+        });
+        this.#origins[set] = origins.length === 0 ? undefined : Object.fromEntries(origins);
       }
       this.#toolSets.set(tools, set);
     }
@@ -190,6 +205,8 @@ export class CallLog {
     if (call.toolSet !== undefined && !this.#written.has(call.toolSet)) {
       this.#written.add(call.toolSet);
       call.tools = this.#lists[call.toolSet];
+      const origins = this.#origins[call.toolSet];
+      if (origins) call.mcp = origins;
     }
     const flushes = this.#flushes();
     if (flushes === this.#stepFlushes) call.window = true;

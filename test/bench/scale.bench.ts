@@ -3,8 +3,8 @@
  * A root spawns K children (128 per turn, in one spawn_agents call); each child calls the
  * tool `work` 10 times and finishes; the root waits until none is active and finishes. The model is
  * the fake OpenAI-compatible server in its own process (serverProcess.ts; its CPU is not counted)
- * answering each call in 0.5-2 s, reached through `openaiModel` and the public API, with limits and
- * model concurrency big enough for the team. K = 1,000 (SCALE_K=10000 for the large team).
+ * answering each call in 0.5-2 s, reached through `openaiModel` and the public API, with limits big
+ * enough for the team and nothing else set (the model queue's default follows them). K = 1,000 (SCALE_K=10000 for the large team).
  *
  * Baseline, in the same run: the same calls with no troupe — K loops of 11 `node:http` calls to
  * the same server, started in the root's batches — whose wall time is the ideal. Figures per
@@ -115,7 +115,8 @@ async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
     model: counted,
     tools: [work],
     limits: { maxChildren: K, maxAgents: K + 1, maxDepth: 1 },
-    concurrency: { model: K + 1, adaptive },
+    // Only the limits a team this size needs: the model queue follows them (concurrency.model defaults to limits.maxAgents).
+    concurrency: { adaptive },
     ...(opened ? { store: opened } : {}),
   });
   global.gc?.();

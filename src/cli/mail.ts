@@ -10,7 +10,7 @@
  */
 import { isActive } from '../../machines/types.js';
 import { messageRefusal } from '../host/mail/messageRules.js';
-import { resolveLimits } from '../host/options.js';
+import { resolveLimits } from '../host/resolveOptions.js';
 import { applyHere } from '../hosting/applyHere.js';
 import type { RunStore } from '../hosting/runStore.js';
 import { ConfigError, TroupeError } from '../errors.js';

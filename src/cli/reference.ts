@@ -10,7 +10,8 @@
  */
 import { Command, Option } from 'commander';
 import { ERROR_CODES } from '../errors.js';
-import { DEFAULT_LIMITS, resolveOptions } from '../host/options.js';
+import { DEFAULT_LIMITS } from '../host/options.js';
+import { resolveOptions } from '../host/resolveOptions.js';
 import { LIMIT_DOCS, OPTION_DOCS, type OptionDoc } from '../host/optionsDoc.js';
 import { COMMAND_HELP, HELP_TOPICS, type HelpTopic } from './commandHelp.js';
 import { CONFIG_SCHEMA } from './configSchema.js';

@@ -5,7 +5,8 @@
  * @module
  */
 import { isActive } from '../../machines/types.js';
-import { positiveLimit, type ResolvedOptions } from './options.js';
+import type { ResolvedOptions } from './options.js';
+import { positiveLimit } from './resolveOptions.js';
 import { requirePriceForBudget } from '../model/prices.js';
 import type { Model } from '../model/types.js';
 import { EVENT_BUDGET_STOP, EVENT_RESERVE_TRIP } from '../trace/attributes.js';

@@ -18,7 +18,8 @@ import { APPROVAL_EVENT } from './async/approvals.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
 import { interruptStaleDelegations, STALE_BUDGET_MS } from './async/delegations.js';
 import { requirePriceForBudget } from '../model/prices.js';
-import { resolveBudget, type CoordinatorOptions } from './options.js';
+import type { CoordinatorOptions } from './options.js';
+import { resolveBudget } from './resolveOptions.js';
 import { Runtime } from './runtime.js';
 
 export interface ResumeOptions<S extends Store | StorePort = Store> extends Omit<CoordinatorOptions<S>, 'runId' | 'store'> {

@@ -14,7 +14,7 @@ import { SimulatedClock } from 'xstate';
 import { isActive, type AgentStatus, type TurnOutcome } from '../../machines/types.js';
 import { usedOf, type Account } from '../../src/host/calls/allowances.js';
 import { BudgetLedger, type Admission, type Reservation } from '../../src/host/calls/budget.js';
-import { resolveBudget } from '../../src/host/options.js';
+import { resolveBudget } from '../../src/host/resolveOptions.js';
 import type { ModelRequest } from '../../src/model/types.js';
 
 const EPS = 1e-6;

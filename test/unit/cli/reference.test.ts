@@ -15,7 +15,8 @@ import { runCli } from '../../../src/cli/program.js';
 import { MEASUREMENTS } from '../../../src/cli/measurements.js';
 import { COMMANDS } from '../../../src/cli/spec.js';
 import { ERROR_CODES } from '../../../src/errors.js';
-import { DEFAULT_LIMITS, resolveOptions } from '../../../src/host/options.js';
+import { DEFAULT_LIMITS } from '../../../src/host/options.js';
+import { resolveOptions } from '../../../src/host/resolveOptions.js';
 import { LIMIT_DOCS, OPTION_DOCS, type OptionDoc } from '../../../src/host/optionsDoc.js';
 
 async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -1,7 +1,7 @@
 /** The team's failure-pattern tracker (issue 34 item 9): distinct agents, a window, one trip per window. */
 import { describe, expect, it } from 'vitest';
 import { FailurePatterns, failurePatternNoticeKey } from '../../../src/host/agents/failurePatterns.js';
-import { resolveOptions } from '../../../src/host/options.js';
+import { resolveOptions } from '../../../src/host/resolveOptions.js';
 import { failureFingerprint } from '../../../src/turn/fingerprint.js';
 
 const fp = failureFingerprint('fetch', { url: 'https://example.test/x' }, 'TOOL_FAILED');

@@ -17,19 +17,14 @@ import { replayRun } from '../../src/replay/replayRun.js';
 import type { ReplayReads } from '../../src/replay/recording.js';
 import { portOf } from '../../src/store/port.js';
 import { openStore } from '../../src/store/sqliteStore.js';
-import { defineTool, type Tool } from '../../src/tools/defineTool.js';
+import type { Tool } from '../../src/tools/defineTool.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { jsonLines, troupe, workdir } from '../helpers/cli.js';
 import { codeOf, FIXTURE, stdioServer, toolItems } from '../helpers/mcp.js';
 import { TERMINAL } from '../helpers/team.js';
+import { searchTool } from '../helpers/tools.js';
 
-const search = (name = 'search'): Tool =>
-  defineTool({
-    name,
-    description: 'Search the code base.',
-    parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] },
-    execute: (args: { q: string }) => ({ hits: [`${args.q}.ts`] }),
-  }) as Tool;
+const search = (name?: string): Tool => searchTool(name === undefined ? {} : { name });
 
 /** The fixture's tools used: read-only, a mutation, a destructive one (asks approval), one that fails. */
 const script: Script = {

@@ -9,17 +9,10 @@ import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import { TERMINAL_STATUSES } from '../../../machines/types.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
-import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
+import type { Tool } from '../../../src/tools/defineTool.js';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import { demoScript } from '../../../src/cli/demoModel.js';
-
-const searchTool = (description = 'Search the code base.'): Tool =>
-  defineTool({
-    name: 'search',
-    description,
-    parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] },
-    execute: (args: { q: string }) => ({ hits: [`${args.q}.ts`] }),
-  }) as Tool;
+import { searchTool } from '../../helpers/tools.js';
 
 const script: Script = {
   agents: {
@@ -86,7 +79,7 @@ describe('replayRun', () => {
 
   it('reports the first request a changed tool description changes, with its agent and turn', async () => {
     const { store, runId } = await record(script, [searchTool()]);
-    const result = await replayRun(store, runId, { coordinator: { tools: [searchTool('Search the code base, fast.')] } });
+    const result = await replayRun(store, runId, { coordinator: { tools: [searchTool({ description: 'Search the code base, fast.' })] } });
     expect(result.outcome).toBe('diverged');
     expect(result.divergence).toMatchObject({ agent: 'lead', turn: 1, kind: 'request' });
     expect(result.divergence!.diff).toContain('tool search description');

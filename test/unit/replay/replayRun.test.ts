@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
+import { resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
 import { TERMINAL_STATUSES } from '../../../machines/types.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
@@ -101,5 +102,41 @@ describe('replayRun', () => {
     const { store, runId } = await record(demoScript(), []);
     const result = await replayRun(store, runId);
     expect(result.divergence).toBeNull();
+  });
+
+  it('replays a run shut down with a call in flight and resumed: one recording across both processes', async () => {
+    const slow: Script = {
+      agents: {
+        lead: script.agents.lead!,
+        scout: [
+          { tool: 'search', args: { q: 'parser' }, delayMs: 500 },
+          { tool: 'search', args: { q: 'lexer' }, delayMs: 500 },
+          { tool: 'agent_finish', args: { summary: 'parser.ts' } },
+        ],
+      },
+    };
+    const clock = new SimulatedClock();
+    const store = memoryStore();
+    const model = scriptedModel(slow, { clock });
+    const tools = [searchTool()];
+    const first = createCoordinator({ store, clock, model, tools });
+    const root = await first.start({ name: 'lead', task: 'Review the parser.' });
+    // Shut down inside the scout's second call (asked at 500 ms, due at 1,000 ms): the resume asks it again.
+    for (let i = 0; i < 7; i++) {
+      await new Promise((r) => setImmediate(r));
+      clock.increment(100);
+    }
+    expect(first.list().map((a) => a.status)).toEqual(['waiting', 'running']);
+    await first.shutdown();
+    const second = await resumeCoordinator({ store, clock, model, tools });
+    for (let i = 0; i < 200 && second.get(root).status !== 'completed'; i++) {
+      await new Promise((r) => setImmediate(r));
+      clock.increment(100);
+    }
+    expect(second.get(root).status).toBe('completed');
+    await second.shutdown();
+    const result = await replayRun(store, first.runId, { coordinator: { tools } });
+    expect(result.divergence).toBeNull();
+    expect(result.outcome).toBe('identical');
   });
 });

@@ -4,11 +4,14 @@
  * upgrade that changes it fails: never more than its concurrency, FIFO within a priority, higher
  * priority first, each caller settled as its task did, a task started synchronously in `add` when a
  * slot is free, and the next task handed its slot before the previous caller resumes (the budget's
- * queued-call rules).
+ * queued-call rules). And the model queue's default size.
  */
 import { fc, test } from '@fast-check/vitest';
 import PQueue from 'p-queue';
 import { describe, expect, it } from 'vitest';
+import { createCoordinator } from '../../../src/host/createCoordinator.js';
+import { DEFAULT_LIMITS, type CoordinatorOptions } from '../../../src/host/options.js';
+import { scriptedModel } from '../../../src/model/scriptedModel.js';
 
 /** A task the test settles by hand. */
 function gate() {
@@ -106,5 +109,23 @@ describe('the shared queues (p-queue)', () => {
     await flush();
     expect(dropped).toBe(false);
     expect(() => new PQueue({ concurrency: 0 })).toThrow(TypeError);
+  });
+});
+
+describe("the model queue's default concurrency", () => {
+  const model = scriptedModel({ agents: {} });
+  const concurrency = async (options: Partial<CoordinatorOptions>) => {
+    const c = createCoordinator({ model, ...options });
+    try {
+      return c.health().modelQueue.concurrency;
+    } finally {
+      await c.shutdown();
+    }
+  };
+
+  it('follows limits.maxAgents (one call in flight per agent the limits allow) unless concurrency.model is set', async () => {
+    expect(await concurrency({})).toBe(DEFAULT_LIMITS.maxAgents);
+    expect(await concurrency({ limits: { maxAgents: 1_000, maxChildren: 1_000 } })).toBe(1_000);
+    expect(await concurrency({ limits: { maxAgents: 1_000 }, concurrency: { model: 3 } })).toBe(3);
   });
 });

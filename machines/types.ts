@@ -65,6 +65,11 @@ export interface RecoveryAttempts {
   retries: number;
   compactions: number;
   imageStrips: number;
+  /**
+   * When the last retry's backoff ends (the run's clock). A restart inside it waits for the rest:
+   * the provider is not asked sooner than it would have been, and a replay sees the same call time.
+   */
+  retryAt?: number;
 }
 
 /** Token usage of one model call (cost is filled in by the budget layer when priced). */

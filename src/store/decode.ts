@@ -103,7 +103,7 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   lastTool: nullable(isString),
   budgetEpoch: isCount,
   // Written since issue 16; older rows lack it.
-  attempts: optional(nullable(shape({ turn: isCount, retries: isCount, compactions: isCount, imageStrips: isCount }))),
+  attempts: optional(nullable(shape({ turn: isCount, retries: isCount, compactions: isCount, imageStrips: isCount, retryAt: optional(isNumber) }))),
 };
 
 const AGENT_TERMS: Record<keyof AgentTerms, Check> = {

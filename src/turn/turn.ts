@@ -258,6 +258,15 @@ async function callModel(
   let attempts = input.attempts ?? noAttempts(input.turn);
   let request = first;
   try {
+    // Resumed inside a retry's backoff (a restart): the rest of it first.
+    const rest = (attempts.retryAt ?? 0) - host.clock.now();
+    if (rest > 0) {
+      try {
+        await sleep(host.clock, rest, callSignal);
+      } catch (abort) {
+        return cancelledCall(abort, cycle, callSignal);
+      }
+    }
     for (;;) {
       try {
         const answer = await host.gateway.call(agent, request, callSignal);
@@ -278,6 +287,7 @@ async function callModel(
           return { outcome: { kind: 'failed', error: decision.error }, items: salvage(err) };
         }
         attempts = afterDecision(attempts, decision);
+        if (decision.kind === 'retry') attempts = { ...attempts, retryAt: host.clock.now() + decision.delayMs };
         reports.recovering(attempts);
         chat.retry(serializeError(err).code, decision.kind === 'retry' ? decision.delayMs : null);
         host.recovering(agent, {

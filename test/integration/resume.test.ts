@@ -259,7 +259,7 @@ describe('resumeCoordinator', () => {
     const rootId = await c1.start({ name: 'lead', task: 'the task' });
     await advance(clock, 3_000);
     expect(firstModel.calls.map((x) => x.at)).toEqual([0, 1_000, 3_000]);
-    expect(first.getAgent(rootId)?.attempts).toEqual({ turn: 1, retries: 2, compactions: 0, imageStrips: 0 });
+    expect(first.getAgent(rootId)?.attempts).toEqual({ turn: 1, retries: 2, compactions: 0, imageStrips: 0, retryAt: 3_000 });
     await c1.shutdown();
     first.close();
 
@@ -275,6 +275,29 @@ describe('resumeCoordinator', () => {
     expect(root.error).toMatchObject({ code: 'PROVIDER_UNAVAILABLE', message: expect.stringContaining('(after 3 retries)') });
     expect(model.calls.map((x) => x.at - resumedAt)).toEqual([0, 4_000]);
     model.assertComplete();
+    await c.shutdown();
+    second.close();
+  });
+
+  it('a restart inside a retry’s backoff waits for the rest of it: the provider is not asked sooner than it would have been', async () => {
+    const path = dbPath();
+    const clock = new SimulatedClock();
+    const retry = { maxRetries: 3, baseDelayMs: 10_000, maxDelayMs: 60_000 };
+    const firstModel = scriptedModel({ agents: { lead: [{ error: { code: 'PROVIDER_UNAVAILABLE', status: 503 } }] } }, { clock });
+    const first = openStore({ path });
+    const c1 = createCoordinator({ model: firstModel, store: first, clock, retry });
+    const rootId = await c1.start({ name: 'lead', task: 'the task' });
+    await advance(clock, 3_000);
+    expect(first.getAgent(rootId)?.attempts).toMatchObject({ retries: 1, retryAt: 10_000 });
+    await c1.shutdown();
+    first.close();
+
+    const second = openStore({ path });
+    const model = scriptedModel({ agents: { lead: [finish] } }, { clock });
+    const c = await resumeCoordinator({ store: second, model, clock, retry });
+    await advance(clock, 10_000);
+    expect(await c.waitFor(rootId, [...TERMINAL])).toMatchObject({ status: 'completed' });
+    expect(model.calls.map((x) => x.at)).toEqual([10_000]);
     await c.shutdown();
     second.close();
   });

@@ -104,24 +104,28 @@ describe('replayRun', () => {
     expect(result.divergence).toBeNull();
   });
 
-  it('replays a run shut down with a call in flight and resumed: one recording across both processes', async () => {
-    const slow: Script = {
-      agents: {
-        lead: script.agents.lead!,
-        scout: [
-          { tool: 'search', args: { q: 'parser' }, delayMs: 500 },
-          { tool: 'search', args: { q: 'lexer' }, delayMs: 500 },
-          { tool: 'agent_finish', args: { summary: 'parser.ts' } },
-        ],
-      },
-    };
+  const slow: Script = {
+    agents: {
+      lead: script.agents.lead!,
+      scout: [
+        { tool: 'search', args: { q: 'parser' }, delayMs: 500 },
+        { tool: 'search', args: { q: 'lexer' }, delayMs: 500 },
+        { tool: 'agent_finish', args: { summary: 'parser.ts' } },
+      ],
+    },
+  };
+  // Shut down at 700 ms: inside the slow scout's second call (asked at 500 ms, due at 1,000 ms),
+  // and inside the scout's retry backoff (a 429 at 50 ms asking for 1 s): the resume waits out the rest.
+  it.each([
+    ['a call in flight', slow],
+    ["a retry's backoff", script],
+  ])('replays a run shut down inside %s and resumed: one recording across both processes', async (_, recorded) => {
     const clock = new SimulatedClock();
     const store = memoryStore();
-    const model = scriptedModel(slow, { clock });
+    const model = scriptedModel(recorded, { clock });
     const tools = [searchTool()];
     const first = createCoordinator({ store, clock, model, tools });
     const root = await first.start({ name: 'lead', task: 'Review the parser.' });
-    // Shut down inside the scout's second call (asked at 500 ms, due at 1,000 ms): the resume asks it again.
     for (let i = 0; i < 7; i++) {
       await new Promise((r) => setImmediate(r));
       clock.increment(100);

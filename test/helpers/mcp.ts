@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 import { mcpServer, type McpServerOptions } from '../../src/mcp/config.js';
 import type { SessionItem } from '../../src/model/types.js';
+import type { FakeRequest, FakeScript } from '../../src/testing/fakeOpenAIServer.js';
 
 export const FIXTURE = fileURLToPath(new URL('../../dist/test/fixtures/mcp/server.js', import.meta.url));
 
@@ -47,3 +48,11 @@ export const toolItems = (session: readonly SessionItem[]) =>
 /** The error code of a tool result, or null for a success. */
 export const codeOf = (item: { content: string; isError: boolean }) =>
   item.isError ? (JSON.parse(item.content) as { error: { code: string } }).error.code : null;
+
+/** A fake server's answers for a CLI run: `toolCalls` in the first request, then finish once a tool result came back. */
+export const callsThenFinish =
+  (toolCalls: { name: string; arguments: Record<string, unknown> }[]): FakeScript =>
+  (request: FakeRequest) =>
+    (request.body as { messages: { role: string }[] }).messages.some((m) => m.role === 'tool')
+      ? { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'all done' } }] } }
+      : { message: { toolCalls } };

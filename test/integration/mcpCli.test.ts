@@ -10,7 +10,7 @@ import { openStore } from '../../src/store/sqliteStore.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { startHttpFixture, type HttpFixture } from '../fixtures/mcp/server.js';
 import { jsonLines, troupe, workdir } from '../helpers/cli.js';
-import { FIXTURE } from '../helpers/mcp.js';
+import { callsThenFinish, FIXTURE } from '../helpers/mcp.js';
 
 const fixtures: HttpFixture[] = [];
 afterEach(async () => {
@@ -43,19 +43,12 @@ describe('config "mcpServers"', () => {
     const web = await startHttpFixture();
     fixtures.push(web);
     const secret = 'Bearer cli-mcp-secret-987654';
-    await using server = await createFakeOpenAIServer((request) => {
-      const body = request.body as { messages: { role: string }[] };
-      return body.messages.some((m) => m.role === 'tool')
-        ? { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'all done' } }] } }
-        : {
-            message: {
-              toolCalls: [
-                { name: 'fx__echo', arguments: { text: 'over stdio' } },
-                { name: 'web__echo', arguments: { text: 'over http' } },
-              ],
-            },
-          };
-    });
+    await using server = await createFakeOpenAIServer(
+      callsThenFinish([
+        { name: 'fx__echo', arguments: { text: 'over stdio' } },
+        { name: 'web__echo', arguments: { text: 'over http' } },
+      ]),
+    );
     const cwd = workdir();
     const mcpServers = { fx: { command: process.execPath, args: [FIXTURE] }, web: { url: web.url, headers: { authorization: secret } } };
     writeFileSync(join(cwd, 'troupe.config.json'), JSON.stringify({ model: 'm', baseURL: server.url, apiKey: 'k', mcpServers }));

@@ -20,7 +20,7 @@ import { openStore } from '../../src/store/sqliteStore.js';
 import type { Tool } from '../../src/tools/defineTool.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { jsonLines, troupe, workdir } from '../helpers/cli.js';
-import { codeOf, FIXTURE, stdioServer, toolItems } from '../helpers/mcp.js';
+import { callsThenFinish, codeOf, FIXTURE, stdioServer, toolItems } from '../helpers/mcp.js';
 import { TERMINAL } from '../helpers/team.js';
 import { searchTool } from '../helpers/tools.js';
 
@@ -144,19 +144,12 @@ describe('replay of MCP tools', () => {
   });
 
   it('troupe replay offers the config file’s servers from the recording, starting none', async () => {
-    await using server = await createFakeOpenAIServer((request) => {
-      const body = request.body as { messages: { role: string }[] };
-      return body.messages.some((m) => m.role === 'tool')
-        ? { message: { toolCalls: [{ name: 'finish', arguments: { summary: 'all done' } }] } }
-        : {
-            message: {
-              toolCalls: [
-                { name: 'echo', arguments: { text: 'over stdio' } },
-                { name: 'add', arguments: { a: 1, b: 2 } },
-              ],
-            },
-          };
-    });
+    await using server = await createFakeOpenAIServer(
+      callsThenFinish([
+        { name: 'echo', arguments: { text: 'over stdio' } },
+        { name: 'add', arguments: { a: 1, b: 2 } },
+      ]),
+    );
     const cwd = workdir();
     const config = (command: string, args: string[]) =>
       writeFileSync(

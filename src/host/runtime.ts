@@ -46,7 +46,7 @@ import { DeadlockWatch } from './waits/deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './async/delegations.js';
 import { SelfWakes } from './async/selfWakes.js';
 import { AsyncExecutions } from './async/executions.js';
-import { AdaptiveAdmission, admissionPolicy, eventLoopLag } from './calls/admission.js';
+import { attachAdmission } from './calls/admission.js';
 import { Gateway } from './calls/gateway.js';
 import { CallLog } from './calls/callLog.js';
 import { type GraphHost } from './waits/graph.js';
@@ -314,7 +314,7 @@ export class Runtime {
       breaker: (model) => this.#breakers.of(model),
       log: this.callLog,
     });
-    this.#admission = this.#adaptiveAdmission();
+    this.#admission = attachAdmission(this.gateway.queue, this.options.concurrency, this.clock);
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
     const host = asyncWorkHost(this);
     this.executions = new AsyncExecutions(host);
@@ -540,21 +540,6 @@ export class Runtime {
     await this.stream?.close();
     await this.committer.close();
     await this.toolbox.catalog.close();
-  }
-
-  /** With `concurrency.adaptive`: the model queue's limit follows the event-loop delay, read when a call ends (admission.ts). */
-  #adaptiveAdmission(): { close(): void } | null {
-    const adaptive = this.options.concurrency.adaptive;
-    if (adaptive === null) return null;
-    const own = adaptive.lag === null ? eventLoopLag() : null;
-    const queue = this.gateway.queue;
-    const admission = new AdaptiveAdmission(queue, admissionPolicy(this.options.concurrency.model, adaptive.maxLagMs), {
-      clock: this.clock,
-      lag: adaptive.lag ?? own!.lag,
-    });
-    const ended = () => admission.ended();
-    queue.on('next', ended);
-    return { close: () => (queue.off('next', ended), own?.close()) };
   }
 
   /** The live stream's writer (null with `stream: false`): every event, with the group commit. */

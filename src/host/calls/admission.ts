@@ -55,7 +55,7 @@ export function nextLimit(limit: number, lagMs: number, policy: AdmissionPolicy)
 }
 
 /** The process's event-loop delay (node:perf_hooks), read as one window's p99 in ms. */
-export function eventLoopLag(): { lag: LagSource; close(): void } {
+function eventLoopLag(): { lag: LagSource; close(): void } {
   const histogram = monitorEventLoopDelay({ resolution: 10 });
   histogram.enable();
   return {
@@ -99,4 +99,28 @@ export class AdaptiveAdmission {
     const next = nextLimit(this.#queue.concurrency, this.#lag(), this.#policy);
     if (next !== this.#queue.concurrency) this.#queue.concurrency = next;
   }
+}
+
+/** A queue that tells when a call ends (p-queue's 'next'). */
+interface Observed extends Limited {
+  on(event: 'next', listener: () => void): unknown;
+  off(event: 'next', listener: () => void): unknown;
+}
+
+/**
+ * With `concurrency.adaptive` on: the model queue's limit follows the event-loop delay (this
+ * process's own monitor unless a source is given), read when a call ends. Null when it is off.
+ */
+export function attachAdmission(
+  queue: Observed,
+  concurrency: { model: number; adaptive: { maxLagMs: number; lag: LagSource | null } | null },
+  clock: Clock,
+): { close(): void } | null {
+  const adaptive = concurrency.adaptive;
+  if (adaptive === null) return null;
+  const own = adaptive.lag === null ? eventLoopLag() : null;
+  const admission = new AdaptiveAdmission(queue, admissionPolicy(concurrency.model, adaptive.maxLagMs), { clock, lag: adaptive.lag ?? own!.lag });
+  const ended = () => admission.ended();
+  queue.on('next', ended);
+  return { close: () => (queue.off('next', ended), own?.close()) };
 }

@@ -16,7 +16,7 @@ const n = (value: number) => value.toLocaleString('en-US');
 
 /** One row per limit (`limits.maxDepth` …). */
 export const LIMIT_DOCS = {
-  maxDepth: 'levels below the root',
+  maxDepth: 'levels below the root (an agent at it is offered no spawn or stop tools; at 0 the root works alone)',
   maxChildren: 'active children per agent',
   maxAgents: 'per run',
   maxTurns: 'per stint',

@@ -8,7 +8,7 @@
 import { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
 import type { MessagePriority } from '../store/types.js';
-import { define, everyone, isRoot, object, str, strings, type BuiltinTool } from './builtinKit.js';
+import { canSpawn, define, everyone, isRoot, object, str, strings, type BuiltinTool } from './builtinKit.js';
 import { SPAWN_TOOLS } from './builtinSpawn.js';
 import type { AgentSummary } from './ports.js';
 
@@ -262,7 +262,8 @@ const stopAgent = define({
     },
     ['id'],
   ),
-  offeredTo: everyone,
+  // Only descendants can be stopped: an agent at limits.maxDepth has none to name.
+  offeredTo: canSpawn,
   run(args, { host, agent }) {
     const stopping = host.stopFromAgent(agent, args.id as string, (args.cascade as boolean | undefined) ?? true);
     return {

@@ -12,10 +12,13 @@ export interface AgentIdentity {
   parentName: string | null;
 }
 
-export function systemPrompt(agent: AgentIdentity, interactive: boolean, extra: string | undefined): string {
+/** `canSpawn`: the agent is offered spawn_agent (below limits.maxDepth); a root that is not works alone. */
+export function systemPrompt(agent: AgentIdentity, interactive: boolean, extra: string | undefined, canSpawn = true): string {
   const role =
     agent.parentId === null
-      ? 'You lead a team of agents. Split the work with spawn_agent, collect reports, and call finish with the final answer when everything is done.'
+      ? canSpawn
+        ? 'You lead a team of agents. Split the work with spawn_agent, collect reports, and call finish with the final answer when everything is done.'
+        : 'You work alone: this run allows no sub-agents. Do the task with your tools and call finish with the final answer when it is done.'
       : `You are a sub-agent working for ${agent.parentName} (${agent.parentId}). Do your task, then call agent_finish with a report.`;
   const lines = [
     `You are ${agent.name} (id ${agent.id}), an agent in a troupe team.`,

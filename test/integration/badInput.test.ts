@@ -174,7 +174,7 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
       ...new Set(t.model.calls.filter((c) => c.agentName === name).map((c) => c.request.tools.map((tool) => tool.name).join())),
     ];
     expect(offered('lead')).toEqual(['spawn_agent,spawn_agents,send_message,wait_for_agents,sleep_until,finish,stop_agent,view_agent_graph']);
-    expect(offered('a')).toEqual(['send_message,wait_for_agents,sleep_until,agent_finish,stop_agent,view_agent_graph']);
+    expect(offered('a')).toEqual(['send_message,wait_for_agents,sleep_until,agent_finish,view_agent_graph']);
   });
 
   it('an agent below maxDepth is offered the spawn tools, one at it is not (maxDepth 0: not even the root)', async () => {
@@ -197,14 +197,20 @@ describe('bad tool calls come back to the model as typed tool errors', () => {
     expect(spawns('a')).toEqual([true, true, true]);
     expect(spawns('b')).toEqual([false]);
     const { t: alone } = await runRoot({ lead: [finish] }, { limits: { maxDepth: 0 } });
+    // Nor stop_agent: only descendants can be stopped, and an agent at maxDepth has none.
     expect(alone.model.calls[0]!.request.tools.map((tool) => tool.name)).toEqual([
       'send_message',
       'wait_for_agents',
       'sleep_until',
       'finish',
-      'stop_agent',
       'view_agent_graph',
     ]);
+    const stops = (name: string) => t.model.calls.filter((c) => c.agentName === name).map((c) => c.request.tools.some((tool) => tool.name === 'stop_agent'));
+    expect([...stops('lead'), ...stops('a'), ...stops('b')]).toEqual([true, true, true, true, true, true, false]);
+    // The root's prompt follows what it is offered: a team lead splits the work, a root at maxDepth 0 works alone.
+    expect(t.model.calls[0]!.request.system).toContain('Split the work with spawn_agent');
+    expect(alone.model.calls[0]!.request.system).not.toContain('spawn_agent');
+    expect(alone.model.calls[0]!.request.system).toContain('You work alone');
   });
 
   it('spawning past maxAgents', async () => {

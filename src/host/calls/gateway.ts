@@ -86,18 +86,20 @@ export class Gateway implements ModelGateway {
 
   request(agent: AgentRef, turn: number): ModelRequest {
     let system = this.#prompts.get(agent.id);
+    const tools = this.#deps.toolSpecs(agent);
     if (system === undefined) {
       system = systemPrompt(
         { id: agent.id, name: agent.name, parentId: agent.parentId, parentName: this.#deps.parentName(agent) },
         this.#deps.interactive,
         joinPrompts(this.#deps.systemPrompt, this.#deps.profilePrompt?.(agent)),
+        // What the toolbox offers decides (one source): the list is a function of the agent's depth.
+        tools.some((t) => t.name === 'spawn_agent'),
       );
       this.#prompts.set(agent.id, system);
     }
     const warning = this.#deps.ledger.warning(agent);
     if (warning !== null) this.#deps.warned(agent, warning);
     const head = { id: agent.id, name: agent.name, parentId: agent.parentId, depth: agent.depth };
-    const tools = this.#deps.toolSpecs(agent);
     const session = this.#deps.session(agent);
     if (agent.notes.length > 0 || warning !== null) {
       let messages: readonly SessionItem[] = session.slice();

@@ -2,7 +2,7 @@
  * troupe: a durable, actor-model coordinator for teams of LLM agents.
  * @module
  */
-export { createCoordinator, resumeCoordinator } from './hosting/library.js';
+export { createCoordinator, resumeCoordinator } from './worker/library.js';
 export { recoverRun } from './host/resumeCoordinator.js';
 export { isStorePort, portOf, type StorePort, type WriteOp } from './store/port.js';
 export type { ResumeOptions } from './host/resumeCoordinator.js';

@@ -13,7 +13,7 @@
  * - `schedule`: either every `intervalMs` (at the multiples of intervalMs since the Unix epoch, so
  *   that every process ticks at the same times; the first one after `start()`) or on a cron
  *   expression. A schedule's fire carries its tick (the scheduled time, not when the timer ran),
- *   which `troupe serve` claims so that a tick fires once across processes (worker/fires.ts). Croner only computes the next run time (a paused job, no callback, so no croner
+ *   which `troupe serve` claims so that a tick fires once across processes (autonomy/fires.ts). Croner only computes the next run time (a paused job, no callback, so no croner
  *   timer ever runs); every timer goes through the injected clock. A run missed because the clock
  *   jumped fires once, not once per missed run. Cron expressions use the host's local time
  *   unless the trigger names a `timezone`.

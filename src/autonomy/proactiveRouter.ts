@@ -23,7 +23,7 @@
 import { PROACTIVE_MESSAGE_TYPE } from '../host/mail/messaging.js';
 import { pino, type Logger } from 'pino';
 import type { Coordinator } from '../host/createCoordinator.js';
-import { createCoordinator, resumeCoordinator } from '../hosting/library.js';
+import { createCoordinator, resumeCoordinator } from '../worker/library.js';
 import { isValidAgentName, type CoordinatorOptions } from '../host/options.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';

@@ -4,7 +4,7 @@
  * file it owns (every run of the file is its to host), or a PostgreSQL schema it shares with
  * `troupe worker`s (it is one more worker). It optionally hosts an interactive main run (a new one
  * with root `lead` for a task, or the latest main run with `--resume`), turns the fires of the config
- * file's `proactive` triggers into rows (worker/fires.ts: a run submitted, or a message posted to a
+ * file's `proactive` triggers into rows (autonomy/fires.ts: a run submitted, or a message posted to a
  * run's inbox, which reaches the run whoever hosts it), and runs a {@link Watchdog} over the store,
  * the model endpoint and the hosted runs' queues.
  *
@@ -36,7 +36,7 @@ import { releaseStateAfter } from '../hosting/release.js';
 import { ensureParentDir } from '../store/files.js';
 import { portOf } from '../store/port.js';
 import type { PortReads } from '../store/postgres/reads.js';
-import { databaseFires } from '../worker/fires.js';
+import { databaseFires } from '../autonomy/fires.js';
 import { startWorker, type HostedOptions, type Worker } from '../worker/worker.js';
 import { isPostgresUrl, type Io } from './args.js';
 import { DEFAULT_DB, defined, fromEnv, loadConfigFile, mergeConfig, proactiveTriggers, requirePrice, toSaved, watchdogSection } from './config.js';

@@ -9,7 +9,7 @@ import { HEALTH_CHECK_EVENT } from '../autonomy/watchdog.js';
 import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
 import type { RouteResult } from '../autonomy/proactiveRouter.js';
 import type { Coordinator } from '../host/createCoordinator.js';
-import type { FireRoute } from '../worker/fires.js';
+import type { FireRoute } from '../autonomy/fires.js';
 import { forTerminal, jsonLine } from './terminal.js';
 import { eventLine, lookupIn, type Output } from './view.js';
 

@@ -26,6 +26,7 @@ import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
 import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
 import { resumeCoordinator, type ResumeOptions } from '../host/resumeCoordinator.js';
 import type { StorePort } from '../store/port.js';
+import type { Store } from '../store/types.js';
 import type { LeaseOptions, ReleaseState, RunLease } from '../store/postgres/lease.js';
 import type { PostgresStore } from '../store/postgres/store.js';
 import { pgBreakerStore } from '../providers/breakerPg.js';
@@ -76,6 +77,8 @@ export interface WorkerOptions {
   /** Told each time a hosting of a run ends, with the error that ended it if one did (its resume failed…). */
   onEnd?: (runId: string, error: unknown) => void;
   logger?: Logger;
+  /** Its timers do not keep the process alive (the library's host: its caller decides how long the process lives). */
+  unref?: boolean;
 }
 
 export interface Worker {
@@ -90,6 +93,13 @@ export interface Worker {
    * while another worker holds it: this worker then claims it as soon as it is free.
    */
   keep(runId: string, held?: RunLease): Promise<boolean>;
+  /**
+   * Host `c`, a coordinator its caller built and holds (the library's `createCoordinator` on a file
+   * this process owns), through this loop: its inbox applied as requests come, kept until it shuts
+   * down or the worker stops. Never rebuilt or shut down here: the caller owns that handle.
+   * Resolves once claimed (RUN_LOCKED: this process hosts the run already).
+   */
+  adopt(c: Coordinator<Store | StorePort>): Promise<void>;
   /** The coordinators of the runs hosted now (a run between two hostings has none). */
   coordinators(): Coordinator<StorePort>[];
   /** Stop claiming, shut every hosted run down and release it (runnable: another worker takes it). */
@@ -149,7 +159,7 @@ function watchedPort(port: StorePort): WatchedPort {
  * Idle for good: no agent running, and no commit in flight whose after-effects could wake one
  * (a restored agent's wake for its mail runs after the recovery's commit).
  */
-async function settledIdle(c: Coordinator<StorePort>, port: WatchedPort): Promise<void> {
+async function settledIdle(c: Coordinator<Store | StorePort>, port: WatchedPort): Promise<void> {
   for (;;) {
     await c.whenIdle();
     await port.quiet();
@@ -240,7 +250,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     }
   }
 
-  function host(claimed: RunLease): void {
+  function host(claimed: RunLease, hosting: (entry: Hosted) => Promise<void> = hostLoop): void {
     const entry: Hosted = { lease: claimed, c: null, nudge: () => undefined, busy: Promise.resolve() };
     hosted.set(claimed.runId, entry);
     claimed.onLost((err) => {
@@ -251,7 +261,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     // One end per hosting: the loop's own teardown shuts its coordinator down before the run leaves
     // `hosted` (only then may this worker claim it again).
     let failure: unknown;
-    entry.busy = hostLoop(entry)
+    entry.busy = hosting(entry)
       .catch((err: unknown) => {
         failure = err;
         logger.error({ err, runId: claimed.runId }, 'hosting a run failed');
@@ -268,6 +278,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const nudged = (entry: Hosted, ms = options.pollMs ?? 5_000) =>
     new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, ms);
+      if (options.unref) timer.unref();
       entry.nudge = () => {
         clearTimeout(timer);
         resolve();
@@ -285,6 +296,18 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     }
   }
 
+  /** A coordinator the caller holds (`adopt`): kept, its requests applied, until it or the worker stops. */
+  async function hostGiven(entry: Hosted, c: Coordinator<Store | StorePort>): Promise<void> {
+    const runId = entry.lease.runId;
+    kept.add(runId);
+    try {
+      options.onHost?.(c as Coordinator<StorePort>, entry.lease);
+      await hostCoordinator(entry, c, watchedPort(entry.lease.port), lostRace(entry.lease), DEFAULT_IDLE_RESUME_MS);
+    } finally {
+      kept.delete(runId);
+    }
+  }
+
   /**
    * Host a claimed run until it is released, its lease is lost, or the worker stops. A store error
    * while deciding (reading requests, rows) is retried while the lease holds; a coordinator that
@@ -295,13 +318,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const runId = held.runId;
     const idleResumeMs = hostOptions.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS;
     const port = watchedPort(held.port);
-    // Every wait on the database also ends when the lease is lost (a partition must not hold the loop).
-    const whenLost = new Promise<never>((_resolve, reject) => held.onLost(reject));
-    whenLost.catch(() => undefined);
-    const guarded = <T>(promise: Promise<T>): Promise<T> => {
-      promise.catch(() => undefined);
-      return Promise.race([promise, whenLost]);
-    };
+    const guarded = lostRace(held);
     let retries = 0;
     while (!held.lost && !stopping) {
       let c: Coordinator<StorePort>;
@@ -348,6 +365,16 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     }
   }
 
+  /** Every wait on the database also ends when the lease is lost (a partition must not hold the loop). */
+  function lostRace(held: RunLease): <T>(promise: Promise<T>) => Promise<T> {
+    const whenLost = new Promise<never>((_resolve, reject) => held.onLost(reject));
+    whenLost.catch(() => undefined);
+    return <T>(promise: Promise<T>): Promise<T> => {
+      promise.catch(() => undefined);
+      return Promise.race([promise, whenLost]);
+    };
+  }
+
   /** Backoff of a retried store read: 100 ms doubling up to a third of the lease. */
   const backoff = (n: number) => Math.min(100 * 2 ** n, Math.floor(lease.ttlMs / 3));
 
@@ -357,7 +384,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
    */
   async function hostCoordinator(
     entry: Hosted,
-    c: Coordinator<StorePort>,
+    c: Coordinator<Store | StorePort>,
     port: WatchedPort,
     guarded: <T>(promise: Promise<T>) => Promise<T>,
     idleResumeMs: number,
@@ -366,7 +393,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const runId = held.runId;
     let retries = 0;
     for (;;) {
-      if (held.lost || stopping) return 'failed';
+      // A coordinator shut down by its owner (`adopt`) has nothing more to apply.
+      if (held.lost || stopping || !c.health().ok) return 'failed';
       try {
         await guarded(applyOpenRequests(c, () => store.openRequests(runId), held));
         const idle = settledIdle(c, port).then(
@@ -427,6 +455,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     void armWake();
     for (const entry of hosted.values()) entry.nudge();
   }, options.pollMs ?? 5_000);
+  if (options.unref) poll.unref();
   await fill();
   await armWake();
 
@@ -438,6 +467,11 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       kept.add(runId);
       if (held && !hosted.has(runId) && !stopping) host(held);
       return claimKept(runId);
+    },
+    async adopt(c) {
+      if (stopping) throw new TroupeError('COORDINATOR_SHUT_DOWN', 'the worker is stopping');
+      const held = await store.claim(c.runId, lease);
+      host(held, (entry) => hostGiven(entry, c));
     },
     coordinators: () => [...hosted.values()].flatMap((e) => (e.c ? [e.c] : [])),
     async stop() {

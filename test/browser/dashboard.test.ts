@@ -13,7 +13,7 @@ import { dropTableTool } from '../helpers/approvals.js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
-import { applyFileInbox } from '../../src/hosting/library.js';
+import { hostInLoop } from '../../src/worker/library.js';
 import { uiServing } from '../../src/cli/ui.js';
 import type { StoreReads } from '../../src/dashboard/readModel.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
@@ -316,7 +316,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     );
     const rootId = await t.c.start({ name: 'lead', task: 'Split the work and keep me posted.' });
     await t.c.waitFor(rootId, ['waiting']);
-    const stopInbox = applyFileInbox(t.c, store, 50);
+    const stopInbox = hostInLoop(t.c, store, 50);
     const handle = await startDashboard(
       coordinatorSource(t.c, store, db, () => true),
       { port: 0, batchMs: 50 },
@@ -393,7 +393,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     } finally {
       await page.close();
       await handle.close();
-      stopInbox();
+      await stopInbox();
       await t.c.shutdown();
       store.close();
     }
@@ -420,7 +420,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     );
     const rootId = await t.c.start({ name: 'lead', task: 'Clean up.' });
     await t.c.waitFor(rootId, ['waiting']);
-    const stopInbox = applyFileInbox(t.c, store, 50);
+    const stopInbox = hostInLoop(t.c, store, 50);
     const handle = await startDashboard(
       coordinatorSource(t.c, store, db, () => true),
       { port: 0, batchMs: 50 },
@@ -504,7 +504,7 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
     } finally {
       await page.close();
       await handle.close();
-      stopInbox();
+      await stopInbox();
       await t.c.shutdown();
       store.close();
     }

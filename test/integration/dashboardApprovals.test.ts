@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyFileInbox } from '../../src/hosting/library.js';
+import { hostInLoop } from '../../src/worker/library.js';
 import { readApprovals, readTeam } from '../../src/dashboard/readModel.js';
 import { startDashboard, type DashboardHandle } from '../../src/dashboard/server.js';
 import { coordinatorSource, databaseSource, runsSource } from '../../src/dashboard/sources.js';
@@ -155,7 +155,7 @@ describe('the approvals of a live run', () => {
     const lead = await t.c.start({ name: 'lead', task: 'Clean up.' });
     await t.c.waitFor(lead, ['waiting']);
     await flush();
-    const stopInbox = applyFileInbox(t.c, store, 20);
+    const stopInbox = hostInLoop(t.c, store, 20);
     const handle = await startDashboard(
       coordinatorSource(t.c, store, db, () => true),
       { port: 0 },
@@ -209,7 +209,7 @@ describe('the approvals of a live run', () => {
       await expect.poll(waits).toEqual([['lead', 'waiting', 'the user']]);
     } finally {
       await handle.close();
-      stopInbox();
+      await stopInbox();
       await t.c.shutdown();
       reader.close();
       store.close();

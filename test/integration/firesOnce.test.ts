@@ -21,7 +21,7 @@ import { openStore } from '../../src/store/sqliteStore.js';
 import type { InboxKind } from '../../src/store/types.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
-import { databaseFires, type FireRoute } from '../../src/worker/fires.js';
+import { databaseFires, type FireRoute } from '../../src/autonomy/fires.js';
 import { submitRun } from '../../src/worker/submit.js';
 import { spawnTroupe, workdir, type Spawned } from '../helpers/cli.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';

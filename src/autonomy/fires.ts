@@ -28,13 +28,13 @@
  *   its run waits for the run's root (up to 10 s) and posts to it.
  * @module
  */
-import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
-import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from '../autonomy/proactiveRouter.js';
+import type { ProactiveFire } from './proactivePipeline.js';
+import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from './proactiveRouter.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import { isValidAgentName } from '../host/options.js';
 import type { HostingStore } from '../hosting/hostingStore.js';
 import type { FireClaim } from '../store/types.js';
-import { submitRun, type SubmitOptions } from './submit.js';
+import { submitRun, type SubmitOptions } from '../worker/submit.js';
 
 /** What one fire did: a run submitted, a message posted to a run's inbox (request `requestId`), or nothing: its tick was claimed by another fire. */
 export type FireRoute =

@@ -37,6 +37,7 @@ import { applyOpenRequests } from '../hosting/apply.js';
 import type { HostingStore } from '../hosting/hostingStore.js';
 import { postgresHosting } from '../hosting/postgresHosting.js';
 import { releaseStateAfter } from '../hosting/release.js';
+import { wakeTimer } from './wakeTimer.js';
 
 type HostOptions = Omit<ResumeOptions<StorePort>, 'store' | 'runId'>;
 
@@ -209,33 +210,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     }
   }
 
-  /**
-   * A parked run's deadline (an agent's timer) would otherwise wait for the next poll: one timeout
-   * is armed for the earliest deadline ahead, re-read at every poll and after every release, so the
-   * run is claimed within moments of it on whichever worker is free, not up to a poll later.
-   */
-  let wakeTimer: NodeJS.Timeout | null = null;
-  async function armWake(): Promise<void> {
-    let wait: number | null;
-    try {
-      wait = await store.nextWakeIn();
-    } catch (err) {
-      logger.warn({ err }, 'reading the next parked deadline failed; the poll stands in');
-      return;
-    }
-    if (wakeTimer) clearTimeout(wakeTimer);
-    wakeTimer = null;
-    if (wait === null || stopping) return;
-    // Past the deadline by a millisecond: the claim compares on the store's clock, in whole ms.
-    wakeTimer = setTimeout(
-      () => {
-        wakeTimer = null;
-        void fill().then(armWake);
-      },
-      Math.max(0, wait) + 1,
-    );
-    wakeTimer.unref();
-  }
+  const wake = wakeTimer(store, fill, logger);
 
   /** Claim a kept run that is not hosted here; false while another worker holds it. */
   async function claimKept(runId: string): Promise<boolean> {
@@ -427,7 +402,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         // Woke while shutting down, or mail waits for a parked agent: host it again.
         if (state.state === 'runnable') return 'again';
         if (await guarded(held.release(state, seq))) {
-          if (state.state === 'parked' && state.wakeAt !== null) void armWake();
+          if (state.state === 'parked' && state.wakeAt !== null) void wake.arm();
           return 'released';
         }
         return 'again'; // a wake arrived meanwhile: host it again
@@ -452,12 +427,12 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const poll = setInterval(() => {
     for (const runId of kept) void claimKept(runId);
     void fill();
-    void armWake();
+    void wake.arm();
     for (const entry of hosted.values()) entry.nudge();
   }, options.pollMs ?? 5_000);
   if (options.unref) poll.unref();
   await fill();
-  await armWake();
+  await wake.arm();
 
   return {
     id,
@@ -477,7 +452,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     async stop() {
       stopping = true;
       clearInterval(poll);
-      if (wakeTimer) clearTimeout(wakeTimer);
+      wake.stop();
       const entries = [...hosted.values()];
       for (const entry of entries) {
         entry.nudge();

@@ -10,6 +10,7 @@
  * store port (a worker's, a CLI command's) belongs to a host that runs the loop itself.
  * @module
  */
+import type { Logger } from 'pino';
 import { TroupeError } from '../errors.js';
 import { createCoordinator as create, type Coordinator } from '../host/createCoordinator.js';
 import type { CoordinatorOptions } from '../host/options.js';
@@ -32,13 +33,14 @@ const fileOf = (store: unknown): SqliteStore | null =>
  * returned function is called. The loop's timers are unref'd: the caller's process decides how
  * long it lives. Stop the loop before shutting `c` down (a request being applied finishes first).
  */
-export function hostInLoop(c: Coordinator<Store | StorePort>, file: SqliteStore, everyMs = INBOX_POLL_MS): () => Promise<void> {
+export function hostInLoop(c: Coordinator<Store | StorePort>, file: SqliteStore, everyMs = INBOX_POLL_MS, logger?: Logger): () => Promise<void> {
   const worker = startWorker({
     store: sqliteHosting(file),
     // It hosts the run it adopts, never one it would go looking for.
     concurrency: 0,
     pollMs: everyMs,
     unref: true,
+    ...(logger ? { logger } : {}),
     hostOptions: () => Promise.reject(new TroupeError('RUN_LOCKED', 'a library host only hosts the coordinator it was given')),
   });
   const adopted = worker.then((w) => w.adopt(c));
@@ -50,10 +52,11 @@ export function hostInLoop(c: Coordinator<Store | StorePort>, file: SqliteStore,
 }
 
 /** `c`, hosted through the loop when its store is a file, until it shuts down. */
-function hosted<S extends Store | StorePort>(c: Coordinator<S>, store: unknown): Coordinator<S> {
-  const file = fileOf(store);
+function hosted<S extends Store | StorePort>(c: Coordinator<S>, options: Pick<CoordinatorOptions<S>, 'store' | 'logger'>): Coordinator<S> {
+  const file = fileOf(options.store);
   if (!file) return c;
-  const stop = hostInLoop(c as Coordinator<Store | StorePort>, file);
+  // The loop's warnings (a failed read, retried) go where the run's own logs go.
+  const stop = hostInLoop(c as Coordinator<Store | StorePort>, file, INBOX_POLL_MS, options.logger);
   const shutdown = async () => {
     await stop();
     await c.shutdown();
@@ -70,10 +73,10 @@ function hosted<S extends Store | StorePort>(c: Coordinator<S>, store: unknown):
  * await coordinator.shutdown();
  */
 export function createCoordinator<S extends Store | StorePort = Store>(options: CoordinatorOptions<S>): Coordinator<S> {
-  return hosted(create<S>(options), options.store);
+  return hosted(create<S>(options), options);
 }
 
 /** Resume a run from its store (on a SQLite file it is hosted through the hosting loop, which applies the run's inbox). */
 export async function resumeCoordinator<S extends Store | StorePort = Store>(options: ResumeOptions<S>): Promise<Coordinator<S>> {
-  return hosted(await resume<S>(options), options.store);
+  return hosted(await resume<S>(options), options);
 }

@@ -36,6 +36,18 @@ export interface WalSync {
   close(): void;
 }
 
+/** The off-thread syncs under way in this process. */
+const underWay = new Set<Promise<void>>();
+
+/**
+ * Resolves once no WAL sync is under way in this process. For tests on a simulated clock: a
+ * commit now waits for a thread-pool sync, not only for the end of a loop turn, so "everything due
+ * has run" means the loop turned and no sync is still out (testing/simulate.ts, test helpers).
+ */
+export async function syncsSettled(): Promise<void> {
+  while (underWay.size > 0) await Promise.allSettled([...underWay]);
+}
+
 const ioError = (err: unknown, path: string) =>
   new TroupeError('STORE_IO', `syncing ${path} failed: ${(err as NodeJS.ErrnoException).code ?? ''} ${(err as Error).message}`.trim(), {
     cause: err,
@@ -89,14 +101,17 @@ export function createWalSync(path: string): WalSync {
         return Promise.reject(err as Error);
       }
       inFlight++;
-      return new Promise<void>((resolve, reject) => {
+      const synced = new Promise<void>((resolve, reject) => {
         fdatasync(target, (err) => {
           inFlight--;
+          underWay.delete(synced);
           release();
           if (err) reject(ioError(err, wal));
           else resolve();
         });
       });
+      underWay.add(synced);
+      return synced;
     },
     close() {
       closed = true;

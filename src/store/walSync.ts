@@ -101,16 +101,17 @@ export function createWalSync(path: string): WalSync {
         return Promise.reject(err as Error);
       }
       inFlight++;
+      let settle!: (err: NodeJS.ErrnoException | null) => void;
       const synced = new Promise<void>((resolve, reject) => {
-        fdatasync(target, (err) => {
-          inFlight--;
-          underWay.delete(synced);
-          release();
-          if (err) reject(ioError(err, wal));
-          else resolve();
-        });
+        settle = (err) => (err ? reject(ioError(err, wal)) : resolve());
       });
       underWay.add(synced);
+      fdatasync(target, (err) => {
+        inFlight--;
+        underWay.delete(synced);
+        release();
+        settle(err);
+      });
       return synced;
     },
     close() {

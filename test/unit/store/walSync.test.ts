@@ -31,7 +31,8 @@ vi.mock('node:fs', async (importOriginal) => {
     ...real,
     fdatasync(fd: number, cb: (err: NodeJS.ErrnoException | null) => void) {
       io.asyncFds.push(fd);
-      const go = () => (io.failAsync ? cb(io.failAsync) : real.fdatasync(fd, cb));
+      const failure = io.failAsync;
+      const go = () => (failure ? setImmediate(() => cb(failure)) : real.fdatasync(fd, cb));
       if (io.hold) io.held.push(go);
       else go();
     },

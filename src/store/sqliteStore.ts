@@ -1,6 +1,7 @@
 /**
  * The durable `Store` on better-sqlite3 12: WAL, `synchronous` set explicitly on every open (FULL
- * by default: this build reports FULL on a fresh file and NORMAL on reopen), every write in a
+ * by default: this build reports FULL on a fresh file and NORMAL on reopen; FULL is the connection
+ * in NORMAL plus the store's own sync of the WAL at every commit, walSync.ts), every write in a
  * `BEGIN IMMEDIATE` transaction, numbered migrations, a checksum on every message and session
  * row verified on read, `quick_check` at open, one owning process per file (`ownerLock.ts`).
  *
@@ -65,7 +66,11 @@ const PROMOTED_NOTES = "SELECT * FROM notes WHERE state = 'promoted' ORDER BY de
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
   path: string;
-  /** FULL (default) survives power loss; NORMAL survives process crashes only. */
+  /**
+   * FULL (default) survives power loss: every commit's WAL is synced before it counts (the
+   * coordinator's commits sync on libuv's thread pool, so the event loop never waits on the disk;
+   * walSync.ts). NORMAL survives process crashes only.
+   */
   synchronous?: 'FULL' | 'NORMAL';
   busyTimeoutMs?: number;
   /** Read without owning: no lock, no writes (for status and tree views of a running process). */

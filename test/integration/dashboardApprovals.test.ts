@@ -85,7 +85,10 @@ describe('an approval of a run nobody hosts (a worker lets a run go while its ag
   it('is answered by the dashboard itself, as troupe approve does; the next host runs the step once', async () => {
     const { runs, tool: dropTable } = dropTableTool();
     const db = join(workdir(), 'parked.db');
+    // The run's clock reads the real time: the dashboard applies the answer on the real clock, where
+    // a wait begun at simulated time 0 would be decades overdue and its idle timer would wake the agent.
     const clock = new SimulatedClock();
+    clock.set(Date.now());
     const script = {
       agents: { lead: [{ tools: [{ name: 'drop_table', args: { table: 'a' } }] }, { tools: [{ name: 'wait_for_agents', args: { reason: 'the approval' } }] }] },
     };
@@ -123,9 +126,8 @@ describe('an approval of a run nobody hosts (a worker lets a run go while its ag
     const again = await resumeCoordinator({ store, model, clock, tools: [dropTable], approvals: { ask: ['destructive'] } });
     await flush();
     expect(runs).toEqual([{ table: 'a_tmp' }]);
-    // The agent is told the result (in its first call or, when its turn began while the step's
-    // commits were still syncing, in the next: the order of the two is not promised).
-    expect(JSON.stringify(model.calls.map((call) => call.request.messages))).toContain('dropped a_tmp');
+    // Its wait on the approval lasts until the approved step's result: its first call carries it.
+    expect(JSON.stringify(model.calls[0]?.request.messages)).toContain('dropped a_tmp');
     await again.shutdown();
     store.close();
   });

@@ -32,7 +32,7 @@ import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port
 import type { Store } from '../store/types.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { createCycleLogic } from '../turn/cycle.js';
-import type { ToolLedger } from '../turn/ports.js';
+import type { ToolLedger, TurnHost } from '../turn/ports.js';
 import { runTrace, type RunTrace } from '../trace/tracer.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents/agents.js';
@@ -126,6 +126,8 @@ export class Runtime {
   /** What the built-in tools reach of the run (builtinHost.ts). */
   readonly builtins: BuiltinHost;
   readonly #graph: GraphHost;
+  /** What the turns reach of the run (turnHost.ts). */
+  readonly #turns: TurnHost;
   #shutdown = false;
   /** The adaptive admission of model calls (null: the queue keeps `concurrency.model`). */
   readonly #admission: { close(): void } | null;
@@ -195,13 +197,20 @@ export class Runtime {
     this.sessions = new Sessions({ port: this.port, stage: (op) => this.stage(op), mailboxes: this.mailboxes, now: () => this.clock.now() });
     const rules = this.options.approvalRules;
     this.approvals = new DurableApprovals(
-      approvalsHost(this, (...call) => turns.runTool(...call)),
+      approvalsHost(this, (...call) => this.#turns.runTool(...call)),
       rules,
     );
     // With rules, the turns ask the durable approvals (one policy: a gate or rules, never both).
     if (rules) this.options = { ...this.options, approvals: this.approvals };
-    const turns = turnHost(this);
-    const logic = agentMachine.provide({ actors: { runCycle: createCycleLogic(turns, (id) => this.agents.context(id)) } });
+    // The turns' host is made of parts built below: a cycle reads it when it starts.
+    const logic = agentMachine.provide({
+      actors: {
+        runCycle: createCycleLogic(
+          () => this.#turns,
+          (id) => this.agents.context(id),
+        ),
+      },
+    });
     this.agents = new Agents({
       runId: this.runId,
       clock: this.clock,
@@ -365,6 +374,30 @@ export class Runtime {
     });
     this.registrar = new Registrar(this, embedded !== null || restore !== undefined);
     this.builtins = builtinHost(this, this.#graph);
+    this.#turns = turnHost({
+      runId: this.runId,
+      clock: this.clock,
+      logger: this.logger,
+      options: this.options,
+      failure: () => this.#failure,
+      commit: this.committer,
+      gateway: this.gateway,
+      sessions: this.sessions,
+      ledger: this.ledger,
+      trace: this.trace,
+      agents: this.agents,
+      toolbox: this.toolbox,
+      outputs: this.outputs,
+      builtins: this.builtins,
+      fenced: () => this.port.guard?.check() ?? null,
+      toolQueue: this.toolQueue,
+      executions: this.executions,
+      reviews: this.reviews,
+      views: this.views,
+      failurePatterns: this.failurePatterns,
+      messaging: this.messaging,
+      callLog: this.callLog,
+    });
     // Executions that finished outside the agent's approval window continue when one opens.
     this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.usable && this.executions.continueFor(agentId)) ?? null;
 

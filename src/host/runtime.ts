@@ -195,13 +195,6 @@ export class Runtime {
     this.failurePatterns = this.options.failurePatterns ? new FailurePatterns(this.options.failurePatterns) : null;
     this.mailboxes = new Mailboxes((op) => this.stage(op));
     this.sessions = new Sessions({ port: this.port, stage: (op) => this.stage(op), mailboxes: this.mailboxes, now: () => this.clock.now() });
-    const rules = this.options.approvalRules;
-    this.approvals = new DurableApprovals(
-      approvalsHost(this, (...call) => this.#turns.runTool(...call)),
-      rules,
-    );
-    // With rules, the turns ask the durable approvals (one policy: a gate or rules, never both).
-    if (rules) this.options = { ...this.options, approvals: this.approvals };
     // The turns' host is made of parts built below: a cycle reads it when it starts.
     const logic = agentMachine.provide({
       actors: {
@@ -249,6 +242,25 @@ export class Runtime {
       this.views.emit({ type: 'mcp.server', server, state, tools, error, at: this.clock.now() });
     });
     this.messaging = new Messaging(this);
+    const rules = this.options.approvalRules;
+    this.approvals = new DurableApprovals(
+      approvalsHost({
+        runId: this.runId,
+        options: this.options,
+        logger: this.logger,
+        clock: this.clock,
+        agents: this.agents,
+        toolbox: this.toolbox,
+        messaging: this.messaging,
+        views: this.views,
+        commit: this.committer,
+        runTool: (...call) => this.#turns.runTool(...call),
+        linkExecutions: (h, text) => this.executions.link(h, text),
+      }),
+      rules,
+    );
+    // With rules, the turns ask the durable approvals (one policy: a gate or rules, never both).
+    if (rules) this.options = { ...this.options, approvals: this.approvals };
     this.lifecycle = new Lifecycle({
       runId: this.runId,
       clock: this.clock,
@@ -325,7 +337,21 @@ export class Runtime {
     });
     this.#admission = attachAdmission(this.gateway.queue, this.options.concurrency, this.clock);
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
-    const host = asyncWorkHost(this);
+    const host = asyncWorkHost({
+      runId: this.runId,
+      options: this.options,
+      boot: this.port.boot,
+      approvals: this.approvals,
+      clock: this.clock,
+      agents: this.agents,
+      messaging: this.messaging,
+      mailboxes: this.mailboxes,
+      sessions: this.sessions,
+      commit: this.committer,
+      admit: (h, source, retry) => this.selfWakes.admit(h, source, retry),
+      assertUsable: () => this.assertUsable(),
+      checkQuiescence: () => this.checkQuiescence(),
+    });
     this.executions = new AsyncExecutions(host);
     this.delegations = new Delegations(host);
     this.reentry = new ReentryBudgets(host);
@@ -339,8 +365,22 @@ export class Runtime {
       stop: (h) => this.agents.send(h, { type: 'agent.stop', reason: 'reentry' }),
       stage: (op) => this.stage(op),
     });
-    this.reviews = this.options.review ? backgroundReviews(this, this.options.review) : null;
-    this.ledger = toolLedger(this);
+    this.ledger = toolLedger({ clock: this.clock, port: this.port, commit: this.committer });
+    this.reviews = this.options.review
+      ? backgroundReviews(
+          {
+            runId: this.runId,
+            clock: this.clock,
+            commit: this.committer,
+            gateway: this.gateway,
+            trace: this.trace,
+            sessions: this.sessions,
+            views: this.views,
+            notes: this.reviewNotes,
+          },
+          this.options.review,
+        )
+      : null;
     this.#graph = {
       agents: this.agents,
       coordinator: this.coordinator,

@@ -15,7 +15,7 @@ import type PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import type { Actor } from 'xstate';
 import type { BudgetFlags, coordinatorMachine } from '../../machines/coordinatorMachine.js';
-import type { WriteOp } from '../store/port.js';
+import type { CommitPort } from './commit.js';
 import type { AgentHandle, Agents } from './agents/agents.js';
 import type { Messaging } from './mail/messaging.js';
 import { TroupeError } from '../errors.js';
@@ -23,8 +23,8 @@ import type { CoordinatorHealth, Views } from './views/views.js';
 import type { Clock } from '../clock.js';
 import type { RunTrace } from '../trace/tracer.js';
 
-/** What the controls act on (the runtime provides it). */
-export interface ControlParts {
+/** What the controls act on: the parts they use, built. */
+interface ControlParts {
   readonly runId: string;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly agents: Agents;
@@ -33,14 +33,25 @@ export interface ControlParts {
   readonly trace: Pick<RunTrace, 'event' | 'notice'>;
   readonly clock: Clock;
   readonly views: Pick<Views, 'emit'>;
-  readonly budget: { readonly spentUsd: number };
+  /** The run's spend now (calls/budget.ts). */
+  spentUsd(): number;
   readonly model: Model;
   readonly options: { readonly budget: Pick<ResolvedOptions['budget'], 'prices'> };
+  readonly commit: CommitPort;
   assertUsable(): void;
-  stage(op: WriteOp): void;
-  after(effect: () => void): void;
-  durable(): Promise<void>;
   budgetFlags(): BudgetFlags;
+}
+
+/** The budget's controls over one run (pause, resume, trips), and the coordinator's events wired to the parts. */
+export function budgetControls(rt: ControlParts) {
+  wireCoordinatorEvents(rt);
+  return {
+    pause: () => pauseBudget(rt),
+    resume: (limitUsd?: number) => resumeBudget(rt, limitUsd),
+    trip: (event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string) => tripBudget(rt, event, reason, agentId),
+    tripAllowance: (kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string) =>
+      tripAllowance(rt, kind, ownerId, allowanceUsd, reason, agentId),
+  };
 }
 
 /** Ask `target` (and with cascade its subtree, leaves first) to stop after the current turn; returns who was asked. */
@@ -63,17 +74,17 @@ export function requestStop(agents: Agents, target: AgentHandle, cascade: boolea
 }
 
 /** Resolves once the pause is durable. */
-export function pauseBudget(rt: ControlParts): Promise<void> {
+function pauseBudget(rt: ControlParts): Promise<void> {
   rt.assertUsable();
   const before = rt.budgetFlags();
   rt.coordinator.send({ type: 'budget.pause' });
-  rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
+  rt.commit.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
   journalBudget(rt, 'budget.pause', before);
-  return rt.durable();
+  return rt.commit.durable();
 }
 
 /** Resolves, once the resume is durable, with the agents it un-parks. */
-export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise<string[]> {
+async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise<string[]> {
   if (limitUsd !== undefined) {
     positiveLimit('resumeBudget limitUsd', limitUsd);
     // A limit set on a run whose model has no price would never bind: refused, nothing changed.
@@ -83,9 +94,9 @@ export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise
   const parked = [...rt.agents.values()].filter((h) => rt.agents.status(h) === 'budgetPaused').map((h) => h.id);
   const before = rt.budgetFlags();
   rt.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });
-  rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
+  rt.commit.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
   journalBudget(rt, 'budget.resume', before);
-  await rt.durable();
+  await rt.commit.durable();
   return parked;
 }
 
@@ -93,11 +104,11 @@ export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise
  * Trip the reserve or the budget stop. A trip that happened is logged, an event on the stint whose
  * call caused it, and (once committed) a `budget.tripped` event saying why in words.
  */
-export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void {
+function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void {
   const before = rt.budgetFlags();
   rt.coordinator.send({ type: event });
   const after = rt.budgetFlags();
-  rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: after } });
+  rt.commit.stage({ op: 'updateRun', id: rt.runId, patch: { budget: after } });
   journalBudget(rt, event, before, agentId);
   const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
   if (after.reserveStopped && !before.reserveStopped) rt.trace.event(agentId, EVENT_RESERVE_TRIP);
@@ -105,7 +116,7 @@ export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.rese
   if (kind === null) return;
   rt.logger.warn({ kind, reason }, kind === 'stop' ? 'the budget stopped the run' : 'the sub-agent reserve tripped');
   const at = rt.clock.now();
-  rt.after(() => rt.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: rt.budget.spentUsd, limitUsd: after.limitUsd ?? 0, at }));
+  rt.commit.after(() => rt.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: rt.spentUsd(), limitUsd: after.limitUsd ?? 0, at }));
 }
 
 /**
@@ -113,7 +124,7 @@ export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.rese
  * allowance is spent (its whole subtree stops, reason `allowance`): the coordinator decides, a
  * `budget.allowanceReserveTrip` / `budget.allowanceStop` event on the owner's lane says why.
  */
-export function tripAllowance(rt: ControlParts, kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string): void {
+function tripAllowance(rt: ControlParts, kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string): void {
   const owner = rt.agents.find(ownerId);
   if (!owner) return;
   const ids: string[] = [];
@@ -130,17 +141,17 @@ export function tripAllowance(rt: ControlParts, kind: 'reserve' | 'allowance', o
     rt.coordinator.send({ type: 'allowance.stop', ids });
   }
   const type = kind === 'reserve' ? 'budget.allowanceReserveTrip' : 'budget.allowanceStop';
-  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: ownerId, type, data: { allowanceUsd, reason, by: agentId }, at: rt.clock.now() } });
+  rt.commit.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: ownerId, type, data: { allowanceUsd, reason, by: agentId }, at: rt.clock.now() } });
   rt.logger.warn({ kind, ownerId, reason }, kind === 'reserve' ? "an allowance's sub-agent reserve tripped" : 'an allowance is spent: its subtree stops');
 }
 
-export function wireCoordinatorEvents(rt: ControlParts): void {
+function wireCoordinatorEvents(rt: ControlParts): void {
   rt.coordinator.on('notice', (e) => {
     rt.trace.notice(e);
     rt.messaging.deliverNotice(e);
   });
   rt.coordinator.on('agents.stop', (e) =>
-    rt.after(() => {
+    rt.commit.after(() => {
       for (const id of e.ids) {
         const h = rt.agents.find(id);
         // One that ended between the decision and this effect has nothing to stop (its actor is
@@ -153,20 +164,20 @@ export function wireCoordinatorEvents(rt: ControlParts): void {
     }),
   );
   rt.coordinator.on('budget.resumed', (e) =>
-    rt.after(() => {
+    rt.commit.after(() => {
       for (const h of rt.agents.values()) if (rt.agents.status(h) === 'budgetPaused') rt.agents.send(h, { type: 'budget.resume', epoch: e.epoch });
     }),
   );
 }
 
 /** A snapshot for health checks: the fatal failure or the shutdown, and both queues. */
-export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gateway: { queue: PQueue }; toolQueue: PQueue }): CoordinatorHealth {
+export function healthOf(rt: { failure: TroupeError | null; usable: boolean; modelQueue: PQueue; toolQueue: PQueue }): CoordinatorHealth {
   const error = rt.failure ?? (rt.usable ? null : new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
   const queue = (q: PQueue) => ({ waiting: q.size, running: q.pending, concurrency: q.concurrency });
   return {
     ok: error === null,
     error: error === null ? null : { code: error.code, message: error.message },
-    modelQueue: queue(rt.gateway.queue),
+    modelQueue: queue(rt.modelQueue),
     toolQueue: queue(rt.toolQueue),
   };
 }
@@ -184,6 +195,6 @@ function journalBudget(
   const flags = rt.budgetFlags();
   if (JSON.stringify(flags) === JSON.stringify(before)) return;
   // `agentId` in the data: the agent whose call tripped it (its lane on the timeline); the row stays run-wide.
-  const data = { spentUsd: rt.budget.spentUsd, limitUsd: flags.limitUsd, ...(by === undefined ? {} : { agentId: by }) };
-  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: null, type, data, at: rt.clock.now() } });
+  const data = { spentUsd: rt.spentUsd(), limitUsd: flags.limitUsd, ...(by === undefined ? {} : { agentId: by }) };
+  rt.commit.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: null, type, data, at: rt.clock.now() } });
 }

@@ -259,7 +259,7 @@ export class Runtime {
       agents: this.agents,
       mailboxes: this.mailboxes,
       coordinator: this.coordinator,
-      after: (effect) => this.committer.after(effect),
+      commit: this.committer,
       userSpoke: (id) => this.selfWakes.userSpoke(id),
       // A proactive message is a self-wake, counted and never put off: false when the budget refuses it.
       proactiveWake: (id) => this.selfWakes.admit(this.agents.get(id), 'proactive', () => undefined) !== 'refused',

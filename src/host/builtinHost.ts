@@ -6,7 +6,7 @@
 import type { BudgetFlags } from '../../machines/coordinatorMachine.js';
 import type { Clock } from '../clock.js';
 import type { BuiltinHost } from '../tools/ports.js';
-import type { WriteOp } from '../store/port.js';
+import type { CommitPort } from './commit.js';
 import type { Agents } from './agents/agents.js';
 import { assertNothingOutstanding, childrenSummary, graphView, stopFromAgent, waitsOn, type GraphHost } from './waits/graph.js';
 import type { Mailboxes } from './mail/mailbox.js';
@@ -19,8 +19,8 @@ import type { DurableApprovals } from './async/approvals.js';
 import type { SessionItem } from '../model/types.js';
 import { TroupeError } from '../errors.js';
 
-/** What the built-ins' port is made of (the runtime provides it). */
-export interface BuiltinParts {
+/** What the built-ins' port is made of: the parts it uses, built. */
+interface BuiltinParts {
   readonly options: Pick<ResolvedOptions, 'interactive'>;
   readonly clock: Clock;
   readonly agents: Agents;
@@ -29,8 +29,7 @@ export interface BuiltinParts {
   readonly messaging: Pick<Messaging, 'sendFromAgent'>;
   readonly runId: string;
   readonly views: Pick<Views, 'emit'>;
-  stage(op: WriteOp): void;
-  after(effect: () => void): void;
+  readonly commit: Pick<CommitPort, 'stage' | 'after'>;
   budgetFlags(): BudgetFlags;
   readonly budget: { allowanceReserveStopped(agentId: string): boolean };
   readonly sessions: Pick<Sessions, 'items'>;
@@ -51,8 +50,8 @@ export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
     // The agent said something to the user (respond_to_user): an event row, and the event once committed.
     said: (agent, text) => {
       const at = rt.clock.now();
-      rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'agent.said', data: { text }, at } });
-      rt.after(() => rt.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
+      rt.commit.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'agent.said', data: { text }, at } });
+      rt.commit.after(() => rt.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
     },
     // An allowance's tripped reserve reads as the run's for the agents under its owner.
     budgetFlags: (agent) => {

@@ -46,6 +46,9 @@ export interface CommitStats {
   ops: number;
 }
 
+/** What a part sees of the commit pipeline: stage writes, act after their commit, wait for it. */
+export type CommitPort = Pick<GroupCommitter, 'stage' | 'after' | 'durable'>;
+
 export class GroupCommitter {
   readonly #port: StorePort;
   readonly #onFatal: (err: unknown) => unknown;

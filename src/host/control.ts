@@ -15,7 +15,7 @@ import type PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import type { Actor } from 'xstate';
 import type { BudgetFlags, coordinatorMachine } from '../../machines/coordinatorMachine.js';
-import type { WriteOp } from '../store/port.js';
+import type { CommitPort } from './commit.js';
 import type { AgentHandle, Agents } from './agents/agents.js';
 import type { Messaging } from './mail/messaging.js';
 import { TroupeError } from '../errors.js';
@@ -23,8 +23,8 @@ import type { CoordinatorHealth, Views } from './views/views.js';
 import type { Clock } from '../clock.js';
 import type { RunTrace } from '../trace/tracer.js';
 
-/** What the controls act on (the runtime provides it). */
-export interface ControlParts {
+/** What the controls act on: the parts they use, built. */
+interface ControlParts {
   readonly runId: string;
   readonly coordinator: Actor<typeof coordinatorMachine>;
   readonly agents: Agents;
@@ -33,14 +33,25 @@ export interface ControlParts {
   readonly trace: Pick<RunTrace, 'event' | 'notice'>;
   readonly clock: Clock;
   readonly views: Pick<Views, 'emit'>;
-  readonly budget: { readonly spentUsd: number };
+  /** The run's spend now (calls/budget.ts). */
+  spentUsd(): number;
   readonly model: Model;
   readonly options: { readonly budget: Pick<ResolvedOptions['budget'], 'prices'> };
+  readonly commit: CommitPort;
   assertUsable(): void;
-  stage(op: WriteOp): void;
-  after(effect: () => void): void;
-  durable(): Promise<void>;
   budgetFlags(): BudgetFlags;
+}
+
+/** The budget's controls over one run (pause, resume, trips), and the coordinator's events wired to the parts. */
+export function budgetControls(c: ControlParts) {
+  wireCoordinatorEvents(c);
+  return {
+    pause: () => pauseBudget(c),
+    resume: (limitUsd?: number) => resumeBudget(c, limitUsd),
+    trip: (event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string) => tripBudget(c, event, reason, agentId),
+    tripAllowance: (kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string) =>
+      tripAllowance(c, kind, ownerId, allowanceUsd, reason, agentId),
+  };
 }
 
 /** Ask `target` (and with cascade its subtree, leaves first) to stop after the current turn; returns who was asked. */
@@ -63,29 +74,29 @@ export function requestStop(agents: Agents, target: AgentHandle, cascade: boolea
 }
 
 /** Resolves once the pause is durable. */
-export function pauseBudget(rt: ControlParts): Promise<void> {
-  rt.assertUsable();
-  const before = rt.budgetFlags();
-  rt.coordinator.send({ type: 'budget.pause' });
-  rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
-  journalBudget(rt, 'budget.pause', before);
-  return rt.durable();
+function pauseBudget(c: ControlParts): Promise<void> {
+  c.assertUsable();
+  const before = c.budgetFlags();
+  c.coordinator.send({ type: 'budget.pause' });
+  c.commit.stage({ op: 'updateRun', id: c.runId, patch: { budget: c.budgetFlags() } });
+  journalBudget(c, 'budget.pause', before);
+  return c.commit.durable();
 }
 
 /** Resolves, once the resume is durable, with the agents it un-parks. */
-export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise<string[]> {
+async function resumeBudget(c: ControlParts, limitUsd?: number): Promise<string[]> {
   if (limitUsd !== undefined) {
     positiveLimit('resumeBudget limitUsd', limitUsd);
     // A limit set on a run whose model has no price would never bind: refused, nothing changed.
-    requirePriceForBudget(rt.model, rt.options.budget.prices, limitUsd, 'resumeBudget limitUsd');
+    requirePriceForBudget(c.model, c.options.budget.prices, limitUsd, 'resumeBudget limitUsd');
   }
-  rt.assertUsable();
-  const parked = [...rt.agents.values()].filter((h) => rt.agents.status(h) === 'budgetPaused').map((h) => h.id);
-  const before = rt.budgetFlags();
-  rt.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });
-  rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: rt.budgetFlags() } });
-  journalBudget(rt, 'budget.resume', before);
-  await rt.durable();
+  c.assertUsable();
+  const parked = [...c.agents.values()].filter((h) => c.agents.status(h) === 'budgetPaused').map((h) => h.id);
+  const before = c.budgetFlags();
+  c.coordinator.send({ type: 'budget.resume', ...(limitUsd === undefined ? {} : { limitUsd }) });
+  c.commit.stage({ op: 'updateRun', id: c.runId, patch: { budget: c.budgetFlags() } });
+  journalBudget(c, 'budget.resume', before);
+  await c.commit.durable();
   return parked;
 }
 
@@ -93,19 +104,19 @@ export async function resumeBudget(rt: ControlParts, limitUsd?: number): Promise
  * Trip the reserve or the budget stop. A trip that happened is logged, an event on the stint whose
  * call caused it, and (once committed) a `budget.tripped` event saying why in words.
  */
-export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void {
-  const before = rt.budgetFlags();
-  rt.coordinator.send({ type: event });
-  const after = rt.budgetFlags();
-  rt.stage({ op: 'updateRun', id: rt.runId, patch: { budget: after } });
-  journalBudget(rt, event, before, agentId);
+function tripBudget(c: ControlParts, event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void {
+  const before = c.budgetFlags();
+  c.coordinator.send({ type: event });
+  const after = c.budgetFlags();
+  c.commit.stage({ op: 'updateRun', id: c.runId, patch: { budget: after } });
+  journalBudget(c, event, before, agentId);
   const kind = after.budgetStopped && !before.budgetStopped ? 'stop' : after.reserveStopped && !before.reserveStopped ? 'reserve' : null;
-  if (after.reserveStopped && !before.reserveStopped) rt.trace.event(agentId, EVENT_RESERVE_TRIP);
-  if (after.budgetStopped && !before.budgetStopped) rt.trace.event(agentId, EVENT_BUDGET_STOP);
+  if (after.reserveStopped && !before.reserveStopped) c.trace.event(agentId, EVENT_RESERVE_TRIP);
+  if (after.budgetStopped && !before.budgetStopped) c.trace.event(agentId, EVENT_BUDGET_STOP);
   if (kind === null) return;
-  rt.logger.warn({ kind, reason }, kind === 'stop' ? 'the budget stopped the run' : 'the sub-agent reserve tripped');
-  const at = rt.clock.now();
-  rt.after(() => rt.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: rt.budget.spentUsd, limitUsd: after.limitUsd ?? 0, at }));
+  c.logger.warn({ kind, reason }, kind === 'stop' ? 'the budget stopped the run' : 'the sub-agent reserve tripped');
+  const at = c.clock.now();
+  c.commit.after(() => c.views.emit({ type: 'budget.tripped', kind, reason, spentUsd: c.spentUsd(), limitUsd: after.limitUsd ?? 0, at }));
 }
 
 /**
@@ -113,61 +124,61 @@ export function tripBudget(rt: ControlParts, event: 'budget.stop' | 'budget.rese
  * allowance is spent (its whole subtree stops, reason `allowance`): the coordinator decides, a
  * `budget.allowanceReserveTrip` / `budget.allowanceStop` event on the owner's lane says why.
  */
-export function tripAllowance(rt: ControlParts, kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string): void {
-  const owner = rt.agents.find(ownerId);
+function tripAllowance(c: ControlParts, kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string): void {
+  const owner = c.agents.find(ownerId);
   if (!owner) return;
   const ids: string[] = [];
   const visit = (h: AgentHandle) => {
-    for (const id of h.children) visit(rt.agents.get(id));
-    if (isActive(rt.agents.status(h)) && (kind === 'allowance' || h !== owner)) ids.push(h.id);
+    for (const id of h.children) visit(c.agents.get(id));
+    if (isActive(c.agents.status(h)) && (kind === 'allowance' || h !== owner)) ids.push(h.id);
   };
   visit(owner);
-  const tripped = () => rt.coordinator.getSnapshot().context.reservesTripped[ownerId] === true;
+  const tripped = () => c.coordinator.getSnapshot().context.reservesTripped[ownerId] === true;
   if (kind === 'reserve') {
     if (tripped()) return;
-    rt.coordinator.send({ type: 'allowance.reserveTrip', ownerId, allowanceUsd, ids });
+    c.coordinator.send({ type: 'allowance.reserveTrip', ownerId, allowanceUsd, ids });
   } else {
-    rt.coordinator.send({ type: 'allowance.stop', ids });
+    c.coordinator.send({ type: 'allowance.stop', ids });
   }
   const type = kind === 'reserve' ? 'budget.allowanceReserveTrip' : 'budget.allowanceStop';
-  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: ownerId, type, data: { allowanceUsd, reason, by: agentId }, at: rt.clock.now() } });
-  rt.logger.warn({ kind, ownerId, reason }, kind === 'reserve' ? "an allowance's sub-agent reserve tripped" : 'an allowance is spent: its subtree stops');
+  c.commit.stage({ op: 'appendEvent', row: { runId: c.runId, agentId: ownerId, type, data: { allowanceUsd, reason, by: agentId }, at: c.clock.now() } });
+  c.logger.warn({ kind, ownerId, reason }, kind === 'reserve' ? "an allowance's sub-agent reserve tripped" : 'an allowance is spent: its subtree stops');
 }
 
-export function wireCoordinatorEvents(rt: ControlParts): void {
-  rt.coordinator.on('notice', (e) => {
-    rt.trace.notice(e);
-    rt.messaging.deliverNotice(e);
+function wireCoordinatorEvents(c: ControlParts): void {
+  c.coordinator.on('notice', (e) => {
+    c.trace.notice(e);
+    c.messaging.deliverNotice(e);
   });
-  rt.coordinator.on('agents.stop', (e) =>
-    rt.after(() => {
+  c.coordinator.on('agents.stop', (e) =>
+    c.commit.after(() => {
       for (const id of e.ids) {
-        const h = rt.agents.find(id);
+        const h = c.agents.find(id);
         // One that ended between the decision and this effect has nothing to stop (its actor is
         // final: XState would warn of an event sent to a stopped actor).
-        if (!h || !isActive(rt.agents.status(h))) continue;
-        rt.agents.send(h, { type: 'agent.stop', reason: e.reason });
+        if (!h || !isActive(c.agents.status(h))) continue;
+        c.agents.send(h, { type: 'agent.stop', reason: e.reason });
         // The budget's stop cancels running tools too (a model call in flight settles and is charged).
         h.toolsInFlight?.abort(STOP_REQUESTED);
       }
     }),
   );
-  rt.coordinator.on('budget.resumed', (e) =>
-    rt.after(() => {
-      for (const h of rt.agents.values()) if (rt.agents.status(h) === 'budgetPaused') rt.agents.send(h, { type: 'budget.resume', epoch: e.epoch });
+  c.coordinator.on('budget.resumed', (e) =>
+    c.commit.after(() => {
+      for (const h of c.agents.values()) if (c.agents.status(h) === 'budgetPaused') c.agents.send(h, { type: 'budget.resume', epoch: e.epoch });
     }),
   );
 }
 
 /** A snapshot for health checks: the fatal failure or the shutdown, and both queues. */
-export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gateway: { queue: PQueue }; toolQueue: PQueue }): CoordinatorHealth {
-  const error = rt.failure ?? (rt.usable ? null : new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
+export function healthOf(c: { failure: TroupeError | null; usable: boolean; modelQueue: PQueue; toolQueue: PQueue }): CoordinatorHealth {
+  const error = c.failure ?? (c.usable ? null : new TroupeError('COORDINATOR_SHUT_DOWN', 'The coordinator was shut down'));
   const queue = (q: PQueue) => ({ waiting: q.size, running: q.pending, concurrency: q.concurrency });
   return {
     ok: error === null,
     error: error === null ? null : { code: error.code, message: error.message },
-    modelQueue: queue(rt.gateway.queue),
-    toolQueue: queue(rt.toolQueue),
+    modelQueue: queue(c.modelQueue),
+    toolQueue: queue(c.toolQueue),
   };
 }
 
@@ -175,15 +186,10 @@ export function healthOf(rt: { failure: TroupeError | null; usable: boolean; gat
  * When the run's budget flags changed, journal the change: a `budget.*` event row with the spend at
  * that moment (what the dashboard's timeline shows). Written once per real change.
  */
-function journalBudget(
-  rt: ControlParts,
-  type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume',
-  before: BudgetFlags,
-  by?: string,
-): void {
-  const flags = rt.budgetFlags();
+function journalBudget(c: ControlParts, type: 'budget.stop' | 'budget.reserveTrip' | 'budget.pause' | 'budget.resume', before: BudgetFlags, by?: string): void {
+  const flags = c.budgetFlags();
   if (JSON.stringify(flags) === JSON.stringify(before)) return;
   // `agentId` in the data: the agent whose call tripped it (its lane on the timeline); the row stays run-wide.
-  const data = { spentUsd: rt.budget.spentUsd, limitUsd: flags.limitUsd, ...(by === undefined ? {} : { agentId: by }) };
-  rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: null, type, data, at: rt.clock.now() } });
+  const data = { spentUsd: c.spentUsd(), limitUsd: flags.limitUsd, ...(by === undefined ? {} : { agentId: by }) };
+  c.commit.stage({ op: 'appendEvent', row: { runId: c.runId, agentId: null, type, data, at: c.clock.now() } });
 }

@@ -3,7 +3,7 @@
  * @module
  */
 import { usedOf } from './calls/allowances.js';
-import { pauseBudget, requestStop, resumeBudget } from './control.js';
+import { requestStop } from './control.js';
 import { applyInboxRequest, recordInput } from './inbox.js';
 import type { ApprovalAnswer, ApprovalView } from './async/approvals.js';
 import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
@@ -223,14 +223,14 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
             throw err;
           });
         // Acknowledged only once the run and its root are committed.
-        await rt.durable();
+        await rt.committer.durable();
         return h.id as never;
       }),
     result: (id) =>
       settle(async () => {
         const h = rt.agents.resolve(id);
         await waitFor(rt, h.id, [...TERMINAL_STATUSES]);
-        return resultOf(rt.info(h.id));
+        return resultOf(rt.views.info(h.id));
       }),
     send: (to, message) =>
       settle(async () => {
@@ -240,12 +240,12 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         }
         const mail = rt.messaging.sendExternal(to, message);
         // Acknowledged only once committed (a repeat's first send may still be in the commit under way).
-        await rt.durable();
+        await rt.committer.durable();
         return { id: mail.id, to: mail.to, from: mail.from, createdAt: mail.createdAt };
       }),
-    get: (id) => rt.info(id),
+    get: (id) => rt.views.info(id),
     list: () => rt.views.list(),
-    tree: () => rt.tree(),
+    tree: () => rt.views.tree(),
     waitFor: (id, statuses, opts) => settle(() => waitFor(rt, id, statuses, opts?.timeoutMs)),
     stop: (id, opts) =>
       settle(async () => {
@@ -284,12 +284,12 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     pauseBudget: () =>
       settle(() => {
         recordInput(rt, 'pause', {});
-        return pauseBudget(rt);
+        return rt.controls.pause();
       }),
     resumeBudget: (limitUsd) =>
       settle(() => {
         recordInput(rt, 'resume', limitUsd === undefined ? {} : { limitUsd });
-        return resumeBudget(rt, limitUsd);
+        return rt.controls.resume(limitUsd);
       }),
     subscribe: (listener) => rt.views.subscribe(listener),
     delegations: {
@@ -299,13 +299,13 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         settle(async () => {
           recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'completed', result });
           rt.delegations.complete(agentId, id, result);
-          await rt.durable();
+          await rt.committer.durable();
         }),
       fail: (agentId, id, error) =>
         settle(async () => {
           recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'failed', result: error });
           rt.delegations.fail(agentId, id, error);
-          await rt.durable();
+          await rt.committer.durable();
         }),
     },
     executions: {
@@ -313,7 +313,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         settle(async () => {
           recordInput(rt, 'execution', { execution: id, status: end.status, result: end.result });
           const done = rt.executions.finish(id, end);
-          await rt.durable();
+          await rt.committer.durable();
           return done;
         }),
       get: (id) => rt.executions.get(id),
@@ -339,7 +339,7 @@ async function answerApproval(rt: Runtime, answer: ApprovalAnswer): Promise<stri
   rt.assertUsable();
   recordInput(rt, 'approval', { ...answer });
   const result = rt.approvals.answer(answer);
-  await rt.durable();
+  await rt.committer.durable();
   if (!result.ok) throw new TroupeError(isErrorCode(result.code) ? result.code : 'CONFIG_INVALID', result.message.replace(/^[A-Z_]+: /, ''));
   return result.message;
 }

@@ -18,7 +18,7 @@
 import { TERMINAL_STATUSES } from '../../machines/types.js';
 import { errorMessage, isTroupeError } from '../errors.js';
 import type { InboxKind, InboxRequest, InboxResult } from '../store/types.js';
-import { pauseBudget, requestStop, resumeBudget } from './control.js';
+import { requestStop } from './control.js';
 import type { Runtime } from './runtime.js';
 
 type Applied = { result: InboxResult; done?: Promise<unknown> };
@@ -39,8 +39,8 @@ export async function applyInboxRequest(rt: Runtime, request: Pick<InboxRequest,
     };
   }
   // Staged in the same tick as the effect's writes: one commit carries both.
-  rt.stage({ op: 'answerRequest', id: request.id, result: applied.result, at: rt.clock.now() });
-  await Promise.all([applied.done, rt.durable()]);
+  rt.committer.stage({ op: 'answerRequest', id: request.id, result: applied.result, at: rt.clock.now() });
+  await Promise.all([applied.done, rt.committer.durable()]);
   return applied.result;
 }
 
@@ -55,10 +55,10 @@ function effect(rt: Runtime, request: Pick<InboxRequest, 'id' | 'payload'> & { k
   const { payload } = request;
   switch (request.kind) {
     case 'pause':
-      return { result: { ok: true, message: 'budget paused: agents park before their next paid call' }, done: pauseBudget(rt) };
+      return { result: { ok: true, message: 'budget paused: agents park before their next paid call' }, done: rt.controls.pause() };
     case 'resume': {
       const parked = [...rt.agents.values()].filter((h) => rt.agents.status(h) === 'budgetPaused').length;
-      return { result: { ok: true, message: `budget resumed (${parked} agent(s) woken)` }, done: resumeBudget(rt) };
+      return { result: { ok: true, message: `budget resumed (${parked} agent(s) woken)` }, done: rt.controls.resume() };
     }
     case 'execution':
       return { result: finishExecution(rt, payload) };
@@ -100,7 +100,7 @@ function finishExecution(rt: Runtime, payload: Record<string, unknown>): InboxRe
   }
   const finished = rt.executions.finish(id, { status, result: typeof payload.result === 'string' ? payload.result : '' });
   const row = rt.executions.get(id)!;
-  const agent = rt.info(row.agentId);
+  const agent = rt.views.info(row.agentId);
   return finished
     ? { ok: true, message: `execution ${id} ${status}: ${agent.name} (${agent.id}) continues with its result` }
     : { ok: true, message: `execution ${id} had already ${row.status}; nothing changed` };

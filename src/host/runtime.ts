@@ -16,9 +16,8 @@
  * Turns and tools reach it only through their ports (turn/ports.ts, tools/ports.ts).
  * @module
  */
-import type { BreakerChange } from '../providers/breaker.js';
-import { RunBreakers } from './calls/breakers.js';
-import { profileOf, type ResolvedProfile } from './profiles.js';
+import type { RunBreakers } from './calls/breakers.js';
+import { profileOf } from './profiles.js';
 import PQueue from 'p-queue';
 import { pino, type Logger } from 'pino';
 import { createActor, type Actor } from 'xstate';
@@ -28,26 +27,27 @@ import { systemClock, type Clock } from '../clock.js';
 import { TroupeError } from '../errors.js';
 import type { Model, UsagePurpose } from '../model/types.js';
 import { memoryStore } from '../store/memoryStore.js';
-import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
+import { isStorePort, portOf, type StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { createCycleLogic } from '../turn/cycle.js';
-import type { ToolLedger } from '../turn/ports.js';
+import type { ToolLedger, TurnHost } from '../turn/ports.js';
 import { runTrace, type RunTrace } from '../trace/tracer.js';
 import type { BackgroundReviews, ReviewNote } from '../turn/review.js';
 import { Agents, type AgentHandle } from './agents/agents.js';
 import { BudgetLedger } from './calls/budget.js';
 import { FailurePatterns } from './agents/failurePatterns.js';
-import { StreamRecorder } from './views/streamRecorder.js';
+import { runStream, type StreamRecorder } from './views/streamRecorder.js';
 import { GroupCommitter } from './commit.js';
 import { journalFor } from '../fork/journal.js';
-import { healthOf, requestStop, tripAllowance, tripBudget, wireCoordinatorEvents } from './control.js';
+import { budgetControls, healthOf, requestStop } from './control.js';
 import { DeadlockWatch } from './waits/deadlockWatch.js';
 import { Delegations, ReentryBudgets } from './async/delegations.js';
 import { SelfWakes } from './async/selfWakes.js';
 import { AsyncExecutions } from './async/executions.js';
 import { attachAdmission } from './calls/admission.js';
-import { Gateway } from './calls/gateway.js';
+import type { Gateway } from './calls/gateway.js';
+import { runProvider } from './calls/provider.js';
 import { CallLog } from './calls/callLog.js';
 import { type GraphHost } from './waits/graph.js';
 import { builtinHost } from './builtinHost.js';
@@ -59,15 +59,13 @@ import { Registrar } from './lifecycle/registration.js';
 import { Messaging, newId, randomIds } from './mail/messaging.js';
 import { runExistsError, type CoordinatorOptions, type IdSource, type ResolvedOptions } from './options.js';
 import { resolveOptions } from './resolveOptions.js';
-import type { TreeNode } from './views/registry.js';
 import { Sessions } from './mail/sessions.js';
 import { Toolbox } from './toolbox.js';
 import { OutputChecks } from './agents/outputs.js';
 import { approvalsHost, asyncWorkHost, backgroundReviews, toolLedger } from './turnServices.js';
 import { DurableApprovals } from './async/approvals.js';
 import { IdleTimers } from './agents/timers.js';
-import { Views, type AgentInfo, type CoordinatorHealth } from './views/views.js';
-import { Quota, type QuotaNotice } from '../providers/quota.js';
+import { Views, type CoordinatorHealth } from './views/views.js';
 
 export type { AgentActivity, AgentInfo, CoordinatorHealth, TroupeEvent } from './views/views.js';
 
@@ -118,6 +116,8 @@ export class Runtime {
   readonly reviews: BackgroundReviews | null;
   readonly ledger: ToolLedger;
   readonly registrar: Registrar;
+  /** The budget's pause, resume and trips (control.ts). */
+  readonly controls: ReturnType<typeof budgetControls>;
   readonly deadlocks: DeadlockWatch;
   /** OpenTelemetry spans and metrics (a no-op unless an SDK is registered). */
   readonly trace: RunTrace;
@@ -126,6 +126,8 @@ export class Runtime {
   /** What the built-in tools reach of the run (builtinHost.ts). */
   readonly builtins: BuiltinHost;
   readonly #graph: GraphHost;
+  /** What the turns reach of the run (turnHost.ts). */
+  readonly #turns: TurnHost;
   #shutdown = false;
   /** The adaptive admission of model calls (null: the queue keeps `concurrency.model`). */
   readonly #admission: { close(): void } | null;
@@ -145,13 +147,18 @@ export class Runtime {
     this.runId = restore?.run.id ?? options.runId ?? `run_${newId()}`;
     this.ids = options.ids ?? randomIds;
     this.callLog = new CallLog({
-      stage: (row) => this.stage({ op: 'appendEvent', row }),
+      stage: (row) => this.committer.stage({ op: 'appendEvent', row }),
       runId: this.runId,
       now: () => this.clock.now(),
       flushes: () => this.committer.flushes,
       // Its MCP tools' origins go with a tool list's first entry (a replay offers them from there).
       origin: (name) => this.toolbox.catalog.origin(name),
     });
+    /** What most parts know of the run. */
+    const run = { runId: this.runId, clock: this.clock, logger: this.logger };
+    const budgetFlags = () => this.budgetFlags();
+    // Not profileOf at spawn: a profile no longer configured fails the agent at its next call.
+    const profile = (agentId: string) => profileOf(this.options.profiles, this.agents.find(agentId)?.terms?.profile);
     const embedded = isStorePort(this.store) ? null : this.store;
     if (!restore && options.runId !== undefined && embedded?.getRun(options.runId)) {
       throw runExistsError(options.runId);
@@ -173,7 +180,7 @@ export class Runtime {
       runId: this.runId,
       modelFor: (purpose, agentId) => this.budget.modelFor(purpose, agentId).name ?? 'model',
       now: () => this.clock.now(),
-      stage: (op) => this.stage(op),
+      stage: (op) => this.committer.stage(op),
       agent: (id) => this.agents.find(id),
     });
     this.coordinator = createActor(coordinatorMachine, {
@@ -191,21 +198,19 @@ export class Runtime {
     });
     this.timers = new IdleTimers(this.clock, (id) => this.#idleTimeout(id));
     this.failurePatterns = this.options.failurePatterns ? new FailurePatterns(this.options.failurePatterns) : null;
-    this.mailboxes = new Mailboxes((op) => this.stage(op));
-    this.sessions = new Sessions({ port: this.port, stage: (op) => this.stage(op), mailboxes: this.mailboxes, now: () => this.clock.now() });
-    const rules = this.options.approvalRules;
-    this.approvals = new DurableApprovals(
-      approvalsHost(this, (...call) => turns.runTool(...call)),
-      rules,
-    );
-    // With rules, the turns ask the durable approvals (one policy: a gate or rules, never both).
-    if (rules) this.options = { ...this.options, approvals: this.approvals };
-    const turns = turnHost(this);
-    const logic = agentMachine.provide({ actors: { runCycle: createCycleLogic(turns, (id) => this.agents.context(id)) } });
+    this.mailboxes = new Mailboxes((op) => this.committer.stage(op));
+    this.sessions = new Sessions({ port: this.port, stage: (op) => this.committer.stage(op), mailboxes: this.mailboxes, now: () => this.clock.now() });
+    // The turns' host is made of parts built below: a cycle reads it when it starts.
+    const logic = agentMachine.provide({
+      actors: {
+        runCycle: createCycleLogic(
+          () => this.#turns,
+          (id) => this.agents.context(id),
+        ),
+      },
+    });
     this.agents = new Agents({
-      runId: this.runId,
-      clock: this.clock,
-      logger: this.logger,
+      ...run,
       inspect: options.inspect,
       policy: { interactive: this.options.interactive, maxTurns: this.options.limits.maxTurns, idleResumeMs: this.options.idleResumeMs },
       // Not profileOf: a profile no longer configured fails the agent at its next call, not its actor's start.
@@ -226,116 +231,170 @@ export class Runtime {
       onActorError: (h, err) => this.#onActorError(h, err),
     });
     this.views = new Views({
+      ...run,
       agents: this.agents,
-      clock: this.clock,
-      logger: this.logger,
       pending: (id) => this.mailboxes.count(id),
-      after: (effect) => this.after(effect),
+      after: (effect) => this.committer.after(effect),
     });
-    this.stream = this.#streamRecorder(restore !== undefined);
+    this.stream = runStream({
+      runId: this.runId,
+      settings: this.options.stream,
+      port: this.port,
+      restored: restore !== undefined,
+      logger: this.logger,
+      committer: this.committer,
+      views: this.views,
+    });
     // An MCP server down or back: a view or a script hears of it (the log has the detail). Under
     // strictMcp a failed start is start()'s error instead (only a first start ends as `failed`).
     this.toolbox.catalog.onServerStatus(({ server, state, tools, error }) => {
       if (state === 'starting' || (state === 'failed' && this.options.strictMcp)) return;
       this.views.emit({ type: 'mcp.server', server, state, tools, error, at: this.clock.now() });
     });
-    this.messaging = new Messaging(this);
+    this.messaging = new Messaging({
+      ...run,
+      ids: this.ids,
+      callLog: this.callLog,
+      options: this.options,
+      agents: this.agents,
+      mailboxes: this.mailboxes,
+      coordinator: this.coordinator,
+      commit: this.committer,
+      userSpoke: (id) => this.selfWakes.userSpoke(id),
+      // A proactive message is a self-wake, counted and never put off: false when the budget refuses it.
+      proactiveWake: (id) => this.selfWakes.admit(this.agents.get(id), 'proactive', () => undefined) !== 'refused',
+    });
+    const rules = this.options.approvalRules;
+    this.approvals = new DurableApprovals(
+      approvalsHost({
+        ...run,
+        options: this.options,
+        agents: this.agents,
+        toolbox: this.toolbox,
+        messaging: this.messaging,
+        views: this.views,
+        commit: this.committer,
+        runTool: (...call) => this.#turns.runTool(...call),
+        linkExecutions: (h, text) => this.executions.link(h, text),
+      }),
+      rules,
+    );
+    // With rules, the turns ask the durable approvals (one policy: a gate or rules, never both).
+    if (rules) this.options = { ...this.options, approvals: this.approvals };
     this.lifecycle = new Lifecycle({
-      runId: this.runId,
-      clock: this.clock,
+      ...run,
       interactive: this.options.interactive,
       coordinator: this.coordinator,
       agents: this.agents,
       mailboxes: this.mailboxes,
       trace: this.trace,
-      stage: (op) => this.stage(op),
-      after: (effect) => this.after(effect),
+      stage: (op) => this.committer.stage(op),
+      after: (effect) => this.committer.after(effect),
       published: (h, change) => this.views.changed(h, change),
       wakeFor: (h, mail) => this.messaging.wake(h, mail),
       finished: (h) => {
         this.sessions.evict(h.id);
         this.gateway.forget(h.id);
       },
-      checkQuiescence: () => this.checkQuiescence(),
+      checkQuiescence: () => this.deadlocks.check(),
       resumeEpoch: () => this.budgetFlags().resumeEpoch,
       statusChanged: (h, status) => this.budget.allowances.changed(h.id, status),
       timerWoke: (h) => this.selfWakes.admit(h, 'timer', () => undefined),
     });
+    this.controls = budgetControls({
+      ...run,
+      coordinator: this.coordinator,
+      agents: this.agents,
+      messaging: this.messaging,
+      trace: this.trace,
+      views: this.views,
+      spentUsd: () => this.budget.spentUsd,
+      model: this.model,
+      options: this.options,
+      commit: this.committer,
+      assertUsable: () => this.assertUsable(),
+      budgetFlags,
+    });
     this.budget = new BudgetLedger(
       {
-        runId: this.runId,
-        clock: this.clock,
-        logger: this.logger,
+        ...run,
         model: this.model,
         auxiliaryModel: this.options.auxiliaryModel,
-        agentModel: (agentId) => this.profileOf(agentId)?.model ?? null,
+        agentModel: (agentId) => profile(agentId)?.model ?? null,
         budget: this.options.budget,
-        flags: () => this.budgetFlags(),
-        trip: (event, reason, agentId) => tripBudget(this, event, reason, agentId),
-        stage: (op) => this.stage(op),
+        flags: budgetFlags,
+        trip: this.controls.trip,
+        stage: (op) => this.committer.stage(op),
         spent: (agentId, purpose, usd) => this.#spent(agentId, purpose, usd),
         agent: (id) => this.agents.find(id),
         rootId: () => this.coordinator.getSnapshot().context.rootId,
         reserveTripped: (ownerId) => this.coordinator.getSnapshot().context.reservesTripped[ownerId] === true,
-        tripAllowance: (kind, ownerId, allowanceUsd, reason, agentId) => tripAllowance(this, kind, ownerId, allowanceUsd, reason, agentId),
+        tripAllowance: this.controls.tripAllowance,
       },
       restore?.spentUsd ?? 0,
     );
-    this.#breakers = new RunBreakers(
-      this.options.breaker,
-      this.clock,
-      (change) => this.#breakerChanged(change),
-      (err) => this.logger.warn({ err }, "the cluster's circuit breaker could not be read or written; this process's copy goes on alone"),
-    );
-    this.gateway = new Gateway({
+    ({ gateway: this.gateway, breakers: this.#breakers } = runProvider({
+      ...run,
       model: this.model,
-      clock: this.clock,
-      ledger: this.budget,
-      concurrency: this.options.concurrency.model,
-      rateLimit: this.options.rateLimit,
-      quota: this.options.quota
-        ? new Quota({
-            clock: this.clock,
-            store: this.options.quotaStore,
-            limits: this.options.quota,
-            notify: (notice) => this.#quotaPaused(notice),
-          })
-        : null,
-      interactive: this.options.interactive,
-      systemPrompt: this.options.systemPrompt,
-      profilePrompt: (agent) => this.profileOf(agent.id)?.systemPrompt,
+      options: this.options,
+      budget: this.budget,
+      commit: this.committer,
+      views: this.views,
+      port: this.port,
+      callLog: this.callLog,
+      usable: () => this.usable,
+      profile,
       session: (agent) => this.sessions.items(agent),
       toolSpecs: (agent) => this.toolbox.specs(agent),
       parentName: (agent) => (agent.parentId === null ? null : (this.agents.find(agent.parentId)?.name ?? null)),
       warned: (agent, warning) => this.trace.budgetWarning(agent.id, warning),
-      delta: (agent, delta) => this.views.emit({ type: 'agent.delta', agentId: agent.id, name: agent.name, delta, at: this.clock.now() }),
-      hasListeners: () => this.views.hasListeners,
-      fenced: () => this.port.guard?.check() ?? null,
-      breaker: (model) => this.#breakers.of(model),
-      log: this.callLog,
-    });
+    }));
     this.#admission = attachAdmission(this.gateway.queue, this.options.concurrency, this.clock);
     this.toolQueue = new PQueue({ concurrency: this.options.concurrency.tools });
-    const host = asyncWorkHost(this);
+    const host = asyncWorkHost({
+      ...run,
+      options: this.options,
+      boot: this.port.boot,
+      approvals: this.approvals,
+      agents: this.agents,
+      messaging: this.messaging,
+      mailboxes: this.mailboxes,
+      sessions: this.sessions,
+      commit: this.committer,
+      admit: (h, source, retry) => this.selfWakes.admit(h, source, retry),
+      assertUsable: () => this.assertUsable(),
+      checkQuiescence: () => this.deadlocks.check(),
+    });
     this.executions = new AsyncExecutions(host);
     this.delegations = new Delegations(host);
     this.reentry = new ReentryBudgets(host);
     this.selfWakes = new SelfWakes({
-      runId: this.runId,
-      clock: this.clock,
-      logger: this.logger,
+      ...run,
       policy: this.options.reentry,
       budgets: this.reentry,
       status: (h) => this.agents.status(h),
       stop: (h) => this.agents.send(h, { type: 'agent.stop', reason: 'reentry' }),
-      stage: (op) => this.stage(op),
+      stage: (op) => this.committer.stage(op),
     });
-    this.reviews = this.options.review ? backgroundReviews(this, this.options.review) : null;
-    this.ledger = toolLedger(this);
+    this.ledger = toolLedger({ clock: this.clock, port: this.port, commit: this.committer });
+    this.reviews = this.options.review
+      ? backgroundReviews(
+          {
+            ...run,
+            commit: this.committer,
+            gateway: this.gateway,
+            trace: this.trace,
+            sessions: this.sessions,
+            views: this.views,
+            notes: this.reviewNotes,
+          },
+          this.options.review,
+        )
+      : null;
     this.#graph = {
       agents: this.agents,
       coordinator: this.coordinator,
-      budgetFlags: () => this.budgetFlags(),
+      budgetFlags,
       // A pending approval is work whose end wakes the agent, like a running execution.
       runningExecutions: (id) => [...this.executions.runningFor(id), ...this.approvals.pendingFor(id)],
       runningDelegations: (id) =>
@@ -347,14 +406,12 @@ export class Runtime {
       requestStop: (target, cascade) => requestStop(this.agents, target, cascade),
     };
     this.deadlocks = new DeadlockWatch({
-      runId: this.runId,
+      ...run,
       interactive: this.options.interactive,
-      clock: this.clock,
-      logger: this.logger,
       agents: this.agents,
       usable: () => this.usable,
-      stage: (op) => this.stage(op),
-      after: (effect) => this.after(effect),
+      stage: (op) => this.committer.stage(op),
+      after: (effect) => this.committer.after(effect),
       emit: (event) => this.views.emit(event),
       // A wake put off by the re-entry budget's spacing is an answer on its way, like a running execution.
       // So is a pending approval, and (a person attached) a finished execution left for an approval window.
@@ -363,32 +420,74 @@ export class Runtime {
       anyDelegationRunning: () => this.delegations.anyRunning,
       selfWake: (h, retry) => this.selfWakes.admit(h, 'deadlock', retry) === 'now',
     });
-    this.registrar = new Registrar(this, embedded !== null || restore !== undefined);
-    this.builtins = builtinHost(this, this.#graph);
+    this.registrar = new Registrar(
+      {
+        ...run,
+        ids: this.ids,
+        options: this.options,
+        port: this.port,
+        coordinator: this.coordinator,
+        agents: this.agents,
+        sessions: this.sessions,
+        views: this.views,
+        lifecycle: this.lifecycle,
+        trace: this.trace,
+        stream: this.stream,
+        budget: this.budget,
+        stage: (op) => this.committer.stage(op),
+        assertUsable: () => this.assertUsable(),
+        checkQuiescence: () => this.deadlocks.check(),
+      },
+      embedded !== null || restore !== undefined,
+    );
+    this.builtins = builtinHost(
+      {
+        runId: this.runId,
+        options: this.options,
+        clock: this.clock,
+        agents: this.agents,
+        mailboxes: this.mailboxes,
+        registrar: this.registrar,
+        messaging: this.messaging,
+        views: this.views,
+        commit: this.committer,
+        budgetFlags,
+        budget: this.budget,
+        sessions: this.sessions,
+        approvals: this.approvals,
+      },
+      this.#graph,
+    );
+    this.#turns = turnHost({
+      ...run,
+      options: this.options,
+      failure: () => this.#failure,
+      commit: this.committer,
+      gateway: this.gateway,
+      sessions: this.sessions,
+      ledger: this.ledger,
+      trace: this.trace,
+      agents: this.agents,
+      toolbox: this.toolbox,
+      outputs: this.outputs,
+      builtins: this.builtins,
+      fenced: () => this.port.guard?.check() ?? null,
+      toolQueue: this.toolQueue,
+      executions: this.executions,
+      reviews: this.reviews,
+      views: this.views,
+      failurePatterns: this.failurePatterns,
+      messaging: this.messaging,
+      callLog: this.callLog,
+    });
     // Executions that finished outside the agent's approval window continue when one opens.
     this.#stopWindowListener = this.options.approvals?.onWindowOpen?.((agentId) => this.usable && this.executions.continueFor(agentId)) ?? null;
 
     // A lost lease (PostgreSQL) ends the hosting at once: every in-flight turn is aborted and nothing more is committed.
     this.port.guard?.onLost((err) => this.usable && this.#fail(err));
     this.coordinator.subscribe({ error: (err) => this.logger.fatal({ err }, 'coordinator actor failed') });
-    wireCoordinatorEvents(this);
     this.coordinator.on('register.rejected', (e) => this.logger.warn({ ...e }, 'registration rejected'));
     this.coordinator.start();
-  }
-
-  // ── the commit pipeline ─────────────────────────────────────────────────────────────────────
-
-  stage(op: WriteOp): void {
-    this.committer.stage(op);
-  }
-
-  /** Run `effect` once everything staged so far is committed. */
-  after(effect: () => void): void {
-    this.committer.after(effect);
-  }
-
-  durable(): Promise<void> {
-    return this.committer.durable();
   }
 
   /** The fatal error that stopped this coordinator, if any. */
@@ -429,27 +528,6 @@ export class Runtime {
     h.spentByPurpose[purpose] = (h.spentByPurpose[purpose] ?? 0) + usd;
   }
 
-  /** The endpoint's breaker changed (any run of the process may have moved it): on record, and to subscribers. */
-  #breakerChanged(change: BreakerChange): void {
-    if (!this.usable) return;
-    const { endpoint, state, failures, openSince } = change;
-    this.logger[state === 'closed' ? 'info' : 'warn']({ endpoint, state, failures, openSince }, `the endpoint's circuit breaker is ${state}`);
-    this.stage({
-      op: 'appendEvent',
-      row: { runId: this.runId, agentId: null, type: 'provider.breaker', data: { endpoint, state, failures, openSince }, at: change.at },
-    });
-    this.after(() => this.views.emit({ type: 'provider.breaker', ...change }));
-  }
-
-  /** The endpoint's quota is paused by a 429 (this run's, or another's it found): on record, and to subscribers. */
-  #quotaPaused(notice: QuotaNotice): void {
-    if (!this.usable) return;
-    const at = this.clock.now();
-    this.logger.warn(notice, `the endpoint is paused by a 429 until ${new Date(notice.until).toISOString()}`);
-    this.stage({ op: 'appendEvent', row: { runId: this.runId, agentId: null, type: 'provider.quota', data: { ...notice }, at } });
-    this.after(() => this.views.emit({ type: 'provider.quota', ...notice, at }));
-  }
-
   /** A dormant wait's idle timer fired: wake the agent for it. */
   #idleTimeout(id: string): void {
     const h = this.agents.find(id);
@@ -465,42 +543,12 @@ export class Runtime {
     queueMicrotask(() => this.registrar.crash(h, error));
   }
 
-  /** The profile an agent was spawned with (null: none); PROFILE_UNKNOWN if the run no longer configures it. */
-  profileOf(agentId: string): ResolvedProfile | null {
-    return profileOf(this.options.profiles, this.agents.find(agentId)?.terms?.profile);
-  }
-
   budgetFlags(): BudgetFlags {
     return this.coordinator.getSnapshot().context.budget;
   }
 
-  // ── waits and views ─────────────────────────────────────────────────────────────────────────
-
-  info(id: string): AgentInfo {
-    return this.views.info(id);
-  }
-
-  tree(): TreeNode[] {
-    return this.views.tree();
-  }
-
-  /** A message from the user reached an agent: its self-wakes count from zero again. */
-  userSpoke(agentId: string): void {
-    this.selfWakes.userSpoke(agentId);
-  }
-
-  /** A proactive message is a self-wake, counted and never put off: false when the budget refuses it. */
-  proactiveWake(agentId: string): boolean {
-    return this.selfWakes.admit(this.agents.get(agentId), 'proactive', () => undefined) !== 'refused';
-  }
-
-  /** See DeadlockWatch (deadlockWatch.ts): report dead waits once the effects of this step have run. */
-  checkQuiescence(): void {
-    this.deadlocks.check();
-  }
-
   health(): CoordinatorHealth {
-    return healthOf(this);
+    return healthOf({ failure: this.#failure, usable: this.usable, modelQueue: this.gateway.queue, toolQueue: this.toolQueue });
   }
 
   /**
@@ -540,27 +588,5 @@ export class Runtime {
     await this.stream?.close();
     await this.committer.close();
     await this.toolbox.catalog.close();
-  }
-
-  /** The live stream's writer (null with `stream: false`): every event, with the group commit. */
-  #streamRecorder(restored: boolean): StreamRecorder | null {
-    const settings = this.options.stream;
-    // In memory no other process can read it (in-process views have subscribe): recorded only when asked.
-    if (settings === false || (!settings.asked && this.port.inMemory === true)) return null;
-    const recorder = new StreamRecorder({
-      runId: this.runId,
-      // Real time, as the group committer's own batching (setImmediate): the flush only batches
-      // I/O, and a run on a simulated clock must not see a timer that is not part of its behaviour.
-      clock: systemClock,
-      lastSeq: () => this.port.lastStreamSeq(this.runId),
-      runExists: restored,
-      ...(restored ? { streamed: () => this.port.streamedStatuses(this.runId) } : {}),
-      stage: (op) => this.stage(op),
-      flushMs: settings.flushMs,
-      onError: (err) => this.logger.warn({ err }, 'the live stream is off for this hosting: its last seq cannot be read'),
-    });
-    this.committer.beforeCommit(() => recorder.take());
-    this.views.subscribe((event) => recorder.record(event));
-    return recorder;
   }
 }

@@ -1,25 +1,25 @@
 /**
  * What a turn needs of its host (turn/ports.ts `TurnHost`), made of the runtime's parts: the
  * turn's reads of the agent and its tools, running a user tool, and what a turn reports (activity,
- * recoveries, linked executions, the end of a turn). The parts are read when a turn asks (the
- * runtime builds the cycle logic before its gateway exists).
+ * recoveries, linked executions, the end of a turn). Built from the parts it uses, once they exist:
+ * the agents' cycle logic reads it when a cycle starts.
  * @module
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { TroupeError } from '../errors.js';
 import type PQueue from 'p-queue';
-import type { StorePort, WriteOp } from '../store/port.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import { runUserTool, type ToolRunner } from '../tools/runUserTool.js';
 import type { RunTrace } from '../trace/tracer.js';
 import type { ToolLedger, TurnHost } from '../turn/ports.js';
 import type { BackgroundReviews } from '../turn/review.js';
 import type { Agents } from './agents/agents.js';
-import { recordToolFailure, type FailurePatterns } from './agents/failurePatterns.js';
+import { recordToolFailure, type FailurePatternHost, type FailurePatterns } from './agents/failurePatterns.js';
 import type { OutputChecks } from './agents/outputs.js';
 import type { AsyncExecutions } from './async/executions.js';
 import type { CallLog } from './calls/callLog.js';
+import type { CommitPort } from './commit.js';
 import type { Gateway } from './calls/gateway.js';
 import type { Messaging } from './mail/messaging.js';
 import type { Sessions } from './mail/sessions.js';
@@ -27,12 +27,15 @@ import type { ResolvedOptions } from './options.js';
 import type { Toolbox } from './toolbox.js';
 import type { Views } from './views/views.js';
 
-export interface TurnHostParts {
+/** The ports a turn's host is made of: the parts it uses, already built. */
+export interface TurnHostPorts {
   readonly runId: string;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly options: ResolvedOptions;
-  readonly failure: TroupeError | null;
+  /** The fatal failure now (null while the run is usable). */
+  failure(): TroupeError | null;
+  readonly commit: CommitPort;
   readonly gateway: Gateway;
   readonly sessions: Sessions;
   readonly ledger: ToolLedger;
@@ -41,7 +44,8 @@ export interface TurnHostParts {
   readonly toolbox: Toolbox;
   readonly outputs: OutputChecks;
   readonly builtins: BuiltinHost;
-  readonly port: Pick<StorePort, 'guard'>;
+  /** The lease's fence (PostgreSQL): an error once another host may own the run. */
+  fenced(): Error | null;
   readonly toolQueue: PQueue;
   readonly executions: Pick<AsyncExecutions, 'link'>;
   readonly reviews: Pick<BackgroundReviews, 'afterTurn'> | null;
@@ -49,81 +53,56 @@ export interface TurnHostParts {
   readonly failurePatterns: FailurePatterns | null;
   readonly messaging: Pick<Messaging, 'notify'>;
   readonly callLog: Pick<CallLog, 'toolFailed'>;
-  stage(op: WriteOp): void;
-  after(effect: () => void): void;
-  durable(): Promise<void>;
 }
 
-export function turnHost(rt: TurnHostParts): TurnHost {
-  let runner: ToolRunner | null = null;
+export function turnHost(p: TurnHostPorts): TurnHost {
+  const { runId, clock, logger, options, commit, agents, toolbox, views } = p;
+  // No tool starts once the lease may be lost (checked as it leaves the queue): another host may
+  // be running this turn already.
+  const runner: ToolRunner = { queue: p.toolQueue, clock, defaultTimeoutMs: options.toolTimeoutMs, runId, fenced: p.fenced };
+  const failures: FailurePatternHost = {
+    runId,
+    logger,
+    failurePatterns: p.failurePatterns,
+    find: (id) => agents.find(id),
+    stage: (op) => commit.stage(op),
+    emit: (event) => commit.after(() => views.emit(event)),
+    notify: (id, m) => p.messaging.notify(id, m),
+  };
   return {
-    runId: rt.runId,
-    clock: rt.clock,
-    logger: rt.logger,
-    options: rt.options,
+    runId,
+    clock,
+    logger,
+    options,
     get failure() {
-      return rt.failure;
+      return p.failure();
     },
-    get gateway() {
-      return rt.gateway;
-    },
-    get sessions() {
-      return rt.sessions;
-    },
-    get ledger() {
-      return rt.ledger;
-    },
-    get trace() {
-      return rt.trace;
-    },
-    agent: (id) => rt.agents.get(id),
-    toolNames: (agent) => rt.toolbox.names(agent),
-    toolSpecs: (agent) => rt.toolbox.specs(agent),
+    gateway: p.gateway,
+    sessions: p.sessions,
+    ledger: p.ledger,
+    trace: p.trace,
+    agent: (id) => agents.get(id),
+    toolNames: (agent) => toolbox.names(agent),
+    toolSpecs: (agent) => toolbox.specs(agent),
     // A user tool the agent may call (its tool sets and its ancestors' allow it), by name.
-    userTool: (agent, name) => rt.toolbox.userTool(agent, name),
-    outputCheck: (agent) => rt.outputs.get(rt.agents.get(agent.id)),
-    builtinEnv: (agent, callId, state) => ({ host: rt.builtins, agent, callId, state }),
-    runTool(agent, tool, args, signal, idempotencyKey) {
-      // No tool starts once the lease may be lost (checked as it leaves the queue): another host may
-      // be running this turn already.
-      runner ??= {
-        queue: rt.toolQueue,
-        clock: rt.clock,
-        defaultTimeoutMs: rt.options.toolTimeoutMs,
-        runId: rt.runId,
-        fenced: () => rt.port.guard?.check() ?? null,
-      };
-      return runUserTool(runner, tool, args, agent, signal, idempotencyKey);
-    },
-    linkExecutions: (agent, content) => rt.executions.link(agent, content),
-    durable: () => rt.durable(),
-    afterTurn: (agent, outcome) => rt.reviews?.afterTurn(agent, outcome),
-    stopRequested: (agent) => rt.agents.stopRequested(rt.agents.get(agent.id)),
+    userTool: (agent, name) => toolbox.userTool(agent, name),
+    outputCheck: (agent) => p.outputs.get(agents.get(agent.id)),
+    builtinEnv: (agent, callId, state) => ({ host: p.builtins, agent, callId, state }),
+    runTool: (agent, tool, args, signal, idempotencyKey) => runUserTool(runner, tool, args, agent, signal, idempotencyKey),
+    linkExecutions: (agent, content) => p.executions.link(agent, content),
+    durable: () => commit.durable(),
+    afterTurn: (agent, outcome) => p.reviews?.afterTurn(agent, outcome),
+    stopRequested: (agent) => agents.stopRequested(agents.get(agent.id)),
     activity(agent, activity) {
       if (activity.kind === 'tool')
-        rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: rt.clock.now() } });
-      if (rt.views.hasListeners) rt.views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: rt.clock.now() });
+        commit.stage({ op: 'appendEvent', row: { runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: clock.now() } });
+      if (views.hasListeners) views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: clock.now() });
     },
     toolFailed: (agent, call, errorCode) => {
-      rt.callLog.toolFailed(agent.id, call.id, errorCode);
-      recordToolFailure(
-        {
-          runId: rt.runId,
-          logger: rt.logger,
-          failurePatterns: rt.failurePatterns,
-          find: (id) => rt.agents.find(id),
-          stage: (op) => rt.stage(op),
-          emit: (event) => rt.after(() => rt.views.emit(event)),
-          notify: (id, m) => rt.messaging.notify(id, m),
-        },
-        agent.id,
-        call.name,
-        call.arguments,
-        errorCode,
-        rt.clock.now(),
-      );
+      p.callLog.toolFailed(agent.id, call.id, errorCode);
+      recordToolFailure(failures, agent.id, call.name, call.arguments, errorCode, clock.now());
     },
     recovering: (agent, recovery) =>
-      rt.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: rt.clock.now() } }),
+      commit.stage({ op: 'appendEvent', row: { runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: clock.now() } }),
   };
 }

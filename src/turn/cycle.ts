@@ -17,10 +17,12 @@ import { heldTurn, runTurn, type TurnResult } from './turn.js';
 const CYCLE_STOPPED = new Error('the cycle was stopped');
 
 /**
+ * @param hostOf the turns' host, read when a cycle starts (the host is built of parts that are built after the agents).
  * @param contextOf the agent machine's context now (the cycle reads it before every turn).
  */
-export function createCycleLogic(host: TurnHost, contextOf: (agentId: string) => AgentContext) {
+export function createCycleLogic(hostOf: () => TurnHost, contextOf: (agentId: string) => AgentContext) {
   return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
+    const host = hostOf();
     // The cycle's scope: its turns' operations get their AbortSignals from it (cancel.ts).
     const cycle = new CycleScope();
     const reports = { recovering: (attempts: RecoveryAttempts) => sendBack({ type: 'turn.recovering', attempts }) };

@@ -56,7 +56,8 @@ export interface MessagingHost {
   readonly agents: Agents;
   readonly mailboxes: Mailboxes;
   readonly coordinator: Actor<typeof coordinatorMachine>;
-  after(effect: () => void): void;
+  /** A wake waits for the commit of its message (commit.ts). */
+  readonly commit: { after(effect: () => void): void };
   /** A message from the user reached this agent (its self-wake count starts again). */
   userSpoke(agentId: string): void;
   /**
@@ -99,7 +100,7 @@ export class Messaging {
       return;
     }
     const target = host.agents.find(e.to);
-    if (target) host.after(() => this.wake(target, mail));
+    if (target) host.commit.after(() => this.wake(target, mail));
   }
 
   /** Wake the recipient of a committed message (a running agent's model call may be cut short). */
@@ -134,7 +135,7 @@ export class Messaging {
       noticeKey: m.noticeKey,
       ...(m.data ? { data: m.data } : {}),
     });
-    if (mail) host.after(() => (gate ? gate(target, () => this.wake(target, mail)) : this.wake(target, mail)));
+    if (mail) host.commit.after(() => (gate ? gate(target, () => this.wake(target, mail)) : this.wake(target, mail)));
   }
 
   #check(target: AgentHandle, content: unknown, fromUser: boolean): string {
@@ -161,7 +162,7 @@ export class Messaging {
       createdAt: host.clock.now(),
       noticeKey: keyed?.key ?? null,
     })!;
-    host.after(() => this.wake(target, mail));
+    host.commit.after(() => this.wake(target, mail));
     return mail;
   }
 

@@ -23,9 +23,10 @@
  *   parked agents they were 100,000 rows (9 MB) per resume, each checked again at every later open.
  * @module
  */
-import type { Clock } from '../../clock.js';
+import { systemClock, type Clock } from '../../clock.js';
 import type { TroupeEvent } from './views.js';
-import type { WriteOp } from '../../store/port.js';
+import type { StorePort, WriteOp } from '../../store/port.js';
+import type { Logger } from 'pino';
 import type { StreamRow } from '../../store/types.js';
 
 interface Entry {
@@ -193,4 +194,37 @@ export class StreamRecorder {
     const op = this.take();
     if (op) this.#deps.stage(op);
   }
+}
+
+/**
+ * The run's live stream writer (null with `stream: false`), wired to every event subscribers see
+ * and to the group commit (its rows ride each commit).
+ */
+export function runStream(w: {
+  runId: string;
+  settings: { flushMs: number; asked: boolean } | false;
+  port: Pick<StorePort, 'inMemory' | 'lastStreamSeq' | 'streamedStatuses'>;
+  restored: boolean;
+  logger: Logger;
+  committer: { stage(op: WriteOp): void; beforeCommit(take: () => WriteOp | null): void };
+  views: { subscribe(listener: (event: TroupeEvent) => void): unknown };
+}): StreamRecorder | null {
+  const { runId, settings, port, restored, committer } = w;
+  // In memory no other process can read it (in-process views have subscribe): recorded only when asked.
+  if (settings === false || (!settings.asked && port.inMemory === true)) return null;
+  const recorder = new StreamRecorder({
+    runId,
+    // Real time, as the group committer's own batching (setImmediate): the flush only batches
+    // I/O, and a run on a simulated clock must not see a timer that is not part of its behaviour.
+    clock: systemClock,
+    lastSeq: () => port.lastStreamSeq(runId),
+    runExists: restored,
+    ...(restored ? { streamed: () => port.streamedStatuses(runId) } : {}),
+    stage: (op) => committer.stage(op),
+    flushMs: settings.flushMs,
+    onError: (err) => w.logger.warn({ err }, 'the live stream is off for this hosting: its last seq cannot be read'),
+  });
+  committer.beforeCommit(() => recorder.take());
+  w.views.subscribe((event) => recorder.record(event));
+  return recorder;
 }

@@ -1,0 +1,94 @@
+/**
+ * How far a message travels from `send()` to the model request (issue 32 item 4), measured from
+ * stack traces at three points, in the project's own frames (src/, machines/; XState, p-queue and
+ * Node's frames are not counted):
+ *
+ * 1. `send()` up to the commit that holds its message (GroupCommitter.after: the wake waits for it);
+ * 2. the committed effect up to the wake reaching the agent (Agents.send);
+ * 3. the agent's turn cycle down to the model's `complete` (V8's async stack: every awaiting frame).
+ *
+ * Between 2 and 3 XState runs the agent machine, which starts the cycle actor: those frames are not
+ * on either stack and are counted as the fixed hops `GAP` lists (with the spied functions themselves,
+ * whose frames are the spies'). A hop is one frame (a function the message passes through); files
+ * are the distinct files of those frames. Breadth is not counted: a part the turn asks and that
+ * returned before the model call (the session, the budget's admission) is on no stack.
+ *
+ * Measured before issue 32 item 4: 24 hops, 9 files; after its narrow ports: 23 hops, 8 files (the
+ * message's wake no longer passes through the runtime).
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createCoordinator } from '../../../src/host/createCoordinator.js';
+import { GroupCommitter } from '../../../src/host/commit.js';
+import { Agents } from '../../../src/host/agents/agents.js';
+import { parks } from '../../helpers/models.js';
+import type { Model } from '../../../src/model/types.js';
+
+/** The two spied functions (their own frames are the spies'), and the hops XState runs between 2 and 3. */
+const COMMIT = { file: 'src/host/commit.ts', fn: 'GroupCommitter.after' };
+/** Agents.send → materialize → actor.send (XState) → agentMachine: invoke runCycle → cycle.ts callback → loop. */
+const GAP = [
+  ['src/host/agents/agents.ts', 'Agents.send'],
+  ['src/host/agents/agents.ts', 'materialize'],
+  ['machines/agentMachine.ts', 'runCycle invoke'],
+  ['src/turn/cycle.ts', 'fromCallback'],
+] as const;
+
+interface Frame {
+  fn: string;
+  file: string;
+}
+
+function ours(stack: string): Frame[] {
+  const out: Frame[] = [];
+  for (const line of stack.split('\n').slice(1)) {
+    const m = /at (?:async )?(?:(.*?) \()?(?:file:\/\/)?([^()]*?):\d+:\d+\)?$/.exec(line.trim());
+    if (!m) continue;
+    const file = m[2]!.replace(/^.*?\/(src|machines|test)\//, '$1/');
+    if (!/^(src|machines)\//.test(file)) continue;
+    out.push({ fn: m[1] ?? '<anonymous>', file });
+  }
+  return out.reverse();
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('the path from send() to the model request', () => {
+  it('is counted in files and hops', async () => {
+    Error.stackTraceLimit = 200;
+    const stacks: { toCommit?: string; toAgent?: string; toModel?: string } = {};
+    let armed = false;
+    const model: Model = {
+      name: 'm',
+      estimateCostUsd: () => 0,
+      complete: async (...args) => {
+        if (armed && !stacks.toModel) stacks.toModel = new Error().stack!;
+        return parks.complete(...args);
+      },
+    };
+    const after = GroupCommitter.prototype.after;
+    vi.spyOn(GroupCommitter.prototype, 'after').mockImplementation(function (this: GroupCommitter, effect) {
+      if (armed && !stacks.toCommit) stacks.toCommit = new Error().stack!;
+      return after.call(this, effect);
+    });
+    const send = Agents.prototype.send;
+    vi.spyOn(Agents.prototype, 'send').mockImplementation(function (this: Agents, h, event) {
+      if (armed && event.type === 'agent.message' && !stacks.toAgent) stacks.toAgent = new Error().stack!;
+      return send.call(this, h, event);
+    });
+    const c = createCoordinator({ model, interactive: true });
+    const root = await c.start({ name: 'lead', task: 'talk' });
+    await c.waitFor(root, ['waiting']);
+    armed = true;
+    await c.send(root, { content: 'hello' });
+    await c.whenIdle();
+    await c.shutdown();
+    const segments = [ours(stacks.toCommit!), [COMMIT], ours(stacks.toAgent!), GAP.map(([file, fn]) => ({ file, fn })), ours(stacks.toModel!)];
+    const hops = segments.flat();
+    const files = new Set(hops.map((f) => f.file));
+    const report = hops.map((f) => `${f.file} ${f.fn}`).join('\n');
+    console.log(`send() → model: ${hops.length} hops, ${files.size} files\n${report}`);
+    // A regression guard: the path may shorten, never lengthen.
+    expect(hops.length).toBeLessThanOrEqual(23);
+    expect(files.size).toBeLessThanOrEqual(8);
+  });
+});

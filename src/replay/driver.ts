@@ -19,6 +19,7 @@ import type { RecordedCall } from '../host/calls/callLog.js';
 import type { Coordinator } from '../host/createCoordinator.js';
 import type { IdSource } from '../host/options.js';
 import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
+import type { StorePort } from '../store/port.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
 import { Requests, type Divergence } from './compare.js';
 import { toolKey, type Recording, type Step } from './recording.js';
@@ -73,9 +74,21 @@ export class Replay {
   readonly #extra = new Set<Divergence>();
   /** Agents whose last call the recording made but never saw answered. */
   readonly #unanswered = new Set<string>();
-  #coordinator: Coordinator | null = null;
+  #coordinator: Coordinator<StorePort> | null = null;
   /** Anything moved: a request, a tool, a view event. */
   #moves = 0;
+  /** Tool results held until the steps applied before their tool ended are applied (`ToolResult.after`). */
+  #held: { after: number; order: number; give(): void }[] = [];
+  /** The recording's ids not handed out yet. */
+  #agentIds: string[];
+  #messageIds: string[];
+  /** Each recorded call's step. */
+  readonly #stepOf = new Map<RecordedCall, number>();
+  /** The restarts' steps, ascending. */
+  readonly #restarts: number[] = [];
+  /** Which process of the recording the code now is (a restart starts the next); the dead ones' asks never end. */
+  #epoch = 0;
+  #resume: (() => Promise<Coordinator<StorePort>>) | null = null;
   divergence: Divergence | null = null;
   live = false;
   calls = 0;
@@ -87,6 +100,10 @@ export class Replay {
     this.#recording = recording;
     this.#clock = clock;
     this.#options = options;
+    recording.steps.forEach((step, i) => {
+      if (step.kind === 'restart') this.#restarts.push(i);
+      if (step.kind === 'call') this.#stepOf.set(step.call, i);
+    });
     for (const step of recording.steps) {
       if (step.kind !== 'call') continue;
       const key = `${step.call.purpose}:${step.call.agentId}`;
@@ -95,12 +112,36 @@ export class Replay {
       this.#queues.set(key, queue);
     }
     this.#asks = recording.steps.flatMap((s) => (s.kind === 'call' ? [s.call.t0] : [])).sort((a, b) => a - b);
-    const agentIds = [...recording.agentIds];
-    const messageIds = [...recording.messageIds];
+    this.#agentIds = [...recording.agentIds];
+    this.#messageIds = [...recording.messageIds];
     let extra = 0;
     // Past the recording's ids (a replay that made more than the run did), ids no run has.
-    this.ids = { agent: () => agentIds.shift() ?? `replay${++extra}`, message: () => messageIds.shift() ?? `msg_replay${++extra}` };
+    this.ids = { agent: () => this.#agentIds.shift() ?? `replay${++extra}`, message: () => this.#messageIds.shift() ?? `msg_replay${++extra}` };
     this.model = this.modelAs(options.model ?? {});
+  }
+
+  /** The main model of the process the code now is (a resumed coordinator needs its own: the dead one's asks never end). */
+  mainModel(): Model {
+    return this.modelAs(this.#options.model ?? {});
+  }
+
+  /** How a restart resumes the run: a new coordinator on the replay's store (the old one is dead). */
+  restartWith(resume: () => Promise<Coordinator<StorePort>>): void {
+    this.#resume = resume;
+  }
+
+  /**
+   * At a restart: the ids still to hand out are the recording's not committed yet — what the dead
+   * process handed out and never committed was lost with it, in the recording as here.
+   */
+  resyncIds(committed: { agents: ReadonlySet<string>; messages: ReadonlySet<string> }): void {
+    this.#agentIds = this.#recording.agentIds.filter((id) => !committed.agents.has(id));
+    this.#messageIds = this.#recording.messageIds.filter((id) => !committed.messages.has(id));
+  }
+
+  /** The first restart still to come (its step), or Infinity. */
+  #nextRestart(): number {
+    return this.#restarts.find((r) => r >= this.#i) ?? Infinity;
   }
 
   /**
@@ -109,23 +150,32 @@ export class Replay {
    * if given (an auxiliary model), else by the live model.
    */
   modelAs(declared: Pick<Model, 'name' | 'price' | 'maxOutputTokens' | 'contextWindow'>, own: Pick<Model, 'complete'> | null = null): Model {
+    const epoch = this.#epoch;
     return {
       name: declared.name ?? 'replay',
       ...(declared.price === undefined ? {} : { price: declared.price }),
       ...(declared.maxOutputTokens === undefined ? {} : { maxOutputTokens: declared.maxOutputTokens }),
       ...(declared.contextWindow === undefined ? {} : { contextWindow: declared.contextWindow }),
-      complete: (request, callOptions) => this.#complete(request, callOptions, own),
+      complete: (request, callOptions) => (epoch === this.#epoch ? this.#complete(request, callOptions, own) : never(callOptions)),
     };
   }
 
-  attach(coordinator: Coordinator): void {
+  attach(coordinator: Coordinator<StorePort>): void {
     this.#coordinator = coordinator;
-    coordinator.subscribe(() => this.#moves++);
+    const epoch = this.#epoch;
+    coordinator.subscribe(() => {
+      if (epoch === this.#epoch) this.#moves++;
+    });
   }
 
   /** `tool` with its recorded results in place of its effects (until the replay goes live). */
   tool(tool: Tool): Tool {
-    return { ...tool, execute: (args: Record<string, unknown>, context: ToolContext) => this.#toolResult(tool, args, context) };
+    const epoch = this.#epoch;
+    return {
+      ...tool,
+      // A dead process's tools never end: it was killed with them under way.
+      execute: (args: Record<string, unknown>, context: ToolContext) => (epoch === this.#epoch ? this.#toolResult(tool, args, context) : new Promise(() => {})),
+    };
   }
 
   async drive(): Promise<void> {
@@ -136,6 +186,11 @@ export class Replay {
       const step = steps[this.#i]!;
       if (step.kind === 'input') {
         await this.#input(step);
+        this.#i++;
+        continue;
+      }
+      if (step.kind === 'restart') {
+        await this.#restart(step);
         this.#i++;
         continue;
       }
@@ -170,6 +225,7 @@ export class Replay {
       const windowed: (() => void)[] = [];
       for (; this.#i < steps.length; this.#i++) {
         const next = steps[this.#i]!;
+        if (next.kind === 'restart') break;
         if (next.kind === 'input') {
           if (!next.input.window) break;
           windowed.push(() => this.#apply(next));
@@ -189,6 +245,7 @@ export class Replay {
       // they did in the recording: an answer takes a model's latency, its effects none.
       await this.#settle(() => this.divergence !== null);
     }
+    this.#release(true);
     if (this.live) {
       await this.#coordinator!.whenIdle();
       return;
@@ -224,6 +281,22 @@ export class Replay {
       this.#advance(step.effectsAt);
       this.#answer(step.call, pending);
     }
+  }
+
+  /**
+   * The recording's process ended here and a new one resumed the run: what the old one had under
+   * way (calls, tools) never ends, its writes stop, and the run is resumed on what it committed —
+   * as a kill -9 and `resumeCoordinator` did.
+   */
+  async #restart(step: Step): Promise<void> {
+    await this.#settle(() => this.divergence !== null);
+    if (this.divergence || !this.#resume) return;
+    this.#advance(step.at);
+    this.#epoch++;
+    this.#held = [];
+    this.#extra.clear();
+    this.#arrived.clear();
+    this.attach(await this.#resume());
   }
 
   async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
@@ -280,6 +353,11 @@ export class Replay {
       this.#advance(step.call.t0);
       await this.#settle(moved);
     }
+    if (!moved() && this.#held.length > 0) {
+      // A tool held for a step still to come that cannot come without it: the journal misled.
+      this.#release(true);
+      await this.#settle(moved);
+    }
     if (this.divergence || this.live) return false;
     if (asked()) return true;
     const { call } = step;
@@ -314,6 +392,9 @@ export class Replay {
       return (own ?? live!.model).complete(request, options);
     }
     const queue = this.#queues.get(`${purpose}:${request.agent.id}`);
+    // The recording's process died with this call under way: the call it has is the resumed one's.
+    const restart = this.#nextRestart();
+    if (restart !== Infinity && (queue?.[0] === undefined || this.#stepOf.get(queue[0])! > restart)) return never(options);
     const call = queue?.shift();
     if (!call) {
       // The recording ended with this call under way (its agent still running): it was never answered.
@@ -366,9 +447,50 @@ export class Replay {
   #toolResult(tool: Tool, args: Record<string, unknown>, context: ToolContext): unknown {
     this.#moves++;
     if (this.live) return tool.execute(args, context);
-    // The key is `<run>:<agent>:<turn>:<call id>` (toolCalls.ts).
-    const rest = context.idempotencyKey.slice(`${context.runId}:${context.agentId}:`.length);
-    const callId = rest.slice(rest.indexOf(':') + 1);
+    const key = toolKey(context.agentId, callIdOf(context));
+    const next = this.#recording.toolResults.get(key)?.[0];
+    const after = next?.after;
+    // Its result came after the recording's process died (a recovery's, a re-run's): it never ends
+    // here, unless it had ended in that process (its result lost with it).
+    if (after !== undefined && after > this.#nextRestart()) {
+      return this.#recording.endedUnrecorded.has(`${this.#epoch}:${key}`) ? LOST : new Promise(() => {});
+    }
+    // The recorded tool took its time: what the recording applied while it ran comes first, and the
+    // results the recording committed before it (`#release`).
+    if (after !== undefined) {
+      return new Promise((resolve, reject) =>
+        this.#held.push({
+          after,
+          order: next!.order ?? 0,
+          give: () => {
+            try {
+              resolve(this.#recordedResult(tool, context));
+            } catch (err) {
+              reject(err);
+            }
+          },
+        }),
+      );
+    }
+    return this.#recordedResult(tool, context);
+  }
+
+  /** Give the held tool results whose steps are applied (all of them if `all`); whether any was. */
+  #release(all = false): boolean {
+    if (this.#held.length === 0) return false;
+    const due = this.#held.filter((h) => all || this.live || this.divergence !== null || h.after <= this.#i);
+    if (due.length === 0) return false;
+    // One at a time, in the order the recording committed them, each settling before the next:
+    // what each sets going (the answer's next tool, a message and its id) comes in that order.
+    const first = all ? due : [due.reduce((a, b) => (b.order < a.order ? b : a))];
+    this.#held = this.#held.filter((h) => !first.includes(h));
+    this.#moves++;
+    for (const h of first) h.give();
+    return true;
+  }
+
+  #recordedResult(tool: Tool, context: ToolContext): unknown {
+    const callId = callIdOf(context);
     const result = this.#recording.toolResults.get(toolKey(context.agentId, callId))?.shift();
     if (!result) {
       this.divergence ??= {
@@ -399,8 +521,20 @@ export class Replay {
       const before = this.#moves;
       await new Promise<void>((resolve) => setImmediate(resolve));
       quiet = this.#moves === before ? quiet + 1 : 0;
+      // Held tool results come once what their steps set going has settled (a send's commit), as
+      // they came after it in the recording.
+      if (quiet === QUIET && this.#release()) quiet = 0;
     }
   }
+}
+
+/** What a tool gives that ended in a process the recording shows dying before its result was kept. */
+const LOST = 'its result was lost with the process';
+
+/** The tool call's id: its key is `<run>:<agent>:<turn>:<call id>` (toolCalls.ts). */
+function callIdOf(context: ToolContext): string {
+  const rest = context.idempotencyKey.slice(`${context.runId}:${context.agentId}:`.length);
+  return rest.slice(rest.indexOf(':') + 1);
 }
 
 /** A call the replay will not answer: it ends only when the code cancels it. */

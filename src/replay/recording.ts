@@ -9,22 +9,34 @@ import type { RecordedCall, RecordedInput } from '../host/calls/callLog.js';
 import type { McpTool } from '../mcp/connection.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
+import type { CommitEntry } from '../fork/journal.js';
 import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 
 export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
 
 /**
- * One step the owner applied: a model call answered (or cut short), or an input from outside.
+ * One step the owner applied: a model call answered (or cut short), or an input from outside; or
+ * a restart — the owner's process ended (a crash, a shutdown) and a new one resumed the run: its
+ * recovery commit (the one commit that sets the run's `interactive`, resumeCoordinator.ts) says where.
  * `effectsAt`: for a call, when its agent's first status change after it was recorded (before the
  * next step), the time the answer's effects carry (a notice says when its child ended); else its
  * own time.
  */
-export type Step = ({ kind: 'call'; call: RecordedCall } | { kind: 'input'; input: RecordedInput }) & { at: number; effectsAt: number };
+export type Step = ({ kind: 'call'; call: RecordedCall } | { kind: 'input'; input: RecordedInput } | { kind: 'restart' }) & { at: number; effectsAt: number };
 
 /** A user tool's recorded result. */
 interface ToolResult {
   content: string;
   isError: boolean;
+  /**
+   * How many steps the recording had committed before the commit that held this result began:
+   * they were applied before the tool ended (an input, another agent's answer that came while it
+   * ran), so the replay gives the result only once it has applied them. Known on a durable store
+   * (its commit journal); unset otherwise.
+   */
+  after?: number;
+  /** Its place among the results the journal holds (the order they were committed in). */
+  order?: number;
 }
 
 /** A user tool's failure: what its error was (turn/fingerprint.ts `errorClassOf`). */
@@ -50,6 +62,12 @@ export interface Recording {
    * them (own name, the description and schema the requests carried, its hints), first seen first.
    */
   mcpTools: Map<string, McpTool[]>;
+  /**
+   * User tool calls that ended in a process of the recording that died before their results were
+   * committed (a later call of the same answer had started): `<process>:<toolKey>`, the first
+   * process 0. Their results were never kept; the replay ends them as they ended.
+   */
+  endedUnrecorded: Set<string>;
   /** Written to a durable store (its commits grouped per event-loop turn, not per microtask drain). */
   durable: boolean;
   /** When the recording's last event happened (a timer after the last step may still have moved an agent). */
@@ -62,6 +80,9 @@ const EFFECTS_MS = 1_000;
 /** Whether a status change of `agentId` at `at` is the effect of answering `step`. */
 const causedBy = (step: Step | undefined, agentId: string | null, at: number): boolean =>
   step?.kind === 'call' && step.call.agentId === agentId && at - step.at < EFFECTS_MS;
+
+/** Resume's recovery commit: the only writer of a run's `interactive` after its start. */
+const isRecovery = (entry: CommitEntry): boolean => entry.ops.some((w) => w.op === 'updateRun' && 'interactive' in w.patch);
 
 export const toolKey = (agentId: string, callId: string) => `${agentId}\u0000${callId}`;
 
@@ -83,8 +104,47 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   let endsAt = run.createdAt;
   const toolErrors: ToolErrors = new Map();
   let durable = false;
+  /** Per tool call: its results as the commit journal holds them, in order, each with the steps committed before it. */
+  const journaled = new Map<string, ToolResult[]>();
+  let committedSteps = 0;
+  let order = 0;
+  /** This process's started tool calls, by agent and turn, in order; and the calls with a result. */
+  let started = new Map<string, string[]>();
+  const endedUnrecorded = new Set<string>();
+  const hasResult = new Set<string>();
+  let process = 0;
   for (const e of events) {
-    if (e.type === COMMIT_EVENT) durable = true;
+    if (e.type === COMMIT_EVENT) {
+      durable = true;
+      const entry = e.data as unknown as CommitEntry;
+      const recovery = isRecovery(entry);
+      // What a recovery writes (a call cut in doubt by the crash) comes with the restart, not before.
+      const after = recovery ? steps.length + 1 : committedSteps;
+      if (recovery) {
+        // The process died: of each answer's calls it had started, all but the last had ended.
+        for (const [turn, calls] of started) {
+          const agentId = turn.slice(0, turn.indexOf('\u0000'));
+          for (const callId of calls.slice(0, -1)) if (!hasResult.has(toolKey(agentId, callId))) endedUnrecorded.add(`${process}:${toolKey(agentId, callId)}`);
+        }
+        started = new Map();
+        process++;
+      }
+      for (const op of entry.ops) {
+        if (op.op === 'startToolCall') {
+          const turn = `${op.row.agentId}\u0000${op.row.turn}`;
+          started.set(turn, [...(started.get(turn) ?? []), op.row.callId]);
+        }
+        if (op.op !== 'appendSession') continue;
+        for (const item of op.items) {
+          if (item.role !== 'tool') continue;
+          const key = toolKey(op.agentId, item.toolCallId);
+          hasResult.add(key);
+          journaled.set(key, [...(journaled.get(key) ?? []), { content: item.content, isError: item.isError === true, after, order: order++ }]);
+        }
+      }
+      if (recovery) steps.push({ kind: 'restart', at: e.at, effectsAt: e.at });
+      committedSteps = steps.length;
+    }
     endsAt = Math.max(endsAt, e.at);
     if (e.type === TOOL_EVENT && e.agentId !== null) {
       const key = toolKey(e.agentId, String(e.data.callId));
@@ -120,6 +180,9 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
       if (results.length > known.length) toolResults.set(key, [...known, ...results.slice(known.length)]);
     }
   }
+  // On a durable store the journal holds every result as it was appended, once (a resumed agent's
+  // first request repeats its session), with where it came among the steps.
+  for (const [key, results] of journaled) toolResults.set(key, results);
   return {
     run,
     root,
@@ -131,6 +194,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     sessions,
     toolErrors,
     mcpTools,
+    endedUnrecorded,
     durable,
     endsAt,
   };

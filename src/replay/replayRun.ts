@@ -9,12 +9,14 @@
  */
 import { SimulatedClock } from 'xstate';
 import type { AgentStatus } from '../../machines/types.js';
-import { createCoordinator } from '../host/createCoordinator.js';
+import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
+import { resumeCoordinator } from '../host/resumeCoordinator.js';
 import type { CoordinatorOptions } from '../host/options.js';
 import { isMcpServer, type McpServer } from '../mcp/config.js';
 import type { ReplayedMcpServer } from '../mcp/replayed.js';
 import type { Tool } from '../tools/defineTool.js';
 import { memoryStore } from '../store/memoryStore.js';
+import { portOf, type StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
 import { sessionDiff, type Divergence } from './compare.js';
 import { Replay, type DriveOptions } from './driver.js';
@@ -63,7 +65,18 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
   const store = memoryStore({ groupAsOnDisk: recording.durable });
   const given = options.coordinator ?? {};
   const auxiliary = options.auxiliaryModel ?? given.auxiliaryModel;
-  const coordinator = createCoordinator({
+  // Each process of the recording writes through a port of its own, closed when it dies.
+  let dies = () => {};
+  const portOfProcess = (): StorePort => {
+    const inner = portOf(store);
+    const port = Object.create(inner) as StorePort;
+    let dead = false;
+    port.commit = (ops) => (dead ? new Promise<void>(() => {}) : inner.commit(ops));
+    dies = () => (dead = true);
+    return port;
+  };
+  // Built again for each process: the dead one's models and tools never answer.
+  const settings = () => ({
     ...given,
     tools: (given.tools ?? []).map((t) => (isMcpServer(t) ? replayedServer(t, recording, replay, options.liveFrom !== undefined) : replay.tool(t))),
     ...(auxiliary ? { auxiliaryModel: replay.modelAs(auxiliary, given.auxiliaryModel ?? null) } : {}),
@@ -79,13 +92,20 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
     // Never adaptive: the replay's admission must not follow this process's event-loop delay.
     concurrency: { ...given.concurrency, model: 1_000_000, adaptive: false },
     interactive: recording.run.interactive,
-    model: replay.model,
-    store,
+    model: replay.mainModel(),
+    store: portOfProcess(),
     clock,
     ids: replay.ids,
-    runId: recording.run.id,
   });
+  let coordinator: Coordinator<StorePort> = createCoordinator({ ...settings(), runId: recording.run.id });
   replay.attach(coordinator);
+  replay.restartWith(async () => {
+    dies();
+    const [agents, messages] = await Promise.all([store.listAgents(recording.run.id), store.listMessages(recording.run.id)]);
+    replay.resyncIds({ agents: new Set(agents.map((a) => a.id)), messages: new Set(messages.map((m) => m.id)) });
+    coordinator = await resumeCoordinator({ ...settings(), runId: recording.run.id });
+    return coordinator;
+  });
   try {
     const { root } = recording;
     await coordinator.start({

@@ -125,8 +125,8 @@ describe('replay of MCP tools', () => {
       expect(override.divergence).toMatchObject({ agent: 'lead', turn: 2, kind: 'tool call' });
       expect(override.divergence!.diff).toMatch(/^message 3 of 7 \(result of echo call_lead_1\): recorded «.*echo: hi"}» now «.*\\"success\\":false/);
 
-      // The recording's echo result changed in the request that carried it: the replay gives it,
-      // and the session the recording ended with shows the difference.
+      // The recording's echo result changed in the request that carried it: the replay gives the
+      // result the commit journal holds (as the tool gave it), and that request is the divergence.
       const reads = portOf(store);
       const changed: ReplayReads = {
         ...reads,
@@ -137,7 +137,7 @@ describe('replay of MCP tools', () => {
       };
       const result = await replay([search(), gone()], changed);
       expect(result.divergence).toMatchObject({ agent: 'lead', kind: 'tool call' });
-      expect(result.divergence!.diff).toMatch(/result of echo .*recorded «.*echo: hi.*» now «.*echo: changed/);
+      expect(result.divergence!.diff).toMatch(/result of echo .*recorded «.*echo: changed.*» now «.*echo: hi/);
     } finally {
       store.close();
     }

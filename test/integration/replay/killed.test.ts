@@ -1,0 +1,70 @@
+/**
+ * Replay of a run killed with kill -9 mid-run and resumed in another process (issue 37): a team
+ * with the crash harness's in-doubt tools runs on a SQLite file in a child (killedChild.ts), is
+ * SIGKILLed with a model call in flight, or with a non-idempotent tool's effect in doubt
+ * (TOOL_IN_DOUBT on resume), a new child resumes it to its end, and `replayRun` of the file — one
+ * recording across both processes and the recovery between them — is identical: the replay kills
+ * its own coordinator where the recording's process died and resumes on what it had committed.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { replayRun } from '../../../src/replay/replayRun.js';
+import { openStore } from '../../../src/store/sqliteStore.js';
+import { runChild, type KillPlan } from '../crash/runChild.js';
+import { killedTeam } from './killedTeam.js';
+
+const CHILD = fileURLToPath(new URL('../../../dist/test/integration/replay/killedChild.js', import.meta.url));
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+/** Run the team, kill it on `plan`'s line, resume it to its end; the file. */
+async function killedAndResumed(plan: KillPlan, seed: number): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'troupe-replay-kill-'));
+  dirs.push(dir);
+  const path = join(dir, 'run.db');
+  const first = await runChild(CHILD, [path, 'start', String(seed), `${plan.line}:${plan.count}`], plan, {});
+  expect(first.failed).toBeNull();
+  expect(first.killed).toBe(true);
+  const second = await runChild(CHILD, [path, 'resume', String(seed)], null, {});
+  expect(second.failed).toBeNull();
+  expect(second.done).toBe('completed');
+  return path;
+}
+
+/** The team as the test replays it: its tools (never executed), limits and model name. */
+function coordinatorOptions() {
+  const never = () => new Promise<void>(() => {});
+  const options = killedTeam({ random: Math.random, pause: never, print: () => undefined, coordinator: () => null!, effectsPath: '/nonexistent' });
+  return { model: { name: options.model.name }, coordinator: { tools: options.tools, limits: options.limits, idleResumeMs: options.idleResumeMs } };
+}
+
+describe('replay of a run killed with kill -9 and resumed', () => {
+  it.each([
+    // The worker's model call has begun (TICK 5: the root's two, the worker's third).
+    ['a model call in flight', { line: 'TICK', count: 5, jitter: 0 }, false],
+    // Its third answer's `append` (not idempotent) has its `started` row, not its effect.
+    ['a tool started, its effect not made', { line: 'TOOL', count: 6, jitter: 0 }, true],
+    // Its effect is made and fsynced, its result not recorded.
+    ['a tool whose effect is made, its result not recorded', { line: 'EFFECT', count: 6, jitter: 0 }, true],
+  ] as const)('killed with %s: replays identically', async (_, plan, inDoubt) => {
+    const path = await killedAndResumed(plan, 11);
+    const store = openStore({ path, readonly: true });
+    try {
+      const [run] = store.listRuns();
+      const worker = store.listAgents(run!.id).find((a) => a.name === 'w0')!;
+      // The resume told the worker its call was cut in doubt (the kill landed where it was meant to).
+      expect(JSON.stringify(store.loadSession(worker.id)).includes('TOOL_IN_DOUBT')).toBe(inDoubt);
+      const result = await replayRun(store, run!.id, coordinatorOptions());
+      expect(result.divergence).toBeNull();
+      expect(result.outcome).toBe('identical');
+      expect(result.calls).toBe(store.historyOf(run!.id).filter((e) => e.type === 'replay.call').length);
+      // The replay's worker ends with the recording's session, the in-doubt result in it.
+      expect(result.store.loadSession(worker.id)).toEqual(store.loadSession(worker.id));
+    } finally {
+      store.close();
+    }
+  });
+});

@@ -29,7 +29,7 @@
  * @module
  */
 import type { ProactiveFire } from './proactivePipeline.js';
-import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from './proactiveRouter.js';
+import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from './proactiveIds.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import { isValidAgentName } from '../host/options.js';
 import type { HostingStore } from '../hosting/hostingStore.js';

@@ -20,7 +20,7 @@
  *   `COORDINATOR_SHUT_DOWN`.
  * @module
  */
-import { PROACTIVE_MESSAGE_TYPE } from '../host/mail/messaging.js';
+import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from './proactiveIds.js';
 import { pino, type Logger } from 'pino';
 import type { Coordinator } from '../host/createCoordinator.js';
 import { createCoordinator, resumeCoordinator } from '../worker/library.js';
@@ -29,17 +29,6 @@ import { ConfigError, TroupeError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import type { Store } from '../store/types.js';
 import type { ProactiveFire } from './proactivePipeline.js';
-
-/** Every proactive run id starts with this (`proactive-<trigger name>`). */
-export const PROACTIVE_RUN_PREFIX = 'proactive-';
-
-/** Whether a run id names a run started by a proactive trigger. */
-export const isProactiveRunId = (runId: string): boolean => runId.startsWith(PROACTIVE_RUN_PREFIX);
-
-export { PROACTIVE_MESSAGE_TYPE };
-
-/** Whether a trigger name can name a root agent (the coordinator's own rule). */
-export { isValidAgentName } from '../host/options.js';
 
 export interface ProactiveRouterOptions {
   /** Where proactive runs live (and are found again after a restart). */

@@ -9,7 +9,7 @@ import type { ApprovalRules } from '../host/async/approvalRules.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { parseProactiveConfig } from '../autonomy/proactiveConfig.js';
 import type { ProactiveTrigger } from '../autonomy/proactiveTrigger.js';
-import { isValidAgentName } from '../autonomy/proactiveRouter.js';
+import { isValidAgentName } from '../host/options.js';
 import type { BudgetOptions, Limits, ReviewOptions } from '../host/options.js';
 import { ConfigError } from '../errors.js';
 import { priceOf } from '../model/prices.js';

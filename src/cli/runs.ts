@@ -3,7 +3,7 @@
  * @module
  */
 import { existsSync } from 'node:fs';
-import { isProactiveRunId } from '../autonomy/proactiveRouter.js';
+import { isProactiveRunId } from '../autonomy/proactiveIds.js';
 import { TroupeError } from '../errors.js';
 import { fileState } from '../store/files.js';
 import type { SqliteStore } from '../store/sqliteStore.js';

@@ -27,7 +27,7 @@ import { ApprovalGate } from '../autonomy/approvalGate.js';
 import { EventBus } from '../autonomy/eventBus.js';
 import { ProactiveManager } from '../autonomy/proactive.js';
 import type { ProactiveFire } from '../autonomy/proactivePipeline.js';
-import { isProactiveRunId } from '../autonomy/proactiveRouter.js';
+import { isProactiveRunId } from '../autonomy/proactiveIds.js';
 import { Watchdog } from '../autonomy/watchdog.js';
 import { ConfigError, TroupeError } from '../errors.js';
 import { newId } from '../host/mail/messaging.js';

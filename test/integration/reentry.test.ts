@@ -12,7 +12,7 @@ import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { PROACTIVE_MESSAGE_TYPE } from '../../src/autonomy/proactiveRouter.js';
+import { PROACTIVE_MESSAGE_TYPE } from '../../src/autonomy/proactiveIds.js';
 import { flush, team, TERMINAL } from '../helpers/team.js';
 
 /** An execution id per job: a storm of jobs that each finish at once and start the next. */

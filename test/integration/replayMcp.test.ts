@@ -209,6 +209,7 @@ describe('replay of MCP tools', () => {
       callsThenFinish([
         { name: 'echo', arguments: { text: 'over stdio' } },
         { name: 'add', arguments: { a: 1, b: 2 } },
+        { name: 'picture', arguments: {} },
       ]),
     );
     const cwd = workdir();
@@ -221,6 +222,8 @@ describe('replay of MCP tools', () => {
     const r = await troupe(['run', 'Use the tools', '--json'], cwd);
     expect(r.code, r.stderr).toBe(0);
     const runId = jsonLines(r.stdout).find((l) => typeof l.runId === 'string')!.runId as string;
+    // The model saw the picture: the replay must show it again (it compares every request it answers).
+    expect(JSON.stringify(server.requests[1]!.body)).toContain(`"url":"${PICTURE}"`);
     // The server is gone now: a replay that started it would have none of its tools.
     config('/nonexistent/mcp-server', []);
     const replayed = await troupe(['replay', runId, '--json'], cwd);

@@ -21,6 +21,7 @@ import type { IdSource } from '../host/options.js';
 import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
+import { toolOutput } from '../tools/toolOutput.js';
 import { Requests, type Divergence } from './compare.js';
 import { toolKey, type Recording, type Step } from './recording.js';
 
@@ -502,7 +503,7 @@ export class Replay {
       };
       throw new TroupeError('TOOL_FAILED', `${tool.name} is not in the recording`);
     }
-    if (!result.isError) return result.content;
+    if (!result.isError) return result.images ? toolOutput(result.content, result.images) : result.content;
     const recorded = parseError(result.content);
     // The class the failure patterns counted: `TOOL_FAILED:<what it wrapped>` (fingerprint.ts).
     const errorClass = this.#recording.toolErrors.get(toolKey(context.agentId, callId))?.shift();

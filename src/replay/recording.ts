@@ -10,6 +10,7 @@ import type { McpTool } from '../mcp/connection.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
 import type { CommitEntry } from '../fork/journal.js';
+import type { ToolImage } from '../tools/toolOutput.js';
 import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 
 export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
@@ -37,6 +38,8 @@ interface ToolResult {
   after?: number;
   /** Its place among the results the journal holds (the order they were committed in). */
   order?: number;
+  /** The images it showed the model (an MCP tool's image content), as the turn's images message carried them. */
+  images?: ToolImage[];
 }
 
 /** A user tool's failure: what its error was (turn/fingerprint.ts `errorClassOf`). */
@@ -136,7 +139,10 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
         }
         if (op.op !== 'appendSession') continue;
         for (const item of op.items) {
-          if (item.role !== 'tool') continue;
+          if (item.role !== 'tool') {
+            imagesOf(journaled, op.agentId, item);
+            continue;
+          }
           const key = toolKey(op.agentId, item.toolCallId);
           hasResult.add(key);
           journaled.set(key, [...(journaled.get(key) ?? []), { content: item.content, isError: item.isError === true, after, order: order++ }]);
@@ -227,9 +233,32 @@ function withTools(call: RecordedCall, toolSets: Map<number, RecordedCall['tools
 }
 
 function collectTool(into: Map<string, ToolResult[]>, agentId: string, item: SessionItem): void {
-  if (item.role !== 'tool') return;
+  if (item.role !== 'tool') return imagesOf(into, agentId, item);
   const key = toolKey(agentId, item.toolCallId);
   const list = into.get(key) ?? [];
   list.push({ content: item.content, isError: item.isError === true });
   into.set(key, list);
+}
+
+/** `[The image returned by <tool> (tool call <id>)]`, `[The <n> images returned by …]`: the text before a call's images (turn/toolCalls.ts `imagesItem`). */
+const IMAGES_OF = /^\[(?:The image|The \d+ images) returned by .+ \(tool call (.+)\)\]$/;
+const DATA_URL = /^data:([^;,]+);base64,(.*)$/s;
+
+/**
+ * The images a turn's images message (the user message after its tool results) showed, each given
+ * to the last result collected of the call it names — what the tool returned besides its text.
+ */
+function imagesOf(into: Map<string, ToolResult[]>, agentId: string, item: SessionItem): void {
+  if (item.role !== 'user' || typeof item.content === 'string') return;
+  let images: ToolImage[] | null = null;
+  for (const part of item.content) {
+    if (part.type === 'text') {
+      const callId = IMAGES_OF.exec(part.text)?.[1];
+      const result = callId === undefined ? undefined : into.get(toolKey(agentId, callId))?.at(-1);
+      images = result && !result.isError ? (result.images = []) : null;
+      continue;
+    }
+    const url = DATA_URL.exec(part.url);
+    if (images && url) images.push({ mimeType: url[1]!, data: url[2]! });
+  }
 }

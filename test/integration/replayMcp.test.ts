@@ -13,9 +13,11 @@ import { createCoordinator } from '../../src/host/createCoordinator.js';
 import type { ApprovalPolicy } from '../../src/host/options.js';
 import { mcpServer, type McpServerOptions } from '../../src/mcp/config.js';
 import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
+import type { SessionItem } from '../../src/model/types.js';
 import { replayRun } from '../../src/replay/replayRun.js';
 import type { ReplayReads } from '../../src/replay/recording.js';
 import { portOf } from '../../src/store/port.js';
+import { memoryStore } from '../../src/store/memoryStore.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import type { Tool } from '../../src/tools/defineTool.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
@@ -44,7 +46,12 @@ const script: Script = {
       { tool: 'finish', args: { summary: 'done' } },
     ],
     scout: [
-      { tool: 'add', args: { a: 2, b: 3 } },
+      {
+        tools: [
+          { name: 'add', args: { a: 2, b: 3 } },
+          { name: 'picture', args: {} },
+        ],
+      },
       { tool: 'agent_finish', args: { summary: '5' } },
     ],
   },
@@ -79,6 +86,12 @@ async function record() {
   return { store, runId: c.runId, root, asked };
 }
 
+/** The image parts of a session, as data URLs. */
+const imageParts = (session: readonly SessionItem[]) =>
+  session.flatMap((i) => (i.role === 'user' && Array.isArray(i.content) ? i.content.flatMap((p) => (p.type === 'image' ? [p.url] : [])) : []));
+
+const PICTURE = `data:image/png;base64,${Buffer.from('not really a png').toString('base64')}`;
+
 describe('replay of MCP tools', () => {
   it('replays identically from SQLite with no server reachable: the recorded tools offered, their results and failures given, approvals asked as they were', async () => {
     const { store, runId, root, asked } = await record();
@@ -99,6 +112,9 @@ describe('replay of MCP tools', () => {
       const scoutTools = toolItems(store.loadSession(scout.id));
       expect(scoutTools[0]).toEqual({ name: 'add', content: JSON.stringify({ content: '{"sum":5}', structuredContent: { sum: 5 } }), isError: false });
       expect(toolItems(await result.store.loadSession(scout.id))).toEqual(scoutTools);
+      // The picture's pixels were shown again, after the turn's tool results, as they were recorded.
+      expect(imageParts(await result.store.loadSession(scout.id))).toEqual([PICTURE]);
+      expect(await result.store.loadSession(scout.id)).toEqual(store.loadSession(scout.id));
       expect(Object.values(result.statuses)).toEqual(['completed', 'completed']);
     } finally {
       store.close();
@@ -143,11 +159,57 @@ describe('replay of MCP tools', () => {
     }
   });
 
+  it.each([
+    ['on SQLite, from the commit journal', () => openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-replay-mcp-')), 'run.db') })],
+    ['in memory, from the requests that carried them', () => memoryStore()],
+  ])('results with images, text, resource links, an embedded resource and structured content replay identically %s', async (_where, open) => {
+    const store = open();
+    try {
+      const pictures: Script = {
+        agents: {
+          lead: [
+            {
+              tools: [
+                { name: 'picture', args: {} },
+                { name: 'echo', args: { text: 'between' } },
+                { name: 'picture', args: { mixed: true } },
+              ],
+            },
+            { tool: 'picture', args: { mixed: true } },
+            { tool: 'finish', args: { summary: 'seen' } },
+          ],
+        },
+      };
+      const c = createCoordinator({ store, model: scriptedModel(pictures), tools: [stdioServer()] });
+      const root = await c.start({ name: 'lead', task: 'Look.' });
+      expect((await c.waitFor(root, TERMINAL)).status).toBe('completed');
+      await c.shutdown();
+      const recorded = store.loadSession(root);
+      const blue = `data:image/gif;base64,${Buffer.from('a blue gif').toString('base64')}`;
+      // The recording showed every picture: three in the first turn's images message, two in the second's.
+      expect(imageParts(recorded)).toEqual([PICTURE, PICTURE, blue, PICTURE, blue]);
+      const mixed = toolItems(recorded)[2]!;
+      expect(JSON.parse(mixed.content)).toEqual({
+        content: expect.stringMatching(
+          /^two squares\n\[image image\/png, .*\n\[resource file:\/\/\/squares\/blue.gif "blue"\]\n\[image image\/gif, .*\nred, then blue$/,
+        ),
+        structuredContent: { squares: ['red', 'blue'] },
+      });
+      const result = await replayRun(store, c.runId, { coordinator: { tools: [gone()] } });
+      expect(result.divergence).toBeNull();
+      expect(result.outcome).toBe('identical');
+      expect(await result.store.loadSession(root)).toEqual(recorded);
+    } finally {
+      store.close();
+    }
+  });
+
   it('troupe replay offers the config file’s servers from the recording, starting none', async () => {
     await using server = await createFakeOpenAIServer(
       callsThenFinish([
         { name: 'echo', arguments: { text: 'over stdio' } },
         { name: 'add', arguments: { a: 1, b: 2 } },
+        { name: 'picture', arguments: {} },
       ]),
     );
     const cwd = workdir();
@@ -160,6 +222,8 @@ describe('replay of MCP tools', () => {
     const r = await troupe(['run', 'Use the tools', '--json'], cwd);
     expect(r.code, r.stderr).toBe(0);
     const runId = jsonLines(r.stdout).find((l) => typeof l.runId === 'string')!.runId as string;
+    // The model saw the picture: the replay must show it again (it compares every request it answers).
+    expect(JSON.stringify(server.requests[1]!.body)).toContain(`"url":"${PICTURE}"`);
     // The server is gone now: a replay that started it would have none of its tools.
     config('/nonexistent/mcp-server', []);
     const replayed = await troupe(['replay', runId, '--json'], cwd);

@@ -61,6 +61,8 @@ export class GroupCommitter {
   #soon = 0;
   readonly #run = () => this.#flush();
   #committing = false;
+  /** The group being committed: how many writes, the effects that wait for it, its barrier. */
+  #inFlight: { ops: number; effects: (() => void)[]; waiting: Barrier | null } | null = null;
   #failure: unknown = null;
   #closed = false;
   readonly stats: CommitStats = { commits: 0, ops: 0 };
@@ -155,20 +157,20 @@ export class GroupCommitter {
 
   /**
    * Not an async function: a flush runs twice per turn, and `.then` on the commit costs the same
-   * one microtask as `await` without an async function's own promise and frame.
+   * one microtask as `await` without an async function's own promise and frame. The group in flight
+   * is held in fields, so the commit's own reaction is `#committed` (no closure forwarding to it).
    */
   #flush(): void {
     this.#scheduled = false;
     if (this.#failure !== null) return;
     const ops = this.#ops;
-    const effects = this.#effects;
-    const waiting = this.#barrier;
+    this.#inFlight = { ops: ops.length, effects: this.#effects, waiting: this.#barrier };
     this.#ops = [];
     this.#effects = [];
     this.#barrier = null;
     this.#committing = true;
     if (ops.length === 0) {
-      this.#committed(effects, waiting);
+      this.#committed();
       return;
     }
     const entry = this.#journal?.(ops);
@@ -177,33 +179,38 @@ export class GroupCommitter {
       const rider = take();
       if (rider) ops.push(rider);
     }
+    this.#inFlight.ops = ops.length;
     let commit: Promise<void>;
     try {
       commit = this.#port.commit(ops);
     } catch (err) {
       commit = Promise.reject(err);
     }
-    commit.then(
-      () => {
-        this.stats.commits += 1;
-        this.stats.ops += ops.length;
-        this.#committed(effects, waiting);
-      },
-      (err: unknown) => {
-        this.#committing = false;
-        this.#fail(err, waiting);
-      },
-    );
+    commit.then(this.#committed, this.#failed);
   }
 
-  #committed(effects: (() => void)[], waiting: Barrier | null): void {
+  /** The group in flight is committed (or was empty): its effects run, its barrier resolves. */
+  readonly #committed = (): void => {
+    const { ops, effects, waiting } = this.#inFlight!;
+    this.#inFlight = null;
     this.#committing = false;
+    if (ops > 0) {
+      this.stats.commits += 1;
+      this.stats.ops += ops;
+    }
     this.#flushes++;
     // Effects may stage more writes; those go to the next group.
     for (const effect of effects) effect();
     waiting?.resolve();
     if (this.#ops.length > 0 || this.#effects.length > 0 || this.#barrier !== null) this.#schedule();
-  }
+  };
+
+  readonly #failed = (err: unknown): void => {
+    const { waiting } = this.#inFlight!;
+    this.#inFlight = null;
+    this.#committing = false;
+    this.#fail(err, waiting);
+  };
 
   #fail(err: unknown, waiting: Barrier | null): void {
     const reported = this.#onFatal(err) ?? err;

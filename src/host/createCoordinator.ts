@@ -178,7 +178,7 @@ function waitFor(rt: Runtime, id: string, statuses: readonly AgentStatus[], time
   return rt.views.waiters.waitFor({ id: h.id, name: h.name, status }, statuses, timeoutMs);
 }
 
-/** Synchronous throws become rejections, so every async method fails the same way. */
+/** Synchronous throws become rejections, so a method that is no async function fails as the async ones do. */
 const settle = <T>(fn: () => T | Promise<T>): Promise<T> => {
   try {
     return Promise.resolve(fn());
@@ -205,66 +205,61 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     runId: rt.runId,
     store: rt.store as S,
     registry: rt.views.registry,
-    start: (root) =>
-      settle(async () => {
-        const output = rootOutput(root.output);
-        // MCP servers start with the run: the root's first model call already lists their tools.
-        await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
-        // A Standard Schema checks in this process: set before the root exists (the previous one kept if it is refused).
-        const previous = rt.outputs.root;
-        if (output?.inProcess) rt.outputs.root = output.check;
-        const profile = root.profile;
-        const terms =
-          output || profile !== undefined ? { ...(output ? { output: output.check.schema } : {}), ...(profile === undefined ? {} : { profile }) } : null;
-        const h = await rt.registrar
-          .startRoot({ name: root.name, task: root.task, skills: root.skills, terms, ...(root.notes === undefined ? {} : { notes: root.notes }) })
-          .catch((err: unknown) => {
-            rt.outputs.root = previous;
-            throw err;
-          });
-        // Acknowledged only once the run and its root are committed.
-        await rt.committer.durable();
-        return h.id as never;
-      }),
-    result: (id) =>
-      settle(async () => {
-        const h = rt.agents.resolve(id);
-        await waitFor(rt, h.id, [...TERMINAL_STATUSES]);
-        return resultOf(rt.views.info(h.id));
-      }),
-    send: (to, message) =>
-      settle(async () => {
-        rt.assertUsable();
-        if (typeof message !== 'object' || message === null) {
-          throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
-        }
-        const mail = rt.messaging.sendExternal(to, message);
-        // Acknowledged only once committed (a repeat's first send may still be in the commit under way).
-        await rt.committer.durable();
-        return { id: mail.id, to: mail.to, from: mail.from, createdAt: mail.createdAt };
-      }),
+    start: async (root) => {
+      const output = rootOutput(root.output);
+      // MCP servers start with the run: the root's first model call already lists their tools.
+      await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
+      // A Standard Schema checks in this process: set before the root exists (the previous one kept if it is refused).
+      const previous = rt.outputs.root;
+      if (output?.inProcess) rt.outputs.root = output.check;
+      const profile = root.profile;
+      const terms =
+        output || profile !== undefined ? { ...(output ? { output: output.check.schema } : {}), ...(profile === undefined ? {} : { profile }) } : null;
+      const h = await rt.registrar
+        .startRoot({ name: root.name, task: root.task, skills: root.skills, terms, ...(root.notes === undefined ? {} : { notes: root.notes }) })
+        .catch((err: unknown) => {
+          rt.outputs.root = previous;
+          throw err;
+        });
+      // Acknowledged only once the run and its root are committed.
+      await rt.committer.durable();
+      return h.id as never;
+    },
+    result: async (id) => {
+      const h = rt.agents.resolve(id);
+      await waitFor(rt, h.id, [...TERMINAL_STATUSES]);
+      return resultOf(rt.views.info(h.id));
+    },
+    send: async (to, message) => {
+      rt.assertUsable();
+      if (typeof message !== 'object' || message === null) {
+        throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
+      }
+      const mail = rt.messaging.sendExternal(to, message);
+      // Acknowledged only once committed (a repeat's first send may still be in the commit under way).
+      await rt.committer.durable();
+      return { id: mail.id, to: mail.to, from: mail.from, createdAt: mail.createdAt };
+    },
     get: (id) => rt.views.info(id),
     list: () => rt.views.list(),
     tree: () => rt.views.tree(),
     waitFor: (id, statuses, opts) => settle(() => waitFor(rt, id, statuses, opts?.timeoutMs)),
-    stop: (id, opts) =>
-      settle(async () => {
-        const target = rt.agents.resolve(id);
-        recordInput(rt, 'stop', { agent: target.id, cascade: opts?.cascade ?? true });
-        const ids = requestStop(rt.agents, target, opts?.cascade ?? true);
-        await Promise.all(ids.map((stopped) => coordinatorOf(rt).waitFor(stopped, [...TERMINAL_STATUSES])));
-        return ids;
-      }),
-    whenIdle: () =>
-      settle(async () => {
-        rt.assertUsable();
-        // An approved tool running on this host is work its agent waits for: not idle until it ends.
-        for (;;) {
-          await rt.views.waiters.whenIdle();
-          if (!rt.approvals.busy) return;
-          await rt.approvals.settled();
-        }
-      }),
+    stop: async (id, opts) => {
+      const target = rt.agents.resolve(id);
+      recordInput(rt, 'stop', { agent: target.id, cascade: opts?.cascade ?? true });
+      const ids = requestStop(rt.agents, target, opts?.cascade ?? true);
+      await Promise.all(ids.map((stopped) => coordinatorOf(rt).waitFor(stopped, [...TERMINAL_STATUSES])));
+      return ids;
+    },
+    whenIdle: async () => {
+      rt.assertUsable();
+      // An approved tool running on this host is work its agent waits for: not idle until it ends.
+      for (;;) {
+        await rt.views.waiters.whenIdle();
+        if (!rt.approvals.busy) return;
+        await rt.approvals.settled();
+      }
+    },
     health: () => rt.health(),
     mcpServers: () => rt.toolbox.catalog.servers(),
     resetToolFailures: (id) => rt.agents.resolve(id).tracker.resetAll(),
@@ -295,27 +290,24 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     delegations: {
       dispatch: (agentId, goal) => rt.delegations.dispatch(agentId, goal),
       list: (agentId) => rt.delegations.list(agentId),
-      complete: (agentId, id, result) =>
-        settle(async () => {
-          recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'completed', result });
-          rt.delegations.complete(agentId, id, result);
-          await rt.committer.durable();
-        }),
-      fail: (agentId, id, error) =>
-        settle(async () => {
-          recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'failed', result: error });
-          rt.delegations.fail(agentId, id, error);
-          await rt.committer.durable();
-        }),
+      complete: async (agentId, id, result) => {
+        recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'completed', result });
+        rt.delegations.complete(agentId, id, result);
+        await rt.committer.durable();
+      },
+      fail: async (agentId, id, error) => {
+        recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'failed', result: error });
+        rt.delegations.fail(agentId, id, error);
+        await rt.committer.durable();
+      },
     },
     executions: {
-      finish: (id, end) =>
-        settle(async () => {
-          recordInput(rt, 'execution', { execution: id, status: end.status, result: end.result });
-          const done = rt.executions.finish(id, end);
-          await rt.committer.durable();
-          return done;
-        }),
+      finish: async (id, end) => {
+        recordInput(rt, 'execution', { execution: id, status: end.status, result: end.result });
+        const done = rt.executions.finish(id, end);
+        await rt.committer.durable();
+        return done;
+      },
       get: (id) => rt.executions.get(id),
     },
     approvals: {

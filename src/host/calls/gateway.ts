@@ -70,7 +70,7 @@ export class Gateway implements ModelGateway {
    * starts synchronously inside `add` when a slot is free; when a task settles, the next waiting
    * task starts (a queued microtask) before the caller's continuation runs (`add` is an async
    * function adopting its own promise: two hops more), so a budget stop decided in that
-   * continuation reaches every task still waiting — `#start` re-checks when a task starts.
+   * continuation reaches every task still waiting — `Passage.run` re-checks when a task starts.
    */
   readonly queue: PQueue;
   readonly #deps: GatewayDeps;
@@ -131,100 +131,16 @@ export class Gateway implements ModelGateway {
   call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<Called> {
     // The breaker guards the main model's endpoint; an auxiliary model's calls are its own affair.
     const breaker = request.purpose === undefined || request.purpose === 'main' ? this.#deps.breaker(this.#deps.ledger.modelFor('main', agent.id)) : null;
-    if (breaker === null) return this.#queued(agent, request, signal, null);
+    if (breaker === null) return this.queue.add(this.#passage(agent, request, signal, null), { priority: -agent.depth });
     const ticket = breaker.now();
-    if (ticket) return this.#queued(agent, request, signal, new Guard(breaker, ticket, signal));
+    if (ticket) return this.queue.add(this.#passage(agent, request, signal, new Guard(breaker, ticket, signal)), { priority: -agent.depth });
     // Open: parked at no cost until a probe is due or it closes (an extra hop only then).
-    return breaker.wait(signal).then((t) => this.#queued(agent, request, signal, new Guard(breaker, t, signal)));
+    return breaker.wait(signal).then((t) => this.queue.add(this.#passage(agent, request, signal, new Guard(breaker, t, signal)), { priority: -agent.depth }));
   }
 
-  #queued(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Promise<Called> {
-    // p-queue awaits what a task gives back, a value or a promise (its `Task` type names one or the other).
-    const task = (() => this.#dequeued(agent, request, signal, guard)) as () => PromiseLike<Called>;
-    return this.queue.add(task, { priority: -agent.depth });
-  }
-
-  /** The call leaves the queue (the task of `#queued`). */
-  #dequeued(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Called | Promise<Called> {
-    if (signal.aborted) {
-      guard?.unused();
-      throw signal.reason;
-    }
-    // It opened while this call queued: back to the gate, no call made.
-    if (guard?.closedOff()) return PARKED;
-    if (this.#rateLimiter) return this.#rateLimiter.acquire(signal).then(() => this.#quoted(agent, request, signal, guard));
-    return this.#quoted(agent, request, signal, guard);
-  }
-
-  /**
-   * The endpoint's quota, taken in the queue slot (so what it counts in a minute starts in that
-   * minute): 1 request and the estimated tokens before the call, settled to the real usage after;
-   * a 429 with `retry-after` pauses the endpoint for every caller (the agent retries as always).
-   */
-  #quoted(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Called | Promise<Called> {
-    const quota = this.#deps.quota;
-    if (!quota) return this.#start(agent, request, signal, guard);
-    const model = this.#deps.ledger.modelFor(request.purpose, agent.id);
-    const endpoint = endpointOf(model);
-    const tokens = quota.countsTokens ? estimatePromptTokens(request) + (model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS) : 0;
-    return quota.acquire(endpoint, tokens, signal).then((ticket) =>
-      Promise.resolve()
-        .then(() => this.#start(agent, request, signal, guard))
-        .then(
-          (result) => settled(quota, ticket, result),
-          async (err: unknown) => {
-            if (err instanceof ProviderError && err.code === 'PROVIDER_RATE_LIMITED' && err.retryAfterMs !== undefined) {
-              await quota.pause(endpoint, err.retryAfterMs);
-            }
-            await quota.settle(ticket, 0);
-            throw err;
-          },
-        ),
-    );
-  }
-
-  /** The call leaves the queue: the budget's last word, then the model. */
-  #start(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): Called | Promise<Called> {
-    const purpose: UsagePurpose = request.purpose ?? 'main';
-    const ledger = this.#deps.ledger;
-    // The budget may have stopped or paused while this call queued: then it never starts.
-    // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
-    // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
-    if (purpose === 'main' || purpose === 'compaction') {
-      const halt = ledger.recheck(agent);
-      if (halt) {
-        guard?.unused();
-        return { halt };
-      }
-    }
-    if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
-    // Checked last, synchronously before the call: a host that may have lost its lease makes none.
-    const fenced = this.#deps.fenced();
-    if (fenced) {
-      guard?.unused();
-      throw fenced;
-    }
-    // A review's answer is not the agent's: it streams to nobody.
-    const options: ModelCallOptions = purpose === 'review' ? { signal } : { signal, onDelta: (delta: ModelDelta) => this.#delta(agent, delta) };
-    // Promise.resolve: a custom model that answers with a plain object is still read.
-    const entry = this.#deps.log?.begin(request, sourceOf(request));
-    const answer = Promise.resolve(this.#deps.ledger.modelFor(purpose, agent.id).complete(request, options));
-    // One reaction either way (the budget's ordering counts hops: see `queue`): the breaker hears the outcome in it.
-    if (entry === undefined) return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
-    // The log hears it in the same reaction: its event is staged before the answer's own writes.
-    const answered = guard === null ? checkedTurn : guard.answered;
-    return answer.then(
-      (turn) => answered(entry.answered(turn)),
-      (err: unknown) => {
-        entry.failed(err, signal.aborted);
-        if (guard === null) throw err;
-        return guard.failed(err);
-      },
-    );
-  }
-
-  #delta(agent: AgentRef, delta: ModelDelta): void {
-    if (this.#deps.hasListeners()) this.#deps.delta(agent, delta);
+  /** The queue's task for one call: its passage through the gates (p-queue awaits a value or a promise: its `Task` type names one or the other). */
+  #passage(agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null): () => PromiseLike<Called> {
+    return new Passage(this.#deps, this.#rateLimiter, agent, request, signal, guard).run as () => PromiseLike<Called>;
   }
 
   settle(
@@ -279,6 +195,115 @@ class Guard {
     }
     if (this.#breaker.failed(this.#ticket, err) === 'surface') throw err;
     return PARKED;
+  };
+}
+
+/**
+ * One call on its way from the queue to the model: `run` is the queue's task and takes the gates in
+ * order (cancelled or its breaker opened while queued; the shared rate limit; the endpoint's quota;
+ * the budget's last word and the lease; then the model). A gate that must wait resumes `run` at the
+ * next one, so a call that waits for none is one frame from the queue to the model.
+ */
+class Passage {
+  readonly #deps: GatewayDeps;
+  readonly #rateLimiter: RateLimiter | null;
+  readonly #agent: AgentRef;
+  readonly #request: ModelRequest;
+  readonly #signal: AbortSignal;
+  readonly #guard: Guard | null;
+  /** The next gate. */
+  #gate: 'dequeued' | 'quota' | 'start' = 'dequeued';
+
+  constructor(deps: GatewayDeps, rateLimiter: RateLimiter | null, agent: AgentRef, request: ModelRequest, signal: AbortSignal, guard: Guard | null) {
+    this.#deps = deps;
+    this.#rateLimiter = rateLimiter;
+    this.#agent = agent;
+    this.#request = request;
+    this.#signal = signal;
+    this.#guard = guard;
+  }
+
+  readonly run = (): Called | Promise<Called> => {
+    const deps = this.#deps;
+    const agent = this.#agent;
+    const request = this.#request;
+    const signal = this.#signal;
+    const guard = this.#guard;
+    if (this.#gate === 'dequeued') {
+      if (signal.aborted) {
+        guard?.unused();
+        throw signal.reason;
+      }
+      // It opened while this call queued: back to the gate, no call made.
+      if (guard?.closedOff()) return PARKED;
+      this.#gate = 'quota';
+      if (this.#rateLimiter) return this.#rateLimiter.acquire(signal).then(this.run);
+    }
+    if (this.#gate === 'quota') {
+      this.#gate = 'start';
+      // The endpoint's quota, taken in the queue slot (so what it counts in a minute starts in that
+      // minute): 1 request and the estimated tokens before the call, settled to the real usage after;
+      // a 429 with `retry-after` pauses the endpoint for every caller (the agent retries as always).
+      const quota = deps.quota;
+      if (quota) {
+        const model = deps.ledger.modelFor(request.purpose, agent.id);
+        const endpoint = endpointOf(model);
+        const tokens = quota.countsTokens ? estimatePromptTokens(request) + (model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS) : 0;
+        return quota.acquire(endpoint, tokens, signal).then((ticket) =>
+          Promise.resolve()
+            .then(this.run)
+            .then(
+              (result) => settled(quota, ticket, result),
+              async (err: unknown) => {
+                if (err instanceof ProviderError && err.code === 'PROVIDER_RATE_LIMITED' && err.retryAfterMs !== undefined) {
+                  await quota.pause(endpoint, err.retryAfterMs);
+                }
+                await quota.settle(ticket, 0);
+                throw err;
+              },
+            ),
+        );
+      }
+    }
+    const purpose: UsagePurpose = request.purpose ?? 'main';
+    const ledger = deps.ledger;
+    // The budget may have stopped or paused while this call queued: then it never starts.
+    // A compaction is not reserved (it belongs to an admitted turn) but is held to the same check:
+    // after a budget stop, or a limit lowered below what is spent, it would be money for nothing.
+    if (purpose === 'main' || purpose === 'compaction') {
+      const halt = ledger.recheck(agent);
+      if (halt) {
+        guard?.unused();
+        return { halt };
+      }
+    }
+    if (purpose === 'review' && !ledger.optionalFits()) return { halt: { kind: 'stopped', reason: 'budget' } };
+    // Checked last, synchronously before the call: a host that may have lost its lease makes none.
+    const fenced = deps.fenced();
+    if (fenced) {
+      guard?.unused();
+      throw fenced;
+    }
+    // A review's answer is not the agent's: it streams to nobody.
+    const onDelta = (delta: ModelDelta): void => {
+      if (deps.hasListeners()) deps.delta(agent, delta);
+    };
+    const options: ModelCallOptions = purpose === 'review' ? { signal } : { signal, onDelta };
+    // Promise.resolve: a custom model that answers with a plain object is still read.
+    const entry = deps.log?.begin(request, sourceOf(request));
+    const answer = Promise.resolve(ledger.modelFor(purpose, agent.id).complete(request, options));
+    // One reaction either way (the budget's ordering counts hops: see `Gateway.queue`): the breaker hears the outcome in it.
+    if (entry === undefined) return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
+    // The log hears it in the same reaction: its event is staged before the answer's own writes.
+    const answered = guard === null ? checkedTurn : guard.answered;
+    return answer.then(
+      (turn) => answered(entry.answered(turn)),
+      (err: unknown) => {
+        entry.failed(err, signal.aborted);
+        if (guard === null) throw err;
+        return guard.failed(err);
+      },
+    );
   };
 }
 

@@ -100,14 +100,25 @@ export class Messaging {
       return;
     }
     const target = host.agents.find(e.to);
-    if (target) host.commit.after(() => this.wake(target, mail));
+    if (target) host.commit.after(this.#wakeOf(target, mail));
   }
 
   /** Wake the recipient of a committed message (a running agent's model call may be cut short). */
   wake(target: AgentHandle, mail: Pick<Mail, 'from' | 'noticeKey' | 'interrupt'>): void {
-    const host = this.#host;
-    host.agents.send(target, { type: 'agent.message', from: mail.from, user: mail.from === 'user', notice: mail.noticeKey !== null });
-    if (mail.interrupt && host.options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
+    this.#wakeOf(target, mail)();
+  }
+
+  /**
+   * The wake as the effect that runs once its message is committed: the effect itself delivers the
+   * event (no forwarding call between the commit and the agent).
+   */
+  #wakeOf(target: AgentHandle, mail: Pick<Mail, 'from' | 'noticeKey' | 'interrupt'>): () => void {
+    const { agents, options } = this.#host;
+    const event = { type: 'agent.message', from: mail.from, user: mail.from === 'user', notice: mail.noticeKey !== null } as const;
+    return () => {
+      agents.send(target, event);
+      if (mail.interrupt && options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
+    };
   }
 
   /**
@@ -135,7 +146,7 @@ export class Messaging {
       noticeKey: m.noticeKey,
       ...(m.data ? { data: m.data } : {}),
     });
-    if (mail) host.commit.after(() => (gate ? gate(target, () => this.wake(target, mail)) : this.wake(target, mail)));
+    if (mail) host.commit.after(gate ? () => gate(target, this.#wakeOf(target, mail)) : this.#wakeOf(target, mail));
   }
 
   #check(target: AgentHandle, content: unknown, fromUser: boolean): string {
@@ -152,18 +163,17 @@ export class Messaging {
     return content as string;
   }
 
-  #enqueue(target: AgentHandle, message: Omit<Mail, 'id' | 'runId' | 'createdAt' | 'noticeKey'>, keyed?: { id: string; key: string }): Mail {
+  /** Queue a message, staged with the change that sends it (its wake is the caller's, after the commit). */
+  #queue(message: Omit<Mail, 'id' | 'runId' | 'createdAt' | 'noticeKey'>, keyed?: { id: string; key: string }): Mail {
     const host = this.#host;
     // Only notices and keyed sends carry a key, so an ordinary message is never refused as a repeat.
-    const mail = host.mailboxes.enqueue({
+    return host.mailboxes.enqueue({
       ...message,
       id: keyed?.id ?? host.ids.message(),
       runId: host.runId,
       createdAt: host.clock.now(),
       noticeKey: keyed?.key ?? null,
     })!;
-    host.commit.after(() => this.wake(target, mail));
-    return mail;
   }
 
   /**
@@ -189,7 +199,8 @@ export class Messaging {
     if (proactive && !host.proactiveWake(target.id)) {
       throw new TroupeError('REENTRY_SPENT', `${target.name} (${target.id}) has spent its self-wake budget: the proactive message was not delivered`);
     }
-    const mail = this.#enqueue(target, { ...message, content }, keyed);
+    const mail = this.#queue({ ...message, content }, keyed);
+    host.commit.after(this.#wakeOf(target, mail));
     const { type, priority } = message;
     host.callLog.input(
       { kind: 'send', payload: { agent: target.id, content, from, type, priority, ...(msg.key === undefined ? {} : { key: msg.key }) } },
@@ -223,7 +234,7 @@ export class Messaging {
     }
     if (!allowed.includes(target)) throw notAllowed(target);
     const body = this.#check(target, content, false);
-    const mail = this.#enqueue(target, {
+    const mail = this.#queue({
       to: target.id,
       from: from.id,
       fromName: from.name,
@@ -232,6 +243,7 @@ export class Messaging {
       content: body,
       interrupt: true,
     });
+    this.#host.commit.after(this.#wakeOf(target, mail));
     return { mail, target };
   }
 }

@@ -127,4 +127,27 @@ describe('GroupCommitter', () => {
     await expect(c.durable()).rejects.toThrow('disk gone');
     expect(c.pending).toBe(0);
   });
+
+  it('counts the commits that carried writes and every write they carried (riders too), not the empty flushes that only ran effects', async () => {
+    const { port, batches, held, holdCommits } = heldPort();
+    const c = new GroupCommitter(port, () => undefined);
+    let rider = true;
+    c.beforeCommit(() => (rider ? ((rider = false), event(99)) : null));
+    holdCommits(true);
+    c.stage(event(1));
+    const first = c.durable();
+    await tick();
+    // While the commit is open: an effect and a barrier with no writes of their own.
+    const ran: string[] = [];
+    c.after(() => ran.push('effect'));
+    const second = c.durable();
+    held[0]!.release();
+    await first;
+    await second;
+    await tick();
+    expect(ran).toEqual(['effect']);
+    expect(batches).toEqual([['e1', 'e99']]);
+    expect(c.flushes).toBe(2);
+    expect(c.stats).toEqual({ commits: 1, ops: 2 });
+  });
 });

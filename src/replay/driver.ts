@@ -236,7 +236,6 @@ export class Replay {
       }
       this.#advance(batch.at(-1)![0].effectsAt);
       for (const [{ call }, pending] of batch) this.#answer(call, pending);
-      this.#quiet.acted();
       for (const step of windowed) setImmediate(step);
       // Their effects (the answers' tools, the notices they cause) come before the next step, as
       // they did in the recording: an answer takes a model's latency, its effects none.

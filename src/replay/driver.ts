@@ -13,7 +13,6 @@
  * which no request, tool or view event came.
  * @module
  */
-import type { SimulatedClock } from 'xstate';
 import { ProviderError, TroupeError, isErrorCode, type ErrorCode } from '../errors.js';
 import type { RecordedCall } from '../host/calls/callLog.js';
 import type { Coordinator } from '../host/createCoordinator.js';
@@ -22,7 +21,9 @@ import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/
 import type { StorePort } from '../store/port.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
 import { toolOutput } from '../tools/toolOutput.js';
+import type { ReplayClock } from './clock.js';
 import { Requests, type Divergence } from './compare.js';
+import { Quiet } from './quiet.js';
 import { toolKey, type Recording, type Step } from './recording.js';
 
 /** How the replay answers: what the recorded model declared, and where to go live. */
@@ -42,11 +43,6 @@ export interface DriveOptions {
   liveFrom?: { agent: string; turn: number; model: Model };
 }
 
-/** How many quiet turns of the event loop mean the code has stopped moving. */
-const QUIET = 3;
-/** A bound on one wait for the code to move (each turn is a setImmediate). */
-const MAX_TURNS = 100_000;
-
 type CallStep = Extract<Step, { kind: 'call' }>;
 
 /** A call answered in the instant it was asked (a scripted or instant model): no latency to settle in. */
@@ -60,7 +56,7 @@ interface Pending {
 /** One replay's state: the recorded calls by agent, the calls waiting for their turn, what diverged. */
 export class Replay {
   readonly #recording: Recording;
-  readonly #clock: SimulatedClock;
+  readonly #clock: ReplayClock;
   readonly #options: DriveOptions;
   readonly #requests = new Requests();
   /** Recorded calls not yet asked for, by purpose and agent, in order. */
@@ -76,8 +72,8 @@ export class Replay {
   /** Agents whose last call the recording made but never saw answered. */
   readonly #unanswered = new Set<string>();
   #coordinator: Coordinator<StorePort> | null = null;
-  /** Anything moved: a request, a tool, a view event. */
-  #moves = 0;
+  /** Whether the code has stopped moving. */
+  readonly #quiet = new Quiet();
   /** Tool results held until the steps applied before their tool ended are applied (`ToolResult.after`). */
   #held: { after: number; order: number; give(): void }[] = [];
   /** The recording's ids not handed out yet. */
@@ -97,7 +93,7 @@ export class Replay {
   readonly model: Model;
   readonly ids: IdSource;
 
-  constructor(recording: Recording, clock: SimulatedClock, options: DriveOptions) {
+  constructor(recording: Recording, clock: ReplayClock, options: DriveOptions) {
     this.#recording = recording;
     this.#clock = clock;
     this.#options = options;
@@ -165,7 +161,7 @@ export class Replay {
     this.#coordinator = coordinator;
     const epoch = this.#epoch;
     coordinator.subscribe(() => {
-      if (epoch === this.#epoch) this.#moves++;
+      if (epoch === this.#epoch) this.#quiet.moved();
     });
   }
 
@@ -294,6 +290,7 @@ export class Replay {
     if (this.divergence || !this.#resume) return;
     this.#advance(step.at);
     this.#epoch++;
+    this.#quiet.acted();
     this.#held = [];
     this.#extra.clear();
     this.#arrived.clear();
@@ -308,6 +305,7 @@ export class Replay {
 
   #apply(step: Extract<Step, { kind: 'input' }>): void {
     this.#advance(step.effectsAt);
+    this.#quiet.acted();
     this.inputs++;
     const { kind, payload } = step.input;
     const c = this.#coordinator!;
@@ -373,7 +371,10 @@ export class Replay {
   }
 
   #answer(call: RecordedCall, pending: Pending): void {
-    if (call.answer) pending.resolve(structuredClone(call.answer));
+    this.#quiet.acted();
+    // Given as read, not cloned (a clone per call was 4 % of a replay): the recording is this
+    // replay's own copy (every store parses or copies what it reads) and each answer is given once.
+    if (call.answer) pending.resolve(call.answer);
     else pending.reject(errorOf(call));
   }
 
@@ -385,7 +386,7 @@ export class Replay {
   }
 
   #complete(request: ModelRequest, options: ModelCallOptions, own: Pick<Model, 'complete'> | null): Promise<ModelTurn> {
-    this.#moves++;
+    this.#quiet.moved();
     const live = this.#options.liveFrom;
     const purpose = request.purpose ?? 'main';
     if (this.live || (live && !this.divergence && request.agent.name === live.agent && purpose === 'main' && request.turn >= live.turn)) {
@@ -446,7 +447,7 @@ export class Replay {
   }
 
   #toolResult(tool: Tool, args: Record<string, unknown>, context: ToolContext): unknown {
-    this.#moves++;
+    this.#quiet.moved();
     if (this.live) return tool.execute(args, context);
     const key = toolKey(context.agentId, callIdOf(context));
     const next = this.#recording.toolResults.get(key)?.[0];
@@ -485,7 +486,7 @@ export class Replay {
     // what each sets going (the answer's next tool, a message and its id) comes in that order.
     const first = all ? due : [due.reduce((a, b) => (b.order < a.order ? b : a))];
     this.#held = this.#held.filter((h) => !first.includes(h));
-    this.#moves++;
+    this.#quiet.moved();
     for (const h of first) h.give();
     return true;
   }
@@ -512,20 +513,16 @@ export class Replay {
   }
 
   #advance(at: number): void {
-    if (at > this.#clock.now()) this.#clock.set(at);
+    if (at <= this.#clock.now()) return;
+    const fired = this.#clock.fired;
+    this.#clock.set(at);
+    // A timer ran: the code may move. None did: only what now() says changed.
+    if (this.#clock.fired !== fired) this.#quiet.acted();
   }
 
-  /** Let the code move until `done()` or it stops moving. */
-  async #settle(done: () => boolean): Promise<void> {
-    let quiet = 0;
-    for (let i = 0; i < MAX_TURNS && quiet < QUIET && !done(); i++) {
-      const before = this.#moves;
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      quiet = this.#moves === before ? quiet + 1 : 0;
-      // Held tool results come once what their steps set going has settled (a send's commit), as
-      // they came after it in the recording.
-      if (quiet === QUIET && this.#release()) quiet = 0;
-    }
+  /** Let the code move until `done()` or it stops moving (quiet.ts). */
+  #settle(done: () => boolean): Promise<void> {
+    return this.#quiet.settle(done, () => this.#release());
   }
 }
 

@@ -7,7 +7,6 @@
  * the driver's (driver.ts).
  * @module
  */
-import { SimulatedClock } from 'xstate';
 import type { AgentStatus } from '../../machines/types.js';
 import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
 import { resumeCoordinator } from '../host/resumeCoordinator.js';
@@ -18,6 +17,7 @@ import type { Tool } from '../tools/defineTool.js';
 import { memoryStore } from '../store/memoryStore.js';
 import { portOf, type StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
+import { ReplayClock } from './clock.js';
 import { sessionDiff, type Divergence } from './compare.js';
 import { Replay, type DriveOptions } from './driver.js';
 import { readRecording, readsOf, type Recording, type ReplayReads } from './recording.js';
@@ -58,7 +58,7 @@ export interface ReplayResult {
  */
 export async function replayRun(source: Store | ReplayReads, runId: string, options: ReplayOptions = {}): Promise<ReplayResult> {
   const recording = await readRecording(readsOf(source), runId);
-  const clock = new SimulatedClock();
+  const clock = new ReplayClock();
   clock.set(recording.run.createdAt);
   const replay = new Replay(recording, clock, options);
   // Commits grouped as the recording's were: a durable store's once per event-loop turn.

@@ -161,6 +161,14 @@ export interface AgentsDeps {
 export class Agents {
   readonly #deps: AgentsDeps;
   readonly #all = new Map<string, AgentHandle>();
+  /**
+   * Set by `stopAll` (shutdown): no actor starts again. A wake that comes later (a commit's effect
+   * during the shutdown's last commits) would run a turn whose `running` is never recorded (the
+   * host records no transition once shutting down) while its delivery of the mail is committed:
+   * the next host would find the agent parked with its mail delivered and unanswered. Dropped
+   * instead, the wake's mail stays pending, and the next host wakes the agent for it.
+   */
+  #stopped = false;
   /** Agents whose status is `running`: the coordinator's count, derived from every status change. */
   get running(): number {
     return this.#deps.running();
@@ -259,6 +267,7 @@ export class Agents {
    * errored, an agent whose respawn failed: they restart as crashed, through their machine).
    */
   restart(h: AgentHandle, status: AgentStatus, state: AgentLifecycleState): void {
+    if (this.#stopped) return;
     const old = h.live;
     h.live = null;
     old?.stop();
@@ -270,6 +279,7 @@ export class Agents {
    * it (and XState warn): it is not sent, as a message to an agent that ended changes nothing.
    */
   send(h: AgentHandle, event: AgentEvent): void {
+    if (this.#stopped) return;
     const actor = this.materialize(h);
     if (actor.getSnapshot().status !== 'active') return;
     actor.send(event);
@@ -296,6 +306,7 @@ export class Agents {
 
   /** Stop every actor and the idle timer (shutdown). */
   stopAll(): void {
+    this.#stopped = true;
     this.#deps.timers.close();
     for (const h of this.#all.values()) h.live?.stop();
   }

@@ -449,7 +449,19 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
       counts.runsNotCompleted += 1;
       const lease = (await store.leases()).find((l) => l.run_id === runId);
       const agents = await store.reads.listAgents(runId);
-      note(`${runId}: not done after 60 s; lease ${JSON.stringify(lease)}; ${agents.map((a) => `${a.name}=${a.status}`).join(' ')}`);
+      // What the root was sent and what its session holds last: a lost wake shows as mail delivered
+      // (or waiting) with no turn after it.
+      const root = agents.find((a) => a.parentId === null);
+      const mail = root ? (await store.reads.listMessages(runId)).filter((m) => m.to === root.id) : [];
+      const session = root ? (await store.reads.loadSession(root.id)).slice(-4) : [];
+      const statuses = root ? (await store.reads.listEvents(runId)).filter((e) => e.agentId === root.id && e.type === 'agent.status') : [];
+      note(
+        `${runId}: not done after 60 s; lease ${JSON.stringify(lease)}; ${agents.map((a) => `${a.name}=${a.status}/${a.stint}`).join(' ')}; root mail ${JSON.stringify(
+          mail.map((m) => [m.seq, m.from === 'user' ? 'user' : agents.find((a) => a.id === m.from)?.name, m.type, m.createdAt, m.deliveredAt]),
+        )}; root session tail ${JSON.stringify(session).slice(0, 800)}; root statuses ${JSON.stringify(
+          statuses.map((e) => [e.at, e.data.from, e.data.to, e.data.waitKind]),
+        )}; hosts ${JSON.stringify(t.hosts)}; fault ${t.fault} at ticks ${t.ticks}`,
+      );
     } else await quietly(() => verify(t));
     counts.trials += 1;
   }
@@ -472,7 +484,9 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
     for (const w of workers) kill(w);
     await Promise.all(workers.map((w) => w.proxy.close()));
     await store.close();
-    await drop();
+    // FAILOVER_KEEP_SCHEMA=1 keeps the schema of a failed run for a post-mortem (its journal holds every commit).
+    if (process.env.FAILOVER_KEEP_SCHEMA && counts.runsNotCompleted > 0) process.stderr.write(`\nfailover: schema ${schema} kept\n`);
+    else await drop();
   }
   counts.seconds = Math.round((Date.now() - started) / 1000);
   return counts;

@@ -37,5 +37,12 @@ describe('shutdown', () => {
     await c.shutdown();
     expect(commits).toBeGreaterThan(before);
     expect(store.listMessages(c.runId).map((m) => m.content)).toContain('last words');
+    // Its wake came during the shutdown (after the commit): no turn starts then. The message stays
+    // in the mailbox for the next host and the agent stays parked — a turn started then would
+    // deliver it with no `running` recorded, and the next host would park a run whose agent had
+    // been told something it never answered (the failover harness's lost wake).
+    expect(store.listMessages(c.runId).find((m) => m.content === 'last words')?.deliveredAt).toBeNull();
+    expect(store.getAgent(root)?.status).toBe('waiting');
+    expect(store.loadSession(root).some((i) => i.role === 'user' && typeof i.content === 'string' && i.content.includes('last words'))).toBe(false);
   });
 });

@@ -20,7 +20,7 @@ import type { SessionItem } from '../model/types.js';
 import { TroupeError } from '../errors.js';
 
 /** What the built-ins' port is made of: the parts it uses, built. */
-interface BuiltinParts {
+export interface BuiltinParts {
   readonly options: Pick<ResolvedOptions, 'interactive'>;
   readonly clock: Clock;
   readonly agents: Agents;

@@ -2,7 +2,9 @@
  * The public face of a run: start a root agent, message agents, watch and stop them.
  * @module
  */
+import type { Agents } from './agents/agents.js';
 import { usedOf } from './calls/allowances.js';
+import type { BudgetLedger } from './calls/budget.js';
 import { requestStop } from './control.js';
 import { applyInboxRequest, recordInput } from './inbox.js';
 import type { ApprovalAnswer, ApprovalView } from './async/approvals.js';
@@ -170,7 +172,12 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
   shutdown(): Promise<void>;
 }
 
-function waitFor(rt: Runtime, id: string, statuses: readonly AgentStatus[], timeoutMs?: number): Promise<AgentInfo> {
+function waitFor(
+  rt: Pick<Runtime, 'agents' | 'failure' | 'usable' | 'assertUsable' | 'views'>,
+  id: string,
+  statuses: readonly AgentStatus[],
+  timeoutMs?: number,
+): Promise<AgentInfo> {
   const h = rt.agents.resolve(id);
   if (rt.failure) throw rt.failure;
   const status = rt.agents.status(h);
@@ -273,7 +280,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
         reserveStopped: flags.reserveStopped,
         budgetStopped: flags.budgetStopped,
         paused: flags.paused,
-        allowances: allowanceStates(rt),
+        allowances: allowanceStates(rt.budget, rt.agents),
       };
     },
     pauseBudget: () =>
@@ -327,7 +334,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
 }
 
 /** An answer from the API: the inbox's effect, committed; a refusal throws its code. */
-async function answerApproval(rt: Runtime, answer: ApprovalAnswer): Promise<string> {
+async function answerApproval(rt: Pick<Runtime, 'assertUsable' | 'agents' | 'callLog' | 'approvals' | 'committer'>, answer: ApprovalAnswer): Promise<string> {
   rt.assertUsable();
   recordInput(rt, 'approval', { ...answer });
   const result = rt.approvals.answer(answer);
@@ -337,13 +344,13 @@ async function answerApproval(rt: Runtime, answer: ApprovalAnswer): Promise<stri
 }
 
 /** Each allowance's spend, in spawn order. */
-function allowanceStates(rt: Runtime): AllowanceState[] {
+function allowanceStates(budget: Pick<BudgetLedger, 'allowances'>, agents: Pick<Agents, 'find'>): AllowanceState[] {
   const out: AllowanceState[] = [];
-  for (const a of rt.budget.allowances.accounts) {
+  for (const a of budget.allowances.accounts) {
     const allowanceUsd = a.allowanceUsd ?? 0;
     out.push({
       agentId: a.owner,
-      name: rt.agents.find(a.owner)?.name ?? a.owner,
+      name: agents.find(a.owner)?.name ?? a.owner,
       allowanceUsd,
       spentUsd: a.spent,
       reservedUsd: a.reserved,

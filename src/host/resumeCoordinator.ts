@@ -12,13 +12,20 @@ import { isStorePort, portOf, type AgentSpend, type StorePort, type WriteOp } fr
 import { withJournal } from '../fork/journal.js';
 import type { AgentRow, DelegationRow, EventRow, ExecutionRow, MessageRow, ReentryBudgetRow, RunRow, Store, UsagePurpose } from '../store/types.js';
 import { STINT_EVENT } from '../trace/attributes.js';
-import { tracingRegistered } from '../trace/tracer.js';
-import { reviewNotes } from '../turn/review.js';
-import { APPROVAL_EVENT } from './async/approvals.js';
+import { tracingRegistered, type RunTrace } from '../trace/tracer.js';
+import { reviewNotes, type BackgroundReviews, type ReviewNote } from '../turn/review.js';
+import type { ToolCatalog } from '../mcp/catalog.js';
+import type { FailurePatterns } from './agents/failurePatterns.js';
+import { APPROVAL_EVENT, type DurableApprovals } from './async/approvals.js';
+import type { AsyncExecutions } from './async/executions.js';
+import type { BudgetLedger } from './calls/budget.js';
+import type { Registrar } from './lifecycle/registration.js';
+import type { Mailboxes } from './mail/mailbox.js';
+import type { Sessions } from './mail/sessions.js';
 import { coordinatorOf, type Coordinator } from './createCoordinator.js';
-import { interruptStaleDelegations, STALE_BUDGET_MS } from './async/delegations.js';
+import { interruptStaleDelegations, STALE_BUDGET_MS, type Delegations, type ReentryBudgets } from './async/delegations.js';
 import { requirePriceForBudget } from '../model/prices.js';
-import type { CoordinatorOptions } from './options.js';
+import type { CoordinatorOptions, ResolvedOptions } from './options.js';
 import { resolveBudget } from './resolveOptions.js';
 import { Runtime } from './runtime.js';
 
@@ -170,31 +177,49 @@ interface Restored {
   approvals: EventRow[];
 }
 
+/** What a resume restores into: each part takes back its rows, then the agents are respawned. */
+interface RestoreParts {
+  readonly options: Pick<ResolvedOptions, 'strictMcp'>;
+  readonly mailboxes: Pick<Mailboxes, 'restore'>;
+  readonly failurePatterns: Pick<FailurePatterns, 'restore'> | null;
+  readonly delegations: Pick<Delegations, 'restore'>;
+  readonly executions: Pick<AsyncExecutions, 'restore' | 'continueAll'>;
+  readonly approvals: Pick<DurableApprovals, 'restore' | 'resume'>;
+  readonly reentry: Pick<ReentryBudgets, 'restore'>;
+  readonly reviewNotes: ReviewNote[];
+  readonly reviews: Pick<BackgroundReviews, 'restore'> | null;
+  readonly toolbox: { readonly catalog: Pick<ToolCatalog, 'startStrict'> };
+  readonly trace: Pick<RunTrace, 'restore'>;
+  readonly sessions: Pick<Sessions, 'load'>;
+  readonly budget: Pick<BudgetLedger, 'restoreAllowances'>;
+  readonly registrar: Pick<Registrar, 'respawn'>;
+}
+
 async function restoreInto(
-  rt: Runtime,
+  run: RestoreParts,
   { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns, approvals }: Restored,
 ): Promise<void> {
-  rt.mailboxes.restore(pending, noticeKeys);
-  rt.failurePatterns?.restore(noticeKeys);
-  rt.delegations.restore(delegations);
-  rt.executions.restore(executions);
-  rt.approvals.restore(approvals);
-  rt.reentry.restore(reentry);
-  rt.reviewNotes.push(...reviewNotes(notes));
+  run.mailboxes.restore(pending, noticeKeys);
+  run.failurePatterns?.restore(noticeKeys);
+  run.delegations.restore(delegations);
+  run.executions.restore(executions);
+  run.approvals.restore(approvals);
+  run.reentry.restore(reentry);
+  run.reviewNotes.push(...reviewNotes(notes));
   const turnsByAgent = new Map<string, number>();
   for (const e of reviewTurns) if (e.agentId) turnsByAgent.set(e.agentId, (turnsByAgent.get(e.agentId) ?? 0) + 1);
-  rt.reviews?.restore(turnsByAgent);
+  run.reviews?.restore(turnsByAgent);
   // MCP servers start before any agent runs: a call cut by the crash is judged by its tool's risk.
-  await rt.toolbox.catalog.startStrict(rt.options.strictMcp);
+  await run.toolbox.catalog.startStrict(run.options.strictMcp);
   // Resumed stints link to the spans they continue.
-  rt.trace.restore(stints);
+  run.trace.restore(stints);
   // A running agent reads its session at once: read it now, while a failure is still a respawn failure.
   const failed = new Map<string, unknown>();
-  await Promise.all(agents.filter((a) => a.status === 'running').map((a) => rt.sessions.load(a).catch((err: unknown) => void failed.set(a.id, err))));
-  rt.budget.restoreAllowances(agents, (id) => Object.values(spentByAgent.get(id) ?? {}).reduce((sum, usd) => sum + usd, 0));
-  rt.registrar.respawn(agents, spentByAgent, failed);
+  await Promise.all(agents.filter((a) => a.status === 'running').map((a) => run.sessions.load(a).catch((err: unknown) => void failed.set(a.id, err))));
+  run.budget.restoreAllowances(agents, (id) => Object.values(spentByAgent.get(id) ?? {}).reduce((sum, usd) => sum + usd, 0));
+  run.registrar.respawn(agents, spentByAgent, failed);
   // Executions that finished while the process was down continue their agents, once.
-  rt.executions.continueAll();
+  run.executions.continueAll();
   // Approved while no host ran turns: the tool runs now; cut by the crash: the agent is told.
-  rt.approvals.resume();
+  run.approvals.resume();
 }

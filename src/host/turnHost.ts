@@ -26,9 +26,14 @@ import type { Sessions } from './mail/sessions.js';
 import type { ResolvedOptions } from './options.js';
 import type { Toolbox } from './toolbox.js';
 import type { Views } from './views/views.js';
+import { builtinHost, type BuiltinParts } from './builtinHost.js';
+import { backgroundReviews, toolLedger } from './turnServices.js';
+import type { GraphHost } from './waits/graph.js';
+import type { StorePort } from '../store/port.js';
+import type { ReviewNote } from '../turn/review.js';
 
 /** The ports a turn's host is made of: the parts it uses, already built. */
-export interface TurnHostPorts {
+interface TurnHostPorts {
   readonly runId: string;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -55,7 +60,7 @@ export interface TurnHostPorts {
   readonly callLog: Pick<CallLog, 'toolFailed'>;
 }
 
-export function turnHost(p: TurnHostPorts): TurnHost {
+function turnHost(p: TurnHostPorts): TurnHost {
   const { runId, clock, logger, options, commit, agents, toolbox, views } = p;
   // No tool starts once the lease may be lost (checked as it leaves the queue): another host may
   // be running this turn already.
@@ -105,4 +110,25 @@ export function turnHost(p: TurnHostPorts): TurnHost {
     recovering: (agent, recovery) =>
       commit.stage({ op: 'appendEvent', row: { runId, agentId: agent.id, type: 'model.recovery', data: { ...recovery }, at: clock.now() } }),
   };
+}
+
+/** What the turns' side of a run is made from: the parts, and what it builds of its own. */
+export type TurnFamilyPorts = Omit<TurnHostPorts, 'ledger' | 'builtins' | 'reviews' | 'fenced'> &
+  BuiltinParts & {
+    /** The in-doubt ledger's reads, and the lease's fence (PostgreSQL). */
+    readonly port: Pick<StorePort, 'startedToolCalls' | 'guard'>;
+    readonly graph: GraphHost;
+    /** Where the run's proposed notes are kept (restored at resume). */
+    readonly notes: ReviewNote[];
+  };
+
+/** The turns' host and what it owns: the tool-call ledger, background reviews, the built-ins' port. */
+export function wireTurns(p: TurnFamilyPorts): { turns: TurnHost; reviews: BackgroundReviews | null } {
+  const { runId, clock, commit, port, gateway, trace, sessions, views } = p;
+  const ledger = toolLedger({ clock, port, commit });
+  const review = p.options.review;
+  const reviews = review ? backgroundReviews({ runId, clock, commit, gateway, trace, sessions, views, notes: p.notes }, review) : null;
+  const builtins = builtinHost(p, p.graph);
+  const turns = turnHost({ ...p, ledger, builtins, reviews, fenced: () => port.guard?.check() ?? null });
+  return { turns, reviews };
 }

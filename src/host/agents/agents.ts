@@ -304,6 +304,14 @@ export class Agents {
     this.#arm(h, status);
   }
 
+  /** A settled call's cost on its agent's handle (what its views show as spent, by purpose). */
+  charge(agentId: string, purpose: UsagePurpose, usd: number): void {
+    const h = this.#all.get(agentId);
+    if (!h) return;
+    h.spentUsd += usd;
+    h.spentByPurpose[purpose] = (h.spentByPurpose[purpose] ?? 0) + usd;
+  }
+
   /** Stop every actor and the idle timer (shutdown). */
   stopAll(): void {
     this.#stopped = true;

@@ -376,11 +376,14 @@ async function executeCall(
   try {
     const key = idempotencyKey(rt, agent, scope.turn, call.id);
     const result = await rt.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
+    rt.toolEnded(agent, call);
     if (isToolOutput(result))
       return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
     return { content: stringify(result), isError: false, deferred: false };
   } catch (err) {
     if (cycle.aborted) throw err;
+    // Refused before it began (a stop, a lost lease): it never ran, so it did not end.
+    if (!(err instanceof TroupeError && err.code === 'TOOL_NOT_RUN')) rt.toolEnded(agent, call);
     if (cancel.aborted) {
       // The stop's abort, not the tool's failure: a call the queue never started had no effect.
       if (err instanceof TroupeError && err.code === 'TOOL_NOT_RUN') return fail(stoppedBefore(call));

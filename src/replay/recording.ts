@@ -164,6 +164,9 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     if (e.type === TOOL_EVENT && e.agentId !== null) {
       const key = toolKey(e.agentId, String(e.data.callId));
       if (e.data.ended === true) {
+        // One that ended in the instant it began (a synchronous tool, a simulated clock) is no
+        // step: its result is given inside the call, racing what is in flight as it did.
+        if (e.data.t0 === e.at) continue;
         steps.push({ kind: 'tool', key, window: e.data.window === true, at: e.at, effectsAt: e.at });
         effects = true;
         continue;

@@ -183,7 +183,7 @@ export interface TurnHost {
   /** Tell views what the agent is doing (a tool starting, a retry after a wait, a nudge); never persisted. */
   activity(agent: AgentRef, activity: AgentActivity): void;
   /** A user tool's execution ended, its result or failure back (recorded for replay: when, among the other steps). */
-  toolEnded(agent: AgentRef, call: { id: string }): void;
+  toolEnded(agent: AgentRef, call: { id: string }, startedAt: number): void;
   /** A tool call failed with this error code (a team's failure patterns count it). */
   toolFailed(agent: AgentRef, call: { id: string; name: string; arguments: string }, errorCode: string): void;
   /** A failed model call is being recovered from: journal what and why (an event row views show). */

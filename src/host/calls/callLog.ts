@@ -181,12 +181,13 @@ export class CallLog {
   /**
    * A user tool's execution ended (its result or its failure came back): when it ended among the
    * answers and inputs is what a replay gives its recorded result by — a message applied while it
-   * ran, or another agent's answer, comes before it or after it as it did.
+   * ran, or another agent's answer, comes before it or after it as it did. `startedAt`: when it
+   * began (one that ended in the instant it began had no latency to order).
    */
-  toolEnded(agentId: string, callId: string): void {
+  toolEnded(agentId: string, callId: string, startedAt: number): void {
     const flushes = this.#flushes();
     // Ended before the commit holding the step before it was done (as a call's `window`).
-    const data = flushes === this.#stepFlushes ? { callId, ended: true, window: true } : { callId, ended: true };
+    const data = flushes === this.#stepFlushes ? { callId, ended: true, t0: startedAt, window: true } : { callId, ended: true, t0: startedAt };
     this.#stepFlushes = flushes;
     this.#stage({ runId: this.#runId, agentId, type: TOOL_EVENT, data, at: this.#now() });
   }

@@ -20,11 +20,11 @@ import type { IdSource } from '../host/options.js';
 import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
-import { toolOutput } from '../tools/toolOutput.js';
 import type { ReplayClock } from './clock.js';
 import { Requests, type Divergence } from './compare.js';
 import { Quiet } from './quiet.js';
-import { toolKey, type Recording, type Step } from './recording.js';
+import type { Recording, Step } from './recording.js';
+import { ToolResults } from './toolResults.js';
 
 /** How the replay answers: what the recorded model declared, and where to go live. */
 export interface DriveOptions {
@@ -74,8 +74,8 @@ export class Replay {
   #coordinator: Coordinator<StorePort> | null = null;
   /** Whether the code has stopped moving. */
   readonly #quiet = new Quiet();
-  /** Tool results held until the steps applied before their tool ended are applied (`ToolResult.after`). */
-  #held: { after: number; order: number; give(): void }[] = [];
+  /** The user tools' recorded results, held until their step (toolResults.ts). */
+  readonly #results: ToolResults;
   /** The recording's ids not handed out yet. */
   #agentIds: string[];
   #messageIds: string[];
@@ -115,6 +115,14 @@ export class Replay {
     // Past the recording's ids (a replay that made more than the run did), ids no run has.
     this.ids = { agent: () => this.#agentIds.shift() ?? `replay${++extra}`, message: () => this.#messageIds.shift() ?? `msg_replay${++extra}` };
     this.model = this.modelAs(options.model ?? {});
+    this.#results = new ToolResults(recording, {
+      cursor: () => this.#i,
+      nextRestart: () => this.#nextRestart(),
+      epoch: () => this.#epoch,
+      over: () => this.live || this.divergence !== null,
+      diverge: (d) => (this.divergence ??= d),
+      moved: () => this.#quiet.moved(),
+    });
   }
 
   /** The main model of the process the code now is (a resumed coordinator needs its own: the dead one's asks never end). */
@@ -171,7 +179,8 @@ export class Replay {
     return {
       ...tool,
       // A dead process's tools never end: it was killed with them under way.
-      execute: (args: Record<string, unknown>, context: ToolContext) => (epoch === this.#epoch ? this.#toolResult(tool, args, context) : new Promise(() => {})),
+      execute: (args: Record<string, unknown>, context: ToolContext) =>
+        epoch !== this.#epoch ? new Promise(() => {}) : this.live ? (this.#quiet.moved(), tool.execute(args, context)) : this.#results.result(tool, context),
     };
   }
 
@@ -189,6 +198,10 @@ export class Replay {
       if (step.kind === 'restart') {
         await this.#restart(step);
         this.#i++;
+        continue;
+      }
+      if (step.kind === 'tool') {
+        await this.#toolEnd();
         continue;
       }
       if (instant(step)) {
@@ -215,26 +228,7 @@ export class Replay {
       }
       // A call cut short in the recording is cut short by a step still to come.
       if (step.call.aborted) continue;
-      // Calls answered before the commit holding the one before was done (one timer phase's
-      // answers): each in an immediate of its own, queued before anything the answers set going
-      // queues — so each runs its course, and the commit holding them all comes after, as it did.
-      // Inputs applied in that window likewise.
-      const windowed: (() => void)[] = [];
-      for (; this.#i < steps.length; this.#i++) {
-        const next = steps[this.#i]!;
-        if (next.kind === 'restart') break;
-        if (next.kind === 'input') {
-          if (!next.input.window) break;
-          windowed.push(() => this.#apply(next));
-          continue;
-        }
-        if (!next.call.window || next.call.aborted || instant(next) || !this.#arrived.has(next.call)) break;
-        const pending = this.#take(next.call);
-        windowed.push(() => {
-          this.#advance(next.effectsAt);
-          this.#answer(next.call, pending);
-        });
-      }
+      const windowed = this.#windowed();
       this.#advance(batch.at(-1)![0].effectsAt);
       for (const [{ call }, pending] of batch) this.#answer(call, pending);
       for (const step of windowed) setImmediate(step);
@@ -242,7 +236,7 @@ export class Replay {
       // they did in the recording: an answer takes a model's latency, its effects none.
       await this.#settle(() => this.divergence !== null);
     }
-    this.#release(true);
+    this.#results.release(true);
     if (this.live) {
       await this.#coordinator!.whenIdle();
       return;
@@ -258,6 +252,54 @@ export class Replay {
     // A call the recording does not have, never cut short, came before any later divergence.
     const [extra] = this.#extra;
     if (extra) this.divergence = extra;
+  }
+
+  /**
+   * The steps from the cursor on that came before the commit holding the step before them was done
+   * (one timer phase's answers, inputs applied and tools ended in that window), taken: each to run in an immediate
+   * of its own, queued before anything the step before sets going queues — so each runs its
+   * course, and the commit holding them all comes after, as it did.
+   */
+  #windowed(): (() => void)[] {
+    const steps = this.#recording.steps;
+    const windowed: (() => void)[] = [];
+    for (; this.#i < steps.length; this.#i++) {
+      const next = steps[this.#i]!;
+      if (next.kind === 'restart') break;
+      if (next.kind === 'tool') {
+        if (!next.window || !this.#results.holds(this.#i)) break;
+        const at = this.#i;
+        windowed.push(() => this.#results.end(at));
+        continue;
+      }
+      if (next.kind === 'input') {
+        if (!next.input.window) break;
+        windowed.push(() => this.#apply(next));
+        continue;
+      }
+      if (!next.call.window || next.call.aborted || instant(next) || !this.#arrived.has(next.call)) break;
+      const pending = this.#take(next.call);
+      windowed.push(() => {
+        this.#advance(next.effectsAt);
+        this.#answer(next.call, pending);
+      });
+    }
+    return windowed;
+  }
+
+  /**
+   * A user tool ended here in the recording: once what the steps before set going has settled
+   * (and the code has called it), its result is given, with the inputs and answers of its commit
+   * window after it. A tool the code never called (its execution lost with a dead process) passes.
+   */
+  async #toolEnd(): Promise<void> {
+    const at = this.#i;
+    await this.#settle(() => this.divergence !== null);
+    if (this.divergence || this.live) return;
+    this.#i++;
+    if (!this.#results.end(at)) return;
+    this.#quiet.acted();
+    for (const step of this.#windowed()) setImmediate(step);
   }
 
   /**
@@ -291,7 +333,7 @@ export class Replay {
     this.#advance(step.at);
     this.#epoch++;
     this.#quiet.acted();
-    this.#held = [];
+    this.#results.clear();
     this.#extra.clear();
     this.#arrived.clear();
     this.attach(await this.#resume());
@@ -352,9 +394,9 @@ export class Replay {
       this.#advance(step.call.t0);
       await this.#settle(moved);
     }
-    if (!moved() && this.#held.length > 0) {
+    if (!moved() && this.#results.holding) {
       // A tool held for a step still to come that cannot come without it: the journal misled.
-      this.#release(true);
+      this.#results.release(true);
       await this.#settle(moved);
     }
     if (this.divergence || this.live) return false;
@@ -446,72 +488,6 @@ export class Replay {
     });
   }
 
-  #toolResult(tool: Tool, args: Record<string, unknown>, context: ToolContext): unknown {
-    this.#quiet.moved();
-    if (this.live) return tool.execute(args, context);
-    const key = toolKey(context.agentId, callIdOf(context));
-    const next = this.#recording.toolResults.get(key)?.[0];
-    const after = next?.after;
-    // Its result came after the recording's process died (a recovery's, a re-run's): it never ends
-    // here, unless it had ended in that process (its result lost with it).
-    if (after !== undefined && after > this.#nextRestart()) {
-      return this.#recording.endedUnrecorded.has(`${this.#epoch}:${key}`) ? LOST : new Promise(() => {});
-    }
-    // The recorded tool took its time: what the recording applied while it ran comes first, and the
-    // results the recording committed before it (`#release`).
-    if (after !== undefined) {
-      return new Promise((resolve, reject) =>
-        this.#held.push({
-          after,
-          order: next!.order ?? 0,
-          give: () => {
-            try {
-              resolve(this.#recordedResult(tool, context));
-            } catch (err) {
-              reject(err);
-            }
-          },
-        }),
-      );
-    }
-    return this.#recordedResult(tool, context);
-  }
-
-  /** Give the held tool results whose steps are applied (all of them if `all`); whether any was. */
-  #release(all = false): boolean {
-    if (this.#held.length === 0) return false;
-    const due = this.#held.filter((h) => all || this.live || this.divergence !== null || h.after <= this.#i);
-    if (due.length === 0) return false;
-    // One at a time, in the order the recording committed them, each settling before the next:
-    // what each sets going (the answer's next tool, a message and its id) comes in that order.
-    const first = all ? due : [due.reduce((a, b) => (b.order < a.order ? b : a))];
-    this.#held = this.#held.filter((h) => !first.includes(h));
-    this.#quiet.moved();
-    for (const h of first) h.give();
-    return true;
-  }
-
-  #recordedResult(tool: Tool, context: ToolContext): unknown {
-    const callId = callIdOf(context);
-    const result = this.#recording.toolResults.get(toolKey(context.agentId, callId))?.shift();
-    if (!result) {
-      this.divergence ??= {
-        agent: context.agentName,
-        agentId: context.agentId,
-        turn: 0,
-        kind: 'tool call',
-        diff: `the code ran ${tool.name} (${callId}); the recording has no result of it`,
-      };
-      throw new TroupeError('TOOL_FAILED', `${tool.name} is not in the recording`);
-    }
-    if (!result.isError) return result.images ? toolOutput(result.content, result.images) : result.content;
-    const recorded = parseError(result.content);
-    // The class the failure patterns counted: `TOOL_FAILED:<what it wrapped>` (fingerprint.ts).
-    const errorClass = this.#recording.toolErrors.get(toolKey(context.agentId, callId))?.shift();
-    const wrapped = errorClass?.startsWith(`${recorded.code}:`) ? errorClass.slice(recorded.code.length + 1) : null;
-    throw new TroupeError(recorded.code, recorded.message, wrapped === null ? {} : { cause: { code: wrapped } });
-  }
-
   #advance(at: number): void {
     if (at <= this.#clock.now()) return;
     const fired = this.#clock.fired;
@@ -522,17 +498,8 @@ export class Replay {
 
   /** Let the code move until `done()` or it stops moving (quiet.ts). */
   #settle(done: () => boolean): Promise<void> {
-    return this.#quiet.settle(done, () => this.#release());
+    return this.#quiet.settle(done, () => this.#results.release());
   }
-}
-
-/** What a tool gives that ended in a process the recording shows dying before its result was kept. */
-const LOST = 'its result was lost with the process';
-
-/** The tool call's id: its key is `<run>:<agent>:<turn>:<call id>` (toolCalls.ts). */
-function callIdOf(context: ToolContext): string {
-  const rest = context.idempotencyKey.slice(`${context.runId}:${context.agentId}:`.length);
-  return rest.slice(rest.indexOf(':') + 1);
 }
 
 /** A call the replay will not answer: it ends only when the code cancels it. */
@@ -549,16 +516,4 @@ function errorOf(call: RecordedCall): Error {
     });
   }
   return isErrorCode(e.code) && e.code !== 'INTERNAL' ? new TroupeError(e.code, e.message) : new Error(e.message);
-}
-
-/** A failed tool's recorded result is `{ success: false, error: { code, message } }` (toolCalls.ts). */
-function parseError(content: string): { code: ErrorCode; message: string } {
-  try {
-    const parsed = JSON.parse(content) as { error?: { code?: unknown; message?: unknown } };
-    const code = parsed.error?.code;
-    if (isErrorCode(code)) return { code, message: String(parsed.error?.message ?? '') };
-  } catch {
-    // not JSON: said as it was
-  }
-  return { code: 'TOOL_FAILED', message: content };
 }

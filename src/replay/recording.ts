@@ -16,14 +16,23 @@ import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type 
 export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
 
 /**
- * One step the owner applied: a model call answered (or cut short), or an input from outside; or
- * a restart — the owner's process ended (a crash, a shutdown) and a new one resumed the run: its
+ * One step the owner applied: a model call answered (or cut short), an input from outside, a
+ * user tool's end (recordings made since the call log kept them); or a restart — the owner's process ended (a crash, a shutdown) and a new one resumed the run: its
  * recovery commit (the one commit that sets the run's `interactive`, resumeCoordinator.ts) says where.
  * `effectsAt`: for a call, when its agent's first status change after it was recorded (before the
  * next step), the time the answer's effects carry (a notice says when its child ended); else its
  * own time.
  */
-export type Step = ({ kind: 'call'; call: RecordedCall } | { kind: 'input'; input: RecordedInput } | { kind: 'restart' }) & { at: number; effectsAt: number };
+export type Step = (
+  | { kind: 'call'; call: RecordedCall }
+  | { kind: 'input'; input: RecordedInput }
+  | { kind: 'restart' }
+  /**
+   * A user tool's execution ended (`toolKey`): its recorded result is given here, not before;
+   * `window`: before the commit holding the step before it was done (as a call's).
+   */
+  | { kind: 'tool'; key: string; window: boolean }
+) & { at: number; effectsAt: number };
 
 /** A user tool's recorded result. */
 interface ToolResult {
@@ -154,6 +163,14 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     endsAt = Math.max(endsAt, e.at);
     if (e.type === TOOL_EVENT && e.agentId !== null) {
       const key = toolKey(e.agentId, String(e.data.callId));
+      if (e.data.ended === true) {
+        // One that ended in the instant it began (a synchronous tool, a simulated clock) is no
+        // step: its result is given inside the call, racing what is in flight as it did.
+        if (e.data.t0 === e.at) continue;
+        steps.push({ kind: 'tool', key, window: e.data.window === true, at: e.at, effectsAt: e.at });
+        effects = true;
+        continue;
+      }
       toolErrors.set(key, [...(toolErrors.get(key) ?? []), String(e.data.errorClass)]);
       continue;
     }

@@ -182,6 +182,8 @@ export interface TurnHost {
   stopRequested(agent: AgentRef): boolean;
   /** Tell views what the agent is doing (a tool starting, a retry after a wait, a nudge); never persisted. */
   activity(agent: AgentRef, activity: AgentActivity): void;
+  /** A user tool's execution ended, its result or failure back (recorded for replay: when, among the other steps). */
+  toolEnded(agent: AgentRef, call: { id: string }, startedAt: number): void;
   /** A tool call failed with this error code (a team's failure patterns count it). */
   toolFailed(agent: AgentRef, call: { id: string; name: string; arguments: string }, errorCode: string): void;
   /** A failed model call is being recovered from: journal what and why (an event row views show). */

@@ -373,14 +373,18 @@ async function executeCall(
     if (cycle.aborted) throw cycle.reason;
     if (cancel.aborted) return fail(stoppedBefore(call));
   }
+  const startedAt = rt.clock.now();
   try {
     const key = idempotencyKey(rt, agent, scope.turn, call.id);
     const result = await rt.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
+    rt.toolEnded(agent, call, startedAt);
     if (isToolOutput(result))
       return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
     return { content: stringify(result), isError: false, deferred: false };
   } catch (err) {
     if (cycle.aborted) throw err;
+    // Refused before it began (a stop, a lost lease): it never ran, so it did not end.
+    if (!(err instanceof TroupeError && err.code === 'TOOL_NOT_RUN')) rt.toolEnded(agent, call, startedAt);
     if (cancel.aborted) {
       // The stop's abort, not the tool's failure: a call the queue never started had no effect.
       if (err instanceof TroupeError && err.code === 'TOOL_NOT_RUN') return fail(stoppedBefore(call));

@@ -5,7 +5,9 @@
  * call of the same purpose (`keep` items of the last request, then `add`; the system prompt and the
  * tools only when they changed), and the answer with its usage or the error it ended with.
  * Each input from outside the run (a message, a stop, a budget pause or resume, an execution's or a
- * delegation's end, an approval's answer) becomes a `replay.input` event staged with its effect.
+ * delegation's end, an approval's answer) becomes a `replay.input` event staged with its effect,
+ * and each user tool's end a `replay.tool` event staged as its result comes back (it rides the
+ * commit its turn makes anyway: the next tracked tool's ledger row or the turn's results).
  * The event ids order them all as the owner applied them.
  *
  * Recording costs O(new items) per call: a session only grows (a rewrite replaces the array), so
@@ -174,6 +176,20 @@ export class CallLog {
    */
   toolFailed(agentId: string, callId: string, errorClass: string): void {
     this.#stage({ runId: this.#runId, agentId, type: TOOL_EVENT, data: { callId, errorClass }, at: this.#now() });
+  }
+
+  /**
+   * A user tool's execution ended (its result or its failure came back): when it ended among the
+   * answers and inputs is what a replay gives its recorded result by — a message applied while it
+   * ran, or another agent's answer, comes before it or after it as it did. `startedAt`: when it
+   * began (one that ended in the instant it began had no latency to order).
+   */
+  toolEnded(agentId: string, callId: string, startedAt: number): void {
+    const flushes = this.#flushes();
+    // Ended before the commit holding the step before it was done (as a call's `window`).
+    const data = flushes === this.#stepFlushes ? { callId, ended: true, t0: startedAt, window: true } : { callId, ended: true, t0: startedAt };
+    this.#stepFlushes = flushes;
+    this.#stage({ runId: this.#runId, agentId, type: TOOL_EVENT, data, at: this.#now() });
   }
 
   /** The agent is gone from this host (it finished): its next call, if revived, records in full. */

@@ -5,6 +5,9 @@
  * (TOOL_IN_DOUBT on resume), a new child resumes it to its end, and `replayRun` of the file — one
  * recording across both processes and the recovery between them — is identical: the replay kills
  * its own coordinator where the recording's process died and resumes on what it had committed.
+ * The real-time team (four workers, latent tools, user messages while they run) replays
+ * identically because each user tool's end is a recorded step (0 of 10 before it; mutations: tool
+ * ends ignored fails every trial, their commit window ignored fails about 3 in 8).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,30 +17,30 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { runChild, type KillPlan } from '../crash/runChild.js';
-import { killedTeam } from './killedTeam.js';
+import { killedTeam, type KilledTeamName } from './killedTeam.js';
 
 const CHILD = fileURLToPath(new URL('../../../dist/test/integration/replay/killedChild.js', import.meta.url));
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 /** Run the team, kill it on `plan`'s line, resume it to its end; the file. */
-async function killedAndResumed(plan: KillPlan, seed: number): Promise<string> {
+async function killedAndResumed(plan: KillPlan, seed: number, team: KilledTeamName = 'single'): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-replay-kill-'));
   dirs.push(dir);
   const path = join(dir, 'run.db');
-  const first = await runChild(CHILD, [path, 'start', String(seed), `${plan.line}:${plan.count}`], plan, {});
+  const first = await runChild(CHILD, [path, 'start', String(seed), team, `${plan.line}:${plan.count}`], plan, {});
   expect(first.failed).toBeNull();
   expect(first.killed).toBe(true);
-  const second = await runChild(CHILD, [path, 'resume', String(seed)], null, {});
+  const second = await runChild(CHILD, [path, 'resume', String(seed), team], null, {});
   expect(second.failed).toBeNull();
   expect(second.done).toBe('completed');
   return path;
 }
 
 /** The team as the test replays it: its tools (never executed), limits and model name. */
-function coordinatorOptions() {
+function coordinatorOptions(team: KilledTeamName = 'single') {
   const never = () => new Promise<void>(() => {});
-  const options = killedTeam({ random: Math.random, pause: never, print: () => undefined, coordinator: () => null!, effectsPath: '/nonexistent' });
+  const options = killedTeam({ random: Math.random, pause: never, print: () => undefined, coordinator: () => null!, effectsPath: '/nonexistent' }, team);
   return { model: { name: options.model.name }, coordinator: { tools: options.tools, limits: options.limits, idleResumeMs: options.idleResumeMs } };
 }
 
@@ -66,5 +69,32 @@ describe('replay of a run killed with kill -9 and resumed', () => {
     } finally {
       store.close();
     }
+  });
+});
+
+/** How many killed real-time team runs the test replays (REPLAY_KILL_TRIALS to measure more). */
+const TRIALS = Number(process.env.REPLAY_KILL_TRIALS ?? 4);
+
+describe('replay of a real-time team killed with kill -9 and resumed', () => {
+  // Four workers whose tools take a few ms, user messages arriving while they run: each tool's end
+  // falls among other agents' answers and the inputs as the timings did, in both processes.
+  it(`replays identically (${TRIALS} kills at varied points)`, { timeout: 20_000 + TRIALS * 15_000 }, async () => {
+    const outcomes: string[] = [];
+    for (let trial = 0; trial < TRIALS; trial++) {
+      const seed = 101 + trial;
+      const plan: KillPlan = trial % 2 === 0 ? { line: 'TICK', count: 6 + (trial % 11), jitter: 0 } : { line: 'TOOL', count: 8 + (trial % 13), jitter: 0 };
+      const path = await killedAndResumed(plan, seed, 'team');
+      const store = openStore({ path, readonly: true });
+      try {
+        const [run] = store.listRuns();
+        const inputs = store.historyOf(run!.id).filter((e) => e.type === 'replay.input').length;
+        const result = await replayRun(store, run!.id, coordinatorOptions('team'));
+        outcomes.push(`${plan.line}:${plan.count} inputs=${inputs} ${result.outcome}${result.divergence ? ` ${JSON.stringify(result.divergence)}` : ''}`);
+      } finally {
+        store.close();
+      }
+    }
+    if (process.env.REPLAY_KILL_TRIALS) process.stderr.write(`${outcomes.join('\n')}\n`);
+    expect(outcomes.filter((o) => !/ identical$/.test(o))).toEqual([]);
   });
 });

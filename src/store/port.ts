@@ -201,7 +201,8 @@ const ports = new WeakMap<Store, StorePort>();
 
 /**
  * The port over an embedded store (memory or SQLite). Its work is synchronous: a commit runs one
- * transaction at once and resolves, reads resolve with what the store returned. One port per store.
+ * transaction at once and resolves (once it is durable: a SQLite file in FULL syncs its WAL off the
+ * main thread, `Store.transactionAsync`), reads resolve with what the store returned. One port per store.
  */
 export function portOf(store: Store): StorePort {
   const known = ports.get(store);
@@ -214,11 +215,13 @@ export function portOf(store: Store): StorePort {
     ...(store.redactor ? { redactor: store.redactor } : {}),
     commit(ops) {
       try {
-        if (ops.length > 0) {
-          store.transaction(() => {
-            for (const w of ops) applyOp(store, w);
-          });
-        }
+        if (ops.length === 0) return Promise.resolve();
+        const apply = () => {
+          for (const w of ops) applyOp(store, w);
+        };
+        // Durable off the main thread where the store can (SQLite FULL), else once it returns.
+        if (store.transactionAsync) return store.transactionAsync(apply);
+        store.transaction(apply);
         return Promise.resolve();
       } catch (err) {
         return Promise.reject(err as Error);

@@ -90,6 +90,13 @@ export interface StorePort {
    */
   readonly inMemory?: boolean;
   /**
+   * Commits complete off the event loop (a SQLite file in FULL syncs its WAL on libuv's thread
+   * pool): timers and I/O run while one is out, so the committer holds what comes from outside
+   * meanwhile until it is done (commit.ts `admit`). Absent or false: a commit is done within the
+   * loop turn that began it.
+   */
+  readonly commitsOffLoop?: boolean;
+  /**
    * The secrets this store scrubs from what it writes: the coordinator scrubs every text bound for
    * a model with it too (absent: the known keys, `createRedactor()`).
    */
@@ -212,6 +219,7 @@ export function portOf(store: Store): StorePort {
       return store.boot;
     },
     inMemory: store.inMemory === true,
+    commitsOffLoop: store.transactionAsync !== undefined,
     ...(store.redactor ? { redactor: store.redactor } : {}),
     commit(ops) {
       try {

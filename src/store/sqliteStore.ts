@@ -224,7 +224,9 @@ function createSqliteStore(
       return tx.failure;
     },
     transaction,
-    transactionAsync,
+    // Only where a commit's durability ends off the loop (FULL on a file): the port then holds
+    // what comes from outside meanwhile (StorePort.commitsOffLoop); elsewhere `transaction` is as good.
+    ...(wal ? { transactionAsync } : {}),
 
     insertRun: (run) =>
       transaction(() => {

@@ -307,14 +307,14 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
       list: (agentId) => rt.delegations.list(agentId),
       complete: async (agentId, id, result) => {
         const held = arrival(rt);
-      if (held) await held;
+        if (held) await held;
         recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'completed', result });
         rt.delegations.complete(agentId, id, result);
         await rt.committer.durable();
       },
       fail: async (agentId, id, error) => {
         const held = arrival(rt);
-      if (held) await held;
+        if (held) await held;
         recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'failed', result: error });
         rt.delegations.fail(agentId, id, error);
         await rt.committer.durable();
@@ -323,7 +323,7 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     executions: {
       finish: async (id, end) => {
         const held = arrival(rt);
-      if (held) await held;
+        if (held) await held;
         recordInput(rt, 'execution', { execution: id, status: end.status, result: end.result });
         const done = rt.executions.finish(id, end);
         await rt.committer.durable();

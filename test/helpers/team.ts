@@ -7,6 +7,7 @@ import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
 import type { SessionItem } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import type { MessageRow } from '../../src/store/types.js';
+import { syncsSettled } from '../../src/store/walSync.js';
 
 export const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 /** Message types that close a child's stint: its report or a terminal notice. */
@@ -16,7 +17,8 @@ function loadScript(name: string): Script {
   return JSON.parse(readFileSync(new URL(`../../fixtures/scenarios/${name}.json`, import.meta.url), 'utf8')) as Script;
 }
 
-const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** One turn of the event loop, and any WAL sync under way done (a FULL file store's commit waits for one). */
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve)).then(syncsSettled);
 
 /**
  * Let every piece of work that is already due run: each event-loop turn lets the group committer

@@ -53,6 +53,13 @@ describe('the library coordinator', () => {
         async () => store.openInbox(c.runId).length,
         (open) => open === 0,
       );
+      // Answered once applied; the lead's turn comes after the commit (its wake): wait for the
+      // model to have seen it before posting the next, or both could reach one request.
+      await until(
+        `"${content}" seen`,
+        async () => seen.filter((s) => s.includes(content)).length,
+        (n) => n > 0,
+      );
       await c.waitFor(lead, ['waiting']);
     }
     // Idle in between (a kept run is never let go): the same coordinator took both, each once.

@@ -13,7 +13,7 @@ import type { Model } from '../../model/types.js';
 import type { StorePort } from '../../store/port.js';
 import type { RunTrace } from '../../trace/tracer.js';
 import type { Agents } from '../agents/agents.js';
-import type { ArrivalGate, CommitPort } from '../commit.js';
+import type { CommitPort } from '../commit.js';
 import { budgetControls } from '../control.js';
 import type { Messaging } from '../mail/messaging.js';
 import type { Sessions } from '../mail/sessions.js';
@@ -41,7 +41,7 @@ export interface CallFamilyPorts {
   readonly views: Views;
   readonly trace: RunTrace;
   readonly callLog: CallLog;
-  readonly commit: CommitPort & ArrivalGate;
+  readonly commit: CommitPort;
   /** What a resumed run had spent (0 for a new run). */
   readonly spentUsd: number;
   budgetFlags(): BudgetFlags;

@@ -16,16 +16,6 @@
  *
  * A commit that fails is fatal (crash-only): memory and store may have diverged, so the committer
  * stops, rejects every barrier, drops every effect, and reports the error once.
- *
- * A port whose commits complete off the event loop (`commitsOffLoop`: a SQLite file in FULL syncs
- * its WAL on libuv's thread pool) lets timers and I/O run while a commit is out. What comes from
- * outside meanwhile — a model's answer, an input — is held (`admit`) until that commit's effects
- * have run, then admitted in order, each in an immediate of its own queued before the next flush:
- * the order a commit that blocked the loop in fsync gave (those callbacks then ran in the next
- * loop turn, after the effects and before the next flush). The call log's commit windows and a
- * replay's (replay/driver.ts) rest on that order; without the hold, an answer landing while the
- * sync was out ran before the effects of the commit before it, and replays of latent runs on a
- * file diverged under load.
  * @module
  */
 import type { StorePort, WriteOp } from '../store/port.js';
@@ -56,26 +46,6 @@ export interface CommitStats {
   ops: number;
 }
 
-/** What an arrival from outside sees of the commit pipeline (`GroupCommitter.admit`). */
-export type ArrivalGate = Pick<GroupCommitter, 'holding' | 'admit'>;
-
-/**
- * `fn()` now, or, while `commit` holds arrivals, a promise of it once admitted (a throw becomes
- * the rejection). Inside a promise reaction it costs no extra hop unless held.
- */
-export function admitted<T>(commit: ArrivalGate, fn: () => T | Promise<T>): T | Promise<T> {
-  if (!commit.holding) return fn();
-  return new Promise<T>((resolve, reject) =>
-    commit.admit(() => {
-      try {
-        resolve(fn());
-      } catch (err) {
-        reject(err);
-      }
-    }),
-  );
-}
-
 /** What a part sees of the commit pipeline: stage writes, act after their commit, wait for it. */
 export type CommitPort = Pick<GroupCommitter, 'stage' | 'after' | 'durable'>;
 
@@ -101,8 +71,6 @@ export class GroupCommitter {
   /** Writes that ride along with any commit that happens anyway (the live stream's rows). */
   readonly #riders: (() => WriteOp | null)[] = [];
   readonly #journal: ((ops: readonly WriteOp[]) => WriteOp | null) | null;
-  /** Arrivals held while a commit is out off the loop, in order (`admit`). */
-  #held: (() => void)[] = [];
 
   /**
    * @param onFatal told once when a commit fails; what it returns is what every barrier rejects with.
@@ -135,27 +103,6 @@ export class GroupCommitter {
    */
   beforeCommit(take: () => WriteOp | null): void {
     this.#riders.push(take);
-  }
-
-  /** Whether an arrival from outside is held now: a commit is out off the event loop (`admit`). */
-  get holding(): boolean {
-    return this.#committing && this.#port.commitsOffLoop === true;
-  }
-
-  /**
-   * Run `arrive` (what comes from outside: an answer, an input) now, or, while a commit is out off
-   * the event loop, once its effects have run (see the module comment). A failed commit admits
-   * what it held too (the run is failing; nothing may wait forever).
-   */
-  admit(arrive: () => void): void {
-    if (this.holding) this.#held.push(arrive);
-    else arrive();
-  }
-
-  /** Null when an arrival is admitted now; else a promise resolved when it is (`admit`). */
-  admission(): Promise<void> | null {
-    if (!this.holding) return null;
-    return new Promise<void>((resolve) => this.#held.push(resolve));
   }
 
   /** Stage writes for the next group commit. */
@@ -247,9 +194,6 @@ export class GroupCommitter {
     const { ops, effects, waiting } = this.#inFlight!;
     this.#inFlight = null;
     this.#committing = false;
-    // Queued before anything the effects schedule (the next flush): held arrivals come after the
-    // effects and their microtasks, and their writes join the next group, as after a blocking sync.
-    this.#admitHeld();
     if (ops > 0) {
       this.stats.commits += 1;
       this.stats.ops += ops;
@@ -265,17 +209,8 @@ export class GroupCommitter {
     const { waiting } = this.#inFlight!;
     this.#inFlight = null;
     this.#committing = false;
-    this.#admitHeld();
     this.#fail(err, waiting);
   };
-
-  /** Admit the held arrivals, each in an immediate of its own (a timer callback of its own after a blocking sync). */
-  #admitHeld(): void {
-    if (this.#held.length === 0) return;
-    const held = this.#held;
-    this.#held = [];
-    for (const arrive of held) setImmediate(arrive);
-  }
 
   #fail(err: unknown, waiting: Barrier | null): void {
     const reported = this.#onFatal(err) ?? err;

@@ -15,7 +15,6 @@ import type { ReviewNote } from '../turn/review.js';
 import type { ExecutionRow, InboxRequest, InboxResult, MessagePriority, MessageRow, Store } from '../store/types.js';
 import type { Delegations, ReentryBudgets } from './async/delegations.js';
 import type { Registry, TreeNode } from './views/registry.js';
-import { admitted } from './commit.js';
 import { Runtime, type AgentInfo, type CoordinatorHealth, type TroupeEvent } from './runtime.js';
 import type { CoordinatorOptions } from './options.js';
 import type { McpServerStatus } from '../mcp/connection.js';
@@ -207,16 +206,6 @@ export function createCoordinator<S extends Store | StorePort = Store>(options: 
   return coordinatorOf<S>(new Runtime(options as CoordinatorOptions<Store | StorePort>));
 }
 
-/**
- * An input from outside is applied once no commit is out off the event loop (commit.ts `admit`):
- * as after a commit that blocked the loop in fsync, and as the call log records and a replay
- * applies it. Resolved at once (no promise hop) when nothing is held.
- */
-const arrival = (rt: Runtime): Promise<void> | null => rt.committer.admission();
-
-/** `settle(fn)`, with `fn` applied once admitted (`arrival`). */
-const admittedInput = <T>(rt: Runtime, fn: () => T | Promise<T>): Promise<T> => settle(() => admitted(rt.committer, fn));
-
 /** The public object over a runtime (shared by createCoordinator and resumeCoordinator). */
 export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime): Coordinator<S> {
   return {
@@ -249,8 +238,6 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
       return resultOf(rt.views.info(h.id));
     },
     send: async (to, message) => {
-      const held = arrival(rt);
-      if (held) await held;
       rt.assertUsable();
       if (typeof message !== 'object' || message === null) {
         throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
@@ -265,8 +252,6 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     tree: () => rt.views.tree(),
     waitFor: (id, statuses, opts) => settle(() => waitFor(rt, id, statuses, opts?.timeoutMs)),
     stop: async (id, opts) => {
-      const held = arrival(rt);
-      if (held) await held;
       const target = rt.agents.resolve(id);
       recordInput(rt, 'stop', { agent: target.id, cascade: opts?.cascade ?? true });
       const ids = requestStop(rt.agents, target, opts?.cascade ?? true);
@@ -299,12 +284,12 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
       };
     },
     pauseBudget: () =>
-      admittedInput(rt, () => {
+      settle(() => {
         recordInput(rt, 'pause', {});
         return rt.controls.pause();
       }),
     resumeBudget: (limitUsd) =>
-      admittedInput(rt, () => {
+      settle(() => {
         recordInput(rt, 'resume', limitUsd === undefined ? {} : { limitUsd });
         return rt.controls.resume(limitUsd);
       }),
@@ -313,15 +298,11 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
       dispatch: (agentId, goal) => rt.delegations.dispatch(agentId, goal),
       list: (agentId) => rt.delegations.list(agentId),
       complete: async (agentId, id, result) => {
-        const held = arrival(rt);
-        if (held) await held;
         recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'completed', result });
         rt.delegations.complete(agentId, id, result);
         await rt.committer.durable();
       },
       fail: async (agentId, id, error) => {
-        const held = arrival(rt);
-        if (held) await held;
         recordInput(rt, 'delegation', { agent: agentId, delegation: id, status: 'failed', result: error });
         rt.delegations.fail(agentId, id, error);
         await rt.committer.durable();
@@ -329,8 +310,6 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     },
     executions: {
       finish: async (id, end) => {
-        const held = arrival(rt);
-        if (held) await held;
         recordInput(rt, 'execution', { execution: id, status: end.status, result: end.result });
         const done = rt.executions.finish(id, end);
         await rt.committer.durable();
@@ -340,15 +319,15 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
     },
     approvals: {
       list: () => rt.approvals.list(),
-      approve: (id, opts) => admittedInput(rt, () => answerApproval(rt, { approval: id, approve: true, ...(opts?.args ? { args: opts.args } : {}) })),
-      deny: (id, reason) => admittedInput(rt, () => answerApproval(rt, { approval: id, approve: false, reason })),
+      approve: (id, opts) => settle(() => answerApproval(rt, { approval: id, approve: true, ...(opts?.args ? { args: opts.args } : {}) })),
+      deny: (id, reason) => settle(() => answerApproval(rt, { approval: id, approve: false, reason })),
     },
     reviews: {
       notes: () => [...rt.reviewNotes],
       settled: () => rt.reviews?.settled() ?? Promise.resolve(),
     },
     reentry: rt.reentry,
-    applyRequest: (request) => admittedInput(rt, () => applyInboxRequest(rt, request)),
+    applyRequest: (request) => applyInboxRequest(rt, request),
     shutdown: () => rt.shutdown(),
     [Symbol.asyncDispose]: () => rt.shutdown(),
   };

@@ -13,11 +13,7 @@ import { toInboxRequest } from './decode.js';
 
 function connect(path: string): Database.Database {
   try {
-    const db = new Database(path, { fileMustExist: true, timeout: 5_000 });
-    // A posted request is acknowledged when this returns: durable like the owner's FULL commits
-    // (this build's default on a reopened WAL file is NORMAL, research/reliability.md §1.6).
-    db.pragma('synchronous = FULL');
-    return db;
+    return new Database(path, { fileMustExist: true, timeout: 5_000 });
   } catch (err) {
     throw new TroupeError('STORE_OPEN_FAILED', `Cannot open ${path}: ${(err as Error).message}`, { cause: err });
   }

@@ -90,13 +90,6 @@ export interface StorePort {
    */
   readonly inMemory?: boolean;
   /**
-   * Commits complete off the event loop (a SQLite file in FULL syncs its WAL on libuv's thread
-   * pool): timers and I/O run while one is out, so the committer holds what comes from outside
-   * meanwhile until it is done (commit.ts `admit`). Absent or false: a commit is done within the
-   * loop turn that began it.
-   */
-  readonly commitsOffLoop?: boolean;
-  /**
    * The secrets this store scrubs from what it writes: the coordinator scrubs every text bound for
    * a model with it too (absent: the known keys, `createRedactor()`).
    */
@@ -208,8 +201,7 @@ const ports = new WeakMap<Store, StorePort>();
 
 /**
  * The port over an embedded store (memory or SQLite). Its work is synchronous: a commit runs one
- * transaction at once and resolves (once it is durable: a SQLite file in FULL syncs its WAL off the
- * main thread, `Store.transactionAsync`), reads resolve with what the store returned. One port per store.
+ * transaction at once and resolves, reads resolve with what the store returned. One port per store.
  */
 export function portOf(store: Store): StorePort {
   const known = ports.get(store);
@@ -219,17 +211,14 @@ export function portOf(store: Store): StorePort {
       return store.boot;
     },
     inMemory: store.inMemory === true,
-    commitsOffLoop: store.transactionAsync !== undefined,
     ...(store.redactor ? { redactor: store.redactor } : {}),
     commit(ops) {
       try {
-        if (ops.length === 0) return Promise.resolve();
-        const apply = () => {
-          for (const w of ops) applyOp(store, w);
-        };
-        // Durable off the main thread where the store can (SQLite FULL), else once it returns.
-        if (store.transactionAsync) return store.transactionAsync(apply);
-        store.transaction(apply);
+        if (ops.length > 0) {
+          store.transaction(() => {
+            for (const w of ops) applyOp(store, w);
+          });
+        }
         return Promise.resolve();
       } catch (err) {
         return Promise.reject(err as Error);

@@ -1,7 +1,6 @@
 /**
  * The durable `Store` on better-sqlite3 12: WAL, `synchronous` set explicitly on every open (FULL
- * by default: this build reports FULL on a fresh file and NORMAL on reopen; FULL is the connection
- * in NORMAL plus the store's own sync of the WAL at every commit, walSync.ts), every write in a
+ * by default: this build reports FULL on a fresh file and NORMAL on reopen), every write in a
  * `BEGIN IMMEDIATE` transaction, numbered migrations, a checksum on every message and session
  * row verified on read, `quick_check` at open, one owning process per file (`ownerLock.ts`).
  *
@@ -58,7 +57,6 @@ import { prepareStatements } from './sqliteStatements.js';
 import { createTransactor } from './sqliteTransaction.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
-import { createWalSync, type WalSync } from './walSync.js';
 
 /** The store's promoted notes, newest promotion first (notes/notes.ts). */
 const PROMOTED_NOTES = "SELECT * FROM notes WHERE state = 'promoted' ORDER BY decided_at DESC, id";
@@ -66,11 +64,7 @@ const PROMOTED_NOTES = "SELECT * FROM notes WHERE state = 'promoted' ORDER BY de
 export interface OpenStoreOptions {
   /** A file path, or ':memory:'. */
   path: string;
-  /**
-   * FULL (default) survives power loss: every commit's WAL is synced before it counts (the
-   * coordinator's commits sync on libuv's thread pool, so the event loop never waits on the disk;
-   * walSync.ts). NORMAL survives process crashes only.
-   */
+  /** FULL (default) survives power loss; NORMAL survives process crashes only. */
   synchronous?: 'FULL' | 'NORMAL';
   busyTimeoutMs?: number;
   /** Read without owning: no lock, no writes (for status and tree views of a running process). */
@@ -160,30 +154,27 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
   if (!memory && !options.readonly) ensureParentDir(options.path);
   // The lock comes before anything else touches the database.
   const lock: OwnerLock | null = memory || options.readonly ? null : acquireOwnerLock(options.path);
-  // FULL on a file: the connection runs NORMAL and the store syncs the WAL itself at every commit,
-  // off the main thread for the port's commits (walSync.ts). Same durability, no sleep in fsync.
-  const wal = synchronous === 'FULL' && !memory && !options.readonly ? createWalSync(options.path) : null;
   let opened: OpenedDatabase;
   try {
-    opened = openDatabase(options, wal ? 'NORMAL' : synchronous);
+    opened = openDatabase(options, synchronous);
   } catch (err) {
     lock?.release();
     throw err;
   }
   const boot = lock?.boot ?? 1;
-  return createSqliteStore(opened, options, { synchronous, wal }, boot, lock);
+  return createSqliteStore(opened, options, synchronous, boot, lock);
 }
 
 function createSqliteStore(
   { db, verified }: OpenedDatabase,
   options: OpenStoreOptions,
-  { synchronous, wal }: { synchronous: 'FULL' | 'NORMAL'; wal: WalSync | null },
+  synchronous: 'FULL' | 'NORMAL',
   boot: number,
   lock: OwnerLock | null,
 ): SqliteStore {
   const readonly = options.readonly === true;
   const q = prepareStatements(db);
-  const tx = createTransactor(db, { path: options.path, readonly, boot, insertBoot: q.insertBoot, wal });
+  const tx = createTransactor(db, { path: options.path, readonly, boot, insertBoot: q.insertBoot });
   const { onRollback } = tx;
   // The agent rows the open's verify pass decoded are what the file holds until this owner's first
   // write (it holds the lock): a resume lists them instead of reading and decoding every agent
@@ -192,10 +183,6 @@ function createSqliteStore(
   const transaction: typeof tx.transaction = (fn) => {
     handoff = null;
     return tx.transaction(fn);
-  };
-  const transactionAsync = (fn: () => void) => {
-    handoff = null;
-    return tx.later(fn);
   };
 
   // Secrets never reach the file: every text column is scrubbed on its way in (JSON columns as
@@ -224,9 +211,6 @@ function createSqliteStore(
       return tx.failure;
     },
     transaction,
-    // Only where a commit's durability ends off the loop (FULL on a file): the port then holds
-    // what comes from outside meanwhile (StorePort.commitsOffLoop); elsewhere `transaction` is as good.
-    ...(wal ? { transactionAsync } : {}),
 
     insertRun: (run) =>
       transaction(() => {
@@ -455,7 +439,6 @@ function createSqliteStore(
 
     close() {
       if (db.open) db.close();
-      wal?.close();
       lock?.release();
     },
   };

@@ -8,25 +8,16 @@
  * - I/O errors are crashes (reliability.md §5.4): on SQLITE_IOERR*, FULL, CORRUPT or NOTADB the
  *   transactor fails closed — that write and every later one throw the same STORE_IO /
  *   STORE_CORRUPT (`failure`);
- * - a read-only store refuses every write with CONFIG_INVALID;
- * - durability (walSync.ts): with a WAL sync (FULL on a file), a transaction returns only after
- *   the WAL is synced on this thread, and `later` resolves only after it is synced off the main
- *   thread; a failed sync fails the transactor closed with STORE_IO like a failed write.
+ * - a read-only store refuses every write with CONFIG_INVALID.
  * @module
  */
 import type Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
 import { classify } from './openFile.js';
-import type { WalSync } from './walSync.js';
 
 export interface Transactor {
   /** Run `fn` in a BEGIN IMMEDIATE transaction (joining an open one), failing closed on I/O errors. */
   transaction<T>(fn: () => T): T;
-  /**
-   * Run `fn` like `transaction`; resolves once it is durable, syncing off the main thread (at once
-   * without a WAL sync). Throws (synchronously) what `transaction` would throw before the commit.
-   */
-  later(fn: () => void): Promise<void>;
   /** Inside a transaction: how to undo an in-memory change if it rolls back. Outside one: ignored. */
   onRollback(fn: () => void): void;
   /** The fatal error that stopped all writes, if any. */
@@ -40,11 +31,9 @@ export interface TransactorOptions {
   /** This owner's fencing token, recorded in `boots` with its first write. */
   boot: number;
   insertBoot: Database.Statement;
-  /** The WAL sync that makes a commit durable (FULL on a file); null: the connection's own `synchronous` does. */
-  wal: WalSync | null;
 }
 
-export function createTransactor(db: Database.Database, { path, readonly, boot, insertBoot, wal }: TransactorOptions): Transactor {
+export function createTransactor(db: Database.Database, { path, readonly, boot, insertBoot }: TransactorOptions): Transactor {
   let undo: (() => void)[] | null = null;
   let failure: TroupeError | null = null;
   let depth = 0;
@@ -53,37 +42,8 @@ export function createTransactor(db: Database.Database, { path, readonly, boot, 
   let booted = false;
   const immediate = db.transaction((fn: () => unknown) => fn());
 
-  /** Fail closed: this error and every later write's. */
-  function fail(err: TroupeError): TroupeError {
-    failure ??= err;
-    return failure;
-  }
-
-  /** Run `fn` in a BEGIN IMMEDIATE transaction (joining an open one) and sync it on this thread. */
-  function transaction<T>(fn: () => T): T {
-    const outer = depth === 0;
-    const result = commit(fn);
-    if (outer && wal) {
-      try {
-        wal.now();
-      } catch (err) {
-        throw fail(err as TroupeError);
-      }
-    }
-    return result;
-  }
-
-  function later(fn: () => void): Promise<void> {
-    const outer = depth === 0;
-    commit(fn);
-    if (!outer || !wal) return Promise.resolve();
-    return wal.later().catch((err: unknown) => {
-      throw fail(err as TroupeError);
-    });
-  }
-
   /** Run `fn` in a BEGIN IMMEDIATE transaction (joining an open one), failing closed on I/O errors. */
-  function commit<T>(fn: () => T): T {
+  function transaction<T>(fn: () => T): T {
     if (failure) throw failure;
     if (readonly) throw new TroupeError('CONFIG_INVALID', `${path} was opened read-only`);
     if (depth > 0) return fn();
@@ -102,7 +62,10 @@ export function createTransactor(db: Database.Database, { path, readonly, boot, 
     } catch (err) {
       for (let i = log.length - 1; i >= 0; i--) log[i]!();
       const fatal = classify(err, 'a write');
-      if (fatal) throw fail(fatal);
+      if (fatal) {
+        failure = fatal;
+        throw fatal;
+      }
       throw err;
     } finally {
       depth = 0;
@@ -116,7 +79,6 @@ export function createTransactor(db: Database.Database, { path, readonly, boot, 
 
   return {
     transaction,
-    later,
     onRollback,
     get failure() {
       return failure;

@@ -178,13 +178,6 @@ export interface Store {
 
   /** Run `fn` atomically; nested calls join the outer transaction. */
   transaction<T>(fn: () => T): T;
-  /**
-   * Run `fn` atomically now, like `transaction`; resolves once it is durable, without the event
-   * loop waiting on the disk meanwhile (the SQLite file in FULL: the WAL's sync runs on libuv's
-   * thread pool). Rejects, and the store stops, if that sync fails. Absent: `transaction` is
-   * durable when it returns. The store port commits through it (port.ts).
-   */
-  transactionAsync?(fn: () => void): Promise<void>;
   /** Answer an inbox request (a store other processes can post to; a memory store has no inbox). */
   answerInbox?(id: number, result: InboxResult, at: number): void;
 

@@ -19,7 +19,6 @@ import type { Model, ModelRequest, ModelTurn, UsagePurpose } from '../model/type
 import { memoryStore } from '../store/memoryStore.js';
 import { openStore } from '../store/sqliteStore.js';
 import type { Store } from '../store/types.js';
-import { syncsSettled } from '../store/walSync.js';
 import type { Tool } from '../tools/defineTool.js';
 import { sleep } from '../clock.js';
 
@@ -152,8 +151,7 @@ export interface Simulation extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-/** One turn of the event loop, and any WAL sync under way done (a FULL file store's commit waits for one). */
-const flush = () => new Promise<void>((resolve) => setImmediate(resolve)).then(syncsSettled);
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 const defaultFallback = (agent: { parentId: string | null }): Behaviour =>
   agent.parentId === null ? { kind: 'tool', name: 'finish', args: { summary: 'done' } } : { kind: 'tool', name: 'agent_finish', args: { summary: 'done' } };

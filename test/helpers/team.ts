@@ -7,7 +7,6 @@ import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
 import type { SessionItem } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import type { MessageRow } from '../../src/store/types.js';
-import { syncsSettled } from '../../src/store/walSync.js';
 
 export const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 /** Message types that close a child's stint: its report or a terminal notice. */
@@ -17,8 +16,7 @@ function loadScript(name: string): Script {
   return JSON.parse(readFileSync(new URL(`../../fixtures/scenarios/${name}.json`, import.meta.url), 'utf8')) as Script;
 }
 
-/** One turn of the event loop, and any WAL sync under way done (a FULL file store's commit waits for one). */
-const tick = () => new Promise<void>((resolve) => setImmediate(resolve)).then(syncsSettled);
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * Let every piece of work that is already due run: each event-loop turn lets the group committer

@@ -18,7 +18,6 @@ import { systemPrompt } from '../../turn/texts.js';
 import type { Admission, BudgetLedger } from './budget.js';
 import type { Breaker, Ticket } from '../../providers/breaker.js';
 import type { CallLog } from './callLog.js';
-import { admitted, type ArrivalGate } from '../commit.js';
 
 /**
  * The messages with a note at the end: merged into a trailing user message (strict-alternation
@@ -57,8 +56,6 @@ export interface GatewayDeps {
   breaker(model: Model): Breaker | null;
   /** Where every call is recorded for replay (callLog.ts); absent: not recorded. */
   log?: CallLog;
-  /** Holds an answer that lands while a commit is out off the event loop (commit.ts `admit`); absent: taken at once. */
-  admission?: ArrivalGate;
 }
 
 const asGate = (admitted: Admission): { reservation: Reservation } | Halt => ('outcome' in admitted ? { halt: admitted.outcome } : admitted);
@@ -296,29 +293,16 @@ class Passage {
     const entry = deps.log?.begin(request, sourceOf(request));
     const answer = Promise.resolve(ledger.modelFor(purpose, agent.id).complete(request, options));
     // One reaction either way (the budget's ordering counts hops: see `Gateway.queue`): the breaker hears the outcome in it.
-    // An answer landing while a commit is out off the loop is taken once it is done (commit.ts `admit`).
-    const hold = deps.admission;
-    if (entry === undefined) {
-      const ok = guard === null ? checkedTurn : guard.answered;
-      const failed = guard === null ? rethrow : guard.failed;
-      if (!hold) return answer.then(ok, failed);
-      return answer.then(
-        (turn) => admitted(hold, () => ok(turn)),
-        (err: unknown) => admitted(hold, () => failed(err)),
-      );
-    }
+    if (entry === undefined) return guard === null ? answer.then(checkedTurn) : answer.then(guard.answered, guard.failed);
     // The log hears it in the same reaction: its event is staged before the answer's own writes.
     const answered = guard === null ? checkedTurn : guard.answered;
-    const onAnswer = (turn: ModelTurn) => answered(entry.answered(turn));
-    const onError = (err: unknown) => {
-      entry.failed(err, signal.aborted);
-      if (guard === null) throw err;
-      return guard.failed(err);
-    };
-    if (!hold) return answer.then(onAnswer, onError);
     return answer.then(
-      (turn) => admitted(hold, () => onAnswer(turn)),
-      (err: unknown) => admitted(hold, () => onError(err)),
+      (turn) => answered(entry.answered(turn)),
+      (err: unknown) => {
+        entry.failed(err, signal.aborted);
+        if (guard === null) throw err;
+        return guard.failed(err);
+      },
     );
   };
 }
@@ -338,10 +322,6 @@ async function settled(quota: Quota, ticket: QuotaTicket, result: Called): Promi
   }
   return result;
 }
-
-const rethrow = (err: unknown): never => {
-  throw err;
-};
 
 /** A custom model is a boundary too: what it returns is checked once, here. */
 function checkedTurn(turn: ModelTurn): { turn: ModelTurn } {

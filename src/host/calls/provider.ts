@@ -16,7 +16,6 @@ import type { TroupeEvent } from '../views/views.js';
 import type { BudgetLedger } from './budget.js';
 import { RunBreakers } from './breakers.js';
 import type { CallLog } from './callLog.js';
-import type { ArrivalGate } from '../commit.js';
 import { Gateway, type GatewayDeps } from './gateway.js';
 
 export interface ProviderPorts {
@@ -26,7 +25,7 @@ export interface ProviderPorts {
   readonly model: Model;
   readonly options: Pick<ResolvedOptions, 'breaker' | 'concurrency' | 'rateLimit' | 'quota' | 'quotaStore' | 'interactive' | 'systemPrompt'>;
   readonly budget: BudgetLedger;
-  readonly commit: { stage(op: WriteOp): void; after(effect: () => void): void } & ArrivalGate;
+  readonly commit: { stage(op: WriteOp): void; after(effect: () => void): void };
   readonly views: { emit(event: TroupeEvent): void; readonly hasListeners: boolean };
   readonly port: Pick<StorePort, 'guard'>;
   readonly callLog: CallLog;
@@ -81,7 +80,6 @@ export function runProvider(p: ProviderPorts): { gateway: Gateway; breakers: Run
     fenced: () => p.port.guard?.check() ?? null,
     breaker: (model) => breakers.of(model),
     log: p.callLog,
-    admission: commit,
   });
   return { gateway, breakers };
 }

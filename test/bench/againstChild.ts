@@ -13,6 +13,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { fanLimits, fanoutModel, median, RESULT, SOLO_TURNS, soloModel, type InstantModel } from './workloads.js';
 
@@ -24,8 +25,8 @@ interface Coordinator {
 }
 
 const [dist, metric] = process.argv.slice(2);
-if (!dist || (metric !== 'solo' && metric !== 'fanout' && metric !== 'durable' && metric !== 'resume')) {
-  process.stderr.write('usage: node againstChild.js <dist folder> solo|fanout|durable|resume\n');
+if (!dist || (metric !== 'solo' && metric !== 'fanout' && metric !== 'durable' && metric !== 'resume' && metric !== 'loop')) {
+  process.stderr.write('usage: node againstChild.js <dist folder> solo|fanout|durable|resume|loop\n');
   process.exit(2);
 }
 const load = async (path: string) => (await import(pathToFileURL(join(dist, path)).href)) as Record<string, (...args: never[]) => unknown>;
@@ -84,6 +85,27 @@ if (metric === 'solo') {
   const warm: number[] = [];
   for (let i = 0; i < 5; i++) warm.push(await run('FULL'));
   process.stdout.write(`${JSON.stringify({ metric, value: median(warm), cold })}\n`);
+} else if (metric === 'loop') {
+  // How long the event loop waits while a durable FULL team of 200 children × 5 turns runs: the
+  // p99 of its delay (a commit that syncs on the main thread makes every timer and answer wait for
+  // the disk). Median of 3 runs after one; cold is the first.
+  const p99: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    const dir = mkdtempSync(join(tmpdir(), 'troupe-against-'));
+    const store = openStore({ path: join(dir, 'b.db') });
+    const delay = monitorEventLoopDelay({ resolution: 1 });
+    delay.enable();
+    await team(fanoutModel(200), fanLimits(200), store);
+    delay.disable();
+    p99.push(delay.percentile(99) / 1e6);
+    try {
+      store.close();
+    } catch {
+      // Versions whose shutdown closes the store it was given.
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+  process.stdout.write(`${JSON.stringify({ metric, value: median(p99.slice(1)), cold: p99[0] })}\n`);
 } else if (metric === 'resume') {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-against-'));
   const path = join(dir, 'b.db');

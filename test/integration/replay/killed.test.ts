@@ -78,8 +78,8 @@ const TRIALS = Number(process.env.REPLAY_KILL_TRIALS ?? 6);
 /**
  * The one divergence still open (issue 37): when several workers finish in one commit window, the
  * root's wait result can count fewer pending messages than recorded — when a turn reads its mailbox
- * is not recorded. Measured on main with the off-loop FULL sync: 6 of 8, 3 of 6 and 5 of 6 kills identical,
- * every other one this (hI measured 19 of 20 before that merge). Any other divergence
+ * is not recorded. Measured: 10 of 10 kills identical on main; 19 of 20 when hI built it; 2-3 of
+ * 6-8 kills hit it with the off-loop FULL sync (reverted). Any other divergence
  * (a worker's, any other item) fails the test.
  */
 const knownGap = (d: { agent: string; kind: string; diff: string } | null): boolean =>

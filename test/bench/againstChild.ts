@@ -38,6 +38,15 @@ const resumeCoordinator = (await load(hostPath.replace('createCoordinator', 'res
 const defineTool = (await load('src/tools/defineTool.js')).defineTool as unknown as (tool: object) => object;
 const openStore = (await load('src/store/sqliteStore.js')).openStore as unknown as (o: { path: string; synchronous?: 'FULL' | 'NORMAL' }) => { close(): void };
 
+/** Close a store its coordinator may already have closed (versions whose shutdown closes the store it was given). */
+function closeQuietly(store: { close(): void }): void {
+  try {
+    store.close();
+  } catch {
+    // Already closed.
+  }
+}
+
 const work = defineTool({ name: 'work', description: 'does a step', parameters: { type: 'object' }, execute: () => RESULT });
 
 async function team(model: InstantModel, limits: object, store?: object, ran?: (runId: string) => void): Promise<number> {
@@ -71,11 +80,7 @@ if (metric === 'solo') {
     const dir = mkdtempSync(join(tmpdir(), 'troupe-against-'));
     const store = sync === 'memory' ? undefined : openStore({ path: join(dir, 'b.db'), synchronous: sync });
     await team(model, { maxTurns: SOLO_TURNS + 1 }, store);
-    try {
-      store?.close();
-    } catch {
-      // Versions whose shutdown closes the store it was given.
-    }
+    if (store) closeQuietly(store);
     rmSync(dir, { recursive: true, force: true });
     return median(starts.slice(101).map((t, i) => (t - starts[i + 100]!) * 1_000));
   };
@@ -98,24 +103,13 @@ if (metric === 'solo') {
     await team(fanoutModel(200), fanLimits(200), store);
     delay.disable();
     p99.push(delay.percentile(99) / 1e6);
-    try {
-      store.close();
-    } catch {
-      // Versions whose shutdown closes the store it was given.
-    }
+    closeQuietly(store);
     rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write(`${JSON.stringify({ metric, value: median(p99.slice(1)), cold: p99[0] })}\n`);
 } else if (metric === 'resume') {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-against-'));
   const path = join(dir, 'b.db');
-  const closeQuietly = (store: { close(): void }) => {
-    try {
-      store.close();
-    } catch {
-      // Versions whose shutdown closes the store it was given.
-    }
-  };
   let runId = '';
   const first = openStore({ path, synchronous: 'NORMAL' });
   await team(fanoutModel(1_000), fanLimits(1_000), first, (id) => (runId = id));
@@ -137,11 +131,7 @@ if (metric === 'solo') {
     const dir = mkdtempSync(join(tmpdir(), 'troupe-against-'));
     const store = openStore({ path: join(dir, 'b.db') });
     ms.push(await team(fanoutModel(1_000), fanLimits(1_000), store));
-    try {
-      store.close();
-    } catch {
-      // Versions whose shutdown closes the store it was given.
-    }
+    closeQuietly(store);
     rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write(`${JSON.stringify({ metric, value: median(ms.slice(1)), cold: ms[0] })}\n`);

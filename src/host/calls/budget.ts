@@ -10,14 +10,11 @@
 import type { Logger } from 'pino';
 import type { BudgetFlags } from '../../../machines/coordinatorMachine.js';
 import type { TurnOutcome } from '../../../machines/types.js';
-import type { Clock } from '../../clock.js';
-import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens, priceOf, priceUsage } from '../../model/prices.js';
-import type { Model, ModelPrice, ModelRequest, ModelTurn, UsagePurpose } from '../../model/types.js';
-import { isUsd, judgeUsage, MAX_USD_PER_CALL } from '../../model/usage.js';
-import type { WriteOp } from '../../store/port.js';
+import type { Model, ModelRequest, UsagePurpose } from '../../model/types.js';
 import type { Charge, Reservation } from '../../turn/ports.js';
 import type { ResolvedOptions } from '../options.js';
 import { BudgetWarnings } from './warnings.js';
+import { CallPricing, ZERO_ESTIMATE, type PricingHost, type UsageReport } from './pricing.js';
 import { Allowances, EPS, usedOf, type Account, type AllowanceHost, type Refusal } from './allowances.js';
 
 export type { Reservation };
@@ -29,15 +26,7 @@ type Payer = { readonly id: string; readonly name?: string; readonly parentId: s
 const usd = (value: number) => `$${value.toFixed(value >= 1 ? 2 : 4)}`;
 
 /** What the ledger needs of its host. */
-export interface LedgerHost {
-  readonly runId: string;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly model: Model;
-  /** Where auxiliary calls (compaction, review) go, and are priced: null, the run's model. */
-  readonly auxiliaryModel: Model | null;
-  /** The model of an agent's profile, if it names one (null: the run's model); PROFILE_UNKNOWN if its profile is gone. */
-  agentModel?(agentId: string): Model | null;
+export interface LedgerHost extends PricingHost {
   readonly budget: ResolvedOptions['budget'];
   /** The coordinator's budget flags now. */
   flags(): BudgetFlags;
@@ -46,7 +35,6 @@ export interface LedgerHost {
    * `reason` says why in words, for views; `agentId` made the call that tripped it.
    */
   trip(event: 'budget.stop' | 'budget.reserveTrip', reason: string, agentId: string): void;
-  stage(op: WriteOp): void;
   /** Book spend against an agent (its views and `spentByPurpose`). */
   spent(agentId: string, purpose: UsagePurpose, usd: number): void;
   /** An agent's parent (the allowances' tree). */
@@ -57,8 +45,6 @@ export interface LedgerHost {
   /** Trip an allowance's reserve, or stop its subtree (`allowance`); `agentId` made the call. */
   tripAllowance(kind: 'reserve' | 'allowance', ownerId: string, allowanceUsd: number, reason: string, agentId: string): void;
 }
-/** What a model said about one call's usage (a `ModelTurn` will do). */
-export type UsageReport = Pick<ModelTurn, 'usage' | 'invalidUsage'>;
 
 /** How `record` books a call: why it was made, what was reserved for it, and its request. */
 export interface RecordOptions {
@@ -69,18 +55,11 @@ export interface RecordOptions {
 
 /** Nothing reserved, nothing estimated (no limit set, or a call never reserved: a compaction). */
 const NO_RESERVATION: Reservation = Object.freeze({ usd: 0, settled: true }) as Reservation;
-/** Nothing reserved because the call was estimated at $0 (its charge, should its usage be unusable). */
-const ZERO_ESTIMATE: Reservation = Object.freeze({ usd: 0, settled: true }) as Reservation;
 /** A call admitted with nothing to reserve: no limit set. */
 const FREE: Admission = Object.freeze({ reservation: NO_RESERVATION });
 /** A call admitted under a limit with an estimate of $0. */
 const FREE_ESTIMATED: Admission = Object.freeze({ reservation: ZERO_ESTIMATE });
 
-/** What is logged, once, when a call is charged at its estimate because its usage had no price. */
-const UNPRICEABLE_LOG: Record<'noUsage' | 'unpriced', string> = {
-  noUsage: 'the model reported no usage for a call: such calls are charged at their estimate',
-  unpriced: 'no price for this model and its usage carries no costUsd: such calls are charged at their estimate (set budget.prices)',
-};
 const WAIT = Symbol('wait');
 
 /** A main call admitted with its reservation, or the outcome that stops it. */
@@ -94,21 +73,17 @@ export class BudgetLedger {
   #open = 0;
   /** Callers waiting for an in-flight reservation to settle. */
   #settleWaiters = new Set<() => void>();
-  /** Kinds of unpriceable usage already said (once per kind: a warning and a `budget.usageEstimated` event). */
-  readonly #said = new Set<'noUsage' | 'unpriced'>();
-  /** An unpriced model's $0 calls with no limit were logged. */
-  #unpricedLogged = false;
-  /** Each model's price, looked up once (the run's model, and the auxiliary one if set). */
-  readonly #prices = new Map<Model, ModelPrice | undefined>();
+  /** Which model, at what price, and each call's charge (pricing.ts). */
+  readonly #pricing: CallPricing;
   /** The warnings given (warnings.ts). */
   readonly #warnings: BudgetWarnings;
-  #badEstimate = false;
   /** Budgets per subtree (allowances.ts); `allowances.none` keeps every call on the run-wide fast path. */
   readonly allowances: Allowances;
 
   constructor(rt: LedgerHost, spentUsd = 0) {
     this.#rt = rt;
     this.#spentUsd = spentUsd;
+    this.#pricing = new CallPricing(rt, () => this.limitUsd);
     this.#warnings = new BudgetWarnings(rt);
     this.allowances = new Allowances({ agent: (id) => rt.agent(id) }, rt.budget);
   }
@@ -169,89 +144,14 @@ export class BudgetLedger {
   get limitUsd(): number | null {
     return this.#rt.flags().limitUsd;
   }
-
-  /**
-   * The model a call of this purpose goes to, and is priced as: main calls to the agent's (its
-   * profile's model, else the run's), auxiliary ones (compaction, review) to `auxiliaryModel` if set,
-   * else the agent's.
-   */
+  /** Which model a call of this purpose goes to, and is priced as (pricing.ts). */
   modelFor(purpose: UsagePurpose | undefined, agentId?: string): Model {
-    const own = (agentId === undefined ? null : this.#rt.agentModel?.(agentId)) ?? this.#rt.model;
-    return purpose === undefined || purpose === 'main' ? own : (this.#rt.auxiliaryModel ?? own);
+    return this.#pricing.modelFor(purpose, agentId);
   }
 
-  /** A model's price: `budget.prices` first, then the model's own, then the built-in table (looked up once per model). */
-  price(model: Model = this.#rt.model): ModelPrice | undefined {
-    if (!this.#prices.has(model)) this.#prices.set(model, priceOf(model, this.#rt.budget.prices));
-    return this.#prices.get(model);
-  }
-
-  /**
-   * What one call is charged, and the tokens its row records (`judgeUsage`). Usage that cannot be
-   * believed (invalid), or priced (none reported, or tokens with no `costUsd` and no price), is
-   * charged what was reserved for it — or, with nothing reserved (no limit set, a compaction), the
-   * estimate of its request — so spend never goes down, never becomes NaN, and a budget binds
-   * whatever the provider leaves out. Invalid usage is logged per call, the others once (`#sayOnce`).
-   */
-  #charge(agent: Payer, answer: UsageReport | undefined, reservation: Reservation, request: ModelRequest | undefined, purpose: UsagePurpose): Charge {
-    const verdict = judgeUsage(answer, this.price(this.modelFor(purpose, agent.id)));
-    const usage = verdict.kind === 'priced' || verdict.kind === 'unpriced' ? verdict.usage : undefined;
-    const tokens = { inputTokens: usage?.inputTokens ?? 0, outputTokens: usage?.outputTokens ?? 0, cachedInputTokens: usage?.cachedInputTokens ?? 0 };
-    if (verdict.kind === 'priced') return { costUsd: verdict.costUsd, ...tokens };
-    // Its reservation, else (nothing reserved, no estimate made: no limit, a compaction) the estimate of its request.
-    const costUsd = reservation.usd > 0 || reservation === ZERO_ESTIMATE ? reservation.usd : request ? this.estimate(request) : 0;
-    if (verdict.kind === 'invalid') {
-      agent.logger.warn(
-        { purpose, reason: verdict.reason, chargedUsd: costUsd },
-        'the model reported usage that cannot be believed; the call is charged at its estimate',
-      );
-    } else {
-      this.#sayOnce(agent, verdict.kind, purpose, costUsd);
-    }
-    return { costUsd, ...tokens };
-  }
-
-  /**
-   * Say once per kind that calls are charged at their estimate: a warning and a
-   * `budget.usageEstimated` event (journalled with the call's usage row), when it matters — a
-   * limit is set or the charge is not $0 (a scripted step that reports and estimates nothing costs
-   * nothing). An unpriced model's tokens with no limit and no estimate are logged once (they count $0).
-   */
-  #sayOnce(agent: Payer, kind: 'noUsage' | 'unpriced', purpose: UsagePurpose, chargedUsd: number): void {
-    if (this.#said.has(kind)) return;
-    const model = this.modelFor(purpose, agent.id).name ?? 'model';
-    if (chargedUsd === 0 && this.limitUsd === null) {
-      if (kind === 'unpriced' && !this.#unpricedLogged) this.#rt.logger.warn({ model }, 'no price for this model: its calls count as $0 (set budget.prices)');
-      this.#unpricedLogged ||= kind === 'unpriced';
-      return;
-    }
-    this.#said.add(kind);
-    const data = { model, reason: kind, purpose, chargedUsd };
-    agent.logger.warn(data, UNPRICEABLE_LOG[kind]);
-    this.#rt.stage({ op: 'appendEvent', row: { runId: this.#rt.runId, agentId: agent.id, type: 'budget.usageEstimated', data, at: this.#rt.clock.now() } });
-  }
-
-  /**
-   * What a call may cost at most, as reserved before it is made: the model's `estimateCostUsd`
-   * if it returns a sane amount (`isUsd`), else troupe's own estimate (logged once).
-   */
+  /** What a call may cost at most, as reserved before it is made (pricing.ts). */
   estimate(request: ModelRequest): number {
-    const model = this.modelFor(request.purpose, request.agent?.id);
-    if (model.estimateCostUsd) {
-      const usd: unknown = model.estimateCostUsd(request);
-      if (isUsd(usd)) return usd;
-      if (!this.#badEstimate) {
-        this.#badEstimate = true;
-        this.#rt.logger.warn(
-          { estimate: typeof usd === 'number' ? usd : typeof usd },
-          "model.estimateCostUsd returned no sane amount: troupe's own estimate is used instead",
-        );
-      }
-    }
-    const price = this.price(model);
-    if (!price) return 0;
-    const usd = priceUsage({ inputTokens: estimatePromptTokens(request), outputTokens: model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS }, price);
-    return Number.isFinite(usd) ? Math.min(Math.max(0, usd), MAX_USD_PER_CALL) : MAX_USD_PER_CALL;
+    return this.#pricing.estimate(request);
   }
 
   /**
@@ -262,7 +162,7 @@ export class BudgetLedger {
    */
   record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): Charge {
     const rt = this.#rt;
-    const charged = this.#charge(agent, answer, reservation, request, purpose);
+    const charged = this.#pricing.charge(agent, answer, reservation, request, purpose);
     const { costUsd } = charged;
     const row = {
       runId: rt.runId,

@@ -170,6 +170,44 @@ const examples: [Plan, Op[]][] = [
       { kind: 'advance', ms: 10_000 },
     ],
   ],
+  // A put-off continuation whose agent crashes meanwhile is no answer on its way: c0's second
+  // execution is put off 1 s, then the user's message runs c0 off the end of its script; the lead,
+  // woken by the crash notice, and c1 now wait dead, and the report must not wait for the 1 s.
+  [
+    {
+      interactive: false,
+      children: 2,
+      steps: {
+        lead: [
+          { kind: 'wait', seconds: 300 },
+          { kind: 'wait', seconds: 300 },
+          { kind: 'wait', seconds: 300 },
+          { kind: 'wait', seconds: 300 },
+        ],
+        c0: [
+          { kind: 'wait', seconds: 30 },
+          { kind: 'exec' },
+          { kind: 'wait', seconds: 30 },
+          { kind: 'exec' },
+          { kind: 'wait', seconds: 30 },
+          { kind: 'wait', seconds: 30 },
+        ],
+        c1: [
+          { kind: 'wait', seconds: 300 },
+          { kind: 'wait', seconds: 300 },
+          { kind: 'wait', seconds: 300 },
+          { kind: 'wait', seconds: 300 },
+        ],
+        c2: [],
+      },
+    },
+    [
+      { kind: 'advance', ms: 30_000 },
+      { kind: 'finishExec', index: 0 },
+      { kind: 'finishExec', index: 0 },
+      { kind: 'user', to: 'c0' },
+    ],
+  ],
 ];
 
 test.prop([plan, ops], { numRuns: Number(process.env.PROPERTY_RUNS ?? 150), timeout: 20_000, examples, ...replay })(

@@ -204,6 +204,98 @@ describe('the re-entry budget', () => {
     await t.c.shutdown();
   });
 
+  it('a put-off continuation whose agent finished meanwhile holds off no dead-wait report: it is reported in the tick the waits die', async () => {
+    const wait: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'the others', timeout_seconds: 300 } };
+    const t = team(
+      {
+        agents: {
+          lead: [{ tools: ['worker', 'idler'].map((name) => ({ name: 'spawn_agent', args: { name, task: 'Work.' } })) }, wait, wait],
+          // Four jobs, each end a self-wake: the fourth continuation is put off 1 s.
+          worker: [
+            { tools: [0, 1, 2, 3].map((i) => ({ name: 'provision', args: { id: job(i) } })) },
+            wait,
+            wait,
+            wait,
+            wait,
+            { tool: 'agent_finish', args: { summary: 'Done.' } },
+          ],
+          idler: [wait],
+        },
+      },
+      { tools: [provision], reentry: { maxWakes: 20, spacingMs: 1_000 } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'Delegate and wait.' });
+    await flush();
+    const worker = t.byName('worker').id;
+    for (let i = 0; i < 4; i++) {
+      await t.c.waitFor(worker, ['waiting']);
+      await finishJob(t.c, i, () => 0);
+    }
+    expect(
+      t.store
+        .executionsOf([worker])
+        .filter((e) => e.continuedAt === null)
+        .map((e) => e.id),
+    ).toEqual([job(3)]);
+    // The user wakes the worker before its continuation is due; it finishes, which no finished
+    // execution revives outside interactive mode: the lead and the idler now wait on nothing that can move.
+    await t.c.send(worker, { content: 'Wrap up.' });
+    await flush();
+    expect(t.c.list().find((a) => a.id === worker)?.status).toBe('completed');
+    const reports = () => t.store.listEvents(t.c.runId).filter((e) => e.type === 'run.deadlock');
+    expect(reports().map((e) => e.at)).toEqual([0]);
+    expect(t.clock.now()).toBe(0);
+    expect(t.store.listEvents(t.c.runId).find((e) => e.type === 'run.deadlock')?.data).toMatchObject({
+      waits: [{ agent_id: rootId }, { agent_id: t.byName('idler').id }],
+    });
+    await t.c.shutdown();
+  });
+
+  // Read: the user's message wakes the worker first, it reads the fourth result and waits again.
+  // Stopped: the worker is stopped with the result unread, and a notice revives no stopped agent.
+  // Either way the put-off wake has nothing left to deliver; once the lead's job ends, every wait is dead.
+  it.each(['read', 'stopped'] as const)(
+    'a put-off delegation result (%s meanwhile) holds off no dead-wait report: it is reported in the tick the waits die',
+    async (meanwhile) => {
+      const wait: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'the others', timeout_seconds: 300 } };
+      const spawn = ['worker', 'idler'].map((name) => ({ name: 'spawn_agent', args: { name, task: 'Work.' } }));
+      const t = team(
+        {
+          agents: {
+            // The lead's own job keeps the run live until the end: no report before the worker's results.
+            lead: [{ tools: [...spawn, { name: 'provision', args: { id: job(9) } }] }, wait, wait, wait],
+            worker: [wait, wait, wait, wait, wait],
+            idler: [wait],
+          },
+        },
+        { tools: [provision], reentry: { maxWakes: 20, spacingMs: 1_000 } },
+      );
+      const rootId = await t.c.start({ name: 'lead', task: 'Delegate and wait.' });
+      await flush();
+      const worker = t.byName('worker').id;
+      const workerCalls = () => t.model.calls.filter((c) => c.agentId === worker).length;
+      const ids = [0, 1, 2, 3].map((i) => t.c.delegations.dispatch(worker, `index part ${i}`));
+      // Each result a self-wake: the fourth is put off 1 s.
+      for (const id of ids) {
+        await t.c.waitFor(worker, ['waiting']);
+        await t.c.delegations.complete(worker, id, 'indexed');
+        await flush();
+      }
+      expect(workerCalls()).toBe(4);
+      if (meanwhile === 'read') await t.c.send(worker, { content: 'Anything new?' });
+      else await t.c.stop(worker);
+      await flush();
+      expect(workerCalls()).toBe(meanwhile === 'read' ? 5 : 4);
+      await finishJob(t.c, 9, () => 0);
+      const reports = t.store.listEvents(t.c.runId).filter((e) => e.type === 'run.deadlock');
+      expect(reports.map((e) => e.at)).toEqual([0]);
+      expect(t.clock.now()).toBe(0);
+      const dead = meanwhile === 'read' ? [rootId, worker, t.byName('idler').id] : [rootId, t.byName('idler').id];
+      expect(reports[0]?.data).toMatchObject({ waits: dead.map((id) => ({ agent_id: id })) });
+      await t.c.shutdown();
+    },
+  );
+
   it('an idle timer waking a wait on agents is a self-wake: the one past the budget stops the agent', async () => {
     const wait: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'the watcher' } };
     const t = team(

@@ -26,8 +26,11 @@ export interface ExecutionsHost {
   stage(op: WriteOp): void;
   /** Wake a parked agent for its note (a system message event). */
   wake(h: AgentHandle): void;
-  /** The re-entry budget: whether `h` may be woken now (else `retry` runs once it may, or it is being stopped). */
-  selfWake(h: AgentHandle, retry: () => void): boolean;
+  /**
+   * The re-entry budget: whether `h` may be woken now (else `retry` runs once it may, or it is
+   * being stopped); `live` says meanwhile whether the retry would still wake it.
+   */
+  selfWake(h: AgentHandle, retry: () => void, live: () => boolean): boolean;
   /** Text without known secrets: a note goes into a model call (sessions.ts). */
   scrub(text: string): string;
   assertUsable(): void;
@@ -127,27 +130,37 @@ export class AsyncExecutions {
     for (const row of this.#rows.values()) if (row.agentId === agentId) this.#continue(row);
   }
 
-  #continue(row: ExecutionRow): boolean {
+  /** The agent this finished execution would continue now, or undefined (see the checks). */
+  #target(row: ExecutionRow): { h: AgentHandle; status: string; end: 'completed' | 'failed' } | undefined {
     const host = this.#host;
-    if (row.finishedAt === null || row.status === 'running' || row.continuedAt !== null) return false;
+    if (row.finishedAt === null || row.status === 'running' || row.continuedAt !== null) return undefined;
     // Its note lives in this host's memory until the agent's next call: a host that makes no call
     // would mark it continued and lose it. The next host continues it at its resume.
-    if (host.holdTurns) return false;
+    if (host.holdTurns) return undefined;
     const h = host.find(row.agentId);
-    if (!h) return false;
-    if (host.approvals && !host.approvals.windowOpen(h.id)) return false;
+    if (!h) return undefined;
+    if (host.approvals && !host.approvals.windowOpen(h.id)) return undefined;
     const status = host.status(h);
     const wakeable =
       status === 'running' || status === 'waiting' || status === 'stalled' || ((status === 'completed' || status === 'stopped') && host.interactive);
-    if (!wakeable) return false;
+    return wakeable ? { h, status, end: row.status } : undefined;
+  }
+
+  #continue(row: ExecutionRow): boolean {
+    const host = this.#host;
+    const target = this.#target(row);
+    if (!target) return false;
+    const { h, status, end } = target;
     // A parked agent woken by its own execution is a self-wake: asked before anything is marked, so
-    // a wake put off (spacing) or refused (budget spent) leaves the execution to continue later.
-    if (status !== 'running' && !host.selfWake(h, () => void (this.#continue(row) || host.checkQuiescence()))) return false;
+    // a wake put off (spacing) or refused (budget spent) leaves the execution to continue later —
+    // an answer on its way only while it would still continue the agent.
+    const retry = () => void (this.#continue(row) || host.checkQuiescence());
+    if (status !== 'running' && !host.selfWake(h, retry, () => this.#target(row) !== undefined)) return false;
     // Marked before the agent runs: a continuation can never loop.
     row.continuedAt = host.now();
     host.stage({ op: 'markExecutionContinued', id: row.id, at: row.continuedAt });
-    h.notes.push(host.scrub(continuationNote(row.id, row.status, row.result ?? '')));
-    h.logger.info({ execution: row.id, status: row.status }, 're-invoking the agent with a finished execution');
+    h.notes.push(host.scrub(continuationNote(row.id, end, row.result ?? '')));
+    h.logger.info({ execution: row.id, status: end }, 're-invoking the agent with a finished execution');
     if (status !== 'running') host.wake(h);
     return true;
   }

@@ -55,6 +55,12 @@ export interface SelfWakeHost {
 /** `now`: wake it (counted); `later`: the retry is armed; `refused`: the budget is spent (the agent is being stopped). */
 export type SelfWakeVerdict = 'now' | 'later' | 'refused';
 
+/** A wake put off by its spacing: what asks again, and whether it would still wake its agent. */
+interface PutOff {
+  retry(): void;
+  live(): boolean;
+}
+
 /** How long wake `count + 1` of a streak must wait after the last one (0: at once). */
 function selfWakeSpacing(count: number, spacingMs: number): number {
   return count < FREE_WAKES ? 0 : Math.min(MAX_SELF_WAKE_SPACING_MS, spacingMs * 2 ** (count - FREE_WAKES));
@@ -63,7 +69,7 @@ function selfWakeSpacing(count: number, spacingMs: number): number {
 export class SelfWakes {
   readonly #host: SelfWakeHost;
   /** Agents with a spaced wake armed: one timer each, whatever asks meanwhile. */
-  readonly #armed = new Map<string, { cancel(): void; retries: (() => void)[] }>();
+  readonly #armed = new Map<string, { cancel(): void; retries: PutOff[] }>();
 
   constructor(host: SelfWakeHost) {
     this.#host = host;
@@ -72,9 +78,10 @@ export class SelfWakes {
   /**
    * May `h` be woken by `source` now? `now` counts the wake (staged with the caller's writes);
    * `later` calls `retry` once the spacing has passed (the caller asks again then); `refused` stops
-   * an active agent with reason `reentry`, once.
+   * an active agent with reason `reentry`, once. `live` says, while the retry is armed, whether it
+   * would still wake the agent (absent: always; see `anyOnItsWay`).
    */
-  admit(h: AgentHandle, source: SelfWakeSource, retry: () => void): SelfWakeVerdict {
+  admit(h: AgentHandle, source: SelfWakeSource, retry: () => void, live: () => boolean = () => true): SelfWakeVerdict {
     const host = this.#host;
     const policy = host.policy;
     if (policy === null) return 'now';
@@ -88,16 +95,22 @@ export class SelfWakes {
     }
     const due = row && !UNSPACED.has(source) ? row.lastWakeAt + selfWakeSpacing(count, policy.spacingMs) : now;
     if (due > now) {
-      this.#arm(h, due - now, retry);
+      this.#arm(h, due - now, { retry, live });
       return 'later';
     }
     host.budgets.record(h.id);
     return 'now';
   }
 
-  /** Whether a wake is put off (spacing): the run is not quiescent, that agent will be woken. */
-  get anyArmed(): boolean {
-    return this.#armed.size > 0;
+  /**
+   * Whether a put-off wake (spacing) will still wake its agent: the run is not quiescent. One whose
+   * agent it can no longer wake (finished or crashed meanwhile, its mail read by another wake) is
+   * not: its retry will find nothing to do, and counting it put off the report of waits already
+   * dead by up to the spacing (60 s).
+   */
+  get anyOnItsWay(): boolean {
+    for (const armed of this.#armed.values()) if (armed.retries.some((r) => r.live())) return true;
+    return false;
   }
 
   /** A message from the user: the agent's self-wakes count from zero again. */
@@ -111,16 +124,16 @@ export class SelfWakes {
     this.#armed.clear();
   }
 
-  #arm(h: AgentHandle, ms: number, retry: () => void): void {
+  #arm(h: AgentHandle, ms: number, putOff: PutOff): void {
     const armed = this.#armed.get(h.id);
     if (armed) {
-      armed.retries.push(retry);
+      armed.retries.push(putOff);
       return;
     }
-    const retries = [retry];
+    const retries = [putOff];
     const timer = this.#host.clock.setTimeout(() => {
       this.#armed.delete(h.id);
-      for (const again of retries) again();
+      for (const again of retries) again.retry();
     }, ms);
     this.#armed.set(h.id, { cancel: () => this.#host.clock.clearTimeout(timer), retries });
   }

@@ -76,7 +76,7 @@ export function wireAsyncWork(p: AsyncFamilyPorts) {
     mailboxes: p.mailboxes,
     sessions: p.sessions,
     commit,
-    admit: (h, source, retry) => selfWakes.admit(h, source, retry),
+    admit: (h, source, retry, live) => selfWakes.admit(h, source, retry, live),
     assertUsable: p.assertUsable,
     checkQuiescence: p.checkQuiescence,
   });
@@ -131,7 +131,7 @@ function asyncWorkHost(p: AsyncWorkPorts) {
     find: (id: string) => agents.find(id),
     status: (h: AgentHandle) => agents.status(h),
     wake: (h: AgentHandle) => agents.send(h, { type: 'agent.message', from: 'system', user: false }),
-    selfWake: (h: AgentHandle, retry: () => void) => admit(h, 'execution', retry) === 'now',
+    selfWake: (h: AgentHandle, retry: () => void, live: () => boolean) => admit(h, 'execution', retry, live) === 'now',
     scrub: (text: string) => p.sessions.scrub(text),
     assertUsable: p.assertUsable,
     assertAgent: (id: string) => void agents.get(id),
@@ -141,7 +141,10 @@ function asyncWorkHost(p: AsyncWorkPorts) {
         const go = () => {
           // Read meanwhile (the agent woke for something else): nothing left to wake it for.
           if (p.mailboxes.count(target.id) === 0) return;
-          if (agents.status(target) === 'running' || admit(target, 'delegation', go) === 'now') wake();
+          // Put off, it still wakes the agent while its result is unread and the agent active (a
+          // notice revives no finished agent).
+          const live = () => p.mailboxes.count(target.id) > 0 && isActive(agents.status(target));
+          if (agents.status(target) === 'running' || admit(target, 'delegation', go, live) === 'now') wake();
         };
         go();
       }),

@@ -1,7 +1,8 @@
 /**
  * The wait-for graph family put together: what the graph reads of the run (whose end wakes an
  * agent) and the dead-wait watch. A pending approval is work whose end wakes the agent, like a
- * running execution; so is a wake the re-entry budget's spacing put off.
+ * running execution; so is a wake the re-entry budget's spacing put off, while it can still wake
+ * its agent.
  * @module
  */
 import type { Logger } from 'pino';
@@ -29,7 +30,7 @@ export interface WaitFamilyPorts {
   readonly executions: Pick<AsyncExecutions, 'runningFor' | 'anyRunning' | 'anyAwaitingWindow'>;
   readonly approvals: Pick<DurableApprovals, 'pendingFor' | 'anyPending'>;
   readonly delegations: Pick<Delegations, 'list' | 'anyRunning'>;
-  readonly selfWakes: Pick<SelfWakes, 'anyArmed' | 'admit'>;
+  readonly selfWakes: Pick<SelfWakes, 'anyOnItsWay' | 'admit'>;
   readonly views: Pick<Views, 'tree' | 'emit'>;
   readonly commit: Pick<CommitPort, 'stage' | 'after'>;
   budgetFlags(): BudgetFlags;
@@ -62,7 +63,7 @@ export function wireWaits(p: WaitFamilyPorts): { graph: GraphHost; deadlocks: De
     after: (effect) => commit.after(effect),
     emit: (event) => views.emit(event),
     // A person attached: a finished execution left for an approval window is an answer on its way too.
-    anyExecutionRunning: () => executions.anyRunning || selfWakes.anyArmed || approvals.anyPending || (p.interactive && executions.anyAwaitingWindow),
+    anyExecutionRunning: () => executions.anyRunning || selfWakes.anyOnItsWay || approvals.anyPending || (p.interactive && executions.anyAwaitingWindow),
     anyDelegationRunning: () => delegations.anyRunning,
     selfWake: (h, retry) => selfWakes.admit(h, 'deadlock', retry) === 'now',
   });

@@ -11,7 +11,8 @@ import type { HostingStore } from '../hosting/hostingStore.js';
 import type { StorePort } from '../store/port.js';
 import { TroupeError } from '../errors.js';
 import { runExistsError } from '../host/options.js';
-import { startWorker, type HostedOptions, type RunBoot } from '../worker/worker.js';
+import { startWorker } from '../worker/worker.js';
+import type { HostedOptions, RunBoot } from '../worker/runHosting.js';
 import { newId } from '../host/mail/messaging.js';
 
 /** How often the loop looks for requests other processes posted (SQLite has no push; PostgreSQL's LISTEN wakes it sooner). */

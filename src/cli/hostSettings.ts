@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { CoordinatorOptions } from '../host/options.js';
 import type { StorePort } from '../store/port.js';
 import type { PortReads } from '../store/postgres/reads.js';
-import type { HostedOptions } from '../worker/worker.js';
+import type { HostedOptions } from '../worker/runHosting.js';
 import type { Values } from './flags.js';
 import { mergeConfig, type CliConfig } from './config.js';
 import { demoModel, demoScript } from './demoModel.js';

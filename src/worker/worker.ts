@@ -22,38 +22,18 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { pino, type Logger } from 'pino';
-import { DEFAULT_IDLE_RESUME_MS } from '../../machines/types.js';
-import { createCoordinator, type Coordinator } from '../host/createCoordinator.js';
-import { resumeCoordinator, type ResumeOptions } from '../host/resumeCoordinator.js';
+import type { Coordinator } from '../host/createCoordinator.js';
 import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
-import type { LeaseOptions, ReleaseState, RunLease } from '../store/postgres/lease.js';
+import type { LeaseOptions, RunLease } from '../store/postgres/lease.js';
 import type { PostgresStore } from '../store/postgres/store.js';
 import { pgBreakerStore } from '../providers/breakerPg.js';
 import { pgQuotaStore } from '../providers/quotaPg.js';
 import { TroupeError } from '../errors.js';
-import { transientStoreError } from '../store/postgres/connect.js';
-import { applyOpenRequests } from '../hosting/apply.js';
 import type { HostingStore } from '../hosting/hostingStore.js';
 import { postgresHosting } from '../hosting/postgresHosting.js';
-import { releaseStateAfter } from '../hosting/release.js';
 import { wakeTimer } from './wakeTimer.js';
-
-type HostOptions = Omit<ResumeOptions<StorePort>, 'store' | 'runId'>;
-
-/**
- * A run the host boots when it finds it new (`troupe run` hosting in-process): its root and the
- * run's first event, and who is told the root's id once it is registered. Found existing, the run
- * is resumed as any other (the boot is for the first hosting only).
- */
-export interface RunBoot {
-  root: { name: string; task: string; skills?: string[] };
-  event?: { type: string; data: Record<string, unknown> };
-  onStarted?: (rootId: string) => void;
-}
-
-/** How a run is hosted, what to close once this worker stops hosting it (a demo's fake server), and how to boot it if it is new. */
-export type HostedOptions = HostOptions & { dispose?: () => Promise<void>; boot?: RunBoot };
+import { runHosting, type Hosted, type HostedOptions } from './runHosting.js';
 
 export interface WorkerOptions {
   /** The runs' store: a PostgreSQL store (its runs are shared by every worker), or any hosting port (sqliteHosting). */
@@ -107,67 +87,6 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
-interface Hosted {
-  lease: RunLease;
-  c: Coordinator<StorePort> | null;
-  /** Resolves the wait of the hosting loop (a request arrived, a stop, a loss). */
-  nudge: () => void;
-  busy: Promise<void>;
-}
-
-/** Register a new run's root (its first turn follows) and write its first event. */
-async function bootRun(c: Coordinator<StorePort>, boot: RunBoot, port: StorePort): Promise<void> {
-  const rootId = await c.start(boot.root);
-  if (boot.event)
-    await port.commit([{ op: 'appendEvent', row: { runId: c.runId, agentId: null, type: boot.event.type, data: boot.event.data, at: Date.now() } }]);
-  boot.onStarted?.(rootId);
-}
-
-/** A port that knows whether a commit is in flight (effects that wake agents run after their commit). */
-interface WatchedPort extends StorePort {
-  /** Resolves once no commit is in flight and none started in the next turn of the event loop. */
-  quiet(): Promise<void>;
-}
-
-function watchedPort(port: StorePort): WatchedPort {
-  let inFlight = 0;
-  let started = 0;
-  const turn = () => new Promise((resolve) => setImmediate(resolve));
-  return {
-    ...port,
-    boot: port.boot,
-    async commit(ops) {
-      inFlight += 1;
-      started += 1;
-      try {
-        await port.commit(ops);
-      } finally {
-        inFlight -= 1;
-      }
-    },
-    async quiet() {
-      for (;;) {
-        const seen = started;
-        await turn();
-        if (inFlight === 0 && started === seen) return;
-        while (inFlight > 0) await turn();
-      }
-    },
-  };
-}
-
-/**
- * Idle for good: no agent running, and no commit in flight whose after-effects could wake one
- * (a restored agent's wake for its mail runs after the recovery's commit).
- */
-async function settledIdle(c: Coordinator<Store | StorePort>, port: WatchedPort): Promise<void> {
-  for (;;) {
-    await c.whenIdle();
-    await port.quiet();
-    if (c.list().every((a) => a.status !== 'running')) return;
-  }
-}
-
 const isHostingStore = (store: PostgresStore | HostingStore): store is HostingStore => typeof (store as HostingStore).openRequests === 'function';
 
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
@@ -211,6 +130,17 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   }
 
   const wake = wakeTimer(store, fill, logger);
+  const { hostLoop, hostGiven } = runHosting({
+    store,
+    options,
+    logger,
+    ttlMs: lease.ttlMs,
+    stopping: () => stopping,
+    kept,
+    wake,
+    clusterQuota,
+    clusterBreaker,
+  });
 
   /** Claim a kept run that is not hosted here; false while another worker holds it. */
   async function claimKept(runId: string): Promise<boolean> {
@@ -247,174 +177,6 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         options.onEnd?.(claimed.runId, failure);
         void fill();
       });
-  }
-
-  /** Wait for the next nudge (or `ms`, the poll period by default). */
-  const nudged = (entry: Hosted, ms = options.pollMs ?? 5_000) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      if (options.unref) timer.unref();
-      entry.nudge = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-
-  async function hostLoop(entry: Hosted): Promise<void> {
-    const { lease: held } = entry;
-    const runId = held.runId;
-    const { dispose, boot, ...hostOptions } = await options.hostOptions(runId);
-    try {
-      await hostClaimed(entry, { ...clusterQuota, ...hostOptions, ...clusterBreaker(hostOptions.breaker) }, boot);
-    } finally {
-      await dispose?.();
-    }
-  }
-
-  /** A coordinator the caller holds (`adopt`): kept, its requests applied, until it or the worker stops. */
-  async function hostGiven(entry: Hosted, c: Coordinator<Store | StorePort>): Promise<void> {
-    const runId = entry.lease.runId;
-    kept.add(runId);
-    try {
-      options.onHost?.(c as Coordinator<StorePort>, entry.lease);
-      await hostCoordinator(entry, c, watchedPort(entry.lease.port), lostRace(entry.lease), DEFAULT_IDLE_RESUME_MS);
-    } finally {
-      kept.delete(runId);
-    }
-  }
-
-  /**
-   * Host a claimed run until it is released, its lease is lost, or the worker stops. A store error
-   * while deciding (reading requests, rows) is retried while the lease holds; a coordinator that
-   * failed is shut down and the run released for a fresh resume from what committed.
-   */
-  async function hostClaimed(entry: Hosted, hostOptions: HostOptions, boot: RunBoot | undefined): Promise<void> {
-    const { lease: held } = entry;
-    const runId = held.runId;
-    const idleResumeMs = hostOptions.idleResumeMs ?? DEFAULT_IDLE_RESUME_MS;
-    const port = watchedPort(held.port);
-    const guarded = lostRace(held);
-    let retries = 0;
-    while (!held.lost && !stopping) {
-      let c: Coordinator<StorePort>;
-      // Booted here when new (one place boots or resumes a run), resumed otherwise.
-      let fresh = false;
-      try {
-        fresh = boot !== undefined && (await guarded(port.getRun(runId))) === undefined;
-        c = fresh
-          ? createCoordinator<StorePort>({ ...hostOptions, store: port, runId })
-          : await guarded(resumeCoordinator<StorePort>({ ...hostOptions, store: port, runId }));
-      } catch (err) {
-        if (held.lost || stopping) return;
-        if (!transientStoreError(err)) throw err;
-        logger.warn({ err, runId }, 'resuming a run failed on a store error; retrying while the lease holds');
-        await nudged(entry, backoff(retries++));
-        continue;
-      }
-      entry.c = c;
-      let outcome: 'released' | 'again' | 'failed';
-      try {
-        options.onHost?.(c, held);
-        if (fresh) await guarded(bootRun(c, boot!, port));
-        outcome = await hostCoordinator(entry, c, port, guarded, idleResumeMs);
-      } finally {
-        // The one teardown of this coordinator, whatever ended it.
-        entry.c = null;
-        await c.shutdown();
-      }
-      if (outcome === 'released' || held.lost) return;
-      const failure = c.health().error;
-      if (stopping || outcome === 'failed') {
-        // A clean stop lets the run go as its rows say (done, parked, or runnable with work to do);
-        // a failure lets another worker resume from what committed (a failed coordinator's memory is not trusted).
-        const clean = stopping && (failure === null || failure.code === 'COORDINATOR_SHUT_DOWN');
-        const state = clean
-          ? await guarded(releaseStateAfter(held.port, runId, idleResumeMs)).catch((): ReleaseState => ({ state: 'runnable' }))
-          : { state: 'runnable' as const };
-        await guarded(held.release(state)).catch(() => undefined);
-        if (failure && !stopping && failure.code !== 'COORDINATOR_SHUT_DOWN')
-          logger.error({ runId, err: failure }, 'the run failed on this worker; released for another');
-        return;
-      }
-      retries = 0;
-    }
-  }
-
-  /** Every wait on the database also ends when the lease is lost (a partition must not hold the loop). */
-  function lostRace(held: RunLease): <T>(promise: Promise<T>) => Promise<T> {
-    const whenLost = new Promise<never>((_resolve, reject) => held.onLost(reject));
-    whenLost.catch(() => undefined);
-    return <T>(promise: Promise<T>): Promise<T> => {
-      promise.catch(() => undefined);
-      return Promise.race([promise, whenLost]);
-    };
-  }
-
-  /** Backoff of a retried store read: 100 ms doubling up to a third of the lease. */
-  const backoff = (n: number) => Math.min(100 * 2 ** n, Math.floor(lease.ttlMs / 3));
-
-  /**
-   * One coordinator's hosting: apply requests as they come until the run is idle with nothing
-   * open, then release it (parked or done). 'again': host it anew (it woke while being let go).
-   */
-  async function hostCoordinator(
-    entry: Hosted,
-    c: Coordinator<Store | StorePort>,
-    port: WatchedPort,
-    guarded: <T>(promise: Promise<T>) => Promise<T>,
-    idleResumeMs: number,
-  ): Promise<'released' | 'again' | 'failed'> {
-    const { lease: held } = entry;
-    const runId = held.runId;
-    let retries = 0;
-    for (;;) {
-      // A coordinator shut down by its owner (`adopt`) has nothing more to apply.
-      if (held.lost || stopping || !c.health().ok) return 'failed';
-      try {
-        await guarded(applyOpenRequests(c, () => store.openRequests(runId), held));
-        const idle = settledIdle(c, port).then(
-          () => 'idle' as const,
-          () => 'failed' as const,
-        );
-        const woke = nudged(entry).then(() => 'nudged' as const);
-        const why = await Promise.race([idle, woke]);
-        if (held.lost || stopping || why === 'failed' || !c.health().ok) return 'failed';
-        if (why === 'nudged') continue;
-        const seq = await guarded(store.wakeSeq(runId));
-        if ((await guarded(store.openRequests(runId))).length > 0) continue;
-        if (c.delegations.list().some((d) => d.status === 'running')) {
-          await nudged(entry);
-          continue;
-        }
-        const agents = await held.port.listAgents(runId);
-        if ((await held.port.executionsOf(agents.map((a) => a.id))).some((e) => e.status === 'running')) {
-          await nudged(entry);
-          continue;
-        }
-        if (kept.has(runId)) {
-          await nudged(entry);
-          continue;
-        }
-        await c.shutdown();
-        entry.c = null;
-        // After a clean shutdown the rows are what the run is: decide from them.
-        const state = await releaseStateAfter(held.port, runId, idleResumeMs);
-        // Woke while shutting down, or mail waits for a parked agent: host it again.
-        if (state.state === 'runnable') return 'again';
-        if (await guarded(held.release(state, seq))) {
-          if (state.state === 'parked' && state.wakeAt !== null) void wake.arm();
-          return 'released';
-        }
-        return 'again'; // a wake arrived meanwhile: host it again
-      } catch (err) {
-        if (held.lost || stopping) return 'failed';
-        if (!transientStoreError(err)) throw err;
-        // A read or an answer failed: the coordinator is fine; try again while the lease holds.
-        logger.warn({ err, runId }, 'a store read of the hosting loop failed; retrying while the lease holds');
-        if (!c.health().ok) return 'failed';
-        await nudged(entry, backoff(retries++));
-      }
-    }
   }
 
   // Wakes: pushed by the store where it can (LISTEN on PostgreSQL); the poll is the backstop.

@@ -36,43 +36,43 @@ export interface BuiltinParts {
   readonly approvals: Pick<DurableApprovals, 'assent'>;
 }
 
-export function builtinHost(rt: BuiltinParts, g: GraphHost): BuiltinHost {
-  const h = (a: { id: string }) => rt.agents.get(a.id);
+export function builtinHost(parts: BuiltinParts, g: GraphHost): BuiltinHost {
+  const h = (a: { id: string }) => parts.agents.get(a.id);
   return {
-    interactive: rt.options.interactive,
-    now: () => rt.clock.now(),
-    spawnChildren: (parent, reqs) => rt.registrar.spawnChildren(h(parent), reqs),
+    interactive: parts.options.interactive,
+    now: () => parts.clock.now(),
+    spawnChildren: (parent, reqs) => parts.registrar.spawnChildren(h(parent), reqs),
     sendFromAgent: (from, to, content, opts) => {
-      const { mail, target } = rt.messaging.sendFromAgent(h(from), to, content, opts);
-      return { messageId: mail.id, target: { id: target.id, name: target.name, status: rt.agents.status(target) } };
+      const { mail, target } = parts.messaging.sendFromAgent(h(from), to, content, opts);
+      return { messageId: mail.id, target: { id: target.id, name: target.name, status: parts.agents.status(target) } };
     },
     stopFromAgent: (caller, ref, cascade) => stopFromAgent(g, h(caller), ref, cascade),
     // The agent said something to the user (respond_to_user): an event row, and the event once committed.
     said: (agent, text) => {
-      const at = rt.clock.now();
-      rt.commit.stage({ op: 'appendEvent', row: { runId: rt.runId, agentId: agent.id, type: 'agent.said', data: { text }, at } });
-      rt.commit.after(() => rt.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
+      const at = parts.clock.now();
+      parts.commit.stage({ op: 'appendEvent', row: { runId: parts.runId, agentId: agent.id, type: 'agent.said', data: { text }, at } });
+      parts.commit.after(() => parts.views.emit({ type: 'agent.said', agentId: agent.id, name: agent.name, text, at }));
     },
     // An allowance's tripped reserve reads as the run's for the agents under its owner.
     budgetFlags: (agent) => {
-      const flags = rt.budgetFlags();
-      return agent && !flags.reserveStopped && rt.budget.allowanceReserveStopped(agent.id) ? { ...flags, reserveStopped: true } : flags;
+      const flags = parts.budgetFlags();
+      return agent && !flags.reserveStopped && parts.budget.allowanceReserveStopped(agent.id) ? { ...flags, reserveStopped: true } : flags;
     },
-    isStopRequested: (agent) => rt.agents.stopRequested(h(agent)),
-    pendingCount: (agent) => rt.mailboxes.count(agent.id),
-    pendingFromUser: (agent) => rt.mailboxes.fromUser(agent.id),
+    isStopRequested: (agent) => parts.agents.stopRequested(h(agent)),
+    pendingCount: (agent) => parts.mailboxes.count(agent.id),
+    pendingFromUser: (agent) => parts.mailboxes.fromUser(agent.id),
     waitsOn: (agent) => waitsOn(g, h(agent)),
     assertNothingOutstanding: (agent) => assertNothingOutstanding(g, h(agent)),
     childrenSummary: (agent) => childrenSummary(g, h(agent)),
     graphView: (agent) => graphView(g, h(agent)),
     assent: (agent, quote) => {
-      if (!userWroteSinceSpoken(rt.sessions.items(agent), quote)) {
+      if (!userWroteSinceSpoken(parts.sessions.items(agent), quote)) {
         throw new TroupeError(
           'TOOL_INPUT_INVALID',
           'The quote is not in what the user wrote since you last spoke to them (respond_to_user): quote their words of assent exactly, or ask them first.',
         );
       }
-      return rt.approvals.assent(agent.id, quote);
+      return parts.approvals.assent(agent.id, quote);
     },
   };
 }

@@ -109,20 +109,20 @@ class CallContext implements ToolContext {
  * @returns a promise of the tool's value
  */
 export function runUserTool(
-  rt: ToolRunner,
+  runner: ToolRunner,
   tool: CompiledTool,
   args: Record<string, unknown>,
   agent: { readonly id: string; readonly name: string; readonly logger: Logger },
   cancel: AbortSignal,
   idempotencyKey: string,
 ): Promise<unknown> {
-  const context = new CallContext(rt.runId, agent, tool.name, cancel, idempotencyKey);
+  const context = new CallContext(runner.runId, agent, tool.name, cancel, idempotencyKey);
   // The cancellation and the lease are checked when the task starts, synchronously before the
   // tool: a tool queued for an agent that has since stopped, or on a host whose lease may have run
   // out meanwhile, never runs.
-  return rt.queue.add<unknown>(() => {
+  return runner.queue.add<unknown>(() => {
     if (cancel.aborted) throw new TroupeError('TOOL_NOT_RUN', `${tool.name} was not started: the agent was stopped while it waited in the tool queue`);
-    const fenced = rt.fenced();
+    const fenced = runner.fenced();
     if (fenced) throw fenced;
     let out: unknown;
     try {
@@ -131,7 +131,7 @@ export function runUserTool(
       context.close();
       throw err;
     }
-    if (isPromiseLike(out)) return settleInTime(rt, tool, out, cancel, context);
+    if (isPromiseLike(out)) return settleInTime(runner, tool, out, cancel, context);
     context.close();
     return out;
   });
@@ -141,18 +141,18 @@ export function runUserTool(
  * An async tool's result, or its timeout, or the agent's cancellation (a tool that ignores its
  * signal is abandoned at the timeout, not awaited forever). The call's scope closes when it settles.
  */
-function settleInTime(rt: ToolRunner, tool: CompiledTool, out: PromiseLike<unknown>, signal: AbortSignal, context: CallContext): Promise<unknown> {
-  const timeoutMs = tool.timeoutMs ?? rt.defaultTimeoutMs;
+function settleInTime(runner: ToolRunner, tool: CompiledTool, out: PromiseLike<unknown>, signal: AbortSignal, context: CallContext): Promise<unknown> {
+  const timeoutMs = tool.timeoutMs ?? runner.defaultTimeoutMs;
   return new Promise((resolve, reject) => {
     const settle = (how: 'resolve' | 'reject', value: unknown) => {
-      rt.clock.clearTimeout(timer);
+      runner.clock.clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
       context.close();
       if (how === 'resolve') resolve(value);
       else reject(value);
     };
     const onAbort = () => settle('reject', signal.reason);
-    const timer = rt.clock.setTimeout(() => {
+    const timer = runner.clock.setTimeout(() => {
       const err = new TroupeError('TOOL_TIMEOUT', `${tool.name} did not finish within ${timeoutMs} ms`);
       context.scope().abort(err);
       settle('reject', err);

@@ -66,7 +66,7 @@ const WAIT = Symbol('wait');
 export type Admission = { reservation: Reservation } | { outcome: TurnOutcome };
 
 export class BudgetLedger {
-  readonly #rt: LedgerHost;
+  readonly #host: LedgerHost;
   #spentUsd: number;
   #reservedUsd = 0;
   /** Reservations not yet settled (a count, so float residue never looks like a call in flight). */
@@ -80,17 +80,17 @@ export class BudgetLedger {
   /** Budgets per subtree (allowances.ts); `allowances.none` keeps every call on the run-wide fast path. */
   readonly allowances: Allowances;
 
-  constructor(rt: LedgerHost, spentUsd = 0) {
-    this.#rt = rt;
+  constructor(host: LedgerHost, spentUsd = 0) {
+    this.#host = host;
     this.#spentUsd = spentUsd;
-    this.#pricing = new CallPricing(rt, () => this.limitUsd);
-    this.#warnings = new BudgetWarnings(rt);
-    this.allowances = new Allowances({ agent: (id) => rt.agent(id) }, rt.budget);
+    this.#pricing = new CallPricing(host, () => this.limitUsd);
+    this.#warnings = new BudgetWarnings(host);
+    this.allowances = new Allowances({ agent: (id) => host.agent(id) }, host.budget);
   }
 
   /** The run's account, its limit current (allowances in use only). */
   #runAccount(): Account {
-    return this.allowances.run(this.#rt.rootId() ?? '', this.limitUsd, this.#spentUsd, this.#reservedUsd);
+    return this.allowances.run(this.#host.rootId() ?? '', this.limitUsd, this.#spentUsd, this.#reservedUsd);
   }
 
   /**
@@ -104,7 +104,7 @@ export class BudgetLedger {
     if (!refusal) return null;
     const { account } = refusal;
     const cap = this.allowances.cap(account, false) ?? 0;
-    const whose = account.parent === null ? "the run's budget" : `the allowance of ${this.#rt.agent(account.owner)?.name ?? account.owner}`;
+    const whose = account.parent === null ? "the run's budget" : `the allowance of ${this.#host.agent(account.owner)?.name ?? account.owner}`;
     const left = Math.max(0, cap - usedOf(account));
     return `an allowance of ${usd(allowanceUsd)} does not fit: ${whose} has ${usd(left)} left to give under its sub-agent line ${usd(cap)}`;
   }
@@ -117,7 +117,7 @@ export class BudgetLedger {
     if (this.allowances.none) return null;
     for (let a: Account | null = this.allowances.accountOf(parentId); a?.parent; a = a.parent) {
       if (a.spent >= (a.allowanceUsd ?? 0) - EPS) return `the allowance of ${this.#ownerName(a)} is spent; no new sub-agents`;
-      if (this.#rt.reserveTripped(a.owner)) return `the sub-agent reserve of ${this.#ownerName(a)}'s allowance is reached; no new sub-agents`;
+      if (this.#host.reserveTripped(a.owner)) return `the sub-agent reserve of ${this.#ownerName(a)}'s allowance is reached; no new sub-agents`;
     }
     return null;
   }
@@ -130,7 +130,7 @@ export class BudgetLedger {
 
   /** Resume: rebuild the accounts from the agent rows and their spend. */
   restoreAllowances(rows: Parameters<Allowances['restore']>[2], spentOf: (id: string) => number): void {
-    this.allowances.restore(this.#rt.rootId() ?? '', this.limitUsd, rows, spentOf);
+    this.allowances.restore(this.#host.rootId() ?? '', this.limitUsd, rows, spentOf);
   }
 
   get spentUsd(): number {
@@ -142,7 +142,7 @@ export class BudgetLedger {
   }
 
   get limitUsd(): number | null {
-    return this.#rt.flags().limitUsd;
+    return this.#host.flags().limitUsd;
   }
   /** Which model a call of this purpose goes to, and is priced as (pricing.ts). */
   modelFor(purpose: UsagePurpose | undefined, agentId?: string): Model {
@@ -161,11 +161,11 @@ export class BudgetLedger {
    * estimate made), such a call is charged at the estimate of its request.
    */
   record(agent: Payer, answer: UsageReport | undefined, { purpose = 'main', reservation = NO_RESERVATION, request }: RecordOptions = {}): Charge {
-    const rt = this.#rt;
+    const host = this.#host;
     const charged = this.#pricing.charge(agent, answer, reservation, request, purpose);
     const { costUsd } = charged;
     const row = {
-      runId: rt.runId,
+      runId: host.runId,
       agentId: agent.id,
       purpose,
       model: this.modelFor(purpose, agent.id).name ?? 'model',
@@ -173,19 +173,19 @@ export class BudgetLedger {
       outputTokens: charged.outputTokens,
       cachedInputTokens: charged.cachedInputTokens,
       costUsd,
-      at: rt.clock.now(),
+      at: host.clock.now(),
     };
-    rt.stage({ op: 'recordUsage', row });
+    host.stage({ op: 'recordUsage', row });
     this.#spentUsd += costUsd;
-    rt.spent(agent.id, purpose, costUsd);
+    host.spent(agent.id, purpose, costUsd);
     const limitUsd = this.limitUsd;
-    if (limitUsd !== null && rt.budget.policy === 'stop') {
+    if (limitUsd !== null && host.budget.policy === 'stop') {
       const spent = `${agent.name ?? agent.id}'s call brought the spend to ${usd(this.#spentUsd)}`;
-      if (this.#spentUsd >= limitUsd) rt.trip('budget.stop', `${spent}, at or past the limit ${usd(limitUsd)}`, agent.id);
-      else if (this.#spentUsd >= rt.budget.reserveFraction * limitUsd) {
-        rt.trip(
+      if (this.#spentUsd >= limitUsd) host.trip('budget.stop', `${spent}, at or past the limit ${usd(limitUsd)}`, agent.id);
+      else if (this.#spentUsd >= host.budget.reserveFraction * limitUsd) {
+        host.trip(
           'budget.reserveTrip',
-          `${spent}, past the sub-agent reserve line ${usd(rt.budget.reserveFraction * limitUsd)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`,
+          `${spent}, past the sub-agent reserve line ${usd(host.budget.reserveFraction * limitUsd)} (${Math.round(host.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`,
           agent.id,
         );
       }
@@ -201,22 +201,22 @@ export class BudgetLedger {
    * past its reserve line (stop policy) stops the subtree but its owner, who is told once.
    */
   #spendInAllowances(agent: Payer, costUsd: number): void {
-    const rt = this.#rt;
+    const host = this.#host;
     this.allowances.spend(agent.id, costUsd);
     for (let a: Account | null = this.allowances.accountOf(agent.id); a?.parent; a = a.parent) {
       const allowance = a.allowanceUsd ?? 0;
       const before = a.spent - costUsd;
       const said = `${agent.name ?? agent.id}'s call brought the spend of ${this.#ownerName(a)}'s subtree to ${usd(a.spent)}`;
       if (a.spent >= allowance - EPS) {
-        if (before < allowance - EPS) rt.tripAllowance('allowance', a.owner, allowance, `${said}, its allowance ${usd(allowance)}`, agent.id);
-      } else if (rt.budget.policy === 'stop' && a.spent >= rt.budget.reserveFraction * allowance && !rt.reserveTripped(a.owner)) {
-        rt.tripAllowance('reserve', a.owner, allowance, `${said}, past its sub-agent reserve line ${usd(rt.budget.reserveFraction * allowance)}`, agent.id);
+        if (before < allowance - EPS) host.tripAllowance('allowance', a.owner, allowance, `${said}, its allowance ${usd(allowance)}`, agent.id);
+      } else if (host.budget.policy === 'stop' && a.spent >= host.budget.reserveFraction * allowance && !host.reserveTripped(a.owner)) {
+        host.tripAllowance('reserve', a.owner, allowance, `${said}, past its sub-agent reserve line ${usd(host.budget.reserveFraction * allowance)}`, agent.id);
       }
     }
   }
 
   #ownerName(a: Account): string {
-    return this.#rt.agent(a.owner)?.name ?? a.owner;
+    return this.#host.agent(a.owner)?.name ?? a.owner;
   }
 
   /** Give back a reservation whose call ended without usage (failed, aborted). Idempotent. */
@@ -234,8 +234,8 @@ export class BudgetLedger {
 
   /** The flags' verdict before a paid call: a stopped budget ends the turn, the pause policy parks it. */
   gate(agent: Payer): TurnOutcome | null {
-    const flags = this.#rt.flags();
-    const { policy } = this.#rt.budget;
+    const flags = this.#host.flags();
+    const { policy } = this.#host.budget;
     if (flags.budgetStopped) return { kind: 'stopped', reason: 'budget' };
     if (flags.reserveStopped && agent.parentId !== null) return { kind: 'stopped', reason: 'reserve' };
     if (policy === 'pause' && (flags.paused || (flags.limitUsd !== null && this.#spentUsd >= flags.limitUsd))) {
@@ -248,7 +248,7 @@ export class BudgetLedger {
   allowanceReserveStopped(agentId: string): boolean {
     if (this.allowances.none) return false;
     for (let a: Account | null = this.allowances.accountOf(agentId); a?.parent; a = a.parent) {
-      if (a.owner !== agentId && this.#rt.reserveTripped(a.owner)) return true;
+      if (a.owner !== agentId && this.#host.reserveTripped(a.owner)) return true;
     }
     return false;
   }
@@ -257,7 +257,7 @@ export class BudgetLedger {
   #gateAllowances(agent: Payer): TurnOutcome | null {
     for (let a: Account | null = this.allowances.accountOf(agent.id); a?.parent; a = a.parent) {
       if (a.spent >= (a.allowanceUsd ?? 0) - EPS) return { kind: 'stopped', reason: 'allowance' };
-      if (a.owner !== agent.id && this.#rt.reserveTripped(a.owner)) return { kind: 'stopped', reason: 'reserve' };
+      if (a.owner !== agent.id && this.#host.reserveTripped(a.owner)) return { kind: 'stopped', reason: 'reserve' };
     }
     return null;
   }
@@ -327,9 +327,9 @@ export class BudgetLedger {
    */
   #refuseIn(agent: Payer, refusal: Refusal, estimateUsd: number | null): TurnOutcome {
     const { account, byOwner } = refusal;
-    const rt = this.#rt;
+    const host = this.#host;
     const line = this.allowances.cap(account, byOwner);
-    if (!byOwner && rt.budget.policy === 'stop' && line !== null && account.spent + account.reserved + (estimateUsd ?? 0) <= line + EPS) {
+    if (!byOwner && host.budget.policy === 'stop' && line !== null && account.spent + account.reserved + (estimateUsd ?? 0) <= line + EPS) {
       // What is spent and in flight fits: the room is held by allowances given below, which are
       // theirs. Only this caller is refused; tripping the reserve would stop those it protects.
       agent.logger.warn(
@@ -343,11 +343,11 @@ export class BudgetLedger {
     const spent = this.allowances.cap(account, byOwner) ?? allowance;
     const committed = `${usd(account.spent)} spent${usedOf(account) - account.spent > EPS ? ` + ${usd(usedOf(account) - account.spent)} reserved or held` : ''}`;
     const what = `${agent.name ?? agent.id}'s next call${estimateUsd === null ? '' : `, estimated at ${usd(estimateUsd)},`} would take ${committed} of ${this.#ownerName(account)}'s allowance past ${usd(spent)}`;
-    if (byOwner || rt.budget.policy === 'pause') {
-      rt.tripAllowance('allowance', account.owner, allowance, what, agent.id);
+    if (byOwner || host.budget.policy === 'pause') {
+      host.tripAllowance('allowance', account.owner, allowance, what, agent.id);
       return { kind: 'stopped', reason: 'allowance' };
     }
-    rt.tripAllowance('reserve', account.owner, allowance, what, agent.id);
+    host.tripAllowance('reserve', account.owner, allowance, what, agent.id);
     return { kind: 'stopped', reason: 'reserve' };
   }
 
@@ -372,7 +372,7 @@ export class BudgetLedger {
 
   /** Whether an optional call may still start: no stop, reserve or pause, and spend under its cap. */
   optionalFits(): boolean {
-    const flags = this.#rt.flags();
+    const flags = this.#host.flags();
     if (flags.budgetStopped || flags.reserveStopped || flags.paused) return false;
     const limitUsd = flags.limitUsd;
     return limitUsd === null || this.#committedUsd() <= this.#cap(limitUsd, true) + 1e-9;
@@ -385,7 +385,7 @@ export class BudgetLedger {
 
   /** What a call may bring spent + reserved up to: the reserve line for a child's (or an optional) call under the stop policy, else the limit. */
   #cap(limitUsd: number, belowReserve: boolean): number {
-    const { policy, reserveFraction } = this.#rt.budget;
+    const { policy, reserveFraction } = this.#host.budget;
     return policy === 'stop' && belowReserve ? reserveFraction * limitUsd : limitUsd;
   }
 
@@ -395,20 +395,20 @@ export class BudgetLedger {
    * lowered under what is already spent and reserved).
    */
   #refuse(agent: Payer, estimateUsd: number | null): TurnOutcome {
-    const rt = this.#rt;
+    const host = this.#host;
     const child = agent.parentId !== null;
-    if (rt.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: rt.flags().resumeEpoch };
+    if (host.budget.policy === 'pause') return { kind: 'budgetPaused', epoch: host.flags().resumeEpoch };
     const limitUsd = this.limitUsd ?? 0;
     const line = this.#cap(limitUsd, child);
     const lineText = child
-      ? `the sub-agent reserve line ${usd(line)} (${Math.round(rt.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`
+      ? `the sub-agent reserve line ${usd(line)} (${Math.round(host.budget.reserveFraction * 100)} % of ${usd(limitUsd)})`
       : `the limit ${usd(limitUsd)}`;
     const committed = `${usd(this.#spentUsd)} spent${this.#reservedUsd > 0 ? ` + ${usd(this.#reservedUsd)} reserved` : ''}`;
     const reason =
       estimateUsd === null
         ? `${committed} is past ${lineText}`
         : `${agent.name ?? agent.id}'s next call, estimated at ${usd(estimateUsd)}, would take ${committed} past ${lineText}`;
-    rt.trip(child ? 'budget.reserveTrip' : 'budget.stop', reason, agent.id);
+    host.trip(child ? 'budget.reserveTrip' : 'budget.stop', reason, agent.id);
     return { kind: 'stopped', reason: child ? 'reserve' : 'budget' };
   }
 
@@ -454,7 +454,7 @@ export class BudgetLedger {
    * spend has crossed, or null. Never persisted; the pause policy never tells the model anything.
    */
   warning(agent: Pick<Payer, 'id' | 'parentId'>): string | null {
-    if (this.#rt.budget.policy !== 'stop') return null;
+    if (this.#host.budget.policy !== 'stop') return null;
     const account = this.allowances.none ? null : this.allowances.accountOf(agent.id);
     // In an allowance's subtree the bands are against that allowance.
     if (account?.parent) return this.#warnings.warn(agent, account.spent, account.allowanceUsd ?? 0, false, account.owner === agent.id);

@@ -30,12 +30,12 @@ const CHILD_DIRECTIVES = [
 ];
 
 export class BudgetWarnings {
-  readonly #rt: WarningHost;
+  readonly #host: WarningHost;
   /** The highest warning band each agent was given (journalled once per band and agent). */
   readonly #warned = new Map<string, number>();
 
-  constructor(rt: WarningHost) {
-    this.#rt = rt;
+  constructor(host: WarningHost) {
+    this.#host = host;
   }
 
   /** The warning for `spentUsd` of `limitUsd`, or null under the first band; `owner`: the agent owns the allowance. */
@@ -52,9 +52,9 @@ export class BudgetWarnings {
       // The text stays out of the session; that it was given, and when, is journalled (the dashboard's timeline).
       this.#warned.set(agent.id, stage);
       const data = { level: label, pct, spentUsd, limitUsd };
-      this.#rt.stage({ op: 'appendEvent', row: { runId: this.#rt.runId, agentId: agent.id, type: 'budget.warning', data, at: this.#rt.clock.now() } });
+      this.#host.stage({ op: 'appendEvent', row: { runId: this.#host.runId, agentId: agent.id, type: 'budget.warning', data, at: this.#host.clock.now() } });
     }
-    const reserve = Math.round(this.#rt.budget.reserveFraction * 100);
+    const reserve = Math.round(this.#host.budget.reserveFraction * 100);
     const effect = root
       ? `At ${reserve}% every sub-agent is stopped to leave room for your final report; at 100% the whole run stops.`
       : runWide || !owner

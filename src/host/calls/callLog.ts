@@ -17,7 +17,8 @@
 import { isTroupeError, serializeError } from '../../errors.js';
 import type { McpToolOrigin } from '../../mcp/tools.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
-import { CALL_EVENT, INPUT_EVENT, TOOL_EVENT, type EventRow } from '../../store/types.js';
+import type { MailRead } from '../../turn/ports.js';
+import { CALL_EVENT, INPUT_EVENT, READ_EVENT, TOOL_EVENT, type EventRow } from '../../store/types.js';
 
 /** One model call as the log holds it (the event's `at` is when it was answered). */
 export interface RecordedCall {
@@ -190,6 +191,15 @@ export class CallLog {
     const data = flushes === this.#stepFlushes ? { callId, ended: true, t0: startedAt, window: true } : { callId, ended: true, t0: startedAt };
     this.#stepFlushes = flushes;
     this.#stage({ runId: this.#runId, agentId, type: TOOL_EVENT, data, at: this.#now() });
+  }
+
+  /**
+   * A mailbox read took `count` (> 0) messages: a turn's (the ones it reads), or a wait tool's (the
+   * count it reports). Staged with what it read (the delivery, the wait's result), no commit of its
+   * own; a read of none is not recorded (a recording holding no read took none, or predates them).
+   */
+  mailRead(agentId: string, read: MailRead, count: number): void {
+    this.#stage({ runId: this.#runId, agentId, type: READ_EVENT, data: { ...read, count }, at: this.#now() });
   }
 
   /** The agent is gone from this host (it finished): its next call, if revived, records in full. */

@@ -96,7 +96,7 @@ export interface UsageRow extends TurnUsage {
 
 /** The type of a run's commit journal entries (fork/journal.ts). */
 export const COMMIT_EVENT = 'run.commit';
-/** The call log's entries (host/calls/callLog.ts): one per model call, one per outside input. */
+/** The call log's entries (host/calls/callLog.ts): one per model call, one per outside input, one per user tool's end or failure, one per mailbox read that took messages. */
 export const CALL_EVENT = 'replay.call';
 export const INPUT_EVENT = 'replay.input';
 /** A user tool's failure's class (turn/fingerprint.ts `errorClassOf`), which its result does not say. */

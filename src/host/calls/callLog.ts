@@ -7,8 +7,9 @@
  * Each input from outside the run (a message, a stop, a budget pause or resume, an execution's or a
  * delegation's end, an approval's answer) becomes a `replay.input` event staged with its effect,
  * and each user tool's end a `replay.tool` event staged as its result comes back (it rides the
- * commit its turn makes anyway: the next tracked tool's ledger row or the turn's results).
- * The event ids order them all as the owner applied them.
+ * commit its turn makes anyway: the next tracked tool's ledger row or the turn's results), and
+ * each mailbox read that took messages a `replay.read` event with how many (it rides the commit of
+ * what it read: the delivery, the wait's result). The event ids order them all as the owner applied them.
  *
  * Recording costs O(new items) per call: a session only grows (a rewrite replaces the array), so
  * the prefix the last request shared with this one is found by identity.

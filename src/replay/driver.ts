@@ -301,6 +301,24 @@ export class Replay {
     // A call the recording does not have, never cut short, came before any later divergence.
     const [extra] = this.#extra;
     if (extra) this.divergence = extra;
+    if (!this.divergence) this.divergence = this.#unread();
+  }
+
+  /** A read of the recording's the code never made (it read that agent's mail elsewhere, or not at all), or null. */
+  #unread(): Divergence | null {
+    for (const [key, counts] of this.#reads ?? []) {
+      if (counts.length === 0) continue;
+      const [, agentId, read] = key.split('\u0000') as [string, string, string];
+      const agent = this.#recording.agents.find((a) => a.id === agentId);
+      return {
+        agent: agent?.name ?? agentId,
+        agentId,
+        turn: 0,
+        kind: 'notice',
+        diff: `the recording's ${read.replace('call ', 'wait ')} read ${counts[0]} waiting messages; the code never made that read`,
+      };
+    }
+    return null;
   }
 
   /**

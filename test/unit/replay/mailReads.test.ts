@@ -52,8 +52,8 @@ async function recorded() {
   return { store, runId: c.runId, root };
 }
 
-/** The recording's reads, each read event as `edit` makes it (null: left out). */
-function edited(store: ReturnType<typeof memoryStore>, edit: (read: EventRow) => EventRow | null): ReplayReads {
+/** The recording's reads, each read event as `edit` makes it (null: left out), and `more` after them. */
+function edited(store: ReturnType<typeof memoryStore>, edit: (read: EventRow) => EventRow | null, more: EventRow[] = []): ReplayReads {
   const port = portOf(store);
   return {
     getRun: (id) => port.getRun(id),
@@ -64,7 +64,7 @@ function edited(store: ReturnType<typeof memoryStore>, edit: (read: EventRow) =>
       (await port.historyOf(id)).flatMap((e) => {
         if (e.type !== READ_EVENT) return [e];
         const read = edit(e);
-        return read ? [read] : [];
+        return read ? [read, ...more] : [];
       }),
   };
 }
@@ -107,6 +107,21 @@ describe('replay of mailbox reads', () => {
     expect(result.outcome).toBe('diverged');
     expect(result.divergence).toMatchObject({ agent: 'lead', kind: 'notice' });
     expect(result.divergence!.diff).toBe("the recording's turn 3 read 3 waiting messages; only 2 came");
+  });
+
+  it('reports a read of the recording the code never made', async () => {
+    const { store, runId, root } = await recorded();
+    const read = store.historyOf(runId).find((e) => e.type === READ_EVENT)!;
+    const more = edited(store, (e) => e, [{ ...read, data: { turn: 9, count: 1 } }]);
+    const result = await replayRun(more, runId);
+    expect(result.outcome).toBe('diverged');
+    expect(result.divergence).toEqual({
+      agent: 'lead',
+      agentId: root,
+      turn: 0,
+      kind: 'notice',
+      diff: "the recording's turn 9 read 1 waiting messages; the code never made that read",
+    });
   });
 
   it('keeps the old rule for a recording without reads: a read takes what waits', async () => {

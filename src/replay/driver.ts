@@ -189,16 +189,17 @@ export class Replay {
   mailReads(): MailReads {
     const epoch = this.#epoch;
     return {
-      take: (agentId, read, waiting) => (epoch === this.#epoch ? this.#takeRead(agentId, read, waiting) : new Promise(() => {})),
+      take: (agentId, read, waiting) => (epoch === this.#epoch ? this.#takeRead(agentId, read, waiting) : new Promise<null>(() => {})),
     };
   }
 
-  #takeRead(agentId: string, read: MailRead, waiting: () => number): Promise<number | null> {
+  /** Synchronous unless it must wait for messages (an await would move the read later than the recording's). */
+  #takeRead(agentId: string, read: MailRead, waiting: () => number): number | null | Promise<number | null> {
     this.#quiet.moved();
-    if (!this.#reads || this.live || this.divergence) return Promise.resolve(null);
+    if (!this.#reads || this.live || this.divergence) return null;
     const count = this.#reads.get(readKey(this.#epoch, agentId, read))?.shift();
-    if (count === undefined) return Promise.resolve('turn' in read ? 0 : null);
-    if (waiting() >= count) return Promise.resolve(count);
+    if (count === undefined) return 'turn' in read ? 0 : null;
+    if (waiting() >= count) return count;
     return new Promise((give) => this.#heldReads.push({ agentId, read, count, waiting, give }));
   }
 

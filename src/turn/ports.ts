@@ -117,10 +117,12 @@ export type MailRead = { turn: number } | { callId: string };
 /**
  * How many waiting messages a read takes, given by a replay (issue 37): the recorded count, once
  * that many have come — when a turn reads its mailbox is not the recording's, only what it read.
- * null: the code's own count (all that wait). Live runs have none: a read never waits.
+ * null: the code's own count (all that wait). A promise only for a read that must wait: any
+ * await would move the read a few microtasks on, later than the recording's (the property test
+ * caught a wait reading a notice its recording's wait never saw). Live runs have none.
  */
 export interface MailReads {
-  take(agentId: string, read: MailRead, waiting: () => number): Promise<number | null>;
+  take(agentId: string, read: MailRead, waiting: () => number): number | null | Promise<number | null>;
 }
 
 /** The in-doubt ledger (issue 14): tools with effects are marked started before they run. */

@@ -334,8 +334,11 @@ async function executeCall(
     // A replay's wait reports the count the recording's did, once that many messages have come.
     const reads = rt.options.mailReads;
     if (reads && WAITS_READING_MAIL.has(call.name) && !state.waited) {
-      const pinned = await reads.take(agent.id, { callId: call.id }, () => rt.sessions.pending(agent));
-      if (cycle.aborted) throw cycle.reason;
+      let pinned = reads.take(agent.id, { callId: call.id }, () => rt.sessions.pending(agent));
+      if (pinned instanceof Promise) {
+        pinned = await pinned;
+        if (cycle.aborted) throw cycle.reason;
+      }
       if (pinned !== null) state.pinned = pinned;
     }
     try {

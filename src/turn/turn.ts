@@ -117,8 +117,11 @@ export async function runTurn(host: TurnHost, input: TurnInput, cycle: CycleScop
   live();
   // A replay's turn reads as many messages as the recording's did, once that many have come.
   const reads = host.options.mailReads;
-  const take = reads ? await reads.take(agent.id, { turn: input.turn }, () => host.sessions.pending(agent)) : null;
-  if (reads) live();
+  let take = reads ? reads.take(agent.id, { turn: input.turn }, () => host.sessions.pending(agent)) : null;
+  if (take instanceof Promise) {
+    take = await take;
+    live();
+  }
   prepareSession(host, agent, input, open, cut, take);
   const { maxImages } = host.options.session;
   if (maxImages !== null && host.sessions.images(agent) > maxImages) enforceImageBudget(host, agent, maxImages);

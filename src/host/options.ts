@@ -15,7 +15,7 @@ import type { Store } from '../store/types.js';
 import type { McpServer } from '../mcp/config.js';
 import type { Tool } from '../tools/defineTool.js';
 import type { TelemetryOptions } from '../trace/tracer.js';
-import type { ApprovalAsker } from '../turn/ports.js';
+import type { ApprovalAsker, MailReads } from '../turn/ports.js';
 import type { ApprovalRules, ResolvedApprovalRules } from './async/approvalRules.js';
 import type { LagSource } from './calls/admission.js';
 import type { AgentProfile, ResolvedProfile } from './profiles.js';
@@ -247,6 +247,8 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   runId?: string;
   /** Where new agent and message ids come from (a replay hands out the recorded ones). Default: random. */
   ids?: IdSource;
+  /** How many waiting messages each mailbox read takes (a replay gives the recorded counts). Default: all. */
+  mailReads?: MailReads;
 }
 
 /** A source of ids for agents (`agent()`) and messages (`message()`, with its `msg_` prefix). */
@@ -258,6 +260,7 @@ export interface IdSource {
 export interface ResolvedOptions {
   interactive: boolean;
   holdTurns: boolean;
+  mailReads: MailReads | null;
   strictMcp: boolean;
   /** `asked`: the user passed `stream` (a store in memory records it only then). */
   stream: { flushMs: number; asked: boolean } | false;

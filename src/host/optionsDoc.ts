@@ -105,5 +105,9 @@ export const OPTION_DOCS = {
   },
   runId: { default: () => 'generated', meaning: "the run's id" },
   ids: { default: () => 'random', meaning: 'where new agent and message ids come from: `{ agent(), message() }` (a replay hands out the recorded ones)' },
+  mailReads: {
+    default: () => 'all',
+    meaning: 'how many waiting messages each mailbox read takes: `{ take(agentId, read, waiting) }` (a replay gives the recorded counts)',
+  },
   telemetry: { default: () => 'global providers', meaning: '`{ tracerProvider?, meterProvider?, recordContent? }` or `false`' },
 } as const satisfies Record<keyof CoordinatorOptions, OptionDoc>;

@@ -212,6 +212,7 @@ export function resolveOptions(options: CoordinatorOptions<Store | StorePort>): 
   return {
     interactive,
     holdTurns: boolean('holdTurns', options.holdTurns, false),
+    mailReads: options.mailReads ?? null,
     strictMcp: boolean('strictMcp', options.strictMcp, false),
     stream: resolveStream(options.stream),
     limits,

@@ -57,7 +57,7 @@ interface TurnHostPorts {
   readonly views: Pick<Views, 'hasListeners' | 'emit'>;
   readonly failurePatterns: FailurePatterns | null;
   readonly messaging: Pick<Messaging, 'notify'>;
-  readonly callLog: Pick<CallLog, 'toolFailed' | 'toolEnded'>;
+  readonly callLog: Pick<CallLog, 'toolFailed' | 'toolEnded' | 'mailRead'>;
 }
 
 function turnHost(p: TurnHostPorts): TurnHost {
@@ -103,6 +103,7 @@ function turnHost(p: TurnHostPorts): TurnHost {
         commit.stage({ op: 'appendEvent', row: { runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: clock.now() } });
       if (views.hasListeners) views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: clock.now() });
     },
+    mailRead: (agent, read, count) => p.callLog.mailRead(agent.id, read, count),
     toolEnded: (agent, call, startedAt) => p.callLog.toolEnded(agent.id, call.id, startedAt),
     toolFailed: (agent, call, errorCode) => {
       p.callLog.toolFailed(agent.id, call.id, errorCode);

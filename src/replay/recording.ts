@@ -11,7 +11,8 @@ import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
 import type { CommitEntry } from '../fork/journal.js';
 import type { ToolImage } from '../tools/toolOutput.js';
-import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
+import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, READ_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
+import type { MailRead } from '../turn/ports.js';
 
 export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
 
@@ -80,6 +81,12 @@ export interface Recording {
    * process 0. Their results were never kept; the replay ends them as they ended.
    */
   endedUnrecorded: Set<string>;
+  /**
+   * The mailbox reads that took messages (`readKey`): how many, in order. Null: the recording has
+   * none (made before the call log kept them, or no agent ever read a message) — every read takes
+   * what waits, as it did then.
+   */
+  reads: Map<string, number[]> | null;
   /** Written to a durable store (its commits grouped per event-loop turn, not per microtask drain). */
   durable: boolean;
   /** When the recording's last event happened (a timer after the last step may still have moved an agent). */
@@ -97,6 +104,10 @@ const causedBy = (step: Step | undefined, agentId: string | null, at: number): b
 const isRecovery = (entry: CommitEntry): boolean => entry.ops.some((w) => w.op === 'updateRun' && 'interactive' in w.patch);
 
 export const toolKey = (agentId: string, callId: string) => `${agentId}\u0000${callId}`;
+
+/** A mailbox read's key: the process of the recording (the first 0), the agent, its turn's read or its wait's. */
+export const readKey = (process: number, agentId: string, read: MailRead) =>
+  `${process}\u0000${agentId}\u0000${'turn' in read ? `turn ${read.turn}` : `call ${read.callId}`}`;
 
 /** The reads of an embedded store, or a port's (SQLite, PostgreSQL, memory). */
 export function readsOf(store: Store | ReplayReads): ReplayReads {
@@ -125,6 +136,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   const endedUnrecorded = new Set<string>();
   const hasResult = new Set<string>();
   let process = 0;
+  let mailReads: Map<string, number[]> | null = null;
   for (const e of events) {
     if (e.type === COMMIT_EVENT) {
       durable = true;
@@ -161,6 +173,13 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
       committedSteps = steps.length;
     }
     endsAt = Math.max(endsAt, e.at);
+    if (e.type === READ_EVENT && e.agentId !== null) {
+      const { count, ...read } = e.data as MailRead & { count: number };
+      const key = readKey(process, e.agentId, read);
+      mailReads ??= new Map();
+      mailReads.set(key, [...(mailReads.get(key) ?? []), count]);
+      continue;
+    }
     if (e.type === TOOL_EVENT && e.agentId !== null) {
       const key = toolKey(e.agentId, String(e.data.callId));
       if (e.data.ended === true) {
@@ -218,6 +237,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     toolErrors,
     mcpTools,
     endedUnrecorded,
+    reads: mailReads,
     durable,
     endsAt,
   };

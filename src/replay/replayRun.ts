@@ -96,6 +96,7 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
     store: portOfProcess(),
     clock,
     ids: replay.ids,
+    mailReads: replay.mailReads(),
   });
   let coordinator: Coordinator<StorePort> = createCoordinator({ ...settings(), runId: recording.run.id });
   replay.attach(coordinator);

@@ -96,17 +96,19 @@ export interface UsageRow extends TurnUsage {
 
 /** The type of a run's commit journal entries (fork/journal.ts). */
 export const COMMIT_EVENT = 'run.commit';
-/** The call log's entries (host/calls/callLog.ts): one per model call, one per outside input. */
+/** The call log's entries (host/calls/callLog.ts): one per model call, one per outside input, one per user tool's end or failure, one per mailbox read that took messages. */
 export const CALL_EVENT = 'replay.call';
 export const INPUT_EVENT = 'replay.input';
 /** A user tool's failure's class (turn/fingerprint.ts `errorClassOf`), which its result does not say. */
 export const TOOL_EVENT = 'replay.tool';
+/** A mailbox read that took messages: how many (a replay takes as many, however its timings fell). */
+export const READ_EVENT = 'replay.read';
 /**
  * The run's recording (issue 37): read by fork and replay (`historyOf`, `eventsOf`), left out of
  * `listEvents` (the views' events), whose readers would otherwise decode it again — it is most of
  * a run's event bytes.
  */
-export const RECORDING_EVENTS: readonly string[] = [COMMIT_EVENT, CALL_EVENT, INPUT_EVENT, TOOL_EVENT];
+export const RECORDING_EVENTS: readonly string[] = [COMMIT_EVENT, CALL_EVENT, INPUT_EVENT, TOOL_EVENT, READ_EVENT];
 /** The recording's types as an SQL list. */
 export const RECORDING_SQL = RECORDING_EVENTS.map((t) => `'${t}'`).join(', ');
 /** The SQL condition (both adapters) that leaves the recording out. */

@@ -102,8 +102,9 @@ const waitForAgents = define({
     if (flags.budgetStopped) return { result: { wait_outcome: 'budget_stopped' } };
     if (flags.reserveStopped && !isRoot(agent)) return { result: { wait_outcome: 'reserve_stopped' } };
     if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
-    const pending = host.pendingCount(agent);
+    const pending = state.pinned ?? host.pendingCount(agent);
     if (pending > 0) {
+      state.read = pending;
       return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
     }
     // An agent parks on anything that can still answer: an active agent that could message it, or
@@ -175,8 +176,9 @@ const sleepUntil = define({
     if (state.waited) return { result: { wait_outcome: 'already_waited', note: 'Only one wait per turn.' } };
     state.waited = true;
     if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
-    const pending = host.pendingCount(agent);
+    const pending = state.pinned ?? host.pendingCount(agent);
     if (pending > 0) {
+      state.read = pending;
       return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
     }
     // A time already past answers at once: nothing to sleep for.

@@ -18,6 +18,10 @@ export interface TurnToolState {
   waited: boolean;
   /** Plain text of this turn's assistant message (respond_to_user may deliver it). */
   text: string | null;
+  /** A replay's recorded count of the messages this call's wait found waiting (its read of the mailbox). */
+  pinned?: number;
+  /** How many waiting messages this call's wait reported (recorded for replay). */
+  read?: number;
 }
 
 /** What of the run's options decides which built-ins an agent is offered. */

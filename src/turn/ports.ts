@@ -104,8 +104,25 @@ export interface SessionPort {
   pending(agent: AgentRef): number;
   /** Whether one of them is from the user. */
   pendingFromUser(agent: AgentRef): boolean;
-  /** Move every waiting message into the session (delivered with the current group). */
-  drain(agent: AgentRef): void;
+  /** Move the waiting messages (the first `limit`, if given) into the session (delivered with the current group). */
+  drain(agent: AgentRef, limit?: number): void;
+}
+
+/**
+ * Where a turn reads its mailbox — the count a wait reports, the messages the turn takes — and
+ * which of an agent's reads it is: its turn's (`turn`), or a wait tool's (`callId`).
+ */
+export type MailRead = { turn: number } | { callId: string };
+
+/**
+ * How many waiting messages a read takes, given by a replay (issue 37): the recorded count, once
+ * that many have come — when a turn reads its mailbox is not the recording's, only what it read.
+ * null: the code's own count (all that wait). A promise only for a read that must wait: any
+ * await would move the read a few microtasks on, later than the recording's (the property test
+ * caught a wait reading a notice its recording's wait never saw). Live runs have none.
+ */
+export interface MailReads {
+  take(agentId: string, read: MailRead, waiting: () => number): number | null | Promise<number | null>;
 }
 
 /** The in-doubt ledger (issue 14): tools with effects are marked started before they run. */
@@ -146,6 +163,8 @@ interface TurnOptions {
   readonly session: { readonly maxImages: number | null; readonly compactAt: number; readonly contextWindow: number | null };
   /** Finish calls with a value that fails the agent's output schema, per stint, before it fails. */
   readonly limits: { readonly maxResultTries: number };
+  /** A replay's recorded mailbox reads (null: live, every read takes what waits). */
+  readonly mailReads: MailReads | null;
 }
 
 export interface TurnHost {
@@ -182,6 +201,8 @@ export interface TurnHost {
   stopRequested(agent: AgentRef): boolean;
   /** Tell views what the agent is doing (a tool starting, a retry after a wait, a nudge); never persisted. */
   activity(agent: AgentRef, activity: AgentActivity): void;
+  /** A read of the agent's mailbox took `count` (> 0) messages: recorded for replay, in the commit of what it read. */
+  mailRead(agent: AgentRef, read: MailRead, count: number): void;
   /** A user tool's execution ended, its result or failure back (recorded for replay: when, among the other steps). */
   toolEnded(agent: AgentRef, call: { id: string }, startedAt: number): void;
   /** A tool call failed with this error code (a team's failure patterns count it). */

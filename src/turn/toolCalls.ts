@@ -274,6 +274,9 @@ async function resolveCalls(
   return { items, started: scope.started };
 }
 
+/** The waits whose result counts the messages waiting (a read of the mailbox). */
+const WAITS_READING_MAIL: ReadonlySet<string> = new Set(['wait_for_agents', 'sleep_until']);
+
 // Of the arguments as the model sent them (one-shot hash: no re-serialising, no Hash object per call).
 const argsHash = (raw: string) => hash('sha256', raw, 'hex');
 
@@ -328,8 +331,22 @@ async function executeCall(
         args = checked.args;
       }
     }
+    // A replay's wait reports the count the recording's did, once that many messages have come.
+    const reads = rt.options.mailReads;
+    if (reads && WAITS_READING_MAIL.has(call.name) && !state.waited) {
+      let pinned = reads.take(agent.id, { callId: call.id }, () => rt.sessions.pending(agent));
+      if (pinned instanceof Promise) {
+        pinned = await pinned;
+        if (cycle.aborted) throw cycle.reason;
+      }
+      if (pinned !== null) state.pinned = pinned;
+    }
     try {
       const out = builtin.run(args as Record<string, unknown>, rt.builtinEnv(agent, call.id, state));
+      if (state.read !== undefined) {
+        rt.mailRead(agent, { callId: call.id }, state.read);
+        state.read = undefined;
+      }
       if ('deferred' in out) {
         state.settled = out.deferred;
         state.settledBy = call.name;

@@ -115,7 +115,14 @@ export async function runTurn(host: TurnHost, input: TurnInput, cycle: CycleScop
   const cutCalls = open.filter((c) => input.pendingWait?.callId !== c.id);
   const cut = cutCalls.length > 0 ? await resolveCutCalls(host, agent, cutCalls, input.turn, cycle) : null;
   live();
-  prepareSession(host, agent, input, open, cut);
+  // A replay's turn reads as many messages as the recording's did, once that many have come.
+  const reads = host.options.mailReads;
+  let take = reads ? reads.take(agent.id, { turn: input.turn }, () => host.sessions.pending(agent)) : null;
+  if (take instanceof Promise) {
+    take = await take;
+    live();
+  }
+  prepareSession(host, agent, input, open, cut, take);
   const { maxImages } = host.options.session;
   if (maxImages !== null && host.sessions.images(agent) > maxImages) enforceImageBudget(host, agent, maxImages);
 
@@ -203,11 +210,13 @@ function prepareSession(
   input: TurnInput,
   open: readonly ToolCall[],
   cut: { items: SessionItem[]; started: string[] } | null,
+  take: number | null,
 ): void {
   const { sessions } = host;
   // A revived agent starts a new task: tool failure streaks of the old one do not carry over.
   if (input.wake === 'revived') agent.tracker.resetAll();
-  const pending = sessions.pending(agent);
+  // The read of the mailbox: the count a woken wait reports is what the turn takes.
+  const pending = take ?? sessions.pending(agent);
   if (open.length === 0 && pending === 0 && !input.nudge && !agent.strategyPrompt) return;
   const items: SessionItem[] = open.map((c) =>
     input.pendingWait?.callId === c.id
@@ -224,7 +233,8 @@ function prepareSession(
   }
   if (items.length > 0) sessions.append(agent, items);
   agent.waitReport = null;
-  sessions.drain(agent);
+  sessions.drain(agent, pending);
+  if (pending > 0) host.mailRead(agent, { turn: input.turn }, pending);
   if (agent.strategyPrompt) {
     sessions.append(agent, [{ role: 'user', content: agent.strategyPrompt }]);
     agent.strategyPrompt = null;

@@ -7,8 +7,9 @@
  * Each input from outside the run (a message, a stop, a budget pause or resume, an execution's or a
  * delegation's end, an approval's answer) becomes a `replay.input` event staged with its effect,
  * and each user tool's end a `replay.tool` event staged as its result comes back (it rides the
- * commit its turn makes anyway: the next tracked tool's ledger row or the turn's results).
- * The event ids order them all as the owner applied them.
+ * commit its turn makes anyway: the next tracked tool's ledger row or the turn's results), and
+ * each mailbox read that took messages a `replay.read` event with how many (it rides the commit of
+ * what it read: the delivery, the wait's result). The event ids order them all as the owner applied them.
  *
  * Recording costs O(new items) per call: a session only grows (a rewrite replaces the array), so
  * the prefix the last request shared with this one is found by identity.
@@ -17,7 +18,8 @@
 import { isTroupeError, serializeError } from '../../errors.js';
 import type { McpToolOrigin } from '../../mcp/tools.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
-import { CALL_EVENT, INPUT_EVENT, TOOL_EVENT, type EventRow } from '../../store/types.js';
+import type { MailRead } from '../../turn/ports.js';
+import { CALL_EVENT, INPUT_EVENT, READ_EVENT, TOOL_EVENT, type EventRow } from '../../store/types.js';
 
 /** One model call as the log holds it (the event's `at` is when it was answered). */
 export interface RecordedCall {
@@ -190,6 +192,15 @@ export class CallLog {
     const data = flushes === this.#stepFlushes ? { callId, ended: true, t0: startedAt, window: true } : { callId, ended: true, t0: startedAt };
     this.#stepFlushes = flushes;
     this.#stage({ runId: this.#runId, agentId, type: TOOL_EVENT, data, at: this.#now() });
+  }
+
+  /**
+   * A mailbox read took `count` (> 0) messages: a turn's (the ones it reads), or a wait tool's (the
+   * count it reports). Staged with what it read (the delivery, the wait's result), no commit of its
+   * own; a read of none is not recorded (a recording holding no read took none, or predates them).
+   */
+  mailRead(agentId: string, read: MailRead, count: number): void {
+    this.#stage({ runId: this.#runId, agentId, type: READ_EVENT, data: { ...read, count }, at: this.#now() });
   }
 
   /** The agent is gone from this host (it finished): its next call, if revived, records in full. */

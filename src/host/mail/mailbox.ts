@@ -57,13 +57,18 @@ export class Mailboxes {
     return message;
   }
 
-  /** Take every waiting message for the agent, marked delivered in the same group as the session items carrying them. */
-  take(agentId: string, at: number): Mail[] {
+  /**
+   * Take the agent's waiting messages — every one, or the first `limit` (a replay's recorded read) —
+   * marked delivered in the same group as the session items carrying them.
+   */
+  take(agentId: string, at: number, limit = Infinity): Mail[] {
     const box = this.#pending.get(agentId);
-    if (!box || box.length === 0) return [];
-    this.#pending.delete(agentId);
-    this.#stage({ op: 'markDelivered', agentId, upToId: box.at(-1)!.id, at });
-    return box;
+    if (!box || box.length === 0 || limit <= 0) return [];
+    let taken = box;
+    if (limit < box.length) taken = box.splice(0, limit);
+    else this.#pending.delete(agentId);
+    this.#stage({ op: 'markDelivered', agentId, upToId: taken.at(-1)!.id, at });
+    return taken;
   }
 
   #box(agentId: string): Mail[] {

@@ -134,8 +134,8 @@ export class Sessions implements SessionPort {
     return this.#mail.fromUser(agent.id);
   }
 
-  drain(agent: Pick<AgentRef, 'id'>): void {
-    const taken = this.#mail.take(agent.id, this.#now());
+  drain(agent: Pick<AgentRef, 'id'>, limit?: number): void {
+    const taken = this.#mail.take(agent.id, this.#now(), limit);
     if (taken.length > 0)
       this.append(
         agent,

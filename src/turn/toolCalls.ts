@@ -116,10 +116,10 @@ const stoppedBefore = (call: ToolCall) =>
  * (`agent.toolsInFlight`, at once if a stop is already requested) and by the cycle (shutdown, or
  * the agent leaving `running`).
  */
-function openCancel(rt: TurnHost, agent: AgentRef, cycle: CycleScope): AbortController {
+function openCancel(host: TurnHost, agent: AgentRef, cycle: CycleScope): AbortController {
   const cancel = cycle.operation();
   agent.toolsInFlight = cancel;
-  if (rt.stopRequested(agent)) cancel.abort(STOPPED);
+  if (host.stopRequested(agent)) cancel.abort(STOPPED);
   return cancel;
 }
 
@@ -131,12 +131,12 @@ function closeCancel(agent: AgentRef, cancel: AbortController): void {
 const tracked = (tool: CompiledTool) => (tool.risk ?? 'mutation') !== 'read_only';
 
 export async function runTools(
-  rt: TurnHost,
+  host: TurnHost,
   agent: AgentRef,
   turn: { text: string | null; toolCalls: ToolCall[]; number: number; stintStart: number },
   cycle: CycleScope,
 ): Promise<ToolsResult> {
-  const controller = openCancel(rt, agent, cycle);
+  const controller = openCancel(host, agent, cycle);
   const cancel = controller.signal;
   try {
     // Text shown in an earlier plain-text turn may be what respond_to_user delivers (single use).
@@ -154,11 +154,11 @@ export async function runTools(
         );
         continue;
       }
-      rt.activity(agent, { kind: 'tool', tool: call.name });
+      host.activity(agent, { kind: 'tool', tool: call.name });
       let result: CallResult;
-      const span = rt.trace.tool(agent, call);
+      const span = host.trace.tool(agent, call);
       try {
-        result = await executeCall(rt, agent, call, state, cycle, scope, cancel);
+        result = await executeCall(host, agent, call, state, cycle, scope, cancel);
       } catch (err) {
         // Cut off by a stop or shutdown: not the tool's error.
         span.end(cycle.aborted ? null : serializeError(err).code);
@@ -174,7 +174,7 @@ export async function runTools(
       lastTool = call.name;
       // An async execution this tool started is linked to the agent, to continue it when it ends.
       // (A call that succeeded and is not a built-in ran a user tool: no second lookup.)
-      if (!isError && !deferred && !BUILTIN_TOOLS.has(call.name)) rt.linkExecutions(agent, content);
+      if (!isError && !deferred && !BUILTIN_TOOLS.has(call.name)) host.linkExecutions(agent, content);
       // A deferred call (a parking wait) is answered when the agent wakes.
       if (!deferred) items.push(resultItem(call, content, isError));
       if (result.images) shown.push({ call, images: result.images });
@@ -182,7 +182,7 @@ export async function runTools(
         if (agent.tracker.recordFailure(call.name, content)) agent.strategyPrompt = agent.tracker.strategyPrompt(call.name);
         // The same user tool failing the same way across the team: the parent hears of it once
         // (host/agents/failurePatterns.ts). A built-in's refusal is the model's misuse, not a broken tool.
-        if (!BUILTIN_TOOLS.has(call.name)) rt.toolFailed(agent, call, result.errorClass ?? result.errorCode ?? 'TOOL_FAILED');
+        if (!BUILTIN_TOOLS.has(call.name)) host.toolFailed(agent, call, result.errorClass ?? result.errorCode ?? 'TOOL_FAILED');
       } else agent.tracker.recordSuccess(call.name);
     }
     // After every tool result: a user message may not come between the answer and its results.
@@ -200,38 +200,38 @@ export async function runTools(
  * `started` lists re-run calls the ledger marked started again, to finish with those results.
  */
 export async function resolveCutCalls(
-  rt: TurnHost,
+  host: TurnHost,
   agent: AgentRef,
   open: readonly ToolCall[],
   turn: number,
   cycle: CycleScope,
 ): Promise<{ items: SessionItem[]; started: string[] }> {
-  const controller = openCancel(rt, agent, cycle);
+  const controller = openCancel(host, agent, cycle);
   try {
-    return await resolveCalls(rt, agent, open, turn, cycle, controller.signal);
+    return await resolveCalls(host, agent, open, turn, cycle, controller.signal);
   } finally {
     closeCancel(agent, controller);
   }
 }
 
 async function resolveCalls(
-  rt: TurnHost,
+  host: TurnHost,
   agent: AgentRef,
   open: readonly ToolCall[],
   turn: number,
   cycle: CycleScope,
   cancel: AbortSignal,
 ): Promise<{ items: SessionItem[]; started: string[] }> {
-  const inDoubt = new Set((await rt.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
+  const inDoubt = new Set((await host.ledger.started(agent)).filter((r) => r.turn === turn).map((r) => r.callId));
   const scope: CallScope = { turn, stintStart: turn, started: [], items: [] };
   const items: SessionItem[] = [];
   const shown: { call: ToolCall; images: readonly ToolImage[] }[] = [];
   for (const call of open) {
-    const user = rt.userTool(agent, call.name);
+    const user = host.userTool(agent, call.name);
     const rerun = user ? user.risk === 'read_only' || user.idempotent === true : READ_ONLY_BUILTINS.has(call.name);
     if (rerun) {
       const state: TurnToolState = { settled: null, settledBy: null, waited: false, text: null };
-      const result = await executeCall(rt, agent, call, state, cycle, scope, cancel);
+      const result = await executeCall(host, agent, call, state, cycle, scope, cancel);
       if (cycle.aborted) throw cycle.reason;
       agent.logger.info({ tool: call.name, callId: call.id }, 'a tool call cut by a crash was re-run (read-only or idempotent)');
       items.push(resultItem(call, result.content, result.isError));
@@ -281,7 +281,7 @@ const WAITS_READING_MAIL: ReadonlySet<string> = new Set(['wait_for_agents', 'sle
 const argsHash = (raw: string) => hash('sha256', raw, 'hex');
 
 async function executeCall(
-  rt: TurnHost,
+  host: TurnHost,
   agent: AgentRef,
   call: ToolCall,
   state: TurnToolState,
@@ -290,9 +290,9 @@ async function executeCall(
   cancel: AbortSignal,
 ): Promise<CallResult> {
   const builtin = BUILTIN_TOOLS.get(call.name);
-  const user = builtin ? undefined : rt.userTool(agent, call.name);
+  const user = builtin ? undefined : host.userTool(agent, call.name);
   if (!builtin && !user) {
-    return fail(new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${shortName(call.name)}". Available tools: ${rt.toolNames(agent).join(', ')}`));
+    return fail(new TroupeError('TOOL_NOT_FOUND', `Unknown tool "${shortName(call.name)}". Available tools: ${host.toolNames(agent).join(', ')}`));
   }
   let args: unknown;
   try {
@@ -304,7 +304,7 @@ async function executeCall(
     return fail(new TroupeError('TOOL_INPUT_INVALID', `Arguments for ${call.name} must be a JSON object`));
   }
   // An agent with an output schema finishes with a `value`: checked apart from the tool's own arguments.
-  const output = builtin && FINISH_TOOLS.has(call.name) ? rt.outputCheck(agent) : null;
+  const output = builtin && FINISH_TOOLS.has(call.name) ? host.outputCheck(agent) : null;
   const own = output ? withoutValue(args as Record<string, unknown>) : args;
   const invalid = (builtin ?? user)!.validate(own);
   if (invalid) return fail(invalid);
@@ -314,11 +314,11 @@ async function executeCall(
       const given = args as Record<string, unknown>;
       args = own;
       if (call.name === ownFinishTool(agent)) {
-        const refused = refusedAttempts(rt.sessions.items(agent), scope.stintStart) + refusedAttempts(scope.items, scope.stintStart);
+        const refused = refusedAttempts(host.sessions.items(agent), scope.stintStart) + refusedAttempts(scope.items, scope.stintStart);
         const checked = await checkFinishValue(output, call, given, {
           turn: scope.turn,
           refused,
-          maxAttempts: rt.options.limits.maxResultTries,
+          maxAttempts: host.options.limits.maxResultTries,
         });
         if (cycle.aborted) throw cycle.reason;
         if ('refusal' in checked) {
@@ -332,9 +332,9 @@ async function executeCall(
       }
     }
     // A replay's wait reports the count the recording's did, once that many messages have come.
-    const reads = rt.options.mailReads;
+    const reads = host.options.mailReads;
     if (reads && WAITS_READING_MAIL.has(call.name) && !state.waited) {
-      let pinned = reads.take(agent.id, { callId: call.id }, () => rt.sessions.pending(agent));
+      let pinned = reads.take(agent.id, { callId: call.id }, () => host.sessions.pending(agent));
       if (pinned instanceof Promise) {
         pinned = await pinned;
         if (cycle.aborted) throw cycle.reason;
@@ -342,9 +342,9 @@ async function executeCall(
       if (pinned !== null) state.pinned = pinned;
     }
     try {
-      const out = builtin.run(args as Record<string, unknown>, rt.builtinEnv(agent, call.id, state));
+      const out = builtin.run(args as Record<string, unknown>, host.builtinEnv(agent, call.id, state));
       if (state.read !== undefined) {
-        rt.mailRead(agent, { callId: call.id }, state.read);
+        host.mailRead(agent, { callId: call.id }, state.read);
         state.read = undefined;
       }
       if ('deferred' in out) {
@@ -365,7 +365,7 @@ async function executeCall(
   // Stopped: the user tools left in the turn are answered, not run (built-ins still act: a wait
   // answers "stopped"), and the agent stops when the turn ends.
   if (cancel.aborted) return fail(stoppedBefore(call));
-  const approvals = rt.options.approvals;
+  const approvals = host.options.approvals;
   const risk = tool.risk ?? 'mutation';
   if (approvals && risk !== 'read_only') {
     const decision = await untilAborted(
@@ -384,24 +384,24 @@ async function executeCall(
   if (tracked(tool)) {
     // Durable before the tool acts: after a crash, this row (and the answer that asked for the
     // call) is what says the call may have taken effect.
-    rt.ledger.start(agent, { turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(call.arguments) });
+    host.ledger.start(agent, { turn: scope.turn, callId: call.id, tool: call.name, argsHash: argsHash(call.arguments) });
     scope.started.push(call.id);
-    await rt.durable();
+    await host.durable();
     if (cycle.aborted) throw cycle.reason;
     if (cancel.aborted) return fail(stoppedBefore(call));
   }
-  const startedAt = rt.clock.now();
+  const startedAt = host.clock.now();
   try {
-    const key = idempotencyKey(rt, agent, scope.turn, call.id);
-    const result = await rt.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
-    rt.toolEnded(agent, call, startedAt);
+    const key = idempotencyKey(host, agent, scope.turn, call.id);
+    const result = await host.runTool(agent, tool, args as Record<string, unknown>, cancel, key);
+    host.toolEnded(agent, call, startedAt);
     if (isToolOutput(result))
       return { content: stringify(result.value), isError: false, deferred: false, ...(result.images.length > 0 ? { images: result.images } : {}) };
     return { content: stringify(result), isError: false, deferred: false };
   } catch (err) {
     if (cycle.aborted) throw err;
     // Refused before it began (a stop, a lost lease): it never ran, so it did not end.
-    if (!(err instanceof TroupeError && err.code === 'TOOL_NOT_RUN')) rt.toolEnded(agent, call, startedAt);
+    if (!(err instanceof TroupeError && err.code === 'TOOL_NOT_RUN')) host.toolEnded(agent, call, startedAt);
     if (cancel.aborted) {
       // The stop's abort, not the tool's failure: a call the queue never started had no effect.
       if (err instanceof TroupeError && err.code === 'TOOL_NOT_RUN') return fail(stoppedBefore(call));

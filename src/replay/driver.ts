@@ -20,11 +20,12 @@ import type { IdSource } from '../host/options.js';
 import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
-import type { MailRead, MailReads } from '../turn/ports.js';
+import type { MailReads } from '../turn/ports.js';
 import type { ReplayClock } from './clock.js';
 import { Requests, type Divergence } from './compare.js';
 import { Quiet } from './quiet.js';
-import { readKey, type Recording, type Step } from './recording.js';
+import type { Recording, Step } from './recording.js';
+import { RecordedReads } from './mailReads.js';
 import { ToolResults } from './toolResults.js';
 
 /** How the replay answers: what the recorded model declared, and where to go live. */
@@ -54,15 +55,6 @@ interface Pending {
   reject(err: unknown): void;
 }
 
-/** A mailbox read held until the messages the recording's read took have come. */
-interface HeldRead {
-  agentId: string;
-  read: MailRead;
-  count: number;
-  waiting(): number;
-  give(count: number | null): void;
-}
-
 /** One replay's state: the recorded calls by agent, the calls waiting for their turn, what diverged. */
 export class Replay {
   readonly #recording: Recording;
@@ -86,9 +78,8 @@ export class Replay {
   readonly #quiet = new Quiet();
   /** The user tools' recorded results, held until their step (toolResults.ts). */
   readonly #results: ToolResults;
-  /** The recorded mailbox reads not taken yet (recording.ts `reads`), and the reads held for their messages. */
-  readonly #reads: Map<string, number[]> | null;
-  #heldReads: HeldRead[] = [];
+  /** The recorded mailbox reads, and the reads held for their messages (mailReads.ts). */
+  readonly #reads: RecordedReads;
   /** The recording's ids not handed out yet. */
   #agentIds: string[];
   #messageIds: string[];
@@ -122,7 +113,7 @@ export class Replay {
       this.#queues.set(key, queue);
     }
     this.#asks = recording.steps.flatMap((s) => (s.kind === 'call' ? [s.call.t0] : [])).sort((a, b) => a - b);
-    this.#reads = recording.reads && new Map([...recording.reads].map(([k, v]) => [k, [...v]]));
+    this.#reads = new RecordedReads(recording);
     this.#agentIds = [...recording.agentIds];
     this.#messageIds = [...recording.messageIds];
     let extra = 0;
@@ -179,38 +170,22 @@ export class Replay {
     };
   }
 
-  /**
-   * The mailbox reads of the process the code now is (a dead one's never end): each takes as many
-   * messages as the recording's read did, once that many have come — when a turn reads its mailbox
-   * is not recorded, only what it read. A read the recording has none of took none (a wait's: the
-   * code's own count — parked with mail waiting, nothing would wake it). A recording without reads
-   * (an older one) keeps the old rule: every read takes what waits.
-   */
+  /** The mailbox reads of the process the code now is (a dead one's never end), as recorded (mailReads.ts). */
   mailReads(): MailReads {
     const epoch = this.#epoch;
     return {
-      take: (agentId, read, waiting) => (epoch === this.#epoch ? this.#takeRead(agentId, read, waiting) : new Promise<null>(() => {})),
+      take: (agentId, read, waiting) => {
+        if (epoch !== this.#epoch) return new Promise<null>(() => {});
+        this.#quiet.moved();
+        return this.#reads.take(epoch, agentId, read, waiting, this.live || this.divergence !== null);
+      },
     };
   }
 
-  /** Synchronous unless it must wait for messages (an await would move the read later than the recording's). */
-  #takeRead(agentId: string, read: MailRead, waiting: () => number): number | null | Promise<number | null> {
-    this.#quiet.moved();
-    if (!this.#reads || this.live || this.divergence) return null;
-    const count = this.#reads.get(readKey(this.#epoch, agentId, read))?.shift();
-    if (count === undefined) return 'turn' in read ? 0 : null;
-    if (waiting() >= count) return count;
-    return new Promise((give) => this.#heldReads.push({ agentId, read, count, waiting, give }));
-  }
-
-  /** Give the held reads whose messages have come (all of them, with the code's own count, if `all`); whether any was. */
+  /** Give the held reads whose messages have come (all of them, with the code's own count, once live or diverged, or if `all`). */
   #releaseReads(all = false): boolean {
-    const over = all || this.live || this.divergence !== null;
-    const due = this.#heldReads.filter((h) => over || h.waiting() >= h.count);
-    if (due.length === 0) return false;
-    this.#heldReads = this.#heldReads.filter((h) => !due.includes(h));
+    if (!this.#reads.release(all || this.live || this.divergence !== null)) return false;
     this.#quiet.moved();
-    for (const h of due) h.give(over ? null : h.count);
     return true;
   }
 
@@ -302,24 +277,7 @@ export class Replay {
     // A call the recording does not have, never cut short, came before any later divergence.
     const [extra] = this.#extra;
     if (extra) this.divergence = extra;
-    if (!this.divergence) this.divergence = this.#unread();
-  }
-
-  /** A read of the recording's the code never made (it read that agent's mail elsewhere, or not at all), or null. */
-  #unread(): Divergence | null {
-    for (const [key, counts] of this.#reads ?? []) {
-      if (counts.length === 0) continue;
-      const [, agentId, read] = key.split('\u0000') as [string, string, string];
-      const agent = this.#recording.agents.find((a) => a.id === agentId);
-      return {
-        agent: agent?.name ?? agentId,
-        agentId,
-        turn: 0,
-        kind: 'notice',
-        diff: `the recording's ${read.replace('call ', 'wait ')} read ${counts[0]} waiting messages; the code never made that read`,
-      };
-    }
-    return null;
+    if (!this.divergence) this.divergence = this.#reads.unread();
   }
 
   /**
@@ -402,7 +360,7 @@ export class Replay {
     this.#epoch++;
     this.#quiet.acted();
     this.#results.clear();
-    this.#heldReads = [];
+    this.#reads.clearHeld();
     this.#extra.clear();
     this.#arrived.clear();
     this.attach(await this.#resume());
@@ -471,17 +429,10 @@ export class Replay {
     if (this.divergence || this.live) return false;
     if (asked()) return true;
     const { call } = step;
-    const [held] = this.#heldReads;
+    // A read held for messages that never came: the code reads a mailbox the recording's did not.
+    const held = this.#reads.heldDivergence((agentId) => (call.agentId === agentId ? call.turn : 0));
     if (held) {
-      // A read held for messages that never came: the code reads a mailbox the recording's did not.
-      const agent = this.#recording.agents.find((a) => a.id === held.agentId);
-      this.divergence = {
-        agent: agent?.name ?? held.agentId,
-        agentId: held.agentId,
-        turn: call.agentId === held.agentId ? call.turn : 0,
-        kind: 'notice',
-        diff: `the recording's ${'turn' in held.read ? `turn ${held.read.turn}` : `wait ${held.read.callId}`} read ${held.count} waiting messages; only ${held.waiting()} came`,
-      };
+      this.divergence = held;
       return false;
     }
     this.divergence = {

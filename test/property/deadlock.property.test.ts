@@ -141,6 +141,17 @@ const replay = process.env.PROPERTY_SEED
   : {};
 
 /** Counterexamples found on random seeds, checked on every run. */
+/** The examples' scripts: an agent woken by two executions between its waits (its 4th self-wake is put off), and one that only waits. */
+const TWO_EXECS = [
+  { kind: 'wait', seconds: 30 },
+  { kind: 'exec' },
+  { kind: 'wait', seconds: 30 },
+  { kind: 'exec' },
+  { kind: 'wait', seconds: 30 },
+  { kind: 'wait', seconds: 30 },
+] as const;
+const LONG_WAITS = Array.from({ length: 4 }, () => ({ kind: 'wait', seconds: 300 }) as const);
+
 const examples: [Plan, Op[]][] = [
   // Seed -204627557: c1's 4th self-wake of a streak (report, idle timer, execution, execution) is its
   // second execution's continuation, put off 1 s by the spacing; the wait is live until then.
@@ -151,14 +162,7 @@ const examples: [Plan, Op[]][] = [
       steps: {
         lead: [],
         c0: [],
-        c1: [
-          { kind: 'wait', seconds: 30 },
-          { kind: 'exec' },
-          { kind: 'wait', seconds: 30 },
-          { kind: 'exec' },
-          { kind: 'wait', seconds: 30 },
-          { kind: 'wait', seconds: 30 },
-        ],
+        c1: [...TWO_EXECS],
         c2: [],
       },
     },
@@ -178,26 +182,9 @@ const examples: [Plan, Op[]][] = [
       interactive: false,
       children: 2,
       steps: {
-        lead: [
-          { kind: 'wait', seconds: 300 },
-          { kind: 'wait', seconds: 300 },
-          { kind: 'wait', seconds: 300 },
-          { kind: 'wait', seconds: 300 },
-        ],
-        c0: [
-          { kind: 'wait', seconds: 30 },
-          { kind: 'exec' },
-          { kind: 'wait', seconds: 30 },
-          { kind: 'exec' },
-          { kind: 'wait', seconds: 30 },
-          { kind: 'wait', seconds: 30 },
-        ],
-        c1: [
-          { kind: 'wait', seconds: 300 },
-          { kind: 'wait', seconds: 300 },
-          { kind: 'wait', seconds: 300 },
-          { kind: 'wait', seconds: 300 },
-        ],
+        lead: [...LONG_WAITS],
+        c0: [...TWO_EXECS],
+        c1: [...LONG_WAITS],
         c2: [],
       },
     },

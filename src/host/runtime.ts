@@ -254,6 +254,7 @@ export class Runtime {
       budget: this.budget,
       gateway: this.#gateway,
       selfWakes: this.#selfWakes,
+      executions,
       deadlocks: this.#deadlocks,
       checkedRunId: embedded !== null || restore !== undefined,
     }));

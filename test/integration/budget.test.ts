@@ -9,6 +9,7 @@ import type { ScriptStep } from '../../src/model/scriptedModel.js';
 import { scriptedModel } from '../../src/model/scriptedModel.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import { team, TERMINAL } from '../helpers/team.js';
+import { defineTool } from '../../src/tools/defineTool.js';
 
 const paid = (step: ScriptStep, usd: number): ScriptStep => ({ ...step, usage: { costUsd: usd } });
 const graph: ScriptStep = { tool: 'view_agent_graph', args: {} };
@@ -280,6 +281,62 @@ describe('pause policy', () => {
     await t.c.resumeBudget();
     expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');
     expect(t.c.budget()).toMatchObject({ paused: false, spentUsd: 4 });
+  });
+
+  it("an execution that finishes while its agent is budget-paused is in the agent's first call once the budget resumes", async () => {
+    const JOB = '019f4b19-eafd-74ed-baa6-000000000042';
+    const provision = defineTool({
+      name: 'provision',
+      description: 'Start provisioning (asynchronous).',
+      parameters: { type: 'object' },
+      execute: () => ({ status: `execution ${JOB} running` }),
+    });
+    const t = team(
+      { agents: { lead: [{ ...paid({ tool: 'provision', args: {} }, 1), delayMs: 1_000 }, paid(graph, 1), paid(finish(), 1)] } },
+      { tools: [provision], budget: { limitUsd: 100, policy: 'pause' } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(10, 10);
+    await t.c.pauseBudget();
+    await t.advance(1_000, 100);
+    expect(t.c.get(rootId).status).toBe('budgetPaused');
+    expect(await t.c.executions.finish(JOB, { status: 'completed', result: 'container 7 up' })).toBe(true);
+    await t.advance(60_000, 10_000);
+    expect(t.model.calls).toHaveLength(1);
+    await t.c.resumeBudget();
+    expect((await t.c.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    expect(JSON.stringify(t.model.calls[1]!.request.messages)).toContain(`execution ${JOB} completed: container 7 up`);
+    expect(t.c.executions.get(JOB)).toMatchObject({ status: 'completed', continuedAt: expect.any(Number) });
+  });
+
+  it('an execution that finished while its agent was budget-paused reaches it after a restart too, once the budget resumes', async () => {
+    const JOB = '019f4b19-eafd-74ed-baa6-000000000043';
+    const provision = defineTool({
+      name: 'provision',
+      description: 'Start provisioning (asynchronous).',
+      parameters: { type: 'object' },
+      execute: () => ({ status: `execution ${JOB} running` }),
+    });
+    const store = memoryStore();
+    const t = team(
+      { agents: { lead: [{ ...paid({ tool: 'provision', args: {} }, 1), delayMs: 1_000 }, paid(finish(), 1)] } },
+      { store, tools: [provision], budget: { limitUsd: 100, policy: 'pause' } },
+    );
+    const rootId = await t.c.start({ name: 'lead', task: 'x' });
+    await t.advance(10, 10);
+    await t.c.pauseBudget();
+    await t.advance(1_000, 100);
+    expect(await t.c.executions.finish(JOB, { status: 'completed', result: 'container 8 up' })).toBe(true);
+    await t.advance(10, 10);
+    await t.c.shutdown();
+
+    const model = scriptedModel({ agents: { lead: [paid(finish(), 1)] } }, { clock: t.clock });
+    const again = await resumeCoordinator({ store, model, clock: t.clock, tools: [provision], budget: { policy: 'pause' } });
+    expect(again.get(rootId).status).toBe('budgetPaused');
+    await again.resumeBudget();
+    expect((await again.waitFor(rootId, TERMINAL)).status).toBe('completed');
+    expect(JSON.stringify(model.calls[0]!.request.messages)).toContain(`execution ${JOB} completed: container 8 up`);
+    await again.shutdown();
   });
 
   it('after a restart the parked agents stay parked and the raised limit is kept, recomputed from the ledger', async () => {

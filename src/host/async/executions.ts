@@ -125,7 +125,7 @@ export class AsyncExecutions {
     return n;
   }
 
-  /** An approval opened the agent's window: continue its executions that finished outside it. */
+  /** An approval opened the agent's window, or the budget resumed it: continue its executions that finished meanwhile. */
   continueFor(agentId: string): void {
     for (const row of this.#rows.values()) if (row.agentId === agentId) this.#continue(row);
   }

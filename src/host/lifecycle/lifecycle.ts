@@ -38,6 +38,11 @@ export interface LifecycleHost {
   statusChanged(h: AgentHandle, status: AgentStatus): void;
   /** Its idle timer woke a wait on agents: a self-wake of the re-entry budget (async/selfWakes.ts). */
   timerWoke(h: AgentHandle): void;
+  /**
+   * The budget resumed a parked agent: what finished for it while it was parked (its executions'
+   * notes, which a parked agent is not woken for) goes into the call it retries.
+   */
+  resumedFromBudget(h: AgentHandle): void;
 }
 
 export class Lifecycle {
@@ -105,6 +110,8 @@ export class Lifecycle {
       if (status !== 'running') this.#rewakeIfMail(h, status);
       if (from === 'running' && h.notes.length > 0) this.#rewakeForNotes(h, status);
       if (from === 'waiting' && status === 'running' && (ctx.wake === 'timeout' || ctx.wake === 'timer')) host.after(() => host.timerWoke(h));
+      // Before its cycle builds the retried call's request: that waits at least for the session's load.
+      if (from === 'budgetPaused' && status === 'running') host.resumedFromBudget(h);
     }
     const change = status !== from ? { from, to: status, at } : null;
     host.after(() => host.published(h, change));

@@ -11,6 +11,7 @@ import type { Clock } from '../../clock.js';
 import type { StorePort } from '../../store/port.js';
 import type { RunTrace } from '../../trace/tracer.js';
 import type { Agents } from '../agents/agents.js';
+import type { AsyncExecutions } from '../async/executions.js';
 import type { SelfWakes } from '../async/selfWakes.js';
 import type { BudgetLedger } from '../calls/budget.js';
 import type { Gateway } from '../calls/gateway.js';
@@ -43,6 +44,7 @@ export interface LifecycleFamilyPorts {
   readonly budget: BudgetLedger;
   readonly gateway: Pick<Gateway, 'forget'>;
   readonly selfWakes: Pick<SelfWakes, 'admit'>;
+  readonly executions: Pick<AsyncExecutions, 'continueFor'>;
   readonly deadlocks: Pick<DeadlockWatch, 'check'>;
   readonly commit: Pick<CommitPort, 'stage' | 'after'>;
   /** Whether the run id was checked free already (an embedded store, or a resume). */
@@ -73,6 +75,7 @@ export function wireLifecycle(p: LifecycleFamilyPorts) {
     resumeEpoch: () => p.budgetFlags().resumeEpoch,
     statusChanged: (h, status) => budget.allowances.changed(h.id, status),
     timerWoke: (h) => p.selfWakes.admit(h, 'timer', () => undefined),
+    resumedFromBudget: (h) => p.executions.continueFor(h.id),
   });
   const registrar = new Registrar(
     {

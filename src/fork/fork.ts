@@ -109,7 +109,7 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   }
   const newRunId = options.runId ?? freshRunId();
   if (await port.getRun(newRunId)) return failed(new TroupeError('CONFIG_INVALID', `The store already holds a run ${newRunId}`));
-  const read = await writesOf(journal.slice(0, commits), (id) => port.loadSession(id));
+  const read = await writesOf(journal, (id) => port.loadSession(id), commits);
   if (!read.ok) return failed(read.error);
   // The session items the entries name, read back: each commit's writes in full.
   const taken = journal.slice(0, commits).map((c, i) => ({ ...c, ops: read.writes[i]! }));

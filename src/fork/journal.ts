@@ -137,14 +137,15 @@ type LoadSession = (agentId: string) => Promise<SessionItem[]>;
 const isRef = (w: JournalOp): w is SessionRef => 'inputs' in w || 'count' in w;
 
 /**
- * The writes of `commits` (a prefix of a run's journal, oldest first) in full: the items a v3 entry
- * names are read back from the generation of the agent's session they were written in — the rows
- * stored now for its last one (`loadSession`, read only for agents some entry names items of),
- * and for each earlier one the session its rewrite removed, rebuilt from the next. Entries that
- * copied their items (v2, no `v`) are taken as written. STORE_CORRUPT when a named item is not
- * there (rows lost, or the session rewritten after `commits` were read: read them again).
+ * The writes of the first `upTo` of `commits` (a run's journal, oldest first: all of it, for the
+ * rewrites after them too) in full: the items a v3 entry names are read back from the generation
+ * of the agent's session they were written in — the rows stored now for its last one
+ * (`loadSession`, read only for agents some entry names items of), and for each earlier one the
+ * session its rewrite removed, rebuilt from the next. Entries that copied their items (v2, no `v`)
+ * are taken as written. STORE_CORRUPT when a named item is not there (rows lost, or the session
+ * rewritten after `commits` were read: read them again).
  */
-export async function writesOf(commits: readonly Pick<Commit, 'ops'>[], loadSession: LoadSession): Promise<Writes> {
+export async function writesOf(commits: readonly Pick<Commit, 'ops'>[], loadSession: LoadSession, upTo = commits.length): Promise<Writes> {
   // Each agent's rewrites, in order (null: one that copied its items and kept nothing).
   const rewrites = new Map<string, ({ count: number; removed: Removed } | null)[]>();
   const named = new Set<string>();
@@ -158,7 +159,7 @@ export async function writesOf(commits: readonly Pick<Commit, 'ops'>[], loadSess
   for (const agentId of named) generations.set(agentId, generationsOf(await loadSession(agentId), rewrites.get(agentId) ?? []));
   const seen = new Map<string, number>();
   const writes: WriteOp[][] = [];
-  for (const c of commits) {
+  for (const c of commits.slice(0, upTo)) {
     const ops: WriteOp[] = [];
     for (const w of c.ops) {
       const agentId = w.op === 'registerAgent' ? w.agent.id : w.op === 'appendSession' || w.op === 'replaceSession' ? w.agentId : null;

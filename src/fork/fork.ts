@@ -11,7 +11,11 @@
  * transaction: a crash while forking leaves no fork.
  *
  * A run in flight can be forked: only committed journal entries are read, and each holds a whole
- * commit. Whoever writes the fork must be allowed to write the store (on SQLite the file's owner
+ * commit. The session items they name (journal.ts, v3) are read from the rows after them: appends
+ * since leave them in place; a rewrite in between (a run hosted by another process, PostgreSQL)
+ * fails the fork with STORE_CORRUPT when the rows no longer hold them — but a rewrite that keeps
+ * the session's length (stripped images) is not seen, so fork a run hosted elsewhere once it is
+ * parked or done for an exact copy. Whoever writes the fork must be allowed to write the store (on SQLite the file's owner
  * lock: the CLI takes it, so it waits for no host but refuses while one holds the file).
  * @module
  */

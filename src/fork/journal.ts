@@ -28,7 +28,7 @@ import type { StorePort, WriteOp } from '../store/port.js';
 import { COMMIT_EVENT, type AgentRow, type EventRow } from '../store/types.js';
 
 /** What a rewrite removed: the old session is the new one's first `head` items, then `items`, then the new one's last `tail`. */
-export interface Removed {
+interface Removed {
   head: number;
   items: SessionItem[];
   tail: number;
@@ -38,7 +38,7 @@ export interface Removed {
  * A session write as a v3 entry holds it: its items named by where they stand in the agent's
  * session (the rows of its generation: since its registration or the last rewrite).
  */
-export type SessionRef =
+type SessionRef =
   | { op: 'registerAgent'; agent: AgentRow; inputs: number }
   | { op: 'appendSession'; agentId: string; from: number; count: number }
   | { op: 'replaceSession'; agentId: string; count: number; removed: Removed };

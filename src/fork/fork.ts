@@ -11,7 +11,11 @@
  * transaction: a crash while forking leaves no fork.
  *
  * A run in flight can be forked: only committed journal entries are read, and each holds a whole
- * commit. Whoever writes the fork must be allowed to write the store (on SQLite the file's owner
+ * commit. The session items they name (journal.ts, v3) are read from the rows after them: appends
+ * since leave them in place; a rewrite in between (a run hosted by another process, PostgreSQL)
+ * fails the fork with STORE_CORRUPT when the rows no longer hold them — but a rewrite that keeps
+ * the session's length (stripped images) is not seen, so fork a run hosted elsewhere once it is
+ * parked or done for an exact copy. Whoever writes the fork must be allowed to write the store (on SQLite the file's owner
  * lock: the CLI takes it, so it waits for no host but refuses while one holds the file).
  * @module
  */
@@ -19,7 +23,7 @@ import { TroupeError } from '../errors.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
 import type { ReleaseState } from '../store/postgres/lease.js';
 import { COMMIT_EVENT, type AgentRow, type EventRow, type Store } from '../store/types.js';
-import { commitsOf, type CommitEntry } from './journal.js';
+import { commitsOf, sessionLengthAfter, writesOf, type CommitEntry } from './journal.js';
 import { freshRunId, rename, renames } from './remap.js';
 
 /** Where to fork: an agent (id or name) and one of its turns (0: right after it was registered). */
@@ -109,7 +113,10 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   }
   const newRunId = options.runId ?? freshRunId();
   if (await port.getRun(newRunId)) return failed(new TroupeError('CONFIG_INVALID', `The store already holds a run ${newRunId}`));
-  const taken = journal.slice(0, commits);
+  const read = await writesOf(journal, (id) => port.loadSession(id), commits);
+  if (!read.ok) return failed(read.error);
+  // The session items the entries name, read back: each commit's writes in full.
+  const taken = journal.slice(0, commits).map((c, i) => ({ ...c, ops: read.writes[i]! }));
   const map = renames(
     runId,
     newRunId,
@@ -140,9 +147,8 @@ export async function turnPointsOf(reads: Pick<StorePort, 'eventsOf'>, runId: st
   for (const e of await reads.eventsOf(runId, COMMIT_EVENT)) {
     let next: number | null = turn;
     for (const w of (e.data as unknown as CommitEntry).ops) {
-      if (w.op === 'registerAgent' && w.agent.id === agentId) [length, next] = [w.firstInput.length, w.agent.turns];
-      else if (w.op === 'appendSession' && w.agentId === agentId) length += w.items.length;
-      else if (w.op === 'replaceSession' && w.agentId === agentId) length = w.items.length;
+      if (w.op === 'registerAgent' && w.agent.id === agentId) [length, next] = [sessionLengthAfter(w, 0), w.agent.turns];
+      else if ((w.op === 'appendSession' || w.op === 'replaceSession') && w.agentId === agentId) length = sessionLengthAfter(w, length);
       else if (w.op === 'updateAgent' && w.id === agentId && w.patch.turns !== undefined) next = w.patch.turns;
     }
     if (next !== null && next !== turn) points.push({ turn: next, sessionLength: length });

@@ -9,7 +9,7 @@ import type { RecordedCall, RecordedInput } from '../host/calls/callLog.js';
 import type { McpTool } from '../mcp/connection.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
-import type { CommitEntry } from '../fork/journal.js';
+import { writesOf, type CommitEntry } from '../fork/journal.js';
 import type { ToolImage } from '../tools/toolOutput.js';
 import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, READ_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 import type { MailRead } from '../turn/ports.js';
@@ -119,6 +119,16 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   const run = await reads.getRun(runId);
   if (!run) throw new TroupeError('RUN_NOT_FOUND', `No run ${runId} in this database`);
   const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.historyOf(runId), reads.listMessages(runId)]);
+  const loaded = new Map<string, Promise<SessionItem[]>>();
+  const sessionOf = (agentId: string) => loaded.get(agentId) ?? loaded.set(agentId, reads.loadSession(agentId)).get(agentId)!;
+  // The journal's writes in full (its entries name the session items they appended), by entry.
+  const entries = events.filter((e) => e.type === COMMIT_EVENT);
+  const read = await writesOf(
+    entries.map((e) => e.data as unknown as CommitEntry),
+    sessionOf,
+  );
+  if (!read.ok) throw read.error;
+  const writesAt = new Map(entries.map((e, i) => [e, read.writes[i]!]));
   const root = agents.find((a) => a.id === run.rootId) ?? agents.find((a) => a.parentId === null);
   const steps: Step[] = [];
   const toolSets = new Map<number, RecordedCall['tools']>();
@@ -153,7 +163,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
         started = new Map();
         process++;
       }
-      for (const op of entry.ops) {
+      for (const op of writesAt.get(e)!) {
         if (op.op === 'startToolCall') {
           const turn = `${op.row.agentId}\u0000${op.row.turn}`;
           started.set(turn, [...(started.get(turn) ?? []), op.row.callId]);
@@ -214,7 +224,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   const sessions = new Map<string, SessionItem[]>();
   for (const agent of agents) {
     const inSession = new Map<string, ToolResult[]>();
-    const session = await reads.loadSession(agent.id);
+    const session = await sessionOf(agent.id);
     sessions.set(agent.id, session);
     for (const item of session) collectTool(inSession, agent.id, item);
     for (const [key, results] of inSession) {

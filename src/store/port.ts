@@ -40,8 +40,14 @@ export type WriteOp =
   | { op: 'enqueueMessage'; message: NewMessage }
   /** The agent's pending messages up to and including `upToId` (FIFO) were read into its session. */
   | { op: 'markDelivered'; agentId: string; upToId: string; at: number }
-  | { op: 'appendSession'; agentId: string; items: SessionItem[] }
-  | { op: 'replaceSession'; agentId: string; items: SessionItem[] }
+  /**
+   * `from`: how many items the owner held in the agent's session before these (where the first
+   * goes). The commit journal names the items by it instead of copying them (fork/journal.ts);
+   * stores place items by their own count.
+   */
+  | { op: 'appendSession'; agentId: string; items: SessionItem[]; from?: number }
+  /** `replaced`: the session it rewrites, as the owner held it; the commit journal keeps what a fork needs of it (fork/journal.ts). */
+  | { op: 'replaceSession'; agentId: string; items: SessionItem[]; replaced?: readonly SessionItem[] }
   | { op: 'recordUsage'; row: UsageRow }
   | { op: 'appendEvent'; row: EventRow }
   | { op: 'appendStream'; rows: readonly StreamRow[] }

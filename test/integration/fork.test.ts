@@ -11,7 +11,10 @@ import { sqliteRuns } from '../../src/hosting/sqliteRuns.js';
 import { createCoordinator } from '../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
-import { portOf, type StorePort } from '../../src/store/port.js';
+import { portOf, type StorePort, type WriteOp } from '../../src/store/port.js';
+import type { SessionItem } from '../../src/model/types.js';
+import type { CommitEntry } from '../../src/fork/journal.js';
+import { SUMMARY_HEADER } from '../../src/turn/compaction.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { CALL_EVENT, COMMIT_EVENT, type EventRow } from '../../src/store/types.js';
 import { defineTool } from '../../src/tools/defineTool.js';
@@ -165,6 +168,82 @@ async function forkBeforeTheFailure(backend: Backend) {
   expect(await backend.dump(runId)).toEqual(before);
 }
 
+/** The lead looks twice; its third call overflows the context, so its session is compacted; it looks again and finishes. */
+const compacting: Script = {
+  agents: {
+    lead: [
+      { tool: 'look', args: {} },
+      { tool: 'look', args: {} },
+      { error: { code: 'PROVIDER_CONTEXT_OVERFLOW', status: 400 } },
+      { text: 'the lead looked twice and saw a quiet room' },
+      { tool: 'look', args: {} },
+      { tool: 'finish', args: { summary: 'a quiet room' } },
+    ],
+  },
+};
+
+/** `port`, keeping each agent's session as its rows stood right after each of its turns committed (`<agent id>:<turn>`). */
+function sessionsPerTurn(port: StorePort): { port: StorePort; asOf: Map<string, SessionItem[]> } {
+  const asOf = new Map<string, SessionItem[]>();
+  const commit = async (ops: readonly WriteOp[]) => {
+    await port.commit(ops);
+    for (const w of ops) {
+      const turn = w.op === 'registerAgent' ? [w.agent.id, 0] : w.op === 'updateAgent' && w.patch.turns !== undefined ? [w.id, w.patch.turns] : null;
+      // Right after the commit that first set the turn (a later patch may repeat it; forkRun counts the first).
+      if (turn && !asOf.has(turn.join(':'))) asOf.set(turn.join(':'), await port.loadSession(String(turn[0])));
+    }
+  };
+  const seen = new Proxy(port, {
+    get: (target, key) => {
+      if (key === 'commit') return commit;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { port: seen, asOf };
+}
+
+/**
+ * The lead's session is compacted between its turns 2 and 3 (the rewrite deletes the rows of its
+ * turns 1 and 2): forks at turns 1 and 2 (before it), 3 and 4 (after it) and a fork of the last fork
+ * at turn 2 each hold the session as it was then; the original's rows stay byte-identical.
+ */
+async function forkAroundCompaction(backend: Backend) {
+  const clock = new SimulatedClock();
+  const runId = `run_compacted_${Math.random().toString(36).slice(2, 8)}`;
+  const first = await backend.host(runId);
+  const { port, asOf } = sessionsPerTurn(first.port);
+  const c = createCoordinator<StorePort>({ model: scriptedModel(compacting, { clock }), store: port, runId, clock, tools: [look], interactive: false });
+  const leadId = await c.start({ name: 'lead', task: 'look around' });
+  expect((await c.waitFor(leadId, [...TERMINAL])).status).toBe('completed');
+  await c.shutdown();
+  const session = await first.port.loadSession(leadId);
+  expect(JSON.stringify(session[0])).toContain(SUMMARY_HEADER);
+  expect(session.filter((i) => i.role === 'tool' && i.name === 'look')).toHaveLength(1);
+  // The rewrite's entry kept what it removed: both looks and their results.
+  const entries = (await first.port.eventsOf(runId, COMMIT_EVENT)).map((e) => e.data as unknown as CommitEntry);
+  const rewrite = entries.flatMap((e) => e.ops).find((w) => w.op === 'replaceSession');
+  expect(rewrite).toMatchObject({ count: 1, removed: { head: 0, tail: 0, items: asOf.get(`${leadId}:2`) } });
+  await first.release();
+
+  const before = await backend.dump(runId);
+  const second = await backend.host(`${runId}_forks`);
+  /** The fork of `from` at the lead's `turn`: its lead's session, with the original's ids. */
+  const forkAt = async (from: string, lead: string, turn: number, newRunId: string) => {
+    const forked = await forkRun(second.port, from, { at: { agent: lead, turn }, runId: newRunId, now: clock.now() });
+    if (!forked.ok) throw forked.error;
+    const [forkedLead] = await second.port.listAgents(newRunId);
+    const items = JSON.stringify(await second.port.loadSession(forkedLead!.id)).replaceAll(forkedLead!.id, leadId);
+    return { id: forkedLead!.id, session: JSON.parse(items) as SessionItem[] };
+  };
+  for (const turn of [1, 2, 3, 4])
+    expect((await forkAt(runId, leadId, turn, `${runId}_at${turn}`)).session, `turn ${turn}`).toEqual(asOf.get(`${leadId}:${turn}`));
+  const last = await forkAt(runId, leadId, 4, `${runId}_last`);
+  expect((await forkAt(`${runId}_last`, last.id, 2, `${runId}_again`)).session).toEqual(asOf.get(`${leadId}:2`));
+  await second.release();
+  expect(await backend.dump(runId)).toEqual(before);
+}
+
 /** The original run, recorded in a fresh file and let go. */
 async function recorded() {
   const path = dbPath();
@@ -184,6 +263,10 @@ async function settle(c: { list(): { status: string; name: string }[] }, done: (
 describe('forkRun (SQLite)', () => {
   it("forks before a child's failure, continues with another answer and ends otherwise; the original's rows stay byte-identical", async () => {
     await forkBeforeTheFailure(sqliteBackend());
+  });
+
+  it('forks before and after a compaction rewrote the session, and a fork of a fork, each with the session as it was', async () => {
+    await forkAroundCompaction(sqliteBackend());
   });
 
   it('troupe fork prints the new run id; a turn never committed exits 4, a bad --at 2, and neither writes', async () => {
@@ -275,23 +358,29 @@ describe.skipIf(!available)(pgTitle(available, 'forkRun (PostgreSQL)'), () => {
     await drop();
   });
 
+  const pgBackend = (): Backend => ({
+    host: async (runId) => {
+      const lease = await store.claim(runId, { owner: 'test', ttlMs: 600_000, heartbeatMs: 0 });
+      return { port: lease.port, release: async () => void (await lease.release({ state: 'done' })) };
+    },
+    dump: async (runId) => {
+      const { rows } = await adminQuery(
+        'SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = $1 ORDER BY table_name, ordinal_position',
+        [schema],
+      );
+      const tables = new Map<string, string[]>();
+      for (const r of rows as { table_name: string; column_name: string }[]) tables.set(r.table_name, [...(tables.get(r.table_name) ?? []), r.column_name]);
+      const select = async (table: string, key: string, ids: string[]) =>
+        (await adminQuery(`SELECT * FROM ${schema}.${table} WHERE ${key} = ANY($1)`, [ids])).rows;
+      return dumpRows(runId, tables, select);
+    },
+  });
+
   it("forks before a child's failure, continues with another answer and ends otherwise; the original's rows stay byte-identical", async () => {
-    await forkBeforeTheFailure({
-      host: async (runId) => {
-        const lease = await store.claim(runId, { owner: 'test', ttlMs: 600_000, heartbeatMs: 0 });
-        return { port: lease.port, release: async () => void (await lease.release({ state: 'done' })) };
-      },
-      dump: async (runId) => {
-        const { rows } = await adminQuery(
-          'SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = $1 ORDER BY table_name, ordinal_position',
-          [schema],
-        );
-        const tables = new Map<string, string[]>();
-        for (const r of rows as { table_name: string; column_name: string }[]) tables.set(r.table_name, [...(tables.get(r.table_name) ?? []), r.column_name]);
-        const select = async (table: string, key: string, ids: string[]) =>
-          (await adminQuery(`SELECT * FROM ${schema}.${table} WHERE ${key} = ANY($1)`, [ids])).rows;
-        return dumpRows(runId, tables, select);
-      },
-    });
+    await forkBeforeTheFailure(pgBackend());
+  });
+
+  it('forks before and after a compaction rewrote the session, and a fork of a fork, each with the session as it was', async () => {
+    await forkAroundCompaction(pgBackend());
   });
 });

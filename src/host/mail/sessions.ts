@@ -93,10 +93,11 @@ export class Sessions implements SessionPort {
     const list = this.#items.get(agent.id);
     if (!list) throw new TroupeError('INTERNAL', `the session of ${agent.id} is not loaded`);
     const items = scrubItems(given, this.#redactor);
+    const from = list.length;
     for (const item of items) list.push(item);
     const counted = this.#images.get(agent.id);
     if (counted !== undefined) this.#images.set(agent.id, counted + imagesIn(items));
-    this.#stage({ op: 'appendSession', agentId: agent.id, items });
+    this.#stage({ op: 'appendSession', agentId: agent.id, items, from });
   }
 
   /** How many images the agent's session holds (loaded). */
@@ -116,7 +117,7 @@ export class Sessions implements SessionPort {
     const items = scrubItems(given, this.#redactor);
     this.#items.set(agent.id, [...items]);
     this.#images.delete(agent.id);
-    this.#stage({ op: 'replaceSession', agentId: agent.id, items });
+    this.#stage({ op: 'replaceSession', agentId: agent.id, items, replaced: list });
     return true;
   }
 

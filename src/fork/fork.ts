@@ -13,9 +13,9 @@
  * A run in flight can be forked: only committed journal entries are read, and each holds a whole
  * commit. The session items they name (journal.ts, v3) are read from the rows after them: appends
  * since leave them in place; a rewrite in between (a run hosted by another process, PostgreSQL)
- * fails the fork with STORE_CORRUPT when the rows no longer hold them — but a rewrite that keeps
- * the session's length (stripped images) is not seen, so fork a run hosted elsewhere once it is
- * parked or done for an exact copy. Whoever writes the fork must be allowed to write the store (on SQLite the file's owner
+ * would leave rows that are not the ones named, so the journal is asked again after the rows are
+ * read, and a rewrite committed meanwhile makes the fork read everything again (RUN_LOCKED after
+ * three tries). Whoever writes the fork must be allowed to write the store (on SQLite the file's owner
  * lock: the CLI takes it, so it waits for no host but refuses while one holds the file).
  * @module
  */
@@ -23,7 +23,7 @@ import { TroupeError } from '../errors.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
 import type { ReleaseState } from '../store/postgres/lease.js';
 import { COMMIT_EVENT, type AgentRow, type EventRow, type Store } from '../store/types.js';
-import { commitsOf, sessionLengthAfter, writesOf, type CommitEntry } from './journal.js';
+import { commitsOf, sessionLengthAfter, writesOf, type Commit, type CommitEntry } from './journal.js';
 import { freshRunId, rename, renames } from './remap.js';
 
 /** Where to fork: an agent (id or name) and one of its turns (0: right after it was registered). */
@@ -62,7 +62,7 @@ const CONFIG_EVENT = 'cli.run';
 /** Events a run writes on their own, outside its journaled commits: never part of a commit. */
 const NOT_COMMITTED: ReadonlySet<string> = new Set([CONFIG_EVENT, ORIGIN_EVENT]);
 
-const failed = (error: TroupeError): ForkResult => ({ ok: false, error });
+const failed = (error: TroupeError): { ok: false; error: TroupeError } => ({ ok: false, error });
 
 /** Agent `ref` of a run: by id, else by name (the first registered of that name). */
 const agentOf = (agents: readonly AgentRow[], ref: string) => agents.find((a) => a.id === ref) ?? agents.find((a) => a.name === ref);
@@ -101,22 +101,11 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   if (!run) return failed(new TroupeError('RUN_NOT_FOUND', `The store holds no run ${runId}`));
   const agent = agentOf(await port.listAgents(runId), ref);
   if (!agent) return failed(new TroupeError('AGENT_NOT_FOUND', `Run ${runId} has no agent ${ref}`));
-  const history = await port.historyOf(runId);
-  const journal = commitsOf(history, NOT_COMMITTED);
-  const { commits, lastTurn } = forkPointOf(journal, agent.id, turn);
-  if (commits === null) {
-    const why =
-      journal.length === 0
-        ? 'the run has no commit journal (it was recorded in memory, or by a troupe before forks)'
-        : `its committed turns go up to ${lastTurn ?? 0}`;
-    return failed(new TroupeError('FORK_POINT_NOT_FOUND', `${agent.name} has no committed turn ${turn} in run ${runId}: ${why}`, { details: { lastTurn } }));
-  }
   const newRunId = options.runId ?? freshRunId();
   if (await port.getRun(newRunId)) return failed(new TroupeError('CONFIG_INVALID', `The store already holds a run ${newRunId}`));
-  const read = await writesOf(journal, (id) => port.loadSession(id), commits);
-  if (!read.ok) return failed(read.error);
-  // The session items the entries name, read back: each commit's writes in full.
-  const taken = journal.slice(0, commits).map((c, i) => ({ ...c, ops: read.writes[i]! }));
+  const read = await readPrefix(port, runId, agent, turn);
+  if (!read.ok) return read;
+  const { history, commits, taken } = read;
   const map = renames(
     runId,
     newRunId,
@@ -133,6 +122,40 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   ops.push({ op: 'appendEvent', row: { runId: newRunId, agentId: null, type: ORIGIN_EVENT, data: { ...origin }, at: origin.at } });
   await port.commit(ops);
   return { ok: true, runId: newRunId, origin };
+}
+
+/** How often a fork reads a run's journal and rows again when a session was rewritten in between. */
+const READ_TRIES = 3;
+
+type Prefix = { ok: true; history: EventRow[]; commits: number; taken: (Omit<Commit, 'ops'> & { ops: WriteOp[] })[] } | { ok: false; error: TroupeError };
+
+/**
+ * The run's history and the commits up to `agent`'s turn `turn` with their writes in full: the
+ * session items the entries name read back from the rows. The rows are the ones named unless a
+ * session was rewritten after the journal was read (a run hosted by another process): a journal
+ * entry committed since with a rewrite says so, and everything is read again.
+ */
+async function readPrefix(port: StorePort, runId: string, agent: AgentRow, turn: number): Promise<Prefix> {
+  for (let attempt = 1; ; attempt++) {
+    const history = await port.historyOf(runId);
+    const journal = commitsOf(history, NOT_COMMITTED);
+    const { commits, lastTurn } = forkPointOf(journal, agent.id, turn);
+    if (commits === null) {
+      const why =
+        journal.length === 0
+          ? 'the run has no commit journal (it was recorded in memory, or by a troupe before forks)'
+          : `its committed turns go up to ${lastTurn ?? 0}`;
+      return failed(new TroupeError('FORK_POINT_NOT_FOUND', `${agent.name} has no committed turn ${turn} in run ${runId}: ${why}`, { details: { lastTurn } }));
+    }
+    const read = await writesOf(journal, (id) => port.loadSession(id), commits);
+    const since = (await port.eventsOf(runId, COMMIT_EVENT)).slice(journal.length);
+    if (!since.some((e) => (e.data as unknown as CommitEntry).ops.some((w) => w.op === 'replaceSession'))) {
+      if (!read.ok) return failed(read.error);
+      return { ok: true, history, commits, taken: journal.slice(0, commits).map((c, i) => ({ ...c, ops: read.writes[i]! })) };
+    }
+    if (attempt === READ_TRIES)
+      return failed(new TroupeError('RUN_LOCKED', `The sessions of run ${runId} were rewritten while the fork read them, ${READ_TRIES} times: fork again`));
+  }
 }
 
 /**

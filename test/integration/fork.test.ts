@@ -13,7 +13,7 @@ import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
 import { portOf, type StorePort, type WriteOp } from '../../src/store/port.js';
 import type { SessionItem } from '../../src/model/types.js';
-import type { CommitEntry } from '../../src/fork/journal.js';
+import { withJournal, type CommitEntry } from '../../src/fork/journal.js';
 import { SUMMARY_HEADER } from '../../src/turn/compaction.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { CALL_EVENT, COMMIT_EVENT, type EventRow } from '../../src/store/types.js';
@@ -244,6 +244,48 @@ async function forkAroundCompaction(backend: Backend) {
   expect(await backend.dump(runId)).toEqual(before);
 }
 
+/**
+ * Another host rewrites the lead's session, keeping its length, after the fork read the journal and
+ * before it read the rows (a run hosted elsewhere): the fork reads again and holds the session as
+ * it was at the turn, not the rewritten rows.
+ */
+async function forkAcrossARewrite(backend: Backend) {
+  const clock = new SimulatedClock();
+  const runId = `run_rewritten_${Math.random().toString(36).slice(2, 8)}`;
+  const first = await backend.host(runId);
+  const { port, asOf } = sessionsPerTurn(first.port);
+  const c = createCoordinator<StorePort>({ model: scriptedModel(compacting, { clock }), store: port, runId, clock, tools: [look], interactive: false });
+  const leadId = await c.start({ name: 'lead', task: 'look around' });
+  expect((await c.waitFor(leadId, [...TERMINAL])).status).toBe('completed');
+  await c.shutdown();
+  const lastTurn = Math.max(...[...asOf.keys()].filter((k) => k.startsWith(`${leadId}:`)).map((k) => Number(k.split(':')[1])));
+  let rewrites = 0;
+  const racing = new Proxy(first.port, {
+    get: (target, key) => {
+      if (key === 'loadSession')
+        return async (agentId: string) => {
+          if (rewrites === 0) {
+            rewrites += 1;
+            const now = await target.loadSession(leadId);
+            const items = now.map((i, n) => (n === now.length - 1 ? { role: 'user' as const, content: 'rewritten elsewhere' } : i));
+            await target.commit(withJournal(target, runId, [{ op: 'replaceSession', agentId: leadId, items, replaced: now }], clock.now()));
+          }
+          return target.loadSession(agentId);
+        };
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const forked = await forkRun(racing, runId, { at: { agent: leadId, turn: lastTurn }, runId: `${runId}_fork`, now: clock.now() });
+  if (!forked.ok) throw forked.error;
+  expect(rewrites).toBe(1);
+  const [forkedLead] = await first.port.listAgents(`${runId}_fork`);
+  const items = JSON.stringify(await first.port.loadSession(forkedLead!.id)).replaceAll(forkedLead!.id, leadId);
+  expect(JSON.parse(items)).toEqual(asOf.get(`${leadId}:${lastTurn}`));
+  expect(items).not.toContain('rewritten elsewhere');
+  await first.release();
+}
+
 /** The original run, recorded in a fresh file and let go. */
 async function recorded() {
   const path = dbPath();
@@ -267,6 +309,10 @@ describe('forkRun (SQLite)', () => {
 
   it('forks before and after a compaction rewrote the session, and a fork of a fork, each with the session as it was', async () => {
     await forkAroundCompaction(sqliteBackend());
+  });
+
+  it('a session rewritten by another host while the fork reads is read again: the fork holds the session as it was', async () => {
+    await forkAcrossARewrite(sqliteBackend());
   });
 
   it('troupe fork prints the new run id; a turn never committed exits 4, a bad --at 2, and neither writes', async () => {

@@ -388,6 +388,10 @@ export class Replay {
   async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
     await this.#settle(() => this.divergence !== null);
     await this.#stepTo(step.effectsAt);
+    // The timers due by then fired before it came, and what they set going ran (a retry's backoff
+    // ended and its call was asked, which the input then cut short): the clock moves first.
+    this.#advance(step.effectsAt);
+    await this.#settle(() => this.divergence !== null);
     if (!this.divergence) this.#apply(step);
   }
 

@@ -9,8 +9,10 @@
  * `REPLAY_DELAYS=1` gives answers scripted delays: the replay answers a call with latency once what
  * came before it settled, stops the clock at every recorded ask on the way (a retry's backoff),
  * and answers one timer callback's answers together (`burst`) — a call of the burst asked by a
- * timer of that callback (a retry's backoff) asked first, then answered after the answer before it.
- * The counterexamples found so far run as examples on every run (fixtures/replay/delayed-examples.json).
+ * timer of that callback (a retry's backoff) asked first, then answered after the answer before it;
+ * an input is applied once its time's timers have fired and settled. 2,930 random runs found no
+ * divergence there (ten chunks of 300, each with the 7 examples; see the commit). The counterexamples
+ * found so far run as examples on every run (fixtures/replay/delayed-examples.json).
  *
  * `REPLAY_DROP=<kind>` drops that recorded input kind before replaying (the mutation check: the
  * property must fail for send and stop).

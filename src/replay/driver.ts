@@ -90,6 +90,8 @@ export class Replay {
   /** Which process of the recording the code now is (a restart starts the next); the dead ones' asks never end. */
   #epoch = 0;
   #resume: (() => Promise<Coordinator<StorePort>>) | null = null;
+  /** A call of a burst being gathered (`#gather`): asked, it waits for the burst, not the pump. */
+  #gathering: RecordedCall | null = null;
   divergence: Divergence | null = null;
   live = false;
   calls = 0;
@@ -247,7 +249,8 @@ export class Replay {
       const batch: [CallStep, Pending][] = [[step, first]];
       for (; this.#i < steps.length && !step.call.aborted; this.#i++) {
         const next = steps[this.#i]!;
-        if (next.kind !== 'call' || !next.call.burst || next.call.aborted || !this.#arrived.has(next.call)) break;
+        if (next.kind !== 'call' || !next.call.burst || next.call.aborted) break;
+        if (!this.#arrived.has(next.call) && !(await this.#gather(next, step.effectsAt))) break;
         batch.push([next, this.#take(next.call)]);
       }
       // A call cut short in the recording is cut short by a step still to come.
@@ -278,6 +281,22 @@ export class Replay {
     const [extra] = this.#extra;
     if (extra) this.divergence = extra;
     if (!this.divergence) this.divergence = this.#reads.unread();
+  }
+
+  /**
+   * A call of the burst being answered, asked by a timer of the burst's instant (a retry whose
+   * backoff ended in the timer callback that resolved the answer before it): the clock moves to its
+   * ask and the code asks it, unanswered — it is answered with the burst, after the answer before
+   * it, as it was. False if it is not asked then (the clock does not pass `until`, the burst's time).
+   */
+  async #gather(next: CallStep, until: number): Promise<boolean> {
+    const { call } = next;
+    if (call.t0 <= this.#clock.now() || call.t0 > until) return false;
+    this.#gathering = call;
+    this.#advance(call.t0);
+    await this.#settle(() => this.#arrived.has(call) || this.divergence !== null);
+    this.#gathering = null;
+    return this.#arrived.has(call) && !this.divergence;
   }
 
   /**
@@ -369,6 +388,10 @@ export class Replay {
   async #input(step: Extract<Step, { kind: 'input' }>): Promise<void> {
     await this.#settle(() => this.divergence !== null);
     await this.#stepTo(step.effectsAt);
+    // The timers due by then fired before it came, and what they set going ran (a retry's backoff
+    // ended and its call was asked, which the input then cut short): the clock moves first.
+    this.#advance(step.effectsAt);
+    await this.#settle(() => this.divergence !== null);
     if (!this.divergence) this.#apply(step);
   }
 
@@ -475,11 +498,8 @@ export class Replay {
     const call = queue?.shift();
     if (!call) {
       // The recording ended with this call under way (its agent still running): it was never answered.
-      if (
-        purpose === 'main' &&
-        this.#recording.agents.find((a) => a.id === request.agent.id)?.status === 'running' &&
-        !this.#unanswered.has(request.agent.id)
-      ) {
+      // Of any purpose: a context overflow's compaction call, say, asked as the recording stopped.
+      if (this.#recording.agents.find((a) => a.id === request.agent.id)?.status === 'running' && !this.#unanswered.has(request.agent.id)) {
         this.#unanswered.add(request.agent.id);
         return never(options);
       }
@@ -517,7 +537,7 @@ export class Replay {
       // code took that answer. One the recording shows cut short ends with the cancel.
       if (call.aborted) options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
       const due = this.#recording.steps[this.#i];
-      if (due?.kind === 'call' && due.call === call) this.#pump();
+      if (due?.kind === 'call' && due.call === call && this.#gathering !== call) this.#pump();
     });
   }
 

@@ -3,7 +3,9 @@
  * recorded, only how many messages each read took (`replay.read`). Each read of the code takes as
  * many as the recording's did, once that many have come — held until then — so a wait counts the
  * messages its recording counted whatever the commits around it. A read the recording has none of
- * took none (a wait's: the code's own count — parked with mail waiting, nothing would wake it).
+ * took none: a turn's leaves the mail waiting; a wait's parks (or answers as it did: stopped, no
+ * active agents) though mail waits — mail that came while the recording's wait was parked, here
+ * first, and as it woke that wait it wakes this one as it parks (lifecycle.ts `#rewakeIfMail`).
  * A recording without reads (an older one) keeps the old rule: every read takes what waits.
  * @module
  */
@@ -39,7 +41,7 @@ export class RecordedReads {
   take(epoch: number, agentId: string, read: MailRead, waiting: () => number, off: boolean): number | null | Promise<number | null> {
     if (!this.#reads || off) return null;
     const count = this.#reads.get(readKey(epoch, agentId, read))?.shift();
-    if (count === undefined) return 'turn' in read ? 0 : null;
+    if (count === undefined) return 0;
     if (waiting() >= count) return count;
     return new Promise((give) => this.#held.push({ agentId, read, count, waiting, give }));
   }

@@ -17,6 +17,14 @@ const finish = (summary = 'done'): ScriptStep => ({ tool: 'finish', args: { summ
 const report = (summary: string): ScriptStep => ({ tool: 'agent_finish', args: { summary } });
 const spawn = (...names: string[]): ScriptStep => ({ tools: names.map((name) => ({ name: 'spawn_agent', args: { name, task: `work as ${name}` } })) });
 const wait: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'children' } };
+/** A tool that starts the asynchronous execution `job` (its result links it to the agent). */
+const provisioning = (job: string) =>
+  defineTool({
+    name: 'provision',
+    description: 'Start provisioning (asynchronous).',
+    parameters: { type: 'object' },
+    execute: () => ({ status: `execution ${job} running` }),
+  });
 const lastMessage = (t: ReturnType<typeof team>, i: number) => {
   const content = t.model.calls[i]!.request.messages.at(-1)!.content;
   return typeof content === 'string' ? content : JSON.stringify(content);
@@ -285,12 +293,7 @@ describe('pause policy', () => {
 
   it("an execution that finishes while its agent is budget-paused is in the agent's first call once the budget resumes", async () => {
     const JOB = '019f4b19-eafd-74ed-baa6-000000000042';
-    const provision = defineTool({
-      name: 'provision',
-      description: 'Start provisioning (asynchronous).',
-      parameters: { type: 'object' },
-      execute: () => ({ status: `execution ${JOB} running` }),
-    });
+    const provision = provisioning(JOB);
     const t = team(
       { agents: { lead: [{ ...paid({ tool: 'provision', args: {} }, 1), delayMs: 1_000 }, paid(graph, 1), paid(finish(), 1)] } },
       { tools: [provision], budget: { limitUsd: 100, policy: 'pause' } },
@@ -311,12 +314,7 @@ describe('pause policy', () => {
 
   it('an execution that finished while its agent was budget-paused reaches it after a restart too, once the budget resumes', async () => {
     const JOB = '019f4b19-eafd-74ed-baa6-000000000043';
-    const provision = defineTool({
-      name: 'provision',
-      description: 'Start provisioning (asynchronous).',
-      parameters: { type: 'object' },
-      execute: () => ({ status: `execution ${JOB} running` }),
-    });
+    const provision = provisioning(JOB);
     const store = memoryStore();
     const t = team(
       { agents: { lead: [{ ...paid({ tool: 'provision', args: {} }, 1), delayMs: 1_000 }, paid(finish(), 1)] } },

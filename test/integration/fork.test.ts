@@ -203,20 +203,26 @@ function sessionsPerTurn(port: StorePort): { port: StorePort; asOf: Map<string, 
   return { port: seen, asOf };
 }
 
-/**
- * The lead's session is compacted between its turns 2 and 3 (the rewrite deletes the rows of its
- * turns 1 and 2): forks at turns 1 and 2 (before it), 3 and 4 (after it) and a fork of the last fork
- * at turn 2 each hold the session as it was then; the original's rows stay byte-identical.
- */
-async function forkAroundCompaction(backend: Backend) {
+/** The `compacting` run, recorded on `backend` through `sessionsPerTurn` and shut down (its host not let go). */
+async function recordCompacting(backend: Backend, prefix: string) {
   const clock = new SimulatedClock();
-  const runId = `run_compacted_${Math.random().toString(36).slice(2, 8)}`;
+  const runId = `${prefix}_${Math.random().toString(36).slice(2, 8)}`;
   const first = await backend.host(runId);
   const { port, asOf } = sessionsPerTurn(first.port);
   const c = createCoordinator<StorePort>({ model: scriptedModel(compacting, { clock }), store: port, runId, clock, tools: [look], interactive: false });
   const leadId = await c.start({ name: 'lead', task: 'look around' });
   expect((await c.waitFor(leadId, [...TERMINAL])).status).toBe('completed');
   await c.shutdown();
+  return { clock, runId, first, asOf, leadId };
+}
+
+/**
+ * The lead's session is compacted between its turns 2 and 3 (the rewrite deletes the rows of its
+ * turns 1 and 2): forks at turns 1 and 2 (before it), 3 and 4 (after it) and a fork of the last fork
+ * at turn 2 each hold the session as it was then; the original's rows stay byte-identical.
+ */
+async function forkAroundCompaction(backend: Backend) {
+  const { clock, runId, first, asOf, leadId } = await recordCompacting(backend, 'run_compacted');
   const session = await first.port.loadSession(leadId);
   expect(JSON.stringify(session[0])).toContain(SUMMARY_HEADER);
   expect(session.filter((i) => i.role === 'tool' && i.name === 'look')).toHaveLength(1);
@@ -250,14 +256,7 @@ async function forkAroundCompaction(backend: Backend) {
  * it was at the turn, not the rewritten rows.
  */
 async function forkAcrossARewrite(backend: Backend) {
-  const clock = new SimulatedClock();
-  const runId = `run_rewritten_${Math.random().toString(36).slice(2, 8)}`;
-  const first = await backend.host(runId);
-  const { port, asOf } = sessionsPerTurn(first.port);
-  const c = createCoordinator<StorePort>({ model: scriptedModel(compacting, { clock }), store: port, runId, clock, tools: [look], interactive: false });
-  const leadId = await c.start({ name: 'lead', task: 'look around' });
-  expect((await c.waitFor(leadId, [...TERMINAL])).status).toBe('completed');
-  await c.shutdown();
+  const { clock, runId, first, asOf, leadId } = await recordCompacting(backend, 'run_rewritten');
   const lastTurn = Math.max(...[...asOf.keys()].filter((k) => k.startsWith(`${leadId}:`)).map((k) => Number(k.split(':')[1])));
   let rewrites = 0;
   const racing = new Proxy(first.port, {

@@ -11,8 +11,8 @@ import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import type { ReplayReads } from '../../../src/replay/recording.js';
+import { withHistory } from '../../helpers/replayReads.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
-import { portOf } from '../../../src/store/port.js';
 import { READ_EVENT, type EventRow } from '../../../src/store/types.js';
 
 /** Two workers that report at the same instant: the lead's woken wait reads both reports at once. */
@@ -54,19 +54,13 @@ async function recorded() {
 
 /** The recording's reads, each read event as `edit` makes it (null: left out), and `more` after them. */
 function edited(store: ReturnType<typeof memoryStore>, edit: (read: EventRow) => EventRow | null, more: EventRow[] = []): ReplayReads {
-  const port = portOf(store);
-  return {
-    getRun: (id) => port.getRun(id),
-    listAgents: (id) => port.listAgents(id),
-    listMessages: (id) => port.listMessages(id),
-    loadSession: (id) => port.loadSession(id),
-    historyOf: async (id) =>
-      (await port.historyOf(id)).flatMap((e) => {
-        if (e.type !== READ_EVENT) return [e];
-        const read = edit(e);
-        return read ? [read, ...more] : [];
-      }),
-  };
+  return withHistory(store, (events) =>
+    events.flatMap((e) => {
+      if (e.type !== READ_EVENT) return [e];
+      const read = edit(e);
+      return read ? [read, ...more] : [];
+    }),
+  );
 }
 
 describe('replay of mailbox reads', () => {

@@ -11,8 +11,8 @@ import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import type { ReplayReads } from '../../../src/replay/recording.js';
+import { withHistory } from '../../helpers/replayReads.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
-import { portOf } from '../../../src/store/port.js';
 import { CALL_EVENT, INPUT_EVENT, READ_EVENT, type EventRow, type Store } from '../../../src/store/types.js';
 
 /** Record `script`: the lead parks on its second turn's wait; a user message wakes it at 500 ms. */
@@ -40,22 +40,13 @@ async function recorded(script: Script) {
  * The recording with the user's message applied before the answer that asked for the wait (at its
  * time): replayed, the message is in the mailbox when the wait begins.
  */
-function messageFirst(store: Store, runId: string, root: string): ReplayReads {
-  const history = portOf(store).historyOf(runId);
-  const port = portOf(store);
-  return {
-    getRun: (id) => port.getRun(id),
-    listAgents: (id) => port.listAgents(id),
-    listMessages: (id) => port.listMessages(id),
-    loadSession: (id) => port.loadSession(id),
-    historyOf: async () => {
-      const events = await history;
-      const send = events.find((e) => e.type === INPUT_EVENT)!;
-      const waitCall = events.find((e) => e.type === CALL_EVENT && e.agentId === root && (e.data as { turn: number }).turn === 2)!;
-      const moved: EventRow = { ...send, at: waitCall.at };
-      return events.flatMap((e) => (e === send ? [] : e === waitCall ? [moved, e] : [e]));
-    },
-  };
+function messageFirst(store: Store, root: string): ReplayReads {
+  return withHistory(store, (events) => {
+    const send = events.find((e) => e.type === INPUT_EVENT)!;
+    const waitCall = events.find((e) => e.type === CALL_EVENT && e.agentId === root && (e.data as { turn: number }).turn === 2)!;
+    const moved: EventRow = { ...send, at: waitCall.at };
+    return events.flatMap((e) => (e === send ? [] : e === waitCall ? [moved, e] : [e]));
+  });
 }
 
 const statusesOf = (store: Store, runId: string, agentId: string) =>
@@ -96,7 +87,7 @@ describe('a wait that parked with no mail, replayed where the mail already waits
     expect(readsOf(store, runId)).toContainEqual({ turn: 3, count: 1 });
     expect(readsOf(store, runId).some((r) => 'callId' in r)).toBe(false);
 
-    const result = await replayRun(messageFirst(store, runId, root), runId);
+    const result = await replayRun(messageFirst(store, root), runId);
     expect(result.divergence).toBeNull();
     expect(result.outcome).toBe('identical');
     // Parked and woken as recorded, not answered at once; its reads as the recording's.

@@ -10,7 +10,8 @@
  * 38f7105 (before the reads were recorded) 28 of 40, each divergence a worker's request with a
  * note the recording's turn had not read yet ("message 14 of 14 (user): recorded «user note …»
  * now «(none)»"), or the lead's wait counting other messages. Mutation, the replay's reads taking
- * what waits instead of the recorded count (mailReads.ts `take`): 13 of 40 diverge.
+ * what waits instead of the recorded count (mailReads.ts `take`): 13 of 40 diverge; the call log
+ * keeping no reads (callLog.ts `mailRead`): 4 of 20.
  *
  * REALTIME_TRIALS=<n> runs more trials and prints each one's outcome.
  */

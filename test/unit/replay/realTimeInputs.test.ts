@@ -19,6 +19,9 @@
  *
  * REALTIME_TRIALS=<n> runs more trials and prints each one's outcome.
  */
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TERMINAL_STATUSES } from '../../../machines/types.js';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
@@ -104,6 +107,61 @@ async function record(seed: number) {
 
 const TRIALS = Number(process.env.REALTIME_TRIALS ?? 20);
 
+/**
+ * What a divergence needs to be diagnosed (no run of this test is reproducible: the timings are
+ * real): the divergence in full; the diverging agent's session as recorded and as replayed; and,
+ * for that agent, its parent and its children, every event the recording and the replay hold
+ * (calls shortened to who, turn, keep and what they added; reads, tools, inputs, statuses as
+ * they are), numbered in the order the store holds them. Written to a file (`REALTIME_DUMP`, else
+ * the tmp dir).
+ */
+function dump(seed: number, store: ReturnType<typeof memoryStore>, runId: string, result: Awaited<ReturnType<typeof replayRun>>): string {
+  const d = result.divergence!;
+  const agents = store.listAgents(runId);
+  const name = (id: string | null) => agents.find((a) => a.id === id)?.name ?? id;
+  const diverging = agents.find((a) => a.id === d.agentId);
+  const near = new Set(agents.filter((a) => a.id === d.agentId || a.id === diverging?.parentId || a.parentId === d.agentId).map((a) => a.id));
+  const events = (s: ReturnType<typeof memoryStore>) =>
+    s
+      .historyOf(runId)
+      .map((e, i) => ({ ...e, i }))
+      .filter((e) => e.agentId === null || near.has(e.agentId))
+      .map((e) => {
+        const data = e.data as Record<string, unknown>;
+        const shown =
+          e.type === 'replay.call'
+            ? {
+                turn: data.turn,
+                purpose: data.purpose,
+                t0: data.t0,
+                keep: data.keep,
+                add: data.add,
+                burst: data.burst,
+                window: data.window,
+                aborted: data.aborted,
+              }
+            : data;
+        return `${e.i} @${e.at} ${name(e.agentId)} ${e.type} ${JSON.stringify(shown)}`;
+      });
+  const file = join(process.env.REALTIME_DUMP ?? tmpdir(), `realtime-divergence-${seed}-${process.pid}.json`);
+  const text = JSON.stringify(
+    {
+      seed,
+      divergence: d,
+      recordedSession: store.loadSession(d.agentId),
+      replayedSession: result.store.loadSession(d.agentId),
+      messages: store.listMessages(runId).filter((m) => near.has(m.to) || near.has(m.from)),
+      replayedMessages: result.store.listMessages(runId).filter((m) => near.has(m.to) || near.has(m.from)),
+      recordedEvents: events(store),
+      replayedEvents: events(result.store as ReturnType<typeof memoryStore>),
+    },
+    null,
+    1,
+  );
+  writeFileSync(file, text);
+  return file;
+}
+
 describe('replay of a latent team with user messages sent in real time (memory store)', () => {
   it(`replays identically (${TRIALS} recordings)`, { timeout: 10_000 + TRIALS * 3_000 }, async () => {
     const outcomes: string[] = [];
@@ -113,7 +171,7 @@ describe('replay of a latent team with user messages sent in real time (memory s
       const sent = store.historyOf(runId).filter((e) => e.type === INPUT_EVENT).length;
       inputs += sent;
       const result = await replayRun(store, runId, { coordinator: { tools: [note], limits }, model: { name: 'latent-team' } });
-      let outcome = `${result.outcome}${result.divergence ? ` ${JSON.stringify(result.divergence)}` : ''}`;
+      let outcome = `${result.outcome}${result.divergence ? ` ${JSON.stringify(result.divergence)} dump ${dump(1_000 + trial, store, runId, result)}` : ''}`;
       if (!result.divergence) {
         // Identical means the rows too: every session and status as the recording ended them.
         for (const agent of store.listAgents(runId)) {

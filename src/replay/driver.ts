@@ -85,6 +85,11 @@ export class Replay {
   #messageIds: string[];
   /** Each recorded call's step. */
   readonly #stepOf = new Map<RecordedCall, number>();
+  /**
+   * Windowed steps queued (each in an immediate of its own) and not run yet: they come before the
+   * cursor, so no call at the cursor is answered until they have run.
+   */
+  #windowing = 0;
   /** The restarts' steps, ascending. */
   readonly #restarts: number[] = [];
   /** Which process of the recording the code now is (a restart starts the next); the dead ones' asks never end. */
@@ -211,6 +216,12 @@ export class Replay {
   async drive(): Promise<void> {
     const steps = this.#recording.steps;
     while (!this.divergence && !this.live) {
+      // Windowed steps still queued (a tool's end takes them and returns at once): they run, and
+      // their effects settle, before the call at the cursor is answered, as they came before it.
+      if (this.#windowing > 0) {
+        this.#quiet.acted();
+        await this.#settle(() => this.divergence !== null);
+      }
       this.#pump();
       if (this.#i >= steps.length || this.divergence || this.live) break;
       const step = steps[this.#i]!;
@@ -255,7 +266,7 @@ export class Replay {
       const windowed = this.#windowed();
       this.#advance(batch.at(-1)![0].effectsAt);
       for (const [{ call }, pending] of batch) this.#answer(call, pending);
-      for (const step of windowed) setImmediate(step);
+      this.#queue(windowed);
       // Their effects (the answers' tools, the notices they cause) come before the next step, as
       // they did in the recording: an answer takes a model's latency, its effects none.
       await this.#settle(() => this.divergence !== null);
@@ -325,7 +336,21 @@ export class Replay {
     this.#i++;
     if (!this.#results.end(at)) return;
     this.#quiet.acted();
-    for (const step of this.#windowed()) setImmediate(step);
+    this.#queue(this.#windowed());
+  }
+
+  /** Run the windowed steps, each in an immediate of its own, in order (`#windowing` counts them down). */
+  #queue(windowed: (() => void)[]): void {
+    this.#windowing += windowed.length;
+    for (const step of windowed) {
+      setImmediate(() => {
+        try {
+          step();
+        } finally {
+          this.#windowing--;
+        }
+      });
+    }
   }
 
   /**
@@ -335,6 +360,8 @@ export class Replay {
    * asked (a scripted or instant model). Stops at an input, a call with latency, or one not asked yet.
    */
   #pump(): void {
+    // An instant call at the cursor came after the windowed steps before it: not while they wait.
+    if (this.#windowing > 0) return;
     const steps = this.#recording.steps;
     while (this.#i < steps.length && !this.divergence && !this.live) {
       const step = steps[this.#i]!;

@@ -358,8 +358,12 @@ export class Replay {
    * inside the ask when the code asks for the call at the cursor — so what each answer sets going
    * races the commits and wakes in flight as it did when the model answered in the instant it was
    * asked (a scripted or instant model). Stops at an input, a call with latency, or one not asked yet.
+   * `inAsk`: run inside the ask of the call at the cursor, whose caller has not yet attached to its
+   * promise (its reaction is queued only then): the calls after it are answered a microtask on, so
+   * their reactions come after its, in step order — answered with it, a call asked earlier
+   * reacted first (its report reached the lead before the one the recording had first).
    */
-  #pump(): void {
+  #pump(inAsk = false): void {
     // An instant call at the cursor came after the windowed steps before it: not while they wait.
     if (this.#windowing > 0) return;
     const steps = this.#recording.steps;
@@ -372,6 +376,10 @@ export class Replay {
       if (step.call.aborted) continue;
       this.#advance(step.effectsAt);
       this.#answer(step.call, pending);
+      if (inAsk) {
+        queueMicrotask(() => this.#pump());
+        return;
+      }
     }
   }
 
@@ -544,7 +552,7 @@ export class Replay {
       // code took that answer. One the recording shows cut short ends with the cancel.
       if (call.aborted) options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
       const due = this.#recording.steps[this.#i];
-      if (due?.kind === 'call' && due.call === call) this.#pump();
+      if (due?.kind === 'call' && due.call === call) this.#pump(true);
     });
   }
 

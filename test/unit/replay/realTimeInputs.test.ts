@@ -6,18 +6,22 @@
  * and the recording keeps how many messages each mailbox read took (`replay.read`), which the
  * replay's reads take — so every recording replays identically: no divergence is tolerated.
  *
- * Measured at ambient load 8-9 on 2 cores (other sessions' tests): 219 of 220 identical with no
- * burner of ours, 190 of 190 beside one CPU burner, 80 of 80 beside two or three. The one
- * divergence (kind notice) was the lead's turn-4 request: item 12 of 13, recorded a message from
- * worker w0, the replay's item clipped from the log; no user note goes to the lead, so it is an
- * order among the workers' messages, not the inputs. Not reproduced in 370 runs since: open. At
- * 38f7105 (before the reads were recorded) 28 of 40, each divergence a worker's request with a
- * note the recording's turn had not read yet ("message 14 of 14 (user): recorded «user note …»
- * now «(none)»"), or the lead's wait counting other messages. Mutations: the replay's reads taking
- * what waits instead of the recorded count (mailReads.ts `take`): 13 of 40 diverge; the call log
- * keeping no reads (callLog.ts `mailRead`): 4 of 20.
+ * The rare divergence (the lead's request with one worker's report where the recording had
+ * another's: 4 in 1,500 runs at c4493b3, load 3-6 on 2 cores) had two causes in the driver, each
+ * seen in the dumps a divergence now writes: a tool end's windowed steps, queued in immediates,
+ * overtaken by the pump answering an instant call asked long before (windowOrder.test.ts); and
+ * two instant calls answered in one pump inside the later-listed one's ask, the call asked first
+ * reacting first (2 in 2,400 runs with the first fixed). With both fixed: 2,400 of 2,400 identical
+ * with no burner of ours, 600 of 600 beside one CPU burner (0 in 3,000 excludes, at 95 %, a rate
+ * above 1 in 1,000 recordings, 2 % per run of 20; a lower one it cannot). At 38f7105 (before the
+ * reads were recorded) 28 of 40, each divergence a worker's request with a note the recording's
+ * turn had not read yet ("message 14 of 14 (user): recorded «user note …» now «(none)»"), or the
+ * lead's wait counting other messages. Mutations: the replay's reads taking what waits instead of the
+ * recorded count (mailReads.ts `take`): 13 of 40 diverge; the call log keeping no reads
+ * (callLog.ts `mailRead`): 4 of 20. Runtime: 3-5 s for the default 20.
  *
- * REALTIME_TRIALS=<n> runs more trials and prints each one's outcome.
+ * REALTIME_TRIALS=<n> runs more trials and prints each one's outcome; REALTIME_DUMP=<dir> says
+ * where a divergence's dump goes (default: the tmp dir).
  */
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

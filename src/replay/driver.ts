@@ -13,10 +13,10 @@
  * which no request, tool or view event came.
  * @module
  */
-import { ProviderError, TroupeError, isErrorCode, type ErrorCode } from '../errors.js';
 import type { RecordedCall } from '../host/calls/callLog.js';
 import type { Coordinator } from '../host/createCoordinator.js';
 import type { IdSource } from '../host/options.js';
+import { errorOf, extraCall, never, RecordedIds } from './answers.js';
 import type { Model, ModelCallOptions, ModelRequest, ModelTurn } from '../model/types.js';
 import type { StorePort } from '../store/port.js';
 import type { Tool, ToolContext } from '../tools/defineTool.js';
@@ -80,11 +80,15 @@ export class Replay {
   readonly #results: ToolResults;
   /** The recorded mailbox reads, and the reads held for their messages (mailReads.ts). */
   readonly #reads: RecordedReads;
-  /** The recording's ids not handed out yet. */
-  #agentIds: string[];
-  #messageIds: string[];
+  /** The recording's ids, handed out in order. */
+  readonly #ids: RecordedIds;
   /** Each recorded call's step. */
   readonly #stepOf = new Map<RecordedCall, number>();
+  /**
+   * Windowed steps queued (each in an immediate of its own) and not run yet: they come before the
+   * cursor, so no call at the cursor is answered until they have run.
+   */
+  #windowing = 0;
   /** The restarts' steps, ascending. */
   readonly #restarts: number[] = [];
   /** Which process of the recording the code now is (a restart starts the next); the dead ones' asks never end. */
@@ -116,11 +120,8 @@ export class Replay {
     }
     this.#asks = recording.steps.flatMap((s) => (s.kind === 'call' ? [s.call.t0] : [])).sort((a, b) => a - b);
     this.#reads = new RecordedReads(recording);
-    this.#agentIds = [...recording.agentIds];
-    this.#messageIds = [...recording.messageIds];
-    let extra = 0;
-    // Past the recording's ids (a replay that made more than the run did), ids no run has.
-    this.ids = { agent: () => this.#agentIds.shift() ?? `replay${++extra}`, message: () => this.#messageIds.shift() ?? `msg_replay${++extra}` };
+    this.#ids = new RecordedIds(recording);
+    this.ids = this.#ids.source;
     this.model = this.modelAs(options.model ?? {});
     this.#results = new ToolResults(recording, {
       cursor: () => this.#i,
@@ -142,13 +143,9 @@ export class Replay {
     this.#resume = resume;
   }
 
-  /**
-   * At a restart: the ids still to hand out are the recording's not committed yet — what the dead
-   * process handed out and never committed was lost with it, in the recording as here.
-   */
+  /** At a restart: the ids still to hand out are the recording's not committed yet (answers.ts). */
   resyncIds(committed: { agents: ReadonlySet<string>; messages: ReadonlySet<string> }): void {
-    this.#agentIds = this.#recording.agentIds.filter((id) => !committed.agents.has(id));
-    this.#messageIds = this.#recording.messageIds.filter((id) => !committed.messages.has(id));
+    this.#ids.resync(committed);
   }
 
   /** The first restart still to come (its step), or Infinity. */
@@ -213,6 +210,12 @@ export class Replay {
   async drive(): Promise<void> {
     const steps = this.#recording.steps;
     while (!this.divergence && !this.live) {
+      // Windowed steps still queued (a tool's end takes them and returns at once): they run, and
+      // their effects settle, before the call at the cursor is answered, as they came before it.
+      if (this.#windowing > 0) {
+        this.#quiet.acted();
+        await this.#settle(() => this.divergence !== null);
+      }
       this.#pump();
       if (this.#i >= steps.length || this.divergence || this.live) break;
       const step = steps[this.#i]!;
@@ -258,7 +261,7 @@ export class Replay {
       const windowed = this.#windowed();
       this.#advance(batch.at(-1)![0].effectsAt);
       for (const [{ call }, pending] of batch) this.#answer(call, pending);
-      for (const step of windowed) setImmediate(step);
+      this.#queue(windowed);
       // Their effects (the answers' tools, the notices they cause) come before the next step, as
       // they did in the recording: an answer takes a model's latency, its effects none.
       await this.#settle(() => this.divergence !== null);
@@ -344,7 +347,21 @@ export class Replay {
     this.#i++;
     if (!this.#results.end(at)) return;
     this.#quiet.acted();
-    for (const step of this.#windowed()) setImmediate(step);
+    this.#queue(this.#windowed());
+  }
+
+  /** Run the windowed steps, each in an immediate of its own, in order (`#windowing` counts them down). */
+  #queue(windowed: (() => void)[]): void {
+    this.#windowing += windowed.length;
+    for (const step of windowed) {
+      setImmediate(() => {
+        try {
+          step();
+        } finally {
+          this.#windowing--;
+        }
+      });
+    }
   }
 
   /**
@@ -352,8 +369,14 @@ export class Replay {
    * inside the ask when the code asks for the call at the cursor — so what each answer sets going
    * races the commits and wakes in flight as it did when the model answered in the instant it was
    * asked (a scripted or instant model). Stops at an input, a call with latency, or one not asked yet.
+   * `inAsk`: run inside the ask of the call at the cursor, whose caller has not yet attached to its
+   * promise (its reaction is queued only then): the calls after it are answered a microtask on, so
+   * their reactions come after its, in step order — answered with it, a call asked earlier
+   * reacted first (its report reached the lead before the one the recording had first).
    */
-  #pump(): void {
+  #pump(inAsk = false): void {
+    // An instant call at the cursor came after the windowed steps before it: not while they wait.
+    if (this.#windowing > 0) return;
     const steps = this.#recording.steps;
     while (this.#i < steps.length && !this.divergence && !this.live) {
       const step = steps[this.#i]!;
@@ -364,6 +387,10 @@ export class Replay {
       if (step.call.aborted) continue;
       this.#advance(step.effectsAt);
       this.#answer(step.call, pending);
+      if (inAsk) {
+        queueMicrotask(() => this.#pump());
+        return;
+      }
     }
   }
 
@@ -503,27 +530,7 @@ export class Replay {
         this.#unanswered.add(request.agent.id);
         return never(options);
       }
-      // Not yet a divergence: the recording may have cut this call short before it began (a stop
-      // applied before the agent's turn reached the model, where here it got there first).
-      // Cancelled, it was that; still asked when the replay ends, it is the first divergence.
-      const extra: Divergence = {
-        agent: request.agent.name,
-        agentId: request.agent.id,
-        turn: request.turn,
-        kind: 'request',
-        diff: `the code asked for a ${purpose} call the recording does not have`,
-      };
-      this.#extra.add(extra);
-      return new Promise<ModelTurn>((_resolve, reject) =>
-        options.signal.addEventListener(
-          'abort',
-          () => {
-            this.#extra.delete(extra);
-            reject(options.signal.reason);
-          },
-          { once: true },
-        ),
-      );
+      return extraCall(this.#extra, request, purpose, options);
     }
     const diverged = this.#requests.check(call, request);
     if (diverged) {
@@ -537,7 +544,7 @@ export class Replay {
       // code took that answer. One the recording shows cut short ends with the cancel.
       if (call.aborted) options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true });
       const due = this.#recording.steps[this.#i];
-      if (due?.kind === 'call' && due.call === call && this.#gathering !== call) this.#pump();
+      if (due?.kind === 'call' && due.call === call && this.#gathering !== call) this.#pump(true);
     });
   }
 
@@ -553,20 +560,4 @@ export class Replay {
   #settle(done: () => boolean): Promise<void> {
     return this.#quiet.settle(done, () => this.#results.release() || this.#releaseReads());
   }
-}
-
-/** A call the replay will not answer: it ends only when the code cancels it. */
-function never(options: ModelCallOptions): Promise<ModelTurn> {
-  return new Promise((_resolve, reject) => options.signal.addEventListener('abort', () => reject(options.signal.reason), { once: true }));
-}
-
-function errorOf(call: RecordedCall): Error {
-  const e = call.error!;
-  if (e.provider && e.code.startsWith('PROVIDER_')) {
-    return new ProviderError(e.code as Extract<ErrorCode, `PROVIDER_${string}`>, e.message, {
-      ...(e.status === undefined ? {} : { status: e.status }),
-      ...(e.retryAfterMs === undefined ? {} : { retryAfterMs: e.retryAfterMs }),
-    });
-  }
-  return isErrorCode(e.code) && e.code !== 'INTERNAL' ? new TroupeError(e.code, e.message) : new Error(e.message);
 }

@@ -1,0 +1,109 @@
+/**
+ * Replay (issue 37): steps the recording applied in the commit window of a user tool's end come
+ * before the step after them, even an instant call the code asked for long before. The recording:
+ * worker a's tool ends (a `tool` step), worker c's answer comes in that commit window (`window`),
+ * then worker b's call, answered in the instant it left the model queue (concurrency 1: it waited
+ * behind c's), so b's call is instant and c's report reaches the lead before b's. The replay (no
+ * queue bound) has b's call asked from the start; it must still be answered after c's.
+ *
+ * This is the rare divergence of realTimeInputs.test.ts (about 1 run in 375: the lead's request
+ * with a worker's report where the recording had another's): the driver queued the windowed steps
+ * in immediates after a tool's end and returned, and its pump answered the instant call at the
+ * cursor before they ran. Without the fix (driver.ts `#windowing`) this test diverges at the
+ * lead's turn 3: "recorded «[Message from c …» now «[Message from b …»".
+ */
+import { expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import { TERMINAL_STATUSES } from '../../../machines/types.js';
+import { createCoordinator } from '../../../src/host/createCoordinator.js';
+import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
+import type { Model } from '../../../src/model/types.js';
+import { replayRun } from '../../../src/replay/replayRun.js';
+import { memoryStore } from '../../../src/store/memoryStore.js';
+import { CALL_EVENT, TOOL_EVENT } from '../../../src/store/types.js';
+import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
+
+const wait = { tool: 'wait_for_agents', args: { reason: 'reports' } };
+const script: Script = {
+  agents: {
+    lead: [
+      {
+        tool: 'spawn_agents',
+        args: {
+          agents: [
+            { name: 'a', task: 'slow' },
+            { name: 'c', task: 'late' },
+            { name: 'b', task: 'quick' },
+          ],
+        },
+      },
+      wait,
+      wait,
+      wait,
+      wait,
+      { tool: 'finish', args: { summary: 'done' } },
+    ],
+    a: [
+      { tool: 'slow', args: {} },
+      { tool: 'agent_finish', args: { summary: 'a done' } },
+    ],
+    c: [{ tool: 'agent_finish', args: { summary: 'c done' }, delayMs: 10 }],
+    b: [{ tool: 'agent_finish', args: { summary: 'b done' } }],
+  },
+};
+
+/** a's tool: 9 ms on the clock, so it ends in the clock step where c's answer (10 ms) comes. */
+function slowTool(clock: SimulatedClock): Tool {
+  return defineTool({
+    name: 'slow',
+    description: 'Takes 9 ms.',
+    parameters: { type: 'object' },
+    execute: () => new Promise((resolve) => clock.setTimeout(() => resolve('slow done'), 9)),
+  }) as Tool;
+}
+
+async function record() {
+  const clock = new SimulatedClock();
+  const store = memoryStore();
+  const inner = scriptedModel(script, { clock });
+  // c's answer comes some microtasks later than its timer: after a's tool end is staged, in its commit window.
+  const model: Model = {
+    name: 'scripted',
+    async complete(request, options) {
+      const turn = await inner.complete(request, options);
+      for (let i = 0; request.agent.name === 'c' && i < 20; i++) await null;
+      return turn;
+    },
+  };
+  const c = createCoordinator({ store, clock, model, tools: [slowTool(clock)], concurrency: { model: 1 } });
+  const root = await c.start({ name: 'lead', task: 'Split.' });
+  const done = c.waitFor(root, [...TERMINAL_STATUSES]);
+  for (let i = 0; i < 200 && !TERMINAL_STATUSES.has(c.get(root).status); i++) {
+    await new Promise((r) => setImmediate(r));
+    clock.increment(5);
+  }
+  await done;
+  await c.shutdown();
+  return { store, runId: c.runId, clock };
+}
+
+it("answers an instant call after the steps in a tool end's commit window, as recorded", async () => {
+  const { store, runId, clock } = await record();
+  const names = new Map(store.listAgents(runId).map((a) => [a.id, a.name]));
+  // The case happened: a's tool end, c's latent answer in its window, b's instant call after.
+  const steps = store
+    .historyOf(runId)
+    .filter((e) => e.type === TOOL_EVENT || e.type === CALL_EVENT)
+    .map((e) => {
+      const d = e.data as { t0: number; window?: true };
+      const what = e.type === TOOL_EVENT ? 'tool' : d.t0 === e.at ? 'instant call' : 'latent call';
+      return `${names.get(e.agentId!)} ${what}${d.window ? ' window' : ''}`;
+    });
+  const at = steps.indexOf('a tool');
+  expect(steps.slice(at, at + 3)).toEqual(['a tool', 'c latent call window', 'b instant call window']);
+
+  const result = await replayRun(store, runId, { coordinator: { tools: [slowTool(clock)] } });
+  expect(result.divergence).toBeNull();
+  expect(result.outcome).toBe('identical');
+  for (const agent of store.listAgents(runId)) expect(result.store.loadSession(agent.id)).toEqual(store.loadSession(agent.id));
+});

@@ -23,7 +23,7 @@ import { TroupeError } from '../errors.js';
 import { isStorePort, portOf, type StorePort, type WriteOp } from '../store/port.js';
 import type { ReleaseState } from '../store/postgres/lease.js';
 import { COMMIT_EVENT, type AgentRow, type EventRow, type Store } from '../store/types.js';
-import { commitsOf, sessionLengthAfter, writesOf, type Commit, type CommitEntry } from './journal.js';
+import { commitsOf, READ_TRIES, rewrittenSince, sessionLengthAfter, writesOf, type Commit, type CommitEntry } from './journal.js';
 import { freshRunId, rename, renames } from './remap.js';
 
 /** Where to fork: an agent (id or name) and one of its turns (0: right after it was registered). */
@@ -124,9 +124,6 @@ export async function forkRun(store: Store | StorePort, runId: string, options: 
   return { ok: true, runId: newRunId, origin };
 }
 
-/** How often a fork reads a run's journal and rows again when a session was rewritten in between. */
-const READ_TRIES = 3;
-
 type Prefix = { ok: true; history: EventRow[]; commits: number; taken: (Omit<Commit, 'ops'> & { ops: WriteOp[] })[] } | { ok: false; error: TroupeError };
 
 /**
@@ -148,8 +145,7 @@ async function readPrefix(port: StorePort, runId: string, agent: AgentRow, turn:
       return failed(new TroupeError('FORK_POINT_NOT_FOUND', `${agent.name} has no committed turn ${turn} in run ${runId}: ${why}`, { details: { lastTurn } }));
     }
     const read = await writesOf(journal, (id) => port.loadSession(id), commits);
-    const since = (await port.eventsOf(runId, COMMIT_EVENT)).slice(journal.length);
-    if (!since.some((e) => (e.data as unknown as CommitEntry).ops.some((w) => w.op === 'replaceSession'))) {
+    if (!(await rewrittenSince(port, runId, journal.length))) {
       if (!read.ok) return failed(read.error);
       return { ok: true, history, commits, taken: journal.slice(0, commits).map((c, i) => ({ ...c, ops: read.writes[i]! })) };
     }

@@ -215,6 +215,20 @@ function generationsOf(rows: SessionItem[], rewrites: readonly ({ count: number;
   return generations;
 }
 
+/**
+ * Whether a commit after the first `known` entries of a run's journal rewrote a session (compaction,
+ * stripped images): a reader that read the journal, then the session rows, read rows that entry
+ * rewrote — by another process hosting the run — and must read both again. Items are named by
+ * position, so a same-length rewrite would otherwise be read silently as what the journal names.
+ */
+export async function rewrittenSince(reads: Pick<StorePort, 'eventsOf'>, runId: string, known: number): Promise<boolean> {
+  const since = (await reads.eventsOf(runId, COMMIT_EVENT)).slice(known);
+  return since.some((e) => (e.data as unknown as CommitEntry).ops.some((w) => w.op === 'replaceSession'));
+}
+
+/** How often a reader of a run's journal and rows reads them again when a session was rewritten in between. */
+export const READ_TRIES = 3;
+
 /** How many items an agent's session held after `w` (given how many before): for "fork here" points, without reading the items. */
 export function sessionLengthAfter(w: JournalOp, before: number): number {
   if (w.op === 'registerAgent') return 'inputs' in w ? w.inputs : w.firstInput.length;

@@ -9,12 +9,13 @@ import type { RecordedCall, RecordedInput } from '../host/calls/callLog.js';
 import type { McpTool } from '../mcp/connection.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
-import { writesOf, type CommitEntry } from '../fork/journal.js';
+import { READ_TRIES, rewrittenSince, writesOf, type CommitEntry } from '../fork/journal.js';
 import type { ToolImage } from '../tools/toolOutput.js';
 import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, READ_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 import type { MailRead } from '../turn/ports.js';
 
-export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'>;
+/** What a replay reads of a store; with `eventsOf`, it can tell a session rewritten while it read (a run hosted elsewhere). */
+export type ReplayReads = Pick<StorePort, 'getRun' | 'listAgents' | 'historyOf' | 'listMessages' | 'loadSession'> & Partial<Pick<StorePort, 'eventsOf'>>;
 
 /**
  * One step the owner applied: a model call answered (or cut short), an input from outside, a
@@ -118,17 +119,7 @@ export function readsOf(store: Store | ReplayReads): ReplayReads {
 export async function readRecording(reads: ReplayReads, runId: string): Promise<Recording> {
   const run = await reads.getRun(runId);
   if (!run) throw new TroupeError('RUN_NOT_FOUND', `No run ${runId} in this database`);
-  const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.historyOf(runId), reads.listMessages(runId)]);
-  const loaded = new Map<string, Promise<SessionItem[]>>();
-  const sessionOf = (agentId: string) => loaded.get(agentId) ?? loaded.set(agentId, reads.loadSession(agentId)).get(agentId)!;
-  // The journal's writes in full (its entries name the session items they appended), by entry.
-  const entries = events.filter((e) => e.type === COMMIT_EVENT);
-  const read = await writesOf(
-    entries.map((e) => e.data as unknown as CommitEntry),
-    sessionOf,
-  );
-  if (!read.ok) throw read.error;
-  const writesAt = new Map(entries.map((e, i) => [e, read.writes[i]!]));
+  const { agents, events, messages, writesAt, sessions } = await readRows(reads, runId);
   const root = agents.find((a) => a.id === run.rootId) ?? agents.find((a) => a.parentId === null);
   const steps: Step[] = [];
   const toolSets = new Map<number, RecordedCall['tools']>();
@@ -221,12 +212,9 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   for (const step of steps) {
     if (step.kind === 'call' && step.call.purpose === 'main') for (const item of step.call.add) collectTool(toolResults, step.call.agentId, item);
   }
-  const sessions = new Map<string, SessionItem[]>();
   for (const agent of agents) {
     const inSession = new Map<string, ToolResult[]>();
-    const session = await sessionOf(agent.id);
-    sessions.set(agent.id, session);
-    for (const item of session) collectTool(inSession, agent.id, item);
+    for (const item of sessions.get(agent.id)!) collectTool(inSession, agent.id, item);
     for (const [key, results] of inSession) {
       const known = toolResults.get(key) ?? [];
       if (results.length > known.length) toolResults.set(key, [...known, ...results.slice(known.length)]);
@@ -251,6 +239,34 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     durable,
     endsAt,
   };
+}
+
+/**
+ * The run's agents, history and messages, its journal's writes in full (the session items its
+ * entries name read back from the rows) and every agent's session — read again while another
+ * process hosting the run rewrote a session in between (fork.ts reads the same way); RUN_LOCKED
+ * after three tries. Reads that cannot list the journal alone (`eventsOf`) are taken as they are.
+ */
+async function readRows(reads: ReplayReads, runId: string) {
+  for (let attempt = 1; ; attempt++) {
+    const [agents, events, messages] = await Promise.all([reads.listAgents(runId), reads.historyOf(runId), reads.listMessages(runId)]);
+    const loaded = new Map<string, Promise<SessionItem[]>>();
+    const sessionOf = (agentId: string) => loaded.get(agentId) ?? loaded.set(agentId, reads.loadSession(agentId)).get(agentId)!;
+    const entries = events.filter((e) => e.type === COMMIT_EVENT);
+    const read = await writesOf(
+      entries.map((e) => e.data as unknown as CommitEntry),
+      sessionOf,
+    );
+    const sessions = new Map<string, SessionItem[]>();
+    for (const agent of agents) sessions.set(agent.id, await sessionOf(agent.id));
+    const eventsOf = reads.eventsOf?.bind(reads);
+    if (!eventsOf || !(await rewrittenSince({ eventsOf }, runId, entries.length))) {
+      if (!read.ok) throw read.error;
+      return { agents, events, messages, sessions, writesAt: new Map(entries.map((e, i) => [e, read.writes[i]!])) };
+    }
+    if (attempt === READ_TRIES)
+      throw new TroupeError('RUN_LOCKED', `The sessions of run ${runId} were rewritten while the replay read them, ${READ_TRIES} times: replay again`);
+  }
 }
 
 /**

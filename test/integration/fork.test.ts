@@ -15,6 +15,7 @@ import { portOf, type StorePort, type WriteOp } from '../../src/store/port.js';
 import type { SessionItem } from '../../src/model/types.js';
 import { withJournal, type CommitEntry } from '../../src/fork/journal.js';
 import { SUMMARY_HEADER } from '../../src/turn/compaction.js';
+import { readRecording } from '../../src/replay/recording.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { CALL_EVENT, COMMIT_EVENT, type EventRow } from '../../src/store/types.js';
 import { defineTool } from '../../src/tools/defineTool.js';
@@ -258,15 +259,32 @@ async function forkAroundCompaction(backend: Backend) {
 async function forkAcrossARewrite(backend: Backend) {
   const { clock, runId, first, asOf, leadId } = await recordCompacting(backend, 'run_rewritten');
   const lastTurn = Math.max(...[...asOf.keys()].filter((k) => k.startsWith(`${leadId}:`)).map((k) => Number(k.split(':')[1])));
+  const racing = rewritingOnFirstRead(first.port, runId, leadId, clock);
+  const forked = await forkRun(racing.port, runId, { at: { agent: leadId, turn: lastTurn }, runId: `${runId}_fork`, now: clock.now() });
+  if (!forked.ok) throw forked.error;
+  expect(racing.rewrites()).toBe(1);
+  const [forkedLead] = await first.port.listAgents(`${runId}_fork`);
+  const items = JSON.stringify(await first.port.loadSession(forkedLead!.id)).replaceAll(forkedLead!.id, leadId);
+  expect(JSON.parse(items)).toEqual(asOf.get(`${leadId}:${lastTurn}`));
+  expect(items).not.toContain('rewritten elsewhere');
+  await first.release();
+}
+
+/**
+ * `port`, where the first session read first commits, as another host would, a rewrite of the
+ * lead's session that keeps its length: its last tool result's content becomes 'rewritten elsewhere'.
+ */
+function rewritingOnFirstRead(port: StorePort, runId: string, leadId: string, clock: SimulatedClock) {
   let rewrites = 0;
-  const racing = new Proxy(first.port, {
+  const racing = new Proxy(port, {
     get: (target, key) => {
       if (key === 'loadSession')
         return async (agentId: string) => {
           if (rewrites === 0) {
             rewrites += 1;
             const now = await target.loadSession(leadId);
-            const items = now.map((i, n) => (n === now.length - 1 ? { role: 'user' as const, content: 'rewritten elsewhere' } : i));
+            const last = now.findLastIndex((i) => i.role === 'tool');
+            const items = now.map((i, n) => (n === last ? { ...i, content: 'rewritten elsewhere' } : i));
             await target.commit(withJournal(target, runId, [{ op: 'replaceSession', agentId: leadId, items, replaced: now }], clock.now()));
           }
           return target.loadSession(agentId);
@@ -275,14 +293,7 @@ async function forkAcrossARewrite(backend: Backend) {
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
-  const forked = await forkRun(racing, runId, { at: { agent: leadId, turn: lastTurn }, runId: `${runId}_fork`, now: clock.now() });
-  if (!forked.ok) throw forked.error;
-  expect(rewrites).toBe(1);
-  const [forkedLead] = await first.port.listAgents(`${runId}_fork`);
-  const items = JSON.stringify(await first.port.loadSession(forkedLead!.id)).replaceAll(forkedLead!.id, leadId);
-  expect(JSON.parse(items)).toEqual(asOf.get(`${leadId}:${lastTurn}`));
-  expect(items).not.toContain('rewritten elsewhere');
-  await first.release();
+  return { port: racing, rewrites: () => rewrites };
 }
 
 /** The original run, recorded in a fresh file and let go. */
@@ -312,6 +323,17 @@ describe('forkRun (SQLite)', () => {
 
   it('a session rewritten by another host while the fork reads is read again: the fork holds the session as it was', async () => {
     await forkAcrossARewrite(sqliteBackend());
+  });
+
+  it('a replay whose session reads race a rewrite by another host reads again: it reads the tool results as recorded', async () => {
+    const { clock, runId, first, leadId } = await recordCompacting(sqliteBackend(), 'run_replayed');
+    const plain = await readRecording(first.port, runId);
+    const racing = rewritingOnFirstRead(first.port, runId, leadId, clock);
+    const raced = await readRecording(racing.port, runId);
+    expect(racing.rewrites()).toBe(1);
+    expect(JSON.stringify([...plain.toolResults])).toContain('run_completed');
+    expect(raced.toolResults).toEqual(plain.toolResults);
+    await first.release();
   });
 
   it('troupe fork prints the new run id; a turn never committed exits 4, a bad --at 2, and neither writes', async () => {

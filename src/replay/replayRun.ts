@@ -27,13 +27,13 @@ export type { Divergence, DivergenceKind } from './compare.js';
 export interface ReplayOptions extends DriveOptions {
   /**
    * The code under test, as you would pass it to createCoordinator (tools, system prompt, limits,
-   * budget, profiles, …). The replay sets model, store, clock, ids and runId; the tools' `execute`
+   * budget, profiles, …). The replay sets model, store, clock, ids and runId, and keeps no live stream; the tools' `execute`
    * is not called (their recorded results are given instead) until `liveFrom`. An MCP server
    * (`mcpServer(...)`) is not started: its tools are the ones the recording offered from a server
    * of that name, answered from the recording. An `auxiliaryModel` or a profile's `model` is not
    * called: it declares the name, price and limits its recorded calls are priced and bounded with.
    */
-  coordinator?: Omit<CoordinatorOptions<Store>, 'model' | 'store' | 'clock' | 'ids' | 'runId'>;
+  coordinator?: Omit<CoordinatorOptions<Store>, 'model' | 'store' | 'clock' | 'ids' | 'runId' | 'stream'>;
 }
 
 export interface ReplayResult {
@@ -91,6 +91,9 @@ export async function replayRun(source: Store | ReplayReads, runId: string, opti
     // Calls wait in the model until their turn comes: a queue bound could hold back the one due.
     // Never adaptive: the replay's admission must not follow this process's event-loop delay.
     concurrency: { ...given.concurrency, model: 1_000_000, adaptive: false },
+    // No live stream: nothing reads the replay's, and its flush runs on a wall-clock timer (a
+    // durable recording's replay groups commits as on disk, which would turn it on).
+    stream: false as const,
     interactive: recording.run.interactive,
     model: replay.mainModel(),
     store: portOfProcess(),

@@ -3,13 +3,18 @@
  * answers and tool results in place of the model and the tools, reports `identical` or the first
  * divergence with its agent, turn and kind.
  */
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it, vi } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
 import { TERMINAL_STATUSES } from '../../../machines/types.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
+import { openStore } from '../../../src/store/sqliteStore.js';
+import type { Store } from '../../../src/store/types.js';
 import type { Tool } from '../../../src/tools/defineTool.js';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import { demoScript } from '../../../src/cli/demoModel.js';
@@ -31,9 +36,8 @@ const script: Script = {
   },
 };
 
-async function record(s: Script, tools: Tool[]) {
+async function record(s: Script, tools: Tool[], store: Store = memoryStore()) {
   const clock = new SimulatedClock();
-  const store = memoryStore();
   const c = createCoordinator({ store, clock, model: scriptedModel(s, { clock }), tools });
   const root = await c.start({ name: 'lead', task: 'Review the parser.' });
   const done = c.waitFor(root, [...TERMINAL_STATUSES]);
@@ -76,6 +80,22 @@ describe('replayRun', () => {
     expect(rows(second)).toBe(rows(first));
     // The replay's sessions are the recording's.
     for (const agent of store.listAgents(runId)) expect(first.store.loadSession(agent.id)).toEqual(store.loadSession(agent.id));
+  });
+
+  it('arms no wall-clock timer: a replay of a durable recording (whose run streamed) keeps no live stream of its own', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'troupe-replay-'));
+    const { store, runId } = await record(script, [searchTool()], openStore({ path: join(dir, 'run.db') }));
+    // The recording streamed on a real 100 ms flush timer; every timer of the replay's is the recording's clock.
+    expect(store.historyOf(runId).some((e) => e.type === 'replay.call')).toBe(true);
+    const timers = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      expect((await replayRun(store, runId, { coordinator: { tools: [searchTool()] } })).outcome).toBe('identical');
+      expect(timers).not.toHaveBeenCalled();
+    } finally {
+      timers.mockRestore();
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('reports the first request a changed tool description changes, with its agent and turn', async () => {

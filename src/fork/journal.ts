@@ -158,6 +158,8 @@ export async function writesOf(commits: readonly Pick<Commit, 'ops'>[], loadSess
   const generations = new Map<string, (SessionItem[] | null)[]>();
   for (const agentId of named) generations.set(agentId, generationsOf(await loadSession(agentId), rewrites.get(agentId) ?? []));
   const seen = new Map<string, number>();
+  /** Each agent's session length as the entries read so far left it (known from its registration on). */
+  const lengths = new Map<string, number>();
   const writes: WriteOp[][] = [];
   for (const c of commits.slice(0, upTo)) {
     const ops: WriteOp[] = [];
@@ -168,6 +170,12 @@ export async function writesOf(commits: readonly Pick<Commit, 'ops'>[], loadSess
         continue;
       }
       if (w.op === 'replaceSession') seen.set(agentId, (seen.get(agentId) ?? 0) + 1);
+      const before = lengths.get(agentId);
+      // An append names the items after the ones the session held: any other place is a journal
+      // out of step with its rows, which would read the wrong items without an error.
+      if (w.op === 'appendSession' && 'from' in w && before !== undefined && w.from !== before)
+        return corrupt(`The commit journal appends to the session of ${agentId} at item ${w.from}, where it held ${before}`);
+      if (w.op === 'registerAgent' || before !== undefined) lengths.set(agentId, sessionLengthAfter(w, before ?? 0));
       if (!isRef(w)) {
         ops.push(w);
         continue;
@@ -177,13 +185,7 @@ export async function writesOf(commits: readonly Pick<Commit, 'ops'>[], loadSess
       const items = generation?.slice(from, from + count) ?? [];
       if (items.length !== count) {
         const held = generation === null ? 'no longer kept' : `${generation.length} items`;
-        return {
-          ok: false,
-          error: new TroupeError(
-            'STORE_CORRUPT',
-            `The commit journal names items ${from}…${from + count - 1} of the session of ${agentId}, which holds ${held}`,
-          ),
-        };
+        return corrupt(`The commit journal names items ${from}…${from + count - 1} of the session of ${agentId}, which holds ${held}`);
       }
       if (w.op === 'registerAgent') ops.push({ op: 'registerAgent', agent: w.agent, firstInput: items });
       else if (w.op === 'appendSession') ops.push({ op: 'appendSession', agentId, items });
@@ -193,6 +195,8 @@ export async function writesOf(commits: readonly Pick<Commit, 'ops'>[], loadSess
   }
   return { ok: true, writes };
 }
+
+const corrupt = (message: string): Writes => ({ ok: false, error: new TroupeError('STORE_CORRUPT', message) });
 
 /**
  * An agent's session in each of its generations, as it stood when the next began: the last is

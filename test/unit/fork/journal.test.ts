@@ -138,6 +138,16 @@ describe('commit journal v3', () => {
     const read = await writesOf(commits, async (id) => (await o.port.loadSession(id)).slice(0, -1));
     expect(read).toMatchObject({ ok: false, error: { code: 'STORE_CORRUPT' } });
   });
+
+  it('an append named anywhere but after the items before it is STORE_CORRUPT, not the wrong items', async () => {
+    const o = owner();
+    await rewritten(o);
+    // One item too early: the rows hold it at the end, the entry names the item before.
+    await o.commit({ ...(o.append('ag2', 'two says three') as Extract<WriteOp, { op: 'appendSession' }>), from: 2 });
+    const commits = commitsOf(await o.port.historyOf('run1'), NOTHING);
+    const read = await writesOf(commits, (id) => o.port.loadSession(id));
+    expect(read).toMatchObject({ ok: false, error: { code: 'STORE_CORRUPT', message: expect.stringContaining('at item 2, where it held 3') } });
+  });
 });
 
 describe('entries written before v3', () => {

@@ -376,6 +376,8 @@ export class Replay {
    */
   #pump(inAsk = false): void {
     // An instant call at the cursor came after the windowed steps before it: not while they wait.
+    // The ask's pump needs this (a call asked as a tool ends, before its window's immediates ran:
+    // windowOrder.test); the loop's pump comes after its settle, when none waits.
     if (this.#windowing > 0) return;
     const steps = this.#recording.steps;
     while (this.#i < steps.length && !this.divergence && !this.live) {

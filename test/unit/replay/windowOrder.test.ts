@@ -11,6 +11,13 @@
  * in immediates after a tool's end and returned, and its pump answered the instant call at the
  * cursor before they ran. Without the fix (driver.ts `#windowing`) this test diverges at the
  * lead's turn 3: "recorded «[Message from c …» now «[Message from b …»".
+ *
+ * The second case is the same window with the instant call after it asked by the tool's end
+ * itself: a's next call, whose ask comes in the microtasks of a's result, after the windowed steps
+ * were queued and before their immediates ran. The drive loop's settle cannot hold that one back
+ * (the loop has not resumed); the ask's own pump must wait — `#pump`'s `#windowing` guard. Without
+ * the guard, the first case stays identical (the loop settles first) and this one diverges at the
+ * lead's turn 3: "recorded «[Message from c …» now «[Message from a …»".
  */
 import { expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
@@ -24,7 +31,8 @@ import { CALL_EVENT, TOOL_EVENT } from '../../../src/store/types.js';
 import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
 
 const wait = { tool: 'wait_for_agents', args: { reason: 'reports' } };
-const script: Script = {
+/** The first case: b's call waits behind c's in the model queue (concurrency 1). */
+const queued: Script = {
   agents: {
     lead: [
       {
@@ -51,6 +59,28 @@ const script: Script = {
     b: [{ tool: 'agent_finish', args: { summary: 'b done' } }],
   },
 };
+/** The second case: no b; the call after the window is a's next, asked as its tool ends. */
+const own: Script = {
+  agents: {
+    lead: [
+      {
+        tool: 'spawn_agents',
+        args: {
+          agents: [
+            { name: 'a', task: 'slow' },
+            { name: 'c', task: 'late' },
+          ],
+        },
+      },
+      wait,
+      wait,
+      wait,
+      { tool: 'finish', args: { summary: 'done' } },
+    ],
+    a: queued.agents.a!,
+    c: queued.agents.c!,
+  },
+};
 
 /** a's tool: 9 ms on the clock, so it ends in the clock step where c's answer (10 ms) comes. */
 function slowTool(clock: SimulatedClock): Tool {
@@ -62,7 +92,7 @@ function slowTool(clock: SimulatedClock): Tool {
   }) as Tool;
 }
 
-async function record() {
+async function record(script: Script, concurrency: { model?: number }) {
   const clock = new SimulatedClock();
   const store = memoryStore();
   const inner = scriptedModel(script, { clock });
@@ -75,7 +105,7 @@ async function record() {
       return turn;
     },
   };
-  const c = createCoordinator({ store, clock, model, tools: [slowTool(clock)], concurrency: { model: 1 } });
+  const c = createCoordinator({ store, clock, model, tools: [slowTool(clock)], concurrency });
   const root = await c.start({ name: 'lead', task: 'Split.' });
   const done = c.waitFor(root, [...TERMINAL_STATUSES]);
   for (let i = 0; i < 200 && !TERMINAL_STATUSES.has(c.get(root).status); i++) {
@@ -87,10 +117,9 @@ async function record() {
   return { store, runId: c.runId, clock };
 }
 
-it("answers an instant call after the steps in a tool end's commit window, as recorded", async () => {
-  const { store, runId, clock } = await record();
+/** The recorded steps from a's tool end on, as `who what [window]`. */
+function fromToolEnd(store: ReturnType<typeof memoryStore>, runId: string, n: number): string[] {
   const names = new Map(store.listAgents(runId).map((a) => [a.id, a.name]));
-  // The case happened: a's tool end, c's latent answer in its window, b's instant call after.
   const steps = store
     .historyOf(runId)
     .filter((e) => e.type === TOOL_EVENT || e.type === CALL_EVENT)
@@ -100,10 +129,26 @@ it("answers an instant call after the steps in a tool end's commit window, as re
       return `${names.get(e.agentId!)} ${what}${d.window ? ' window' : ''}`;
     });
   const at = steps.indexOf('a tool');
-  expect(steps.slice(at, at + 3)).toEqual(['a tool', 'c latent call window', 'b instant call window']);
+  return steps.slice(at, at + n);
+}
 
+async function replayed(store: ReturnType<typeof memoryStore>, runId: string, clock: SimulatedClock) {
   const result = await replayRun(store, runId, { coordinator: { tools: [slowTool(clock)] } });
   expect(result.divergence).toBeNull();
   expect(result.outcome).toBe('identical');
   for (const agent of store.listAgents(runId)) expect(result.store.loadSession(agent.id)).toEqual(store.loadSession(agent.id));
+}
+
+it("answers an instant call after the steps in a tool end's commit window, as recorded", async () => {
+  const { store, runId, clock } = await record(queued, { model: 1 });
+  // The case happened: a's tool end, c's latent answer in its window, b's instant call after.
+  expect(fromToolEnd(store, runId, 3)).toEqual(['a tool', 'c latent call window', 'b instant call window']);
+  await replayed(store, runId, clock);
+});
+
+it('holds an instant call asked by the tool end itself until the steps in its window have run', async () => {
+  const { store, runId, clock } = await record(own, {});
+  // The case happened: a's tool end, c's latent answer in its window, then a's own next call, instant.
+  expect(fromToolEnd(store, runId, 3)).toEqual(['a tool', 'c latent call window', 'a instant call']);
+  await replayed(store, runId, clock);
 });

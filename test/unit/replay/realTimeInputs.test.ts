@@ -11,7 +11,7 @@
  * seen in the dumps a divergence now writes: a tool end's windowed steps, queued in immediates,
  * overtaken by the pump answering an instant call asked long before (windowOrder.test.ts); and
  * two instant calls answered in one pump inside the later-listed one's ask, the call asked first
- * reacting first (2 in 2,400 runs with the first fixed). With both fixed: 2,400 of 2,400 identical
+ * reacting first (2 in 2,400 runs with the first fixed; pumpOrder.test.ts). With both fixed: 2,400 of 2,400 identical
  * with no burner of ours, 600 of 600 beside one CPU burner (0 in 3,000 excludes, at 95 %, a rate
  * above 1 in 1,000 recordings, 2 % per run of 20; a lower one it cannot). At 38f7105 (before the
  * reads were recorded) 28 of 40, each divergence a worker's request with a note the recording's

@@ -198,6 +198,12 @@ settings change as a regression check. From a program or vitest: replayRun(store
 { coordinator: { tools, … } }) from troupe/testing, which also takes liveFrom: { agent, turn,
 model } to continue against a live model from that turn on.
 
+--live-from <agent>:<turn> does that here: the recording is checked up to that agent's turn (its
+name or id), then the live model answers — --model, --base-url and --api-key over the
+environment over the run's saved settings (a demo run needs --model) — and MCP servers start.
+It prints "identical up to …, then live" (exit 0), or where it diverged before. Nothing is
+written: what the live model said is not kept.
+
 The replay applies answers and inputs in the order the owner applied them, down to the commit
 window each came in (answers of one timer phase, a stop that came before the commit before it
 was done). Answers a millisecond apart from separate timers can still come out in another order

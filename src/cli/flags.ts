@@ -48,6 +48,10 @@ export const FLAGS = {
   args: { syntax: '--args <json>', help: 'approve with these arguments (a JSON object) instead of the ones the agent asked with' },
   reason: { syntax: '--reason <text>', help: 'why: the agent is told' },
   at: { syntax: '--at <agent:turn>', help: "the committed point to fork from: an agent's name or id and one of its turns (0: right after it was spawned)" },
+  liveFrom: {
+    syntax: '--live-from <agent:turn>',
+    help: "from this agent's turn on, the live model answers (--model/--base-url, or the run's saved settings) and tools run for real; the recording is checked up to there",
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 export type FlagName = keyof typeof FLAGS;
@@ -79,6 +83,7 @@ export interface Values {
   args?: string;
   reason?: string;
   at?: string;
+  liveFrom?: string;
 }
 
 export type Handler = (args: string[], values: Values, io: Io) => Promise<number>;

@@ -10,12 +10,12 @@ import { EXIT } from './exitCodes.js';
 import type { Values } from './flags.js';
 import { openRuns } from './runs.js';
 
-/** `<agent>:<turn>`: the agent's name or id, and a turn ≥ 0. */
-export function parseForkPoint(at: string | undefined): ForkPoint {
+/** `<agent>:<turn>` given to `flag` (fork's --at, replay's --live-from): the agent's name or id, and a turn ≥ 0. */
+export function parseAgentTurn(at: string | undefined, flag = '--at'): ForkPoint {
   const colon = at?.lastIndexOf(':') ?? -1;
   const turn = at === undefined ? NaN : Number(at.slice(colon + 1));
   if (at === undefined || colon <= 0 || !/^\d+$/.test(at.slice(colon + 1)) || !Number.isSafeInteger(turn)) {
-    throw new ConfigError(`Expected --at <agent>:<turn> (an agent's name or id and a turn ≥ 0), got ${at === undefined ? 'nothing' : JSON.stringify(at)}`);
+    throw new ConfigError(`Expected ${flag} <agent>:<turn> (an agent's name or id and a turn ≥ 0), got ${at === undefined ? 'nothing' : JSON.stringify(at)}`);
   }
   return { agent: at.slice(0, colon), turn };
 }
@@ -23,7 +23,7 @@ export function parseForkPoint(at: string | undefined): ForkPoint {
 export async function fork(args: string[], values: Values, io: Io): Promise<number> {
   const [runId] = args;
   if (!runId) throw new ConfigError('Usage: troupe fork <run> --at <agent>:<turn>');
-  const at = parseForkPoint(values.at);
+  const at = parseAgentTurn(values.at);
   const runs = await openRuns(values, io);
   try {
     const forked = await forkClaimed(runs, runId, at);

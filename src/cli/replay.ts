@@ -2,12 +2,15 @@
  * `troupe replay <run>` (issue 37): re-run a recorded run offline with the recorded answers and
  * tool results (its MCP servers' too: none is started), through this troupe and the run's saved settings, and say whether it asks exactly
  * what the recording holds (exit 0) or where it first differs (exit 1): a regression check of a
- * troupe upgrade or a settings change against yesterday's runs. No model is called, nothing is
+ * troupe upgrade or a settings change against yesterday's runs. No model is called (until
+ * `--live-from`: from that agent's turn on the live model answers, outcome "live"), nothing is
  * written: the database is opened read-only.
  * @module
  */
-import { ConfigError } from '../errors.js';
-import { defined, loadConfigFile } from './config.js';
+import { ConfigError, TroupeError } from '../errors.js';
+import type { Model } from '../model/types.js';
+import { defined, fromEnv, loadConfigFile, mergeConfig, type CliConfig } from './config.js';
+import { parseAgentTurn } from './fork.js';
 import { replayRun } from '../replay/replayRun.js';
 import type { Io } from './args.js';
 import { DEMO_MODEL, DEMO_PRICE } from './demoModel.js';
@@ -15,12 +18,16 @@ import { EXIT } from './exitCodes.js';
 import type { Values } from './flags.js';
 import { findRun, openRuns, savedSettings } from './runs.js';
 import { DEMO_CONFIG } from './runCommands.js';
-import { coordinatorOptions } from './setup.js';
+import { coordinatorOptions, fromFlags, modelFor, secrets } from './setup.js';
 import { forTerminal, jsonLine } from './terminal.js';
 
 export async function replay(args: string[], values: Values, io: Io): Promise<number> {
   const [runId] = args;
-  if (!runId) throw new ConfigError('Usage: troupe replay <run> [--db <path|url>] [--config <file>] [--json]');
+  if (!runId) throw new ConfigError('Usage: troupe replay <run> [--db <path|url>] [--config <file>] [--json] [--live-from <agent>:<turn>]');
+  const liveAt = values.liveFrom === undefined ? null : parseAgentTurn(values.liveFrom, '--live-from');
+  if (liveAt === null && (values.model ?? values.baseUrl ?? values.apiKey) !== undefined) {
+    throw new ConfigError('--model, --base-url and --api-key choose the live model of --live-from: without it no model is called');
+  }
   const runs = await openRuns(values, io, { readOnly: true });
   try {
     const run = await findRun(runs, runId);
@@ -31,7 +38,12 @@ export async function replay(args: string[], values: Values, io: Io): Promise<nu
     // Offline: no MCP server is started (replayRun offers its recorded tools and answers them from
     // the recording), no auxiliary model is made (its name declares how its recorded calls are priced).
     const options = coordinatorOptions({ ...config, auxiliaryModel: undefined });
+    const liveFrom =
+      liveAt === null
+        ? undefined
+        : { agent: await agentName(runs.reads, run.id, liveAt.agent), turn: liveAt.turn, model: liveModel(config, values, io, saved.demo === true) };
     const result = await replayRun(runs.reads, run.id, {
+      ...(liveFrom ? { liveFrom } : {}),
       coordinator: { ...options, ...(saved.demo ? { retry: { baseDelayMs: 200 } } : {}) },
       model: {
         name: config.model ?? 'replay',
@@ -51,6 +63,10 @@ export async function replay(args: string[], values: Values, io: Io): Promise<nu
     });
     const { outcome, divergence, calls, inputs } = result;
     if (values.json) io.out.write(`${jsonLine({ runId: run.id, outcome, divergence, calls, inputs })}\n`);
+    else if (outcome === 'live')
+      io.out.write(
+        `run ${run.id}: identical up to ${liveFrom!.agent}'s turn ${liveFrom!.turn} (${calls} model calls and ${inputs} inputs replayed), then live\n`,
+      );
     else if (!divergence) io.out.write(`run ${run.id}: identical (${calls} model calls and ${inputs} inputs replayed)\n`);
     else {
       io.out.write(
@@ -63,4 +79,24 @@ export async function replay(args: string[], values: Values, io: Io): Promise<nu
   } finally {
     await runs.close();
   }
+}
+
+/** The live model of `--live-from`: the flags over the environment over the run's saved settings (a demo run's model is scripted: it needs --model). */
+function liveModel(saved: CliConfig, values: Values, io: Io, demo: boolean): Model {
+  if (demo && values.model === undefined)
+    throw new ConfigError("--live-from on a demo run needs a live model: --model and --base-url (the demo's model is scripted)");
+  const config = mergeConfig(
+    demo ? {} : saved,
+    fromEnv(io.env),
+    fromFlags({ model: values.model, baseUrl: values.baseUrl, apiKey: values.apiKey }, values.model ?? saved.model),
+  );
+  secrets(io, config);
+  return modelFor(config);
+}
+
+/** The name of the run's agent `ref` (a name or an id): the replay goes live at that agent's turn. */
+async function agentName(reads: { listAgents(runId: string): Promise<{ id: string; name: string }[]> }, runId: string, ref: string): Promise<string> {
+  const agent = (await reads.listAgents(runId)).find((a) => a.id === ref || a.name === ref);
+  if (!agent) throw new TroupeError('AGENT_NOT_FOUND', `Run ${runId} has no agent ${ref}`);
+  return agent.name;
 }

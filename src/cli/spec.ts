@@ -150,7 +150,7 @@ export const COMMANDS: readonly CommandSpec[] = [
     name: 'replay',
     args: '<run>',
     summary: 'replay a recorded run offline with its recorded answers and tool results: identical (exit 0), or where the code first differs (exit 1)',
-    flags: ['db', 'config', 'json'],
+    flags: ['db', 'config', 'json', 'liveFrom', 'model', 'baseUrl', 'apiKey'],
     flagHelp: READ_DB,
     load: async () => (await import('./replay.js')).replay,
   },

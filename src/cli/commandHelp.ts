@@ -206,9 +206,9 @@ written: what the live model said is not kept.
 
 The replay applies answers and inputs in the order the owner applied them, down to the commit
 window each came in (answers of one timer phase, a stop that came before the commit before it
-was done). Answers a millisecond apart from separate timers can still come out in another order
-now and then (one 1,000-call run in twelve at 1 ms a call): that shows as a divergence the code
-did not cause; a model with a real latency does not meet it. A run that was shut down and resumed
+was done), and a burst of answers in its recorded order. Answers a millisecond apart from
+separate timers once came out in another order now and then (one 1,000-call run in twelve at
+1 ms a call; none of 60 since): that would show as a divergence the code did not cause. A run that was shut down and resumed
 replays as one run: a call cut short is asked again, a retry's backoff is waited out across the
 restart (the resumed run waited for the rest of it too).`;
 

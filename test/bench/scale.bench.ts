@@ -13,13 +13,25 @@
  * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
  * with `concurrency.adaptive` off then on (SCALE_ADAPTIVE=first: on then off), and reports the
  * ratios and the lowest model concurrency the admission set.
+ *
+ * Heap, three figures per agent (÷ K + 1), from a baseline taken after a full GC (without one the
+ * baseline run's garbage was in it, and K = 1,000 read 10 KB/agent where the peak is ~230): the
+ * peak of `heapUsed` sampled every 250 ms, garbage included (it follows when V8 collects: 4-8× the
+ * live heap at K = 1,000); the live peak, the largest `heapUsed` right after one of V8's major GCs
+ * (none forced; how many ran is printed: a lower bound of the true live peak, which may fall
+ * between two); and that less the session content — the issue's "heap per running agent, session
+ * content aside". Session content on the memory store is the JSON length of every agent's session
+ * at the end (a heap snapshot at K = 1,000 put their heap at ~1.4× that: 5.9 KB per agent against
+ * 4.3), so the figure aside from it leans high; a durable store keeps sessions on disk.
  * @module
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, bench, describe } from 'vitest';
 import { compiled } from './compiled.js';
 import { startServerProcess, type ServerProcess } from './serverProcess.js';
@@ -43,6 +55,12 @@ interface Figures {
   turns: number;
   eldP99Ms: number;
   heapPerAgentKb: number;
+  /** The largest heap right after a major GC (the live heap, garbage aside). */
+  livePerAgentKb: number;
+  /** V8's major GCs during the run (the live peak is read after each). */
+  majorGcs: number;
+  /** The agents' session content (memory store: JSON of every session at the end; 0 on disk). */
+  sessionPerAgentKb: number;
   cpuPerTurnUs: number;
   /** The root's last request (its conversation), in KB: what a parent of K children sends. */
   rootRequestKb: number;
@@ -53,6 +71,12 @@ interface Figures {
 let server: ServerProcess;
 let idealMs = Number.NaN;
 const results = new Map<string, Figures>();
+
+/** A full GC: `gc` exposed to a fresh context (vitest's workers run without --expose-gc). */
+const fullGc: () => void = (() => {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+})();
 
 /** One POST of the baseline, answered like any other call (the server picks `work`). */
 function post(agent: Agent, url: URL): Promise<void> {
@@ -119,9 +143,17 @@ async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
     concurrency: { adaptive },
     ...(opened ? { store: opened } : {}),
   });
-  global.gc?.();
+  fullGc();
   const heap0 = process.memoryUsage().heapUsed;
   let heapPeak = heap0;
+  let livePeak = heap0;
+  let majorGcs = 0;
+  const majors = new PerformanceObserver((list) => {
+    const n = list.getEntries().filter((e) => (e as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR).length;
+    if (n > 0) livePeak = Math.max(livePeak, process.memoryUsage().heapUsed);
+    majorGcs += n;
+  });
+  majors.observe({ entryTypes: ['gc'] });
   let minConcurrency = K + 1;
   const sampler = setInterval(() => {
     heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed);
@@ -137,6 +169,13 @@ async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
   const cpu = process.cpuUsage(cpu0);
   eld.disable();
   clearInterval(sampler);
+  majors.disconnect();
+  let sessionBytes = 0;
+  if (store === 'memory') {
+    const reads = coordinator.store as import('../../src/index.js').Store;
+    const runId = reads.getAgent(rootId)?.runId;
+    for (const agent of runId === undefined ? [] : reads.listAgents(runId)) sessionBytes += JSON.stringify(reads.loadSession(agent.id)).length;
+  }
   await coordinator.shutdown();
   opened?.close();
   rmSync(dir, { recursive: true, force: true });
@@ -146,6 +185,9 @@ async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
     turns,
     eldP99Ms: eld.percentile(99) / 1e6,
     heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
+    livePerAgentKb: (livePeak - heap0) / 1024 / (K + 1),
+    majorGcs,
+    sessionPerAgentKb: sessionBytes / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
     // Measured after the run: its last request (its finish turn) holds every spawn and report.
     minConcurrency,
@@ -173,7 +215,7 @@ afterAll(async () => {
   const lines = ['', `scale, K = ${K}: ideal (node:http, same calls) ${(idealMs / 1000).toFixed(1)} s`];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
     );
   }
   const memory = results.get('memory');

@@ -22,7 +22,10 @@
  * whichever is larger — a lower bound of the true live peak, which may fall between two; and that
  * less the session content — the issue's "heap per running agent, session content aside". Session content on the memory store is the JSON length of every agent's session
  * at the end (a heap snapshot at K = 1,000 put their heap at ~1.4× that: 5.9 KB per agent against
- * 4.3), so the figure aside from it leans high; a durable store keeps sessions on disk.
+ * 4.3), so the figure aside from it leans high; a durable store keeps sessions on disk. Not yet
+ * to be trusted at K = 10,000: there the live figure read 7-13 KB per agent where a heap snapshot
+ * puts the store alone at ~15 KB and a fresh `--expose-gc` process read 20-25 KB live (session
+ * content ~4.3 KB); the cause (a baseline still holding the node:http phase's objects?) is open.
  * @module
  */
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -289,6 +289,11 @@ export function checkEventRow(r: EventCheckRow): void {
 
 const STREAM_COLUMNS: Record<string, Check> = { run_id: isString, seq: isNumber, agent_id: nullable(isString), type: isString, data: isString, at: isNumber };
 
+/** The stream rows a writer's open checks in JavaScript: as {@link EVENT_SUSPECT_SQL}, for STREAM_COLUMNS (8,007 rows for the 1,000-agent team). */
+export const STREAM_SUSPECT_SQL = `NOT (typeof(run_id) IS 'text' AND typeof(seq) IN ('integer', 'real') AND (abs(seq) < 9e999) IS 1
+  AND (agent_id IS NULL OR typeof(agent_id) IS 'text') AND typeof(type) IS 'text' AND typeof(data) IS 'text'
+  AND typeof(at) IN ('integer', 'real') AND (abs(at) < 9e999) IS 1)`;
+
 /**
  * A stream row's columns, without parsing its data: what a writer's open checks (verifyRows). The
  * stream is what views read, never what a run resumes from, and parsing every piece of every

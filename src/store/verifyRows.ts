@@ -23,6 +23,7 @@ import {
   toReentry,
   toRun,
   checkStreamRow,
+  STREAM_SUSPECT_SQL,
   toToolCall,
   toUsage,
 } from './decode.js';
@@ -84,7 +85,7 @@ const TABLES: readonly {
   { table: 'executions', since: 1, order: 'rowid', check: (rows) => each(rows, toExecution) },
   { table: 'inbox', since: 2, order: 'id', check: (rows) => each(rows, toInboxRequest) },
   { table: 'tool_calls', since: 3, order: 'agent_id, turn, call_id', check: (rows) => each(rows, toToolCall) },
-  { table: 'stream', since: 7, order: 'run_id, seq', check: (rows) => each(rows, checkStreamRow) },
+  { table: 'stream', since: 7, order: 'run_id, seq', suspect: STREAM_SUSPECT_SQL, check: (rows) => each(rows, checkStreamRow) },
   { table: 'notes', since: 11, order: 'id', check: (rows) => each(rows, toNote) },
 ];
 

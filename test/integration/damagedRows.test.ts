@@ -185,6 +185,18 @@ const DAMAGES: Damage[] = [
     read: (st, s) => st.listEvents(s.runId),
   },
   {
+    label: 'stream.at text',
+    sql: "UPDATE stream SET at = 'noon' WHERE seq = 1",
+    names: (s) => row('stream', `${s.runId}:1`, 'at is invalid'),
+    read: (st, s) => st.readStream(s.runId, 0, 1_000),
+  },
+  {
+    label: 'stream.data a blob',
+    sql: "UPDATE stream SET data = x'7b7d' WHERE seq = 1",
+    names: (s) => row('stream', `${s.runId}:1`, 'data is invalid'),
+    read: (st, s) => st.readStream(s.runId, 0, 1_000),
+  },
+  {
     label: 'usage.cost_usd text',
     sql: "UPDATE usage SET cost_usd = 'free'",
     names: () => /usage row "\d+" is damaged: cost_usd is invalid/,

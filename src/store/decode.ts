@@ -265,6 +265,17 @@ export const EVENT_CHECK_COLUMNS = `id, run_id, agent_id, type, at, boot,
   CASE WHEN type IN (${RECORDING_SQL}) THEN 'object' WHEN typeof(data) = 'text' AND json_valid(data) THEN json_type(data) END AS data_type`;
 
 /**
+ * The event rows a writer's open checks in JavaScript: only those SQLite cannot vouch for. A row
+ * whose columns have the types EVENT_COLUMNS asks (numbers finite: 9e999 is SQLite's infinity) and
+ * whose data is an object passes {@link checkEventRow}; every other row is selected and checked
+ * there, in id order, so the first damaged one is named as before. An undamaged file builds no
+ * JavaScript row per event (a finished 1,000-agent team holds 17,026; iterating them was ~28 ms of
+ * each open). `IS`, not `=`: a comparison with a NULL must select the row, not drop it.
+ */
+export const EVENT_SUSPECT_SQL = `NOT (typeof(run_id) IS 'text' AND (agent_id IS NULL OR typeof(agent_id) IS 'text') AND typeof(type) IS 'text'
+  AND typeof(at) IN ('integer', 'real') AND (abs(at) < 9e999) IS 1 AND typeof(boot) IN ('integer', 'real') AND (abs(boot) < 9e999) IS 1 AND data_type IS 'object')`;
+
+/**
  * An event row's columns, its data checked by SQLite instead of parsed here: what a writer's open
  * checks (verifyRows). Parsing every event in JavaScript made opening a finished 1,000-agent run
  * ~1.9× slower once the recording was in the table; a reader's decode ({@link toEvent}) still
@@ -277,6 +288,11 @@ export function checkEventRow(r: EventCheckRow): void {
 }
 
 const STREAM_COLUMNS: Record<string, Check> = { run_id: isString, seq: isNumber, agent_id: nullable(isString), type: isString, data: isString, at: isNumber };
+
+/** The stream rows a writer's open checks in JavaScript: as {@link EVENT_SUSPECT_SQL}, for STREAM_COLUMNS (8,007 rows for the 1,000-agent team). */
+export const STREAM_SUSPECT_SQL = `NOT (typeof(run_id) IS 'text' AND typeof(seq) IN ('integer', 'real') AND (abs(seq) < 9e999) IS 1
+  AND (agent_id IS NULL OR typeof(agent_id) IS 'text') AND typeof(type) IS 'text' AND typeof(data) IS 'text'
+  AND typeof(at) IN ('integer', 'real') AND (abs(at) < 9e999) IS 1)`;
 
 /**
  * A stream row's columns, without parsing its data: what a writer's open checks (verifyRows). The

@@ -15,6 +15,7 @@ import {
   toDelegation,
   checkEventRow,
   EVENT_CHECK_COLUMNS,
+  EVENT_SUSPECT_SQL,
   toExecution,
   toInboxRequest,
   toMessage,
@@ -22,6 +23,7 @@ import {
   toReentry,
   toRun,
   checkStreamRow,
+  STREAM_SUSPECT_SQL,
   toToolCall,
   toUsage,
 } from './decode.js';
@@ -40,6 +42,8 @@ const TABLES: readonly {
   since: number;
   order: string;
   columns?: string;
+  /** Only the rows that may fail `check` (over `columns`' names); absent: every row. */
+  suspect?: string;
   check: (rows: IterableIterator<unknown>, kept: VerifiedRows) => void;
 }[] = [
   { table: 'runs', since: 1, order: 'rowid', check: (rows) => each(rows, toRun) },
@@ -75,13 +79,13 @@ const TABLES: readonly {
     },
   },
   { table: 'usage', since: 1, order: 'id', check: (rows) => each(rows, toUsage) },
-  { table: 'events', since: 1, order: 'id', columns: EVENT_CHECK_COLUMNS, check: (rows) => each(rows, checkEventRow) },
+  { table: 'events', since: 1, order: 'id', columns: EVENT_CHECK_COLUMNS, suspect: EVENT_SUSPECT_SQL, check: (rows) => each(rows, checkEventRow) },
   { table: 'delegations', since: 1, order: 'rowid', check: (rows) => each(rows, toDelegation) },
   { table: 'reentry_budgets', since: 1, order: 'rowid', check: (rows) => each(rows, toReentry) },
   { table: 'executions', since: 1, order: 'rowid', check: (rows) => each(rows, toExecution) },
   { table: 'inbox', since: 2, order: 'id', check: (rows) => each(rows, toInboxRequest) },
   { table: 'tool_calls', since: 3, order: 'agent_id, turn, call_id', check: (rows) => each(rows, toToolCall) },
-  { table: 'stream', since: 7, order: 'run_id, seq', check: (rows) => each(rows, checkStreamRow) },
+  { table: 'stream', since: 7, order: 'run_id, seq', suspect: STREAM_SUSPECT_SQL, check: (rows) => each(rows, checkStreamRow) },
   { table: 'notes', since: 11, order: 'id', check: (rows) => each(rows, toNote) },
 ];
 
@@ -97,10 +101,11 @@ function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): 
 export function verifyRows(db: Database.Database, version: number): VerifiedRows {
   const present = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
   const kept: VerifiedRows = { agentsByRun: new Map() };
-  for (const { table, since, order, columns = '*', check } of TABLES) {
+  for (const { table, since, order, columns = '*', suspect, check } of TABLES) {
     if (version < since) continue;
     if (!present.has(table)) throw new TroupeError('STORE_CORRUPT', `the table ${table} is missing`);
-    check(db.prepare(`SELECT ${columns} FROM ${table} ORDER BY ${order}`).iterate(), kept);
+    const rows = suspect === undefined ? `SELECT ${columns} FROM ${table}` : `SELECT * FROM (SELECT ${columns} FROM ${table}) WHERE ${suspect}`;
+    check(db.prepare(`${rows} ORDER BY ${order}`).iterate(), kept);
   }
   return kept;
 }

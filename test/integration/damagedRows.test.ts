@@ -166,6 +166,37 @@ const DAMAGES: Damage[] = [
     read: (st, s) => st.listEvents(s.runId),
   },
   {
+    // The open checks event columns in SQL and decodes only the rows that fail (decode.ts EVENT_SUSPECT_SQL).
+    label: 'events.at text',
+    sql: "UPDATE events SET at = 'noon' WHERE type = 'cli.run'",
+    names: () => /events row "\d+" is damaged: at is invalid/,
+    read: (st, s) => st.listEvents(s.runId),
+  },
+  {
+    label: 'events.agent_id a blob',
+    sql: "UPDATE events SET agent_id = x'00' WHERE type = 'cli.run'",
+    names: () => /events row "\d+" is damaged: agent_id is invalid/,
+    read: (st, s) => st.listEvents(s.runId),
+  },
+  {
+    label: 'events.boot infinite',
+    sql: "UPDATE events SET boot = 9e999 WHERE type = 'cli.run'",
+    names: () => /events row "\d+" is damaged: boot is invalid/,
+    read: (st, s) => st.listEvents(s.runId),
+  },
+  {
+    label: 'stream.at text',
+    sql: "UPDATE stream SET at = 'noon' WHERE seq = 1",
+    names: (s) => row('stream', `${s.runId}:1`, 'at is invalid'),
+    read: (st, s) => st.readStream(s.runId, 0, 1_000),
+  },
+  {
+    label: 'stream.data a blob',
+    sql: "UPDATE stream SET data = x'7b7d' WHERE seq = 1",
+    names: (s) => row('stream', `${s.runId}:1`, 'data is invalid'),
+    read: (st, s) => st.readStream(s.runId, 0, 1_000),
+  },
+  {
     label: 'usage.cost_usd text',
     sql: "UPDATE usage SET cost_usd = 'free'",
     names: () => /usage row "\d+" is damaged: cost_usd is invalid/,

@@ -100,7 +100,12 @@ export class CallLog {
   readonly #stage: (row: EventRow) => void;
   readonly #runId: string;
   readonly #now: () => number;
-  readonly #last = new Map<string, Last>();
+  /**
+   * Each agent's last request, by purpose then agent id: the id string is the agent's own (its hash
+   * is cached), where a `purpose:id` key was a new string to build and hash on every call. A `Last`
+   * is updated in place, not allocated per call.
+   */
+  readonly #last: Record<UsagePurpose, Map<string, Last>> = { main: new Map(), compaction: new Map(), review: new Map(), summary: new Map() };
   /** The tool lists met so far, by identity and (for a list equal to one met before) by content. */
   readonly #toolSets = new Map<readonly ToolSpec[], number>();
   readonly #toolTexts = new Map<string, number>();
@@ -113,6 +118,10 @@ export class CallLog {
   readonly #written = new Set<number>();
   /** An answer was written and no microtask has run since. */
   #inBurst = false;
+  /** Queued after the first answer of a burst (one function for the log's life, not a closure per answer). */
+  readonly #endBurst = (): void => {
+    this.#inBurst = false;
+  };
   readonly #flushes: () => number;
   /** The committer's flushes when the last step (a call answered, an input) was written. */
   #stepFlushes = -1;
@@ -128,8 +137,8 @@ export class CallLog {
   /** A call leaves for the model: its request is taken now (a session grows while it runs). */
   begin(request: ModelRequest, source: { items: readonly SessionItem[]; length: number }): CallEntry {
     const purpose = request.purpose ?? 'main';
-    const key = `${purpose}:${request.agent.id}`;
-    const last = this.#last.get(key);
+    const lasts = this.#last[purpose];
+    const last = lasts.get(request.agent.id);
     const { items, length } = source;
     let keep = 0;
     if (last) {
@@ -148,7 +157,13 @@ export class CallLog {
     };
     if (last?.system !== request.system) call.system = request.system;
     if (last?.tools !== request.tools) this.#toolSet(call, request.tools);
-    this.#last.set(key, { items, length, system: request.system, tools: request.tools });
+    if (last === undefined) lasts.set(request.agent.id, { items, length, system: request.system, tools: request.tools });
+    else {
+      last.items = items;
+      last.length = length;
+      last.system = request.system;
+      last.tools = request.tools;
+    }
     return {
       answered: (turn) => {
         if (turn && Array.isArray(turn.toolCalls)) call.answer = answerOf(turn);
@@ -205,7 +220,7 @@ export class CallLog {
 
   /** The agent is gone from this host (it finished): its next call, if revived, records in full. */
   forget(agentId: string): void {
-    for (const purpose of ['main', 'compaction', 'review', 'summary']) this.#last.delete(`${purpose}:${agentId}`);
+    for (const lasts of Object.values(this.#last)) lasts.delete(agentId);
   }
 
   /** Record which tool list `call` uses (numbered; written in full with the first entry that names it). */
@@ -241,7 +256,7 @@ export class CallLog {
     if (this.#inBurst) call.burst = true;
     else {
       this.#inBurst = true;
-      queueMicrotask(() => (this.#inBurst = false));
+      queueMicrotask(this.#endBurst);
     }
     this.#stage({ runId: this.#runId, agentId: call.agentId, type: CALL_EVENT, data: call as unknown as Record<string, unknown>, at: this.#now() });
   }

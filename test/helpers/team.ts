@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { SimulatedClock } from 'xstate';
 import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
 import type { CoordinatorOptions } from '../../src/host/options.js';
-import { scriptedModel, type Script } from '../../src/model/scriptedModel.js';
+import { scriptedModel, type Script, type ScriptStep } from '../../src/model/scriptedModel.js';
 import type { SessionItem } from '../../src/model/types.js';
 import { memoryStore } from '../../src/store/memoryStore.js';
 import type { MessageRow } from '../../src/store/types.js';
@@ -11,6 +11,27 @@ import type { MessageRow } from '../../src/store/types.js';
 export const TERMINAL = ['completed', 'stopped', 'failed', 'crashed'] as const;
 /** Message types that close a child's stint: its report or a terminal notice. */
 export const STINT_ITEMS = new Set(['completion', 'completed', 'stopped', 'failed', 'crashed']);
+
+/** A scripted step spawning `agents` (name, task) in one spawn_agents call. */
+export const spawnStep = (...agents: [name: string, task: string][]): ScriptStep => ({
+  tool: 'spawn_agents',
+  args: { agents: agents.map(([name, task]) => ({ name, task })) },
+});
+
+/** The wait for reports that follows a spawn in the replay tests' scripts. */
+export const waitStep: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'reports' } };
+
+/** Start `lead` on `c`, move `clock` 5 ms every loop turn until it ends, and shut `c` down. */
+export async function runOnClock(c: Coordinator, clock: SimulatedClock, lead: { name: string; task: string }): Promise<void> {
+  const root = await c.start(lead);
+  const done = c.waitFor(root, [...TERMINAL]);
+  for (let i = 0; i < 200 && !(TERMINAL as readonly string[]).includes(c.get(root).status); i++) {
+    await tick();
+    clock.increment(5);
+  }
+  await done;
+  await c.shutdown();
+}
 
 function loadScript(name: string): Script {
   return JSON.parse(readFileSync(new URL(`../../fixtures/scenarios/${name}.json`, import.meta.url), 'utf8')) as Script;

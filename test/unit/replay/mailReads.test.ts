@@ -12,6 +12,7 @@ import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js'
 import { replayRun } from '../../../src/replay/replayRun.js';
 import type { ReplayReads } from '../../../src/replay/recording.js';
 import { withHistory } from '../../helpers/replayReads.js';
+import { spawnStep } from '../../helpers/team.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
 import { READ_EVENT, type EventRow } from '../../../src/store/types.js';
 
@@ -19,15 +20,7 @@ import { READ_EVENT, type EventRow } from '../../../src/store/types.js';
 const script: Script = {
   agents: {
     lead: [
-      {
-        tool: 'spawn_agents',
-        args: {
-          agents: [
-            { name: 'a', task: 'one' },
-            { name: 'b', task: 'two' },
-          ],
-        },
-      },
+      spawnStep(['a', 'one'], ['b', 'two']),
       { tool: 'wait_for_agents', args: { reason: 'both' } },
       { tool: 'wait_for_agents', args: { reason: 'both' } },
       { tool: 'finish', args: { summary: 'done' } },

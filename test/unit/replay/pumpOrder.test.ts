@@ -14,27 +14,18 @@
  */
 import { expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { TERMINAL_STATUSES } from '../../../machines/types.js';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import type { Model } from '../../../src/model/types.js';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
 import { CALL_EVENT } from '../../../src/store/types.js';
+import { runOnClock, spawnStep, waitStep as wait } from '../../helpers/team.js';
 
-const wait = { tool: 'wait_for_agents', args: { reason: 'reports' } };
 const script: Script = {
   agents: {
     lead: [
-      {
-        tool: 'spawn_agents',
-        args: {
-          agents: [
-            { name: 'a', task: 'one' },
-            { name: 'b', task: 'two' },
-          ],
-        },
-      },
+      spawnStep(['a', 'one'], ['b', 'two']),
       // 10 ms: the lead's next call comes after both workers' instant ones, not between them.
       { ...wait, delayMs: 10 },
       wait,
@@ -66,14 +57,7 @@ async function record() {
     },
   };
   const c = createCoordinator({ store, clock, model });
-  const root = await c.start({ name: 'lead', task: 'Split.' });
-  const done = c.waitFor(root, [...TERMINAL_STATUSES]);
-  for (let i = 0; i < 200 && !TERMINAL_STATUSES.has(c.get(root).status); i++) {
-    await new Promise((r) => setImmediate(r));
-    clock.increment(5);
-  }
-  await done;
-  await c.shutdown();
+  await runOnClock(c, clock, { name: 'lead', task: 'Split.' });
   return { store, runId: c.runId, asked };
 }
 

@@ -21,36 +21,19 @@
  */
 import { expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { TERMINAL_STATUSES } from '../../../machines/types.js';
 import { createCoordinator } from '../../../src/host/createCoordinator.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import type { Model } from '../../../src/model/types.js';
 import { replayRun } from '../../../src/replay/replayRun.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
 import { CALL_EVENT, TOOL_EVENT } from '../../../src/store/types.js';
+import { runOnClock, spawnStep, waitStep as wait } from '../../helpers/team.js';
 import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
 
-const wait = { tool: 'wait_for_agents', args: { reason: 'reports' } };
 /** The first case: b's call waits behind c's in the model queue (concurrency 1). */
 const queued: Script = {
   agents: {
-    lead: [
-      {
-        tool: 'spawn_agents',
-        args: {
-          agents: [
-            { name: 'a', task: 'slow' },
-            { name: 'c', task: 'late' },
-            { name: 'b', task: 'quick' },
-          ],
-        },
-      },
-      wait,
-      wait,
-      wait,
-      wait,
-      { tool: 'finish', args: { summary: 'done' } },
-    ],
+    lead: [spawnStep(['a', 'slow'], ['c', 'late'], ['b', 'quick']), wait, wait, wait, wait, { tool: 'finish', args: { summary: 'done' } }],
     a: [
       { tool: 'slow', args: {} },
       { tool: 'agent_finish', args: { summary: 'a done' } },
@@ -62,21 +45,7 @@ const queued: Script = {
 /** The second case: no b; the call after the window is a's next, asked as its tool ends. */
 const own: Script = {
   agents: {
-    lead: [
-      {
-        tool: 'spawn_agents',
-        args: {
-          agents: [
-            { name: 'a', task: 'slow' },
-            { name: 'c', task: 'late' },
-          ],
-        },
-      },
-      wait,
-      wait,
-      wait,
-      { tool: 'finish', args: { summary: 'done' } },
-    ],
+    lead: [spawnStep(['a', 'slow'], ['c', 'late']), wait, wait, wait, { tool: 'finish', args: { summary: 'done' } }],
     a: queued.agents.a!,
     c: queued.agents.c!,
   },
@@ -106,14 +75,7 @@ async function record(script: Script, concurrency: { model?: number }) {
     },
   };
   const c = createCoordinator({ store, clock, model, tools: [slowTool(clock)], concurrency });
-  const root = await c.start({ name: 'lead', task: 'Split.' });
-  const done = c.waitFor(root, [...TERMINAL_STATUSES]);
-  for (let i = 0; i < 200 && !TERMINAL_STATUSES.has(c.get(root).status); i++) {
-    await new Promise((r) => setImmediate(r));
-    clock.increment(5);
-  }
-  await done;
-  await c.shutdown();
+  await runOnClock(c, clock, { name: 'lead', task: 'Split.' });
   return { store, runId: c.runId, clock };
 }
 

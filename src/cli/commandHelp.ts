@@ -208,8 +208,8 @@ The replay applies answers and inputs in the order the owner applied them, down 
 window each came in (answers of one timer phase, a stop that came before the commit before it
 was done), and a burst of answers in its recorded order. Answers a millisecond apart from
 separate timers once came out in another order now and then (one 1,000-call run in twelve at
-1 ms a call; none of 60 since): that would show as a divergence the code did not cause. A run that was shut down and resumed
-replays as one run: a call cut short is asked again, a retry's backoff is waited out across the
+1 ms a call; none of 60 since): that would show as a divergence the code did not cause. A run
+that was shut down and resumed replays as one run: a call cut short is asked again, a retry's backoff is waited out across the
 restart (the resumed run waited for the rest of it too).`;
 
 const FORK = `troupe fork <run> --at <agent>:<turn> makes a new run from a committed point of <run>: every

@@ -17,7 +17,7 @@ import { ConfigError, TroupeError } from '../errors.js';
 import type { InboxKind, InboxResult, RunRow } from '../store/types.js';
 import { finishDelegationArgs, finishExecutionArgs, type Io } from './args.js';
 import { EXIT, exitCodeFor } from './exitCodes.js';
-import { findRun, nextHost, openRuns, savedSettings } from './runs.js';
+import { findAgent, findRun, nextHost, openRuns, savedSettings } from './runs.js';
 import type { Values } from './flags.js';
 import { forTerminal } from './terminal.js';
 
@@ -106,12 +106,6 @@ async function answered(runs: RunStore, id: number, io: Io, waitMs: number): Pro
     }
     await pause();
   }
-}
-
-async function findAgent(runs: RunStore, run: RunRow, agent: string) {
-  const target = (await runs.reads.listAgents(run.id)).find((a) => a.id === agent || a.name === agent);
-  if (!target) throw new TroupeError('AGENT_NOT_FOUND', `No agent "${agent}" in run ${run.id}`);
-  return target;
 }
 
 export function send(args: string[], values: Values, io: Io): Promise<number> {

@@ -7,7 +7,7 @@
  * written: the database is opened read-only.
  * @module
  */
-import { ConfigError, TroupeError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import type { Model } from '../model/types.js';
 import { defined, fromEnv, loadConfigFile, mergeConfig, type CliConfig } from './config.js';
 import { parseAgentTurn } from './fork.js';
@@ -16,7 +16,7 @@ import type { Io } from './args.js';
 import { DEMO_MODEL, DEMO_PRICE } from './demoModel.js';
 import { EXIT } from './exitCodes.js';
 import type { Values } from './flags.js';
-import { findRun, openRuns, savedSettings } from './runs.js';
+import { findAgent, findRun, openRuns, savedSettings } from './runs.js';
 import { DEMO_CONFIG } from './runCommands.js';
 import { coordinatorOptions, fromFlags, modelFor, secrets } from './setup.js';
 import { forTerminal, jsonLine } from './terminal.js';
@@ -41,7 +41,7 @@ export async function replay(args: string[], values: Values, io: Io): Promise<nu
     const liveFrom =
       liveAt === null
         ? undefined
-        : { agent: await agentName(runs.reads, run.id, liveAt.agent), turn: liveAt.turn, model: liveModel(config, values, io, saved.demo === true) };
+        : { agent: (await findAgent(runs, run, liveAt.agent)).name, turn: liveAt.turn, model: liveModel(config, values, io, saved.demo === true) };
     const result = await replayRun(runs.reads, run.id, {
       ...(liveFrom ? { liveFrom } : {}),
       coordinator: { ...options, ...(saved.demo ? { retry: { baseDelayMs: 200 } } : {}) },
@@ -92,11 +92,4 @@ function liveModel(saved: CliConfig, values: Values, io: Io, demo: boolean): Mod
   );
   secrets(io, config);
   return modelFor(config);
-}
-
-/** The name of the run's agent `ref` (a name or an id): the replay goes live at that agent's turn. */
-async function agentName(reads: { listAgents(runId: string): Promise<{ id: string; name: string }[]> }, runId: string, ref: string): Promise<string> {
-  const agent = (await reads.listAgents(runId)).find((a) => a.id === ref || a.name === ref);
-  if (!agent) throw new TroupeError('AGENT_NOT_FOUND', `Run ${runId} has no agent ${ref}`);
-  return agent.name;
 }

@@ -56,6 +56,13 @@ export const nextHost = (values: { db?: string | undefined }): string =>
   isPostgresUrl(values.db) ? 'a worker (troupe worker --db …)' : `troupe resume${values.db === undefined ? '' : ` --db ${values.db}`}`;
 
 /** `--run <id>` (RUN_NOT_FOUND if there is no such run), else the latest main run, else the latest run. */
+/** The run's agent `agent` (its id or name); AGENT_NOT_FOUND if it has none. */
+export async function findAgent(runs: Pick<RunStore, 'reads'>, run: RunRow, agent: string) {
+  const target = (await runs.reads.listAgents(run.id)).find((a) => a.id === agent || a.name === agent);
+  if (!target) throw new TroupeError('AGENT_NOT_FOUND', `No agent "${agent}" in run ${run.id}`);
+  return target;
+}
+
 export async function findRun(runs: Pick<RunStore, 'reads' | 'label'>, runId: string | undefined): Promise<RunRow> {
   const all = await runs.reads.listRuns();
   const run = runId === undefined ? (latestMainRun({ listRuns: () => all }) ?? all.at(-1)) : all.find((r) => r.id === runId);

@@ -4,7 +4,8 @@
  * Every row the SQLite store hands out goes through a decoder here, which checks it completely
  * and throws `STORE_CORRUPT` naming the table, the row and the column — never a SyntaxError, and
  * never a half-built row. The checks are written with rowChecks.ts; checksums.ts says what a
- * checksum covers; verifyRows.ts runs every decoder over every row of a file.
+ * checksum covers; verifyRows.ts runs every decoder over every row of a file (the event and
+ * stream rows checked there mostly in SQL).
  * @module
  */
 import type { AgentLifecycleState } from '../../machines/agentMachine.js';
@@ -27,7 +28,7 @@ import type {
   ToolCallDbRow,
   UsageDbRow,
 } from './dbRows.js';
-import { INBOX_KINDS, RECORDING_SQL, type AgentTerms, type InboxRequest } from './types.js';
+import { INBOX_KINDS, type AgentTerms, type InboxRequest } from './types.js';
 import {
   arrayOf,
   corrupt,
@@ -245,7 +246,8 @@ export function toSessionItem(row: SessionDbRow, expectedSeq: number): SessionIt
 
 // ── the journal tables ─────────────────────────────────────────────────────────────────────────
 
-const EVENT_COLUMNS: Record<string, Check> = { run_id: isString, agent_id: nullable(isString), type: isString, at: isNumber, boot: isNumber };
+/** An event row's columns and their checks (verifyRows.ts checks them at open, mostly in SQL). */
+export const EVENT_COLUMNS: Record<string, Check> = { run_id: isString, agent_id: nullable(isString), type: isString, at: isNumber, boot: isNumber };
 
 export function toEvent(r: EventDbRow): EventRow {
   expect('events', r.id, 'row', r, EVENT_COLUMNS);
@@ -254,55 +256,15 @@ export function toEvent(r: EventDbRow): EventRow {
   return { runId: r.run_id, agentId: r.agent_id, type: r.type, data, at: r.at, boot: r.boot };
 }
 
-/**
- * What a writer's open selects of an event row: its data's JSON type as SQLite reads it, not the
- * text. The run's recording — the commit journal and the call log (issue 37), most of a file's
- * bytes — is read only by fork and replay, which decode it (and refuse a damaged row) when they
- * read it; its data is not checked at open, as the stream's is not.
- */
-export type EventCheckRow = Omit<EventDbRow, 'data'> & { data_type: string | null };
-export const EVENT_CHECK_COLUMNS = `id, run_id, agent_id, type, at, boot,
-  CASE WHEN type IN (${RECORDING_SQL}) THEN 'object' WHEN typeof(data) = 'text' AND json_valid(data) THEN json_type(data) END AS data_type`;
-
-/**
- * The event rows a writer's open checks in JavaScript: only those SQLite cannot vouch for. A row
- * whose columns have the types EVENT_COLUMNS asks (numbers finite: 9e999 is SQLite's infinity) and
- * whose data is an object passes {@link checkEventRow}; every other row is selected and checked
- * there, in id order, so the first damaged one is named as before. An undamaged file builds no
- * JavaScript row per event (a finished 1,000-agent team holds 17,026; iterating them was ~28 ms of
- * each open). `IS`, not `=`: a comparison with a NULL must select the row, not drop it.
- */
-export const EVENT_SUSPECT_SQL = `NOT (typeof(run_id) IS 'text' AND (agent_id IS NULL OR typeof(agent_id) IS 'text') AND typeof(type) IS 'text'
-  AND typeof(at) IN ('integer', 'real') AND (abs(at) < 9e999) IS 1 AND typeof(boot) IN ('integer', 'real') AND (abs(boot) < 9e999) IS 1 AND data_type IS 'object')`;
-
-/**
- * An event row's columns, its data checked by SQLite instead of parsed here: what a writer's open
- * checks (verifyRows). Parsing every event in JavaScript made opening a finished 1,000-agent run
- * ~1.9× slower once the recording was in the table; a reader's decode ({@link toEvent}) still
- * parses and refuses a damaged row.
- */
-export function checkEventRow(r: EventCheckRow): void {
-  expect('events', r.id, 'row', r, EVENT_COLUMNS);
-  if (r.data_type === null) throw corrupt('events', r.id, 'data is not valid JSON');
-  if (r.data_type !== 'object') throw corrupt('events', r.id, 'data is not an object');
-}
-
-const STREAM_COLUMNS: Record<string, Check> = { run_id: isString, seq: isNumber, agent_id: nullable(isString), type: isString, data: isString, at: isNumber };
-
-/** The stream rows a writer's open checks in JavaScript: as {@link EVENT_SUSPECT_SQL}, for STREAM_COLUMNS (8,007 rows for the 1,000-agent team). */
-export const STREAM_SUSPECT_SQL = `NOT (typeof(run_id) IS 'text' AND typeof(seq) IN ('integer', 'real') AND (abs(seq) < 9e999) IS 1
-  AND (agent_id IS NULL OR typeof(agent_id) IS 'text') AND typeof(type) IS 'text' AND typeof(data) IS 'text'
-  AND typeof(at) IN ('integer', 'real') AND (abs(at) < 9e999) IS 1)`;
-
-/**
- * A stream row's columns, without parsing its data: what a writer's open checks (verifyRows). The
- * stream is what views read, never what a run resumes from, and parsing every piece of every
- * answer at each open cost a finished 1,000-agent run 1.34× its resume time; a reader's decode
- * ({@link toStreamRow}) still refuses a damaged row.
- */
-export function checkStreamRow(r: StreamDbRow): void {
-  expect('stream', `${String(r.run_id)}:${String(r.seq)}`, 'row', r, STREAM_COLUMNS);
-}
+/** A stream row's columns and their checks (as EVENT_COLUMNS). */
+export const STREAM_COLUMNS: Record<string, Check> = {
+  run_id: isString,
+  seq: isNumber,
+  agent_id: nullable(isString),
+  type: isString,
+  data: isString,
+  at: isNumber,
+};
 
 export function toStreamRow(r: StreamDbRow): StreamRow {
   const id = `${String(r.run_id)}:${String(r.seq)}`;

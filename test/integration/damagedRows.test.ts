@@ -166,7 +166,7 @@ const DAMAGES: Damage[] = [
     read: (st, s) => st.listEvents(s.runId),
   },
   {
-    // The open checks event columns in SQL and decodes only the rows that fail (decode.ts EVENT_SUSPECT_SQL).
+    // The open checks event columns in SQL and decodes only the rows that fail (verifyRows.ts EVENT_SUSPECT_SQL).
     label: 'events.at text',
     sql: "UPDATE events SET at = 'noon' WHERE type = 'cli.run'",
     names: () => /events row "\d+" is damaged: at is invalid/,

@@ -3,32 +3,19 @@
  * file_change trigger starts run `proactive-<name>`, SIGTERM stops it with exit 0 and the database
  * stays usable; a main run gets named-agent fires and `troupe send`; a bad section exits 2.
  */
-import { execFile, spawn, type ChildProcess, type ExecFileException } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { sqliteHosting } from '../../src/hosting/sqliteHosting.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { submitRun } from '../../src/worker/submit.js';
 import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
+import { spawnTroupe, troupe, type Spawned } from '../helpers/cli.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
-
-const BIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
-const cleanEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OPENAI_')));
-
-interface Served {
-  child: ChildProcess;
-  lines: string[];
-  stderr: () => string;
-  /** Resolves with the first stdout line matching `pattern` (already printed or to come). */
-  line(pattern: RegExp, timeoutMs?: number): Promise<string>;
-  /** Resolves with the exit code once the process has exited. */
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
 
 const children: ChildProcess[] = [];
 afterEach(() => {
@@ -36,61 +23,11 @@ afterEach(() => {
   for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 });
 
-function serve(args: string[], cwd: string): Served {
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], { cwd, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const lines: string[] = [];
-  let partial = '';
-  let stderr = '';
-  const watchers = new Set<() => void>();
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-    const parts = (partial + chunk).split('\n');
-    partial = parts.pop()!;
-    lines.push(...parts);
-    for (const w of [...watchers]) w();
-  });
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const line = (pattern: RegExp, timeoutMs = 30_000) =>
-    new Promise<string>((resolve, reject) => {
-      const check = () => {
-        const found = lines.find((l) => pattern.test(l));
-        if (found === undefined) return false;
-        done();
-        resolve(found);
-        return true;
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms\nstdout:\n${lines.join('\n')}\nstderr:\n${stderr}`));
-      }, timeoutMs);
-      const onExit = () => {
-        if (check()) return;
-        done();
-        reject(new Error(`troupe serve exited before printing ${pattern}\nstdout:\n${lines.join('\n')}\nstderr:\n${stderr}`));
-      };
-      const done = () => {
-        clearTimeout(timer);
-        watchers.delete(watch);
-        child.off('exit', onExit);
-      };
-      const watch = () => void check();
-      if (check()) return;
-      watchers.add(watch);
-      child.on('exit', onExit);
-    });
-  return { child, lines, stderr: () => stderr, line, exited };
-}
-
-/** Run a one-shot CLI command. */
-function troupe(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd, env: cleanEnv(), timeout: 60_000 }, (err: ExecFileException | null, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, stderr });
-    });
-  });
+/** `troupe serve` with `args`, killed after the test if it is still running. */
+function serve(args: string[], cwd: string): Spawned {
+  const served = spawnTroupe(['serve', ...args], cwd);
+  children.push(served.child);
+  return served;
 }
 
 /** The fake model: every agent answers the user with what it last read, so each turn is visible. */

@@ -94,6 +94,25 @@ export function spawnTroupe(args: string[], cwd: string, env: Record<string, str
   return { child, lines, stderr: () => stderr, line, exited };
 }
 
+/** What `troupe status --json` prints that the tests read. */
+export interface RunStatus {
+  hosted: boolean;
+  host: { state: string; owner: string | null } | null;
+  root: { status: string } | null;
+}
+
+/** `troupe status --db <db> --json` until `ok` holds (another process is making it true); fails after 30 s or on a failing status. */
+export async function statusWhere(db: string, cwd: string, ok: (s: RunStatus) => boolean): Promise<RunStatus> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const r = await troupe(['status', '--db', db, '--json'], cwd);
+    if (r.code !== 0) throw new Error(`troupe status exited ${r.code}: ${r.stderr}`);
+    const s = JSON.parse(r.stdout) as RunStatus;
+    if (ok(s)) return s;
+    if (Date.now() > deadline) throw new Error(`status never matched: ${r.stdout}`);
+  }
+}
+
 export const workdir = () => mkdtempSync(join(tmpdir(), 'troupe-cli-'));
 export const jsonLines = (text: string) =>
   text

@@ -20,7 +20,7 @@ import { openPostgresStore } from '../../src/store/postgres/store.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
 import { call } from '../helpers/dashboard.js';
-import { spawnTroupe, troupe, workdir, type Result, type Spawned } from '../helpers/cli.js';
+import { spawnTroupe, statusWhere, troupe, workdir, type Result, type Spawned } from '../helpers/cli.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 const EXECUTION = '7f1c3a52-9d4e-4b8a-a1f0-2c6d8e9b0a13';
@@ -191,24 +191,6 @@ afterAll(async () => {
   for (const r of spawned) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
   await Promise.all(drops.map((drop) => drop()));
 });
-
-interface Status {
-  hosted: boolean;
-  host: { state: string };
-  root: { status: string } | null;
-}
-
-/** `troupe status --json` until `ok` holds (another process is making it true). */
-async function statusWhere(db: string, cwd: string, ok: (s: Status) => boolean): Promise<Status> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const r = await troupe(['status', '--db', db, '--json'], cwd);
-    expect(r.code, r.stderr).toBe(0);
-    const s = JSON.parse(r.stdout) as Status;
-    if (ok(s)) return s;
-    if (Date.now() > deadline) throw new Error(`status never matched: ${r.stdout}`);
-  }
-}
 
 const jsonOf = (stdout: string) =>
   stdout

@@ -4,7 +4,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createFakeOpenAIServer } from '../../src/testing/fakeOpenAIServer.js';
-import { spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { spawnTroupe, statusWhere as statusOn, troupe, workdir, type Spawned } from '../helpers/cli.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 const available = await pgAvailable();
@@ -18,17 +18,8 @@ describe.skipIf(!available)(pgTitle(available, 'the CLI on PostgreSQL'), () => {
     await drop();
   });
 
-  /** Poll `troupe status --json` until `ok` (the run's progress is seen from another process). */
-  async function statusWhere(cwd: string, ok: (s: { root: { status: string } | null; host: { state: string; owner: string | null } | null }) => boolean) {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const r = await troupe(['status', '--db', db, '--json'], cwd);
-      expect(r.code, r.stderr).toBe(0);
-      const s = JSON.parse(r.stdout) as Parameters<typeof ok>[0];
-      if (ok(s)) return s;
-      if (Date.now() > deadline) throw new Error(`status never matched: ${r.stdout}`);
-    }
-  }
+  /** `troupe status --json` on this test's database until `ok` (the run's progress is seen from another process). */
+  const statusWhere = (cwd: string, ok: Parameters<typeof statusOn>[2]) => statusOn(db, cwd, ok);
 
   it('run submits, a worker hosts it, send reaches its root from another process, status and tree read it', async () => {
     await using server = await createFakeOpenAIServer((request) =>

@@ -8,7 +8,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createFakeOpenAIServer, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
-import { expectOneLine, spawnTroupe, troupe, workdir, type Spawned } from '../helpers/cli.js';
+import { expectOneLine, spawnTroupe, statusWhere, troupe, workdir, type Spawned } from '../helpers/cli.js';
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 
 const available = await pgAvailable();
@@ -29,21 +29,6 @@ describe.skipIf(!available)(pgTitle(available, 'every CLI command on PostgreSQL'
     for (const r of running) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
     await Promise.all(schemas.map((drop) => drop()));
   });
-
-  async function statusWhere(
-    db: string,
-    cwd: string,
-    ok: (s: { root: { status: string } | null; host: { state: string; owner: string | null } | null }) => boolean,
-  ) {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const r = await troupe(['status', '--db', db, '--json'], cwd);
-      expect(r.code, r.stderr).toBe(0);
-      const s = JSON.parse(r.stdout) as Parameters<typeof ok>[0];
-      if (ok(s)) return s;
-      if (Date.now() > deadline) throw new Error(`status never matched: ${r.stdout}`);
-    }
-  }
 
   it("a run is hosted with the settings it was submitted with; the key is the worker's; resume --model changes them for the next host", async () => {
     await using server = await createFakeOpenAIServer((request) =>

@@ -17,7 +17,7 @@
 import { assign, emit, enqueueActions, setup } from 'xstate';
 import { allowanceReserveText } from './allowanceNotices.js';
 import { completionReportText, RESERVE_NOTICE_TEXT, stallNoticeText, terminalNoticeText, type NoticeData, type NoticeKind } from './notices.js';
-import { getSharded, setSharded, shardedFrom, shardedValues, type Sharded } from './sharded.js';
+import { getSharded, setSharded, shardedById, shardedValues, type Sharded } from './sharded.js';
 import { isActive, isTerminal, type AgentStatus, type CompletionReport, type SerializedError, type StopReason, type WaitKind } from './types.js';
 
 export interface SpawnLimits {
@@ -369,7 +369,7 @@ export const coordinatorMachine = setup({
       else if (isActive(rec.status)) activeNonRoot += 1;
       if (rec.status === 'running') running += 1;
     }
-    const agents = shardedFrom((input.agents ?? []).map((rec): [string, AgentRecord] => [rec.id, rec]));
+    const agents = shardedById(input.agents ?? []);
     return {
       runId: input.runId,
       limits: input.limits,

@@ -118,7 +118,8 @@ export function toAgent(row: AgentDbRow): AgentRow {
   expect('agents', row.id, 'row', row, AGENT_COLUMNS);
   const state = parseJson('agents', row.id, 'state', row.state);
   expect('agents', row.id, 'state', state, AGENT_STATE);
-  const skills = parseJson('agents', row.id, 'skills', row.skills);
+  // Most agents have no skills: '[]' needs no parse (a resume decodes every agent row).
+  const skills = row.skills === '[]' ? [] : parseJson('agents', row.id, 'skills', row.skills);
   if (!arrayOf(isString)(skills)) throw corrupt('agents', row.id, 'skills is not a list of strings');
   const s = state as AgentLifecycleState;
   let terms: AgentTerms | null = null;

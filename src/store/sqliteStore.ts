@@ -374,13 +374,18 @@ function createSqliteStore(
       return r && toExecution(r);
     },
     executionsOf(agentIds) {
+      // Executions are few next to agents: one scan of the table, filtered here (the set of ids only
+      // when there is a row to filter: 100,000 ids for an empty table were 2 % of a resume).
+      const rows = (q.allExecutions.all() as ExecutionDbRow[]).map(toExecution);
+      if (rows.length === 0) return rows;
       const ids = new Set(agentIds);
-      // Executions are few next to agents: one scan of the table, filtered here.
-      return (q.allExecutions.all() as ExecutionDbRow[]).map(toExecution).filter((e) => ids.has(e.agentId));
+      return rows.filter((e) => ids.has(e.agentId));
     },
     reentryBudgetsOf(agentIds) {
+      const rows = (q.allReentry.all() as ReentryDbRow[]).map(toReentry);
+      if (rows.length === 0) return rows;
       const ids = new Set(agentIds);
-      return (q.allReentry.all() as ReentryDbRow[]).map(toReentry).filter((r) => ids.has(r.sessionId));
+      return rows.filter((r) => ids.has(r.sessionId));
     },
     eventsOf: (runId, type) => (q.eventsOf.all(runId, type) as EventDbRow[]).map(toEvent),
     promotedNotes() {

@@ -92,7 +92,9 @@ const TABLES: readonly {
   columns?: string;
   /** Only the rows that may fail `check` (over `columns`' names); absent: every row. */
   suspect?: string;
-  check: (rows: IterableIterator<unknown>, kept: VerifiedRows) => void;
+  /** Rows as arrays of column values (`check` gets the column names, in the same order). */
+  raw?: true;
+  check: (rows: IterableIterator<unknown>, kept: VerifiedRows, columns: readonly string[]) => void;
 }[] = [
   { table: 'runs', since: 1, order: 'rowid', check: (rows) => each(rows, toRun) },
   {
@@ -100,9 +102,44 @@ const TABLES: readonly {
     since: 1,
     // The agents_by_run index's order, which is listAgents' order within a run.
     order: 'run_id, created_at, rowid',
-    check: (rows, kept) => {
-      for (const row of rows as IterableIterator<AgentDbRow>) {
-        const agent = toAgent(row);
+    // Rows as arrays, each made into a plain row by column position: reading 100,000 agent rows as
+    // better-sqlite3's objects took 1.9× as long as as arrays (573 against 297 ms); with this, a
+    // 100,000-agent resume took 0.95× the time (issue 36 item 5).
+    raw: true,
+    check: (rows, kept, columns) => {
+      const [id, runId, name, parentId, depth, task, skills, status, noticeClaimed, stint, state, createdAt, updatedAt, terms] = positions(columns, [
+        'id',
+        'run_id',
+        'name',
+        'parent_id',
+        'depth',
+        'task',
+        'skills',
+        'status',
+        'notice_claimed',
+        'stint',
+        'state',
+        'created_at',
+        'updated_at',
+        'terms',
+      ]);
+      for (const c of rows as IterableIterator<unknown[]>) {
+        const agent = toAgent({
+          id: c[id],
+          run_id: c[runId],
+          name: c[name],
+          parent_id: c[parentId],
+          depth: c[depth],
+          task: c[task],
+          skills: c[skills],
+          status: c[status],
+          notice_claimed: c[noticeClaimed],
+          stint: c[stint],
+          state: c[state],
+          created_at: c[createdAt],
+          updated_at: c[updatedAt],
+          terms: c[terms],
+        } as AgentDbRow);
         let list = kept.agentsByRun.get(agent.runId);
         if (!list) kept.agentsByRun.set(agent.runId, (list = []));
         list.push(agent);
@@ -117,12 +154,14 @@ const TABLES: readonly {
     table: 'session_items',
     since: 1,
     order: 'agent_id, seq',
-    check: (rows) => {
-      let agent: string | undefined;
+    raw: true,
+    check: (rows, _kept, columns) => {
+      const [agentId, seq, item, sum] = positions(columns, ['agent_id', 'seq', 'item', 'checksum']);
+      let agent: unknown;
       let next = 0;
-      for (const row of rows as IterableIterator<SessionDbRow>) {
-        if (row.agent_id !== agent) [agent, next] = [row.agent_id, 0];
-        sessionChecksum(row, next++);
+      for (const c of rows as IterableIterator<unknown[]>) {
+        if (c[agentId] !== agent) [agent, next] = [c[agentId], 0];
+        sessionChecksum({ agent_id: c[agentId], seq: c[seq], item: c[item], checksum: c[sum] } as SessionDbRow, next++);
       }
     },
   },
@@ -137,6 +176,14 @@ const TABLES: readonly {
   { table: 'notes', since: 11, order: 'id', check: (rows) => each(rows, toNote) },
 ];
 
+/**
+ * Where each named column is in a raw row. A column the table lacks is at -1, which reads as
+ * undefined: its decoder calls it missing, as it did an object row's absent key.
+ */
+function positions<const N extends readonly string[]>(columns: readonly string[], names: N): { [K in keyof N]: number } {
+  return names.map((name) => columns.indexOf(name)) as { [K in keyof N]: number };
+}
+
 function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): void {
   for (const row of rows) decode(row as R);
 }
@@ -149,11 +196,13 @@ function each<R>(rows: IterableIterator<unknown>, decode: (row: R) => unknown): 
 export function verifyRows(db: Database.Database, version: number): VerifiedRows {
   const present = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
   const kept: VerifiedRows = { agentsByRun: new Map() };
-  for (const { table, since, order, columns = '*', suspect, check } of TABLES) {
+  for (const { table, since, order, columns = '*', suspect, raw, check } of TABLES) {
     if (version < since) continue;
     if (!present.has(table)) throw new TroupeError('STORE_CORRUPT', `the table ${table} is missing`);
     const rows = suspect === undefined ? `SELECT ${columns} FROM ${table}` : `SELECT * FROM (SELECT ${columns} FROM ${table}) WHERE ${suspect}`;
-    check(db.prepare(`${rows} ORDER BY ${order}`).iterate(), kept);
+    const statement = db.prepare(`${rows} ORDER BY ${order}`);
+    const names = raw ? statement.columns().map((c) => c.name) : [];
+    check(raw ? statement.raw().iterate() : statement.iterate(), kept, names);
   }
   return kept;
 }

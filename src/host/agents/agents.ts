@@ -220,6 +220,14 @@ export class Agents {
     return this.#deps.recorded(h.id).waitKind;
   }
 
+  /** Both at once, for a view: a dormant agent's coordinator record is looked up once, not twice. */
+  statusAndWaitKind(h: AgentHandle): { readonly status: AgentStatus; readonly waitKind: WaitKind | null } {
+    if (!h.live) return this.#deps.recorded(h.id);
+    const snap = h.live.getSnapshot();
+    const status = statusOf(snap);
+    return { status, waitKind: status === 'waiting' ? snap.context.waitKind : null };
+  }
+
   /** The lifecycle state now: the actor's context, or the dormant state. */
   lifecycle(h: AgentHandle): AgentLifecycleState {
     return h.live ? h.live.getSnapshot().context : h.dormant!;

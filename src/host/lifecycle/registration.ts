@@ -200,9 +200,12 @@ export class Registrar {
     host.views.batch(() => {
       for (const row of rows) {
         const h = host.agents.add(row, true);
-        const spend = spent.get(row.id) ?? {};
-        h.spentByPurpose = { ...spend };
-        h.spentUsd = Object.values(spend).reduce((sum, usd) => sum + usd, 0);
+        // Most parked agents have spent nothing: their handle's zero spend stands (no copies made).
+        const spend = spent.get(row.id);
+        if (spend) {
+          h.spentByPurpose = { ...spend };
+          h.spentUsd = Object.values(spend).reduce((sum, usd) => sum + usd, 0);
+        }
         if (row.parentId !== null) host.agents.find(row.parentId)?.children.push(row.id);
         host.views.added(h, row.createdAt);
         handles.push(h);

@@ -6,7 +6,7 @@
  */
 import type { BreakerChange } from '../../providers/breaker.js';
 import type { Logger } from 'pino';
-import type { AgentStatus, CompletionReport, WaitKind } from '../../../machines/types.js';
+import type { AgentStatus, CompletionReport } from '../../../machines/types.js';
 import type { Clock } from '../../clock.js';
 import type { ModelDelta, UsagePurpose } from '../../model/types.js';
 import type { AgentActivity } from '../../turn/ports.js';
@@ -127,13 +127,14 @@ export class Views {
 
   view(h: AgentHandle): AgentView {
     const state = this.#agents.lifecycle(h);
+    const { status, waitKind } = this.#agents.statusAndWaitKind(h);
     return {
       id: h.id,
       name: h.name,
       parentId: h.parentId,
       depth: h.depth,
-      status: this.#agents.status(h),
-      waitKind: this.#agents.waitKind(h) as WaitKind | null,
+      status,
+      waitKind,
       turns: state.turns,
       lastTool: state.lastTool,
       spentUsd: h.spentUsd,

@@ -72,6 +72,8 @@ interface Figures {
   /** The agents' session content (memory store: JSON of every session at the end; 0 on disk). */
   sessionPerAgentKb: number;
   cpuPerTurnUs: number;
+  /** The process's resident memory at its peak over its value at the start, in MB (every thread's heap: the model thread's too). */
+  rssPeakMb: number;
   /** The main thread's busy time per turn (event-loop utilisation's active time ÷ turns). */
   mainBusyPerTurnUs: number;
   /** The root's last request (its conversation), in KB: what a parent of K children sends. */
@@ -156,7 +158,9 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
     ...(opened ? { store: opened } : {}),
   });
   fullGc();
-  const heap0 = process.memoryUsage().heapUsed;
+  const mem0 = process.memoryUsage();
+  const heap0 = mem0.heapUsed;
+  let rssPeak = mem0.rss;
   let heapPeak = heap0;
   let livePeak = heap0;
   let majorGcs = 0;
@@ -168,7 +172,9 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
   majors.observe({ entryTypes: ['gc'] });
   let minConcurrency = K + 1;
   const sampler = setInterval(() => {
-    heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed);
+    const mem = process.memoryUsage();
+    heapPeak = Math.max(heapPeak, mem.heapUsed);
+    rssPeak = Math.max(rssPeak, mem.rss);
     minConcurrency = Math.min(minConcurrency, coordinator.health().modelQueue.concurrency);
   }, 250);
   const eld = monitorEventLoopDelay({ resolution: 10 });
@@ -208,6 +214,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
     sessionPerAgentKb: sessionBytes / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
     mainBusyPerTurnUs: (elu.active * 1000) / turns,
+    rssPeakMb: (rssPeak - mem0.rss) / 2 ** 20,
     // Measured after the run: its last request (its finish turn) holds every spawn and report.
     minConcurrency,
     rootRequestKb: lastRoot === null ? Number.NaN : Buffer.byteLength(JSON.stringify((lastRoot as { messages: unknown }).messages)) / 1024,
@@ -240,7 +247,7 @@ afterAll(async () => {
   const lines = ['', `scale, K = ${K}: ideal (node:http, same calls) ${(idealMs / 1000).toFixed(1)} s`];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
     );
   }
   const memory = results.get('memory');
@@ -259,7 +266,7 @@ afterAll(async () => {
     const on = results.get(`${key}+thread`);
     if (on) {
       lines.push(
-        `${key} thread on ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}, live heap ${(on.livePerAgentKb / off.livePerAgentKb).toFixed(2)} (main thread's)`,
+        `${key} thread on ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}, live heap ${(on.livePerAgentKb / off.livePerAgentKb).toFixed(2)} (main thread's), peak RSS ${(on.rssPeakMb / off.rssPeakMb).toFixed(2)} (all threads)`,
       );
     }
   }

@@ -25,6 +25,8 @@ if (port === null) throw new Error('modelThread.js runs as a worker thread (open
 
 const models = new Map<number, { model: Model; last: Record<UsagePurpose, Map<string, Last>> }>();
 const calls = new Map<number, AbortController>();
+/** The tool lists met, by number (modelThreadWire.ts `CallMessage`). */
+const toolSets = new Map<number, readonly ToolSpec[]>();
 
 const post = (message: FromWorker): void => {
   try {
@@ -38,11 +40,14 @@ const post = (message: FromWorker): void => {
 /** The request a call names: its kept messages from the last one, then what it adds. */
 function request(msg: CallMessage, last: Map<string, Last>): Last {
   const prev = last.get(msg.agent);
-  if (msg.keep > (prev?.messages.length ?? 0) || (prev === undefined && (msg.system === undefined || msg.tools === undefined))) {
-    throw new Error(`model thread: the call of ${msg.agent} (${msg.purpose}) keeps ${msg.keep} messages of a request it does not have`);
+  if (msg.tools !== undefined && msg.toolSet !== undefined) toolSets.set(msg.toolSet, msg.tools);
+  const tools = msg.toolSet === undefined ? prev?.tools : toolSets.get(msg.toolSet);
+  const system = msg.system ?? prev?.system;
+  if (msg.keep > (prev?.messages.length ?? 0) || system === undefined || tools === undefined) {
+    throw new Error(`model thread: the call of ${msg.agent} (${msg.purpose}) names a request, or a tool list, it does not have`);
   }
   const kept = prev === undefined ? [] : msg.keep === prev.messages.length ? prev.messages : prev.messages.slice(0, msg.keep);
-  const next: Last = { messages: kept.concat(msg.add), system: msg.system ?? prev!.system, tools: msg.tools ?? prev!.tools };
+  const next: Last = { messages: kept.concat(msg.add), system, tools };
   last.set(msg.agent, next);
   return next;
 }

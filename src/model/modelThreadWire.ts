@@ -23,7 +23,9 @@ export interface ThreadModelOptions {
 
 /**
  * One call. The worker keeps each (model, purpose, agent)'s last request: this one is its first
- * `keep` messages, then `add`; `system` and `tools` are sent when they changed (absent: as last).
+ * `keep` messages, then `add`; `system` and `toolSet` are sent when they changed (absent: as
+ * last). Tool lists are numbered per worker: a list's first call carries it in `tools`, later ones
+ * name it by number (a team's agents share a few lists: one copy each in the worker).
  */
 export interface CallMessage {
   t: 'call';
@@ -34,6 +36,7 @@ export interface CallMessage {
   keep: number;
   add: SessionItem[];
   system?: string;
+  toolSet?: number;
   tools?: readonly ToolSpec[];
   /** Whether the caller listens to streamed pieces. */
   deltas: boolean;

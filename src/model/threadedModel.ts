@@ -49,6 +49,9 @@ class ModelThread {
   readonly #pending = new Map<number, Pending>();
   /** Why the worker failed, if it said (its 'error' comes before its 'exit'). */
   #failure: Error | null = null;
+  /** The tool lists this worker has been sent, numbered: a list crosses once per worker, then goes by its number. */
+  #toolSets = new WeakMap<readonly ToolSpec[], number>();
+  #nextSet = 0;
 
   get worker(): Worker | null {
     return this.#worker;
@@ -61,6 +64,8 @@ class ModelThread {
     this.#worker = worker;
     this.generation++;
     this.#failure = null;
+    this.#toolSets = new WeakMap();
+    this.#nextSet = 0;
     worker.unref();
     worker.on('message', (msg: FromWorker) => this.#receive(msg));
     worker.on('error', (err) => {
@@ -84,10 +89,22 @@ class ModelThread {
     worker.postMessage(msg);
   }
 
-  /** Post a call; it settles with the worker's answer, `signal`'s reason once aborted, or a connection failure if the worker dies. */
-  call(worker: Worker, msg: Omit<CallMessage, 'id'>, signal: AbortSignal, onDelta: ((delta: ModelDelta) => void) | undefined): Promise<ModelTurn> {
+  /**
+   * Post a call (with `tools` if the agent's list changed); it settles with the worker's answer,
+   * `signal`'s reason once aborted, or a connection failure if the worker dies.
+   */
+  call(
+    worker: Worker,
+    msg: Omit<CallMessage, 'id' | 'toolSet' | 'tools'>,
+    tools: readonly ToolSpec[] | undefined,
+    signal: AbortSignal,
+    onDelta: ((delta: ModelDelta) => void) | undefined,
+  ): Promise<ModelTurn> {
     const id = this.#nextId++;
-    worker.postMessage({ ...msg, id } satisfies CallMessage);
+    const known = tools === undefined ? undefined : this.#toolSets.get(tools);
+    const set = tools === undefined ? {} : known === undefined ? { toolSet: this.#nextSet, tools } : { toolSet: known };
+    worker.postMessage({ ...msg, id, ...set } satisfies CallMessage);
+    if (tools !== undefined && known === undefined) this.#toolSets.set(tools, this.#nextSet++);
     return new Promise<ModelTurn>((resolve, reject) => {
       const onAbort = () => {
         if (!this.#pending.has(id)) return;
@@ -183,9 +200,9 @@ export function threadedComplete(options: ThreadModelOptions): (request: ModelRe
         keep,
         add: items.slice(keep, length),
         ...(system === undefined ? {} : { system }),
-        ...(tools === undefined ? {} : { tools }),
         deltas: onDelta !== undefined,
       },
+      tools,
       signal,
       onDelta,
     );

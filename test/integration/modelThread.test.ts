@@ -125,17 +125,18 @@ describe('openaiModel thread: true', () => {
     const calls = posted.mock.calls.map(([m]) => m as CallMessage).filter((m) => m.t === 'call');
     posted.mockRestore();
     expect(got).toEqual(expected);
-    // Only what changed crossed: [agent, purpose, keep, added, system sent, tools sent].
-    expect(calls.map((m) => [m.agent, m.purpose, m.keep, m.add.length, m.system !== undefined, m.tools !== undefined])).toEqual([
-      ['a', 'main', 0, 1, true, true],
-      ['b', 'main', 0, 1, true, true],
-      ['a', 'main', 1, 2, false, false],
-      ['a', 'compaction', 0, 1, true, true],
-      ['b', 'main', 1, 3, true, true], // its system prompt and tools changed
-      ['a', 'main', 0, 3, false, false], // the rewrite: a new array whose first item is new
-      ['a', 'main', 3, 2, false, false],
-      ['b', 'main', 4, 2, false, false],
-      ['a', 'compaction', 0, 1, false, false],
+    // Only what changed crossed: [agent, purpose, keep, added, system sent, tool set named, tool list sent].
+    const sent = (m: CallMessage) => [m.agent, m.purpose, m.keep, m.add.length, m.system !== undefined, m.toolSet !== undefined, m.tools !== undefined];
+    expect(calls.map(sent)).toEqual([
+      ['a', 'main', 0, 1, true, true, true],
+      ['b', 'main', 0, 1, true, true, false], // a's tool list, met already
+      ['a', 'main', 1, 2, false, false, false],
+      ['a', 'compaction', 0, 1, true, true, true],
+      ['b', 'main', 1, 3, true, true, true], // its system prompt and tools changed
+      ['a', 'main', 0, 3, false, false, false], // the rewrite: a new array whose first item is new
+      ['a', 'main', 3, 2, false, false, false],
+      ['b', 'main', 4, 2, false, false, false],
+      ['a', 'compaction', 0, 1, false, false, false],
     ]);
     expect(bodies(threaded.requests)).toEqual(bodies(plain.requests));
     expect(threaded.requests.map((r) => r.headers.authorization)).toEqual(plain.requests.map((r) => r.headers.authorization));
@@ -243,9 +244,9 @@ describe('openaiModel thread: true', () => {
     await using server = await createFakeOpenAIServer([{ message: { content: 'first' } }, { hang: true }, { message: { content: 'after' } }]);
     const model = troupe.openaiModel({ model: 'm', baseURL: server.url, apiKey: '', thread: true });
     const session: SessionItem[] = [{ role: 'user', content: 'hi' }];
-    const first = await model.complete(req('a', 's', session.slice(), []), { signal: signal() });
+    const first = await model.complete(req('a', 's', session.slice(), TOOLS_A), { signal: signal() });
     session.push({ role: 'assistant', content: first.text }, { role: 'user', content: 'more' });
-    const hung = failure(model.complete(req('a', 's', session.slice(), []), { signal: signal() }));
+    const hung = failure(model.complete(req('a', 's', session.slice(), TOOLS_A), { signal: signal() }));
     await until(
       'the request',
       () => Promise.resolve(server.requests.length),
@@ -257,7 +258,7 @@ describe('openaiModel thread: true', () => {
     await dead!.terminate();
     expect(await hung).toMatchObject({ code: 'PROVIDER_CONNECTION', retryable: true, provider: true });
     session.push({ role: 'user', content: 'again' });
-    expect(await model.complete(req('a', 's', session.slice(), []), { signal: signal() })).toMatchObject({ text: 'after' });
+    expect(await model.complete(req('a', 's', session.slice(), TOOLS_A), { signal: signal() })).toMatchObject({ text: 'after' });
     expect(modelThreadWorker()).not.toBe(dead);
     expect((server.requests[2]!.body as { messages: unknown[] }).messages).toEqual([
       { role: 'system', content: 's' },
@@ -266,6 +267,7 @@ describe('openaiModel thread: true', () => {
       { role: 'user', content: 'more' },
       { role: 'user', content: 'again' },
     ]);
+    expect((server.requests[2]!.body as { tools: unknown }).tools).toEqual((server.requests[0]!.body as { tools: unknown }).tools);
   });
 
   it('an idle worker does not keep the process alive', async () => {

@@ -6,7 +6,9 @@
  *
  * Each (model, purpose, agent)'s last request is kept: a call names how many of its messages open
  * the next one and sends only the rest (modelThreadWire.ts `CallMessage`). Messages are handled in
- * the order the main thread posted them, so both sides' copies move in step.
+ * the order the main thread posted them, so both sides' copies move in step. A request is kept
+ * while the main thread holds the session it came from, a model's while the model lives
+ * (`forget`, `drop`: threadedModel.ts posts them as those are collected).
  * @module
  */
 import { parentPort } from 'node:worker_threads';
@@ -86,7 +88,13 @@ port.on('message', (msg: ToWorker) => {
       post({ t: 'err', id: msg.id, error: toWire(err) });
     }
   } else if (msg.t === 'abort') calls.get(msg.id)?.abort();
-  else {
+  else if (msg.t === 'forget') models.get(msg.model)?.last[msg.purpose].delete(msg.agent);
+  else if (msg.t === 'drop') models.delete(msg.model);
+  else if (msg.t === 'count') {
+    let requests = 0;
+    for (const { last } of models.values()) for (const map of Object.values(last)) requests += map.size;
+    post({ t: 'count', id: msg.id, requests });
+  } else {
     models.set(msg.model, {
       model: openaiModel(msg.options),
       last: { main: new Map(), compaction: new Map(), review: new Map(), summary: new Map() },

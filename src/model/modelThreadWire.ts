@@ -44,7 +44,15 @@ export interface CallMessage {
 
 export type ToWorker =
   /** A model's options (sent once per worker, before its first call there). */
-  { t: 'model'; model: number; options: ThreadModelOptions } | CallMessage | { t: 'abort'; id: number };
+  | { t: 'model'; model: number; options: ThreadModelOptions }
+  | CallMessage
+  | { t: 'abort'; id: number }
+  /** The main thread no longer holds this agent's session: its last request goes (its next call sends the whole). */
+  | { t: 'forget'; model: number; purpose: UsagePurpose; agent: string }
+  /** The model is gone: everything kept for it goes. */
+  | { t: 'drop'; model: number }
+  /** Test hook: how many last requests the worker keeps, answered as `count` with this id. */
+  | { t: 'count'; id: number };
 
 /** A failure as data: a ProviderError's fields, or (a bug) an error's name and message. */
 export type WireError =
@@ -60,7 +68,11 @@ export type WireError =
     }
   | { provider: false; name: string; message: string; partialText?: string };
 
-export type FromWorker = { t: 'ok'; id: number; turn: ModelTurn } | { t: 'err'; id: number; error: WireError } | { t: 'delta'; id: number; delta: ModelDelta };
+export type FromWorker =
+  | { t: 'ok'; id: number; turn: ModelTurn }
+  | { t: 'err'; id: number; error: WireError }
+  | { t: 'delta'; id: number; delta: ModelDelta }
+  | { t: 'count'; id: number; requests: number };
 
 const causeOf = (cause: unknown): { name: string; message: string } | undefined =>
   cause instanceof Error ? { name: cause.name, message: cause.message } : undefined;

@@ -11,7 +11,7 @@
  * `SnapshotRequest`) is read through its `source()`, so its messages are never copied here.
  *
  * The last session is held through a `WeakRef`: a session nobody else keeps is not kept alive by
- * this cache (its next call, if any, then sends the whole request).
+ * this cache, and once it is collected the worker's copy goes too (`sessions` below).
  * @module
  */
 import { Worker } from 'node:worker_threads';
@@ -89,6 +89,21 @@ class ModelThread {
     worker.postMessage(msg);
   }
 
+  /** Post to the worker of `generation` if it still runs (what it keeps died with any other). */
+  postTo(generation: number, msg: ToWorker): void {
+    if (this.#worker !== null && this.generation === generation) this.#worker.postMessage(msg);
+  }
+
+  readonly #counts = new Map<number, (requests: number) => void>();
+
+  /** Test hook: how many last requests the running worker keeps (0 if none runs). */
+  count(): Promise<number> {
+    if (this.#worker === null) return Promise.resolve(0);
+    const id = this.#nextId++;
+    this.#worker.postMessage({ t: 'count', id } satisfies ToWorker);
+    return new Promise((resolve) => this.#counts.set(id, resolve));
+  }
+
   /**
    * Post a call (with `tools` if the agent's list changed); it settles with the worker's answer,
    * `signal`'s reason once aborted, or a connection failure if the worker dies.
@@ -127,6 +142,11 @@ class ModelThread {
   }
 
   #receive(msg: FromWorker): void {
+    if (msg.t === 'count') {
+      this.#counts.get(msg.id)?.(msg.requests);
+      this.#counts.delete(msg.id);
+      return;
+    }
     const call = this.#pending.get(msg.id);
     if (call === undefined) return; // aborted: settled already
     if (msg.t === 'delta') {
@@ -147,6 +167,9 @@ const thread = new ModelThread();
  */
 export const modelThreadWorker = (): Worker | null => thread.worker;
 
+/** Test hook: how many last requests the model thread keeps (every model's, every agent's). Not part of the package's API. */
+export const modelThreadRequests = (): Promise<number> => thread.count();
+
 interface Last {
   items: WeakRef<readonly SessionItem[]>;
   length: number;
@@ -163,12 +186,37 @@ function sourceOf(request: ModelRequest): { items: readonly SessionItem[]; lengt
 
 let nextModel = 1;
 
+/** A session the worker keeps a copy of (as an agent's last request), and where the main side notes it. */
+interface Held {
+  model: number;
+  generation: number;
+  purpose: UsagePurpose;
+  agent: string;
+  lasts: Map<string, Last>;
+  /** The entry's WeakRef when it was registered: a later request of the agent (a rewritten session) replaced it. */
+  ref: WeakRef<readonly SessionItem[]>;
+}
+
+/**
+ * The worker's copies live as long as the main thread's: once a session is collected (its agent
+ * ended and the host let it go), the worker forgets that request, unless a later one replaced it;
+ * once a model is collected, the worker drops all it kept for it. Without this the worker kept
+ * every agent's last request for the life of the process (a second 10,000-agent team still held
+ * the first's). A memory store keeps every session, so there the copy stays with it.
+ */
+const sessions = new FinalizationRegistry<Held>((held) => {
+  if (held.lasts.get(held.agent)?.items !== held.ref) return;
+  held.lasts.delete(held.agent);
+  thread.postTo(held.generation, { t: 'forget', model: held.model, purpose: held.purpose, agent: held.agent });
+});
+const models = new FinalizationRegistry<number>((model) => thread.postTo(thread.generation, { t: 'drop', model }));
+
 /** `complete` of a threaded openaiModel with these options. */
 export function threadedComplete(options: ThreadModelOptions): (request: ModelRequest, call: ModelCallOptions) => Promise<ModelTurn> {
   const id = nextModel++;
   let generation = 0;
   const lasts: Record<UsagePurpose, Map<string, Last>> = { main: new Map(), compaction: new Map(), review: new Map(), summary: new Map() };
-  return async (request, { signal, onDelta }) => {
+  const complete = async (request: ModelRequest, { signal, onDelta }: ModelCallOptions): Promise<ModelTurn> => {
     if (signal.aborted) throw signal.reason;
     const worker = thread.ensure();
     if (generation !== thread.generation) {
@@ -207,13 +255,19 @@ export function threadedComplete(options: ThreadModelOptions): (request: ModelRe
       onDelta,
     );
     // Posted: the worker now holds this request as the agent's last.
-    if (last === undefined) lasts[purpose].set(agent, { items: new WeakRef(items), length, system: request.system, tools: request.tools });
-    else {
-      if (before !== items) last.items = new WeakRef(items);
+    if (last === undefined || before !== items) {
+      const ref = new WeakRef(items);
+      sessions.register(items, { model: id, generation, purpose, agent, lasts: lasts[purpose], ref });
+      if (last === undefined) lasts[purpose].set(agent, { items: ref, length, system: request.system, tools: request.tools });
+      else last.items = ref;
+    }
+    if (last !== undefined) {
       last.length = length;
       last.system = request.system;
       last.tools = request.tools;
     }
     return answer;
   };
+  models.register(complete, id);
+  return complete;
 }

@@ -4,6 +4,8 @@
  * `modelThread.js` (dist/, built by the project's global setup), so the package is loaded from dist/.
  */
 import { spawn } from 'node:child_process';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it, vi } from 'vitest';
 import { createFakeOpenAIServer, type FakeReply, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
@@ -11,7 +13,7 @@ import { until } from '../helpers/cli.js';
 
 const dist = (path: string) => new URL(`../../dist/${path}`, import.meta.url);
 const troupe = (await import(dist('src/index.js').href)) as typeof import('../../src/index.js');
-const { modelThreadWorker } = (await import(dist('src/model/threadedModel.js').href)) as typeof import('../../src/model/threadedModel.js');
+const { modelThreadRequests, modelThreadWorker } = (await import(dist('src/model/threadedModel.js').href)) as typeof import('../../src/model/threadedModel.js');
 type Model = import('../../src/index.js').Model;
 type ModelRequest = import('../../src/model/types.js').ModelRequest;
 type SessionItem = import('../../src/model/types.js').SessionItem;
@@ -268,6 +270,34 @@ describe('openaiModel thread: true', () => {
       { role: 'user', content: 'again' },
     ]);
     expect((server.requests[2]!.body as { tools: unknown }).tools).toEqual((server.requests[0]!.body as { tools: unknown }).tools);
+  });
+
+  it("the worker forgets an agent's request once the main thread lets its session go, and all of a model's once the model goes", async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    await using server = await createFakeOpenAIServer(() => ({ message: { content: 'ok' } }));
+    // A worker of its own: no earlier test's requests in it.
+    await modelThreadWorker()?.terminate();
+    let model: Model | null = troupe.openaiModel({ model: 'm', baseURL: server.url, apiKey: '', thread: true });
+    let dropped: SessionItem[] | null = [{ role: 'user', content: 'let go' }];
+    const held: SessionItem[] = [{ role: 'user', content: 'held' }];
+    await model.complete(req('a', 's', dropped, TOOLS_A), { signal: signal() });
+    await model.complete(req('b', 's', held, TOOLS_A), { signal: signal() });
+    expect(await modelThreadRequests()).toBe(2);
+    dropped = null;
+    const collect = async () => {
+      gc();
+      // Finalizers run in a later task; the worker answers after it handled the forget.
+      await new Promise((resolve) => setImmediate(resolve));
+      return modelThreadRequests();
+    };
+    expect(await until('a forgotten', collect, (n) => n === 1, 10_000)).toBe(1);
+    // b's session is still held, and so is its request in the worker: its next call builds on it.
+    held.push({ role: 'assistant', content: 'ok' }, { role: 'user', content: 'more' });
+    await model.complete(req('b', 's', held, TOOLS_A), { signal: signal() });
+    expect((server.requests.at(-1)!.body as { messages: unknown[] }).messages).toHaveLength(4);
+    model = null;
+    expect(await until('the model dropped', collect, (n) => n === 0, 10_000)).toBe(0);
   });
 
   it('an idle worker does not keep the process alive', async () => {

@@ -20,7 +20,9 @@ import { ConfigError, ProviderError, toError } from '../errors.js';
 import { boundedFetch, isOverLimit, ON_BYTES } from './boundedFetch.js';
 import { fromCompletion, StreamAssembler } from './chatWire.js';
 import { checkPrice } from './prices.js';
+import type { ThreadModelOptions } from './modelThreadWire.js';
 import { classifyHttpFailure } from './providerErrors.js';
+import { threadedComplete } from './threadedModel.js';
 import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem } from './types.js';
 
 export interface OpenAIModelOptions {
@@ -51,7 +53,20 @@ export interface OpenAIModelOptions {
   temperature?: number;
   /** Extra headers on every request. */
   headers?: Record<string, string>;
+  /** Timers of `timeoutMs` and `idleTimeoutMs` (default: the system clock). Not with `thread`. */
   clock?: Clock;
+  /**
+   * Run the calls in a worker thread: the `openai` client, the HTTP requests, the parsing of the
+   * answers and the timeouts run there, off the main thread, so that a team's turns and its model
+   * calls use two cores. One worker per process, shared by every threaded model, started on the
+   * first call and again on the call after it died (the calls then in flight fail as
+   * `PROVIDER_CONNECTION`, retried); it never keeps the process alive while no call is in flight.
+   * A call posts only what changed since the agent's last request of the same purpose; the
+   * answers, the classified errors and the streamed deltas are the same as without it. Needs the
+   * compiled package (the worker is `modelThread.js` beside this module), and no custom `clock`
+   * (timers cannot be driven across threads: `CONFIG_INVALID`). Default false.
+   */
+  thread?: boolean;
 }
 
 const DEFAULT_TIMEOUT_MS = 600_000;
@@ -82,6 +97,12 @@ function validate(options: OpenAIModelOptions): void {
     }
   }
   if (options.price !== undefined) checkPrice('openaiModel price', options.price);
+  if (options.thread !== undefined && typeof options.thread !== 'boolean') {
+    throw new ConfigError(`Expected openaiModel thread to be a boolean, got ${JSON.stringify(options.thread)}`);
+  }
+  if (options.thread === true && options.clock !== undefined) {
+    throw new ConfigError('openaiModel thread: true runs its timers in the model thread, on the system clock: it takes no clock');
+  }
 }
 
 const userContent = (content: string | readonly { type: string; text?: string; url?: string }[]): string | ChatCompletionContentPart[] =>
@@ -167,6 +188,13 @@ function endpointId(baseURL: string, apiKey: string): string {
   return `${baseURL.replace(/\/+$/, '')}#${key}`;
 }
 
+/** What the model thread builds its own (in-thread) model from: the options that cross a thread, the key resolved here. */
+function threadOptions(options: OpenAIModelOptions, apiKey: string): ThreadModelOptions {
+  const { model, baseURL, timeoutMs, idleTimeoutMs, maxOutputTokens, tokenLimitParam, stream, temperature, headers } = options;
+  const picked = { model, baseURL, timeoutMs, idleTimeoutMs, maxOutputTokens, tokenLimitParam, stream, temperature, headers };
+  return { apiKey, ...(Object.fromEntries(Object.entries(picked).filter(([, v]) => v !== undefined)) as Omit<ThreadModelOptions, 'apiKey'>) };
+}
+
 /**
  * A model on any OpenAI-compatible Chat Completions server. Every failure is classified once,
  * here, and the run loop acts on the class:
@@ -199,6 +227,14 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   if (apiKey === undefined && options.baseURL === undefined) {
     throw new ConfigError('openaiModel needs an API key: pass apiKey or set OPENAI_API_KEY (or point baseURL at a local server)');
   }
+  const meta = {
+    name: options.model,
+    ...(options.price ? { price: options.price } : {}),
+    ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
+    ...(options.contextWindow === undefined ? {} : { contextWindow: options.contextWindow }),
+    endpoint: endpointId(options.baseURL ?? 'https://api.openai.com/v1', apiKey ?? ''),
+  };
+  if (options.thread === true) return { ...meta, complete: threadedComplete(threadOptions(options, apiKey ?? '')) };
   const client = new OpenAI({
     apiKey: apiKey ?? '',
     ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
@@ -230,11 +266,7 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   };
 
   return {
-    name: options.model,
-    ...(options.price ? { price: options.price } : {}),
-    ...(options.maxOutputTokens === undefined ? {} : { maxOutputTokens: options.maxOutputTokens }),
-    ...(options.contextWindow === undefined ? {} : { contextWindow: options.contextWindow }),
-    endpoint: endpointId(options.baseURL ?? 'https://api.openai.com/v1', apiKey ?? ''),
+    ...meta,
     async complete(request: ModelRequest, { signal, onDelta }: ModelCallOptions): Promise<ModelTurn> {
       if (signal.aborted) throw signal.reason;
       const controller = new AbortController();

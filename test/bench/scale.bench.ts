@@ -12,7 +12,12 @@
  * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
  * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
  * with `concurrency.adaptive` off then on (SCALE_ADAPTIVE=first: on then off), and reports the
- * ratios and the lowest model concurrency the admission set.
+ * ratios and the lowest model concurrency the admission set. SCALE_THREAD=1 runs each store with
+ * `openaiModel({ thread: true })` off then on (the model calls in a worker thread) and prints the
+ * ratios on ÷ off. Besides the process's CPU per turn (all threads), every run reports the main
+ * thread's busy time per turn (its event-loop utilisation's active time ÷ turns): with the thread
+ * on, the worker's CPU is in the first and not in the second. The heap figures are the main
+ * thread's only (the worker's heap, with its copy of every agent's last request, is not counted).
  *
  * Heap, three figures per agent (÷ K + 1), from a baseline taken after a full GC (without one the
  * baseline run's garbage was in it, and K = 1,000 read 10 KB/agent where the peak is ~230): the
@@ -52,6 +57,8 @@ type StoreKind = 'memory' | 'NORMAL' | 'FULL';
 const STORES = (process.env.SCALE_STORES ?? 'memory,NORMAL,FULL').split(',') as StoreKind[];
 /** With `concurrency.adaptive` too (host/calls/admission.ts): each store off and on, in the order asked. */
 const ADAPTIVE = process.env.SCALE_ADAPTIVE === undefined ? [false] : process.env.SCALE_ADAPTIVE === 'first' ? [true, false] : [false, true];
+/** With the model thread too (`openaiModel({ thread: true })`): each store off, then on. */
+const THREAD = process.env.SCALE_THREAD === '1' ? [false, true] : [false];
 
 interface Figures {
   ms: number;
@@ -65,6 +72,10 @@ interface Figures {
   /** The agents' session content (memory store: JSON of every session at the end; 0 on disk). */
   sessionPerAgentKb: number;
   cpuPerTurnUs: number;
+  /** The process's resident memory at its peak over its value at the start, in MB (every thread's heap: the model thread's too). */
+  rssPeakMb: number;
+  /** The main thread's busy time per turn (event-loop utilisation's active time ÷ turns). */
+  mainBusyPerTurnUs: number;
   /** The root's last request (its conversation), in KB: what a parent of K children sends. */
   rootRequestKb: number;
   /** The lowest model concurrency seen (the admission's, with adaptive). */
@@ -123,10 +134,10 @@ async function baseline(): Promise<number> {
   return ms;
 }
 
-async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
+async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
   const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store });
-  const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '' });
+  const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '', thread });
   let turns = 0;
   let lastRoot: Parameters<typeof model.complete>[0] | null = null;
   const counted = {
@@ -147,7 +158,9 @@ async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
     ...(opened ? { store: opened } : {}),
   });
   fullGc();
-  const heap0 = process.memoryUsage().heapUsed;
+  const mem0 = process.memoryUsage();
+  const heap0 = mem0.heapUsed;
+  let rssPeak = mem0.rss;
   let heapPeak = heap0;
   let livePeak = heap0;
   let majorGcs = 0;
@@ -159,17 +172,21 @@ async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
   majors.observe({ entryTypes: ['gc'] });
   let minConcurrency = K + 1;
   const sampler = setInterval(() => {
-    heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed);
+    const mem = process.memoryUsage();
+    heapPeak = Math.max(heapPeak, mem.heapUsed);
+    rssPeak = Math.max(rssPeak, mem.rss);
     minConcurrency = Math.min(minConcurrency, coordinator.health().modelQueue.concurrency);
   }, 250);
   const eld = monitorEventLoopDelay({ resolution: 10 });
   eld.enable();
   const cpu0 = process.cpuUsage();
+  const elu0 = performance.eventLoopUtilization();
   const t0 = performance.now();
   const rootId = await coordinator.start({ name: 'lead', task: `spawn:${K}` });
   const root = await coordinator.waitFor(rootId, TERMINAL, { timeoutMs: 3_600_000 });
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const elu = performance.eventLoopUtilization(elu0);
   eld.disable();
   clearInterval(sampler);
   majors.disconnect();
@@ -196,6 +213,8 @@ async function team(store: StoreKind, adaptive: boolean): Promise<Figures> {
     majorGcs,
     sessionPerAgentKb: sessionBytes / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
+    mainBusyPerTurnUs: (elu.active * 1000) / turns,
+    rssPeakMb: (rssPeak - mem0.rss) / 2 ** 20,
     // Measured after the run: its last request (its finish turn) holds every spawn and report.
     minConcurrency,
     rootRequestKb: lastRoot === null ? Number.NaN : Buffer.byteLength(JSON.stringify((lastRoot as { messages: unknown }).messages)) / 1024,
@@ -211,8 +230,14 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
   bench('baseline: the same calls on node:http, no troupe (the ideal)', async () => void (idealMs = await baseline()), once);
   for (const store of STORES) {
     for (const adaptive of ADAPTIVE) {
-      const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}`;
-      bench(name, async () => void results.set(`${store}${adaptive ? '+adaptive' : ''}`, await team(store, adaptive)), once);
+      for (const thread of THREAD) {
+        const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}`;
+        bench(
+          name,
+          async () => void results.set(`${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}`, await team(store, adaptive, thread)),
+          once,
+        );
+      }
     }
   }
 });
@@ -222,7 +247,7 @@ afterAll(async () => {
   const lines = ['', `scale, K = ${K}: ideal (node:http, same calls) ${(idealMs / 1000).toFixed(1)} s`];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
     );
   }
   const memory = results.get('memory');
@@ -234,6 +259,14 @@ afterAll(async () => {
     if (off && on) {
       lines.push(
         `${store} adaptive ÷ fixed: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}`,
+      );
+    }
+  }
+  for (const [key, off] of results) {
+    const on = results.get(`${key}+thread`);
+    if (on) {
+      lines.push(
+        `${key} thread on ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}, live heap ${(on.livePerAgentKb / off.livePerAgentKb).toFixed(2)} (main thread's), peak RSS ${(on.rssPeakMb / off.rssPeakMb).toFixed(2)} (all threads)`,
       );
     }
   }

@@ -162,12 +162,13 @@ class ModelThread {
 const thread = new ModelThread();
 
 /**
- * Test hook: the model thread's worker, or null while none runs (a test terminates it to see the
- * calls in flight fail and the next call start another). Not part of the package's API.
+ * @public Test hook (modelThread.test.ts loads it from dist/, which knip does not read): the model
+ * thread's worker, or null while none runs (a test terminates it to see the calls in flight fail
+ * and the next call start another). Not part of the package's API.
  */
 export const modelThreadWorker = (): Worker | null => thread.worker;
 
-/** Test hook: how many last requests the model thread keeps (every model's, every agent's). Not part of the package's API. */
+/** @public Test hook (as modelThreadWorker): how many last requests the model thread keeps (every model's, every agent's). Not part of the package's API. */
 export const modelThreadRequests = (): Promise<number> => thread.count();
 
 interface Last {

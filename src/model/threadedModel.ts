@@ -173,16 +173,28 @@ export const modelThreadRequests = (): Promise<number> => thread.count();
 
 interface Last {
   items: WeakRef<readonly SessionItem[]>;
+  /** The copy of a caller's messages (held here: nothing else holds it). */
+  copy: readonly SessionItem[] | null;
   length: number;
   system: string;
   tools: readonly ToolSpec[];
 }
 
-/** A request's messages without copying them: a session's prefix (gateway.ts `SnapshotRequest.source`), or the messages. */
-function sourceOf(request: ModelRequest): { items: readonly SessionItem[]; length: number } {
+/**
+ * A request's messages (`items`, the first `length`) and what bounds how long the worker keeps
+ * them (`owner`: once it is collected, so is the worker's copy). A session's prefix is read
+ * without a copy (gateway.ts `SnapshotRequest.source`: a session only grows, and a rewrite
+ * replaces the array), and owns itself. Any other caller's messages are copied (`copied`): the
+ * caller may change its array in place between calls, and the prefix shared with the last request
+ * is found by identity; its array is the owner.
+ */
+function sourceOf(request: ModelRequest): { items: readonly SessionItem[]; length: number; owner: object; copied: boolean } {
   const source = (request as { source?: unknown }).source;
-  if (typeof source === 'function') return (source as () => { items: readonly SessionItem[]; length: number }).call(request);
-  return { items: request.messages, length: request.messages.length };
+  if (typeof source === 'function') {
+    const { items, length } = (source as () => { items: readonly SessionItem[]; length: number }).call(request);
+    return { items, length, owner: items, copied: false };
+  }
+  return { items: request.messages.slice(), length: request.messages.length, owner: request.messages, copied: true };
 }
 
 let nextModel = 1;
@@ -199,8 +211,8 @@ interface Held {
 }
 
 /**
- * The worker's copies live as long as the main thread's: once a session is collected (its agent
- * ended and the host let it go), the worker forgets that request, unless a later one replaced it;
+ * The worker's copies live as long as the main thread's: once a session (or a caller's messages
+ * array) is collected (its agent ended and the host let it go), the worker forgets that request, unless a later one replaced it;
  * once a model is collected, the worker drops all it kept for it. Without this the worker kept
  * every agent's last request for the life of the process (a second 10,000-agent team still held
  * the first's). A memory store keeps every session, so there the copy stays with it.
@@ -229,9 +241,9 @@ export function threadedComplete(options: ThreadModelOptions): (request: ModelRe
     const purpose = request.purpose ?? 'main';
     const agent = request.agent.id;
     const last = lasts[purpose].get(agent);
-    const { items, length } = sourceOf(request);
+    const { items, length, owner, copied } = sourceOf(request);
     let keep = 0;
-    const before = last?.items.deref();
+    const before = last?.copy ?? last?.items.deref();
     if (last && before) {
       const max = Math.min(last.length, length);
       if (before === items) keep = max;
@@ -258,9 +270,10 @@ export function threadedComplete(options: ThreadModelOptions): (request: ModelRe
     // Posted: the worker now holds this request as the agent's last.
     if (last === undefined || before !== items) {
       const ref = new WeakRef(items);
-      sessions.register(items, { model: id, generation, purpose, agent, lasts: lasts[purpose], ref });
-      if (last === undefined) lasts[purpose].set(agent, { items: ref, length, system: request.system, tools: request.tools });
-      else last.items = ref;
+      const copy = copied ? items : null;
+      sessions.register(owner, { model: id, generation, purpose, agent, lasts: lasts[purpose], ref });
+      if (last === undefined) lasts[purpose].set(agent, { items: ref, copy, length, system: request.system, tools: request.tools });
+      else [last.items, last.copy] = [ref, copy];
     }
     if (last !== undefined) {
       last.length = length;

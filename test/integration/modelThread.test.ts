@@ -81,16 +81,18 @@ async function conversation(model: Model): Promise<unknown[]> {
     for (const call of answer.toolCalls) session.push({ role: 'tool', toolCallId: call.id, name: call.name, content: `result ${n}` });
   };
   await turn(snapshot('a', 'sys a', a, TOOLS_A), a, 1);
-  await turn(req('b', 'sys b', b.slice(), TOOLS_A), b, 2);
+  // b's requests are its own array, changed in place between calls, as a caller of the model may do.
+  await turn(req('b', 'sys b', b, TOOLS_A), b, 2);
   await turn(snapshot('a', 'sys a', a, TOOLS_A), a, 3);
   answers.push(await model.complete(req('a', 'summarise', [{ role: 'user', content: 'summarise a' }], NONE, 'compaction'), { signal: signal() }));
-  await turn(req('b', 'sys b, changed', b.slice(), TOOLS_AB), b, 4);
+  await turn(req('b', 'sys b, changed', b, TOOLS_AB), b, 4);
   // The rewrite: a new array, the summary first, the newest two items shared.
   a = [{ role: 'user', content: 'summary of a' }, ...a.slice(-2)];
   await turn(snapshot('a', 'sys a', a, TOOLS_A), a, 5);
   a.push({ role: 'user', content: 'a message' });
   await turn(snapshot('a', 'sys a', a, TOOLS_A), a, 6);
-  await turn(req('b', 'sys b, changed', b.slice(), TOOLS_AB), b, 7);
+  b[0] = { role: 'user', content: 'task b, restated' };
+  await turn(req('b', 'sys b, changed', b, TOOLS_AB), b, 7);
   answers.push(await model.complete(req('a', 'summarise', [{ role: 'user', content: 'summarise a again' }], NONE, 'compaction'), { signal: signal() }));
   return answers;
 }
@@ -137,7 +139,7 @@ describe('openaiModel thread: true', () => {
       ['b', 'main', 1, 3, true, true, true], // its system prompt and tools changed
       ['a', 'main', 0, 3, false, false, false], // the rewrite: a new array whose first item is new
       ['a', 'main', 3, 2, false, false, false],
-      ['b', 'main', 4, 2, false, false, false],
+      ['b', 'main', 0, 6, false, false, false], // its first item replaced in place
       ['a', 'compaction', 0, 1, false, false, false],
     ]);
     expect(bodies(threaded.requests)).toEqual(bodies(plain.requests));

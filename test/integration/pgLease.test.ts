@@ -371,9 +371,12 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
   it("a worker frozen in the middle of a commit holds no lock past its lease: the next claim waits at most the TTL, not the server's idle timeout", async () => {
     const runId = 'frozen';
     await runnableRun(runId);
-    // Writing row 5 takes 150 ms on the server: the child is stopped while its transaction is open.
+    // Writing each row from the fifth on takes 150 ms on the server: the child is stopped while its
+    // transaction is open. Every one, not just the fifth: a poll slowed by load missed a single
+    // 150 ms sleep, and then waited for one that never came (the test timed out as the normal user
+    // beside a full root run, load ~10).
     await adminQuery(`CREATE FUNCTION ${schema}.slow_write() RETURNS trigger AS $$ BEGIN
-        IF NEW.run_id = 'frozen' AND NEW.type = 'child.write' AND (NEW.data::json->>'n')::int = 5 THEN PERFORM pg_sleep(0.15); END IF;
+        IF NEW.run_id = 'frozen' AND NEW.type = 'child.write' AND (NEW.data::json->>'n')::int >= 5 THEN PERFORM pg_sleep(0.15); END IF;
         RETURN NEW; END $$ LANGUAGE plpgsql`);
     await adminQuery(`CREATE TRIGGER slow_write BEFORE INSERT ON ${schema}.events FOR EACH ROW EXECUTE FUNCTION ${schema}.slow_write()`);
     const ttl = 600;

@@ -213,14 +213,10 @@ export class Agents {
   }
 
   waitKind(h: AgentHandle): WaitKind | null {
-    if (h.live) {
-      const snap = h.live.getSnapshot();
-      return statusOf(snap) === 'waiting' ? snap.context.waitKind : null;
-    }
-    return this.#deps.recorded(h.id).waitKind;
+    return this.statusAndWaitKind(h).waitKind;
   }
 
-  /** Both at once, for a view: a dormant agent's coordinator record is looked up once, not twice. */
+  /** Both at once, for a view: a dormant agent's coordinator record is looked up once, not twice. A live agent's wait kind only while it waits. */
   statusAndWaitKind(h: AgentHandle): { readonly status: AgentStatus; readonly waitKind: WaitKind | null } {
     if (!h.live) return this.#deps.recorded(h.id);
     const snap = h.live.getSnapshot();

@@ -1,8 +1,11 @@
 /**
  * The fake OpenAI-compatible server in a process of its own, so that a bench counts only the
  * client's CPU. Every request is answered with one `work` tool call (or `agent_finish` when the
- * request's last message says so, see `answerFor`) after a delay drawn uniformly from
- * [minMs, maxMs]. Prints its URL as one line on stdout, then serves until killed.
+ * request's last message says so, see `answerFor`) after a delay in [minMs, maxMs]. The delay is a
+ * hash of the caller and its turn (`delayFor`), not a fresh random draw: the scale bench's
+ * baseline names the same callers and turns, so troupe and the ideal wait the same latencies and
+ * their ratio measures troupe, not the luck of two draws (one K = 1,000 run read 85 % of the ideal,
+ * the next 101 %, with unseeded draws). Prints its URL as one line on stdout, then serves until killed.
  *
  * Usage: node fakeServerChild.js <minMs> <maxMs>
  * @module
@@ -44,10 +47,31 @@ function callsFor(messages: readonly Message[]): Call[] {
   return [{ name: 'work', arguments: {} }];
 }
 
+/**
+ * The caller and its turn: troupe's agents are named in their system prompt ("You are agent w17
+ * (…)"), the baseline's requests say `baseline <name> <turn>`; the turn is the answers so far.
+ */
+function keyOf(messages: readonly Message[]): string {
+  const first = typeof messages[0]?.content === 'string' ? messages[0].content : '';
+  const baseline = /^baseline (\S+) (\d+)$/.exec(first);
+  if (baseline) return `${baseline[1]}#${baseline[2]}`;
+  const name = /You are (?:agent )?(\S+) \(/.exec(first)?.[1] ?? '?';
+  return `${name}#${messages.filter((m) => m.role === 'assistant').length}`;
+}
+
+/** A delay in [minMs, maxMs] fixed by `key` (FNV-1a, then a finaliser so near keys spread). */
+function delayFor(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  h ^= h >>> 16;
+  return minMs + ((h >>> 0) / 2 ** 32) * (maxMs - minMs);
+}
+
 function answerFor(request: FakeRequest): FakeReply {
-  const delayMs = minMs + Math.random() * (maxMs - minMs);
-  const body = request.body as { messages?: Message[] } | undefined;
-  return { message: { toolCalls: callsFor(body?.messages ?? []) }, delayMs };
+  const messages = (request.body as { messages?: Message[] } | undefined)?.messages ?? [];
+  return { message: { toolCalls: callsFor(messages) }, delayMs: delayFor(keyOf(messages)) };
 }
 
 const server = await createFakeOpenAIServer(answerFor);

@@ -3,11 +3,16 @@
  * A root spawns K children (128 per turn, in one spawn_agents call); each child calls the
  * tool `work` 10 times and finishes; the root waits until none is active and finishes. The model is
  * the fake OpenAI-compatible server in its own process (serverProcess.ts; its CPU is not counted)
- * answering each call in 0.5-2 s, reached through `openaiModel` and the public API, with limits big
+ * answering each call in 0.5-2 s (the delay a hash of the caller and its turn, so the baseline below
+ * waits the same ones), reached through `openaiModel` and the public API, with limits big
  * enough for the team and nothing else set (the model queue's default follows them). K = 1,000 (SCALE_K=10000 for the large team).
  *
  * Baseline, in the same run: the same calls with no troupe — K loops of 11 `node:http` calls to
- * the same server, started in the root's batches — whose wall time is the ideal. Figures per
+ * the same server, started in the root's batches — whose wall time is the ideal. The root's
+ * wake-ups are not in it: a report wakes a waiting root, so troupe's root makes at least one more
+ * call after the last child ends than the baseline's (the wait that reads the last report, then the
+ * one that is told no agent is active). Hence a second figure: when the last child's last call
+ * answered, against the same in the ideal. Figures per
  * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
  * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
  * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
@@ -62,6 +67,8 @@ const THREAD = process.env.SCALE_THREAD === '1' ? [false, true] : [false];
 
 interface Figures {
   ms: number;
+  /** When the last child's last model call answered (the root's wake-up turns aside). */
+  lastChildMs: number;
   turns: number;
   eldP99Ms: number;
   heapPerAgentKb: number;
@@ -84,6 +91,8 @@ interface Figures {
 
 let server: ServerProcess;
 let idealMs = Number.NaN;
+/** The ideal's last child's last answer. */
+let idealLastChildMs = Number.NaN;
 const results = new Map<string, Figures>();
 
 /** A full GC: `gc` exposed to a fresh context (vitest's workers run without --expose-gc). */
@@ -92,10 +101,10 @@ const fullGc: () => void = (() => {
   return runInNewContext('gc') as () => void;
 })();
 
-/** One POST of the baseline, answered like any other call (the server picks `work`). */
-function post(agent: Agent, url: URL): Promise<void> {
+/** One POST of the baseline, answered like any other call (the server picks `work`), as `name`'s `turn`: the server's delay for it is troupe's. */
+function post(agent: Agent, url: URL, name: string, turn: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const body = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'baseline' }] });
+    const body = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: `baseline ${name} ${turn}` }] });
     const req = httpRequest(
       url,
       { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
@@ -111,27 +120,29 @@ function post(agent: Agent, url: URL): Promise<void> {
 }
 
 /** The ideal: the team's calls, in the same order and dependency, with nothing but node:http. */
-async function baseline(): Promise<number> {
+async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   const agent = new Agent({ keepAlive: true });
   const url = new URL(`${server.url}/chat/completions`);
   const t0 = performance.now();
   const children: Promise<void>[] = [];
+  let rootTurn = 0;
   for (let spawned = 0; spawned < K; spawned += BATCH) {
-    await post(agent, url);
+    await post(agent, url, 'lead', rootTurn++);
     for (let i = spawned; i < Math.min(K, spawned + BATCH); i++) {
       children.push(
         (async () => {
-          for (let turn = 0; turn <= CHILD_TURNS; turn++) await post(agent, url);
+          for (let turn = 0; turn <= CHILD_TURNS; turn++) await post(agent, url, `w${i}`, turn);
         })(),
       );
     }
   }
-  await post(agent, url); // the root's wait
+  await post(agent, url, 'lead', rootTurn++); // the root's wait
   await Promise.all(children);
-  await post(agent, url); // the root's finish
+  const lastChildMs = performance.now() - t0;
+  await post(agent, url, 'lead', rootTurn++); // the root's finish
   const ms = performance.now() - t0;
   agent.destroy();
-  return ms;
+  return { ms, lastChildMs };
 }
 
 async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promise<Figures> {
@@ -140,12 +151,22 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
   const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '', thread });
   let turns = 0;
   let lastRoot: Parameters<typeof model.complete>[0] | null = null;
+  let t0 = Number.NaN;
+  let lastChildMs = 0;
   const counted = {
     ...model,
     complete: (...args: Parameters<typeof model.complete>) => {
       turns++;
-      if (args[0].agent.parentId === null) lastRoot = args[0];
-      return model.complete(...args);
+      if (args[0].agent.parentId === null) {
+        lastRoot = args[0];
+        return model.complete(...args);
+      }
+      const answered = model.complete(...args);
+      void answered.then(
+        () => void (lastChildMs = Math.max(lastChildMs, performance.now() - t0)),
+        () => {},
+      );
+      return answered;
     },
   };
   const work = troupe.defineTool({ name: 'work', description: 'does a step', parameters: { type: 'object' }, execute: () => 'r'.repeat(200) });
@@ -181,7 +202,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
   eld.enable();
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
-  const t0 = performance.now();
+  t0 = performance.now();
   const rootId = await coordinator.start({ name: 'lead', task: `spawn:${K}` });
   const root = await coordinator.waitFor(rootId, TERMINAL, { timeoutMs: 3_600_000 });
   const ms = performance.now() - t0;
@@ -206,6 +227,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
   if (root.status !== 'completed') throw new Error(`root ended ${root.status}: ${root.error?.message}`);
   return {
     ms,
+    lastChildMs,
     turns,
     eldP99Ms: eld.percentile(99) / 1e6,
     heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
@@ -227,7 +249,11 @@ beforeAll(async () => {
 
 describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model answering in ${MIN_MS}-${MAX_MS} ms`, () => {
   const once = { iterations: 1, warmupIterations: 0, time: 0 };
-  bench('baseline: the same calls on node:http, no troupe (the ideal)', async () => void (idealMs = await baseline()), once);
+  bench(
+    'baseline: the same calls on node:http, no troupe (the ideal)',
+    async () => void ({ ms: idealMs, lastChildMs: idealLastChildMs } = await baseline()),
+    once,
+  );
   for (const store of STORES) {
     for (const adaptive of ADAPTIVE) {
       for (const thread of THREAD) {
@@ -244,10 +270,13 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
 
 afterAll(async () => {
   await server?.close();
-  const lines = ['', `scale, K = ${K}: ideal (node:http, same calls) ${(idealMs / 1000).toFixed(1)} s`];
+  const lines = [
+    '',
+    `scale, K = ${K}: ideal (node:http, same calls, same latencies) ${(idealMs / 1000).toFixed(1)} s, its last child ${(idealLastChildMs / 1000).toFixed(1)} s`,
+  ];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal, ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
     );
   }
   const memory = results.get('memory');

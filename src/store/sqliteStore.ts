@@ -360,10 +360,11 @@ function createSqliteStore(
         for (const [agentId, status] of q.streamedStatusesScan.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
         return last;
       }
-      // Rows as arrays (a resume reads one per agent), each checked as the open's verify pass checks it.
+      // Rows as arrays (a resume reads one per agent), each checked as the open's verify pass checks
+      // it: inline, and through the decoder (which names the damage) only when the inline check fails.
       for (const [run_id, agent_id, status, seq] of statuses.read.iterate(runId) as IterableIterator<StreamStatusDbRow[keyof StreamStatusDbRow][]>) {
-        const [agentId, shown] = toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow);
-        last.set(agentId, shown);
+        if (typeof agent_id === 'string' && (typeof status === 'string' || status === null) && Number.isFinite(seq)) last.set(agent_id, String(status));
+        else last.set(...toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow));
       }
       return last;
     },

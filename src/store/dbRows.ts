@@ -77,6 +77,14 @@ export interface StreamDbRow {
   at: number;
 }
 
+/** Each agent's last streamed status (migration 12); status is null where that row's data was not JSON. */
+export interface StreamStatusDbRow {
+  run_id: string;
+  agent_id: string;
+  status: string | null;
+  seq: number;
+}
+
 export interface UsageDbRow {
   id: number;
   run_id: string;

@@ -25,6 +25,7 @@ import type {
   RunDbRow,
   SessionDbRow,
   StreamDbRow,
+  StreamStatusDbRow,
   ToolCallDbRow,
   UsageDbRow,
 } from './dbRows.js';
@@ -273,6 +274,19 @@ export function toStreamRow(r: StreamDbRow): StreamRow {
   const data = parseJson('stream', id, 'data', r.data);
   if (!isRecord(data)) throw corrupt('stream', id, 'data is not an object');
   return { runId: r.run_id, seq: r.seq, agentId: r.agent_id, type: r.type, data, at: r.at };
+}
+
+const STREAM_STATUS_COLUMNS: Record<string, Check> = {
+  run_id: isString,
+  agent_id: isString,
+  status: nullable(isString),
+  seq: isNumber,
+};
+
+/** A stream_status row as streamedStatuses hands it out: the agent and its status's text (`"null"` for none). */
+export function toStreamStatus(r: StreamStatusDbRow): [agentId: string, status: string] {
+  expect('stream_status', `${String(r.run_id)}:${String(r.agent_id)}`, 'row', r, STREAM_STATUS_COLUMNS);
+  return [r.agent_id, String(r.status)];
 }
 
 const USAGE_COLUMNS: Record<string, Check> = {

@@ -39,6 +39,8 @@ interface State {
   usage: UsageRow[];
   events: EventRow[];
   stream: StreamRow[];
+  /** Per run, each agent's last streamed status and its row's seq (what streamedStatuses reads). */
+  streamStatus: Map<string, Map<string, { status: string; seq: number }>>;
   noticeKeys: Set<string>;
   delegations: Map<string, DelegationRow>;
   reentry: Map<string, ReentryBudgetRow>;
@@ -65,6 +67,7 @@ export function memoryStore(options: { groupAsOnDisk?: boolean } = {}): Store {
     usage: [],
     events: [],
     stream: [],
+    streamStatus: new Map(),
     noticeKeys: new Set(),
     delegations: new Map(),
     reentry: new Map(),
@@ -73,6 +76,16 @@ export function memoryStore(options: { groupAsOnDisk?: boolean } = {}): Store {
     seq: 0,
   };
   const lastSeq = (runId: string): number => state.stream.findLast((r) => r.runId === runId)?.seq ?? 0;
+  /** Keep `status` as the agent's last streamed one unless a newer row's is kept (undone on rollback). */
+  const setStreamStatus = (runId: string, agentId: string, status: string, seq: number) => {
+    let run = state.streamStatus.get(runId);
+    if (!run) state.streamStatus.set(runId, (run = new Map()));
+    const before = run.get(agentId);
+    if (before && before.seq >= seq) return;
+    run.set(agentId, { status, seq });
+    const kept = run;
+    onRollback(() => (before ? kept.set(agentId, before) : kept.delete(agentId)));
+  };
   /** Replace an agent's started calls (arrays are never changed in place: the old one is the undo). */
   const setStarted = (agentId: string, rows: readonly ToolCallRow[]) => {
     const before = state.toolCalls.get(agentId);
@@ -267,6 +280,7 @@ export function memoryStore(options: { groupAsOnDisk?: boolean } = {}): Store {
         if (row.seq !== lastSeq(row.runId) + 1) throw new TroupeError('INTERNAL', `store: stream ${row.runId} seq ${row.seq} does not follow its last`);
         state.stream.push(copy(row));
         onRollback(() => state.stream.pop());
+        if (row.type === 'agent.status' && row.agentId !== null) setStreamStatus(row.runId, row.agentId, String(row.data.to), row.seq);
       }
     },
     readStream: (runId, afterSeq, limit) =>
@@ -277,7 +291,7 @@ export function memoryStore(options: { groupAsOnDisk?: boolean } = {}): Store {
     lastStreamSeq: (runId) => lastSeq(runId),
     streamedStatuses(runId) {
       const last = new Map<string, string>();
-      for (const r of state.stream) if (r.runId === runId && r.type === 'agent.status' && r.agentId !== null) last.set(r.agentId, String(r.data.to));
+      for (const [agentId, { status }] of state.streamStatus.get(runId) ?? []) last.set(agentId, status);
       return last;
     },
 

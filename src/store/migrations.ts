@@ -270,6 +270,27 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX events_review_notes ON events(id) WHERE type = 'review.note';
     `,
   },
+  {
+    // Issue 36 item 5: each agent's last streamed status (the `to` of its last agent.status stream
+    // row), kept by the stream's append in the same transaction, so that a resume reads one row per
+    // agent instead of scanning every status row the stream ever held. Backfilled from the stream:
+    // the last row by seq wins (SQLite takes the bare columns from the max(seq) row); a row whose
+    // data is not JSON (the open does not parse stream data) backfills a null status, which no
+    // status equals, so that agent is announced again.
+    version: 12,
+    sql: `
+      CREATE TABLE stream_status (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        agent_id TEXT NOT NULL,
+        status TEXT,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY (run_id, agent_id)
+      ) WITHOUT ROWID;
+      INSERT INTO stream_status (run_id, agent_id, status, seq)
+        SELECT run_id, agent_id, CASE WHEN json_valid(data) THEN json_extract(data, '$.to') END, max(seq) FROM stream
+        WHERE type = 'agent.status' AND agent_id IS NOT NULL GROUP BY run_id, agent_id;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

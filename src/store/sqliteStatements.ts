@@ -44,8 +44,10 @@ const SQL = {
   insertStream: 'INSERT INTO stream (run_id, seq, agent_id, type, data, at) VALUES (?, ?, ?, ?, ?, ?)',
   readStream: 'SELECT * FROM stream WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
   lastStreamSeq: 'SELECT coalesce(max(seq), 0) FROM stream WHERE run_id = ?',
-  // In seq order: the last row of an agent is its status (a scan, no sort; measured 20 % under GROUP BY).
-  streamedStatuses: "SELECT agent_id, json_extract(data, '$.to') FROM stream WHERE run_id = ? AND type = 'agent.status' AND agent_id IS NOT NULL ORDER BY seq",
+  // A reader of a file from before migration 12 (no stream_status): in seq order, the last row of an
+  // agent is its status (a scan, no sort; measured 20 % under GROUP BY).
+  streamedStatusesScan:
+    "SELECT agent_id, json_extract(data, '$.to') FROM stream WHERE run_id = ? AND type = 'agent.status' AND agent_id IS NOT NULL ORDER BY seq",
   openInbox: 'SELECT * FROM inbox WHERE run_id = ? AND done_at IS NULL ORDER BY id',
   answerInbox: 'UPDATE inbox SET done_at = ?, result = ? WHERE id = ? AND done_at IS NULL',
   inboxRuns: 'SELECT DISTINCT run_id FROM inbox WHERE done_at IS NULL ORDER BY run_id',
@@ -82,6 +84,30 @@ type StatementName = keyof typeof SQL;
 const PLUCKED: ReadonlySet<StatementName> = new Set<StatementName>(['pendingCount', 'noticeKeysOf']);
 
 export type Statements = Readonly<Record<StatementName, Database.Statement>>;
+
+/** The schema version that created stream_status (migrations.ts). */
+const STREAM_STATUS_SINCE = 12;
+
+/**
+ * Each agent's last streamed status, kept by the stream's append: the newer row by seq wins, so a
+ * row older than the one kept never replaces it.
+ */
+const STREAM_STATUS_SQL = {
+  upsert: `INSERT INTO stream_status (run_id, agent_id, status, seq) VALUES (?, ?, json_extract(?, '$.to'), ?)
+       ON CONFLICT (run_id, agent_id) DO UPDATE SET status = excluded.status, seq = excluded.seq WHERE excluded.seq > stream_status.seq`,
+  read: 'SELECT run_id, agent_id, status, seq FROM stream_status WHERE run_id = ?',
+} as const;
+
+export type StreamStatusStatements = Readonly<Record<keyof typeof STREAM_STATUS_SQL, Database.Statement>>;
+
+/**
+ * The stream_status statements, or null on a file older than its migration (only a reader opens
+ * one unmigrated: it reads the stream itself, `streamedStatusesScan`).
+ */
+export function prepareStreamStatus(db: Database.Database): StreamStatusStatements | null {
+  if ((db.pragma('user_version', { simple: true }) as number) < STREAM_STATUS_SINCE) return null;
+  return { upsert: db.prepare(STREAM_STATUS_SQL.upsert), read: db.prepare(STREAM_STATUS_SQL.read).raw() };
+}
 
 /** Every statement of {@link SQL}, prepared on `db`. */
 export function prepareStatements(db: Database.Database): Statements {

@@ -29,6 +29,7 @@ import {
   toReentry,
   toRun,
   toStreamRow,
+  toStreamStatus,
   toToolCall,
   toUsage,
 } from './decode.js';
@@ -37,6 +38,7 @@ import type {
   DelegationDbRow,
   EventDbRow,
   StreamDbRow,
+  StreamStatusDbRow,
   ExecutionDbRow,
   InboxDbRow,
   MessageDbRow,
@@ -53,7 +55,7 @@ import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxReques
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
-import { prepareStatements } from './sqliteStatements.js';
+import { prepareStatements, prepareStreamStatus } from './sqliteStatements.js';
 import { createTransactor } from './sqliteTransaction.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
@@ -201,6 +203,8 @@ function createSqliteStore(
   });
 
   let promoted: Database.Statement | null | undefined;
+  // Each agent's last streamed status (migration 12): O(agents) to read at resume, not O(stream rows).
+  const statuses = prepareStreamStatus(db);
 
   return {
     path: options.path,
@@ -341,13 +345,27 @@ function createSqliteStore(
 
     appendStream: (rows: readonly StreamRow[]) =>
       transaction(() => {
-        for (const r of rows) q.insertStream.run(r.runId, r.seq, r.agentId, r.type, json(r.data), r.at);
+        for (const r of rows) {
+          const data = json(r.data);
+          q.insertStream.run(r.runId, r.seq, r.agentId, r.type, data, r.at);
+          // The owner's file is migrated: the statements exist (a reader never appends).
+          if (r.type === 'agent.status' && r.agentId !== null) statuses!.upsert.run(r.runId, r.agentId, data, r.seq);
+        }
       }),
     readStream: (runId, afterSeq, limit) => (q.readStream.all(runId, afterSeq, limit) as StreamDbRow[]).map(toStreamRow),
     lastStreamSeq: (runId) => q.lastStreamSeq.pluck().get(runId) as number,
     streamedStatuses: (runId) => {
       const last = new Map<string, string>();
-      for (const [agentId, status] of q.streamedStatuses.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
+      if (!statuses) {
+        for (const [agentId, status] of q.streamedStatusesScan.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
+        return last;
+      }
+      // Rows as arrays (a resume reads one per agent), each checked as the open's verify pass checks
+      // it: inline, and through the decoder (which names the damage) only when the inline check fails.
+      for (const [run_id, agent_id, status, seq] of statuses.read.iterate(runId) as IterableIterator<StreamStatusDbRow[keyof StreamStatusDbRow][]>) {
+        if (typeof agent_id === 'string' && (typeof status === 'string' || status === null) && Number.isFinite(seq)) last.set(agent_id, String(status));
+        else last.set(...toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow));
+      }
       return last;
     },
 

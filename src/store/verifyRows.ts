@@ -20,6 +20,7 @@ import {
   toNote,
   toReentry,
   toRun,
+  toStreamStatus,
   toToolCall,
   toUsage,
 } from './decode.js';
@@ -83,6 +84,10 @@ const STREAM_SUSPECT_SQL = `NOT (typeof(run_id) IS 'text' AND typeof(seq) IN ('i
 function checkStreamRow(r: StreamDbRow): void {
   expect('stream', `${String(r.run_id)}:${String(r.seq)}`, 'row', r, STREAM_COLUMNS);
 }
+
+/** The stream_status rows a writer's open checks in JavaScript (one row per agent that ever streamed a status). */
+const STREAM_STATUS_SUSPECT_SQL = `NOT (typeof(run_id) IS 'text' AND typeof(agent_id) IS 'text' AND (status IS NULL OR typeof(status) IS 'text')
+  AND typeof(seq) IN ('integer', 'real') AND (abs(seq) < 9e999) IS 1)`;
 
 /** Each table the store reads, the schema version that created it, and how to check its rows. */
 const TABLES: readonly {
@@ -174,6 +179,7 @@ const TABLES: readonly {
   { table: 'tool_calls', since: 3, order: 'agent_id, turn, call_id', check: (rows) => each(rows, toToolCall) },
   { table: 'stream', since: 7, order: 'run_id, seq', suspect: STREAM_SUSPECT_SQL, check: (rows) => each(rows, checkStreamRow) },
   { table: 'notes', since: 11, order: 'id', check: (rows) => each(rows, toNote) },
+  { table: 'stream_status', since: 12, order: 'run_id, agent_id', suspect: STREAM_STATUS_SUSPECT_SQL, check: (rows) => each(rows, toStreamStatus) },
 ];
 
 /**

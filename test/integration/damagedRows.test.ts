@@ -197,6 +197,19 @@ const DAMAGES: Damage[] = [
     read: (st, s) => st.readStream(s.runId, 0, 1_000),
   },
   {
+    // Each agent's last streamed status (migration 12), what a resume reads instead of the stream.
+    label: 'stream_status.status a blob',
+    sql: "UPDATE stream_status SET status = x'00' WHERE agent_id = $root",
+    names: (s) => row('stream_status', `${s.runId}:${s.rootId}`, 'status is invalid'),
+    read: (st, s) => st.streamedStatuses(s.runId),
+  },
+  {
+    label: 'stream_status.seq infinite',
+    sql: 'UPDATE stream_status SET seq = 9e999 WHERE agent_id = $root',
+    names: (s) => row('stream_status', `${s.runId}:${s.rootId}`, 'seq is invalid'),
+    read: (st, s) => st.streamedStatuses(s.runId),
+  },
+  {
     label: 'usage.cost_usd text',
     sql: "UPDATE usage SET cost_usd = 'free'",
     names: () => /usage row "\d+" is damaged: cost_usd is invalid/,

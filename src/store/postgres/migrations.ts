@@ -304,6 +304,37 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX events_review_notes ON events(id) WHERE type = 'review.note';
     `,
   },
+  {
+    // SQLite's migration 12: each agent's last streamed status, kept by the stream's append, so a
+    // resume reads one row per agent. Backfilled from each agent's last status row by seq; a row
+    // whose data is not JSON leaves its agent out (announced again at resume, as one the stream
+    // does not show), where a cast in the INSERT would fail the migration and refuse the database.
+    version: 17,
+    sql: `
+      CREATE TABLE stream_status (
+        run_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        PRIMARY KEY (run_id, agent_id)
+      );
+      CREATE FUNCTION troupe_streamed_to(data text) RETURNS text LANGUAGE plpgsql AS $fn$
+      BEGIN
+        RETURN coalesce(data::jsonb->>'to', '');
+      EXCEPTION WHEN invalid_text_representation THEN
+        RETURN NULL;
+      END $fn$;
+      INSERT INTO stream_status (run_id, agent_id, status, seq)
+        SELECT run_id, agent_id, status, seq FROM (
+          SELECT run_id, agent_id, troupe_streamed_to(data) AS status, seq FROM (
+            SELECT DISTINCT ON (run_id, agent_id) run_id, agent_id, data, seq FROM stream
+            WHERE type = 'agent.status' AND agent_id IS NOT NULL ORDER BY run_id, agent_id, seq DESC
+          ) AS last
+        ) AS parsed
+        WHERE status IS NOT NULL;
+      DROP FUNCTION troupe_streamed_to(text);
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

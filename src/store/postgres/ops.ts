@@ -102,9 +102,17 @@ export function flushPgOps(ctx: OpContext): void {
     );
   }
   if (p.stream[0]!.length > 0) {
+    // One statement: the rows, and each agent's last status among them kept in stream_status (the
+    // newer row by seq wins), read from the text as stored, scrubbed.
     sql.add(
-      `INSERT INTO stream (run_id, seq, agent_id, type, data, at)
-       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])`,
+      `WITH s AS (
+         INSERT INTO stream (run_id, seq, agent_id, type, data, at)
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+         RETURNING run_id, seq, agent_id, type, data)
+       INSERT INTO stream_status (run_id, agent_id, status, seq)
+       SELECT DISTINCT ON (run_id, agent_id) run_id, agent_id, coalesce(data::jsonb->>'to', ''), seq FROM s
+       WHERE type = 'agent.status' AND agent_id IS NOT NULL ORDER BY run_id, agent_id, seq DESC
+       ON CONFLICT (run_id, agent_id) DO UPDATE SET status = excluded.status, seq = excluded.seq WHERE excluded.seq > stream_status.seq`,
       p.stream.map((c) => c.splice(0)),
     );
   }

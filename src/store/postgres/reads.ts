@@ -18,6 +18,7 @@ import {
   toRun,
   toSessionItem,
   toStreamRow,
+  toStreamStatus,
   toToolCall,
   toUsage,
 } from '../decode.js';
@@ -26,6 +27,7 @@ import type {
   DelegationDbRow,
   EventDbRow,
   StreamDbRow,
+  StreamStatusDbRow,
   ExecutionDbRow,
   MessageDbRow,
   NoteDbRow,
@@ -100,12 +102,8 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
       (await all<StreamDbRow>('SELECT * FROM stream WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3', [runId, afterSeq, limit])).map(toStreamRow),
     lastStreamSeq: async (runId) => (await all<{ n: number }>('SELECT coalesce(max(seq), 0)::bigint AS n FROM stream WHERE run_id = $1', [runId]))[0]!.n,
     streamedStatuses: async (runId) => {
-      const rows = await all<{ agentId: string; status: string }>(
-        `SELECT DISTINCT ON (agent_id) agent_id AS "agentId", coalesce(data::jsonb->>'to', '') AS status FROM stream
-         WHERE run_id = $1 AND type = 'agent.status' AND agent_id IS NOT NULL ORDER BY agent_id, seq DESC`,
-        [runId],
-      );
-      return new Map(rows.map((r) => [r.agentId, r.status]));
+      const rows = await all<StreamStatusDbRow>('SELECT run_id, agent_id, status, seq FROM stream_status WHERE run_id = $1', [runId]);
+      return new Map(rows.map(toStreamStatus));
     },
   };
 }

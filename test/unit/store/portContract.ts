@@ -281,6 +281,31 @@ export function describePortContract(name: string, create: () => Promise<{ port:
           ['b', 'running'],
         ]),
       );
+      // A batch that fails keeps none of its statuses; the same rows commit after it.
+      const later = [
+        row(7, 'a', 'agent.status', { name: 'a', from: 'running', to: 'completed' }),
+        row(8, 'c', 'agent.status', { name: 'c', from: null, to: 'running' }),
+      ];
+      await expect(
+        port.commit([
+          { op: 'appendStream', rows: later },
+          { op: 'registerAgent', agent: agentRow('a'), firstInput: [FIRST] }, // a duplicate: the store refuses it
+        ]),
+      ).rejects.toBeTruthy();
+      expect(await port.streamedStatuses('run1')).toEqual(
+        new Map([
+          ['a', 'running'],
+          ['b', 'running'],
+        ]),
+      );
+      await port.commit([{ op: 'appendStream', rows: later }]);
+      expect(await port.streamedStatuses('run1')).toEqual(
+        new Map([
+          ['a', 'completed'],
+          ['b', 'running'],
+          ['c', 'running'],
+        ]),
+      );
       expect(await port.streamedStatuses('elsewhere')).toEqual(new Map());
       await close();
     });

@@ -129,8 +129,8 @@ describe('resuming a run on a file', () => {
     store.close();
 
     /** Resume and stop; the statuses announced (from null) in the rows the resume wrote. */
-    const resumeOnce = async () => {
-      const again = openStore({ path });
+    const resumeOnce = async (options: { verify?: boolean } = {}) => {
+      const again = openStore({ path, ...options });
       const last = again.lastStreamSeq(first.runId);
       const c = await resumeCoordinator({ model, store: again, clock, interactive: true });
       await c.shutdown();
@@ -139,17 +139,27 @@ describe('resuming a run on a file', () => {
       return rows.map((r) => [r.agentId, r.data.to]);
     };
     expect(await resumeOnce()).toEqual([]);
-    // A crash after w's completion was committed, before the row that told it rode a commit.
+    // A crash after w's completion was committed, before the row that told it rode a commit: the
+    // stream, and each agent's last streamed status that its append keeps, as they were before it.
     const raw = new Database(path);
     raw.prepare('DELETE FROM stream WHERE agent_id = ? AND type = \'agent.status\' AND data LIKE \'%"to":"completed"%\'').run(childId);
+    expect(
+      raw
+        .prepare(
+          `UPDATE stream_status SET (status, seq) = (SELECT json_extract(data, '$.to'), seq FROM stream
+           WHERE agent_id = stream_status.agent_id AND type = 'agent.status' ORDER BY seq DESC LIMIT 1) WHERE agent_id = ?`,
+        )
+        .run(childId).changes,
+    ).toBe(1);
     raw.close();
     expect(await resumeOnce()).toEqual([[childId, 'completed']]);
     expect(await resumeOnce()).toEqual([]);
-    // A status row whose text is not JSON: the statuses cannot be read, every agent is announced.
+    // A damaged status row, met by an owner that skips the open's check: the statuses cannot be
+    // read, every agent is announced (with the check, the open refuses the file: damagedRows.test.ts).
     const damage = new Database(path);
-    damage.prepare("UPDATE stream SET data = '{' WHERE seq = (SELECT max(seq) FROM stream WHERE type = 'agent.status')").run();
+    damage.prepare("UPDATE stream_status SET status = x'00' WHERE agent_id = ?").run(rootId);
     damage.close();
-    expect((await resumeOnce()).sort()).toEqual(
+    expect((await resumeOnce({ verify: false })).sort()).toEqual(
       [
         [childId, 'completed'],
         [rootId, 'waiting'],

@@ -85,9 +85,6 @@ const PLUCKED: ReadonlySet<StatementName> = new Set<StatementName>(['pendingCoun
 
 export type Statements = Readonly<Record<StatementName, Database.Statement>>;
 
-/** The schema version that created stream_status (migrations.ts). */
-const STREAM_STATUS_SINCE = 12;
-
 /**
  * Each agent's last streamed status, kept by the stream's append: the newer row by seq wins, so a
  * row older than the one kept never replaces it.
@@ -101,11 +98,12 @@ const STREAM_STATUS_SQL = {
 export type StreamStatusStatements = Readonly<Record<keyof typeof STREAM_STATUS_SQL, Database.Statement>>;
 
 /**
- * The stream_status statements, or null on a file older than its migration (only a reader opens
- * one unmigrated: it reads the stream itself, `streamedStatusesScan`).
+ * The stream_status statements, or null on a file without the table (older than its migration:
+ * only a reader opens one unmigrated, and reads the stream itself, `streamedStatusesScan`). Asked
+ * of the file, so the migration's version is written in migrations.ts alone.
  */
 export function prepareStreamStatus(db: Database.Database): StreamStatusStatements | null {
-  if ((db.pragma('user_version', { simple: true }) as number) < STREAM_STATUS_SINCE) return null;
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stream_status'").get() === undefined) return null;
   return { upsert: db.prepare(STREAM_STATUS_SQL.upsert), read: db.prepare(STREAM_STATUS_SQL.read).raw() };
 }
 

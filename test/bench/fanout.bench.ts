@@ -26,6 +26,7 @@ import type { StorePort } from '../../src/store/port.js';
 import type { SqliteStore } from '../../src/store/sqliteStore.js';
 import { compiled } from './compiled.js';
 import { CHILD_TURNS, fanLimits, fanoutModel, median, RESULT, SOLO_TURNS, soloModel, type InstantModel } from './workloads.js';
+import { runs } from './runs.js';
 
 // The compiled package, as a user runs it (compiled.ts); the baseline's machine too.
 const { agentMachine } = await compiled<typeof import('../../machines/agentMachine.js')>('machines/agentMachine.js');
@@ -95,7 +96,7 @@ describe('single agent, in memory', () => {
       const r = await team(soloModel(), { maxTurns: SOLO_TURNS + 1 });
       samples.soloUs.push((r.ms * 1_000) / r.turns);
     },
-    { iterations: SOLO_WARMUP + SOLO_RUNS, warmupIterations: 0, time: 0 },
+    runs(SOLO_WARMUP + SOLO_RUNS),
   );
 
   bench(
@@ -109,16 +110,12 @@ describe('single agent, in memory', () => {
       samples.sendUs.push(((performance.now() - t0) * 1_000) / BASELINE_SENDS);
       actor.stop();
     },
-    { iterations: 20, warmupIterations: 5, time: 0 },
+    runs(20, 5),
   );
 });
 
 describe('fan-out, 1,000 children × 5 turns, default concurrency', () => {
-  bench('in memory', async () => void samples.fanMemoryMs.push((await team(fanoutModel(CHILDREN), fanLimits(CHILDREN))).ms), {
-    iterations: 5,
-    warmupIterations: 1,
-    time: 0,
-  });
+  bench('in memory', async () => void samples.fanMemoryMs.push((await team(fanoutModel(CHILDREN), fanLimits(CHILDREN))).ms), runs(5, 1));
   bench(
     'durable (SQLite FULL)',
     async () => {
@@ -128,7 +125,7 @@ describe('fan-out, 1,000 children × 5 turns, default concurrency', () => {
       samples.fanTurns = r.turns;
       d.dispose();
     },
-    { iterations: 5, warmupIterations: 1, time: 0 },
+    runs(5, 1),
   );
 });
 
@@ -147,7 +144,7 @@ describe('group commit: agent turns per commit (fsync), durable', () => {
         figures.push(r.turns / (d.commits() - before));
         d.dispose();
       },
-      { iterations: 3, warmupIterations: 0, time: 0 },
+      runs(3),
     );
   }
 });

@@ -15,6 +15,7 @@ import type { ModelRequest } from '../../src/model/types.js';
 import { compiled } from './compiled.js';
 import { startServerProcess, type ServerProcess } from './serverProcess.js';
 import { median } from './workloads.js';
+import { runs } from './runs.js';
 
 const { openaiModel } = await compiled<typeof import('../../src/model/openaiModel.js')>('src/model/openaiModel.js');
 
@@ -122,7 +123,7 @@ describe('one model call, CPU per call with many in flight', () => {
         ];
         CLIENTS.forEach((label, i) => record(label, n, round[i]!));
       },
-      { iterations: ROUNDS, warmupIterations: 1, time: 0 },
+      runs(ROUNDS, 1),
     );
   }
 });

@@ -26,6 +26,7 @@ import type { StorePort } from '../../src/store/port.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { submitRun } from '../../src/worker/submit.js';
 import { freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
+import { runs } from './runs.js';
 
 const available = await pgAvailable();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
@@ -89,7 +90,7 @@ describe.skipIf(!available)(pgTitle(available, 'throughput with 1, 2 and 3 worke
           f.runs.push(r.runs);
           f.turns.push(r.turns);
         },
-        { iterations: latencyMs === 0 ? 2 : 1, warmupIterations: 0, time: 0 },
+        runs(latencyMs === 0 ? 2 : 1),
       );
     }
     reporters.push(() => {
@@ -142,7 +143,7 @@ describe.skipIf(!available)(pgTitle(available, 'durable overhead per turn: Postg
       await store.close();
       await drop();
     },
-    { iterations: 3, warmupIterations: 1, time: 0 },
+    runs(3, 1),
   );
   reporters.push(() =>
     pg.length === 0
@@ -217,7 +218,7 @@ describe.skipIf(!available)(pgTitle(available, 'one commit per turn: latency, ro
       await store.close();
       await drop();
     },
-    { iterations: 3, warmupIterations: 1, time: 0 },
+    runs(3, 1),
   );
   reporters.push(() => {
     if (f.commitP50.length === 0) return '';
@@ -289,9 +290,7 @@ describe.skipIf(!available)(pgTitle(available, 'failover after kill -9'), () => 
       await drop();
     },
     {
-      iterations: 3,
-      warmupIterations: 0,
-      time: 0,
+      ...runs(3),
       setup: () => void execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' }),
     },
   );

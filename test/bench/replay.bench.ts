@@ -14,6 +14,7 @@ import { afterAll, bench, describe } from 'vitest';
 import type { Store } from '../../src/store/types.js';
 import { latentModel } from '../helpers/latentModel.js';
 import { compiled } from './compiled.js';
+import { runs } from './runs.js';
 
 const { createCoordinator } = await compiled<typeof import('../../src/host/createCoordinator.js')>('src/host/createCoordinator.js');
 const { defineTool } = await compiled<typeof import('../../src/tools/defineTool.js')>('src/tools/defineTool.js');
@@ -55,7 +56,7 @@ describe(`replay of a ${calls}-call run recorded in ${(recordedMs / 1000).toFixe
       ratios.push((performance.now() - t) / recordedMs);
       if (result.divergence) throw new Error(`diverged: ${JSON.stringify(result.divergence)}`);
     },
-    { iterations: 5, warmupIterations: 1 },
+    runs(5, 1),
   );
 });
 

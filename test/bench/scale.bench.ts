@@ -48,6 +48,7 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, bench, describe } from 'vitest';
 import { compiled } from './compiled.js';
 import { startServerProcess, type ServerProcess } from './serverProcess.js';
+import { runs } from './runs.js';
 
 const troupe = await compiled<typeof import('../../src/index.js')>('src/index.js');
 
@@ -248,7 +249,7 @@ beforeAll(async () => {
 });
 
 describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model answering in ${MIN_MS}-${MAX_MS} ms`, () => {
-  const once = { iterations: 1, warmupIterations: 0, time: 0 };
+  const once = runs(1);
   bench(
     'baseline: the same calls on node:http, no troupe (the ideal)',
     async () => void ({ ms: idealMs, lastChildMs: idealLastChildMs } = await baseline()),

@@ -23,6 +23,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { AgentStatus } from '../../machines/types.js';
 import { compiled } from './compiled.js';
+import { runs } from './runs.js';
 
 // The compiled package, as a user runs it (compiled.ts).
 const { createCoordinator } = await compiled<typeof import('../../src/host/createCoordinator.js')>('src/host/createCoordinator.js');
@@ -160,7 +161,7 @@ describe('durable overhead per turn (one agent, instant model)', () => {
         bare.push(median(bareTurns(sync, turns).slice(100)));
         memory.push(median((await troupeTurns('memory', turns)).slice(100)));
       },
-      { iterations: 5, warmupIterations: 1, time: 0 },
+      runs(5, 1),
     );
     reporters.push(() => {
       const ratios = troupe.map((t, i) => t / bare[i]!);
@@ -184,7 +185,7 @@ describe('per-turn cost stays flat as the session grows', () => {
       early.push(median(times.slice(10, 60)));
       late.push(median(times.slice(1_000, 1_050)));
     },
-    { iterations: 2, warmupIterations: 0, time: 0 },
+    runs(2),
   );
   reporters.push(
     () =>
@@ -241,7 +242,7 @@ function resumeBench(name: string, path: string, n: number, iterations: number):
       figures.ms.push(r.ms);
       figures.kb.push(r.kbPerAgent);
     },
-    { iterations, warmupIterations: 0, time: 0 },
+    runs(iterations),
   );
   return figures;
 }
@@ -325,7 +326,7 @@ describe("an owner's open: checking every row before the first write", () => {
         openStore({ path, ...(mode === 'readonly' ? { readonly: true } : { verify: mode === 'verify' }) }).close();
         times[mode].push(performance.now() - t0);
       },
-      { iterations: 5, warmupIterations: 1, time: 0 },
+      runs(5, 1),
     );
   }
   reporters.push(

@@ -19,6 +19,7 @@ import { afterAll, bench, describe } from 'vitest';
 import type { Model, ModelRequest, ModelTurn } from '../../src/model/types.js';
 import type { TelemetryOptions } from '../../src/trace/tracer.js';
 import { compiled } from './compiled.js';
+import { runs } from './runs.js';
 
 // The compiled package, as a user runs it (compiled.ts).
 const { createCoordinator } = await compiled<typeof import('../../src/host/createCoordinator.js')>('src/host/createCoordinator.js');
@@ -96,7 +97,7 @@ describe('OpenTelemetry cost per turn (in memory, instant model)', () => {
         await withSdk.shutdown();
       }
     },
-    { iterations: 1, warmupIterations: 1, time: 0 },
+    runs(1, 1),
   );
 });
 

@@ -36,6 +36,14 @@
  * to be trusted at K = 10,000: there the live figure read 7-13 KB per agent where a heap snapshot
  * puts the store alone at ~15 KB and a fresh `--expose-gc` process read 20-25 KB live (session
  * content ~4.3 KB); the cause (a baseline still holding the node:http phase's objects?) is open.
+ *
+ * GC, per run: V8's pauses on the main thread by kind (count, total as a share of the run, how many
+ * exceed the issue's 50 ms loop target, the longest). At K = 10,000 (memory, thread off, loaded
+ * 2-core machine) the pauses are scavenges, not major GCs: ~1,300 of ~20 ms, 18-21 % of the run,
+ * 30-50 over 50 ms. They copy what a turn keeps alive while its model call is out (0.5-2 s, far
+ * longer than the ~0.1 s between scavenges), so a larger young generation does not cut them:
+ * `--max-semi-space-size=64` ran 4x fewer scavenges of 3.8x the length, the same total, and a
+ * worse loop p99 (362 ms against 264, paired runs).
  * @module
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -77,6 +85,8 @@ interface Figures {
   livePerAgentKb: number;
   /** V8's major GCs during the run (the live peak is read after each). */
   majorGcs: number;
+  /** The run's GC pauses on the main thread by kind (scavenge, mark-compact, incremental marking steps, weak callbacks). */
+  gc: Record<GcKind, GcPauses>;
   /** The agents' session content (memory store: JSON of every session at the end; 0 on disk). */
   sessionPerAgentKb: number;
   cpuPerTurnUs: number;
@@ -89,6 +99,21 @@ interface Figures {
   /** The lowest model concurrency seen (the admission's, with adaptive). */
   minConcurrency: number;
 }
+
+type GcKind = 'minor' | 'major' | 'incremental' | 'weakcb';
+/** GC pauses of one kind: how many, their total, how many exceed the issue's 50 ms loop target, the longest. */
+interface GcPauses {
+  n: number;
+  ms: number;
+  over50: number;
+  maxMs: number;
+}
+const GC_KINDS: Record<number, GcKind> = {
+  [perfConstants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+};
 
 let server: ServerProcess;
 let idealMs = Number.NaN;
@@ -186,8 +211,20 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
   let heapPeak = heap0;
   let livePeak = heap0;
   let majorGcs = 0;
+  const gc = Object.fromEntries(Object.values(GC_KINDS).map((kind) => [kind, { n: 0, ms: 0, over50: 0, maxMs: 0 }])) as Record<GcKind, GcPauses>;
   const majors = new PerformanceObserver((list) => {
-    const n = list.getEntries().filter((e) => (e as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR).length;
+    let n = 0;
+    for (const entry of list.getEntries()) {
+      const code = (entry as { detail?: { kind?: number } }).detail?.kind;
+      if (code === perfConstants.NODE_PERFORMANCE_GC_MAJOR) n++;
+      const kind = code === undefined ? undefined : GC_KINDS[code];
+      const pauses = kind === undefined ? undefined : gc[kind];
+      if (pauses === undefined) continue;
+      pauses.n++;
+      pauses.ms += entry.duration;
+      if (entry.duration > 50) pauses.over50++;
+      pauses.maxMs = Math.max(pauses.maxMs, entry.duration);
+    }
     if (n > 0) livePeak = Math.max(livePeak, process.memoryUsage().heapUsed);
     majorGcs += n;
   });
@@ -234,6 +271,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
     heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
     livePerAgentKb: (livePeak - heap0) / 1024 / (K + 1),
     majorGcs,
+    gc,
     sessionPerAgentKb: sessionBytes / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
     mainBusyPerTurnUs: (elu.active * 1000) / turns,
@@ -278,6 +316,12 @@ afterAll(async () => {
   for (const [store, f] of results) {
     lines.push(
       `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}`,
+    );
+  }
+  for (const [store, f] of results) {
+    const kinds = Object.entries(f.gc).filter(([, p]) => p.n > 0);
+    lines.push(
+      `${store.padEnd(15)} GC pauses: ${kinds.map(([kind, p]) => `${kind} ${p.n} (${(p.ms / 1000).toFixed(1)} s = ${((100 * p.ms) / f.ms).toFixed(1)} % of the run, ${p.over50} over 50 ms, longest ${p.maxMs.toFixed(0)} ms)`).join(', ')}`,
     );
   }
   const memory = results.get('memory');

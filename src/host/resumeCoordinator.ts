@@ -83,7 +83,7 @@ async function recover(
   port: StorePort,
   runId: string | undefined,
   options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & Partial<Pick<CoordinatorOptions, 'model'>> & { now?: number },
-): Promise<{ run: RunRow; agents: AgentRow[]; spend: AgentSpend[] }> {
+): Promise<{ run: RunRow; agents: AgentRow[]; agentIds: Set<string>; spend: AgentSpend[] }> {
   const now = options.now ?? Date.now();
   const run = runId === undefined ? (await port.listRuns()).at(-1) : await port.getRun(runId);
   if (!run) {
@@ -110,7 +110,7 @@ async function recover(
   ];
   // Journaled like any commit of the run (fork/journal.ts), so that a fork sees what recovery wrote.
   await port.commit(withJournal(port, run.id, recovery, now));
-  return { run: recovered, agents, spend };
+  return { run: recovered, agents, agentIds, spend };
 }
 
 /**
@@ -127,7 +127,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   }
   const { store, runId, ...rest } = options;
   const port = isStorePort(store) ? store : portOf(store as Store);
-  const { run, agents, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
+  const { run, agents, agentIds, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
   const [pending, noticeKeys, delegations, notes, stints, reviewTurns, approvals] = await Promise.all([
     port.pendingMessagesOf(run.id),
     port.noticeKeysOf(run.id),
@@ -152,7 +152,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   // An allowance's reserve tripped iff its owner's reserve notice was queued (same commit as the trip).
   const owners = new Set(agents.filter((a) => a.terms?.allowanceUsd !== undefined).map((a) => a.id));
   const reservesTripped = noticeKeys.filter((k) => k.startsWith('reserve:') && owners.has(k.slice(8))).map((k) => k.slice(8));
-  const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd, reservesTripped });
+  const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, agentIds, spentUsd, reservesTripped });
   try {
     await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns, approvals });
   } catch (err) {

@@ -28,13 +28,14 @@ const announce = (agentId: string, to: 'running' | 'waiting' | 'completed'): Tro
   at: 1,
 });
 
-function resumedRecorder(streamed: () => Promise<Map<string, string>>) {
+/** A recorder resuming a run whose restored agents are a, b, c and e (d is spawned after the resume). */
+function resumedRecorder(unshown: () => Promise<Map<string, string | null> | null>) {
   const staged: WriteOp[] = [];
   const r = new StreamRecorder({
     runId: 'r',
     clock: new SimulatedClock(),
     lastSeq: () => Promise.resolve(10),
-    streamed,
+    restored: { agents: new Set(['a', 'b', 'c', 'e']), unshown },
     runExists: true,
     stage: (op) => staged.push(op),
     flushMs: 100,
@@ -47,47 +48,61 @@ function resumedRecorder(streamed: () => Promise<Map<string, string>>) {
   return { r, taken };
 }
 
-/** What the stream showed last: a waiting, b running. A fresh map per resume (the recorder consumes it). */
-const shown = () =>
-  new Map([
-    ['a', 'waiting'],
+/**
+ * Against the rows (a waiting, b completed, c running, e completed), the agents whose status the
+ * stream does not show as their last: b (it shows running), c (it shows none), e (it shows waiting;
+ * e's row moved on after the resume read it, and its re-announcement carries what the stream shows).
+ */
+const unshown = () =>
+  new Map<string, string | null>([
     ['b', 'running'],
+    ['c', null],
+    ['e', 'waiting'],
   ]);
 
 describe("a resumed run's stream recorder", () => {
   it('drops a re-announcement the stream already shows, whether it came before or after the statuses were read; keeps the rest', async () => {
     const expected = [
-      // b's status moved on since its last row; c never had one; a's later change is a change.
+      // b's status moved on since its last row; c never had one; d was never restored (spawned
+      // since, so never shown); a's later change is a change.
       [11, 'b', null, 'completed'],
       [12, 'c', null, 'running'],
-      [13, 'a', 'waiting', 'running'],
+      [13, 'd', null, 'running'],
+      [14, 'a', 'waiting', 'running'],
     ];
     // Before: the announcements wait in the buffer until the statuses are read.
-    let resolve!: (s: Map<string, string>) => void;
+    let resolve!: (s: Map<string, string | null>) => void;
     const early = resumedRecorder(() => new Promise((res) => (resolve = res)));
     early.r.record(announce('a', 'waiting'));
     early.r.record(announce('b', 'completed'));
     early.r.record(announce('c', 'running'));
+    early.r.record(announce('d', 'running'));
+    early.r.record(announce('e', 'waiting'));
     early.r.record({ type: 'agent.status', agentId: 'a', name: 'a', from: 'waiting', to: 'running', at: 2 });
     expect(early.taken()).toEqual([]);
-    resolve(shown());
+    resolve(unshown());
     await flush(1);
     expect(early.taken()).toEqual(expected);
     // After.
-    const late = resumedRecorder(() => Promise.resolve(shown()));
+    const late = resumedRecorder(() => Promise.resolve(unshown()));
     await flush(1);
     late.r.record(announce('a', 'waiting'));
     late.r.record(announce('b', 'completed'));
     late.r.record(announce('c', 'running'));
+    late.r.record(announce('d', 'running'));
+    late.r.record(announce('e', 'waiting'));
     late.r.record({ type: 'agent.status', agentId: 'a', name: 'a', from: 'waiting', to: 'running', at: 2 });
     expect(late.taken()).toEqual(expected);
     // An agent is re-announced once: a second announcement of it is not a repeat to drop.
     late.r.record(announce('a', 'waiting'));
-    expect(late.taken()).toEqual([[14, 'a', null, 'waiting']]);
+    expect(late.taken()).toEqual([[15, 'a', null, 'waiting']]);
   });
 
-  it('re-announces every agent when the statuses cannot be read', async () => {
-    const { r, taken } = resumedRecorder(() => Promise.reject(new Error('damaged')));
+  it.each([
+    ['cannot be read', () => Promise.reject(new Error('damaged'))],
+    ['show none (null: the stream has no status row)', () => Promise.resolve(null)],
+  ] as const)('re-announces every agent when the statuses %s', async (_label, unshown) => {
+    const { r, taken } = resumedRecorder(unshown);
     r.record(announce('a', 'waiting'));
     await flush(1);
     r.record(announce('b', 'running'));

@@ -16,6 +16,8 @@ export interface RestoredRun {
    * stream, which consumes it (views/streamRecorder.ts).
    */
   agentIds: Set<string>;
+  /** Those of them whose status the live stream does not show (Store.unshownStatuses), read with them. */
+  unshown: Map<string, string | null> | null;
   spentUsd: number;
   /** Owners of allowances whose reserve tripped (their `reserve:<id>` notice keys). */
   reservesTripped?: readonly string[];

@@ -55,7 +55,7 @@ export interface StreamRecorderDeps {
    * A resumed run's: the agents restored from the rows the store compares with the stream (the
    * recorder consumes the set: each is forgotten once its re-announcement is seen), and those of
    * them whose status the stream does not show as their last (Store.unshownStatuses), read with
-   * no agent row written between the two (a resume's recovery writes none).
+   * the rows they were restored from, before anything was written (resumeCoordinator's recover).
    */
   restored?: { agents: Set<string>; unshown: () => Promise<Map<string, string | null> | null> };
   /** Told when the last seq cannot be read: the stream stays off for this hosting. */
@@ -214,9 +214,9 @@ export class StreamRecorder {
 export function runStream(w: {
   runId: string;
   settings: { flushMs: number; asked: boolean } | false;
-  port: Pick<StorePort, 'inMemory' | 'lastStreamSeq' | 'unshownStatuses'>;
-  /** A resumed run's restored agents (consumed: see StreamRecorderDeps.restored), null for a new run. */
-  restored: Set<string> | null;
+  port: Pick<StorePort, 'inMemory' | 'lastStreamSeq'>;
+  /** A resumed run's restored agents (consumed: see StreamRecorderDeps.restored) and which of them its stream does not show; null for a new run. */
+  restored: { agents: Set<string>; unshown: Map<string, string | null> | null } | null;
   logger: Logger;
   committer: { stage(op: WriteOp): void; beforeCommit(take: () => WriteOp | null): void };
   views: { subscribe(listener: (event: TroupeEvent) => void): unknown };
@@ -224,7 +224,7 @@ export function runStream(w: {
   const { runId, settings, port, restored, committer, logger } = w;
   // In memory no other process can read it (in-process views have subscribe): recorded only when asked.
   if (settings === false || (!settings.asked && port.inMemory === true)) {
-    restored?.clear();
+    restored?.agents.clear();
     return null;
   }
   const recorder = new StreamRecorder({
@@ -234,7 +234,7 @@ export function runStream(w: {
     clock: systemClock,
     lastSeq: () => port.lastStreamSeq(runId),
     runExists: restored !== null,
-    ...(restored ? { restored: { agents: restored, unshown: () => port.unshownStatuses(runId) } } : {}),
+    ...(restored ? { restored: { agents: restored.agents, unshown: () => Promise.resolve(restored.unshown) } } : {}),
     stage: (op) => committer.stage(op),
     flushMs: settings.flushMs,
     onError: (err) => logger.warn({ err }, 'the live stream is off for this hosting: its last seq cannot be read'),

@@ -16,6 +16,7 @@ import type { TroupeEvent } from '../../../src/host/runtime.js';
 import { StreamRecorder } from '../../../src/host/views/streamRecorder.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import type { WriteOp } from '../../../src/store/port.js';
+import { newAgentRow } from '../../../src/store/rows.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { flush } from '../../helpers/team.js';
 
@@ -113,6 +114,48 @@ describe("a resumed run's stream recorder", () => {
       [11, 'a', null, 'waiting'],
       [12, 'b', null, 'running'],
     ]);
+  });
+});
+
+describe("which agents a file's stream does not show (Store.unshownStatuses)", () => {
+  it("an owner's read, before and after a write, and an unchecked owner's, on a file reopened", () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-unshown-')), 't.db');
+    const seed = openStore({ path });
+    const budget = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+    for (const runId of ['r', 'quiet']) seed.insertRun({ id: runId, createdAt: 0, interactive: true, rootId: null, budget });
+    const agent = (id: string, runId: string, status: 'running' | 'waiting' | 'completed') =>
+      seed.registerAgent({ ...newAgentRow({ id, runId, name: id, parentId: null, depth: 0, task: 't', skills: [] }, 0), status }, [
+        { role: 'user', content: 'go' },
+      ]);
+    agent('a', 'r', 'waiting');
+    agent('b', 'r', 'completed');
+    agent('c', 'r', 'running');
+    agent('q', 'quiet', 'running');
+    const status = (seq: number, agentId: string, to: string) => ({
+      runId: 'r',
+      seq,
+      agentId,
+      type: 'agent.status',
+      data: { name: agentId, from: null, to },
+      at: seq,
+    });
+    // a shown; b's completion never streamed; c never streamed at all; 'quiet' streamed nothing.
+    seed.appendStream([status(1, 'a', 'waiting'), status(2, 'b', 'running')]);
+    seed.close();
+    const expected = new Map<string, string | null>([
+      ['b', 'running'],
+      ['c', null],
+    ]);
+    const owner = openStore({ path });
+    expect(owner.unshownStatuses('r')).toEqual(expected);
+    expect(owner.unshownStatuses('quiet')).toBeNull();
+    owner.appendEvent({ runId: 'r', agentId: null, type: 'cli.run', data: {}, at: 1 });
+    expect(owner.unshownStatuses('r')).toEqual(expected); // read after a write
+    expect(owner.unshownStatuses('quiet')).toBeNull();
+    owner.close();
+    const unchecked = openStore({ path, verify: false });
+    expect(unchecked.unshownStatuses('r')).toEqual(expected);
+    unchecked.close();
   });
 });
 

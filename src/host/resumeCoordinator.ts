@@ -82,8 +82,8 @@ export async function recoverRun(
 async function recover(
   port: StorePort,
   runId: string | undefined,
-  options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & Partial<Pick<CoordinatorOptions, 'model'>> & { now?: number },
-): Promise<{ run: RunRow; agents: AgentRow[]; spend: AgentSpend[] }> {
+  options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & Partial<Pick<CoordinatorOptions, 'model'>> & { now?: number; unshown?: boolean },
+): Promise<{ run: RunRow; agents: AgentRow[]; agentIds: Set<string>; unshown: Map<string, string | null> | null; spend: AgentSpend[] }> {
   const now = options.now ?? Date.now();
   const run = runId === undefined ? (await port.listRuns()).at(-1) : await port.getRun(runId);
   if (!run) {
@@ -101,6 +101,11 @@ async function recover(
   }
   const agents = await port.listAgents(run.id);
   const agentIds = new Set(agents.map((a) => a.id));
+  // For a resume: which of them the live stream does not show, compared by the store with the rows
+  // as they stand, which are the rows just listed (nothing is written in between). Unreadable (a
+  // damaged row an unchecked open let through): every agent is announced again, as to a stream
+  // that shows none.
+  const unshown = options.unshown ? await port.unshownStatuses(run.id).catch(() => null) : null;
   const delegations = await port.listDelegations(run.id);
   const recovery: WriteOp[] = [
     { op: 'updateRun', id: run.id, patch: { interactive: recovered.interactive, budget: recovered.budget } },
@@ -110,7 +115,7 @@ async function recover(
   ];
   // Journaled like any commit of the run (fork/journal.ts), so that a fork sees what recovery wrote.
   await port.commit(withJournal(port, run.id, recovery, now));
-  return { run: recovered, agents, spend };
+  return { run: recovered, agents, agentIds, unshown, spend };
 }
 
 /**
@@ -127,7 +132,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   }
   const { store, runId, ...rest } = options;
   const port = isStorePort(store) ? store : portOf(store as Store);
-  const { run, agents, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now() });
+  const { run, agents, agentIds, unshown, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now(), unshown: true });
   const [pending, noticeKeys, delegations, notes, stints, reviewTurns, approvals] = await Promise.all([
     port.pendingMessagesOf(run.id),
     port.noticeKeysOf(run.id),
@@ -152,7 +157,10 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   // An allowance's reserve tripped iff its owner's reserve notice was queued (same commit as the trip).
   const owners = new Set(agents.filter((a) => a.terms?.allowanceUsd !== undefined).map((a) => a.id));
   const reservesTripped = noticeKeys.filter((k) => k.startsWith('reserve:') && owners.has(k.slice(8))).map((k) => k.slice(8));
-  const rt = new Runtime({ ...rest, store: store as Store | StorePort, interactive: run.interactive }, { run, agents, spentUsd, reservesTripped });
+  const rt = new Runtime(
+    { ...rest, store: store as Store | StorePort, interactive: run.interactive },
+    { run, agents, agentIds, unshown, spentUsd, reservesTripped },
+  );
   try {
     await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns, approvals });
   } catch (err) {

@@ -213,7 +213,7 @@ export class Runtime {
     ({ views: this.views, stream: this.#stream } = wireViews({
       ...parts,
       options: this.options,
-      restored: restore !== undefined,
+      restored: restore ? { agents: restore.agentIds, unshown: restore.unshown } : null,
       agents,
       mailboxes,
       catalog: this.toolbox.catalog,

@@ -294,6 +294,17 @@ export function memoryStore(options: { groupAsOnDisk?: boolean } = {}): Store {
       for (const [agentId, { status }] of state.streamStatus.get(runId) ?? []) last.set(agentId, status);
       return last;
     },
+    unshownStatuses(runId) {
+      const shown = state.streamStatus.get(runId);
+      if (!shown?.size) return null;
+      const unshown = new Map<string, string | null>();
+      for (const agent of state.agents.values()) {
+        if (agent.runId !== runId) continue;
+        const last = shown?.get(agent.id);
+        if (last?.status !== agent.status) unshown.set(agent.id, last ? last.status : null);
+      }
+      return unshown;
+    },
 
     insertDelegation(row) {
       const key = delegationKey(row.sessionId, row.delegationId);

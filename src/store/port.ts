@@ -142,6 +142,8 @@ export interface StorePort {
   lastStreamSeq(runId: string): Promise<number>;
   /** Each agent's status as the run's stream last showed it (types.ts Store.streamedStatuses). */
   streamedStatuses(runId: string): Promise<Map<string, string>>;
+  /** The run's agents whose status its stream does not show as their last (types.ts Store.unshownStatuses). */
+  unshownStatuses(runId: string): Promise<Map<string, string | null> | null>;
 }
 
 /** Whether a value already is a port (a networked store) rather than an embedded `Store`. */
@@ -251,6 +253,7 @@ export function portOf(store: Store): StorePort {
     readStream: (runId, afterSeq, limit) => settle(() => store.readStream(runId, afterSeq, limit)),
     lastStreamSeq: (runId) => settle(() => store.lastStreamSeq(runId)),
     streamedStatuses: (runId) => settle(() => store.streamedStatuses(runId)),
+    unshownStatuses: (runId) => settle(() => store.unshownStatuses(runId)),
   };
   ports.set(store, port);
   return port;

@@ -205,6 +205,20 @@ function createSqliteStore(
   let promoted: Database.Statement | null | undefined;
   // Each agent's last streamed status (migration 12): O(agents) to read at resume, not O(stream rows).
   const statuses = prepareStreamStatus(db);
+  const streamedStatuses = (runId: string): Map<string, string> => {
+    const last = new Map<string, string>();
+    if (!statuses) {
+      for (const [agentId, status] of q.streamedStatusesScan.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
+      return last;
+    }
+    // Rows as arrays (a resume reads one per agent), each checked as the open's verify pass checks
+    // it: inline, and through the decoder (which names the damage) only when the inline check fails.
+    for (const [run_id, agent_id, status, seq] of statuses.read.iterate(runId) as IterableIterator<StreamStatusDbRow[keyof StreamStatusDbRow][]>) {
+      if (typeof agent_id === 'string' && (typeof status === 'string' || status === null) && Number.isFinite(seq)) last.set(agent_id, String(status));
+      else last.set(...toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow));
+    }
+    return last;
+  };
 
   return {
     path: options.path,
@@ -354,19 +368,27 @@ function createSqliteStore(
       }),
     readStream: (runId, afterSeq, limit) => (q.readStream.all(runId, afterSeq, limit) as StreamDbRow[]).map(toStreamRow),
     lastStreamSeq: (runId) => q.lastStreamSeq.pluck().get(runId) as number,
-    streamedStatuses: (runId) => {
-      const last = new Map<string, string>();
+    streamedStatuses,
+    unshownStatuses: (runId) => {
+      const unshown = new Map<string, string | null>();
       if (!statuses) {
-        for (const [agentId, status] of q.streamedStatusesScan.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
-        return last;
+        // A reader of a file from before migration 12: the stream's statuses against the rows.
+        const shown = streamedStatuses(runId);
+        if (shown.size === 0) return null;
+        for (const [id, status] of db.prepare('SELECT id, status FROM agents WHERE run_id = ?').raw().iterate(runId) as IterableIterator<[string, unknown]>) {
+          if (shown.get(id) !== status) unshown.set(id, shown.get(id) ?? null);
+        }
+        return unshown;
       }
-      // Rows as arrays (a resume reads one per agent), each checked as the open's verify pass checks
-      // it: inline, and through the decoder (which names the damage) only when the inline check fails.
-      for (const [run_id, agent_id, status, seq] of statuses.read.iterate(runId) as IterableIterator<StreamStatusDbRow[keyof StreamStatusDbRow][]>) {
-        if (typeof agent_id === 'string' && (typeof status === 'string' || status === null) && Number.isFinite(seq)) last.set(agent_id, String(status));
-        else last.set(...toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow));
+      // A run never streamed (its first resume): not a map of every agent, read through the join.
+      if (statuses.any.get(runId) === undefined) return null;
+      type Cell = StreamStatusDbRow[keyof StreamStatusDbRow] | null;
+      for (const [id, run_id, agent_id, status, seq] of statuses.unshown.iterate(runId) as IterableIterator<[string, ...Cell[]]>) {
+        if (agent_id === null) unshown.set(id, null);
+        else if ((typeof status === 'string' || status === null) && Number.isFinite(seq)) unshown.set(id, String(status));
+        else unshown.set(id, toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow)[1]);
       }
-      return last;
+      return unshown;
     },
 
     insertDelegation: (row: DelegationRow) =>

@@ -243,6 +243,14 @@ export interface Store {
    * `agent.status` row): a resume re-announces only agents whose status the stream does not show.
    */
   streamedStatuses(runId: string): Map<string, string>;
+  /**
+   * The run's agents whose status (their row's) the stream's last status row for them does not
+   * show, each with what that row shows (as streamedStatuses: `"null"` for none), or null when the
+   * stream has no status row for it; null when the run's stream has no status row at all (every
+   * agent is unshown). Compared by the store: a resume whose stream shows every agent reads no row
+   * per agent (it announces these only; every other agent is shown as its row stands).
+   */
+  unshownStatuses(runId: string): Map<string, string | null> | null;
 
   /** Record a dispatched delegation (status `running`). */
   insertDelegation(row: DelegationRow): void;

@@ -210,6 +210,26 @@ const DAMAGES: Damage[] = [
     read: (st, s) => st.streamedStatuses(s.runId),
   },
   {
+    // What a resume reads of it: the rows the store finds unshown, and those with a damaged seq
+    // (the root's status here is as its row's: the comparison alone would not select it).
+    label: 'stream_status.status a blob, read as unshown',
+    sql: "UPDATE stream_status SET status = x'00' WHERE agent_id = $root",
+    names: (s) => row('stream_status', `${s.runId}:${s.rootId}`, 'status is invalid'),
+    read: (st, s) => st.unshownStatuses(s.runId),
+  },
+  {
+    label: 'stream_status.seq infinite, read as unshown',
+    sql: 'UPDATE stream_status SET seq = 9e999 WHERE agent_id = $root',
+    names: (s) => row('stream_status', `${s.runId}:${s.rootId}`, 'seq is invalid'),
+    read: (st, s) => st.unshownStatuses(s.runId),
+  },
+  {
+    label: 'stream_status.seq text, read as unshown',
+    sql: "UPDATE stream_status SET seq = 'late' WHERE agent_id = $root",
+    names: (s) => row('stream_status', `${s.runId}:${s.rootId}`, 'seq is invalid'),
+    read: (st, s) => st.unshownStatuses(s.runId),
+  },
+  {
     label: 'usage.cost_usd text',
     sql: "UPDATE usage SET cost_usd = 'free'",
     names: () => /usage row "\d+" is damaged: cost_usd is invalid/,

@@ -11,6 +11,13 @@ import type { AgentRow, RunRow } from '../../store/types.js';
 export interface RestoredRun {
   run: RunRow;
   agents: readonly AgentRow[];
+  /**
+   * The ids of `agents`, as the recovery read them (it builds the set anyway): handed to the live
+   * stream, which consumes it (views/streamRecorder.ts).
+   */
+  agentIds: Set<string>;
+  /** Those of them whose status the live stream does not show (Store.unshownStatuses), read with them. */
+  unshown: Map<string, string | null> | null;
   spentUsd: number;
   /** Owners of allowances whose reserve tripped (their `reserve:<id>` notice keys). */
   reservesTripped?: readonly string[];

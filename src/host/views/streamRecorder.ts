@@ -51,8 +51,13 @@ export interface StreamRecorderDeps {
    * connecting as it starts) wait for `runStarted()`; a run that never starts writes none.
    */
   runExists: boolean;
-  /** A resumed run's: each agent's status as its stream last showed it (Store.streamedStatuses). */
-  streamed?: () => Promise<Map<string, string>>;
+  /**
+   * A resumed run's: the agents restored from the rows the store compares with the stream (the
+   * recorder consumes the set: each is forgotten once its re-announcement is seen), and those of
+   * them whose status the stream does not show as their last (Store.unshownStatuses), read with
+   * the rows they were restored from, before anything was written (resumeCoordinator's recover).
+   */
+  restored?: { agents: Set<string>; unshown: () => Promise<Map<string, string | null> | null> };
   /** Told when the last seq cannot be read: the stream stays off for this hosting. */
   onError: (err: unknown) => void;
 }
@@ -64,7 +69,8 @@ function deltaKey(event: Extract<TroupeEvent, { type: 'agent.delta' }>): string 
 }
 
 export class StreamRecorder {
-  readonly #deps: StreamRecorderDeps;
+  /** Without `restored`: the set is held only until its agents are re-announced (see #shown). */
+  readonly #deps: Omit<StreamRecorderDeps, 'restored'>;
   readonly #flushMs: number;
   #buffer: Entry[] = [];
   /** Per agent: its open delta row in the buffer (merge target) and that row's merge key. */
@@ -78,28 +84,30 @@ export class StreamRecorder {
   /** Whether the run's row is written (or staged ahead of these): rows wait for it. */
   #open: boolean;
   /**
-   * A resumed run's agents whose status the stream shows, until their re-announcement is seen;
-   * null until read (announcements wait in the buffer, unnumbered, until then).
+   * A resumed run's restored agents not yet re-announced, and those of them whose status the
+   * stream does not show as their last (with what it shows); null until read (announcements wait in
+   * the buffer, unnumbered, until then) and once every restored agent was re-announced.
    */
-  #shown: Map<string, string> | null = null;
+  #shown: { agents: Set<string>; unshown: Map<string, string | null> } | null = null;
 
   constructor(deps: StreamRecorderDeps) {
-    this.#deps = deps;
+    const { restored, ...rest } = deps;
+    this.#deps = rest;
     this.#flushMs = deps.flushMs;
     this.#open = deps.runExists;
     // A stream whose statuses cannot be read re-announces every agent, as a stream with none would.
-    const none = new Map<string, string>();
-    const streamed = deps.streamed ? deps.streamed().catch(() => none) : Promise.resolve(none);
-    this.#ready = Promise.all([deps.lastSeq(), streamed]).then(
-      ([last, shown]) => {
-        if (shown.size > 0) {
-          this.#shown = shown;
+    const unshown = restored && restored.agents.size > 0 ? restored.unshown().catch(() => null) : Promise.resolve(null);
+    this.#ready = Promise.all([deps.lastSeq(), unshown]).then(
+      ([last, unshown]) => {
+        if (restored && unshown) {
+          this.#shown = { agents: restored.agents, unshown };
           this.#buffer = this.#buffer.filter((e) => !this.#repeats(e));
-        }
+        } else restored?.agents.clear(); // consumed: whoever else holds the set does not keep 100,000 ids alive
         this.#next = last + 1;
         if (this.#buffer.length > 0) this.#arm();
       },
       (err: unknown) => {
+        restored?.agents.clear();
         this.#off = true;
         this.#buffer = [];
         this.#merging.clear();
@@ -140,15 +148,18 @@ export class StreamRecorder {
     this.#arm();
   }
 
-  /** Whether `e` re-announces an agent with the status the stream already shows (and forget it: announced once). */
+  /**
+   * Whether `e` re-announces a restored agent with the status the stream already shows (and forget
+   * it: announced once). A restored agent not unshown is shown with its row's status, which its
+   * re-announcement carries; an agent not restored (spawned since) was never shown.
+   */
   #repeats(e: Entry): boolean {
-    const map = this.#shown;
-    if (map === null || e.type !== 'agent.status' || e.data.from !== null || e.agentId === null) return false;
-    const shown = map.get(e.agentId);
-    if (shown === undefined) return false;
-    map.delete(e.agentId);
-    if (map.size === 0) this.#shown = null;
-    return shown === e.data.to;
+    const shown = this.#shown;
+    if (shown === null || e.type !== 'agent.status' || e.data.from !== null || e.agentId === null) return false;
+    if (!shown.agents.delete(e.agentId)) return false;
+    if (shown.agents.size === 0) this.#shown = null;
+    const unshown = shown.unshown.get(e.agentId);
+    return unshown === undefined || unshown === e.data.to;
   }
 
   /**
@@ -203,26 +214,30 @@ export class StreamRecorder {
 export function runStream(w: {
   runId: string;
   settings: { flushMs: number; asked: boolean } | false;
-  port: Pick<StorePort, 'inMemory' | 'lastStreamSeq' | 'streamedStatuses'>;
-  restored: boolean;
+  port: Pick<StorePort, 'inMemory' | 'lastStreamSeq'>;
+  /** A resumed run's restored agents (consumed: see StreamRecorderDeps.restored) and which of them its stream does not show; null for a new run. */
+  restored: { agents: Set<string>; unshown: Map<string, string | null> | null } | null;
   logger: Logger;
   committer: { stage(op: WriteOp): void; beforeCommit(take: () => WriteOp | null): void };
   views: { subscribe(listener: (event: TroupeEvent) => void): unknown };
 }): StreamRecorder | null {
-  const { runId, settings, port, restored, committer } = w;
+  const { runId, settings, port, restored, committer, logger } = w;
   // In memory no other process can read it (in-process views have subscribe): recorded only when asked.
-  if (settings === false || (!settings.asked && port.inMemory === true)) return null;
+  if (settings === false || (!settings.asked && port.inMemory === true)) {
+    restored?.agents.clear();
+    return null;
+  }
   const recorder = new StreamRecorder({
     runId,
     // Real time, as the group committer's own batching (setImmediate): the flush only batches
     // I/O, and a run on a simulated clock must not see a timer that is not part of its behaviour.
     clock: systemClock,
     lastSeq: () => port.lastStreamSeq(runId),
-    runExists: restored,
-    ...(restored ? { streamed: () => port.streamedStatuses(runId) } : {}),
+    runExists: restored !== null,
+    ...(restored ? { restored: { agents: restored.agents, unshown: () => Promise.resolve(restored.unshown) } } : {}),
     stage: (op) => committer.stage(op),
     flushMs: settings.flushMs,
-    onError: (err) => w.logger.warn({ err }, 'the live stream is off for this hosting: its last seq cannot be read'),
+    onError: (err) => logger.warn({ err }, 'the live stream is off for this hosting: its last seq cannot be read'),
   });
   committer.beforeCommit(() => recorder.take());
   w.views.subscribe((event) => recorder.record(event));

@@ -20,8 +20,8 @@ export interface ViewFamilyPorts {
   readonly logger: Logger;
   readonly options: Pick<ResolvedOptions, 'stream' | 'strictMcp'>;
   readonly port: StorePort;
-  /** A resumed run: its stream continues where it stopped. */
-  readonly restored: boolean;
+  /** A resumed run's restored agents and which its stream does not show (it continues where it stopped), null for a new run. */
+  readonly restored: { agents: Set<string>; unshown: Map<string, string | null> | null } | null;
   readonly agents: Agents;
   readonly mailboxes: Pick<Mailboxes, 'count'>;
   readonly committer: Pick<GroupCommitter, 'stage' | 'after' | 'beforeCommit'>;

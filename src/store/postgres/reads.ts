@@ -105,5 +105,17 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
       const rows = await all<StreamStatusDbRow>('SELECT run_id, agent_id, status, seq FROM stream_status WHERE run_id = $1', [runId]);
       return new Map(rows.map(toStreamStatus));
     },
+    // As SQLite's (sqliteStatements.ts `unshown`): only the agents whose stream_status row is
+    // missing or shows another status, each row that is there decoded.
+    unshownStatuses: async (runId) => {
+      if ((await all('SELECT 1 FROM stream_status WHERE run_id = $1 LIMIT 1', [runId])).length === 0) return null;
+      const rows = await all<{ id: string } & { [K in keyof StreamStatusDbRow]: StreamStatusDbRow[K] | null }>(
+        `SELECT a.id, s.run_id, s.agent_id, s.status, s.seq FROM agents a
+         LEFT JOIN stream_status s ON s.run_id = a.run_id AND s.agent_id = a.id
+         WHERE a.run_id = $1 AND (s.agent_id IS NULL OR s.status IS DISTINCT FROM a.status)`,
+        [runId],
+      );
+      return new Map(rows.map((r) => [r.id, r.agent_id === null ? null : toStreamStatus(r as StreamStatusDbRow)[1]]));
+    },
   };
 }

@@ -309,5 +309,34 @@ export function describePortContract(name: string, create: () => Promise<{ port:
       expect(await port.streamedStatuses('elsewhere')).toEqual(new Map());
       await close();
     });
+
+    it('reads the agents whose status the stream does not show as their last, against their rows', async () => {
+      const { port, close } = await fresh();
+      const row = (seq: number, agentId: string, from: string | null, to: string) => ({
+        runId: 'run1',
+        seq,
+        agentId,
+        type: 'agent.status',
+        data: { name: agentId, from, to },
+        at: seq,
+      });
+      // The run's stream has no status row: null (every agent unshown), not a map of every agent.
+      expect(await port.unshownStatuses('run1')).toBeNull();
+      await port.commit([{ op: 'appendStream', rows: [row(1, 'a', null, 'running')] }]);
+      // a's row is running, as shown; b has no status row: unshown, showing none.
+      expect(await port.unshownStatuses('run1')).toEqual(new Map([['b', null]]));
+      await port.commit([{ op: 'appendStream', rows: [row(2, 'b', null, 'waiting')] }]);
+      // b's row is running, the stream shows waiting.
+      expect(await port.unshownStatuses('run1')).toEqual(new Map([['b', 'waiting']]));
+      await port.commit([{ op: 'updateAgent', id: 'b', patch: { status: 'waiting', waitKind: 'agents' } }]);
+      expect(await port.unshownStatuses('run1')).toEqual(new Map());
+      // A change committed without the row that tells it (a crash between the two).
+      await port.commit([{ op: 'updateAgent', id: 'a', patch: { status: 'completed' } }]);
+      expect(await port.unshownStatuses('run1')).toEqual(new Map([['a', 'running']]));
+      await port.commit([{ op: 'appendStream', rows: [row(3, 'a', 'running', 'completed')] }]);
+      expect(await port.unshownStatuses('run1')).toEqual(new Map());
+      expect(await port.unshownStatuses('elsewhere')).toBeNull();
+      await close();
+    });
   });
 }

@@ -16,6 +16,7 @@ import type { TroupeEvent } from '../../../src/host/runtime.js';
 import { StreamRecorder } from '../../../src/host/views/streamRecorder.js';
 import { scriptedModel, type Script } from '../../../src/model/scriptedModel.js';
 import type { WriteOp } from '../../../src/store/port.js';
+import { newAgentRow } from '../../../src/store/rows.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { flush } from '../../helpers/team.js';
 
@@ -28,13 +29,15 @@ const announce = (agentId: string, to: 'running' | 'waiting' | 'completed'): Tro
   at: 1,
 });
 
-function resumedRecorder(streamed: () => Promise<Map<string, string>>) {
+/** A recorder resuming a run whose restored agents are a, b, c and e (d is spawned after the resume). */
+function resumedRecorder(unshown: () => Promise<Map<string, string | null> | null>) {
   const staged: WriteOp[] = [];
+  const agents = new Set(['a', 'b', 'c', 'e']);
   const r = new StreamRecorder({
     runId: 'r',
     clock: new SimulatedClock(),
     lastSeq: () => Promise.resolve(10),
-    streamed,
+    restored: { agents, unshown },
     runExists: true,
     stage: (op) => staged.push(op),
     flushMs: 100,
@@ -44,57 +47,115 @@ function resumedRecorder(streamed: () => Promise<Map<string, string>>) {
     const op = r.take();
     return op?.op === 'appendStream' ? op.rows.map((row) => [row.seq, row.agentId, row.data.from ?? null, row.data.to]) : [];
   };
-  return { r, taken };
+  return { r, taken, agents };
 }
 
-/** What the stream showed last: a waiting, b running. A fresh map per resume (the recorder consumes it). */
-const shown = () =>
-  new Map([
-    ['a', 'waiting'],
+/**
+ * Against the rows (a waiting, b completed, c running, e completed), the agents whose status the
+ * stream does not show as their last: b (it shows running), c (it shows none), e (it shows waiting;
+ * e's row moved on after the resume read it, and its re-announcement carries what the stream shows).
+ */
+const unshown = () =>
+  new Map<string, string | null>([
     ['b', 'running'],
+    ['c', null],
+    ['e', 'waiting'],
   ]);
 
 describe("a resumed run's stream recorder", () => {
   it('drops a re-announcement the stream already shows, whether it came before or after the statuses were read; keeps the rest', async () => {
     const expected = [
-      // b's status moved on since its last row; c never had one; a's later change is a change.
+      // b's status moved on since its last row; c never had one; d was never restored (spawned
+      // since, so never shown); a's later change is a change.
       [11, 'b', null, 'completed'],
       [12, 'c', null, 'running'],
-      [13, 'a', 'waiting', 'running'],
+      [13, 'd', null, 'running'],
+      [14, 'a', 'waiting', 'running'],
     ];
     // Before: the announcements wait in the buffer until the statuses are read.
-    let resolve!: (s: Map<string, string>) => void;
+    let resolve!: (s: Map<string, string | null>) => void;
     const early = resumedRecorder(() => new Promise((res) => (resolve = res)));
     early.r.record(announce('a', 'waiting'));
     early.r.record(announce('b', 'completed'));
     early.r.record(announce('c', 'running'));
+    early.r.record(announce('d', 'running'));
+    early.r.record(announce('e', 'waiting'));
     early.r.record({ type: 'agent.status', agentId: 'a', name: 'a', from: 'waiting', to: 'running', at: 2 });
     expect(early.taken()).toEqual([]);
-    resolve(shown());
+    resolve(unshown());
     await flush(1);
     expect(early.taken()).toEqual(expected);
     // After.
-    const late = resumedRecorder(() => Promise.resolve(shown()));
+    const late = resumedRecorder(() => Promise.resolve(unshown()));
     await flush(1);
     late.r.record(announce('a', 'waiting'));
     late.r.record(announce('b', 'completed'));
     late.r.record(announce('c', 'running'));
+    late.r.record(announce('d', 'running'));
+    late.r.record(announce('e', 'waiting'));
     late.r.record({ type: 'agent.status', agentId: 'a', name: 'a', from: 'waiting', to: 'running', at: 2 });
     expect(late.taken()).toEqual(expected);
     // An agent is re-announced once: a second announcement of it is not a repeat to drop.
     late.r.record(announce('a', 'waiting'));
-    expect(late.taken()).toEqual([[14, 'a', null, 'waiting']]);
+    expect(late.taken()).toEqual([[15, 'a', null, 'waiting']]);
   });
 
-  it('re-announces every agent when the statuses cannot be read', async () => {
-    const { r, taken } = resumedRecorder(() => Promise.reject(new Error('damaged')));
+  it.each([
+    ['cannot be read', () => Promise.reject(new Error('damaged'))],
+    ['show none (null: the stream has no status row)', () => Promise.resolve(null)],
+  ] as const)('re-announces every agent when the statuses %s', async (_label, unshown) => {
+    const { r, taken, agents } = resumedRecorder(unshown);
     r.record(announce('a', 'waiting'));
     await flush(1);
+    // The restored ids are consumed: a set the wiring still holds keeps no id (100,000 at scale).
+    expect(agents.size).toBe(0);
     r.record(announce('b', 'running'));
     expect(taken()).toEqual([
       [11, 'a', null, 'waiting'],
       [12, 'b', null, 'running'],
     ]);
+  });
+});
+
+describe("which agents a file's stream does not show (Store.unshownStatuses)", () => {
+  it("an owner's read, before and after a write, and an unchecked owner's, on a file reopened", () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'troupe-unshown-')), 't.db');
+    const seed = openStore({ path });
+    const budget = { limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false };
+    for (const runId of ['r', 'quiet']) seed.insertRun({ id: runId, createdAt: 0, interactive: true, rootId: null, budget });
+    const agent = (id: string, runId: string, status: 'running' | 'waiting' | 'completed') =>
+      seed.registerAgent({ ...newAgentRow({ id, runId, name: id, parentId: null, depth: 0, task: 't', skills: [] }, 0), status }, [
+        { role: 'user', content: 'go' },
+      ]);
+    agent('a', 'r', 'waiting');
+    agent('b', 'r', 'completed');
+    agent('c', 'r', 'running');
+    agent('q', 'quiet', 'running');
+    const status = (seq: number, agentId: string, to: string) => ({
+      runId: 'r',
+      seq,
+      agentId,
+      type: 'agent.status',
+      data: { name: agentId, from: null, to },
+      at: seq,
+    });
+    // a shown; b's completion never streamed; c never streamed at all; 'quiet' streamed nothing.
+    seed.appendStream([status(1, 'a', 'waiting'), status(2, 'b', 'running')]);
+    seed.close();
+    const expected = new Map<string, string | null>([
+      ['b', 'running'],
+      ['c', null],
+    ]);
+    const owner = openStore({ path });
+    expect(owner.unshownStatuses('r')).toEqual(expected);
+    expect(owner.unshownStatuses('quiet')).toBeNull();
+    owner.appendEvent({ runId: 'r', agentId: null, type: 'cli.run', data: {}, at: 1 });
+    expect(owner.unshownStatuses('r')).toEqual(expected); // read after a write
+    expect(owner.unshownStatuses('quiet')).toBeNull();
+    owner.close();
+    const unchecked = openStore({ path, verify: false });
+    expect(unchecked.unshownStatuses('r')).toEqual(expected);
+    unchecked.close();
   });
 });
 

@@ -83,7 +83,7 @@ async function recover(
   port: StorePort,
   runId: string | undefined,
   options: Pick<CoordinatorOptions, 'budget' | 'interactive'> & Partial<Pick<CoordinatorOptions, 'model'>> & { now?: number; unshown?: boolean },
-): Promise<{ run: RunRow; agents: AgentRow[]; agentIds: Set<string>; unshown: Map<string, string | null> | null; spend: AgentSpend[] }> {
+): Promise<{ run: RunRow; agents: AgentRow[]; restoredStatuses: Map<string, string>; unshown: Map<string, string | null> | null; spend: AgentSpend[] }> {
   const now = options.now ?? Date.now();
   const run = runId === undefined ? (await port.listRuns()).at(-1) : await port.getRun(runId);
   if (!run) {
@@ -100,7 +100,7 @@ async function recover(
     requirePriceForBudget(options.model, prices, limitUsd);
   }
   const agents = await port.listAgents(run.id);
-  const agentIds = new Set(agents.map((a) => a.id));
+  const restoredStatuses = new Map<string, string>(agents.map((a) => [a.id, a.status]));
   // For a resume: which of them the live stream does not show, compared by the store with the rows
   // as they stand, which are the rows just listed (nothing is written in between). Unreadable (a
   // damaged row an unchecked open let through): every agent is announced again, as to a stream
@@ -110,12 +110,12 @@ async function recover(
   const recovery: WriteOp[] = [
     { op: 'updateRun', id: run.id, patch: { interactive: recovered.interactive, budget: recovered.budget } },
     // Honest, never magic: a delegation running under an earlier boot did not complete.
-    ...interruptStaleDelegations(delegations, agentIds, port.boot, run.id, now),
+    ...interruptStaleDelegations(delegations, restoredStatuses, port.boot, run.id, now),
     { op: 'dropReentryBudgets', before: now - STALE_BUDGET_MS },
   ];
   // Journaled like any commit of the run (fork/journal.ts), so that a fork sees what recovery wrote.
   await port.commit(withJournal(port, run.id, recovery, now));
-  return { run: recovered, agents, agentIds, unshown, spend };
+  return { run: recovered, agents, restoredStatuses, unshown, spend };
 }
 
 /**
@@ -132,7 +132,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   }
   const { store, runId, ...rest } = options;
   const port = isStorePort(store) ? store : portOf(store as Store);
-  const { run, agents, agentIds, unshown, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now(), unshown: true });
+  const { run, agents, restoredStatuses, unshown, spend } = await recover(port, runId, { ...rest, now: (options.clock ?? systemClock).now(), unshown: true });
   const [pending, noticeKeys, delegations, notes, stints, reviewTurns, approvals] = await Promise.all([
     port.pendingMessagesOf(run.id),
     port.noticeKeysOf(run.id),
@@ -159,7 +159,7 @@ export async function resumeCoordinator<S extends Store | StorePort = Store>(opt
   const reservesTripped = noticeKeys.filter((k) => k.startsWith('reserve:') && owners.has(k.slice(8))).map((k) => k.slice(8));
   const rt = new Runtime(
     { ...rest, store: store as Store | StorePort, interactive: run.interactive },
-    { run, agents, agentIds, unshown, spentUsd, reservesTripped },
+    { run, agents, restoredStatuses, unshown, spentUsd, reservesTripped },
   );
   try {
     await restoreInto(rt, { agents, spentByAgent, pending, noticeKeys, delegations, notes, stints, executions, reentry, reviewTurns, approvals });

@@ -213,7 +213,7 @@ export class Runtime {
     ({ views: this.views, stream: this.#stream } = wireViews({
       ...parts,
       options: this.options,
-      restored: restore ? { agents: restore.agentIds, unshown: restore.unshown } : null,
+      restored: restore ? { agents: restore.restoredStatuses, unshown: restore.unshown } : null,
       agents,
       mailboxes,
       catalog: this.toolbox.catalog,

@@ -27,7 +27,7 @@ const interruptedText = (d: Pick<DelegationRow, 'delegationId' | 'goal'>) =>
  */
 export function interruptStaleDelegations(
   delegations: readonly DelegationRow[],
-  agentIds: ReadonlySet<string>,
+  agentIds: Pick<ReadonlySet<string>, 'has'>,
   boot: number,
   runId: string,
   at: number,

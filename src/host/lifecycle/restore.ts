@@ -12,10 +12,10 @@ export interface RestoredRun {
   run: RunRow;
   agents: readonly AgentRow[];
   /**
-   * The ids of `agents`, as the recovery read them (it builds the set anyway): handed to the live
-   * stream, which consumes it (views/streamRecorder.ts).
+   * Each of `agents` with its row's status, as the recovery read them (it builds the map anyway):
+   * handed to the live stream, which consumes it (views/streamRecorder.ts).
    */
-  agentIds: Set<string>;
+  restoredStatuses: Map<string, string>;
   /** Those of them whose status the live stream does not show (Store.unshownStatuses), read with them. */
   unshown: Map<string, string | null> | null;
   spentUsd: number;

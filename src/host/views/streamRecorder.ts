@@ -52,12 +52,13 @@ export interface StreamRecorderDeps {
    */
   runExists: boolean;
   /**
-   * A resumed run's: the agents restored from the rows the store compares with the stream (the
-   * recorder consumes the set: each is forgotten once its re-announcement is seen), and those of
+   * A resumed run's: the agents restored, each with its row's status, from the rows the store
+   * compares with the stream (the recorder consumes the map: each is forgotten once its
+   * re-announcement is seen), and those of
    * them whose status the stream does not show as their last (Store.unshownStatuses), read with
    * the rows they were restored from, before anything was written (resumeCoordinator's recover).
    */
-  restored?: { agents: Set<string>; unshown: () => Promise<Map<string, string | null> | null> };
+  restored?: { agents: Map<string, string>; unshown: () => Promise<Map<string, string | null> | null> };
   /** Told when the last seq cannot be read: the stream stays off for this hosting. */
   onError: (err: unknown) => void;
 }
@@ -69,7 +70,7 @@ function deltaKey(event: Extract<TroupeEvent, { type: 'agent.delta' }>): string 
 }
 
 export class StreamRecorder {
-  /** Without `restored`: the set is held only until its agents are re-announced (see #shown). */
+  /** Without `restored`: the map is held only until its agents are re-announced (see #shown). */
   readonly #deps: Omit<StreamRecorderDeps, 'restored'>;
   readonly #flushMs: number;
   #buffer: Entry[] = [];
@@ -88,7 +89,7 @@ export class StreamRecorder {
    * stream does not show as their last (with what it shows); null until read (announcements wait in
    * the buffer, unnumbered, until then) and once every restored agent was re-announced.
    */
-  #shown: { agents: Set<string>; unshown: Map<string, string | null> } | null = null;
+  #shown: { agents: Map<string, string>; unshown: Map<string, string | null> } | null = null;
 
   constructor(deps: StreamRecorderDeps) {
     const { restored, ...rest } = deps;
@@ -102,7 +103,7 @@ export class StreamRecorder {
         if (restored && unshown) {
           this.#shown = { agents: restored.agents, unshown };
           this.#buffer = this.#buffer.filter((e) => !this.#repeats(e));
-        } else restored?.agents.clear(); // consumed: whoever else holds the set does not keep 100,000 ids alive
+        } else restored?.agents.clear(); // consumed: whoever else holds the map does not keep 100,000 ids alive
         this.#next = last + 1;
         if (this.#buffer.length > 0) this.#arm();
       },
@@ -150,16 +151,19 @@ export class StreamRecorder {
 
   /**
    * Whether `e` re-announces a restored agent with the status the stream already shows (and forget
-   * it: announced once). A restored agent not unshown is shown with its row's status, which its
-   * re-announcement carries; an agent not restored (spawned since) was never shown.
+   * it: announced once). A restored agent the store did not name unshown is shown with its row's
+   * status: a re-announcement with another (the restore changed it) is news; an agent not restored
+   * (spawned since) was never shown.
    */
   #repeats(e: Entry): boolean {
     const shown = this.#shown;
     if (shown === null || e.type !== 'agent.status' || e.data.from !== null || e.agentId === null) return false;
-    if (!shown.agents.delete(e.agentId)) return false;
+    const row = shown.agents.get(e.agentId);
+    if (row === undefined) return false;
+    shown.agents.delete(e.agentId);
     if (shown.agents.size === 0) this.#shown = null;
     const unshown = shown.unshown.get(e.agentId);
-    return unshown === undefined || unshown === e.data.to;
+    return (unshown === undefined ? row : unshown) === e.data.to;
   }
 
   /**
@@ -216,7 +220,7 @@ export function runStream(w: {
   settings: { flushMs: number; asked: boolean } | false;
   port: Pick<StorePort, 'inMemory' | 'lastStreamSeq'>;
   /** A resumed run's restored agents (consumed: see StreamRecorderDeps.restored) and which of them its stream does not show; null for a new run. */
-  restored: { agents: Set<string>; unshown: Map<string, string | null> | null } | null;
+  restored: { agents: Map<string, string>; unshown: Map<string, string | null> | null } | null;
   logger: Logger;
   committer: { stage(op: WriteOp): void; beforeCommit(take: () => WriteOp | null): void };
   views: { subscribe(listener: (event: TroupeEvent) => void): unknown };

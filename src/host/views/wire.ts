@@ -21,7 +21,7 @@ export interface ViewFamilyPorts {
   readonly options: Pick<ResolvedOptions, 'stream' | 'strictMcp'>;
   readonly port: StorePort;
   /** A resumed run's restored agents and which its stream does not show (it continues where it stopped), null for a new run. */
-  readonly restored: { agents: Set<string>; unshown: Map<string, string | null> | null } | null;
+  readonly restored: { agents: Map<string, string>; unshown: Map<string, string | null> | null } | null;
   readonly agents: Agents;
   readonly mailboxes: Pick<Mailboxes, 'count'>;
   readonly committer: Pick<GroupCommitter, 'stage' | 'after' | 'beforeCommit'>;

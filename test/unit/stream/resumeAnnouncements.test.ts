@@ -29,10 +29,16 @@ const announce = (agentId: string, to: 'running' | 'waiting' | 'completed'): Tro
   at: 1,
 });
 
-/** A recorder resuming a run whose restored agents are a, b, c and e (d is spawned after the resume). */
+/** A recorder resuming a run whose restored agents are a, b, c, e and f, with their rows' statuses (d is spawned after the resume). */
 function resumedRecorder(unshown: () => Promise<Map<string, string | null> | null>) {
   const staged: WriteOp[] = [];
-  const agents = new Set(['a', 'b', 'c', 'e']);
+  const agents = new Map([
+    ['a', 'waiting'],
+    ['b', 'completed'],
+    ['c', 'running'],
+    ['e', 'completed'],
+    ['f', 'running'],
+  ]);
   const r = new StreamRecorder({
     runId: 'r',
     clock: new SimulatedClock(),
@@ -98,6 +104,9 @@ describe("a resumed run's stream recorder", () => {
     // An agent is re-announced once: a second announcement of it is not a repeat to drop.
     late.r.record(announce('a', 'waiting'));
     expect(late.taken()).toEqual([[15, 'a', null, 'waiting']]);
+    // f's stream shows its row's status (running), but the restore announces it waiting: news.
+    late.r.record(announce('f', 'waiting'));
+    expect(late.taken()).toEqual([[16, 'f', null, 'waiting']]);
   });
 
   it.each([
@@ -107,7 +116,7 @@ describe("a resumed run's stream recorder", () => {
     const { r, taken, agents } = resumedRecorder(unshown);
     r.record(announce('a', 'waiting'));
     await flush(1);
-    // The restored ids are consumed: a set the wiring still holds keeps no id (100,000 at scale).
+    // The restored ids are consumed: a map the wiring still holds keeps no id (100,000 at scale).
     expect(agents.size).toBe(0);
     r.record(announce('b', 'running'));
     expect(taken()).toEqual([

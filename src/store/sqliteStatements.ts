@@ -44,10 +44,6 @@ const SQL = {
   insertStream: 'INSERT INTO stream (run_id, seq, agent_id, type, data, at) VALUES (?, ?, ?, ?, ?, ?)',
   readStream: 'SELECT * FROM stream WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?',
   lastStreamSeq: 'SELECT coalesce(max(seq), 0) FROM stream WHERE run_id = ?',
-  // A reader of a file from before migration 12 (no stream_status): in seq order, the last row of an
-  // agent is its status (a scan, no sort; measured 20 % under GROUP BY).
-  streamedStatusesScan:
-    "SELECT agent_id, json_extract(data, '$.to') FROM stream WHERE run_id = ? AND type = 'agent.status' AND agent_id IS NOT NULL ORDER BY seq",
   openInbox: 'SELECT * FROM inbox WHERE run_id = ? AND done_at IS NULL ORDER BY id',
   answerInbox: 'UPDATE inbox SET done_at = ?, result = ? WHERE id = ? AND done_at IS NULL',
   inboxRuns: 'SELECT DISTINCT run_id FROM inbox WHERE done_at IS NULL ORDER BY run_id',
@@ -84,42 +80,6 @@ type StatementName = keyof typeof SQL;
 const PLUCKED: ReadonlySet<StatementName> = new Set<StatementName>(['pendingCount', 'noticeKeysOf']);
 
 export type Statements = Readonly<Record<StatementName, Database.Statement>>;
-
-/**
- * Each agent's last streamed status, kept by the stream's append: the newer row by seq wins, so a
- * row older than the one kept never replaces it.
- */
-const STREAM_STATUS_SQL = {
-  upsert: `INSERT INTO stream_status (run_id, agent_id, status, seq) VALUES (?, ?, json_extract(?, '$.to'), ?)
-       ON CONFLICT (run_id, agent_id) DO UPDATE SET status = excluded.status, seq = excluded.seq WHERE excluded.seq > stream_status.seq`,
-  read: 'SELECT run_id, agent_id, status, seq FROM stream_status WHERE run_id = ?',
-  // Each agent of the run with its stream_status row, selected when the row is missing, shows
-  // another status, or has a seq the open's check would refuse (the join vouches for run_id and
-  // agent_id; a status equal to the agent's is text). A resume of 100,000 agents all shown selects
-  // none: building the 100,000-entry map of every row cost more than the join (131-146 against
-  // 173-265 ms of CPU, cold, paired, a loaded machine).
-  any: 'SELECT 1 FROM stream_status WHERE run_id = ? LIMIT 1',
-  unshown: `SELECT a.id, s.run_id, s.agent_id, s.status, s.seq FROM agents a
-       LEFT JOIN stream_status s ON s.run_id = a.run_id AND s.agent_id = a.id
-       WHERE a.run_id = ? AND (s.agent_id IS NULL OR s.status IS NOT a.status OR NOT (typeof(s.seq) IN ('integer', 'real') AND (abs(s.seq) < 9e999) IS 1))`,
-} as const;
-
-export type StreamStatusStatements = Readonly<Record<keyof typeof STREAM_STATUS_SQL, Database.Statement>>;
-
-/**
- * The stream_status statements, or null on a file without the table (older than its migration:
- * only a reader opens one unmigrated, and reads the stream itself, `streamedStatusesScan`). Asked
- * of the file, so the migration's version is written in migrations.ts alone.
- */
-export function prepareStreamStatus(db: Database.Database): StreamStatusStatements | null {
-  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stream_status'").get() === undefined) return null;
-  return {
-    upsert: db.prepare(STREAM_STATUS_SQL.upsert),
-    read: db.prepare(STREAM_STATUS_SQL.read).raw(),
-    any: db.prepare(STREAM_STATUS_SQL.any),
-    unshown: db.prepare(STREAM_STATUS_SQL.unshown).raw(),
-  };
-}
 
 /** Every statement of {@link SQL}, prepared on `db`. */
 export function prepareStatements(db: Database.Database): Statements {

@@ -29,7 +29,6 @@ import {
   toReentry,
   toRun,
   toStreamRow,
-  toStreamStatus,
   toToolCall,
   toUsage,
 } from './decode.js';
@@ -38,7 +37,6 @@ import type {
   DelegationDbRow,
   EventDbRow,
   StreamDbRow,
-  StreamStatusDbRow,
   ExecutionDbRow,
   InboxDbRow,
   MessageDbRow,
@@ -55,7 +53,8 @@ import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxReques
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
-import { prepareStatements, prepareStreamStatus } from './sqliteStatements.js';
+import { prepareStatements } from './sqliteStatements.js';
+import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
@@ -204,21 +203,7 @@ function createSqliteStore(
 
   let promoted: Database.Statement | null | undefined;
   // Each agent's last streamed status (migration 12): O(agents) to read at resume, not O(stream rows).
-  const statuses = prepareStreamStatus(db);
-  const streamedStatuses = (runId: string): Map<string, string> => {
-    const last = new Map<string, string>();
-    if (!statuses) {
-      for (const [agentId, status] of q.streamedStatusesScan.raw().iterate(runId) as IterableIterator<[string, unknown]>) last.set(agentId, String(status));
-      return last;
-    }
-    // Rows as arrays (a resume reads one per agent), each checked as the open's verify pass checks
-    // it: inline, and through the decoder (which names the damage) only when the inline check fails.
-    for (const [run_id, agent_id, status, seq] of statuses.read.iterate(runId) as IterableIterator<StreamStatusDbRow[keyof StreamStatusDbRow][]>) {
-      if (typeof agent_id === 'string' && (typeof status === 'string' || status === null) && Number.isFinite(seq)) last.set(agent_id, String(status));
-      else last.set(...toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow));
-    }
-    return last;
-  };
+  const statuses = streamStatusesOf(db);
 
   return {
     path: options.path,
@@ -362,34 +347,13 @@ function createSqliteStore(
         for (const r of rows) {
           const data = json(r.data);
           q.insertStream.run(r.runId, r.seq, r.agentId, r.type, data, r.at);
-          // The owner's file is migrated: the statements exist (a reader never appends).
-          if (r.type === 'agent.status' && r.agentId !== null) statuses!.upsert.run(r.runId, r.agentId, data, r.seq);
+          if (r.type === 'agent.status' && r.agentId !== null) statuses.upsert(r.runId, r.agentId, data, r.seq);
         }
       }),
     readStream: (runId, afterSeq, limit) => (q.readStream.all(runId, afterSeq, limit) as StreamDbRow[]).map(toStreamRow),
     lastStreamSeq: (runId) => q.lastStreamSeq.pluck().get(runId) as number,
-    streamedStatuses,
-    unshownStatuses: (runId) => {
-      const unshown = new Map<string, string | null>();
-      if (!statuses) {
-        // A reader of a file from before migration 12: the stream's statuses against the rows.
-        const shown = streamedStatuses(runId);
-        if (shown.size === 0) return null;
-        for (const [id, status] of db.prepare('SELECT id, status FROM agents WHERE run_id = ?').raw().iterate(runId) as IterableIterator<[string, unknown]>) {
-          if (shown.get(id) !== status) unshown.set(id, shown.get(id) ?? null);
-        }
-        return unshown;
-      }
-      // A run never streamed (its first resume): not a map of every agent, read through the join.
-      if (statuses.any.get(runId) === undefined) return null;
-      type Cell = StreamStatusDbRow[keyof StreamStatusDbRow] | null;
-      for (const [id, run_id, agent_id, status, seq] of statuses.unshown.iterate(runId) as IterableIterator<[string, ...Cell[]]>) {
-        if (agent_id === null) unshown.set(id, null);
-        else if ((typeof status === 'string' || status === null) && Number.isFinite(seq)) unshown.set(id, String(status));
-        else unshown.set(id, toStreamStatus({ run_id, agent_id, status, seq } as StreamStatusDbRow)[1]);
-      }
-      return unshown;
-    },
+    streamedStatuses: statuses.streamed,
+    unshownStatuses: statuses.unshown,
 
     insertDelegation: (row: DelegationRow) =>
       transaction(() => {

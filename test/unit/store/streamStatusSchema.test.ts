@@ -107,6 +107,33 @@ describe('stream_status on SQLite: schema 11 -> 12', () => {
     again.close();
   });
 
+  it('a reader of a schema-11 file names the agents its stream does not show, from a scan of the stream (no stream_status to join)', () => {
+    const path = fileAt(11);
+    const db = new Database(path);
+    const agent = db.prepare(
+      'INSERT INTO agents (id, run_id, name, depth, task, skills, status, notice_claimed, stint, state, created_at, updated_at, boot) VALUES (?, ?, ?, 0, ?, ?, ?, 0, 0, ?, 1, 1, 1)',
+    );
+    // lead and w1 as their streams show them; w2 moved on without its row; w3 never streamed.
+    for (const [id, status] of [
+      ['lead', 'waiting'],
+      ['w1', 'completed'],
+      ['w2', 'waiting'],
+      ['w3', 'running'],
+    ]) {
+      agent.run(id, 'run_a', id, 't', '[]', status, '{}');
+    }
+    db.close();
+    const reader = openStore({ path, readonly: true });
+    expect(reader.unshownStatuses('run_a')).toEqual(
+      new Map([
+        ['w2', 'running'],
+        ['w3', null],
+      ]),
+    );
+    expect(reader.unshownStatuses('run_c')).toBeNull();
+    reader.close();
+  });
+
   it("a status row whose data is not JSON (the open does not parse the stream's data) does not stop the migration: that agent reads as no status", () => {
     const path = fileAt(11);
     const db = new Database(path);

@@ -110,13 +110,15 @@ function watchedPort(port: StorePort): WatchedPort {
 
 /**
  * Idle for good: no agent running, and no commit in flight whose after-effects could wake one
- * (a restored agent's wake for its mail runs after the recovery's commit).
+ * (a restored agent's wake for its mail runs after the recovery's commit). Ends early, judging
+ * nothing, once `stale()`: a watch its hosting no longer waits for lists no agent.
  */
-async function settledIdle(c: Coordinator<Store | StorePort>, port: WatchedPort): Promise<void> {
+async function settledIdle(c: Coordinator<Store | StorePort>, port: WatchedPort, stale: () => boolean): Promise<void> {
   for (;;) {
     await c.whenIdle();
+    if (stale()) return;
     await port.quiet();
-    if (c.list().every((a) => a.status !== 'running')) return;
+    if (stale() || c.list().every((a) => a.status !== 'running')) return;
   }
 }
 
@@ -242,53 +244,71 @@ export function runHosting(deps: HostingDeps) {
     const { lease: held } = entry;
     const runId = held.runId;
     let retries = 0;
-    for (;;) {
-      // A coordinator shut down by its owner (`adopt`) has nothing more to apply.
-      if (held.lost || deps.stopping() || !c.health().ok) return 'failed';
-      try {
-        await guarded(applyOpenRequests(c, () => store.openRequests(runId), held));
-        const idle = settledIdle(c, port).then(
-          () => 'idle' as const,
-          () => 'failed' as const,
-        );
-        const woke = nudged(entry).then(() => 'nudged' as const);
-        const why = await Promise.race([idle, woke]);
-        if (held.lost || deps.stopping() || why === 'failed' || !c.health().ok) return 'failed';
-        if (why === 'nudged') continue;
-        const seq = await guarded(store.wakeSeq(runId));
-        if ((await guarded(store.openRequests(runId))).length > 0) continue;
-        if (c.delegations.list().some((d) => d.status === 'running')) {
-          await nudged(entry);
-          continue;
+    // One idle watch at a time, kept across the rounds a nudge or the poll wins. A watch per round
+    // left one waiter behind per round (every 200 ms for a library host), and once the run fell
+    // idle each of them listed every agent: 650 lists at K = 10,000, ~95 s of CPU before
+    // shutdown() could finish. A watch begun before a round applied requests is not trusted (it
+    // may have judged the run idle before their work began): a fresh one replaces it.
+    let watch: { idle: Promise<'idle' | 'failed'>; stale: boolean } | null = null;
+    const watchIdle = () => {
+      const w = { idle: Promise.resolve<'idle' | 'failed'>('failed'), stale: false };
+      w.idle = settledIdle(c, port, () => w.stale).then(
+        () => 'idle' as const,
+        () => 'failed' as const,
+      );
+      return w;
+    };
+    try {
+      for (;;) {
+        // A coordinator shut down by its owner (`adopt`) has nothing more to apply.
+        if (held.lost || deps.stopping() || !c.health().ok) return 'failed';
+        try {
+          const applied = await guarded(applyOpenRequests(c, () => store.openRequests(runId), held));
+          if (watch !== null && applied.size > 0) watch.stale = true;
+          if (watch === null || watch.stale) watch = watchIdle();
+          const woke = nudged(entry).then(() => 'nudged' as const);
+          const why = await Promise.race([watch.idle, woke]);
+          if (held.lost || deps.stopping() || why === 'failed' || !c.health().ok) return 'failed';
+          if (why === 'nudged') continue;
+          watch = null;
+          const seq = await guarded(store.wakeSeq(runId));
+          if ((await guarded(store.openRequests(runId))).length > 0) continue;
+          if (c.delegations.list().some((d) => d.status === 'running')) {
+            await nudged(entry);
+            continue;
+          }
+          const agents = await held.port.listAgents(runId);
+          if ((await held.port.executionsOf(agents.map((a) => a.id))).some((e) => e.status === 'running')) {
+            await nudged(entry);
+            continue;
+          }
+          if (deps.kept.has(runId)) {
+            await nudged(entry);
+            continue;
+          }
+          await c.shutdown();
+          entry.c = null;
+          // After a clean shutdown the rows are what the run is: decide from them.
+          const state = await releaseStateAfter(held.port, runId, idleResumeMs);
+          // Woke while shutting down, or mail waits for a parked agent: host it again.
+          if (state.state === 'runnable') return 'again';
+          if (await guarded(held.release(state, seq))) {
+            if (state.state === 'parked' && state.wakeAt !== null) void deps.wake.arm();
+            return 'released';
+          }
+          return 'again'; // a wake arrived meanwhile: host it again
+        } catch (err) {
+          if (held.lost || deps.stopping()) return 'failed';
+          if (!transientStoreError(err)) throw err;
+          // A read or an answer failed: the coordinator is fine; try again while the lease holds.
+          logger.warn({ err, runId }, 'a store read of the hosting loop failed; retrying while the lease holds');
+          if (!c.health().ok) return 'failed';
+          await nudged(entry, backoff(retries++));
         }
-        const agents = await held.port.listAgents(runId);
-        if ((await held.port.executionsOf(agents.map((a) => a.id))).some((e) => e.status === 'running')) {
-          await nudged(entry);
-          continue;
-        }
-        if (deps.kept.has(runId)) {
-          await nudged(entry);
-          continue;
-        }
-        await c.shutdown();
-        entry.c = null;
-        // After a clean shutdown the rows are what the run is: decide from them.
-        const state = await releaseStateAfter(held.port, runId, idleResumeMs);
-        // Woke while shutting down, or mail waits for a parked agent: host it again.
-        if (state.state === 'runnable') return 'again';
-        if (await guarded(held.release(state, seq))) {
-          if (state.state === 'parked' && state.wakeAt !== null) void deps.wake.arm();
-          return 'released';
-        }
-        return 'again'; // a wake arrived meanwhile: host it again
-      } catch (err) {
-        if (held.lost || deps.stopping()) return 'failed';
-        if (!transientStoreError(err)) throw err;
-        // A read or an answer failed: the coordinator is fine; try again while the lease holds.
-        logger.warn({ err, runId }, 'a store read of the hosting loop failed; retrying while the lease holds');
-        if (!c.health().ok) return 'failed';
-        await nudged(entry, backoff(retries++));
       }
+    } finally {
+      // Whatever ended this hosting, its watch lists no agent when the run falls idle.
+      if (watch) watch.stale = true;
     }
   }
 

@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createCoordinator, resumeCoordinator } from '../../../src/index.js';
 import { createCoordinator as bareCoordinator } from '../../../src/host/createCoordinator.js';
 import { hostInLoop } from '../../../src/worker/library.js';
@@ -18,6 +18,7 @@ import { openStore } from '../../../src/store/sqliteStore.js';
 import { startWorker } from '../../../src/worker/worker.js';
 import { until } from '../../helpers/cli.js';
 import { parks, recording } from '../../helpers/models.js';
+import type { Model } from '../../../src/model/types.js';
 
 const fileStore = () => openStore({ path: join(mkdtempSync(join(tmpdir(), 'troupe-library-')), 'run.db') });
 
@@ -66,6 +67,51 @@ describe('the library coordinator', () => {
     expect(seen.filter((s) => s.includes('first') && !s.includes('second'))).toHaveLength(1);
     expect(seen.filter((s) => s.includes('second'))).toHaveLength(1);
     expect(c.health().ok).toBe(true);
+    await c.shutdown();
+    store.close();
+  });
+
+  it('keeps one idle watch while the run is busy: the rounds that found it busy leave none behind to list every agent when it falls idle', async () => {
+    const store = fileStore();
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    // The lead's first call is answered when the test says; then it parks.
+    let first = true;
+    const model: Model = {
+      ...parks,
+      complete: async (request, options) => {
+        if (first) {
+          first = false;
+          await answered;
+        }
+        return parks.complete(request, options);
+      },
+    };
+    const c = bareCoordinator({ model, store, interactive: true });
+    let lists = 0;
+    const counted = { ...c, list: () => (lists++, c.list()) };
+    // Each round of the loop reads the run's inbox.
+    const rounds = vi.spyOn(store, 'openInbox');
+    const lead = await c.start({ name: 'lead', task: 'Stand by.' });
+    const stop = hostInLoop(counted, store, 2);
+    await until(
+      '200 rounds while the lead is busy',
+      async () => rounds.mock.calls.length,
+      (n) => n >= 200,
+    );
+    expect(lists).toBe(0);
+    answer();
+    await c.waitFor(lead, ['waiting']);
+    const idleAt = rounds.mock.calls.length;
+    await until(
+      'ten more reads of the inbox',
+      async () => rounds.mock.calls.length,
+      (n) => n >= idleAt + 10,
+    );
+    // One list per idle judgement (a round reads the inbox once or twice); a watch per busy round
+    // listed ~200 times at once.
+    expect(lists).toBeLessThanOrEqual(rounds.mock.calls.length - idleAt + 1);
+    await stop();
     await c.shutdown();
     store.close();
   });

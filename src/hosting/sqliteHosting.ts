@@ -27,6 +27,8 @@ export function sqliteHosting(store: SqliteStore, now: () => number = Date.now):
   const claimed = new Set<string>();
   /** Runs that want a host, and from when. */
   const wanted = new Map<string, number>();
+  /** Wakes told per run since this process began (its wake sequence): a release is conditional on it. */
+  const woken = new Map<string, number>();
   const listeners = new Set<(runId: string) => void>();
   const port = portOf(store);
   const want = (runId: string, at: number) => {
@@ -34,6 +36,7 @@ export function sqliteHosting(store: SqliteStore, now: () => number = Date.now):
     if (before === undefined || at < before) wanted.set(runId, at);
   };
   const wake = (runId: string) => {
+    woken.set(runId, (woken.get(runId) ?? 0) + 1);
     want(runId, 0);
     for (const l of [...listeners]) l(runId);
   };
@@ -51,10 +54,14 @@ export function sqliteHosting(store: SqliteStore, now: () => number = Date.now):
       check: () => null,
       onLost: () => undefined,
       renew: () => Promise.resolve(true),
-      release(state) {
-        // A request posted since the host last looked wants it hosted on.
+      release(state, ifWakeSeq) {
+        // A request posted since the host last looked, or a wake told since it read the sequence, wants it hosted on.
         if (store.openInbox(runId).length > 0) return Promise.resolve(false);
+        if (ifWakeSeq !== undefined && (woken.get(runId) ?? 0) > ifWakeSeq) return Promise.resolve(false);
         claimed.delete(runId);
+        // Its host looked after every wake told so far (the sequence held): none of them wants it
+        // now (a request they announced was applied), so it is not handed out again for them.
+        if (ifWakeSeq !== undefined) wanted.delete(runId);
         if (state.state === 'runnable') want(runId, 0);
         else if (state.state === 'parked' && state.wakeAt !== null) want(runId, state.wakeAt);
         return Promise.resolve(true);
@@ -100,7 +107,7 @@ export function sqliteHosting(store: SqliteStore, now: () => number = Date.now):
     fireClaimedAt: (key) => Promise.resolve(store.fireClaimedAt(key)),
     moveFireClaim: (key, from, to) => Promise.resolve(store.moveFireClaim(key, from, to)),
     openRequests: (runId) => Promise.resolve(store.openInbox(runId)),
-    wakeSeq: () => Promise.resolve(0),
+    wakeSeq: (runId) => Promise.resolve(woken.get(runId) ?? 0),
     nextWakeIn() {
       const due = now();
       let next: number | null = null;

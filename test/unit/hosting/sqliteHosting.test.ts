@@ -60,6 +60,24 @@ describe('sqliteHosting', () => {
     }
   });
 
+  it('a release is conditional on the wake sequence: a wake told since it was read keeps the run; one read before is not handed out again', async () => {
+    const { store, hosting, runId, rootId } = await fileWithRun();
+    try {
+      const held = (await hosting.claimNext(lease))!;
+      // Posted while hosted: the host applies it, then reads the sequence and lets the run go.
+      const id = await hosting.post({ runId, kind: 'send', payload: { agent: rootId, content: 'hello' }, at: 5 });
+      store.answerInbox(id, { ok: true, message: 'delivered' }, 6);
+      const seq = await hosting.wakeSeq(runId);
+      await hosting.wake(runId);
+      expect(await held.release({ state: 'parked', wakeAt: null }, seq)).toBe(false);
+      expect(await held.release({ state: 'parked', wakeAt: null }, await hosting.wakeSeq(runId))).toBe(true);
+      // The wakes were looked at before the release: nothing wants the run now.
+      expect(await hosting.claimNext(lease)).toBeNull();
+    } finally {
+      store.close();
+    }
+  });
+
   it('a request another process posted (found in the file) makes its run wanted', async () => {
     const { store, hosting, runId, rootId } = await fileWithRun();
     try {

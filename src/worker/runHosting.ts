@@ -122,6 +122,18 @@ async function settledIdle(c: Coordinator<Store | StorePort>, port: WatchedPort,
   }
 }
 
+/** One idle watch of a hosting (`settledIdle`); marked stale once its hosting no longer trusts or waits for it, it lists no agent. */
+class IdleWatch {
+  stale = false;
+  readonly idle: Promise<'idle' | 'failed'>;
+  constructor(c: Coordinator<Store | StorePort>, port: WatchedPort) {
+    this.idle = settledIdle(c, port, () => this.stale).then(
+      () => 'idle' as const,
+      () => 'failed' as const,
+    );
+  }
+}
+
 /** The hosting of one claimed run: `hostLoop` boots or resumes it; `hostGiven` hosts a coordinator its caller holds (`adopt`). */
 export function runHosting(deps: HostingDeps) {
   const { store, options, logger } = deps;
@@ -249,15 +261,7 @@ export function runHosting(deps: HostingDeps) {
     // idle each of them listed every agent: 650 lists at K = 10,000, ~95 s of CPU before
     // shutdown() could finish. A watch begun before a round applied requests is not trusted (it
     // may have judged the run idle before their work began): a fresh one replaces it.
-    let watch: { idle: Promise<'idle' | 'failed'>; stale: boolean } | null = null;
-    const watchIdle = () => {
-      const w = { idle: Promise.resolve<'idle' | 'failed'>('failed'), stale: false };
-      w.idle = settledIdle(c, port, () => w.stale).then(
-        () => 'idle' as const,
-        () => 'failed' as const,
-      );
-      return w;
-    };
+    let watch: IdleWatch | null = null;
     try {
       for (;;) {
         // A coordinator shut down by its owner (`adopt`) has nothing more to apply.
@@ -265,7 +269,7 @@ export function runHosting(deps: HostingDeps) {
         try {
           const applied = await guarded(applyOpenRequests(c, () => store.openRequests(runId), held));
           if (watch !== null && applied.size > 0) watch.stale = true;
-          if (watch === null || watch.stale) watch = watchIdle();
+          if (watch === null || watch.stale) watch = new IdleWatch(c, port);
           const woke = nudged(entry).then(() => 'nudged' as const);
           const why = await Promise.race([watch.idle, woke]);
           if (held.lost || deps.stopping() || why === 'failed' || !c.health().ok) return 'failed';

@@ -109,8 +109,7 @@ const waitForAgents = define({
     }
     // An agent parks on anything that can still answer: an active agent that could message it, or
     // its own executions and delegations, whose end wakes it (no polling, no paid call meanwhile).
-    const on = host.waitsOn(agent);
-    if (on.agents.length === 0 && on.executions.length === 0 && on.delegations.length === 0) {
+    if (host.nobodyToAnswer(agent)) {
       return {
         result: {
           wait_outcome: 'no_active_agents',

@@ -55,8 +55,8 @@ export interface BuiltinHost {
   isStopRequested(agent: BuiltinAgent): boolean;
   pendingCount(agent: BuiltinAgent): number;
   pendingFromUser(agent: BuiltinAgent): boolean;
-  /** What a wait of the agent would park on: agents that could answer and its own running work. */
-  waitsOn(agent: BuiltinAgent): { agents: AgentSummary[]; executions: string[]; delegations: string[] };
+  /** Nothing could answer a wait of the agent: no active child or parent, none of its executions or delegations running. */
+  nobodyToAnswer(agent: BuiltinAgent): boolean;
   /** Throws FINISH_REFUSED while the agent's work still runs (agents below it, its own executions and delegations). */
   assertNothingOutstanding(agent: BuiltinAgent): void;
   childrenSummary(agent: BuiltinAgent): AgentSummary[];

@@ -24,24 +24,16 @@ export interface GraphHost {
 
 const summary = (g: GraphHost, h: AgentHandle): AgentSummary => ({ agent_id: h.id, name: h.name, status: g.agents.status(h) });
 
-/** Active agents that could still message `agent`: its active children, and its parent. */
-function agentsThatCanAnswer(g: GraphHost, agent: AgentHandle): AgentHandle[] {
-  const out = agent.children.map((id) => g.agents.get(id)).filter((c) => isActive(g.agents.status(c)));
-  const parent = agent.parentId === null ? undefined : g.agents.find(agent.parentId);
-  if (parent && isActive(g.agents.status(parent))) out.push(parent);
-  return out;
-}
-
 /**
- * What a wait of `agent` points at in the wait-for graph: the active agents that could message it
- * and its own work still running (whose end wakes it).
+ * Nothing could still answer a wait of `agent`: no active agent that could message it (its
+ * children, its parent) and none of its own work running (whose end would wake it). Stops at the
+ * first that could: a parent of 10,000 children asks it on every wait (it listed them all).
  */
-export function waitsOn(g: GraphHost, agent: AgentHandle) {
-  return {
-    agents: agentsThatCanAnswer(g, agent).map((h) => summary(g, h)),
-    executions: g.runningExecutions(agent.id),
-    delegations: g.runningDelegations(agent.id),
-  };
+export function nobodyToAnswer(g: GraphHost, agent: AgentHandle): boolean {
+  if (agent.children.some((id) => isActive(g.agents.status(g.agents.get(id))))) return false;
+  const parent = agent.parentId === null ? undefined : g.agents.find(agent.parentId);
+  if (parent && isActive(g.agents.status(parent))) return false;
+  return g.runningExecutions(agent.id).length === 0 && g.runningDelegations(agent.id).length === 0;
 }
 
 export function childrenSummary(g: GraphHost, agent: AgentHandle): AgentSummary[] {

@@ -59,7 +59,7 @@ import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
-import { createCheckpointer, type Checkpointer, type CheckpointStats } from './walCheckpointer.js';
+import { createCheckpointer, type Checkpointer, type CheckpointResult, type CheckpointStats } from './walCheckpointer.js';
 
 /** The store's promoted notes, newest promotion first (notes/notes.ts). */
 const PROMOTED_NOTES = "SELECT * FROM notes WHERE state = 'promoted' ORDER BY decided_at DESC, id";
@@ -89,7 +89,7 @@ export interface OpenStoreOptions {
   redactor?: Redactor;
   /**
    * Owner of a file only: who checkpoints the WAL (copies its pages into the database file).
-   * 'thread': a worker thread with its own connection, every 16 commits, so no commit of the
+   * 'thread': a worker thread with its own connection, every 16 commits and 1 s at most, so no commit of the
    * owner's waits on it; past 64 MiB of WAL (a writer the thread cannot keep up with) the owner
    * checkpoints itself, which bounds the file (walCheckpointer.ts). The thread starts at the 16th
    * commit, not at open. 'inline': SQLite's automatic checkpoint, inside the commit that takes the
@@ -100,14 +100,9 @@ export interface OpenStoreOptions {
   logger?: Logger;
 }
 
-/** The WAL checkpointer's figures and a wait for its request in flight (`checkpoint: 'thread'`). */
-export interface CheckpointsView {
-  readonly stats: Readonly<CheckpointStats>;
-  settled(): Promise<void>;
-}
-
-/** Commits between two checkpoints of the thread, and the WAL size past which the owner checkpoints itself. */
+/** Commits and ms between two checkpoints of the thread, and the WAL size past which the owner checkpoints itself. */
 const CHECKPOINT_EVERY = 16;
+const CHECKPOINT_MIN_INTERVAL_MS = 1_000;
 const WAL_CAP_BYTES = 64 * 2 ** 20;
 
 export interface SqliteStore extends Store {
@@ -117,8 +112,8 @@ export interface SqliteStore extends Store {
   readonly synchronous: 'FULL' | 'NORMAL';
   /** The fatal error that stopped this store, if any. */
   readonly failure: TroupeError | null;
-  /** The WAL's checkpoint thread (`checkpoint: 'thread'`, owner of a file), else null. */
-  readonly checkpoints: CheckpointsView | null;
+  /** The WAL's checkpoint thread (`checkpoint: 'thread'`, owner of a file): what it did, and a wait for its request in flight; else null. */
+  readonly checkpoints: { readonly stats: Readonly<CheckpointStats>; settled(): Promise<void> } | null;
   integrityCheck(): string;
   /**
    * Decode every row of the file (what an owner's open does before its first write); throws
@@ -503,8 +498,9 @@ function threadCheckpointer(db: Database.Database, options: OpenStoreOptions, sy
     path: options.path,
     synchronous,
     logger: options.logger ?? pino({ level: 'silent' }),
-    ownerCheckpoint: () => (db.pragma('wal_checkpoint(PASSIVE)') as { busy: number; log: number; checkpointed: number }[])[0]!,
+    ownerCheckpoint: () => (db.pragma('wal_checkpoint(PASSIVE)') as CheckpointResult[])[0]!,
     every: CHECKPOINT_EVERY,
+    minIntervalMs: CHECKPOINT_MIN_INTERVAL_MS,
     capBytes: WAL_CAP_BYTES,
   });
 }

@@ -16,7 +16,9 @@ import { createCheckpointer, type CheckpointResult } from '../../../src/store/wa
 const CAP = 1 << 20;
 const ROW = 4_000;
 
-function owner(options: { every: number; failFirst?: number }) {
+let clock = 0;
+
+function owner(options: { every: number; minIntervalMs?: number; failFirst?: number }) {
   const path = join(mkdtempSync(join(tmpdir(), 'troupe-ckpt-')), 't.db');
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
@@ -37,6 +39,8 @@ function owner(options: { every: number; failFirst?: number }) {
     logger: pino({ level: 'debug' }, sink),
     ownerCheckpoint: () => (db.pragma('wal_checkpoint(PASSIVE)') as CheckpointResult[])[0]!,
     every: options.every,
+    minIntervalMs: options.minIntervalMs ?? 0,
+    now: () => clock,
     capBytes: CAP,
     ...(options.failFirst === undefined ? {} : { failFirst: options.failFirst }),
   });
@@ -81,6 +85,19 @@ describe('WAL checkpointer', () => {
     expect(o.checkpointer.stats.done).toBe(100);
     // ~3.3 MB written; the WAL restarts after each checkpoint, so it holds about one round (8 rows).
     expect(o.walMax()).toBeLessThan(CAP / 4);
+    o.checkpointer.close();
+    o.db.close();
+  });
+
+  it('asks the thread at most once per minIntervalMs, however many commits', async () => {
+    const o = owner({ every: 2, minIntervalMs: 1_000 });
+    clock = 0;
+    for (let i = 0; i < 40; i++) {
+      o.commit();
+      await o.checkpointer.settled();
+      clock += 100; // 40 commits over 4 s
+    }
+    expect(o.checkpointer.stats.done).toBe(4);
     o.checkpointer.close();
     o.db.close();
   });

@@ -15,7 +15,6 @@
  * write, the store fails closed — that write and every later one throw STORE_IO / STORE_CORRUPT.
  * @module
  */
-import { pino, type Logger } from 'pino';
 import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
 import { checksum, messageDigest } from './checksums.js';
@@ -59,7 +58,6 @@ import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
-import { createCheckpointer, type Checkpointer, type CheckpointResult, type CheckpointStats } from './walCheckpointer.js';
 
 /** The store's promoted notes, newest promotion first (notes/notes.ts). */
 const PROMOTED_NOTES = "SELECT * FROM notes WHERE state = 'promoted' ORDER BY decided_at DESC, id";
@@ -87,23 +85,7 @@ export interface OpenStoreOptions {
    * value). See `createRedactor`.
    */
   redactor?: Redactor;
-  /**
-   * Owner of a file only: who checkpoints the WAL (copies its pages into the database file).
-   * 'thread': a worker thread with its own connection, every 16 commits and 1 s at most, so no commit of the
-   * owner's waits on it; past 64 MiB of WAL (a writer the thread cannot keep up with) the owner
-   * checkpoints itself, which bounds the file (walCheckpointer.ts). The thread starts at the 16th
-   * commit, not at open. 'inline': SQLite's automatic checkpoint, inside the commit that takes the
-   * WAL past 1,000 pages. Default 'inline'.
-   */
-  checkpoint?: 'thread' | 'inline';
-  /** Where the store logs what it does not throw (a checkpoint that failed and is retried). Default: silent. */
-  logger?: Logger;
 }
-
-/** Commits and ms between two checkpoints of the thread, and the WAL size past which the owner checkpoints itself. */
-const CHECKPOINT_EVERY = 16;
-const CHECKPOINT_MIN_INTERVAL_MS = 1_000;
-const WAL_CAP_BYTES = 64 * 2 ** 20;
 
 export interface SqliteStore extends Store {
   readonly path: string;
@@ -112,8 +94,6 @@ export interface SqliteStore extends Store {
   readonly synchronous: 'FULL' | 'NORMAL';
   /** The fatal error that stopped this store, if any. */
   readonly failure: TroupeError | null;
-  /** The WAL's checkpoint thread (`checkpoint: 'thread'`, owner of a file): what it did, and a wait for its request in flight; else null. */
-  readonly checkpoints: { readonly stats: Readonly<CheckpointStats>; settled(): Promise<void> } | null;
   integrityCheck(): string;
   /**
    * Decode every row of the file (what an owner's open does before its first write); throws
@@ -170,9 +150,6 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
   if (synchronous !== 'FULL' && synchronous !== 'NORMAL') {
     throw new TroupeError('CONFIG_INVALID', `Expected synchronous to be "FULL" or "NORMAL", got ${JSON.stringify(synchronous)}`);
   }
-  if (options.checkpoint !== undefined && options.checkpoint !== 'thread' && options.checkpoint !== 'inline') {
-    throw new TroupeError('CONFIG_INVALID', `Expected checkpoint to be "thread" or "inline", got ${JSON.stringify(options.checkpoint)}`);
-  }
   const memory = options.path === ':memory:';
   // A new project has no .troupe/ yet: the owner creates the database's folder (0700).
   if (!memory && !options.readonly) ensureParentDir(options.path);
@@ -198,14 +175,7 @@ function createSqliteStore(
 ): SqliteStore {
   const readonly = options.readonly === true;
   const q = prepareStatements(db);
-  const checkpointer = lock !== null && options.checkpoint === 'thread' ? threadCheckpointer(db, options, synchronous) : null;
-  const tx = createTransactor(db, {
-    path: options.path,
-    readonly,
-    boot,
-    insertBoot: q.insertBoot,
-    ...(checkpointer ? { onCommit: checkpointer.committed } : {}),
-  });
+  const tx = createTransactor(db, { path: options.path, readonly, boot, insertBoot: q.insertBoot });
   const { onRollback } = tx;
   // The agent rows the open's verify pass decoded are what the file holds until this owner's first
   // write (it holds the lock): a resume lists them instead of reading and decoding every agent
@@ -243,7 +213,6 @@ function createSqliteStore(
     get failure() {
       return tx.failure;
     },
-    checkpoints: checkpointer && { stats: checkpointer.stats, settled: checkpointer.settled },
     transaction,
 
     insertRun: (run) =>
@@ -478,29 +447,8 @@ function createSqliteStore(
     },
 
     close() {
-      // The thread's connection closes first: the owner's close, the last, checkpoints the rest.
-      checkpointer?.close();
       if (db.open) db.close();
       lock?.release();
     },
   };
-}
-
-/**
- * The owner's connection stops checkpointing inside its commits; a thread does it
- * (walCheckpointer.ts). `journal_size_limit` truncates a WAL that grew past a quarter of the cap
- * when a write restarts it.
- */
-function threadCheckpointer(db: Database.Database, options: OpenStoreOptions, synchronous: 'FULL' | 'NORMAL'): Checkpointer {
-  db.pragma('wal_autocheckpoint = 0');
-  db.pragma(`journal_size_limit = ${WAL_CAP_BYTES / 4}`);
-  return createCheckpointer({
-    path: options.path,
-    synchronous,
-    logger: options.logger ?? pino({ level: 'silent' }),
-    ownerCheckpoint: () => (db.pragma('wal_checkpoint(PASSIVE)') as CheckpointResult[])[0]!,
-    every: CHECKPOINT_EVERY,
-    minIntervalMs: CHECKPOINT_MIN_INTERVAL_MS,
-    capBytes: WAL_CAP_BYTES,
-  });
 }

@@ -31,11 +31,9 @@ export interface TransactorOptions {
   /** This owner's fencing token, recorded in `boots` with its first write. */
   boot: number;
   insertBoot: Database.Statement;
-  /** After each outermost transaction that committed (the WAL's checkpointer counts them). */
-  onCommit?: () => void;
 }
 
-export function createTransactor(db: Database.Database, { path, readonly, boot, insertBoot, onCommit }: TransactorOptions): Transactor {
+export function createTransactor(db: Database.Database, { path, readonly, boot, insertBoot }: TransactorOptions): Transactor {
   let undo: (() => void)[] | null = null;
   let failure: TroupeError | null = null;
   let depth = 0;
@@ -52,9 +50,8 @@ export function createTransactor(db: Database.Database, { path, readonly, boot, 
     const log: (() => void)[] = [];
     undo = log;
     depth = 1;
-    let result: T;
     try {
-      result = immediate.immediate(() => {
+      return immediate.immediate(() => {
         if (!booted) {
           insertBoot.run(boot, Date.now(), process.pid);
           booted = true;
@@ -74,8 +71,6 @@ export function createTransactor(db: Database.Database, { path, readonly, boot, 
       depth = 0;
       undo = null;
     }
-    onCommit?.();
-    return result;
   }
 
   function onRollback(fn: () => void): void {

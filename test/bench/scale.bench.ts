@@ -19,9 +19,7 @@
  * with `concurrency.adaptive` off then on (SCALE_ADAPTIVE=first: on then off), and reports the
  * ratios and the lowest model concurrency the admission set. SCALE_THREAD=1 runs each store with
  * `openaiModel({ thread: true })` off then on (the model calls in a worker thread) and prints the
- * ratios on ÷ off (SCALE_THREAD=on: on only). SCALE_CHECKPOINT=1 runs each SQLite store with
- * `openStore({ checkpoint: 'inline' })` then `'thread'` (=first: thread then inline) and prints the
- * ratios thread ÷ inline; every SQLite run reports the WAL file's peak size. Besides the process's CPU per turn (all threads), every run reports the main
+ * ratios on ÷ off. Besides the process's CPU per turn (all threads), every run reports the main
  * thread's busy time per turn (its event-loop utilisation's active time ÷ turns): with the thread
  * on, the worker's CPU is in the first and not in the second. The heap figures are the main
  * thread's only (the worker's heap, with its copy of every agent's last request, is not counted).
@@ -48,7 +46,7 @@
  * worse loop p99 (362 ms against 264, paired runs).
  * @module
  */
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,11 +71,8 @@ type StoreKind = 'memory' | 'NORMAL' | 'FULL';
 const STORES = (process.env.SCALE_STORES ?? 'memory,NORMAL,FULL').split(',') as StoreKind[];
 /** With `concurrency.adaptive` too (host/calls/admission.ts): each store off and on, in the order asked. */
 const ADAPTIVE = process.env.SCALE_ADAPTIVE === undefined ? [false] : process.env.SCALE_ADAPTIVE === 'first' ? [true, false] : [false, true];
-/** With the model thread too (`openaiModel({ thread: true })`): each store off, then on (SCALE_THREAD=on: on only). */
-const THREAD = process.env.SCALE_THREAD === '1' ? [false, true] : process.env.SCALE_THREAD === 'on' ? [true] : [false];
-/** SQLite stores with the WAL checkpoint in a thread too (`openStore({ checkpoint: 'thread' })`): inline then thread (SCALE_CHECKPOINT=first: thread then inline). */
-const CHECKPOINT: ('inline' | 'thread')[] =
-  process.env.SCALE_CHECKPOINT === undefined ? ['inline'] : process.env.SCALE_CHECKPOINT === 'first' ? ['thread', 'inline'] : ['inline', 'thread'];
+/** With the model thread too (`openaiModel({ thread: true })`): each store off, then on. */
+const THREAD = process.env.SCALE_THREAD === '1' ? [false, true] : [false];
 
 interface Figures {
   ms: number;
@@ -106,10 +101,6 @@ interface Figures {
   rootRequestKb: number;
   /** The lowest model concurrency seen (the admission's, with adaptive). */
   minConcurrency: number;
-  /** The WAL file's peak size (sampled every 250 ms), in MB; NaN in memory. */
-  walPeakMb: number;
-  /** With `checkpoint: 'thread'`: the thread's checkpoints, and the owner's past the cap. */
-  checkpoints: string;
 }
 
 type GcKind = 'minor' | 'major' | 'incremental' | 'weakcb';
@@ -183,18 +174,9 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   return { ms, lastChildMs };
 }
 
-async function team(store: StoreKind, adaptive: boolean, thread: boolean, checkpoint: 'inline' | 'thread'): Promise<Figures> {
+async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
-  const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store, checkpoint });
-  let walPeak = opened ? 0 : Number.NaN;
-  const wal = opened ? `${opened.path}-wal` : '';
-  const walSize = () => {
-    try {
-      return statSync(wal).size;
-    } catch {
-      return 0;
-    }
-  };
+  const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store });
   const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '', thread });
   let turns = 0;
   let lastRoot: Parameters<typeof model.complete>[0] | null = null;
@@ -255,7 +237,6 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, checkp
     const mem = process.memoryUsage();
     heapPeak = Math.max(heapPeak, mem.heapUsed);
     rssPeak = Math.max(rssPeak, mem.rss);
-    if (opened) walPeak = Math.max(walPeak, walSize());
     minConcurrency = Math.min(minConcurrency, coordinator.health().modelQueue.concurrency);
   }, 250);
   const eld = monitorEventLoopDelay({ resolution: 10 });
@@ -282,8 +263,6 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, checkp
     for (const agent of runId === undefined ? [] : reads.listAgents(runId)) sessionBytes += JSON.stringify(reads.loadSession(agent.id)).length;
   }
   // Timed apart: at K = 10,000 on FULL the bench's function outlasted the team by ~90 s.
-  const stats = opened?.checkpoints?.stats;
-  const checkpoints = stats ? `thread ${stats.done} done, ${stats.failed} failed, owner ${stats.owner}` : '';
   let tEnd = performance.now();
   await coordinator.shutdown();
   const shutdownMs = performance.now() - tEnd;
@@ -309,8 +288,6 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, checkp
     rssPeakMb: (rssPeak - mem0.rss) / 2 ** 20,
     // Measured after the run: its last request (its finish turn) holds every spawn and report.
     minConcurrency,
-    walPeakMb: walPeak / 2 ** 20,
-    checkpoints,
     rootRequestKb: lastRoot === null ? Number.NaN : Buffer.byteLength(JSON.stringify((lastRoot as { messages: unknown }).messages)) / 1024,
   };
 }
@@ -329,11 +306,12 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
   for (const store of STORES) {
     for (const adaptive of ADAPTIVE) {
       for (const thread of THREAD) {
-        for (const checkpoint of store === 'memory' ? (['inline'] as const) : CHECKPOINT) {
-          const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}${checkpoint === 'thread' ? ', checkpoint thread' : ''}`;
-          const key = `${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}${checkpoint === 'thread' ? '+ckpt' : ''}`;
-          bench(name, async () => void results.set(key, await team(store, adaptive, thread, checkpoint)), once);
-        }
+        const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}`;
+        bench(
+          name,
+          async () => void results.set(`${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}`, await team(store, adaptive, thread)),
+          once,
+        );
       }
     }
   }
@@ -347,7 +325,7 @@ afterAll(async () => {
   ];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, WAL peak ${f.walPeakMb.toFixed(1)} MB${f.checkpoints ? ` (checkpoints: ${f.checkpoints})` : ''}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
     );
   }
   for (const [store, f] of results) {
@@ -365,14 +343,6 @@ afterAll(async () => {
     if (off && on) {
       lines.push(
         `${store} adaptive ÷ fixed: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}`,
-      );
-    }
-  }
-  for (const [key, inline] of results) {
-    const ckpt = results.get(`${key}+ckpt`);
-    if (ckpt) {
-      lines.push(
-        `${key} checkpoint thread ÷ inline: time ${(ckpt.ms / inline.ms).toFixed(2)}, event-loop delay p99 ${(ckpt.eldP99Ms / inline.eldP99Ms).toFixed(2)}, main thread busy/turn ${(ckpt.mainBusyPerTurnUs / inline.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(ckpt.cpuPerTurnUs / inline.cpuPerTurnUs).toFixed(2)}, WAL peak ${(ckpt.walPeakMb / inline.walPeakMb).toFixed(2)}, peak RSS ${(ckpt.rssPeakMb / inline.rssPeakMb).toFixed(2)}`,
       );
     }
   }

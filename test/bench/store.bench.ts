@@ -52,9 +52,9 @@ function soloModel(turns: number, starts: number[]): Model {
   };
 }
 
-/** µs per turn of one agent: on a SQLite file in `sync` mode, or on the memory store (`'memory'`); the WAL checkpointed as `checkpoint` says. */
-async function troupeTurns(sync: 'FULL' | 'NORMAL' | 'memory', turns: number, checkpoint?: 'thread' | 'inline'): Promise<number[]> {
-  const store = sync === 'memory' ? undefined : openStore({ path: tempDb(), synchronous: sync, ...(checkpoint ? { checkpoint } : {}) });
+/** µs per turn of one agent: on a SQLite file in `sync` mode, or on the memory store (`'memory'`). */
+async function troupeTurns(sync: 'FULL' | 'NORMAL' | 'memory', turns: number): Promise<number[]> {
+  const store = sync === 'memory' ? undefined : openStore({ path: tempDb(), synchronous: sync });
   const starts: number[] = [];
   const c = createCoordinator({ model: soloModel(turns, starts), ...(store ? { store } : {}), tools: [noop], limits: { maxTurns: turns + 1 } });
   const id = await c.start({ name: 'solo', task: 'work' });
@@ -173,31 +173,6 @@ describe('durable overhead per turn (one agent, instant model)', () => {
       );
     });
   }
-});
-
-describe("the WAL's checkpoint in a thread, a small run (one agent, FULL, 400 turns)", () => {
-  // Paired in each iteration, the order alternated: the thread starts at the 16th commit, inside the run.
-  const ratios: number[] = [];
-  const wall: number[] = [];
-  let order = 0;
-  bench(
-    "checkpoint: 'thread' vs 'inline'",
-    async () => {
-      const figures = new Map<string, { us: number; ms: number }>();
-      for (const mode of order++ % 2 === 0 ? (['inline', 'thread'] as const) : (['thread', 'inline'] as const)) {
-        const t0 = performance.now();
-        const times = await troupeTurns('FULL', 400, mode);
-        figures.set(mode, { us: median(times.slice(100)), ms: performance.now() - t0 });
-      }
-      ratios.push(figures.get('thread')!.us / figures.get('inline')!.us);
-      wall.push(figures.get('thread')!.ms / figures.get('inline')!.ms);
-    },
-    runs(6),
-  );
-  reporters.push(
-    () =>
-      `checkpoint thread ÷ inline, one agent FULL 400 turns: median turn ${median(ratios).toFixed(2)}× (per pair ${ratios.map((r) => r.toFixed(2)).join(' ')}), whole run (open to close) ${median(wall).toFixed(2)}× (per pair ${wall.map((r) => r.toFixed(2)).join(' ')})`,
-  );
 });
 
 describe('per-turn cost stays flat as the session grows', () => {

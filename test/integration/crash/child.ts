@@ -37,9 +37,6 @@ const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const print = (line: string) => void process.stdout.write(`${line}\n`);
 const BUGGY = process.env.BUGGY ?? '';
-/** CRASH_CHECKPOINT=thread|inline: the store's WAL checkpointer (openStore's `checkpoint`; its default unless set). */
-const CHECKPOINT: { checkpoint?: 'thread' | 'inline' } =
-  process.env.CRASH_CHECKPOINT === 'thread' || process.env.CRASH_CHECKPOINT === 'inline' ? { checkpoint: process.env.CRASH_CHECKPOINT } : {};
 const teamName = (teamArg ?? 'default') as TeamName;
 
 /** The live coordinator (the delegate tool dispatches through it). */
@@ -142,7 +139,7 @@ async function main(): Promise<void> {
     return new Promise(() => {});
   }
   print('BOOT');
-  const store = openStore({ path, synchronous: sync === 'NORMAL' ? 'NORMAL' : 'FULL', ...CHECKPOINT });
+  const store = openStore({ path, synchronous: sync === 'NORMAL' ? 'NORMAL' : 'FULL' });
   const port = portFor(store);
   print('OPEN');
   if (mode === 'recover-loop') {

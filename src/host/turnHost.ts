@@ -103,7 +103,8 @@ function turnHost(p: TurnHostPorts): TurnHost {
         commit.stage({ op: 'appendEvent', row: { runId, agentId: agent.id, type: 'tool.call', data: { tool: activity.tool }, at: clock.now() } });
       if (views.hasListeners) views.emit({ type: 'agent.activity', agentId: agent.id, name: agent.name, activity, at: clock.now() });
     },
-    mailRead: (agent, read, count) => p.callLog.mailRead(agent.id, read, count),
+    mailRead: (agent, read, taken) => p.callLog.mailRead(agent.id, read, taken),
+    nobodyToAnswer: (agent) => p.builtins.nobodyToAnswer(agent),
     toolEnded: (agent, call, startedAt) => p.callLog.toolEnded(agent.id, call.id, startedAt),
     toolFailed: (agent, call, errorCode) => {
       p.callLog.toolFailed(agent.id, call.id, errorCode);

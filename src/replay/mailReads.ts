@@ -1,6 +1,7 @@
 /**
  * The recorded mailbox reads in a replay (issue 37): when a turn or a wait reads its mailbox is not
- * recorded, only how many messages each read took (`replay.read`). Each read of the code takes as
+ * recorded, only how many messages each read took (`replay.read`), and whether the wait reading
+ * them was told they were the last (`last`: whether anything else is still active then is timing). Each read of the code takes as
  * many as the recording's did, once that many have come — held until then — so a wait counts the
  * messages its recording counted whatever the commits around it. A read the recording has none of
  * took none: a turn's leaves the mail waiting; a wait's parks (or answers as it did: stopped, no
@@ -9,6 +10,7 @@
  * A recording without reads (an older one) keeps the old rule: every read takes what waits.
  * @module
  */
+import type { Read } from '../tools/ports.js';
 import type { MailRead } from '../turn/ports.js';
 import type { Divergence } from './compare.js';
 import { readKey, type Recording } from './recording.js';
@@ -17,14 +19,17 @@ import { readKey, type Recording } from './recording.js';
 interface HeldRead {
   agentId: string;
   read: MailRead;
-  count: number;
+  taken: Read;
   waiting(): number;
-  give(count: number | null): void;
+  give(taken: Read | null): void;
 }
+
+/** A read the recording has none of: it took none. */
+const NONE: Read = { count: 0, last: false };
 
 export class RecordedReads {
   /** The recorded reads not taken yet, by agent and read (recording.ts `reads`); null: an older recording. */
-  readonly #reads: Map<string, number[]> | null;
+  readonly #reads: Map<string, Read[]> | null;
   readonly #agents: Recording['agents'];
   #held: HeldRead[] = [];
 
@@ -34,24 +39,23 @@ export class RecordedReads {
   }
 
   /**
-   * The count read `read` of process `epoch` takes: synchronous unless it must wait for messages
-   * (an await would move the read later than the recording's); null, what waits (`off`: the replay
-   * went live or diverged, or an older recording).
+   * What read `read` of process `epoch` takes (the recording's count and `last`): synchronous
+   * unless it must wait for messages (an await would move the read later than the recording's);
+   * null, the code's own read (`off`: the replay went live or diverged, or an older recording).
    */
-  take(epoch: number, agentId: string, read: MailRead, waiting: () => number, off: boolean): number | null | Promise<number | null> {
+  take(epoch: number, agentId: string, read: MailRead, waiting: () => number, off: boolean): Read | null | Promise<Read | null> {
     if (!this.#reads || off) return null;
-    const count = this.#reads.get(readKey(epoch, agentId, read))?.shift();
-    if (count === undefined) return 0;
-    if (waiting() >= count) return count;
-    return new Promise((give) => this.#held.push({ agentId, read, count, waiting, give }));
+    const taken = this.#reads.get(readKey(epoch, agentId, read))?.shift() ?? NONE;
+    if (waiting() >= taken.count) return taken;
+    return new Promise((give) => this.#held.push({ agentId, read, taken, waiting, give }));
   }
 
   /** Give the held reads whose messages have come (all of them, with the code's own count, if `over`); whether any was. */
   release(over: boolean): boolean {
-    const due = this.#held.filter((h) => over || h.waiting() >= h.count);
+    const due = this.#held.filter((h) => over || h.waiting() >= h.taken.count);
     if (due.length === 0) return false;
     this.#held = this.#held.filter((h) => !due.includes(h));
-    for (const h of due) h.give(over ? null : h.count);
+    for (const h of due) h.give(over ? null : h.taken);
     return true;
   }
 
@@ -69,21 +73,21 @@ export class RecordedReads {
       agentId: held.agentId,
       turn: turnOf(held.agentId),
       kind: 'notice',
-      diff: `the recording's ${'turn' in held.read ? `turn ${held.read.turn}` : `wait ${held.read.callId}`} read ${held.count} waiting messages; only ${held.waiting()} came`,
+      diff: `the recording's ${'turn' in held.read ? `turn ${held.read.turn}` : `wait ${held.read.callId}`} read ${held.taken.count} waiting messages; only ${held.waiting()} came`,
     };
   }
 
   /** A read of the recording's the code never made (it read that agent's mail elsewhere, or not at all), or null. */
   unread(): Divergence | null {
-    for (const [key, counts] of this.#reads ?? []) {
-      if (counts.length === 0) continue;
+    for (const [key, reads] of this.#reads ?? []) {
+      if (reads.length === 0) continue;
       const [, agentId, read] = key.split('\u0000') as [string, string, string];
       return {
         agent: this.#name(agentId),
         agentId,
         turn: 0,
         kind: 'notice',
-        diff: `the recording's ${read.replace('call ', 'wait ')} read ${counts[0]} waiting messages; the code never made that read`,
+        diff: `the recording's ${read.replace('call ', 'wait ')} read ${reads[0]!.count} waiting messages; the code never made that read`,
       };
     }
     return null;

@@ -10,6 +10,7 @@ import type { McpTool } from '../mcp/connection.js';
 import type { SessionItem } from '../model/types.js';
 import { portOf, type StorePort } from '../store/port.js';
 import { READ_TRIES, rewrittenSince, writesOf, type CommitEntry } from '../fork/journal.js';
+import type { Read } from '../tools/ports.js';
 import type { ToolImage } from '../tools/toolOutput.js';
 import { CALL_EVENT, COMMIT_EVENT, INPUT_EVENT, READ_EVENT, TOOL_EVENT, type AgentRow, type RunRow, type Store } from '../store/types.js';
 import type { MailRead } from '../turn/ports.js';
@@ -83,11 +84,12 @@ export interface Recording {
    */
   endedUnrecorded: Set<string>;
   /**
-   * The mailbox reads that took messages (`readKey`): how many, in order. Null: the recording has
-   * none (made before the call log kept them, or no agent ever read a message) — every read takes
-   * what waits, as it did then.
+   * The mailbox reads that took messages (`readKey`): how many, and whether they were the last
+   * (a read recorded without `last` was not), in order. Null: the recording has none (made before
+   * the call log kept them, or no agent ever read a message) — every read takes what waits, as it
+   * did then.
    */
-  reads: Map<string, number[]> | null;
+  reads: Map<string, Read[]> | null;
   /** Written to a durable store (its commits grouped per event-loop turn, not per microtask drain). */
   durable: boolean;
   /** When the recording's last event happened (a timer after the last step may still have moved an agent). */
@@ -137,7 +139,7 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
   const endedUnrecorded = new Set<string>();
   const hasResult = new Set<string>();
   let process = 0;
-  let mailReads: Map<string, number[]> | null = null;
+  let mailReads: Map<string, Read[]> | null = null;
   for (const e of events) {
     if (e.type === COMMIT_EVENT) {
       durable = true;
@@ -175,10 +177,10 @@ export async function readRecording(reads: ReplayReads, runId: string): Promise<
     }
     endsAt = Math.max(endsAt, e.at);
     if (e.type === READ_EVENT && e.agentId !== null) {
-      const { count, ...read } = e.data as MailRead & { count: number };
+      const { count, last, ...read } = e.data as MailRead & { count: number; last?: boolean };
       const key = readKey(process, e.agentId, read);
       mailReads ??= new Map();
-      mailReads.set(key, [...(mailReads.get(key) ?? []), count]);
+      mailReads.set(key, [...(mailReads.get(key) ?? []), { count, last: last === true }]);
       continue;
     }
     if (e.type === TOOL_EVENT && e.agentId !== null) {

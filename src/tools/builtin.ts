@@ -35,6 +35,21 @@ function childrenPart(children: readonly AgentSummary[]): Record<string, unknown
 const clampSeconds = (s: number) => Math.min(300, Math.max(1, s));
 
 /**
+ * A wait's result when mail came: `pending` messages follow. `last`: nothing could still answer the
+ * wait (Read): the result says so, and a parent can finish on its last reports rather than pay a
+ * call to hear `no_active_agents` from its next wait.
+ */
+export function messagesArrived(pending: number, last: boolean): Record<string, unknown> {
+  if (!last) return { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' };
+  return {
+    wait_outcome: 'message_arrived',
+    pending_messages: pending,
+    no_active_agents: true,
+    note: 'The messages follow, and they are the last: no agent that could message you is still active and none of your executions or delegations is running. Continue your work or finish; do not wait again.',
+  };
+}
+
+/**
  * A finish tool's spec for an agent with an output schema: its parameters gain a required `value`
  * described by the schema (the tool's own schema, validated before it runs, never has one).
  */
@@ -102,10 +117,11 @@ const waitForAgents = define({
     if (flags.budgetStopped) return { result: { wait_outcome: 'budget_stopped' } };
     if (flags.reserveStopped && !isRoot(agent)) return { result: { wait_outcome: 'reserve_stopped' } };
     if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
-    const pending = state.pinned ?? host.pendingCount(agent);
+    const pending = state.pinned?.count ?? host.pendingCount(agent);
     if (pending > 0) {
-      state.read = pending;
-      return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
+      const last = state.pinned?.last ?? host.nobodyToAnswer(agent);
+      state.read = { count: pending, last };
+      return { result: messagesArrived(pending, last) };
     }
     // An agent parks on anything that can still answer: an active agent that could message it, or
     // its own executions and delegations, whose end wakes it (no polling, no paid call meanwhile).
@@ -175,10 +191,10 @@ const sleepUntil = define({
     if (state.waited) return { result: { wait_outcome: 'already_waited', note: 'Only one wait per turn.' } };
     state.waited = true;
     if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
-    const pending = state.pinned ?? host.pendingCount(agent);
+    const pending = state.pinned?.count ?? host.pendingCount(agent);
     if (pending > 0) {
-      state.read = pending;
-      return { result: { wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' } };
+      state.read = { count: pending, last: false };
+      return { result: messagesArrived(pending, false) };
     }
     // A time already past answers at once: nothing to sleep for.
     if (at <= now) return { result: { wait_outcome: 'timer_fired', note: 'That time has already come.' } };

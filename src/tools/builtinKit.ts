@@ -7,7 +7,7 @@ import type { TurnOutcome } from '../../machines/types.js';
 import type { TroupeError } from '../errors.js';
 import type { JsonSchema } from '../model/types.js';
 import { compileSchema } from './defineTool.js';
-import type { BuiltinAgent, BuiltinHost } from './ports.js';
+import type { BuiltinAgent, BuiltinHost, Read } from './ports.js';
 
 /** Per-turn state shared by the tool calls of one model turn. */
 export interface TurnToolState {
@@ -18,10 +18,10 @@ export interface TurnToolState {
   waited: boolean;
   /** Plain text of this turn's assistant message (respond_to_user may deliver it). */
   text: string | null;
-  /** A replay's recorded count of the messages this call's wait found waiting (its read of the mailbox). */
-  pinned?: number;
-  /** How many waiting messages this call's wait reported (recorded for replay). */
-  read?: number;
+  /** A replay's recorded read of this call's wait: how many messages it found waiting, and whether they were the last. */
+  pinned?: Read;
+  /** What this call's wait reported reading (recorded for replay). */
+  read?: Read;
 }
 
 /** What of the run's options decides which built-ins an agent is offered. */

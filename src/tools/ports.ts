@@ -64,3 +64,14 @@ export interface BuiltinHost {
   /** Record the user's assent to the agent's stated plan (quoted): it opens the agent's approval window. */
   assent(agent: BuiltinAgent, quote: string): { windowMs: number };
 }
+
+/**
+ * What a read took: how many waiting messages, and whether they are the last any agent could send
+ * (`last`: nothing else could still answer the reader's wait — `nobodyToAnswer` — when it read).
+ * A wait woken or answered with mail says so (`no_active_agents: true`), so a parent can finish on
+ * its last reports instead of paying a call to be told that nobody is left.
+ */
+export interface Read {
+  count: number;
+  last: boolean;
+}

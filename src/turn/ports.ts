@@ -9,6 +9,7 @@ import type { TurnOutcome } from '../../machines/types.js';
 import type { Clock } from '../clock.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../model/types.js';
 import type { BuiltinEnv } from '../tools/builtinKit.js';
+import type { Read } from '../tools/ports.js';
 import type { CompiledTool } from '../tools/defineTool.js';
 import type { OutputCheck } from '../tools/outputSchema.js';
 import type { TurnTrace } from '../trace/tracer.js';
@@ -116,13 +117,14 @@ export type MailRead = { turn: number } | { callId: string };
 
 /**
  * How many waiting messages a read takes, given by a replay (issue 37): the recorded count, once
- * that many have come — when a turn reads its mailbox is not the recording's, only what it read.
- * null: the code's own count (all that wait). A promise only for a read that must wait: any
+ * that many have come — when a turn reads its mailbox is not the recording's, only what it read —
+ * and whether the recording's read was the last (whether anything else is still active depends on
+ * timing a replay does not hold). null: the code's own read (all that wait, `last` as it is now). A promise only for a read that must wait: any
  * await would move the read a few microtasks on, later than the recording's (the property test
  * caught a wait reading a notice its recording's wait never saw). Live runs have none.
  */
 export interface MailReads {
-  take(agentId: string, read: MailRead, waiting: () => number): number | null | Promise<number | null>;
+  take(agentId: string, read: MailRead, waiting: () => number): Read | null | Promise<Read | null>;
 }
 
 /** The in-doubt ledger (issue 14): tools with effects are marked started before they run. */
@@ -201,8 +203,10 @@ export interface TurnHost {
   stopRequested(agent: AgentRef): boolean;
   /** Tell views what the agent is doing (a tool starting, a retry after a wait, a nudge); never persisted. */
   activity(agent: AgentRef, activity: AgentActivity): void;
-  /** A read of the agent's mailbox took `count` (> 0) messages: recorded for replay, in the commit of what it read. */
-  mailRead(agent: AgentRef, read: MailRead, count: number): void;
+  /** A read of the agent's mailbox took `taken.count` (> 0) messages: recorded for replay, in the commit of what it read. */
+  mailRead(agent: AgentRef, read: MailRead, taken: Read): void;
+  /** Nothing could still answer a wait of `agent` (waits/graph.ts): its mail is the last. */
+  nobodyToAnswer(agent: AgentRef): boolean;
   /** A user tool's execution ended, its result or failure back (recorded for replay: when, among the other steps). */
   toolEnded(agent: AgentRef, call: { id: string }, startedAt: number): void;
   /** A tool call failed with this error code (a team's failure patterns count it). */

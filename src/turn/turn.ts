@@ -20,6 +20,8 @@ import { compactEarly, compactSession, dueForCompaction, enforceImageBudget, has
 import { EVENT_NUDGE, TROUPE_NUDGE_ATTEMPT, TROUPE_NUDGE_LIMIT } from '../trace/attributes.js';
 import type { ChatSpan } from '../trace/tracer.js';
 import type { AgentRef, TurnHost } from './ports.js';
+import type { Read } from '../tools/ports.js';
+import { messagesArrived } from '../tools/builtin.js';
 import { afterDecision, decideRecovery, failure, noAttempts } from './recovery.js';
 import { nudgeText } from './texts.js';
 import { resolveCutCalls, runTools } from './toolCalls.js';
@@ -54,7 +56,7 @@ function sleepResult(wake: WakeReason | null, pending: number): string {
   }
 }
 
-function waitResult(tool: string, wake: WakeReason | null, pending: number, agent: AgentRef): string {
+function waitResult(tool: string, wake: WakeReason | null, pending: number, last: boolean, agent: AgentRef): string {
   if (tool === 'respond_to_user') {
     return JSON.stringify({ status: wake === 'message' || wake === 'revived' ? 'message_arrived' : 'resumed' });
   }
@@ -65,7 +67,7 @@ function waitResult(tool: string, wake: WakeReason | null, pending: number, agen
       if (pending === 0 && agent.notes.length > 0) {
         return JSON.stringify({ wait_outcome: 'execution_finished', note: 'One of your executions ended: its result follows.' });
       }
-      return JSON.stringify({ wait_outcome: 'message_arrived', pending_messages: pending, note: 'The messages follow.' });
+      return JSON.stringify(messagesArrived(pending, last));
     case 'deadlock':
       return agent.waitReport ?? JSON.stringify({ wait_outcome: 'deadlock' });
     case 'timeout':
@@ -210,17 +212,20 @@ function prepareSession(
   input: TurnInput,
   open: readonly ToolCall[],
   cut: { items: SessionItem[]; started: string[] } | null,
-  take: number | null,
+  take: Read | null,
 ): void {
   const { sessions } = host;
   // A revived agent starts a new task: tool failure streaks of the old one do not carry over.
   if (input.wake === 'revived') agent.tracker.resetAll();
   // The read of the mailbox: the count a woken wait reports is what the turn takes.
-  const pending = take ?? sessions.pending(agent);
+  const pending = take?.count ?? sessions.pending(agent);
   if (open.length === 0 && pending === 0 && !input.nudge && !agent.strategyPrompt) return;
+  // Whether the mail a woken wait reads is the last (a replay's: as recorded).
+  const wait = input.wake === 'message' && pending > 0 ? open.find((c) => c.id === input.pendingWait?.callId && c.name === 'wait_for_agents') : undefined;
+  const last = wait !== undefined && (take ? take.last : host.nobodyToAnswer(agent));
   const items: SessionItem[] = open.map((c) =>
     input.pendingWait?.callId === c.id
-      ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending, agent) }
+      ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending, last, agent) }
       : cut!.items.find((i) => i.role === 'tool' && i.toolCallId === c.id)!,
   );
   // Images a re-run call returned follow every tool result.
@@ -234,7 +239,7 @@ function prepareSession(
   if (items.length > 0) sessions.append(agent, items);
   agent.waitReport = null;
   sessions.drain(agent, pending);
-  if (pending > 0) host.mailRead(agent, { turn: input.turn }, pending);
+  if (pending > 0) host.mailRead(agent, { turn: input.turn }, { count: pending, last });
   if (agent.strategyPrompt) {
     sessions.append(agent, [{ role: 'user', content: agent.strategyPrompt }]);
     agent.strategyPrompt = null;

@@ -8,11 +8,12 @@
  * enough for the team and nothing else set (the model queue's default follows them). K = 1,000 (SCALE_K=10000 for the large team).
  *
  * Baseline, in the same run: the same calls with no troupe — K loops of 11 `node:http` calls to
- * the same server, started in the root's batches — whose wall time is the ideal. The root's
- * wake-ups are not in it: a report wakes a waiting root, so troupe's root makes at least one more
- * call after the last child ends than the baseline's (the wait that reads the last report, then the
- * one that is told no agent is active). Hence a second figure: when the last child's last call
- * answered, against the same in the ideal. Figures per
+ * the same server, started in the root's batches, then the root's finish — whose wall time is the
+ * ideal. The root's wake-ups are not in it: a report wakes a waiting root, and the root's turn
+ * that reads the last reports (told they are the last: `no_active_agents` on the woken wait) is
+ * its finish, the same one call after the last child as the baseline's, drawing the same latency
+ * (fakeServerChild.ts keyOf); the root's turns queue among its children's, though. Hence a second
+ * figure: when the last child's last call answered, against the same in the ideal. Figures per
  * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
  * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
  * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
@@ -130,8 +131,8 @@ const fullGc: () => void = (() => {
   return runInNewContext('gc') as () => void;
 })();
 
-/** One POST of the baseline, answered like any other call (the server picks `work`), as `name`'s `turn`: the server's delay for it is troupe's. */
-function post(agent: Agent, url: URL, name: string, turn: number): Promise<void> {
+/** One POST of the baseline, answered like any other call (the server picks `work`), as `name`'s `turn` (`final`: the root's finish): the server's delay for it is troupe's. */
+function post(agent: Agent, url: URL, name: string, turn: number | 'final'): Promise<void> {
   return new Promise((resolve, reject) => {
     const body = JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: `baseline ${name} ${turn}` }] });
     const req = httpRequest(
@@ -168,7 +169,7 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   await post(agent, url, 'lead', rootTurn++); // the root's wait
   await Promise.all(children);
   const lastChildMs = performance.now() - t0;
-  await post(agent, url, 'lead', rootTurn++); // the root's finish
+  await post(agent, url, 'lead', 'final'); // the root's finish (fakeServerChild.ts keyOf)
   const ms = performance.now() - t0;
   agent.destroy();
   return { ms, lastChildMs };

@@ -14,7 +14,7 @@ import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
 import { openStore } from '../../src/store/sqliteStore.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { flush, team, TERMINAL } from '../helpers/team.js';
+import { flush, spawnStep, team, TERMINAL } from '../helpers/team.js';
 
 const A = '019f4b19-eafd-74ed-baa6-d24a27b3f52c';
 const B = '019f4af7-7eff-7723-b38c-b540b267f407';
@@ -236,6 +236,70 @@ describe('dead waits (the wait-for graph)', () => {
     await t.c.executions.finish(A, { status: 'completed', result: 'ok' });
     await t.c.waitFor(rootId, TERMINAL);
     expect(deadlocks).toHaveLength(1);
+    await t.c.shutdown();
+  });
+});
+
+describe('the last reports', () => {
+  const outcomes = (t: ReturnType<typeof team>, id: string) =>
+    t
+      .toolResults(id)
+      .filter((r) => r.name === 'wait_for_agents')
+      .map((r) => ({ outcome: r.result.wait_outcome, pending: r.result.pending_messages, last: r.result.no_active_agents }));
+
+  it('a woken wait says when its messages are the last: the lead finishes on them, without a wait to be told nobody is left', async () => {
+    const t = team({
+      agents: {
+        lead: [spawnStep(['a', 'quick'], ['b', 'slow']), wait, wait, finish()],
+        a: [{ tool: 'agent_finish', args: { summary: 'a done' }, delayMs: 50 }],
+        b: [{ tool: 'agent_finish', args: { summary: 'b done' }, delayMs: 3_000 }],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
+    await t.advance(10_000, 50);
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
+    // a's report came while b worked: not the last. b's report was.
+    expect(outcomes(t, rootId)).toEqual([
+      { outcome: 'message_arrived', pending: 1, last: undefined },
+      { outcome: 'message_arrived', pending: 1, last: true },
+    ]);
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+
+  it('so does a wait that finds the last reports already waiting', async () => {
+    const t = team({
+      agents: {
+        // The lead's second call takes 5 s: both reports wait when its wait runs.
+        lead: [spawnStep(['a', 'quick'], ['b', 'quick']), { ...wait, delayMs: 5_000 }, finish()],
+        a: [{ tool: 'agent_finish', args: { summary: 'a done' }, delayMs: 50 }],
+        b: [{ tool: 'agent_finish', args: { summary: 'b done' }, delayMs: 50 }],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
+    await t.advance(10_000, 50);
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
+    expect(outcomes(t, rootId)).toEqual([{ outcome: 'message_arrived', pending: 2, last: true }]);
+    t.model.assertComplete();
+    await t.c.shutdown();
+  });
+
+  it('a wait that finds reports while another child works is not told they are the last', async () => {
+    const t = team({
+      agents: {
+        lead: [spawnStep(['a', 'quick'], ['b', 'slow']), { ...wait, delayMs: 1_000 }, wait, finish()],
+        a: [{ tool: 'agent_finish', args: { summary: 'a done' }, delayMs: 50 }],
+        b: [{ tool: 'agent_finish', args: { summary: 'b done' }, delayMs: 3_000 }],
+      },
+    });
+    const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
+    await t.advance(10_000, 50);
+    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
+    expect(outcomes(t, rootId)).toEqual([
+      { outcome: 'message_arrived', pending: 1, last: undefined },
+      { outcome: 'message_arrived', pending: 1, last: true },
+    ]);
+    t.model.assertComplete();
     await t.c.shutdown();
   });
 });

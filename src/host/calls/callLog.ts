@@ -18,6 +18,7 @@
 import { isTroupeError, serializeError } from '../../errors.js';
 import type { McpToolOrigin } from '../../mcp/tools.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from '../../model/types.js';
+import type { Read } from '../../tools/ports.js';
 import type { MailRead } from '../../turn/ports.js';
 import { CALL_EVENT, INPUT_EVENT, READ_EVENT, TOOL_EVENT, type EventRow } from '../../store/types.js';
 
@@ -213,9 +214,10 @@ export class CallLog {
    * A mailbox read took `count` (> 0) messages: a turn's (the ones it reads), or a wait tool's (the
    * count it reports). Staged with what it read (the delivery, the wait's result), no commit of its
    * own; a read of none is not recorded (a recording holding no read took none, or predates them).
+   * `last: true` only when the wait said so (a recording without it: not the last).
    */
-  mailRead(agentId: string, read: MailRead, count: number): void {
-    this.#stage({ runId: this.#runId, agentId, type: READ_EVENT, data: { ...read, count }, at: this.#now() });
+  mailRead(agentId: string, read: MailRead, { count, last }: Read): void {
+    this.#stage({ runId: this.#runId, agentId, type: READ_EVENT, data: last ? { ...read, count, last } : { ...read, count }, at: this.#now() });
   }
 
   /** The agent is gone from this host (it finished): its next call, if revived, records in full. */

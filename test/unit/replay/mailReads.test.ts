@@ -60,7 +60,8 @@ describe('replay of mailbox reads', () => {
   it('records the read that took both reports, and replays it identically', async () => {
     const { store, runId, root } = await recorded();
     const reads = store.historyOf(runId).filter((e) => e.type === READ_EVENT);
-    expect(reads).toMatchObject([{ agentId: root, data: { turn: 3, count: 2 } }]);
+    // Both were the last reports: the read says so (the wait's result too), and the replay takes it.
+    expect(reads).toMatchObject([{ agentId: root, data: { turn: 3, count: 2, last: true } }]);
     const result = await replayRun(store, runId);
     expect(result.divergence).toBeNull();
     expect(result.outcome).toBe('identical');
@@ -70,7 +71,19 @@ describe('replay of mailbox reads', () => {
         .historyOf(runId)
         .filter((e) => e.type === READ_EVENT)
         .map((e) => e.data),
-    ).toEqual([{ turn: 3, count: 2 }]);
+    ).toEqual([{ turn: 3, count: 2, last: true }]);
+  });
+
+  it("gives a woken wait the recording's `last`, not its own (whether others are active is timing)", async () => {
+    const { store, runId, root } = await recorded();
+    const woken = store.loadSession(root).find((i) => i.role === 'tool' && i.content.includes('"pending_messages":2'));
+    expect(woken).toMatchObject({ content: expect.stringContaining('"no_active_agents":true') });
+    // The same read recorded as not the last (as an older recording's): the replay's wait says so too.
+    const notLast = edited(store, (e) => ({ ...e, data: { turn: 3, count: 2 } }));
+    const result = await replayRun(notLast, runId);
+    expect(result.outcome).toBe('diverged');
+    expect(result.divergence).toMatchObject({ agent: 'lead', kind: 'tool call' });
+    expect(result.divergence!.diff).toContain('pending_messages\\":2,\\"note');
   });
 
   it('takes as many messages as the recorded read did, not what waits (a read said to take one diverges there)', async () => {

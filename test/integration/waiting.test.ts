@@ -241,65 +241,35 @@ describe('dead waits (the wait-for graph)', () => {
 });
 
 describe('the last reports', () => {
-  const outcomes = (t: ReturnType<typeof team>, id: string) =>
-    t
-      .toolResults(id)
-      .filter((r) => r.name === 'wait_for_agents')
-      .map((r) => ({ outcome: r.result.wait_outcome, pending: r.result.pending_messages, last: r.result.no_active_agents }));
+  const quick: ScriptStep[] = [{ tool: 'agent_finish', args: { summary: 'done' }, delayMs: 50 }];
+  const slow: ScriptStep[] = [{ tool: 'agent_finish', args: { summary: 'done' }, delayMs: 3_000 }];
+  const arrived = (pending: number, last: boolean) => ({ outcome: 'message_arrived', pending, last: last || undefined });
 
-  it('a woken wait says when its messages are the last: the lead finishes on them, without a wait to be told nobody is left', async () => {
-    const t = team({
-      agents: {
-        lead: [spawnStep(['a', 'quick'], ['b', 'slow']), wait, wait, finish()],
-        a: [{ tool: 'agent_finish', args: { summary: 'a done' }, delayMs: 50 }],
-        b: [{ tool: 'agent_finish', args: { summary: 'b done' }, delayMs: 3_000 }],
-      },
-    });
+  /** The lead spawns a and b, then plays `waits`; what each of its waits answered. */
+  async function waitsOf(waits: ScriptStep[], a: ScriptStep[], b: ScriptStep[]) {
+    const t = team({ agents: { lead: [spawnStep(['a', 'a'], ['b', 'b']), ...waits, finish()], a, b } });
     const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
     await t.advance(10_000, 50);
     expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
-    // a's report came while b worked: not the last. b's report was.
-    expect(outcomes(t, rootId)).toEqual([
-      { outcome: 'message_arrived', pending: 1, last: undefined },
-      { outcome: 'message_arrived', pending: 1, last: true },
-    ]);
     t.model.assertComplete();
     await t.c.shutdown();
+    return t
+      .toolResults(rootId)
+      .filter((r) => r.name === 'wait_for_agents')
+      .map((r) => ({ outcome: r.result.wait_outcome, pending: r.result.pending_messages, last: r.result.no_active_agents }));
+  }
+
+  it('a woken wait says when its messages are the last: the lead finishes on them, without a wait to be told nobody is left', async () => {
+    // a's report came while b worked: not the last. b's report was.
+    expect(await waitsOf([wait, wait], quick, slow)).toEqual([arrived(1, false), arrived(1, true)]);
   });
 
   it('so does a wait that finds the last reports already waiting', async () => {
-    const t = team({
-      agents: {
-        // The lead's second call takes 5 s: both reports wait when its wait runs.
-        lead: [spawnStep(['a', 'quick'], ['b', 'quick']), { ...wait, delayMs: 5_000 }, finish()],
-        a: [{ tool: 'agent_finish', args: { summary: 'a done' }, delayMs: 50 }],
-        b: [{ tool: 'agent_finish', args: { summary: 'b done' }, delayMs: 50 }],
-      },
-    });
-    const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
-    await t.advance(10_000, 50);
-    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
-    expect(outcomes(t, rootId)).toEqual([{ outcome: 'message_arrived', pending: 2, last: true }]);
-    t.model.assertComplete();
-    await t.c.shutdown();
+    // The lead's second call takes 5 s: both reports wait when its wait runs.
+    expect(await waitsOf([{ ...wait, delayMs: 5_000 }], quick, quick)).toEqual([arrived(2, true)]);
   });
 
   it('a wait that finds reports while another child works is not told they are the last', async () => {
-    const t = team({
-      agents: {
-        lead: [spawnStep(['a', 'quick'], ['b', 'slow']), { ...wait, delayMs: 1_000 }, wait, finish()],
-        a: [{ tool: 'agent_finish', args: { summary: 'a done' }, delayMs: 50 }],
-        b: [{ tool: 'agent_finish', args: { summary: 'b done' }, delayMs: 3_000 }],
-      },
-    });
-    const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
-    await t.advance(10_000, 50);
-    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
-    expect(outcomes(t, rootId)).toEqual([
-      { outcome: 'message_arrived', pending: 1, last: undefined },
-      { outcome: 'message_arrived', pending: 1, last: true },
-    ]);
-    t.model.assertComplete();
-    await t.c.shutdown();
+    expect(await waitsOf([{ ...wait, delayMs: 1_000 }, wait], quick, slow)).toEqual([arrived(1, false), arrived(1, true)]);
   });
 });

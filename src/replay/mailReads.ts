@@ -1,9 +1,10 @@
 /**
  * The recorded mailbox reads in a replay (issue 37): when a turn or a wait reads its mailbox is not
  * recorded, only how many messages each read took (`replay.read`), and whether the wait reading
- * them was told they were the last (`last`: whether anything else is still active then is timing). Each read of the code takes as
- * many as the recording's did, once that many have come — held until then — so a wait counts the
- * messages its recording counted whatever the commits around it. A read the recording has none of
+ * them was told they were the last (`last`: whether anything else is still active then is timing).
+ * Each read of the code takes as many as the recording's did, and is told `last` as it was, once
+ * that many have come — held until then — so a wait counts the messages its recording counted
+ * whatever the commits around it. A read the recording has none of
  * took none: a turn's leaves the mail waiting; a wait's parks (or answers as it did: stopped, no
  * active agents) though mail waits — mail that came while the recording's wait was parked, here
  * first, and as it woke that wait it wakes this one as it parks (lifecycle.ts `#rewakeIfMail`).

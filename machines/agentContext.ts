@@ -91,7 +91,14 @@ export interface TurnInput {
 export type AgentEvent =
   /** A message to this agent is committed to its mailbox. */
   /** `notice`: a coordinator notice about a child (terminal, stall, reserve); it never revives a finished agent. */
-  | { type: 'agent.message'; from: string; user: boolean; notice?: boolean }
+  | {
+      type: 'agent.message';
+      from: string;
+      user: boolean;
+      notice?: boolean;
+      /** A child's report while another of the recipient's children is still active: a wait for all of them (`until: 'all'`) takes it without waking. */
+      more?: boolean;
+    }
   /** Stop: at once when parked, after the current turn when running. */
   | { type: 'agent.stop'; reason: StopReason }
   /** The budget resume epoch advanced (pause policy). */

@@ -73,6 +73,8 @@ export const agentMachine = setup({
     /** This timeout is the idleLimit-th in a row without a real message. */
     isIdleExhausted: ({ context }) => context.idleResumes + 1 >= context.spec.idleLimit,
     isFromUser: ({ event }) => event.type === 'agent.message' && event.user,
+    /** A report that a wait for all the children gathers: more are coming, so it does not wake. */
+    isGatheredReport: ({ context, event }) => event.type === 'agent.message' && event.more === true && context.pendingWait?.until === 'all',
     isNewerEpoch: ({ context, event }) => event.type === 'budget.resume' && event.epoch > context.budgetEpoch,
   },
   actions: {
@@ -106,7 +108,8 @@ export const agentMachine = setup({
       const timer = outcome.timeoutMs ?? context.spec.idleResumeMs;
       return {
         waitKind: outcome.waitKind,
-        pendingWait: { callId: outcome.callId, tool: outcome.tool },
+        pendingWait:
+          outcome.until === undefined ? { callId: outcome.callId, tool: outcome.tool } : { callId: outcome.callId, tool: outcome.tool, until: outcome.until },
         waitTimeoutMs: timer,
         idleTimerMs: timer,
         waitingSince: outcome.at,
@@ -179,6 +182,8 @@ export const agentMachine = setup({
     })),
     /** The idle timer ran out for the last time: stall, keeping the wait call for the wake. */
     stallFromIdle: assign(({ context }) => ({ idleResumes: context.idleResumes + 1 })),
+    /** A gathered report is not idleness: the idle streak starts again (the wait's own timer runs on). */
+    gatherReport: assign(({ context }) => (context.idleResumes === 0 ? {} : { idleResumes: 0 })),
     /** A user message clears the streaks (and, through a revival, the error). */
     noteUserMessage: assign({ recoveries: 0, idleResumes: 0 }),
     /**
@@ -321,6 +326,8 @@ export const agentMachine = setup({
             ],
           },
           on: {
+            // Before the parent state's wake: a wait for all the children stays parked while more reports are coming.
+            'agent.message': { guard: 'isGatheredReport', actions: 'gatherReport' },
             'agent.idleTimeout': [
               { guard: 'isIdleExhausted', target: '#agent.stalled', actions: 'stallFromIdle' },
               {

@@ -155,6 +155,9 @@ export function activeAgentsExcept(context: CoordinatorContext, exceptId: string
 
 export const getAgentRecord = (context: CoordinatorContext, id: string): AgentRecord | undefined => getSharded(context.agents, id);
 
+/** How many of the agent's children are active: more reports are coming while this is above zero. */
+export const activeChildren = (context: CoordinatorContext, id: string): number => getSharded(context.agents, id)?.aliveChildren ?? 0;
+
 const DEFAULT_FLAGS: BudgetFlags = {
   limitUsd: null,
   budgetStopped: false,

@@ -9,6 +9,16 @@ import type { CompletionReport, SerializedError, StopReason } from './types.js';
 /** Notice kinds, which are also the `type` of the mailbox message that carries them. */
 export type NoticeKind = 'completion' | 'completed' | 'failed' | 'crashed' | 'stopped' | 'stalled' | 'budget_reserve_stop';
 
+/** The notices that end a child's stint: its report, or the word that none is coming (a stall notice is not one). */
+const REPORT_KINDS: ReadonlySet<string> = new Set<NoticeKind>(['completion', 'completed', 'failed', 'crashed', 'stopped']);
+
+/**
+ * A child's report: a terminal notice (keyed `notice:<child>:<stint>` by the coordinator, exactly
+ * once per stint) of a kind that ends the stint. No other message carries such a key.
+ */
+export const isReport = (mail: { type: string; noticeKey: string | null }): boolean =>
+  mail.noticeKey !== null && mail.noticeKey.startsWith('notice:') && REPORT_KINDS.has(mail.type);
+
 export interface NoticeSubject {
   id: string;
   name: string;

@@ -43,6 +43,12 @@ export type WakeReason = 'message' | 'timeout' | 'timer' | 'revived' | 'budgetRe
 export interface PendingWait {
   callId: string;
   tool: 'wait_for_agents' | 'respond_to_user' | 'sleep_until';
+  /**
+   * `all`: a `wait_for_agents` that gathers its children's reports — one that comes while another
+   * child is still active does not wake it; the last one does, and so does anything else. Absent:
+   * the first message wakes it.
+   */
+  until?: 'all';
 }
 
 /** Structured content of `agent_finish` / `finish`. */
@@ -92,7 +98,7 @@ export type TurnOutcome =
   /** A message cut the turn short: does not count as plain text. */
   | { kind: 'interrupted' }
   /** A lifecycle wait parked the agent. */
-  | { kind: 'wait'; waitKind: WaitKind; callId: string; tool: PendingWait['tool']; timeoutMs: number | null; at: number }
+  | { kind: 'wait'; waitKind: WaitKind; callId: string; tool: PendingWait['tool']; timeoutMs: number | null; at: number; until?: 'all' }
   /** `agent_finish` / `finish` succeeded. */
   | { kind: 'finish'; report: CompletionReport }
   /** A gate seen before the model call (budget stop, reserve). */

@@ -8,7 +8,7 @@ import type { Clock } from '../clock.js';
 import type { BuiltinHost } from '../tools/ports.js';
 import type { CommitPort } from './commit.js';
 import type { Agents } from './agents/agents.js';
-import { assertNothingOutstanding, childrenSummary, graphView, nobodyToAnswer, stopFromAgent, type GraphHost } from './waits/graph.js';
+import { assertNothingOutstanding, childrenSummary, gathers, graphView, nobodyToAnswer, stopFromAgent, type GraphHost } from './waits/graph.js';
 import type { Mailboxes } from './mail/mailbox.js';
 import type { Messaging } from './mail/messaging.js';
 import type { ResolvedOptions } from './options.js';
@@ -62,6 +62,7 @@ export function builtinHost(parts: BuiltinParts, g: GraphHost): BuiltinHost {
     pendingCount: (agent) => parts.mailboxes.count(agent.id),
     pendingFromUser: (agent) => parts.mailboxes.fromUser(agent.id),
     nobodyToAnswer: (agent) => nobodyToAnswer(g, h(agent)),
+    gathers: (agent) => gathers(g, h(agent), parts.mailboxes.list(agent.id)),
     assertNothingOutstanding: (agent) => assertNothingOutstanding(g, h(agent)),
     childrenSummary: (agent) => childrenSummary(g, h(agent)),
     graphView: (agent) => graphView(g, h(agent)),

@@ -97,7 +97,7 @@ const AGENT_STATE: Record<keyof AgentLifecycleState, Check> = {
   waitKind: nullable(oneOf('user', 'agents', 'timer')),
   waitTimeoutMs: nullable(isNumber),
   waitingSince: nullable(isNumber),
-  pendingWait: nullable(shape({ callId: isString, tool: oneOf('wait_for_agents', 'respond_to_user', 'sleep_until') })),
+  pendingWait: nullable(shape({ callId: isString, tool: oneOf('wait_for_agents', 'respond_to_user', 'sleep_until'), until: optional(oneOf('all')) })),
   stopReason: nullable(oneOf('requested', 'maxTurns', 'budget', 'reserve', 'reentry', 'allowance')),
   error: nullable(shape({ code: isString, message: isString, retryable: isBoolean })),
   // `value` is any JSON (an agent with an output schema); absent otherwise.

@@ -32,7 +32,8 @@ export function behaviour(space: BehaviourSpace): fc.Arbitrary<Behaviour> {
     args.map((a) => ({ kind: 'tool' as const, name: n, args: a }));
   const calls: fc.Arbitrary<Behaviour>[] = [
     tool('view_agent_graph', fc.constant({})),
-    tool('wait_for_agents', fc.record({ reason: word }, { requiredKeys: ['reason'] })),
+    // A wait for the first message, or (until: all) for every child's report in one wake.
+    tool('wait_for_agents', fc.record({ reason: word, until: fc.constantFrom('any', 'all') }, { requiredKeys: ['reason'] })),
     tool('wait_for_agents', fc.record({ reason: word, timeout_seconds: fc.integer({ min: 1, max: 600 }) })),
     // A durable timer: seconds away, or an instant on the run's clock (a simulated one starts at 0, so
     // an early instant may be past: answered at once); never longer than a run's advances reach.
@@ -119,7 +120,7 @@ function opening(space: BehaviourSpace): fc.Arbitrary<Behaviour[]> {
   if (others.length === 0) return fc.constant([]);
   const team = fc.uniqueArray(fc.constantFrom(...others), { minLength: 1, maxLength: 2 }).map((names): Behaviour[] => [
     { kind: 'tools', calls: names.map((name) => ({ name: 'spawn_agent', args: { name, task: 'work' } })) },
-    { kind: 'tool', name: 'wait_for_agents', args: { reason: 'my team' } },
+    { kind: 'tool', name: 'wait_for_agents', args: { reason: 'my team', until: 'all' } },
   ]);
   return fc.option(team, { nil: [], freq: 4 });
 }

@@ -100,10 +100,13 @@ const sendMessage = define({
 const waitForAgents = define({
   name: 'wait_for_agents',
   description:
-    'Park until a message from another agent arrives (a report, a notice, a reply), one of your own async executions or delegations ends, or the wait times out. Wait only when an agent you spawned or messaged still owes you an answer, or your own work is still running: never poll. One wait per turn.',
+    'Park until a message from another agent arrives (a report, a notice, a reply), one of your own async executions or delegations ends, or the wait times out. Wait only when an agent you spawned or messaged still owes you an answer, or your own work is still running: never poll. One wait per turn. With until "all", your children\'s reports gather and you wake once, with all of them, when the last active child reports; anything else (a question, a stall notice, your own work ending, the timeout) still wakes you at once.',
   parameters: object(
     {
       reason: str('What you are waiting for', { minLength: 1 }),
+      until: str('"any" (default): wake on the first message. "all": wake when your last active child reports, with every report at once', {
+        enum: ['any', 'all'],
+      }),
       timeout_seconds: { type: 'number', description: 'Give up after this many seconds (clamped to 1..300)' },
     },
     ['reason'],
@@ -117,7 +120,9 @@ const waitForAgents = define({
     if (flags.budgetStopped) return { result: { wait_outcome: 'budget_stopped' } };
     if (flags.reserveStopped && !isRoot(agent)) return { result: { wait_outcome: 'reserve_stopped' } };
     if (host.isStopRequested(agent)) return { result: { wait_outcome: 'stopped' } };
-    const pending = state.pinned?.count ?? host.pendingCount(agent);
+    const all = args.until === 'all';
+    // A wait for all the children parks on reports while more are coming (a replay's read as recorded).
+    const pending = state.pinned?.count ?? (all && host.gathers(agent) ? 0 : host.pendingCount(agent));
     if (pending > 0) {
       const last = state.pinned?.last ?? host.nobodyToAnswer(agent);
       state.read = { count: pending, last };
@@ -143,6 +148,7 @@ const waitForAgents = define({
         tool: 'wait_for_agents',
         timeoutMs: seconds === undefined ? null : clampSeconds(seconds) * 1000,
         at: host.now(),
+        ...(all ? { until: 'all' as const } : {}),
       },
     };
   },

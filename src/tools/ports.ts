@@ -57,6 +57,8 @@ export interface BuiltinHost {
   pendingFromUser(agent: BuiltinAgent): boolean;
   /** Nothing could answer a wait of the agent: no active child or parent, none of its executions or delegations running. */
   nobodyToAnswer(agent: BuiltinAgent): boolean;
+  /** A wait for all the agent's children parks on its waiting mail: reports only, and another child still active. */
+  gathers(agent: BuiltinAgent): boolean;
   /** Throws FINISH_REFUSED while the agent's work still runs (agents below it, its own executions and delegations). */
   assertNothingOutstanding(agent: BuiltinAgent): void;
   childrenSummary(agent: BuiltinAgent): AgentSummary[];

@@ -22,8 +22,8 @@ type Message = { role: string; content?: unknown };
 
 /**
  * The team of the scale bench, scripted from the request alone (the agent's task is its first user
- * message): a task `spawn:K` spawns K children (`work:10`), 128 per turn in one spawn_agents call, then waits until no agent
- * is active and finishes; a task `work:N` calls the tool `work` N times, then agent_finish. Any
+ * message): a task `spawn:K` spawns K children (`work:10`), 128 per turn in one spawn_agents call, then waits for all
+ * of them (`until: "all"`: woken once, by the last report) and finishes; a task `work:N` calls the tool `work` N times, then agent_finish. Any
  * other request gets one `work` call.
  */
 function callsFor(messages: readonly Message[]): Call[] {
@@ -40,7 +40,7 @@ function callsFor(messages: readonly Message[]): Call[] {
     }
     const last = messages.findLast((m) => m.role === 'tool');
     const done = typeof last?.content === 'string' && last.content.includes('no_active_agents');
-    return [done ? { name: 'finish', arguments: { summary: 'all done' } } : { name: 'wait_for_agents', arguments: { reason: 'reports' } }];
+    return [done ? { name: 'finish', arguments: { summary: 'all done' } } : { name: 'wait_for_agents', arguments: { reason: 'reports', until: 'all' } }];
   }
   const work = /work:(\d+)/.exec(text);
   if (work && count('tool') >= Number(work[1])) return [{ name: 'agent_finish', arguments: { summary: 'ok' } }];

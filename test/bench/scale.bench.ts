@@ -9,11 +9,12 @@
  *
  * Baseline, in the same run: the same calls with no troupe — K loops of 11 `node:http` calls to
  * the same server, started in the root's batches, then the root's finish — whose wall time is the
- * ideal. The root's wake-ups are not in it: a report wakes a waiting root, and the root's turn
- * that reads the last reports (told they are the last: `no_active_agents` on the woken wait) is
- * its finish, the same one call after the last child as the baseline's, drawing the same latency
- * (fakeServerChild.ts keyOf); the root's turns queue among its children's, though. Hence a second
- * figure: when the last child's last call answered, against the same in the ideal. Figures per
+ * ideal. The root waits for all its children (`wait_for_agents` with `until: "all"`): no report
+ * but the last wakes it, and the turn that reads them all (told they are the last:
+ * `no_active_agents` on the woken wait) is its finish, the same one call after the last child as
+ * the baseline's, drawing the same latency (fakeServerChild.ts keyOf); the root's turns queue
+ * among its children's, though. Hence a second figure: when the last child's last call answered,
+ * against the same in the ideal. Figures per
  * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
  * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
  * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,

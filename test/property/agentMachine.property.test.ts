@@ -17,14 +17,21 @@ const outcome: fc.Arbitrary<TurnOutcome> = fc.oneof(
   fc.constant<TurnOutcome>({ kind: 'continue', lastTool: 'search' }),
   fc.constant<TurnOutcome>({ kind: 'plainText' }),
   fc.constant<TurnOutcome>({ kind: 'interrupted' }),
-  fc.record({
-    kind: fc.constant('wait' as const),
-    waitKind: fc.constantFrom('agents' as const, 'user' as const),
-    callId: fc.constant('c'),
-    tool: fc.constant('wait_for_agents' as const),
-    timeoutMs: fc.option(fc.integer({ min: 1_000, max: 300_000 }), { nil: null }),
-    at: fc.nat(),
-  }),
+  // Weighted: the wake rules below act on waits (one in 14 events would leave a wait for all and a report after it rare).
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({
+        kind: fc.constant('wait' as const),
+        waitKind: fc.constantFrom('agents' as const, 'user' as const),
+        callId: fc.constant('c'),
+        tool: fc.constant('wait_for_agents' as const),
+        timeoutMs: fc.option(fc.integer({ min: 1_000, max: 300_000 }), { nil: null }),
+        at: fc.nat(),
+        all: fc.boolean(),
+      })
+      .map(({ all, ...wait }): TurnOutcome => (all ? { ...wait, until: 'all' } : wait)),
+  },
   fc.constant<TurnOutcome>({ kind: 'finish', report: { summary: 's', findings: [], openItems: [], success: true } }),
   fc.constantFrom<StopReason>('budget', 'reserve').map((reason): TurnOutcome => ({ kind: 'stopped', reason })),
   fc.nat({ max: 5 }).map((epoch): TurnOutcome => ({ kind: 'budgetPaused', epoch })),
@@ -36,6 +43,8 @@ const event: fc.Arbitrary<AgentEvent> = fc.oneof(
   outcome.map((outcome): AgentEvent => ({ type: 'turn.done', outcome })),
   fc.constant<AgentEvent>({ type: 'xstate.error.actor.cycle', error: new Error('bug'), actorId: 'cycle' }),
   fc.boolean().map((user): AgentEvent => ({ type: 'agent.message', from: user ? 'user' : 'peer', user })),
+  // A child's report; `more`: another child is still active.
+  { weight: 2, arbitrary: fc.boolean().map((more): AgentEvent => ({ type: 'agent.message', from: 'child', user: false, notice: true, more })) },
   fc.constantFrom<StopReason>('requested', 'budget', 'reserve').map((reason): AgentEvent => ({ type: 'agent.stop', reason })),
   fc.nat({ max: 6 }).map((epoch): AgentEvent => ({ type: 'budget.resume', epoch })),
   fc.constant(IDLE_TIMER),
@@ -57,6 +66,12 @@ function checkStep(before: AgentSnap, e: AgentEvent, after: AgentSnap, interacti
   if (to === 'waiting') {
     expect(ctx.waitKind).not.toBeNull();
     expect(after.value).toEqual({ waiting: ctx.waitKind });
+  }
+
+  // A wait on agents: every message wakes it (or stops it at its turn limit) but a report a wait for all gathers.
+  if (before.matches({ waiting: 'agents' }) && e.type === 'agent.message') {
+    const gathered = e.more === true && before.context.pendingWait?.until === 'all';
+    expect(to === 'waiting').toBe(gathered);
   }
 
   if (from === to) return;
@@ -114,3 +129,21 @@ test.prop([fc.boolean(), fc.array(event, { maxLength: 60 })], { numRuns: Number(
     }
   },
 );
+
+test.prop([fc.array(event, { maxLength: 8 }), fc.array(fc.boolean(), { minLength: 1, maxLength: 10 })], {
+  numRuns: Number(process.env.PROPERTY_RUNS ?? 200),
+  ...replay,
+})('a wait for all stays parked on reports while more are coming, and the first without more wakes it', (prefix, mores) => {
+  let [snap] = initialTransition(agentMachine, baseInput({ policy: { maxTurns: 1_000 } }));
+  for (const e of prefix) snap = transition(agentMachine, snap, e)[0];
+  fc.pre(statusOf(snap) === 'running' && snap.context.stopRequested === null);
+  const waitAll: TurnOutcome = { kind: 'wait', waitKind: 'agents', callId: 'c', tool: 'wait_for_agents', timeoutMs: null, at: 0, until: 'all' };
+  snap = transition(agentMachine, snap, { type: 'turn.done', outcome: waitAll })[0];
+  for (const more of mores) {
+    const [next] = transition(agentMachine, snap, { type: 'agent.message', from: 'child', user: false, notice: true, more });
+    expect(statusOf(next)).toBe(more ? 'waiting' : 'running');
+    if (!more) return;
+    expect(next.context.idleResumes).toBe(0);
+    snap = next;
+  }
+});

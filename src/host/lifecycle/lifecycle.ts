@@ -8,6 +8,7 @@
 import type { Actor } from 'xstate';
 import type { AgentLifecycleState } from '../../../machines/agentMachine.js';
 import { getAgentRecord, type coordinatorMachine } from '../../../machines/coordinatorMachine.js';
+import { isReport } from '../../../machines/notices.js';
 import { isTerminal, type AgentStatus } from '../../../machines/types.js';
 import type { Clock } from '../../clock.js';
 import type { WriteOp } from '../../store/port.js';
@@ -29,7 +30,7 @@ export interface LifecycleHost {
   /** The read model, subscribers and waits learn of a change (once it is committed). */
   published(h: AgentHandle, change: { from: AgentStatus; to: AgentStatus; at: number } | null): void;
   /** Deliver a wake for a message already committed. */
-  wakeFor(h: AgentHandle, mail: { from: string; noticeKey: string | null; interrupt: boolean }): void;
+  wakeFor(h: AgentHandle, mail: { from: string; noticeKey: string | null; interrupt: boolean; type: string }): void;
   /** A finished agent's session leaves memory. */
   finished(h: AgentHandle): void;
   checkQuiescence(): void;
@@ -139,7 +140,13 @@ export class Lifecycle {
     if (pending.length === 0) return;
     const userGated = status === 'failed' || status === 'crashed';
     const finished = status === 'completed' || status === 'stopped';
-    const waker = userGated ? pending.find((m) => m.from === 'user') : finished ? pending.find((m) => m.noticeKey === null) : pending[0];
+    // A waiting agent is woken by anything but a report a wait for all its children gathers: one
+    // message that is not a report wakes every wait; with reports alone, the wake decides.
+    const waker = userGated
+      ? pending.find((m) => m.from === 'user')
+      : finished
+        ? pending.find((m) => m.noticeKey === null)
+        : (pending.find((m) => !isReport(m)) ?? pending[0]);
     if (waker) host.after(() => host.wakeFor(h, waker));
   }
 

@@ -7,7 +7,8 @@
 import { createHash } from 'node:crypto';
 import { customAlphabet } from 'nanoid';
 import type { Actor } from 'xstate';
-import { getAgentRecord, type coordinatorMachine, type CoordinatorEmitted } from '../../../machines/coordinatorMachine.js';
+import { activeChildren, getAgentRecord, type coordinatorMachine, type CoordinatorEmitted } from '../../../machines/coordinatorMachine.js';
+import { isReport } from '../../../machines/notices.js';
 import type { Clock } from '../../clock.js';
 import { TroupeError } from '../../errors.js';
 import type { Logger } from 'pino';
@@ -67,6 +68,9 @@ export interface MessagingHost {
   proactiveWake(agentId: string): boolean;
 }
 
+/** What a wake needs of its message. */
+export type WakingMail = Pick<Mail, 'from' | 'noticeKey' | 'interrupt' | 'type'>;
+
 export class Messaging {
   readonly #host: MessagingHost;
 
@@ -104,19 +108,21 @@ export class Messaging {
   }
 
   /** Wake the recipient of a committed message (a running agent's model call may be cut short). */
-  wake(target: AgentHandle, mail: Pick<Mail, 'from' | 'noticeKey' | 'interrupt'>): void {
+  wake(target: AgentHandle, mail: WakingMail): void {
     this.#wakeOf(target, mail)();
   }
 
   /**
    * The wake as the effect that runs once its message is committed: the effect itself delivers the
-   * event (no forwarding call between the commit and the agent).
+   * event (no forwarding call between the commit and the agent). A report says whether another of
+   * the recipient's children is still active then (`more`: a wait for all of them gathers it).
    */
-  #wakeOf(target: AgentHandle, mail: Pick<Mail, 'from' | 'noticeKey' | 'interrupt'>): () => void {
-    const { agents, options } = this.#host;
-    const event = { type: 'agent.message', from: mail.from, user: mail.from === 'user', notice: mail.noticeKey !== null } as const;
+  #wakeOf(target: AgentHandle, mail: WakingMail): () => void {
+    const { agents, options, coordinator } = this.#host;
+    const report = isReport(mail);
     return () => {
-      agents.send(target, event);
+      const more = report && activeChildren(coordinator.getSnapshot().context, target.id) > 0;
+      agents.send(target, { type: 'agent.message', from: mail.from, user: mail.from === 'user', notice: mail.noticeKey !== null, more });
       if (mail.interrupt && options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
     };
   }

@@ -4,7 +4,8 @@
  * @module
  */
 import type { Actor } from 'xstate';
-import { activeAgentsExcept, type BudgetFlags, type coordinatorMachine } from '../../../machines/coordinatorMachine.js';
+import { activeAgentsExcept, activeChildren, type BudgetFlags, type coordinatorMachine } from '../../../machines/coordinatorMachine.js';
+import { isReport } from '../../../machines/notices.js';
 import { isActive } from '../../../machines/types.js';
 import { TroupeError } from '../../errors.js';
 import type { AgentSummary } from '../../tools/ports.js';
@@ -34,6 +35,14 @@ export function nobodyToAnswer(g: GraphHost, agent: AgentHandle): boolean {
   const parent = agent.parentId === null ? undefined : g.agents.find(agent.parentId);
   if (parent && isActive(g.agents.status(parent))) return false;
   return g.runningExecutions(agent.id).length === 0 && g.runningDelegations(agent.id).length === 0;
+}
+
+/**
+ * A wait for all of the agent's children parks on the mail waiting for it: it is all reports, and
+ * another child is still active (its report, or a word that none is coming, will follow).
+ */
+export function gathers(g: GraphHost, agent: AgentHandle, mail: readonly { type: string; noticeKey: string | null }[]): boolean {
+  return activeChildren(g.coordinator.getSnapshot().context, agent.id) > 0 && mail.every(isReport);
 }
 
 export function childrenSummary(g: GraphHost, agent: AgentHandle): AgentSummary[] {

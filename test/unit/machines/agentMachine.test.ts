@@ -212,6 +212,50 @@ describe('agent machine: wake rules', () => {
   });
 });
 
+describe('agent machine: a wait for all the children (until: all)', () => {
+  const waitAll: TurnOutcome = { ...waitAgents(), until: 'all' } as TurnOutcome;
+  const report = (more: boolean): AgentEvent => ({ type: 'agent.message', from: 'child', user: false, notice: true, more });
+
+  it('keeps the wait (and its mode) in context, to be persisted', () => {
+    const snap = fold(autonomous, [done(waitAll)]);
+    expect(snap.context.pendingWait).toEqual({ callId: 'c1', tool: 'wait_for_agents', until: 'all' });
+    expect(fold(autonomous, [done(waitAgents())]).context.pendingWait).toEqual({ callId: 'c1', tool: 'wait_for_agents' });
+  });
+
+  it('a report while more are coming leaves it parked; the last one, or any other message, wakes it', () => {
+    const parked = fold(autonomous, [done(waitAll), report(true), report(true)]);
+    expect(parked.value).toEqual({ waiting: 'agents' });
+    expect(parked.context.pendingWait).toMatchObject({ until: 'all' });
+    const woken = transition(agentMachine, parked, report(false))[0];
+    expect(statusOf(woken)).toBe('running');
+    expect(woken.context.wake).toBe('message');
+    expect(statusOf(transition(agentMachine, parked, message())[0])).toBe('running');
+    expect(statusOf(transition(agentMachine, parked, message(true))[0])).toBe('running');
+  });
+
+  it('a wait for the first message wakes on any report', () => {
+    expect(statusOf(fold(autonomous, [done(waitAgents()), report(true)]))).toBe('running');
+  });
+
+  it('a gathered report ends the idle streak: it is news, not idleness', () => {
+    const input = baseInput({ policy: { idleLimit: 2 } });
+    const timedOut = fold(input, [done(waitAll), { type: 'agent.idleTimeout' }, done(waitAll)]);
+    expect(timedOut.context.idleResumes).toBe(1);
+    const gathered = transition(agentMachine, timedOut, report(true))[0];
+    expect(gathered.context.idleResumes).toBe(0);
+    // So the next timeout wakes it again instead of stalling it (idleLimit 2).
+    expect(statusOf(transition(agentMachine, gathered, { type: 'agent.idleTimeout' })[0])).toBe('running');
+    expect(statusOf(transition(agentMachine, timedOut, { type: 'agent.idleTimeout' })[0])).toBe('stalled');
+  });
+
+  it('a stalled agent wakes on any report (it waits for no one)', () => {
+    const input = baseInput({ policy: { idleLimit: 1 } });
+    const stalled = fold(input, [done(waitAll), { type: 'agent.idleTimeout' }]);
+    expect(statusOf(stalled)).toBe('stalled');
+    expect(statusOf(transition(agentMachine, stalled, report(true))[0])).toBe('running');
+  });
+});
+
 describe('agent machine: restore', () => {
   it.each([
     ['running', undefined],

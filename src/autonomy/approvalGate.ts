@@ -25,8 +25,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, errorMessage } from '../errors.js';
 import type { EventBus } from './eventBus.js';
 import { DEFAULT_APPROVAL_WINDOW_MS } from '../host/async/approvalRules.js';
-
-export type ToolRisk = 'read_only' | 'mutation' | 'destructive';
+import type { ToolRisk } from '../tools/defineTool.js';
 
 export interface ApprovalRequest {
   agentId: string;

@@ -221,8 +221,8 @@ function prepareSession(
   const pending = take?.count ?? sessions.pending(agent);
   if (open.length === 0 && pending === 0 && !input.nudge && !agent.strategyPrompt) return;
   // Whether the mail a woken wait reads is the last (a replay's: as recorded).
-  const wait = input.wake === 'message' && pending > 0 ? open.find((c) => c.id === input.pendingWait?.callId && c.name === 'wait_for_agents') : undefined;
-  const last = wait !== undefined && (take ? take.last : host.nobodyToAnswer(agent));
+  const wait = input.wake === 'message' && pending > 0 && open.some((c) => c.id === input.pendingWait?.callId && c.name === 'wait_for_agents');
+  const last = wait && (take ? take.last : host.nobodyToAnswer(agent));
   const items: SessionItem[] = open.map((c) =>
     input.pendingWait?.callId === c.id
       ? { role: 'tool', toolCallId: c.id, name: c.name, content: waitResult(c.name, input.wake, pending, last, agent) }

@@ -100,13 +100,11 @@ const sendMessage = define({
 const waitForAgents = define({
   name: 'wait_for_agents',
   description:
-    'Park until a message from another agent arrives (a report, a notice, a reply), one of your own async executions or delegations ends, or the wait times out. Wait only when an agent you spawned or messaged still owes you an answer, or your own work is still running: never poll. One wait per turn. With until "all", your children\'s reports gather and you wake once, with all of them, when the last active child reports; anything else (a question, a stall notice, your own work ending, the timeout) still wakes you at once.',
+    'Park until a message from another agent arrives (a report, a notice, a reply), one of your own async executions or delegations ends, or the wait times out. Wait only when an agent you spawned or messaged still owes you an answer, or your own work is still running: never poll. One wait per turn.',
   parameters: object(
     {
       reason: str('What you are waiting for', { minLength: 1 }),
-      until: str('"any" (default): wake on the first message. "all": wake when your last active child reports, with every report at once', {
-        enum: ['any', 'all'],
-      }),
+      until: str('"all": sleep through your children\'s reports until the last, then read them all (anything else still wakes you)', { enum: ['any', 'all'] }),
       timeout_seconds: { type: 'number', description: 'Give up after this many seconds (clamped to 1..300)' },
     },
     ['reason'],

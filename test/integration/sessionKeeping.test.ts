@@ -47,10 +47,11 @@ describe('compaction before the call', () => {
     expect(lead).toHaveLength(17);
     // Never near the window (the line is 80 % of it, on troupe's estimate of the whole request).
     expect(Math.max(...lead.map(tokensOf))).toBeLessThan(0.8 * WINDOW);
-    // Compacted when due, not every turn: each summary makes room for several turns.
+    // Compacted when due, not every turn: each summary makes room for three turns or more (a bound
+    // in turns, not a count: the built-in tools' schemas share the window, and grow with them).
     const compactions = t.store.listUsage(t.c.runId).filter((u) => u.purpose === 'compaction').length;
     expect(compactions).toBeGreaterThan(0);
-    expect(compactions).toBeLessThan(5);
+    expect(compactions).toBeLessThanOrEqual(lookups.length / 3);
     expect(t.unused()['(troupe)']).toBe(8 - compactions);
     expect(JSON.stringify(messagesOf(lead.at(-1)!))).toContain(SUMMARY_HEADER);
   });

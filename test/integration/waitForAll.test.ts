@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { createCoordinator, type Coordinator } from '../../src/host/createCoordinator.js';
+import { createCoordinator, type Coordinator, type SendOptions } from '../../src/host/createCoordinator.js';
 import { resumeCoordinator } from '../../src/host/resumeCoordinator.js';
 import { scriptedModel, type ScriptStep } from '../../src/model/scriptedModel.js';
 import { replayRun } from '../../src/replay/replayRun.js';
@@ -38,6 +38,18 @@ async function leadOf(lead: ScriptStep[], a: ScriptStep[], b: ScriptStep[], c: S
     .filter((r) => r.name === 'wait_for_agents')
     .map((r) => ({ outcome: r.result.wait_outcome, pending: r.result.pending_messages, last: r.result.no_active_agents }));
   return { waits, calls: t.model.calls.filter((call) => call.agentName === 'lead').length };
+}
+
+/** The lead spawns a (100 ms) and b (`bMs`), then plays `lead`, `send` reaching it 1 s in; its requests, as JSON. */
+async function twoChildren(lead: ScriptStep[], bMs: number, send?: SendOptions): Promise<string[]> {
+  const t = team({ agents: { lead: [spawnStep(['a', 'a'], ['b', 'b']), ...lead], a: after(100), b: after(bMs) } });
+  const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
+  await t.advance(1_000, 50);
+  if (send) await t.c.send(rootId, send);
+  await t.advance(19_000, 50);
+  expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
+  await t.c.shutdown();
+  return t.model.calls.filter((call) => call.agentName === 'lead').map((call) => JSON.stringify(call.request.messages));
 }
 
 /** Move `clock` until `rootId` ends. */
@@ -106,32 +118,21 @@ describe('wait_for_agents until all', () => {
   });
 
   it('a keyed message typed like a report is still not one: it wakes the wait at once', async () => {
-    const t = team({ agents: { lead: [spawnStep(['a', 'a'], ['b', 'b']), waitAll, waitAll, finish], a: after(100), b: after(3_000) } });
-    const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
-    await t.advance(1_000, 50);
-    await t.c.send(rootId, { content: 'job 7 completed', from: 'system', type: 'completion', key: 'job-7' });
-    await t.advance(19_000, 50);
-    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
-    const lead = t.model.calls.filter((call) => call.agentName === 'lead');
+    const send = { content: 'job 7 completed', from: 'system', type: 'completion', key: 'job-7' } as const;
+    const lead = await twoChildren([waitAll, waitAll, finish], 3_000, send);
     expect(lead).toHaveLength(4);
-    expect(JSON.stringify(lead[2]!.request.messages)).toContain('job 7 completed');
-    expect(JSON.stringify(lead[2]!.request.messages)).not.toContain('done after 3000 ms');
-    await t.c.shutdown();
+    expect(lead[2]).toContain('job 7 completed');
+    expect(lead[2]).not.toContain('done after 3000 ms');
   });
 
   it('a timeout wakes it with what has gathered', async () => {
     const short: ScriptStep = { tool: 'wait_for_agents', args: { reason: 'reports', until: 'all', timeout_seconds: 2 } };
-    const t = team({ agents: { lead: [spawnStep(['a', 'a'], ['b', 'b']), short, waitAll, finish], a: after(100), b: after(5_000) } });
-    const rootId = await t.c.start({ name: 'lead', task: 'Split.' });
-    await t.advance(20_000, 50);
-    expect(await t.c.waitFor(rootId, TERMINAL)).toMatchObject({ status: 'completed' });
-    const lead = t.model.calls.filter((call) => call.agentName === 'lead');
+    const lead = await twoChildren([short, waitAll, finish], 5_000);
     // The call after the timeout reads a's report; the one after b's report reads b's.
     expect(lead).toHaveLength(4);
-    expect(JSON.stringify(lead[2]!.request.messages)).toContain('done after 100 ms');
-    expect(JSON.stringify(lead[2]!.request.messages)).not.toContain('done after 5000 ms');
-    expect(JSON.stringify(lead[3]!.request.messages)).toContain('done after 5000 ms');
-    await t.c.shutdown();
+    expect(lead[2]).toContain('done after 100 ms');
+    expect(lead[2]).not.toContain('done after 5000 ms');
+    expect(lead[3]).toContain('done after 5000 ms');
   });
 
   it('survives a restart: the wait keeps gathering, and the last report wakes it once with both', async () => {

@@ -27,11 +27,12 @@ const summary = (g: GraphHost, h: AgentHandle): AgentSummary => ({ agent_id: h.i
 
 /**
  * Nothing could still answer a wait of `agent`: no active agent that could message it (its
- * children, its parent) and none of its own work running (whose end would wake it). Stops at the
- * first that could: a parent of 10,000 children asks it on every wait (it listed them all).
+ * children, its parent) and none of its own work running (whose end would wake it). Its children
+ * are the coordinator's count of active ones (the one a wait for all gathers by), not a scan: a
+ * parent of 10,000 children asks it on every wait.
  */
 export function nobodyToAnswer(g: GraphHost, agent: AgentHandle): boolean {
-  if (agent.children.some((id) => isActive(g.agents.status(g.agents.get(id))))) return false;
+  if (activeChildren(g.coordinator.getSnapshot().context, agent.id) > 0) return false;
   const parent = agent.parentId === null ? undefined : g.agents.find(agent.parentId);
   if (parent && isActive(g.agents.status(parent))) return false;
   return g.runningExecutions(agent.id).length === 0 && g.runningDelegations(agent.id).length === 0;

@@ -116,6 +116,8 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
    * Model and tool calls at once. `adaptive` (default false): the model queue admits fewer calls
    * while the event loop lags (its p99 over `maxLagMs`, default 50) and more again up to `model`
    * when it does not (host/calls/admission.ts); `lag` replaces the event-loop delay read (tests).
+   * A parent's calls go first: queued, before its children's; on a model with an `endpoint`, its
+   * next request before the first ones of the children it just spawned.
    */
   concurrency?: { model?: number; tools?: number; adaptive?: boolean | { maxLagMs?: number; lag?: LagSource } };
   /** At most `requests` model calls start in any `intervalMs` (a provider's requests-per-minute). */

@@ -8,8 +8,8 @@
  * enough for the team and nothing else set (the model queue's default follows them). K = 1,000 (SCALE_K=10000 for the large team).
  *
  * Baseline, in the same run: the same calls with no troupe — K loops of 11 `node:http` calls to
- * the same server, started in the root's batches, then the root's finish — whose wall time is the
- * ideal. The root waits for all its children (`wait_for_agents` with `until: "all"`): no report
+ * the same server, started in the root's batches (the root's next call sent before each batch's
+ * first ones, as troupe sends them), then the root's finish — whose wall time is the ideal. The root waits for all its children (`wait_for_agents` with `until: "all"`): no report
  * but the last wakes it, and the turn that reads them all (told they are the last:
  * `no_active_agents` on the woken wait) is its finish, the same one call after the last child as
  * the baseline's, drawing the same latency (fakeServerChild.ts keyOf); the root's turns queue
@@ -157,8 +157,12 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   const t0 = performance.now();
   const children: Promise<void>[] = [];
   let rootTurn = 0;
+  let rootCall = post(agent, url, 'lead', rootTurn++);
   for (let spawned = 0; spawned < K; spawned += BATCH) {
-    await post(agent, url, 'lead', rootTurn++);
+    await rootCall;
+    // The root's next call (the next batch's spawn, or its wait after the last) leaves before this
+    // batch's first ones: the order troupe sends them in (gateway.ts `call`), and the faster one.
+    rootCall = post(agent, url, 'lead', rootTurn++);
     for (let i = spawned; i < Math.min(K, spawned + BATCH); i++) {
       children.push(
         (async () => {
@@ -167,7 +171,7 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
       );
     }
   }
-  await post(agent, url, 'lead', rootTurn++); // the root's wait
+  await rootCall; // the root's wait
   await Promise.all(children);
   const lastChildMs = performance.now() - t0;
   await post(agent, url, 'lead', 'final'); // the root's finish (fakeServerChild.ts keyOf)

@@ -75,6 +75,8 @@ export class Gateway implements ModelGateway {
   readonly queue: PQueue;
   readonly #deps: GatewayDeps;
   readonly #rateLimiter: RateLimiter | null;
+  /** First calls that have waited their turn of the event loop (see `call`). */
+  readonly #yielded = new WeakSet<ModelRequest>();
   /** System prompts, built on an agent's first call. */
   readonly #prompts = new Map<string, string>();
 
@@ -127,10 +129,27 @@ export class Gateway implements ModelGateway {
   /**
    * One model call through the queue. Not an async function: the task is the model's own promise
    * with one check chained on (an async task was one more promise and frame per turn).
+   *
+   * A parent's turn goes before the turns it starts: on a model that calls an endpoint (a network:
+   * `Model.endpoint`), a child's first main call of a stint waits one turn of the event loop, so
+   * that the parent that spawned it (up to 128 in one call) sends its own next request before its
+   * batch's first ones. Without it the parent's request was built among the batch's (their promise
+   * chains interleave) and sent on a connection opened behind theirs: at 1,000 children the root's
+   * spawn calls were answered 50-170 ms later than the server's delay, against 1-25 ms with the
+   * wait, and the team finished 0.3-1 s sooner (scale bench, two pairs: memory 96 -> 99 % of the
+   * ideal, FULL 97 -> 97.4-98.5 %). One
+   * immediate per stint, not per call: later turns are spread by the model's own latency. A
+   * scripted or replayed model (no endpoint) does not wait: there is no wire to be first on, and a
+   * replay answers in the recorded order whatever the order of the asks.
    */
   call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<Called> {
+    const main = request.purpose === undefined || request.purpose === 'main' ? this.#deps.ledger.modelFor('main', agent.id) : null;
+    if (main?.endpoint !== undefined && agent.parentId !== null && request.turn === 1 && !this.#yielded.has(request)) {
+      this.#yielded.add(request);
+      return nextLoopTurn().then(() => this.call(agent, request, signal));
+    }
     // The breaker guards the main model's endpoint; an auxiliary model's calls are its own affair.
-    const breaker = request.purpose === undefined || request.purpose === 'main' ? this.#deps.breaker(this.#deps.ledger.modelFor('main', agent.id)) : null;
+    const breaker = main === null ? null : this.#deps.breaker(main);
     if (breaker === null) return this.queue.add(this.#passage(agent, request, signal, null), { priority: -agent.depth });
     const ticket = breaker.now();
     if (ticket) return this.queue.add(this.#passage(agent, request, signal, new Guard(breaker, ticket, signal)), { priority: -agent.depth });
@@ -155,6 +174,9 @@ export class Gateway implements ModelGateway {
     this.#deps.ledger.release(reservation);
   }
 }
+
+/** Resolves in the check phase of the event loop's next turn: after the I/O and the immediates already queued. */
+const nextLoopTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** What a call ends with: an answer, a budget halt, or `parked` (its endpoint is down: call again, no attempt spent). */
 type Called = { turn: ModelTurn } | Halt | typeof PARKED;

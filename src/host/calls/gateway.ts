@@ -75,8 +75,6 @@ export class Gateway implements ModelGateway {
   readonly queue: PQueue;
   readonly #deps: GatewayDeps;
   readonly #rateLimiter: RateLimiter | null;
-  /** First calls that have waited their turn of the event loop (see `call`). */
-  readonly #yielded = new WeakSet<ModelRequest>();
   /** System prompts, built on an agent's first call. */
   readonly #prompts = new Map<string, string>();
 
@@ -137,16 +135,15 @@ export class Gateway implements ModelGateway {
    * chains interleave) and sent on a connection opened behind theirs: at 1,000 children the root's
    * spawn calls were answered 50-170 ms later than the server's delay, against 1-25 ms with the
    * wait, and the team finished 0.3-1 s sooner (scale bench, two pairs: memory 96 -> 99 % of the
-   * ideal, FULL 97 -> 97.4-98.5 %). One
-   * immediate per stint, not per call: later turns are spread by the model's own latency. A
-   * scripted or replayed model (no endpoint) does not wait: there is no wire to be first on, and a
-   * replay answers in the recorded order whatever the order of the asks.
+   * ideal, FULL 97 -> 97.4-98.5 %). One immediate per stint, not per call: later turns are spread
+   * by the model's own latency. A scripted or replayed model (no endpoint) does not wait: there is
+   * no wire to be first on, and a replay answers in the recorded order whatever the order of the
+   * asks. `waited`: this call has had its wait (the call again after it).
    */
-  call(agent: AgentRef, request: ModelRequest, signal: AbortSignal): Promise<Called> {
+  call(agent: AgentRef, request: ModelRequest, signal: AbortSignal, waited = false): Promise<Called> {
     const main = request.purpose === undefined || request.purpose === 'main' ? this.#deps.ledger.modelFor('main', agent.id) : null;
-    if (main?.endpoint !== undefined && agent.parentId !== null && request.turn === 1 && !this.#yielded.has(request)) {
-      this.#yielded.add(request);
-      return nextLoopTurn().then(() => this.call(agent, request, signal));
+    if (!waited && main?.endpoint !== undefined && agent.parentId !== null && request.turn === 1) {
+      return nextLoopTurn().then(() => this.call(agent, request, signal, true));
     }
     // The breaker guards the main model's endpoint; an auxiliary model's calls are its own affair.
     const breaker = main === null ? null : this.#deps.breaker(main);

@@ -286,7 +286,9 @@ function send(url: string, init: Init, stream: boolean, isRetry: boolean): Promi
         resolve(new WholeResponse(chunks, texts.join(''), meta));
       });
       source.on('error', fail);
-      source.on('close', () => fail(new Error('the connection closed before the body ended')));
+      // Once the body ended (every answer) there is nothing to fail, so no Error is built: its stack
+      // capture was 2.2 % of the main thread's CPU at K = 10,000 (scale bench, CPU profile).
+      source.on('close', () => settled || fail(new Error('the connection closed before the body ended')));
     });
     req.end(body ?? undefined);
   });
@@ -333,7 +335,7 @@ function eventStream(
           controller.close();
         });
         source.on('error', fail);
-        source.on('close', () => fail(new Error('the connection closed before the body ended')));
+        source.on('close', () => over || fail(new Error('the connection closed before the body ended')));
       },
       pull() {
         source.resume();

@@ -88,10 +88,11 @@ function sanitizeAgent(source: Record<string, unknown>): { [key: string]: Json }
 /** The coordinator's agent records, as a list sorted by depth then name. */
 function agentList(agents: unknown): Json[] {
   let records: unknown[] = [];
-  // The coordinator's sharded records (machines/sharded.ts: an array of shards, each mapping ids
-  // to records), or a plain list of records.
-  const isShard = (value: unknown) => isRecord(value) && Object.values(value).every(isRecord);
-  if (Array.isArray(agents)) records = agents.every(isShard) ? [...shardedValues(agents as Sharded<unknown>)] : agents;
+  // The coordinator's sharded records (machines/sharded.ts: an array of branches, each an array of
+  // leaves mapping ids to records), or a plain list of records.
+  const isLeaf = (value: unknown) => isRecord(value) && Object.values(value).every(isRecord);
+  const isBranch = (value: unknown) => Array.isArray(value) && value.every(isLeaf);
+  if (Array.isArray(agents)) records = agents.every(isBranch) ? [...shardedValues(agents as Sharded<unknown>)] : agents;
   return records
     .filter(isRecord)
     .map((record) => pickScalars(record, RECORD_FIELDS))

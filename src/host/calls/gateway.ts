@@ -18,6 +18,7 @@ import { systemPrompt } from '../../turn/texts.js';
 import type { Admission, BudgetLedger } from './budget.js';
 import type { Breaker, Ticket } from '../../providers/breaker.js';
 import type { CallLog } from './callLog.js';
+import { LoopPacer } from './loopPacer.js';
 
 /**
  * The messages with a note at the end: merged into a trailing user message (strict-alternation
@@ -77,6 +78,8 @@ export class Gateway implements ModelGateway {
   readonly #rateLimiter: RateLimiter | null;
   /** System prompts, built on an agent's first call. */
   readonly #prompts = new Map<string, string>();
+  /** Children's first calls, released a few per turn of the loop after their parent's request (`call`). */
+  readonly #firstCalls = new LoopPacer();
 
   constructor(deps: GatewayDeps) {
     this.#deps = deps;
@@ -129,13 +132,14 @@ export class Gateway implements ModelGateway {
    * with one check chained on (an async task was one more promise and frame per turn).
    *
    * A parent's turn goes before the turns it starts: on a model that calls an endpoint (a network:
-   * `Model.endpoint`), a child's first main call of a stint waits one turn of the event loop, so
+   * `Model.endpoint`), a child's first main call of a stint waits for a later turn of the event loop, so
    * that the parent that spawned it (up to 128 in one call) sends its own next request before its
    * batch's first ones. Without it the parent's request was built among the batch's (their promise
    * chains interleave) and sent on a connection opened behind theirs: at 1,000 children the root's
    * spawn calls were answered 50-170 ms later than the server's delay, against 1-25 ms with the
    * wait, and the team finished 0.3-1 s sooner (scale bench, two pairs: memory 96 -> 99 % of the
-   * ideal, FULL 97 -> 97.4-98.5 %). One immediate per stint, not per call: later turns are spread
+   * ideal, FULL 97 -> 97.4-98.5 %). The batch's first calls are then released a few per turn of
+   * the loop (loopPacer.ts), not all at once. One wait per stint, not per call: later turns are spread
    * by the model's own latency. A scripted or replayed model (no endpoint) does not wait: there is
    * no wire to be first on, and a replay answers in the recorded order whatever the order of the
    * asks. `waited`: this call has had its wait (the call again after it).
@@ -143,7 +147,7 @@ export class Gateway implements ModelGateway {
   call(agent: AgentRef, request: ModelRequest, signal: AbortSignal, waited = false): Promise<Called> {
     const main = request.purpose === undefined || request.purpose === 'main' ? this.#deps.ledger.modelFor('main', agent.id) : null;
     if (!waited && main?.endpoint !== undefined && agent.parentId !== null && request.turn === 1) {
-      return nextLoopTurn().then(() => this.call(agent, request, signal, true));
+      return this.#firstCalls.next().then(() => this.call(agent, request, signal, true));
     }
     // The breaker guards the main model's endpoint; an auxiliary model's calls are its own affair.
     const breaker = main === null ? null : this.#deps.breaker(main);
@@ -171,9 +175,6 @@ export class Gateway implements ModelGateway {
     this.#deps.ledger.release(reservation);
   }
 }
-
-/** Resolves in the check phase of the event loop's next turn: after the I/O and the immediates already queued. */
-const nextLoopTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** What a call ends with: an answer, a budget halt, or `parked` (its endpoint is down: call again, no attempt spent). */
 type Called = { turn: ModelTurn } | Halt | typeof PARKED;

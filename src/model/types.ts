@@ -107,8 +107,8 @@ export interface Model {
    * The provider endpoint this model calls, with its key (never the key itself): models that share
    * it share one circuit breaker and one quota (src/providers/). `openaiModel` sets it from its base
    * URL and a hash of its API key; a model without it is an endpoint of its own. A model with it
-   * is taken to call over a network: a spawned child's first call then waits one turn of the event
-   * loop, so that its parent's next request leaves first.
+   * is taken to call over a network: a spawned child's first call then waits for a later turn of the
+   * event loop (16 such calls per turn), so that its parent's next request leaves first.
    */
   readonly endpoint?: string;
   /**

@@ -34,8 +34,7 @@ export class LoopPacer {
 
   /** An immediate queued from an immediate runs in the next turn of the loop, after its I/O. */
   readonly #release = (): void => {
-    const now = this.#waiting.length <= this.#perTurn ? this.#waiting : this.#waiting.slice(0, this.#perTurn);
-    this.#waiting = now === this.#waiting ? [] : this.#waiting.slice(this.#perTurn);
+    const now = this.#waiting.splice(0, this.#perTurn);
     if (this.#waiting.length > 0) setImmediate(this.#release);
     else this.#scheduled = false;
     for (const resolve of now) resolve();

@@ -17,7 +17,8 @@
  * against the same in the ideal. Figures per
  * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
  * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
- * FULL ÷ memory. SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
+ * FULL ÷ memory; for a file, its commits (turns per commit), the main thread's time in them and the
+ * bytes sent to the disk per turn (Linux's /proc/self/io). SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
  * with `concurrency.adaptive` off then on (SCALE_ADAPTIVE=first: on then off), and reports the
  * ratios and the lowest model concurrency the admission set. SCALE_THREAD=1 runs each store with
  * `openaiModel({ thread: true })` off then on (the model calls in a worker thread) and prints the
@@ -48,7 +49,7 @@
  * worse loop p99 (362 ms against 264, paired runs).
  * @module
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,6 +104,19 @@ interface Figures {
   rootRequestKb: number;
   /** The lowest model concurrency seen (the admission's, with adaptive). */
   minConcurrency: number;
+  /** A file's commits (the store's `transaction`, which the group committer calls once per commit) and the main thread's time in them; null in memory. */
+  commits: { n: number; ms: number } | null;
+  /** Bytes the process sent to the disk during the run (Linux's /proc/self/io `write_bytes`: the WAL, checkpoints; NaN where unreadable). */
+  diskBytes: number;
+}
+
+/** Bytes this process has caused to be sent to storage (NaN where /proc/self/io cannot be read). */
+function diskWriteBytes(): number {
+  try {
+    return Number(/^write_bytes: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))?.[1] ?? Number.NaN);
+  } catch {
+    return Number.NaN;
+  }
 }
 
 type GcKind = 'minor' | 'major' | 'incremental' | 'weakcb';
@@ -183,6 +197,22 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
 async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
   const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store });
+  // Timed from outside: the group committer commits through the store's `transaction`, so each
+  // call here is one commit (BEGIN IMMEDIATE, the batch's writes, COMMIT with its sync and any
+  // checkpoint), all of it on the main thread.
+  const commits = opened ? { n: 0, ms: 0 } : null;
+  if (opened && commits) {
+    const transaction = opened.transaction.bind(opened);
+    opened.transaction = <T>(fn: () => T): T => {
+      const t = performance.now();
+      try {
+        return transaction(fn);
+      } finally {
+        commits.n++;
+        commits.ms += performance.now() - t;
+      }
+    };
+  }
   const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '', thread });
   let turns = 0;
   let lastRoot: Parameters<typeof model.complete>[0] | null = null;
@@ -248,12 +278,15 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
   const eld = monitorEventLoopDelay({ resolution: 10 });
   eld.enable();
   const cpu0 = process.cpuUsage();
+  const disk0 = diskWriteBytes();
   const elu0 = performance.eventLoopUtilization();
   t0 = performance.now();
   const rootId = await coordinator.start({ name: 'lead', task: `spawn:${K}` });
   const root = await coordinator.waitFor(rootId, TERMINAL, { timeoutMs: 3_600_000 });
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const diskBytes = diskWriteBytes() - disk0;
+  const committed = commits === null ? null : { ...commits };
   const elu = performance.eventLoopUtilization(elu0);
   eld.disable();
   clearInterval(sampler);
@@ -290,6 +323,8 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promi
     gc,
     sessionPerAgentKb: sessionBytes / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
+    commits: committed,
+    diskBytes,
     mainBusyPerTurnUs: (elu.active * 1000) / turns,
     rssPeakMb: (rssPeak - mem0.rss) / 2 ** 20,
     // Measured after the run: its last request (its finish turn) holds every spawn and report.
@@ -338,6 +373,12 @@ afterAll(async () => {
     const kinds = Object.entries(f.gc).filter(([, p]) => p.n > 0);
     lines.push(
       `${store.padEnd(15)} GC pauses: ${kinds.map(([kind, p]) => `${kind} ${p.n} (${(p.ms / 1000).toFixed(1)} s = ${((100 * p.ms) / f.ms).toFixed(1)} % of the run, ${p.over50} over 50 ms, longest ${p.maxMs.toFixed(0)} ms)`).join(', ')}`,
+    );
+  }
+  for (const [store, f] of results) {
+    if (f.commits === null) continue;
+    lines.push(
+      `${store.padEnd(15)} commits: ${f.commits.n} (${(f.turns / f.commits.n).toFixed(1)} turns each), ${(f.commits.ms / 1000).toFixed(1)} s in them on the main thread (${((1000 * f.commits.ms) / f.turns).toFixed(0)} µs/turn, ${((100 * f.commits.ms) / f.ms).toFixed(1)} % of the run), ${(f.diskBytes / 1024 / f.turns).toFixed(1)} KB/turn sent to the disk`,
     );
   }
   const memory = results.get('memory');

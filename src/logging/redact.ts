@@ -51,6 +51,9 @@ function scrubDeep(value: unknown, scrub: (text: string) => string): unknown {
   return value;
 }
 
+/** The secrets of each redactor `createRedactor` made (the same array, growing as `add` is called). */
+const made = new WeakMap<Redactor, readonly string[]>();
+
 /**
  * A redactor for `secrets` (more can be added later, e.g. once a config file is read). Without
  * `secrets`, the known keys of the environment (`knownSecrets()`: `OPENAI_API_KEY`): what a store
@@ -62,6 +65,8 @@ function scrubDeep(value: unknown, scrub: (text: string) => string): unknown {
 export function createRedactor(secrets: Iterable<string | null | undefined> = knownSecrets()): Redactor {
   /** Each secret as it appears in text, and as it appears inside a JSON string. */
   const forms: string[] = [];
+  /** The secrets themselves, in the order added (`secretsOf`). */
+  const known: string[] = [];
   const scrub = (text: string): string => {
     if (forms.length === 0 || typeof text !== 'string') return text;
     let out = text;
@@ -72,6 +77,7 @@ export function createRedactor(secrets: Iterable<string | null | undefined> = kn
   const redactor: Redactor = {
     add(secret) {
       if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH) return;
+      if (!known.includes(secret)) known.push(secret);
       for (const form of [secret, JSON.stringify(secret).slice(1, -1)]) if (!forms.includes(form)) forms.push(form);
       // Longest first, so a secret that contains another is replaced whole.
       forms.sort((a, b) => b.length - a.length);
@@ -85,5 +91,13 @@ export function createRedactor(secrets: Iterable<string | null | undefined> = kn
     },
   };
   for (const secret of secrets) redactor.add(secret);
+  made.set(redactor, known);
   return redactor;
 }
+
+/**
+ * The secrets a redactor made by `createRedactor` knows so far, oldest first (the live list: it
+ * grows with `add`); undefined for any other redactor. A store's commit thread rebuilds the
+ * redactor from them (store/sqliteWriter.ts).
+ */
+export const secretsOf = (redactor: Redactor): readonly string[] | undefined => made.get(redactor);

@@ -192,3 +192,12 @@ export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NO
   const verified = checked.version === SCHEMA_VERSION ? checked.verified : null;
   return closingOnThrow(db, () => (setUp(db, options, synchronous, checked.version), { db, verified }));
 }
+
+/**
+ * A second read-write connection to a file its owner opened (checked, migrated, locked) in this
+ * process: the commit thread's (sqliteWriter.ts). Set up as the owner's, nothing checked again.
+ */
+export function openWriterConnection(options: OpenFileOptions, synchronous: 'FULL' | 'NORMAL'): Database.Database {
+  const db = connect(options.path, false, options.busyTimeoutMs ?? 5_000);
+  return closingOnThrow(db, () => (setUp(db, options, synchronous, SCHEMA_VERSION), db));
+}

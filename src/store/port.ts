@@ -150,6 +150,25 @@ export interface StorePort {
 export const isStorePort = (value: unknown): value is StorePort =>
   typeof value === 'object' && value !== null && typeof (value as { commit?: unknown }).commit === 'function';
 
+/**
+ * An embedded store that commits batches itself, asynchronously (a SQLite file whose commits run
+ * on a worker thread: sqliteWriter.ts); its port's `commit` is this.
+ */
+interface BatchCommitter {
+  commitBatch(ops: readonly WriteOp[]): Promise<void>;
+}
+
+const batchCommitterOf = (store: Store): BatchCommitter | null =>
+  typeof (store as Partial<BatchCommitter>).commitBatch === 'function' ? (store as Store & BatchCommitter) : null;
+
+/** Apply `ops` to an embedded store in one of its transactions. */
+export function applyOps(store: Store, ops: readonly WriteOp[]): void {
+  if (ops.length === 0) return;
+  store.transaction(() => {
+    for (const w of ops) applyOp(store, w);
+  });
+}
+
 /** Apply one op to an embedded store (inside its transaction). */
 function applyOp(store: Store, w: WriteOp): void {
   switch (w.op) {
@@ -209,11 +228,13 @@ const ports = new WeakMap<Store, StorePort>();
 
 /**
  * The port over an embedded store (memory or SQLite). Its work is synchronous: a commit runs one
- * transaction at once and resolves, reads resolve with what the store returned. One port per store.
+ * transaction at once and resolves (or, for a store with its own `commitBatch`, is handed to it),
+ * reads resolve with what the store returned. One port per store.
  */
 export function portOf(store: Store): StorePort {
   const known = ports.get(store);
   if (known) return known;
+  const batches = batchCommitterOf(store);
   const port: StorePort = {
     get boot() {
       return store.boot;
@@ -221,12 +242,9 @@ export function portOf(store: Store): StorePort {
     inMemory: store.inMemory === true,
     ...(store.redactor ? { redactor: store.redactor } : {}),
     commit(ops) {
+      if (batches) return batches.commitBatch(ops);
       try {
-        if (ops.length > 0) {
-          store.transaction(() => {
-            for (const w of ops) applyOp(store, w);
-          });
-        }
+        applyOps(store, ops);
         return Promise.resolve();
       } catch (err) {
         return Promise.reject(err as Error);

@@ -1,7 +1,9 @@
 /**
  * Crash-harness child process (not a test; run by harness.ts from the compiled dist/).
  *
- *   node dist/test/integration/crash/child.js <db> <start|resume|recover-loop|own> <seed> [FULL|NORMAL] [default|in-doubt|group]
+ *   node dist/test/integration/crash/child.js <db> <start|resume|recover-loop|own> <seed> [FULL|NORMAL][+thread] [default|in-doubt|group]
+ *
+ * `+thread`: the store commits on a worker thread (`openStore({ commitThread: true })`).
  *
  * start: a root spawns workers (the team of the trial mode, see teams.ts); meanwhile this process
  * sends user messages and prints `ACK <id>` once `send()` has resolved (the message is committed).
@@ -139,7 +141,7 @@ async function main(): Promise<void> {
     return new Promise(() => {});
   }
   print('BOOT');
-  const store = openStore({ path, synchronous: sync === 'NORMAL' ? 'NORMAL' : 'FULL' });
+  const store = openStore({ path, synchronous: sync?.startsWith('NORMAL') ? 'NORMAL' : 'FULL', commitThread: sync?.endsWith('+thread') === true });
   const port = portFor(store);
   print('OPEN');
   if (mode === 'recover-loop') {

@@ -30,6 +30,8 @@ const FULL = process.env.CRASH_FULL === '1';
 const TRIALS = Number(process.env.CRASH_TRIALS ?? (FULL ? 200 : 10));
 const MODE_TRIALS = Number(process.env.CRASH_MODE_TRIALS ?? (FULL ? 200 : 10));
 const SEED = Number(process.env.CRASH_SEED ?? 1);
+/** Trials of each team with the child's commits on a worker thread. */
+const THREAD_TRIALS = Number(process.env.CRASH_THREAD_TRIALS ?? (FULL ? 100 : 6));
 /** Below this many trials the coverage checks are skipped: a replay of a few seeds need not reach every phase. */
 const COVERAGE_MIN = 20;
 
@@ -99,6 +101,19 @@ describe('kill -9 at random points, then resume', () => {
     // Those that carried two or more messages were checked all-or-none on the file.
     expect(counts.groupsCheckedAtomic).toBeGreaterThan(MODE_TRIALS / 10);
     expect(counts.acked).toBeGreaterThan(MODE_TRIALS * 5);
+  }, 1_800_000);
+
+  it(`commits on a thread (openStore commitThread), ${THREAD_TRIALS} trials each of the default and group teams: nothing acknowledged is lost, no group torn`, async () => {
+    const plain = await runCrashTrials({ trials: THREAD_TRIALS, seed: SEED + 600_000, parallel: 2, commitThread: true });
+    report('commit thread', plain);
+    expectNoViolation(plain);
+    expect(plain.killsDuringStart).toBeGreaterThan(0);
+    expect(plain.acked).toBeGreaterThan(0);
+    const group = await runCrashTrials({ trials: THREAD_TRIALS, seed: SEED + 700_000, parallel: 2, mode: 'group', commitThread: true });
+    report('commit thread, group', group);
+    expectNoViolation(group);
+    expect(phase(group, 'start:in-commit', 'resume:in-commit')).toBeGreaterThan(0);
+    expect(group.acked).toBeGreaterThan(0);
   }, 1_800_000);
 
   // A negative control shows the harness catches a planted bug. Outside the full run it stops at

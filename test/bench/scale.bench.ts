@@ -26,6 +26,8 @@
  * thread's busy time per turn (its event-loop utilisation's active time ÷ turns): with the thread
  * on, the worker's CPU is in the first and not in the second. The heap figures are the main
  * thread's only (the worker's heap, with its copy of every agent's last request, is not counted).
+ * SCALE_COMMIT_THREAD=1 runs each file store with `openStore({ commitThread: true })` off then on
+ * (its commits on a worker thread) and prints the ratios on ÷ off.
  *
  * Heap, three figures per agent (÷ K + 1), from a baseline taken after a full GC (without one the
  * baseline run's garbage was in it, and K = 1,000 read 10 KB/agent where the peak is ~230): the
@@ -76,6 +78,8 @@ const STORES = (process.env.SCALE_STORES ?? 'memory,NORMAL,FULL').split(',') as 
 const ADAPTIVE = process.env.SCALE_ADAPTIVE === undefined ? [false] : process.env.SCALE_ADAPTIVE === 'first' ? [true, false] : [false, true];
 /** With the model thread too (`openaiModel({ thread: true })`): each store off, then on. */
 const THREAD = process.env.SCALE_THREAD === '1' ? [false, true] : [false];
+/** With the commits on a thread too (`openStore({ commitThread: true })`): each file store off, then on. */
+const COMMIT_THREAD = process.env.SCALE_COMMIT_THREAD === '1' ? [false, true] : [false];
 
 interface Figures {
   ms: number;
@@ -194,14 +198,22 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   return { ms, lastChildMs };
 }
 
-async function team(store: StoreKind, adaptive: boolean, thread: boolean): Promise<Figures> {
+async function team(store: StoreKind, adaptive: boolean, thread: boolean, commitThread: boolean): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
-  const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store });
+  const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store, commitThread });
   // Timed from outside: the group committer commits through the store's `transaction`, so each
   // call here is one commit (BEGIN IMMEDIATE, the batch's writes, COMMIT with its sync and any
-  // checkpoint), all of it on the main thread.
+  // checkpoint), all of it on the main thread. With the commit thread, each batch posted is one
+  // commit and the main thread spends nothing in SQLite: counted, with no time.
   const commits = opened ? { n: 0, ms: 0 } : null;
-  if (opened && commits) {
+  const batches = opened as { commitBatch?: (ops: readonly unknown[]) => Promise<void> } | undefined;
+  if (commitThread && batches?.commitBatch && commits) {
+    const commitBatch = batches.commitBatch.bind(opened);
+    batches.commitBatch = (ops) => {
+      if (ops.length > 0) commits.n++;
+      return commitBatch(ops);
+    };
+  } else if (opened && commits) {
     const transaction = opened.transaction.bind(opened);
     opened.transaction = <T>(fn: () => T): T => {
       const t = performance.now();
@@ -347,12 +359,11 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
   for (const store of STORES) {
     for (const adaptive of ADAPTIVE) {
       for (const thread of THREAD) {
-        const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}`;
-        bench(
-          name,
-          async () => void results.set(`${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}`, await team(store, adaptive, thread)),
-          once,
-        );
+        for (const commitThread of store === 'memory' ? [false] : COMMIT_THREAD) {
+          const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}${commitThread ? ', commit thread' : ''}`;
+          const key = `${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}${commitThread ? '+commits' : ''}`;
+          bench(name, async () => void results.set(key, await team(store, adaptive, thread, commitThread)), once);
+        }
       }
     }
   }
@@ -390,6 +401,14 @@ afterAll(async () => {
     if (off && on) {
       lines.push(
         `${store} adaptive ÷ fixed: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}`,
+      );
+    }
+  }
+  for (const [key, off] of results) {
+    const on = results.get(`${key}+commits`);
+    if (on) {
+      lines.push(
+        `${key} commit thread on ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}`,
       );
     }
   }

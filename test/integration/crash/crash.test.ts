@@ -31,7 +31,7 @@ const TRIALS = Number(process.env.CRASH_TRIALS ?? (FULL ? 200 : 10));
 const MODE_TRIALS = Number(process.env.CRASH_MODE_TRIALS ?? (FULL ? 200 : 10));
 const SEED = Number(process.env.CRASH_SEED ?? 1);
 /** Trials of each team with the child's commits on a worker thread. */
-const THREAD_TRIALS = Number(process.env.CRASH_THREAD_TRIALS ?? (FULL ? 100 : 6));
+const THREAD_TRIALS = Number(process.env.CRASH_THREAD_TRIALS ?? (FULL ? 60 : 6));
 /** Below this many trials the coverage checks are skipped: a replay of a few seeds need not reach every phase. */
 const COVERAGE_MIN = 20;
 

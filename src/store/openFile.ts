@@ -6,7 +6,7 @@
  * would not stay byte for byte as it was. Only a file that passed is opened for writing.
  * @module
  */
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
@@ -193,11 +193,36 @@ export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NO
   return closingOnThrow(db, () => (setUp(db, options, synchronous, checked.version), { db, verified }));
 }
 
+/** Which file a path names (device and inode, as decimal strings: an inode may exceed 2^53). */
+export interface FileIdentity {
+  dev: string;
+  ino: string;
+}
+
+export function identityOf(path: string): FileIdentity {
+  const st = statSync(path, { bigint: true });
+  return { dev: String(st.dev), ino: String(st.ino) };
+}
+
 /**
  * A second read-write connection to a file its owner opened (checked, migrated, locked) in this
- * process: the commit thread's (sqliteWriter.ts). Set up as the owner's, nothing checked again.
+ * process: the commit thread's (sqliteWriter.ts). Set up as the owner's, nothing checked again but
+ * that `path` still names the file the owner opened (`identity`): never a new file, nor one moved
+ * into its place.
  */
-export function openWriterConnection(options: OpenFileOptions, synchronous: 'FULL' | 'NORMAL'): Database.Database {
-  const db = connect(options.path, false, options.busyTimeoutMs ?? 5_000);
-  return closingOnThrow(db, () => (setUp(db, options, synchronous, SCHEMA_VERSION), db));
+export function openWriterConnection(options: OpenFileOptions, synchronous: 'FULL' | 'NORMAL', identity: FileIdentity): Database.Database {
+  let db: Database.Database;
+  try {
+    db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5_000, fileMustExist: true });
+  } catch (err) {
+    throw new TroupeError('STORE_OPEN_FAILED', `Cannot open ${options.path}: ${(err as Error).message}`, { cause: err });
+  }
+  return closingOnThrow(db, () => {
+    const now = identityOf(options.path);
+    if (now.dev !== identity.dev || now.ino !== identity.ino) {
+      throw new TroupeError('STORE_OPEN_FAILED', `${options.path} is no longer the file this process opened (it was moved or replaced)`);
+    }
+    setUp(db, options, synchronous, SCHEMA_VERSION);
+    return db;
+  });
 }

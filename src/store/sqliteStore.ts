@@ -48,7 +48,7 @@ import type {
   UsageDbRow,
 } from './dbRows.js';
 import type Database from 'better-sqlite3';
-import { openDatabase, openWriterConnection, sqliteCode, type OpenedDatabase } from './openFile.js';
+import { identityOf, openDatabase, openWriterConnection, sqliteCode, type OpenedDatabase } from './openFile.js';
 import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest, InboxResult } from './types.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir } from './files.js';
@@ -195,8 +195,9 @@ export function writerStore(
   options: Pick<OpenStoreOptions, 'path' | 'redactor' | 'busyTimeoutMs' | 'maxSizeBytes'>,
   synchronous: 'FULL' | 'NORMAL',
   boot: number,
+  identity: { dev: string; ino: string },
 ): SqliteStore {
-  return createSqliteStore({ db: openWriterConnection(options, synchronous), verified: null }, options, synchronous, boot, null);
+  return createSqliteStore({ db: openWriterConnection(options, synchronous, identity), verified: null }, options, synchronous, boot, null);
 }
 
 function createSqliteStore(
@@ -212,7 +213,15 @@ function createSqliteStore(
   const redactor = options.redactor ?? createRedactor();
   const writer =
     options.commitThread === true
-      ? commitThread({ path: options.path, synchronous, busyTimeoutMs: options.busyTimeoutMs, maxSizeBytes: options.maxSizeBytes, boot, redactor })
+      ? commitThread({
+          path: options.path,
+          identity: identityOf(options.path),
+          synchronous,
+          busyTimeoutMs: options.busyTimeoutMs,
+          maxSizeBytes: options.maxSizeBytes,
+          boot,
+          redactor,
+        })
       : null;
   // With a commit thread, another connection writes the file: the caches here would go stale.
   const cached = !readonly && writer === null;

@@ -24,11 +24,14 @@ import { Worker } from 'node:worker_threads';
 import { ERROR_CODES, TroupeError, type ErrorCode } from '../errors.js';
 import type { Redactor } from '../logging/redact.js';
 import { secretsOf } from '../logging/redact.js';
+import type { FileIdentity } from './openFile.js';
 import type { WriteOp } from './port.js';
 
 /** What the thread needs to open its connection (`workerData`). */
 export interface WriterSetup {
   path: string;
+  /** The file the owner opened: the thread refuses another at `path`. */
+  identity: FileIdentity;
   synchronous: 'FULL' | 'NORMAL';
   busyTimeoutMs: number | undefined;
   maxSizeBytes: number | undefined;
@@ -122,6 +125,7 @@ export function commitThread(options: CommitThreadOptions): CommitThread {
     sent = secrets.length;
     const setup: WriterSetup = {
       path: options.path,
+      identity: options.identity,
       synchronous: options.synchronous,
       busyTimeoutMs: options.busyTimeoutMs,
       maxSizeBytes: options.maxSizeBytes,

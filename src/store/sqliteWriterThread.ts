@@ -21,9 +21,12 @@ const redactor = createRedactor(setup.secrets);
 let store: SqliteStore | null = null;
 try {
   const options = { path: setup.path, busyTimeoutMs: setup.busyTimeoutMs, maxSizeBytes: setup.maxSizeBytes, redactor };
-  store = writerStore(options, setup.synchronous, setup.boot);
+  store = writerStore(options, setup.synchronous, setup.boot, setup.identity);
 } catch (err) {
   post({ t: 'dead', error: toWireStoreError(err) });
+  // Nothing to apply or close: a close() waiting for this thread returns at once.
+  Atomics.store(setup.closed, 0, 1);
+  Atomics.notify(setup.closed, 0);
   port.close();
 }
 

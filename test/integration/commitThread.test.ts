@@ -4,7 +4,7 @@
  * is the compiled `sqliteWriterThread.js` (dist/, built by the project's global setup), so the
  * package is loaded from dist/.
  */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -166,6 +166,29 @@ describe('commits on a thread', () => {
     const again = troupe.openStore({ path, readonly: true });
     expect(again.loadSession('a').map((i) => (i as { content: string }).content)).toEqual(['key [redacted]', 'key [redacted]']);
     again.close();
+  });
+
+  it('a thread that cannot open the file the owner opened (moved, or another in its place) stops the store, and creates no file', async () => {
+    const other = join(tempDir(), 'other.db');
+    troupe.openStore({ path: other }).close();
+    for (const instead of ['nothing', 'another troupe file'] as const) {
+      const dir = tempDir();
+      const path = join(dir, 's.db');
+      const store = troupe.openStore({ path, commitThread: true });
+      renameSync(path, join(dir, 'moved.db'));
+      if (instead === 'another troupe file') copyFileSync(other, path);
+      const port = portOf(store);
+      await expect(port.commit([{ op: 'insertRun', run }])).rejects.toMatchObject({ code: 'STORE_OPEN_FAILED' });
+      expect(store.failure?.code).toBe('STORE_OPEN_FAILED');
+      await expect(port.commit([{ op: 'insertRun', run }])).rejects.toMatchObject({ code: 'STORE_OPEN_FAILED' });
+      store.close();
+      if (instead === 'nothing') expect(existsSync(path)).toBe(false);
+      else {
+        const reader = troupe.openStore({ path, readonly: true });
+        expect(reader.listRuns()).toEqual([]);
+        reader.close();
+      }
+    }
   });
 
   it('is refused with CONFIG_INVALID where it cannot work', () => {

@@ -111,6 +111,7 @@ export function commitThread(options: CommitThreadOptions): CommitThread {
   let nextId = 1;
   let failure: TroupeError | null = null;
   let closed: Int32Array | null = null;
+  let shut = false;
   const pending = new Map<number, { resolve(): void; reject(err: unknown): void }>();
 
   const fail = (err: TroupeError) => {
@@ -166,6 +167,8 @@ export function commitThread(options: CommitThreadOptions): CommitThread {
     },
     commit(ops) {
       if (failure) return Promise.reject(failure);
+      // A closed store's thread is gone; another would write without the owner lock.
+      if (shut) return Promise.reject(new TroupeError('STORE_IO', `${options.path} was closed: the commit was not applied`));
       if (ops.length === 0) return Promise.resolve();
       const w = (worker ??= start());
       const id = nextId++;
@@ -181,6 +184,7 @@ export function commitThread(options: CommitThreadOptions): CommitThread {
       return new Promise<void>((resolve, reject) => pending.set(id, { resolve, reject }));
     },
     close() {
+      shut = true;
       const w = worker;
       if (!w || !closed) return;
       w.postMessage({ t: 'close' } satisfies ToWriter);

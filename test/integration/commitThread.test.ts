@@ -113,6 +113,8 @@ describe('commits on a thread', () => {
     const items = Array.from({ length: 5_000 }, (_, i) => ({ role: 'user' as const, content: `item ${i}` }));
     const last = port.commit([{ op: 'registerAgent', agent: agent('late'), firstInput: items }]);
     store.close();
+    // Nothing more is written once closed: not by this thread, not by a new one without the lock.
+    await expect(port.commit([{ op: 'insertRun', run: { ...run, id: 'after-close' } }])).rejects.toMatchObject({ code: 'STORE_IO' });
     // Read at once, as another process would the moment the lock is free.
     const raw = new Database(path, { readonly: true });
     expect(raw.prepare("SELECT count(*) AS n FROM session_items WHERE agent_id = 'late'").get()).toEqual({ n: 5_000 });
@@ -120,6 +122,17 @@ describe('commits on a thread', () => {
     await last;
     const again = troupe.openStore({ path });
     expect(again.getAgent('late')?.name).toBe('n-late');
+    expect(again.getRun('after-close')).toBeUndefined();
+    again.close();
+  });
+
+  it('a store closed before its first commit starts no thread after', async () => {
+    const path = join(tempDir(), 's.db');
+    const store = troupe.openStore({ path, commitThread: true });
+    store.close();
+    await expect(portOf(store).commit([{ op: 'insertRun', run }])).rejects.toMatchObject({ code: 'STORE_IO' });
+    const again = troupe.openStore({ path });
+    expect(again.listRuns()).toEqual([]);
     again.close();
   });
 

@@ -17,7 +17,10 @@ import type { AgentRow } from './types.js';
 
 export interface OwnerCacheOptions {
   q: Statements;
-  readonly: boolean;
+  /** Keep what is read: only where this connection is the sole writer of these tables (an owner without a commit thread). */
+  cache: boolean;
+  /** Told before every write of a cached table; it throws to refuse it (the commit thread owns them: sqliteStore.ts). */
+  beforeWrite?: () => void;
   /** This owner's fencing token, written on every agent row it writes. */
   boot: number;
   redactor: Redactor;
@@ -43,7 +46,7 @@ export interface OwnerCache {
   writeAgent(next: AgentRow, insert: boolean): void;
 }
 
-export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: OwnerCacheOptions): OwnerCache {
+export function createOwnerCache({ q, cache, beforeWrite, boot, redactor, onRollback }: OwnerCacheOptions): OwnerCache {
   const text = redactor.scrub;
   const json = redactor.scrubJson;
   const sessions = new Map<string, SessionItem[]>();
@@ -52,17 +55,17 @@ export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: Ow
   const pendingCounts = new Map<string, number>();
 
   function agentRow(id: string): AgentRow | undefined {
-    const cached = readonly ? undefined : agents.get(id);
+    const cached = cache ? agents.get(id) : undefined;
     if (cached) return cached;
     const row = q.getAgent.get(id) as AgentDbRow | undefined;
     if (!row) return undefined;
     const agent = toAgent(row);
-    if (!readonly) agents.set(id, agent);
+    if (cache) agents.set(id, agent);
     return agent;
   }
 
   function pendingCount(agentId: string): number {
-    if (readonly) return q.pendingCount.get(agentId) as number;
+    if (!cache) return q.pendingCount.get(agentId) as number;
     let n = pendingCounts.get(agentId);
     if (n === undefined) {
       n = q.pendingCount.get(agentId) as number;
@@ -72,21 +75,23 @@ export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: Ow
   }
 
   function setPending(agentId: string, n: number): void {
+    beforeWrite?.();
     const before = pendingCount(agentId);
     pendingCounts.set(agentId, n);
     onRollback(() => pendingCounts.set(agentId, before));
   }
 
   function session(agentId: string): SessionItem[] {
-    const cached = readonly ? undefined : sessions.get(agentId);
+    const cached = cache ? sessions.get(agentId) : undefined;
     if (cached) return cached;
     const rows = q.loadItems.all(agentId) as SessionDbRow[];
     const items = rows.map((r, i) => toSessionItem(r, i));
-    if (!readonly) sessions.set(agentId, items);
+    if (cache) sessions.set(agentId, items);
     return items;
   }
 
   function append(agentId: string, items: SessionItem[]): void {
+    beforeWrite?.(); // even with no items: a rewrite to an empty session writes through here
     if (items.length === 0) return;
     const list = session(agentId);
     const before = list.length;
@@ -99,6 +104,7 @@ export function createOwnerCache({ q, readonly, boot, redactor, onRollback }: Ow
   }
 
   function writeAgent(next: AgentRow, insert: boolean): void {
+    beforeWrite?.();
     if (insert) insertAgent(next);
     // An update writes the columns that change after registration (positional: it runs every turn).
     else q.updateAgent.run(next.status, next.noticeClaimed ? 1 : 0, next.stint, json(stateOf(next)), next.updatedAt, boot, next.id);

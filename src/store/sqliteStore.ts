@@ -56,7 +56,7 @@ import { createOwnerCache } from './sqliteCache.js';
 import { prepareStatements } from './sqliteStatements.js';
 import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
-import { commitThread, threadSecrets } from './sqliteWriter.js';
+import { checkCommitThread, commitThread } from './sqliteWriter.js';
 import type { WriteOp } from './port.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
@@ -165,16 +165,7 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
     throw new TroupeError('CONFIG_INVALID', `Expected synchronous to be "FULL" or "NORMAL", got ${JSON.stringify(synchronous)}`);
   }
   const memory = options.path === ':memory:';
-  if (options.commitThread !== undefined && typeof options.commitThread !== 'boolean') {
-    throw new TroupeError('CONFIG_INVALID', `Expected commitThread to be a boolean, got ${JSON.stringify(options.commitThread)}`);
-  }
-  if (options.commitThread === true && (memory || options.readonly === true)) {
-    throw new TroupeError('CONFIG_INVALID', `commitThread needs a file this process owns, not ${memory ? "':memory:'" : 'a read-only store'}`);
-  }
-  if (options.commitThread === true && options.redactor !== undefined) {
-    const secrets = threadSecrets(options.redactor);
-    if (secrets instanceof TroupeError) throw secrets;
-  }
+  checkCommitThread(options);
   // A new project has no .troupe/ yet: the owner creates the database's folder (0700).
   if (!memory && !options.readonly) ensureParentDir(options.path);
   // The lock comes before anything else touches the database.
@@ -225,10 +216,6 @@ function createSqliteStore(
       : null;
   // With a commit thread, another connection writes the file: the caches here would go stale.
   const cached = !readonly && writer === null;
-  // ...and the thread's caches would, if this connection wrote what they hold once it runs.
-  const threadOwns = (what: string) => {
-    if (writer?.started) throw new TroupeError('CONFIG_INVALID', `${options.path} commits on a thread: ${what} goes through the coordinator's port`);
-  };
   const q = prepareStatements(db);
   const tx = createTransactor(db, { path: options.path, readonly, boot, insertBoot: q.insertBoot });
   const { onRollback } = tx;
@@ -247,7 +234,15 @@ function createSqliteStore(
   // Caches are safe only for the owner; a read-only viewer always reads the file.
   const { sessions, agents, pendingCounts, agentRow, pendingCount, setPending, session, append, writeAgent } = createOwnerCache({
     q,
-    readonly: !cached,
+    cache: cached,
+    // ...and the thread's would, if this connection wrote what they hold once it runs.
+    beforeWrite: () => {
+      if (writer?.started)
+        throw new TroupeError(
+          'CONFIG_INVALID',
+          `${options.path} commits on a thread: sessions, agents and messages are written through the coordinator's port`,
+        );
+    },
     boot,
     redactor,
     onRollback,
@@ -296,7 +291,6 @@ function createSqliteStore(
 
     registerAgent: (agent, firstInput) =>
       transaction(() => {
-        threadOwns('registering an agent');
         if (agentRow(agent.id)) throw new TroupeError('AGENT_EXISTS', `store: agent ${agent.id} exists`);
         writeAgent({ ...agent }, true);
         sessions.set(agent.id, []);
@@ -305,7 +299,6 @@ function createSqliteStore(
       }),
     updateAgent: (id, patch) =>
       transaction(() => {
-        threadOwns('updating an agent');
         const row = agentRow(id);
         if (!row) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${id}`);
         writeAgent({ ...row, ...patch }, false);
@@ -334,7 +327,6 @@ function createSqliteStore(
 
     enqueueMessage: (message: NewMessage) =>
       transaction(() => {
-        threadOwns('a message');
         if (!agentRow(message.to)) throw new TroupeError('AGENT_NOT_FOUND', `store: no agent ${message.to}`);
         const pending = pendingCount(message.to); // before the insert, or a first read would count it
         const dataText = message.data === undefined || message.data === null ? null : json(message.data);
@@ -366,7 +358,6 @@ function createSqliteStore(
 
     markDelivered: (agentId, upToId, at) =>
       transaction(() => {
-        threadOwns('a delivery');
         const before = pendingCount(agentId);
         const { changes } = q.markDeliveredUpTo.run(at, agentId, upToId, agentId);
         if (changes > 0) setPending(agentId, Math.max(0, before - changes));
@@ -374,15 +365,10 @@ function createSqliteStore(
     pendingMessagesOf: (runId) => (q.pendingOfRun.all(runId) as MessageDbRow[]).map(toMessage),
     noticeKeysOf: (runId) => q.noticeKeysOf.all(runId) as string[],
 
-    appendSession: (agentId, items) =>
-      transaction(() => {
-        threadOwns('a session item');
-        append(agentId, items);
-      }),
+    appendSession: (agentId, items) => transaction(() => append(agentId, items)),
     loadSession: (agentId) => session(agentId).slice(),
     replaceSession: (agentId, items, expectedLength) =>
       transaction(() => {
-        threadOwns("a session's rewrite");
         const list = session(agentId);
         if (expectedLength !== undefined && list.length !== expectedLength) return false;
         const old = list.slice();

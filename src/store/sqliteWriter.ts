@@ -94,8 +94,24 @@ export interface CommitThread {
 
 export type CommitThreadOptions = Omit<WriterSetup, 'secrets' | 'closed'> & { redactor: Redactor };
 
+/** CONFIG_INVALID unless `openStore`'s `commitThread` can be honoured: a boolean, on a file this process owns, with a redactor the thread can rebuild. */
+export function checkCommitThread(options: { path: string; readonly?: boolean; redactor?: Redactor; commitThread?: unknown }): void {
+  if (options.commitThread !== undefined && typeof options.commitThread !== 'boolean') {
+    throw new TroupeError('CONFIG_INVALID', `Expected commitThread to be a boolean, got ${JSON.stringify(options.commitThread)}`);
+  }
+  if (options.commitThread !== true) return;
+  if (options.path === ':memory:' || options.readonly === true) {
+    throw new TroupeError(
+      'CONFIG_INVALID',
+      `commitThread needs a file this process owns, not ${options.readonly === true ? 'a read-only store' : "':memory:'"}`,
+    );
+  }
+  const secrets = options.redactor === undefined ? [] : threadSecrets(options.redactor);
+  if (secrets instanceof TroupeError) throw secrets;
+}
+
 /** A redactor the thread can rebuild (made by `createRedactor`), or the CONFIG_INVALID saying why not. */
-export function threadSecrets(redactor: Redactor): readonly string[] | TroupeError {
+function threadSecrets(redactor: Redactor): readonly string[] | TroupeError {
   return (
     secretsOf(redactor) ??
     new TroupeError('CONFIG_INVALID', 'commitThread needs a redactor made by createRedactor (the commit thread rebuilds it from its secrets)')

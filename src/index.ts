@@ -45,6 +45,8 @@ export { FailureTracker } from './turn/failureTracker.js';
 export { memoryStore } from './store/memoryStore.js';
 export { openStore } from './store/sqliteStore.js';
 export type { OpenStoreOptions, SqliteStore } from './store/sqliteStore.js';
+export { AUTO_COMMIT_THREAD } from './store/sqliteWriter.js';
+export type { CommitThreadRule } from './store/sqliteWriter.js';
 export { openPostgresStore } from './store/postgres/store.js';
 export type { PostgresStore, PostgresStoreOptions } from './store/postgres/store.js';
 export type { LeaseOptions, ReleaseState, RunLease } from './store/postgres/lease.js';

@@ -37,7 +37,9 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
         'a team of 10,000',
         'a root and 10,000 children × 10 tool turns, model answering in 0.5–2 s (scale.bench.ts, one run each): memory 96.6 % of the ' +
           'ideal, event-loop delay p99 39 ms; SQLite FULL 94.9 %, p99 90 ms; FULL with commitThread 95.7 %, p99 36 ms (main thread ' +
-          '0.78× busy per turn, process CPU 1.11×); NORMAL 95.6 %, p99 61 ms, with commitThread 95.5 %, 36 ms',
+          '0.78× busy per turn, process CPU 1.11×); NORMAL 95.6 %, p99 61 ms, with commitThread 95.5 %, 36 ms. Nothing set ' +
+          "(commitThread 'auto': the commits moved to the thread 10-16 s in), on a slower machine, paired with commitThread " +
+          'false: NORMAL 93.0 % and p99 55 ms against 86.2 % and 251 ms; FULL 90.9 % and 72 ms against 88.9 % and 206 ms',
       ],
     ],
     after:

@@ -68,3 +68,14 @@ function tightenTroupeDir(dir: string): void {
     // Not ours to change (a read-only mount, a race with its removal): leave it as it is.
   }
 }
+
+/** Which file a path names (device and inode, as decimal strings: an inode may exceed 2^53). */
+export interface FileIdentity {
+  dev: string;
+  ino: string;
+}
+
+export function identityOf(path: string): FileIdentity {
+  const st = statSync(path, { bigint: true });
+  return { dev: String(st.dev), ino: String(st.ino) };
+}

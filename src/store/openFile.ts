@@ -6,11 +6,11 @@
  * would not stay byte for byte as it was. Only a file that passed is opened for writing.
  * @module
  */
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { TroupeError } from '../errors.js';
-import { createFileIfMissing, fileState } from './files.js';
+import { createFileIfMissing, fileState, identityOf, type FileIdentity } from './files.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { verifyRows, type VerifiedRows } from './verifyRows.js';
 
@@ -191,17 +191,6 @@ export function openDatabase(options: OpenFileOptions, synchronous: 'FULL' | 'NO
   // A migration may rewrite rows: what was decoded before it is not what the file holds.
   const verified = checked.version === SCHEMA_VERSION ? checked.verified : null;
   return closingOnThrow(db, () => (setUp(db, options, synchronous, checked.version), { db, verified }));
-}
-
-/** Which file a path names (device and inode, as decimal strings: an inode may exceed 2^53). */
-export interface FileIdentity {
-  dev: string;
-  ino: string;
-}
-
-export function identityOf(path: string): FileIdentity {
-  const st = statSync(path, { bigint: true });
-  return { dev: String(st.dev), ino: String(st.ino) };
 }
 
 /**

@@ -17,7 +17,7 @@ import type { AgentRow } from './types.js';
 
 export interface OwnerCacheOptions {
   q: Statements;
-  /** Keep what is read: only where this connection is the sole writer of these tables (an owner without a commit thread). */
+  /** Keep what is read: only while this connection is the sole writer of these tables (an owner whose commits are not on a thread). */
   cache: boolean;
   /** Told before every write of a cached table; it throws to refuse it (the commit thread owns them: sqliteStore.ts). */
   beforeWrite?: () => void;
@@ -44,9 +44,14 @@ export interface OwnerCache {
   append(agentId: string, items: SessionItem[]): void;
   /** Insert or update an agent row inside a transaction. */
   writeAgent(next: AgentRow, insert: boolean): void;
+  /** Whether what is read is kept. */
+  readonly caching: boolean;
+  /** Forget everything kept and read the file from now on (another connection writes it: sqliteWriter.ts). */
+  stopCaching(): void;
 }
 
-export function createOwnerCache({ q, cache, beforeWrite, boot, redactor, onRollback }: OwnerCacheOptions): OwnerCache {
+export function createOwnerCache({ q, cache: cacheAtFirst, beforeWrite, boot, redactor, onRollback }: OwnerCacheOptions): OwnerCache {
+  let cache = cacheAtFirst;
   const text = redactor.scrub;
   const json = redactor.scrubJson;
   const sessions = new Map<string, SessionItem[]>();
@@ -133,5 +138,24 @@ export function createOwnerCache({ q, cache, beforeWrite, boot, redactor, onRoll
     });
   }
 
-  return { sessions, agents, pendingCounts, agentRow, pendingCount, setPending, session, append, writeAgent };
+  return {
+    sessions,
+    agents,
+    pendingCounts,
+    agentRow,
+    pendingCount,
+    setPending,
+    session,
+    append,
+    writeAgent,
+    get caching() {
+      return cache;
+    },
+    stopCaching() {
+      cache = false;
+      sessions.clear();
+      agents.clear();
+      pendingCounts.clear();
+    },
+  };
 }

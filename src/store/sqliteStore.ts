@@ -48,16 +48,16 @@ import type {
   UsageDbRow,
 } from './dbRows.js';
 import type Database from 'better-sqlite3';
-import { identityOf, openDatabase, openWriterConnection, sqliteCode, type OpenedDatabase } from './openFile.js';
+import { openDatabase, openWriterConnection, sqliteCode, type OpenedDatabase } from './openFile.js';
 import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest, InboxResult } from './types.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
-import { ensureParentDir } from './files.js';
+import { ensureParentDir, identityOf } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
 import { prepareStatements } from './sqliteStatements.js';
 import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
-import { checkCommitThread, commitThread } from './sqliteWriter.js';
-import type { WriteOp } from './port.js';
+import { commitMeter, commitThread, commitThreadMode, type CommitThreadRule } from './sqliteWriter.js';
+import { applyOps, type WriteOp } from './port.js';
 import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
 
@@ -88,17 +88,23 @@ export interface OpenStoreOptions {
    */
   redactor?: Redactor;
   /**
-   * Owner of a file only: run the commits a coordinator makes (its port's batches) on a worker
-   * thread with its own connection (sqliteWriter.ts), so the event loop never waits on SQLite's
-   * work or the disk for them. Default false: measured (scale.bench.ts, 2 cores), it buys teams of
-   * thousands a responsive loop (10,000 agents on FULL: event-loop delay p99 36 ms against 90, the
-   * same time) and costs ~10 % more CPU per turn (a second connection, a copy of every batch), so
-   * a small team gains nothing from it. The main thread then caches nothing (it reads the
-   * file, which the thread writes), and the thread must be the only writer of sessions, agents and
-   * messages: write through one coordinator's port, not through this store's methods, while it
-   * runs. Needs the compiled package (the thread loads `sqliteWriterThread.js`).
+   * Where a coordinator's commits (its port's batches) run on a file this process owns. A worker
+   * thread with its own connection (sqliteWriter.ts) keeps SQLite's work and the disk's sync off
+   * the event loop; it costs ~10 % more CPU per turn (a second connection, a copy of every batch).
+   * - `'auto'` (default): on the main thread until commits outgrow it (a fifth of a second, in
+   *   commits of 2 ms on average: `AUTO_COMMIT_THREAD`), then on the thread for good. Measured
+   *   (scale.bench.ts, 2 cores, against `false` in the same run): 10,000 agents moved 10-16 s in,
+   *   event-loop delay p99 0.22-0.35×, time 0.93-0.98×; 1,000 agents never moved (≥ 98 % of the
+   *   ideal either way). Stays off where the thread cannot run (`':memory:'`, read-only, a
+   *   redactor not made by `createRedactor`).
+   * - `true`: on the thread from the first commit; `false`: never; a `CommitThreadRule`: `'auto'`
+   *   with your thresholds.
+   * Once on the thread, the main thread caches nothing (it reads the file, which the thread
+   * writes), and sessions, agents and messages are written only through the coordinator's port:
+   * this store's own methods then refuse them (CONFIG_INVALID); set `false` to write through them
+   * while a coordinator runs. The thread needs the compiled package (`sqliteWriterThread.js`).
    */
-  commitThread?: boolean;
+  commitThread?: boolean | 'auto' | CommitThreadRule;
 }
 
 export interface SqliteStore extends Store {
@@ -106,6 +112,8 @@ export interface SqliteStore extends Store {
   /** The fencing token of this owner (increases every time a process opens the file for writing). */
   readonly boot: number;
   readonly synchronous: 'FULL' | 'NORMAL';
+  /** Whether a coordinator's commits run on the commit thread now (`commitThread`). */
+  readonly commitsOnThread: boolean;
   /** The fatal error that stopped this store, if any. */
   readonly failure: TroupeError | null;
   integrityCheck(): string;
@@ -165,7 +173,7 @@ export function openStore(options: OpenStoreOptions): SqliteStore {
     throw new TroupeError('CONFIG_INVALID', `Expected synchronous to be "FULL" or "NORMAL", got ${JSON.stringify(synchronous)}`);
   }
   const memory = options.path === ':memory:';
-  checkCommitThread(options);
+  commitThreadMode(options);
   // A new project has no .troupe/ yet: the owner creates the database's folder (0700).
   if (!memory && !options.readonly) ensureParentDir(options.path);
   // The lock comes before anything else touches the database.
@@ -188,7 +196,8 @@ export function writerStore(
   boot: number,
   identity: { dev: string; ino: string },
 ): SqliteStore {
-  return createSqliteStore({ db: openWriterConnection(options, synchronous, identity), verified: null }, options, synchronous, boot, null);
+  const db = openWriterConnection(options, synchronous, identity);
+  return createSqliteStore({ db, verified: null }, { ...options, commitThread: false }, synchronous, boot, null);
 }
 
 function createSqliteStore(
@@ -202,9 +211,11 @@ function createSqliteStore(
   // Secrets never reach the file: every text column is scrubbed on its way in (JSON columns as
   // values, so a replacement cannot cut through JSON syntax). Checksums cover the scrubbed text.
   const redactor = options.redactor ?? createRedactor();
+  const mode = commitThreadMode(options);
   const writer =
-    options.commitThread === true
-      ? commitThread({
+    mode.kind === 'off'
+      ? null
+      : commitThread({
           path: options.path,
           identity: identityOf(options.path),
           synchronous,
@@ -212,10 +223,10 @@ function createSqliteStore(
           maxSizeBytes: options.maxSizeBytes,
           boot,
           redactor,
-        })
-      : null;
-  // With a commit thread, another connection writes the file: the caches here would go stale.
-  const cached = !readonly && writer === null;
+        });
+  const meter = mode.kind === 'auto' ? commitMeter(mode.rule) : null;
+  // Once commits run on the thread, another connection writes the file: caches here would go stale.
+  let onThread = mode.kind === 'on';
   const q = prepareStatements(db);
   const tx = createTransactor(db, { path: options.path, readonly, boot, insertBoot: q.insertBoot });
   const { onRollback } = tx;
@@ -232,44 +243,61 @@ function createSqliteStore(
   const json = redactor.scrubJson;
 
   // Caches are safe only for the owner; a read-only viewer always reads the file.
-  const { sessions, agents, pendingCounts, agentRow, pendingCount, setPending, session, append, writeAgent } = createOwnerCache({
+  const owned = createOwnerCache({
     q,
-    cache: cached,
+    cache: !readonly && !onThread,
     // ...and the thread's would, if this connection wrote what they hold once it runs.
     beforeWrite: () => {
       if (writer?.started)
         throw new TroupeError(
           'CONFIG_INVALID',
-          `${options.path} commits on a thread: sessions, agents and messages are written through the coordinator's port`,
+          `${options.path} commits on a thread: sessions, agents and messages are written through the coordinator's port (commitThread: false writes through the store)`,
         );
     },
     boot,
     redactor,
     onRollback,
   });
+  const { sessions, agents, pendingCounts, agentRow, pendingCount, setPending, session, append, writeAgent } = owned;
 
   let promoted: Database.Statement | null | undefined;
   // Each agent's last streamed status (migration 12): O(agents) to read at resume, not O(stream rows).
   const statuses = streamStatusesOf(db);
 
-  return {
+  /** A port's batch: on the thread once there; else here, in one transaction, timed for `'auto'`. */
+  function commitBatch(ops: readonly WriteOp[]): Promise<void> {
+    if (onThread) {
+      // The thread's first write ends what the open's verify pass decoded, as this connection's would.
+      if (ops.length > 0) handoff = null;
+      return writer!.commit(ops);
+    }
+    const start = performance.now();
+    try {
+      applyOps(store, ops);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    if (ops.length > 0 && meter?.record(start, performance.now())) {
+      // Every commit so far ran here, synchronously: none is in flight when the thread takes over.
+      onThread = true;
+      owned.stopCaching();
+    }
+    return Promise.resolve();
+  }
+
+  const store: SqliteStore = {
     path: options.path,
     redactor,
     boot,
     synchronous,
+    get commitsOnThread() {
+      return onThread;
+    },
     get failure() {
       return tx.failure ?? writer?.failure ?? null;
     },
     transaction,
-    ...(writer
-      ? {
-          commitBatch: (ops: readonly WriteOp[]) => {
-            // The thread's first write ends what the open's verify pass decoded, as this connection's would.
-            if (ops.length > 0) handoff = null;
-            return writer.commit(ops);
-          },
-        }
-      : {}),
+    ...(writer ? { commitBatch } : {}),
 
     insertRun: (run) =>
       transaction(() => {
@@ -315,10 +343,10 @@ function createSqliteStore(
       const rows =
         handed ??
         (q.listAgents.all(runId) as AgentDbRow[]).map((r) => {
-          const known = cached ? agents.get(r.id) : undefined;
+          const known = owned.caching ? agents.get(r.id) : undefined;
           return known ? { ...known } : toAgent(r);
         });
-      if (cached) {
+      if (owned.caching) {
         const counts = new Map((q.pendingByAgent.all(runId) as { to_agent: string; n: number }[]).map((c) => [c.to_agent, c.n]));
         for (const row of rows) if (!pendingCounts.has(row.id)) pendingCounts.set(row.id, counts.get(row.id) ?? 0);
       }
@@ -508,4 +536,5 @@ function createSqliteStore(
       lock?.release();
     },
   };
+  return store;
 }

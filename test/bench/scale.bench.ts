@@ -26,8 +26,10 @@
  * thread's busy time per turn (its event-loop utilisation's active time ÷ turns): with the thread
  * on, the worker's CPU is in the first and not in the second. The heap figures are the main
  * thread's only (the worker's heap, with its copy of every agent's last request, is not counted).
- * SCALE_COMMIT_THREAD=1 runs each file store with `openStore({ commitThread: true })` off then on
- * (its commits on a worker thread) and prints the ratios on ÷ off.
+ * A file store runs with nothing set (`commitThread: 'auto'`: its commits move to a worker thread
+ * once they outgrow the main thread; the run says whether and when). SCALE_COMMIT_THREAD=off,auto,on
+ * (or 1: off,on) runs each file store with those settings, in that order, and prints the ratios
+ * against off.
  *
  * Heap, three figures per agent (÷ K + 1), from a baseline taken after a full GC (without one the
  * baseline run's garbage was in it, and K = 1,000 read 10 KB/agent where the peak is ~230): the
@@ -78,8 +80,11 @@ const STORES = (process.env.SCALE_STORES ?? 'memory,NORMAL,FULL').split(',') as 
 const ADAPTIVE = process.env.SCALE_ADAPTIVE === undefined ? [false] : process.env.SCALE_ADAPTIVE === 'first' ? [true, false] : [false, true];
 /** With the model thread too (`openaiModel({ thread: true })`): each store off, then on. */
 const THREAD = process.env.SCALE_THREAD === '1' ? [false, true] : [false];
-/** With the commits on a thread too (`openStore({ commitThread: true })`): each file store off, then on. */
-const COMMIT_THREAD = process.env.SCALE_COMMIT_THREAD === '1' ? [false, true] : [false];
+/** A file store's `commitThread` settings to run, in order (default: nothing set, which is 'auto'). */
+type CommitThreadSetting = 'off' | 'auto' | 'on';
+const COMMIT_THREAD = (process.env.SCALE_COMMIT_THREAD === '1' ? 'off,on' : (process.env.SCALE_COMMIT_THREAD ?? 'auto')).split(',') as CommitThreadSetting[];
+const COMMIT_KEY: Record<CommitThreadSetting, string> = { auto: '', off: '+commitsHere', on: '+commits' };
+const COMMIT_OPTION = { auto: {}, off: { commitThread: false }, on: { commitThread: true } } as const;
 
 interface Figures {
   ms: number;
@@ -108,8 +113,12 @@ interface Figures {
   rootRequestKb: number;
   /** The lowest model concurrency seen (the admission's, with adaptive). */
   minConcurrency: number;
-  /** A file's commits (the store's `transaction`, which the group committer calls once per commit) and the main thread's time in them; null in memory. */
-  commits: { n: number; ms: number } | null;
+  /**
+   * A file's commits on the main thread (the store's `transaction`, which the group committer calls
+   * once per commit) and its time in them, the batches it posted to the commit thread, and when
+   * (ms into the run) they moved there; null in memory.
+   */
+  commits: { n: number; ms: number; posted: number; movedAtMs: number | null } | null;
   /** Bytes the process sent to the disk during the run (Linux's /proc/self/io `write_bytes`: the WAL, checkpoints; NaN where unreadable). */
   diskBytes: number;
 }
@@ -198,22 +207,26 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   return { ms, lastChildMs };
 }
 
-async function team(store: StoreKind, adaptive: boolean, thread: boolean, commitThread: boolean): Promise<Figures> {
+async function team(store: StoreKind, adaptive: boolean, thread: boolean, commitThread: CommitThreadSetting): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
-  const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store, commitThread });
-  // Timed from outside: the group committer commits through the store's `transaction`, so each
-  // call here is one commit (BEGIN IMMEDIATE, the batch's writes, COMMIT with its sync and any
-  // checkpoint), all of it on the main thread. With the commit thread, each batch posted is one
-  // commit and the main thread spends nothing in SQLite: counted, with no time.
-  const commits = opened ? { n: 0, ms: 0 } : null;
+  const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store, ...COMMIT_OPTION[commitThread] });
+  // Timed from outside: on the main thread the group committer commits through the store's
+  // `transaction`, so each call here is one commit (BEGIN IMMEDIATE, the batch's writes, COMMIT
+  // with its sync and any checkpoint). Each batch posted to the commit thread is one commit there,
+  // and the main thread spends nothing in SQLite for it: counted, with no time.
+  const commits = opened ? { n: 0, ms: 0, posted: 0, movedAtMs: null as number | null } : null;
   const batches = opened as { commitBatch?: (ops: readonly unknown[]) => Promise<void> } | undefined;
-  if (commitThread && batches?.commitBatch && commits) {
+  if (opened && commits && batches?.commitBatch) {
     const commitBatch = batches.commitBatch.bind(opened);
     batches.commitBatch = (ops) => {
-      if (ops.length > 0) commits.n++;
-      return commitBatch(ops);
+      const there = opened.commitsOnThread;
+      const done = commitBatch(ops);
+      if (there && ops.length > 0) commits.posted++;
+      if (!there && opened.commitsOnThread) commits.movedAtMs = performance.now() - t0;
+      return done;
     };
-  } else if (opened && commits) {
+  }
+  if (opened && commits) {
     const transaction = opened.transaction.bind(opened);
     opened.transaction = <T>(fn: () => T): T => {
       const t = performance.now();
@@ -359,9 +372,9 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
   for (const store of STORES) {
     for (const adaptive of ADAPTIVE) {
       for (const thread of THREAD) {
-        for (const commitThread of store === 'memory' ? [false] : COMMIT_THREAD) {
-          const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}${commitThread ? ', commit thread' : ''}`;
-          const key = `${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}${commitThread ? '+commits' : ''}`;
+        for (const commitThread of store === 'memory' ? (['auto'] as const) : COMMIT_THREAD) {
+          const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}${store === 'memory' || commitThread === 'auto' ? '' : `, commit thread ${commitThread}`}`;
+          const key = `${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}${store === 'memory' ? '' : COMMIT_KEY[commitThread]}`;
           bench(name, async () => void results.set(key, await team(store, adaptive, thread, commitThread)), once);
         }
       }
@@ -389,7 +402,7 @@ afterAll(async () => {
   for (const [store, f] of results) {
     if (f.commits === null) continue;
     lines.push(
-      `${store.padEnd(15)} commits: ${f.commits.n} (${(f.turns / f.commits.n).toFixed(1)} turns each), ${(f.commits.ms / 1000).toFixed(1)} s in them on the main thread (${((1000 * f.commits.ms) / f.turns).toFixed(0)} µs/turn, ${((100 * f.commits.ms) / f.ms).toFixed(1)} % of the run), ${(f.diskBytes / 1024 / f.turns).toFixed(1)} KB/turn sent to the disk`,
+      `${store.padEnd(15)} commits: ${f.commits.n + f.commits.posted} (${(f.turns / (f.commits.n + f.commits.posted)).toFixed(1)} turns each); ${f.commits.n} on the main thread, ${(f.commits.ms / 1000).toFixed(1)} s in them (${((1000 * f.commits.ms) / f.turns).toFixed(0)} µs/turn, ${((100 * f.commits.ms) / f.ms).toFixed(1)} % of the run); ${f.commits.posted} on the commit thread${f.commits.movedAtMs === null ? '' : ` (moved there ${(f.commits.movedAtMs / 1000).toFixed(1)} s into the run)`}; ${(f.diskBytes / 1024 / f.turns).toFixed(1)} KB/turn sent to the disk`,
     );
   }
   const memory = results.get('memory');
@@ -405,10 +418,15 @@ afterAll(async () => {
     }
   }
   for (const [key, off] of results) {
-    const on = results.get(`${key}+commits`);
-    if (on) {
+    if (!key.endsWith(COMMIT_KEY.off)) continue;
+    const stem = key.slice(0, -COMMIT_KEY.off.length);
+    for (const [setting, on] of [
+      ['on', results.get(`${stem}${COMMIT_KEY.on}`)],
+      ['auto', results.get(stem)],
+    ] as const) {
+      if (!on) continue;
       lines.push(
-        `${key} commit thread on ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}`,
+        `${stem} commit thread ${setting} ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}`,
       );
     }
   }

@@ -1,6 +1,7 @@
 /**
  * `openStore({ commitThread: true })` (issue 36 item 2: commits never make the event loop wait on
- * the disk): a file's batches are applied by a worker thread with its own connection. The thread
+ * the disk): a file's batches are applied by a worker thread with its own connection; with
+ * `'auto'`, the default, once they outgrow the main thread. The thread
  * is the compiled `sqliteWriterThread.js` (dist/, built by the project's global setup), so the
  * package is loaded from dist/.
  */
@@ -60,9 +61,12 @@ describe('commits on a thread', () => {
   it('a team commits nothing on the main thread, and its file holds what the same team writes there', async () => {
     const dir = tempDir();
     const onThread = await runTeam(troupe.openStore({ path: join(dir, 'thread.db'), commitThread: true }));
-    const onMain = await runTeam(troupe.openStore({ path: join(dir, 'main.db') }));
+    // Nothing set ('auto'): a team this small never outgrows the main thread.
+    const main = troupe.openStore({ path: join(dir, 'main.db') });
+    const onMain = await runTeam(main);
     expect(onThread).toBe(0);
     expect(onMain).toBeGreaterThan(0);
+    expect(main.commitsOnThread).toBe(false);
     const threaded = contents(join(dir, 'thread.db'));
     expect(threaded).toEqual(contents(join(dir, 'main.db')));
     expect((threaded as { agents: unknown[] }).agents.length).toBeGreaterThan(1);
@@ -212,5 +216,92 @@ describe('commits on a thread', () => {
     expect(() => troupe.openStore({ path, commitThread: 'yes' as unknown as boolean })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
     troupe.openStore({ path }).close();
     expect(() => troupe.openStore({ path, readonly: true, commitThread: true })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+  });
+});
+
+/** Thresholds every commit meets: 'auto' moves the commits after the first. */
+const AT_ONCE = { windowMs: 0, share: 0, commitMs: 0 };
+
+describe("'auto' (the default): commits move to the thread once they outgrow the main thread", () => {
+  it('a team that moves mid-run leaves the file the same team writes on the main thread', async () => {
+    const dir = tempDir();
+    const moving = troupe.openStore({ path: join(dir, 'moved.db'), commitThread: AT_ONCE });
+    const onMain = await runTeam(moving);
+    expect(moving.commitsOnThread).toBe(true);
+    expect(onMain).toBeGreaterThan(0);
+    const fixed = await runTeam(troupe.openStore({ path: join(dir, 'main.db'), commitThread: false }));
+    expect(onMain).toBeLessThan(fixed);
+    expect(contents(join(dir, 'moved.db'))).toEqual(contents(join(dir, 'main.db')));
+  });
+
+  it('the main thread forgets what it cached when the commits move, and then refuses to write behind their back', async () => {
+    const store = troupe.openStore({ path: join(tempDir(), 's.db'), commitThread: AT_ONCE });
+    const port = portOf(store);
+    await port.commit([
+      { op: 'insertRun', run },
+      { op: 'registerAgent', agent: agent('a'), firstInput: [{ role: 'user', content: 'first' }] },
+    ]);
+    expect(store.loadSession('a')).toHaveLength(1); // read (and kept) before the move
+    expect(store.getAgent('a')?.status).toBe('running');
+    expect(store.commitsOnThread).toBe(true);
+    // Not yet written by the thread: the main connection may still write.
+    store.appendSession('a', [{ role: 'user', content: 'direct' }]);
+    await port.commit([
+      { op: 'appendSession', agentId: 'a', items: [{ role: 'assistant', content: 'second' }] },
+      { op: 'updateAgent', id: 'a', patch: { status: 'waiting' } },
+    ]);
+    expect(store.loadSession('a').map((i) => (i as { content: string }).content)).toEqual(['first', 'direct', 'second']);
+    expect(store.getAgent('a')?.status).toBe('waiting');
+    expect((await port.listAgents('run1')).map((a) => a.status)).toEqual(['waiting']);
+    expect(() => store.appendSession('a', [{ role: 'user', content: 'behind its back' }])).toThrow(/commitThread: false/);
+    store.close();
+    const again = troupe.openStore({ path: store.path, readonly: true });
+    expect(again.loadSession('a')).toHaveLength(3);
+    again.close();
+  });
+
+  it('long commits taking a fifth of the loop move within a window or two; short ones never do', async () => {
+    const items = Array.from({ length: 3_000 }, (_, i) => ({ role: 'user' as const, content: `item ${i} ${'x'.repeat(100)}` }));
+    const long = troupe.openStore({ path: join(tempDir(), 's.db') });
+    const port = portOf(long);
+    await port.commit([{ op: 'insertRun', run }]);
+    const t0 = performance.now();
+    for (let i = 0; !long.commitsOnThread && performance.now() - t0 < 10_000; i++) {
+      await port.commit([{ op: 'registerAgent', agent: agent(`a${i}`), firstInput: items }]);
+    }
+    expect(long.commitsOnThread).toBe(true);
+    long.close();
+
+    const short = troupe.openStore({ path: join(tempDir(), 's.db'), synchronous: 'NORMAL' });
+    const shortPort = portOf(short);
+    await shortPort.commit([
+      { op: 'insertRun', run },
+      { op: 'registerAgent', agent: agent('a'), firstInput: [] },
+    ]);
+    // The whole loop in commits (a share far over the rule's), each far under its 2 ms.
+    const t1 = performance.now();
+    let n = 0;
+    while (performance.now() - t1 < 1_500) await shortPort.commit([{ op: 'updateAgent', id: 'a', patch: { stint: ++n } }]);
+    expect(n).toBeGreaterThan(100);
+    expect(short.commitsOnThread).toBe(false);
+    short.close();
+  });
+
+  it('stays off where the thread cannot run, and a bad rule is refused with CONFIG_INVALID', async () => {
+    const path = join(tempDir(), 's.db');
+    const own = { add: () => undefined, scrub: (t: string) => t, scrubJson: (v: unknown) => JSON.stringify(v) };
+    const memory = troupe.openStore({ path: ':memory:', commitThread: 'auto' });
+    await portOf(memory).commit([{ op: 'insertRun', run }]);
+    expect(memory.commitsOnThread).toBe(false);
+    memory.close();
+    const theirs = troupe.openStore({ path, redactor: own });
+    await portOf(theirs).commit([{ op: 'insertRun', run }]);
+    expect(theirs.commitsOnThread).toBe(false);
+    theirs.close();
+    expect(() => troupe.openStore({ path: ':memory:', commitThread: AT_ONCE })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    expect(() => troupe.openStore({ path, commitThread: AT_ONCE, redactor: own })).toThrow(/createRedactor/);
+    for (const bad of [{ ...AT_ONCE, share: 2 }, { ...AT_ONCE, windowMs: -1 }, { share: 0.2, commitMs: 2 }, { ...AT_ONCE, commitMs: Number.NaN }, 'always']) {
+      expect(() => troupe.openStore({ path, commitThread: bad as never })).toThrow(expect.objectContaining({ code: 'CONFIG_INVALID' }));
+    }
   });
 });

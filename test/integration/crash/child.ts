@@ -1,9 +1,12 @@
 /**
  * Crash-harness child process (not a test; run by harness.ts from the compiled dist/).
  *
- *   node dist/test/integration/crash/child.js <db> <start|resume|recover-loop|own> <seed> [FULL|NORMAL][+thread] [default|in-doubt|group]
+ *   node dist/test/integration/crash/child.js <db> <start|resume|recover-loop|own> <seed> [FULL|NORMAL][+thread|+auto] [default|in-doubt|group]
  *
- * `+thread`: the store commits on a worker thread (`openStore({ commitThread: true })`).
+ * `+thread`: the store commits on a worker thread (`openStore({ commitThread: true })`). `+auto`:
+ * on the main thread, then on the thread from a point 0-49 ms after its first commit (by the seed), as
+ * `'auto'` moves them (with thresholds every commit meets, so the move is certain). Neither: on
+ * the main thread only.
  *
  * start: a root spawns workers (the team of the trial mode, see teams.ts); meanwhile this process
  * sends user messages and prints `ACK <id>` once `send()` has resolved (the message is committed).
@@ -82,9 +85,10 @@ function portFor(store: ReturnType<typeof openStore>): StorePort {
     const apply = () => {
       // The messages the group carries: all or none of them may be on the file after a kill inside it.
       if (agents >= 2) print(`GROUP ${agents} ${kept.flatMap((w) => (w.op === 'enqueueMessage' ? [w.message.id] : [])).join(',')}`);
-      const done = inner.commit(kept); // synchronous inside: durable once it returns
-      if (agents >= 2) print('GROUPED');
-      return done;
+      // Durable once it resolves: at once on the main thread (synchronous inside), when the commit
+      // thread answers on it. GROUPED is printed then, before anything chained on the commit runs.
+      const done = inner.commit(kept);
+      return agents >= 2 ? done.then(() => print('GROUPED')) : done;
     };
     if (BUGGY === 'commit-behind') {
       setTimeout(() => void apply().catch(() => undefined), 10);
@@ -141,7 +145,8 @@ async function main(): Promise<void> {
     return new Promise(() => {});
   }
   print('BOOT');
-  const store = openStore({ path, synchronous: sync?.startsWith('NORMAL') ? 'NORMAL' : 'FULL', commitThread: sync?.endsWith('+thread') === true });
+  const commitThread = sync?.endsWith('+thread') ? true : sync?.endsWith('+auto') ? { windowMs: seed % 50, share: 0, commitMs: 0 } : false;
+  const store = openStore({ path, synchronous: sync?.startsWith('NORMAL') ? 'NORMAL' : 'FULL', commitThread });
   const port = portFor(store);
   print('OPEN');
   if (mode === 'recover-loop') {

@@ -103,7 +103,7 @@ describe('kill -9 at random points, then resume', () => {
     expect(counts.acked).toBeGreaterThan(MODE_TRIALS * 5);
   }, 1_800_000);
 
-  it(`commits on a thread (openStore commitThread), ${THREAD_TRIALS} trials each of the default and group teams: nothing acknowledged is lost, no group torn`, async () => {
+  it(`commits on a thread (openStore commitThread), ${THREAD_TRIALS} trials each of the default and group teams and of the group team moving its commits mid-run: nothing acknowledged is lost, no group torn`, async () => {
     const plain = await runCrashTrials({ trials: THREAD_TRIALS, seed: SEED + 600_000, parallel: 2, commitThread: true });
     report('commit thread', plain);
     expectNoViolation(plain);
@@ -114,6 +114,12 @@ describe('kill -9 at random points, then resume', () => {
     expectNoViolation(group);
     expect(phase(group, 'start:in-commit', 'resume:in-commit')).toBeGreaterThan(0);
     expect(group.acked).toBeGreaterThan(0);
+    // 'auto': each process commits on the main thread, then moves them to the thread mid-run.
+    const moved = await runCrashTrials({ trials: THREAD_TRIALS, seed: SEED + 800_000, parallel: 2, mode: 'group', commitThread: 'auto' });
+    report('commits moved to the thread, group', moved);
+    expectNoViolation(moved);
+    expect(phase(moved, 'start:in-commit', 'resume:in-commit')).toBeGreaterThan(0);
+    expect(moved.acked).toBeGreaterThan(0);
   }, 1_800_000);
 
   // A negative control shows the harness catches a planted bug. Outside the full run it stops at

@@ -46,8 +46,8 @@ export interface CrashOptions {
    */
   buggy?: boolean | 'ack-early' | 'skip-started' | 'commit-behind';
   synchronous?: 'FULL' | 'NORMAL';
-  /** The child's store commits on a worker thread (`openStore({ commitThread: true })`). */
-  commitThread?: boolean;
+  /** The child's store commits on a worker thread (`openStore({ commitThread: true })`), or moves them there mid-run (`'auto'`: child.ts). */
+  commitThread?: boolean | 'auto';
   /** Trials run side by side. */
   parallel?: number;
   /** Where the compiled child lives. */
@@ -125,7 +125,7 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
   const started = Date.now();
   const mode = options.mode ?? 'default';
   const child = options.childPath ?? defaultChild();
-  const sync = `${options.synchronous ?? 'FULL'}${options.commitThread ? '+thread' : ''}`;
+  const sync = `${options.synchronous ?? 'FULL'}${options.commitThread === 'auto' ? '+auto' : options.commitThread ? '+thread' : ''}`;
   const calibration = await calibrate(child, options.seed, sync, mode);
   const counts = emptyCounts(mode, calibration);
   if (mode === 'group') counts.groupsPerRun = calibration;

@@ -18,27 +18,13 @@
 import { TroupeError } from '../errors.js';
 import { createRedactor, type Redactor } from '../logging/redact.js';
 import { checksum, messageDigest } from './checksums.js';
-import {
-  toAgent,
-  toDelegation,
-  toEvent,
-  toExecution,
-  toInboxRequest,
-  toMessage,
-  toNote,
-  toReentry,
-  toRun,
-  toStreamRow,
-  toToolCall,
-  toUsage,
-} from './decode.js';
+import { toAgent, toDelegation, toEvent, toExecution, toMessage, toNote, toReentry, toRun, toStreamRow, toToolCall, toUsage } from './decode.js';
 import type {
   AgentDbRow,
   DelegationDbRow,
   EventDbRow,
   StreamDbRow,
   ExecutionDbRow,
-  InboxDbRow,
   MessageDbRow,
   NoteDbRow,
   ReentryDbRow,
@@ -49,16 +35,16 @@ import type {
 } from './dbRows.js';
 import type Database from 'better-sqlite3';
 import { openDatabase, openWriterConnection, sqliteCode, type OpenedDatabase } from './openFile.js';
-import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest, InboxResult } from './types.js';
 import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir, identityOf } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
+import { inboxOf } from './sqliteInbox.js';
 import { prepareStatements } from './sqliteStatements.js';
 import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
 import { commitMeter, commitThread, commitThreadMode, type CommitThreadRule } from './sqliteWriter.js';
 import { applyOps, type WriteOp } from './port.js';
-import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, Store, StreamRow, UsageRow } from './types.js';
+import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, SqliteInbox, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
 
 /** The store's promoted notes, newest promotion first (notes/notes.ts). */
@@ -107,7 +93,7 @@ export interface OpenStoreOptions {
   commitThread?: boolean | 'auto' | CommitThreadRule;
 }
 
-export interface SqliteStore extends Store {
+export interface SqliteStore extends Omit<Store, 'answerInbox'>, SqliteInbox {
   readonly path: string;
   /** The fencing token of this owner (increases every time a process opens the file for writing). */
   readonly boot: number;
@@ -125,22 +111,6 @@ export interface SqliteStore extends Store {
   verify(): void;
   /** Every message and session row whose checksum does not match. */
   verifyChecksums(): { messages: string[]; sessionItems: string[] };
-  /** Requests other processes posted to this run (`postToInbox`) and not yet answered, oldest first. */
-  openInbox(runId: string): InboxRequest[];
-  /** Answer an inbox request; the posting process reads the result. */
-  answerInbox(id: number, result: InboxResult, at: number): void;
-  /** The runs with requests not yet answered (what the owner of the file must host to apply them). */
-  inboxRuns(): string[];
-  /** Post a request to a run of this file from its owner (another process uses `postToInbox`); its id. */
-  postInbox(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): number;
-  /** Claim a proactive fire (insert-or-ignore) and, claimed, post `request` in the same transaction. */
-  claimFire(claim: FireClaim, request?: InboxPost): FireClaimed;
-  /** Forget the fire claims made before `before`; how many. */
-  pruneFires(before: number): number;
-  /** When the fire's claim was made (or taken over); null: unclaimed. */
-  fireClaimedAt(key: FireKey): number | null;
-  /** Move the fire's claim made at `from` to `to` (or release it: null), if it still stands so; whether it moved. */
-  moveFireClaim(key: FireKey, from: number, to: number | null): boolean;
 }
 
 /**
@@ -492,29 +462,7 @@ function createSqliteStore(
 
     integrityCheck: () => db.pragma('integrity_check', { simple: true }) as string,
     verify: () => verifyRows(db, db.pragma('user_version', { simple: true }) as number),
-    openInbox: (runId) => (q.openInbox.all(runId) as InboxDbRow[]).map(toInboxRequest),
-    answerInbox: (id, result, at) =>
-      transaction(() => {
-        q.answerInbox.run(at, json(result), id);
-      }),
-    inboxRuns: () => (q.inboxRuns.all() as { run_id: string }[]).map((r) => r.run_id),
-    postInbox: (request) => transaction(() => Number(q.postInbox.run(request.runId, request.kind, json(request.payload), request.at).lastInsertRowid)),
-    claimFire: (claim, request) =>
-      transaction((): FireClaimed => {
-        if (q.claimFire.run(claim.scope, claim.trigger, claim.tick, claim.at).changes === 0) return { claimed: false };
-        if (!request) return { claimed: true, requestId: null };
-        const requestId = Number(q.postInbox.run(request.runId, request.kind, json(request.payload), request.at).lastInsertRowid);
-        q.fireRequest.run(requestId, claim.scope, claim.trigger, claim.tick);
-        return { claimed: true, requestId };
-      }),
-    pruneFires: (before) => transaction(() => q.pruneFires.run(before).changes),
-    fireClaimedAt: (key) => (q.fireClaimedAt.get(key.scope, key.trigger, key.tick) as { claimed_at: number } | undefined)?.claimed_at ?? null,
-    moveFireClaim: (key, from, to) =>
-      transaction(
-        () =>
-          (to === null ? q.releaseFire.run(key.scope, key.trigger, key.tick, from) : q.retakeFire.run(to, key.scope, key.trigger, key.tick, from)).changes ===
-          1,
-      ),
+    ...inboxOf(q, transaction, json),
     verifyChecksums() {
       const bad = { messages: [] as string[], sessionItems: [] as string[] };
       for (const row of db.prepare('SELECT * FROM messages').iterate() as IterableIterator<MessageDbRow>) {

@@ -390,3 +390,23 @@ export interface InboxPost {
 export type FireKey = Omit<FireClaim, 'at'>;
 
 export type FireClaimed = { claimed: true; requestId: number | null } | { claimed: false };
+
+/** A SQLite file's inbox and fire claims (sqliteInbox.ts), part of its store. */
+export interface SqliteInbox {
+  /** Requests other processes posted to this run (`postToInbox`) and not yet answered, oldest first. */
+  openInbox(runId: string): InboxRequest[];
+  /** Answer an inbox request; the posting process reads the result. */
+  answerInbox(id: number, result: InboxResult, at: number): void;
+  /** The runs with requests not yet answered (what the owner of the file must host to apply them). */
+  inboxRuns(): string[];
+  /** Post a request to a run of this file from its owner (another process uses `postToInbox`); its id. */
+  postInbox(request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number }): number;
+  /** Claim a proactive fire (insert-or-ignore) and, claimed, post `request` in the same transaction. */
+  claimFire(claim: FireClaim, request?: InboxPost): FireClaimed;
+  /** Forget the fire claims made before `before`; how many. */
+  pruneFires(before: number): number;
+  /** When the fire's claim was made (or taken over); null: unclaimed. */
+  fireClaimedAt(key: FireKey): number | null;
+  /** Move the fire's claim made at `from` to `to` (or release it: null), if it still stands so; whether it moved. */
+  moveFireClaim(key: FireKey, from: number, to: number | null): boolean;
+}

@@ -23,7 +23,7 @@ import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/
 import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../helpers/pg.js';
 import { troupe } from '../helpers/cli.js';
 import { call } from '../helpers/dashboard.js';
-import { flush, TERMINAL } from '../helpers/team.js';
+import { TERMINAL } from '../helpers/team.js';
 
 const dbPath = () => join(mkdtempSync(join(tmpdir(), 'troupe-fork-')), 'run.db');
 const look = defineTool({
@@ -151,7 +151,9 @@ async function forkBeforeTheFailure(backend: Backend) {
   expect((await second.port.loadSession(worker.id)).filter((i) => i.role === 'tool')).toHaveLength(1);
 
   const resumed = await resumeCoordinator<StorePort>({ store: second.port, runId: forkId, model: scriptedModel(retold, { clock }), clock, tools: [look] });
-  await settle(resumed, (agents) => agents.every((a) => (TERMINAL as readonly string[]).includes(a.status)));
+  // Waits on each agent's own status, not on a count of event-loop turns: over PostgreSQL under CI
+  // load, 400 turns were not always enough for the lead's last turn (CI, stop 62).
+  for (const a of resumed.list()) await resumed.waitFor(a.id, [...TERMINAL]);
   expect(resumed.list().map((a) => [a.name, a.status])).toEqual([
     ['lead', 'completed'],
     ['worker', 'completed'],
@@ -306,10 +308,6 @@ async function recorded() {
   await c.shutdown();
   store.close();
   return { path, c };
-}
-
-async function settle(c: { list(): { status: string; name: string }[] }, done: (agents: { status: string; name: string }[]) => boolean) {
-  for (let i = 0; i < 400 && !done(c.list()); i++) await flush();
 }
 
 describe('forkRun (SQLite)', () => {

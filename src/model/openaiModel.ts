@@ -23,7 +23,7 @@ import { checkPrice } from './prices.js';
 import type { ThreadModelOptions } from './modelThreadWire.js';
 import { classifyHttpFailure } from './providerErrors.js';
 import { threadedComplete } from './threadedModel.js';
-import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem } from './types.js';
+import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem, ToolSpec } from './types.js';
 
 export interface OpenAIModelOptions {
   /** The model id the server knows (`gpt-4.1-mini`, `qwen2.5:7b`, …). */
@@ -254,11 +254,15 @@ export function openaiModel(options: OpenAIModelOptions): Model {
   });
   const limitParam = options.tokenLimitParam ?? 'max_completion_tokens';
 
+  // An agent's tool list is one array for as long as it does not change (readonly, as the model
+  // thread's tool sets assume): its wire form is built once per list, not once per call.
+  const wireTools = new WeakMap<readonly ToolSpec[], ChatCompletionTool[]>();
   const body = (request: ModelRequest): ChatCompletionCreateParamsBase => {
-    const tools: ChatCompletionTool[] = request.tools.map((t) => ({
-      type: 'function',
-      function: { name: t.name, description: t.description, parameters: t.parameters },
-    }));
+    let tools = wireTools.get(request.tools);
+    if (tools === undefined) {
+      tools = request.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
+      wireTools.set(request.tools, tools);
+    }
     return {
       model: options.model,
       messages: toChatMessages(request.system, request.messages),

@@ -143,6 +143,51 @@ describe('boundedFetch on node:http', () => {
     expect(fake.requests).toHaveLength(1);
   });
 
+  it("sends each request to its own URL (path, query, port, credentials) with its headers, and hands the answer's headers over as they came", async () => {
+    const seen: { url: string; host: string; auth: string | undefined; custom: string | undefined; length: string | undefined }[] = [];
+    const server = createServer((req, res) => {
+      seen.push({
+        url: req.url!,
+        host: req.headers.host!,
+        auth: req.headers.authorization,
+        custom: req.headers['x-custom'] as string | undefined,
+        length: req.headers['content-length'],
+      });
+      req.resume();
+      req.on('end', () =>
+        res
+          .writeHead(200, [
+            ['content-type', 'application/json'],
+            ['set-cookie', 'a=1'],
+            ['set-cookie', 'b=2'],
+            ['x-request-id', req.url!],
+          ])
+          .end('{"ok":true}'),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const fetch = boundedFetch(false);
+      const headers = new Headers({ 'x-custom': 'v', 'content-type': 'application/json' });
+      // More distinct URLs than the parsed-URL cache holds (256): each still goes where it says.
+      for (let i = 0; i < 300; i++) {
+        const res = await fetch(`http://127.0.0.1:${port}/v${i % 7}/chat/completions?n=${i}#frag`, { method: 'POST', body: `{"i":${i}}`, headers });
+        expect(await res.json()).toEqual({ ok: true });
+        expect(res.headers.get('x-request-id')).toBe(`/v${i % 7}/chat/completions?n=${i}`);
+        expect(res.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
+      }
+      expect(seen.map((r) => r.url)).toEqual(Array.from({ length: 300 }, (_, i) => `/v${i % 7}/chat/completions?n=${i}`));
+      expect(seen.every((r) => r.host === `127.0.0.1:${port}` && r.custom === 'v' && r.auth === undefined)).toBe(true);
+      expect(seen[12]!.length).toBe(String(Buffer.byteLength('{"i":12}')));
+      // Credentials in the URL go as basic auth, decoded (as node:http reads a URL); plain-object headers too.
+      await fetch(`http://us%40er:p%3Ass@127.0.0.1:${port}/x`, { method: 'POST', body: '{}', headers: { 'x-custom': 'w' } });
+      expect(seen.at(-1)).toMatchObject({ url: '/x', custom: 'w', auth: `Basic ${Buffer.from('us@er:p:ss').toString('base64')}` });
+    } finally {
+      await new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve())));
+    }
+  });
+
   it('decodes a body the server compressed unasked, and counts its decoded bytes', async () => {
     const json = JSON.stringify({ choices: [], pad: 'z'.repeat(10_000) });
     const { pieces, error } = await read({ raw: gzipSync(json), headers: { 'content-encoding': 'gzip' } }, false);

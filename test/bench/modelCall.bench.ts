@@ -6,10 +6,14 @@
  * server answers each call after 20 ms, so every call of a batch is in flight at once.
  *
  * Figure: process CPU (user + system) over a batch ÷ calls, median of the rounds; compare the
- * ratio to `node:http`, not the µs (this VM's speed varies between days).
+ * ratio to `node:http`, not the µs (this VM's speed varies between days). Beside it, the bytes each
+ * client allocates per call (V8's sampling heap profiler, every 4 KB, the garbage included: what
+ * the scavenges then pay for), from one batch after the rounds: steadier than the CPU figure,
+ * which moved ±10 % between runs here while this one moved ~3 %.
  * @module
  */
 import { Agent, request as httpRequest } from 'node:http';
+import { Session } from 'node:inspector/promises';
 import { afterAll, beforeAll, bench, describe } from 'vitest';
 import type { ModelRequest } from '../../src/model/types.js';
 import { compiled } from './compiled.js';
@@ -99,6 +103,30 @@ function nodeHttpCall(agent: Agent, url: URL): Promise<unknown> {
 
 const CLIENTS = ['openaiModel.complete', 'fetch', 'node:http'] as const;
 
+/** The calls of each client, as the rounds make them. */
+function callsOf(n: number, agent: Agent): Record<(typeof CLIENTS)[number], () => Promise<unknown>> {
+  const model = openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '' });
+  const url = `${server.url}/chat/completions`;
+  return {
+    'openaiModel.complete': () => model.complete(REQUEST, { signal: new AbortController().signal }),
+    fetch: async () => {
+      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: WIRE_BODY });
+      return res.json();
+    },
+    'node:http': () => nodeHttpCall(agent, new URL(url)),
+  };
+}
+
+/** Bytes allocated per call of `n` calls of `call` started at once (collected ones included). */
+async function bytesPerCall(session: Session, n: number, call: () => Promise<unknown>): Promise<number> {
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  await Promise.all(Array.from({ length: n }, call));
+  const { profile } = await session.post('HeapProfiler.stopSampling');
+  type Node = { selfSize: number; children: Node[] };
+  const sum = (node: Node): number => node.children.reduce((total, child) => total + sum(child), node.selfSize);
+  return sum(profile.head as Node) / n;
+}
+
 beforeAll(async () => {
   server = await startServerProcess(SERVER_DELAY_MS);
 });
@@ -111,17 +139,8 @@ describe('one model call, CPU per call with many in flight', () => {
     bench(
       `${n} in flight: openaiModel.complete, plain fetch, node:http in turn`,
       async () => {
-        const model = openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '' });
-        const url = `${server.url}/chat/completions`;
-        const round = [
-          await cpuPerCall(n, () => model.complete(REQUEST, { signal: new AbortController().signal })),
-          await cpuPerCall(n, async () => {
-            const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: WIRE_BODY });
-            return res.json();
-          }),
-          await cpuPerCall(n, () => nodeHttpCall(agent, new URL(url))),
-        ];
-        CLIENTS.forEach((label, i) => record(label, n, round[i]!));
+        const calls = callsOf(n, agent);
+        for (const label of CLIENTS) record(label, n, await cpuPerCall(n, calls[label]));
       },
       runs(ROUNDS, 1),
     );
@@ -129,15 +148,28 @@ describe('one model call, CPU per call with many in flight', () => {
 });
 
 afterAll(async () => {
+  const session = new Session();
+  session.connect();
+  await session.post('HeapProfiler.enable');
+  const allocated = new Map<string, number>();
+  for (const n of IN_FLIGHT) {
+    const calls = callsOf(n, new Agent({ keepAlive: true }));
+    // Warmed first: the pool's connections and the clients' first-call work are not a call's cost.
+    for (const label of CLIENTS) await Promise.all(Array.from({ length: n }, calls[label]));
+    for (const label of CLIENTS) allocated.set(`${label} @${n}`, await bytesPerCall(session, n, calls[label]));
+  }
+  session.disconnect();
   await server?.close();
   const lines = [''];
   for (const n of IN_FLIGHT) {
     const base = samples.get(`node:http @${n}`) ?? [];
+    const baseBytes = allocated.get(`node:http @${n}`)!;
     for (const label of CLIENTS) {
       const us = samples.get(`${label} @${n}`) ?? [];
       const ratios = us.map((x, i) => x / base[i]!);
+      const bytes = allocated.get(`${label} @${n}`)!;
       lines.push(
-        `${n} in flight: ${label.padEnd(21)} median ${median(us).toFixed(0).padStart(5)} µs CPU/call, ${median(ratios).toFixed(2)}× node:http (median of rounds' ratios)`,
+        `${n} in flight: ${label.padEnd(21)} median ${median(us).toFixed(0).padStart(5)} µs CPU/call, ${median(ratios).toFixed(2)}× node:http (median of rounds' ratios); ${(bytes / 1024).toFixed(1).padStart(5)} KB allocated/call, ${(bytes / baseBytes).toFixed(2)}× node:http`,
       );
     }
   }

@@ -31,10 +31,11 @@
  * than a string or bytes (the client sends JSON text).
  * @module
  */
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type RequestOptions } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
+import { urlToHttpOptions } from 'node:url';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { ProviderError } from '../errors.js';
 
@@ -180,14 +181,10 @@ function responseHeaders(res: IncomingMessage): [string, string][] {
   return pairs;
 }
 
-/** Where a request goes, as `node:http` takes it; parsed once per URL (a client asks the same few). */
+/** Where a request goes, as `node:http` reads a URL; parsed once per URL (a client asks the same few). */
 interface Target {
   secure: boolean;
-  protocol: string;
-  hostname: string;
-  port?: number;
-  path: string;
-  auth?: string;
+  options: RequestOptions;
 }
 
 const targets = new Map<string, Target>();
@@ -198,17 +195,7 @@ function targetOf(url: string): Target {
   let target = targets.get(url);
   if (target) return target;
   const parsed = new URL(url);
-  // As node:http reads a URL (urlToHttpOptions): IPv6 brackets dropped, credentials decoded.
-  const hostname = parsed.hostname.startsWith('[') ? parsed.hostname.slice(1, -1) : parsed.hostname;
-  const auth = parsed.username || parsed.password ? `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}` : undefined;
-  target = {
-    secure: parsed.protocol === 'https:',
-    protocol: parsed.protocol,
-    hostname,
-    ...(parsed.port === '' ? {} : { port: Number(parsed.port) }),
-    path: `${parsed.pathname || '/'}${parsed.search}`,
-    ...(auth === undefined ? {} : { auth }),
-  };
+  target = { secure: parsed.protocol === 'https:', options: urlToHttpOptions(parsed) };
   if (targets.size >= MAX_TARGETS) targets.clear();
   targets.set(url, target);
   return target;
@@ -246,10 +233,10 @@ function send(url: string, init: Init, stream: boolean, isRetry: boolean): Promi
     if (body !== undefined && body !== null && typeof body !== 'string' && !(body instanceof Uint8Array)) {
       return reject(new TypeError('boundedFetch sends a string or bytes as a body'));
     }
-    const { secure, ...target } = targetOf(url);
+    const { secure, options } = targetOf(url);
     const headers = requestHeaders(init.headers);
     if (body !== undefined && body !== null) headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    const req = (secure ? httpsRequest : httpRequest)({ ...target, method: init.method ?? 'GET', headers, agent: secure ? agents.https : agents.http });
+    const req = (secure ? httpsRequest : httpRequest)({ ...options, method: init.method ?? 'GET', headers, agent: secure ? agents.https : agents.http });
     let responded = false;
     let settled = false;
     const onAbort = () => req.destroy(signal?.reason as Error);

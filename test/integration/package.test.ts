@@ -10,9 +10,22 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+// The project's global setup compiles dist/ without types (test/helpers/buildOnce.ts): the package's
+// declarations are emitted here, as `npm run build` emits them, and the package's code must check clean.
+beforeAll(() => {
+  const parsed = ts.getParsedCommandLineOfConfigFile(join(ROOT, 'src/tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} })!;
+  const program = ts.createProgram(parsed.fileNames, { ...parsed.options, incremental: false, tsBuildInfoFile: undefined, emitDeclarationOnly: true });
+  const problems = ts
+    .getPreEmitDiagnostics(program)
+    .map((d) => `${d.file ? relative(ROOT, d.file.fileName) : ''} ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+  expect(problems).toEqual([]);
+  const emitted = program.emit();
+  expect(emitted.diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
+}, 120_000);
 
 /** How a user's strict project compiles against troupe's declarations (skipLibCheck off). */
 const CONSUMER: ts.CompilerOptions = {

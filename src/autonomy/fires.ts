@@ -45,8 +45,8 @@ export type FireRoute =
 /** How long a fire's claim is kept by default: a week. */
 const DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000;
 const PRUNE_EVERY_MS = 3_600_000;
-/** How long a fire waits for the root of a run another process is submitting. */
-const RACED_SUBMIT_WAIT_MS = 10_000;
+/** How long a fire whose submit failed waits for the root of a run another process may be submitting. */
+const DEFAULT_RACED_SUBMIT_WAIT_MS = 10_000;
 /** A submit's own lease lasts 60 s (submit.ts): a claim older than that without its run lost its claimant. */
 const DEFAULT_CLAIM_GRACE_MS = 60_000;
 
@@ -62,6 +62,8 @@ export interface DatabaseFiresOptions {
   retentionMs?: number;
   /** A tick claimed this long ago (on `now`) with no run yet: its claimant is taken to have died; default 60 s. */
   claimGraceMs?: number;
+  /** How long (wall time) a fire whose submit failed waits for a run another process may be submitting; default 10 s. */
+  racedSubmitWaitMs?: number;
 }
 
 export interface DatabaseFires {
@@ -76,6 +78,7 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
   const now = options.now ?? Date.now;
   const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
   const graceMs = options.claimGraceMs ?? DEFAULT_CLAIM_GRACE_MS;
+  const racedWaitMs = options.racedSubmitWaitMs ?? DEFAULT_RACED_SUBMIT_WAIT_MS;
   const tails = new Map<string, Promise<unknown>>();
   let prunedAt: number | null = null;
   let pruning: Promise<void> = Promise.resolve();
@@ -105,7 +108,7 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
 
   /** The root of a run another process is submitting, once its rows are in (or undefined after the wait). */
   async function rootOf(runId: string): Promise<string | undefined> {
-    const until = Date.now() + RACED_SUBMIT_WAIT_MS;
+    const until = Date.now() + racedWaitMs;
     for (;;) {
       const run = await hosting.reads.getRun(runId).catch(() => undefined);
       if (run?.rootId) return run.rootId;
@@ -121,7 +124,7 @@ export function databaseFires(options: DatabaseFiresOptions): DatabaseFires {
    */
   async function takeOver(fire: ProactiveFire, runId: string, tick: string): Promise<{ at: number } | null> {
     const key = { scope: runId, trigger: fire.trigger, tick };
-    const until = Date.now() + graceMs + RACED_SUBMIT_WAIT_MS;
+    const until = Date.now() + graceMs + racedWaitMs;
     for (;;) {
       if (await hosting.reads.getRun(runId)) return null;
       const seen = await hosting.fireClaimedAt(key);

@@ -7,7 +7,8 @@
  * Proactive triggers are checked by `parseProactiveConfig` (their keys come in two spellings).
  * @module
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { loadAjv } from '../tools/defineTool.js';
 import { ConfigError } from '../errors.js';
 
 const positiveInt = { type: 'integer', minimum: 1 } as const;
@@ -212,7 +213,7 @@ export const CONFIG_SCHEMA = {
 // Compiled on first use, not at import: every CLI command imports this module, and only those
 // that read a config file need the validator (compiling it is a good share of a command's start).
 let compiled: ValidateFunction | null = null;
-const validator = (): ValidateFunction => (compiled ??= new Ajv({ allErrors: false, strict: false, verbose: true }).compile(CONFIG_SCHEMA));
+const validator = (): ValidateFunction => (compiled ??= new (loadAjv())({ allErrors: false, strict: false, verbose: true }).compile(CONFIG_SCHEMA));
 
 /** `/budget/prices/m` → `budget.prices["m"]`. */
 function fieldPath(pointer: string): string {

@@ -24,6 +24,7 @@ export { createRedactor, REDACTED } from './logging/redact.js';
 export type { Redactor } from './logging/redact.js';
 export { classifyOpenAIError, openaiModel } from './model/openaiModel.js';
 export type { OpenAIModelOptions } from './model/openaiModel.js';
+export type { ModelThreadRule } from './model/threadRoute.js';
 export { classifyHttpFailure, isContextOverflow, retryAfterMs } from './model/providerErrors.js';
 export { scriptedModel } from './model/scriptedModel.js';
 export type { Script, ScriptStep, ScriptedModel, ScriptedCall } from './model/scriptedModel.js';

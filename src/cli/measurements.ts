@@ -39,7 +39,10 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
           'ideal, event-loop delay p99 39 ms; SQLite FULL 94.9 %, p99 90 ms; FULL with commitThread 95.7 %, p99 36 ms (main thread ' +
           '0.78× busy per turn, process CPU 1.11×); NORMAL 95.6 %, p99 61 ms, with commitThread 95.5 %, 36 ms. Nothing set ' +
           "(commitThread 'auto': the commits moved to the thread 10-16 s in), on a slower machine, paired with commitThread " +
-          'false: NORMAL 93.0 % and p99 55 ms against 86.2 % and 251 ms; FULL 90.9 % and 72 ms against 88.9 % and 206 ms',
+          'false: NORMAL 93.0 % and p99 55 ms against 86.2 % and 251 ms; FULL 90.9 % and 72 ms against 88.9 % and 206 ms. Later, nothing ' +
+          "set (openaiModel thread 'auto': the model calls moved to the model thread 13-14 s in): memory 94.2 %, p99 44 ms; NORMAL " +
+          '90.5 %, 43 ms; FULL 90.9 %, 46 ms, against 92.9-94.4 % and 64-109 ms, 89.3 % and 83 ms, 88.1-90.2 % and 75-90 ms with ' +
+          'the calls on the main thread (CPU per turn 1.03-1.12×)',
       ],
     ],
     after:

@@ -22,7 +22,8 @@ import { fromCompletion, StreamAssembler } from './chatWire.js';
 import { checkPrice } from './prices.js';
 import type { ThreadModelOptions } from './modelThreadWire.js';
 import { classifyHttpFailure } from './providerErrors.js';
-import { threadedComplete } from './threadedModel.js';
+import { modelThreadAvailable, threadedComplete } from './threadedModel.js';
+import { AUTO_MODEL_THREAD, threadRouter, type ModelThreadRule } from './threadRoute.js';
 import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem, ToolSpec } from './types.js';
 
 export interface OpenAIModelOptions {
@@ -56,20 +57,27 @@ export interface OpenAIModelOptions {
   /** Timers of `timeoutMs` and `idleTimeoutMs` (default: the system clock). Not with `thread`. */
   clock?: Clock;
   /**
-   * Run the calls in a worker thread: the `openai` client, the HTTP requests, the parsing of the
-   * answers and the timeouts run there, off the main thread, so that a team's turns and its model
-   * calls use two cores. One worker per process, shared by every threaded model, started on the
-   * first call and again on the call after it died (the calls then in flight fail as
-   * `PROVIDER_CONNECTION`, retried); it never keeps the process alive while no call is in flight.
-   * A call posts only what changed since the agent's last request of the same purpose; the
-   * answers, the classified errors and the streamed deltas are the same as without it. Needs the
-   * compiled package (the worker is `modelThread.js` beside this module), and no custom `clock`
-   * (timers cannot be driven across threads: `CONFIG_INVALID`). Default false: measured on 2 cores
-   * (scale bench, quiet), it keeps a large team's event loop responsive (10,000 agents on a FULL
-   * store: loop delay p99 246 -> 88 ms, time 0.96x) for ~13 % more CPU and twice the peak RSS, and
-   * a 1,000-agent team in memory finishes no sooner; turn it on for big teams.
+   * Where the calls run. `true`: in a worker thread — the `openai` client, the HTTP requests, the
+   * parsing of the answers and the timeouts run there, off the main thread, so that a team's turns
+   * and its model calls use two cores. One worker per process, shared by every threaded model,
+   * started on the first call and again on the call after it died (the calls then in flight fail
+   * as `PROVIDER_CONNECTION`, retried); it never keeps the process alive while no call is in
+   * flight. A call posts only what changed since the agent's last request of the same purpose;
+   * the answers, the classified errors and the streamed deltas are the same as without it. Needs
+   * the compiled package (the worker is `modelThread.js` beside this module), and no custom
+   * `clock` (timers cannot be driven across threads: `CONFIG_INVALID`). `false`: always on the
+   * main thread.
+   *
+   * `'auto'` (the default): on the main thread, and in the thread while a team of over a thousand
+   * agents keeps the event loop busy — over a second, the loop at least 60 % busy with at least
+   * 1,200 of this model's calls in flight; back once fewer than 300 are (or `{ windowMs, share,
+   * calls }`, see `ModelThreadRule`). It stays on the main thread with a custom `clock` or
+   * without the compiled worker (the TypeScript sources). Why (2 cores, scale bench): 10,000
+   * agents' event-loop delay p99 fell 118 → 47 ms in memory and 127 → 46 ms on a FULL store with
+   * the thread, in 0.92-0.98× the time; 1,000 agents (never 1,200 calls out) finish no sooner with
+   * it and pay ~15-30 % more CPU.
    */
-  thread?: boolean;
+  thread?: boolean | 'auto' | ModelThreadRule;
 }
 
 const DEFAULT_TIMEOUT_MS = 600_000;
@@ -100,12 +108,26 @@ function validate(options: OpenAIModelOptions): void {
     }
   }
   if (options.price !== undefined) checkPrice('openaiModel price', options.price);
-  if (options.thread !== undefined && typeof options.thread !== 'boolean') {
-    throw new ConfigError(`Expected openaiModel thread to be a boolean, got ${JSON.stringify(options.thread)}`);
+  if (options.thread !== undefined && typeof options.thread !== 'boolean' && options.thread !== 'auto' && !isRule(options.thread)) {
+    throw new ConfigError(`Expected openaiModel thread to be true, false, 'auto' or { windowMs, share (0..1), calls }, got ${JSON.stringify(options.thread)}`);
   }
-  if (options.thread === true && options.clock !== undefined) {
-    throw new ConfigError('openaiModel thread: true runs its timers in the model thread, on the system clock: it takes no clock');
+  if (options.clock !== undefined && (options.thread === true || isRule(options.thread))) {
+    throw new ConfigError('openaiModel thread runs its timers in the model thread, on the system clock: it takes no clock');
   }
+}
+
+function isRule(value: unknown): value is ModelThreadRule {
+  const rule = value as Partial<Record<keyof ModelThreadRule, unknown>> | null;
+  const number = (v: unknown, max: number) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= max;
+  return typeof rule === 'object' && rule !== null && number(rule.windowMs, 3_600_000) && number(rule.share, 1) && number(rule.calls, 1e9);
+}
+
+/** Where the calls run: always here, always in the thread, or routed call by call under a rule. */
+function threadMode(options: OpenAIModelOptions): 'off' | 'on' | ModelThreadRule {
+  const option = options.thread ?? 'auto';
+  if (option === true) return 'on';
+  if (option === false || options.clock !== undefined || !modelThreadAvailable()) return 'off';
+  return option === 'auto' ? AUTO_MODEL_THREAD : option;
 }
 
 const userContent = (content: string | readonly { type: string; text?: string; url?: string }[]): string | ChatCompletionContentPart[] =>
@@ -237,7 +259,8 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     ...(options.contextWindow === undefined ? {} : { contextWindow: options.contextWindow }),
     endpoint: endpointId(options.baseURL ?? 'https://api.openai.com/v1', apiKey ?? ''),
   };
-  if (options.thread === true) return { ...meta, complete: threadedComplete(threadOptions(options, apiKey ?? '')) };
+  const mode = threadMode(options);
+  if (mode === 'on') return { ...meta, complete: threadedComplete(threadOptions(options, apiKey ?? '')) };
   const client = new OpenAI({
     apiKey: apiKey ?? '',
     ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
@@ -272,48 +295,61 @@ export function openaiModel(options: OpenAIModelOptions): Model {
     };
   };
 
+  const here = async (request: ModelRequest, { signal, onDelta }: ModelCallOptions): Promise<ModelTurn> => {
+    if (signal.aborted) throw signal.reason;
+    const controller = new AbortController();
+    const forward = () => controller.abort(signal.reason);
+    signal.addEventListener('abort', forward, { once: true });
+    const timer = clock.setTimeout(() => controller.abort(new TimedOut()), timeoutMs);
+    // The silent-stream guard: armed at the request, re-armed by every byte of the response.
+    let idle: unknown;
+    const heard = () => {
+      clock.clearTimeout(idle);
+      idle = clock.setTimeout(() => controller.abort(new Silent()), idleTimeoutMs);
+    };
+    const partial = { text: '' };
+    try {
+      if (options.stream) {
+        heard();
+        const stream = await client.chat.completions.create(
+          { ...body(request), stream: true, stream_options: { include_usage: true } },
+          { signal: controller.signal, fetchOptions: { [ON_BYTES]: heard } as object },
+        );
+        return await readStream(stream, onDelta, partial);
+      }
+      // Read as unknown: the server is not trusted to match the client's types (chatWire checks them).
+      const res: unknown = await client.chat.completions.create({ ...body(request), stream: false }, { signal: controller.signal });
+      return fromCompletion(res);
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      const why: unknown = controller.signal.reason;
+      const classified =
+        why instanceof TimedOut
+          ? new ProviderError('PROVIDER_TIMEOUT', `No complete answer within ${timeoutMs} ms`, { cause: err })
+          : why instanceof Silent
+            ? new ProviderError('PROVIDER_TIMEOUT', `The server sent nothing for ${idleTimeoutMs} ms (idleTimeoutMs)`, { cause: err })
+            : classifyOpenAIError(err, clock.now());
+      // An answer refused for its size is refused whole: none of its text is salvaged into the session.
+      throw partial.text === '' || isOverLimit(classified) ? classified : withPartialText(classified, partial.text);
+    } finally {
+      clock.clearTimeout(timer);
+      clock.clearTimeout(idle);
+      signal.removeEventListener('abort', forward);
+    }
+  };
+  if (mode === 'off') return { ...meta, complete: here };
+  // 'auto': each call where the router says; the thread's model is built at its first call.
+  const router = threadRouter(mode);
+  let threaded: Model['complete'] | undefined;
   return {
     ...meta,
-    async complete(request: ModelRequest, { signal, onDelta }: ModelCallOptions): Promise<ModelTurn> {
-      if (signal.aborted) throw signal.reason;
-      const controller = new AbortController();
-      const forward = () => controller.abort(signal.reason);
-      signal.addEventListener('abort', forward, { once: true });
-      const timer = clock.setTimeout(() => controller.abort(new TimedOut()), timeoutMs);
-      // The silent-stream guard: armed at the request, re-armed by every byte of the response.
-      let idle: unknown;
-      const heard = () => {
-        clock.clearTimeout(idle);
-        idle = clock.setTimeout(() => controller.abort(new Silent()), idleTimeoutMs);
-      };
-      const partial = { text: '' };
+    async complete(request, call) {
+      const run = router.route() ? (threaded ??= threadedComplete(threadOptions(options, apiKey ?? ''))) : here;
+      router.begin();
       try {
-        if (options.stream) {
-          heard();
-          const stream = await client.chat.completions.create(
-            { ...body(request), stream: true, stream_options: { include_usage: true } },
-            { signal: controller.signal, fetchOptions: { [ON_BYTES]: heard } as object },
-          );
-          return await readStream(stream, onDelta, partial);
-        }
-        // Read as unknown: the server is not trusted to match the client's types (chatWire checks them).
-        const res: unknown = await client.chat.completions.create({ ...body(request), stream: false }, { signal: controller.signal });
-        return fromCompletion(res);
-      } catch (err) {
-        if (signal.aborted) throw signal.reason;
-        const why: unknown = controller.signal.reason;
-        const classified =
-          why instanceof TimedOut
-            ? new ProviderError('PROVIDER_TIMEOUT', `No complete answer within ${timeoutMs} ms`, { cause: err })
-            : why instanceof Silent
-              ? new ProviderError('PROVIDER_TIMEOUT', `The server sent nothing for ${idleTimeoutMs} ms (idleTimeoutMs)`, { cause: err })
-              : classifyOpenAIError(err, clock.now());
-        // An answer refused for its size is refused whole: none of its text is salvaged into the session.
-        throw partial.text === '' || isOverLimit(classified) ? classified : withPartialText(classified, partial.text);
+        return await run(request, call);
       } finally {
-        clock.clearTimeout(timer);
-        clock.clearTimeout(idle);
-        signal.removeEventListener('abort', forward);
+        router.end();
       }
     },
   };

@@ -14,6 +14,8 @@
  * this cache, and once it is collected the worker's copy goes too (`sessions` below).
  * @module
  */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ProviderError } from '../errors.js';
 import { fromWire, type CallMessage, type FromWorker, type ThreadModelOptions, type ToWorker } from './modelThreadWire.js';
@@ -40,12 +42,20 @@ function workerArgv(): string[] {
   return out;
 }
 
+const ENTRY = new URL('./modelThread.js', import.meta.url);
+
+/** Whether the worker's compiled entry is there (not when troupe runs from its TypeScript sources). */
+let available: boolean | undefined;
+export const modelThreadAvailable = (): boolean => (available ??= existsSync(fileURLToPath(ENTRY)));
+
 /** The process's model thread: the worker, the calls in flight on it, and its generation (one per worker started). */
 class ModelThread {
   #worker: Worker | null = null;
   /** Bumped per worker started: a model whose caches are of another generation starts them again. */
   generation = 0;
   #nextId = 1;
+  /** Calls posted, over every worker. */
+  calls = 0;
   readonly #pending = new Map<number, Pending>();
   /** Why the worker failed, if it said (its 'error' comes before its 'exit'). */
   #failure: Error | null = null;
@@ -60,7 +70,7 @@ class ModelThread {
   /** The running worker, started if none is. */
   ensure(): Worker {
     if (this.#worker) return this.#worker;
-    const worker = new Worker(new URL('./modelThread.js', import.meta.url), { execArgv: workerArgv() });
+    const worker = new Worker(ENTRY, { execArgv: workerArgv() });
     this.#worker = worker;
     this.generation++;
     this.#failure = null;
@@ -116,6 +126,7 @@ class ModelThread {
     onDelta: ((delta: ModelDelta) => void) | undefined,
   ): Promise<ModelTurn> {
     const id = this.#nextId++;
+    this.calls++;
     const known = tools === undefined ? undefined : this.#toolSets.get(tools);
     const set = tools === undefined ? {} : known === undefined ? { toolSet: this.#nextSet, tools } : { toolSet: known };
     worker.postMessage({ ...msg, id, ...set } satisfies CallMessage);
@@ -167,6 +178,9 @@ const thread = new ModelThread();
  * and the next call start another). Not part of the package's API.
  */
 export const modelThreadWorker = (): Worker | null => thread.worker;
+
+/** @public Test hook (as modelThreadWorker; the scale bench reads it too): how many calls the model thread was given, over the process's life. Not part of the package's API. */
+export const modelThreadCalls = (): number => thread.calls;
 
 /** @public Test hook (as modelThreadWorker): how many last requests the model thread keeps (every model's, every agent's). Not part of the package's API. */
 export const modelThreadRequests = (): Promise<number> => thread.count();

@@ -13,7 +13,9 @@ import { until } from '../helpers/cli.js';
 
 const dist = (path: string) => new URL(`../../dist/${path}`, import.meta.url);
 const troupe = (await import(dist('src/index.js').href)) as typeof import('../../src/index.js');
-const { modelThreadRequests, modelThreadWorker } = (await import(dist('src/model/threadedModel.js').href)) as typeof import('../../src/model/threadedModel.js');
+const { modelThreadCalls, modelThreadRequests, modelThreadWorker } = (await import(
+  dist('src/model/threadedModel.js').href
+)) as typeof import('../../src/model/threadedModel.js');
 type Model = import('../../src/index.js').Model;
 type ModelRequest = import('../../src/model/types.js').ModelRequest;
 type SessionItem = import('../../src/model/types.js').SessionItem;
@@ -328,12 +330,77 @@ describe('openaiModel thread: true', () => {
     expect(out).toBe('hello');
   });
 
-  it('refuses a clock with thread, and a thread that is not a boolean', () => {
+  it('refuses a clock with thread, and a thread that is not a boolean, auto or a rule', () => {
     expect(() => troupe.openaiModel({ model: 'm', baseURL: 'http://127.0.0.1:1/v1', apiKey: '', thread: true, clock: troupe.systemClock })).toThrow(
       expect.objectContaining({ code: 'CONFIG_INVALID' }),
     );
     expect(() => troupe.openaiModel({ model: 'm', baseURL: 'http://127.0.0.1:1/v1', apiKey: '', thread: 'yes' as unknown as boolean })).toThrow(
       expect.objectContaining({ code: 'CONFIG_INVALID' }),
     );
+  });
+});
+
+describe("openaiModel thread: 'auto' (the default)", () => {
+  const ask = (model: Model, agent: string) => model.complete(req(agent, 's', [{ role: 'user', content: `hi ${agent}` }], NONE), { signal: signal() });
+
+  it('moves calls to the thread once the rule says so, and back once few are in flight; the answers are the same either way', async () => {
+    // Answers wait until released: the test decides how many calls are in flight.
+    const held: (() => void)[] = [];
+    await using server = await createFakeOpenAIServer(async (request) => {
+      await new Promise<void>((resolve) => held.push(resolve));
+      return { message: { content: `answer to ${JSON.stringify(request.body).includes('hi a') ? 'a' : 'other'}` } };
+    });
+    // Every call ends a window (windowMs 0); any busy share counts; 4 calls out are many.
+    const model = troupe.openaiModel({ model: 'm', baseURL: server.url, apiKey: 'k', thread: { windowMs: 0, share: 0, calls: 4 } });
+    const before = modelThreadCalls();
+    const first = ['a', 'b', 'c', 'd'].map((agent) => ask(model, agent));
+    await until(
+      'four requests held',
+      () => Promise.resolve(held.length),
+      (n) => n === 4,
+    );
+    expect(modelThreadCalls() - before, 'fewer than 4 out when each started: all here').toBe(0);
+    const fifth = ask(model, 'e');
+    await until(
+      'five requests held',
+      () => Promise.resolve(held.length),
+      (n) => n === 5,
+    );
+    expect(modelThreadCalls() - before, 'the fifth started with 4 out: in the thread').toBe(1);
+    for (const release of held.splice(0)) release();
+    const answers = await Promise.all([...first, fifth]);
+    expect(answers.map((a) => a.text)).toEqual(['answer to a', 'answer to other', 'answer to other', 'answer to other', 'answer to other']);
+    // None out now (fewer than a quarter of 4): the next call is made here again.
+    const sixth = ask(model, 'a');
+    await until(
+      'the sixth held',
+      () => Promise.resolve(held.length),
+      (n) => n === 1,
+    );
+    held.splice(0)[0]!();
+    expect((await sixth).text).toBe('answer to a');
+    expect(modelThreadCalls() - before).toBe(1);
+  });
+
+  it('with nothing set, a few calls stay on the main thread; a custom clock keeps them there without being refused', async () => {
+    await using server = await createFakeOpenAIServer(() => ({ message: { content: 'ok' } }));
+    const before = modelThreadCalls();
+    const plain = troupe.openaiModel({ model: 'm', baseURL: server.url, apiKey: 'k' });
+    const clocked = troupe.openaiModel({ model: 'm', baseURL: server.url, apiKey: 'k', clock: troupe.systemClock, thread: 'auto' });
+    const answers = await Promise.all(['a', 'b', 'c'].flatMap((agent) => [ask(plain, agent), ask(clocked, agent)]));
+    expect(answers.map((a) => a.text)).toEqual(Array(6).fill('ok'));
+    expect(modelThreadCalls() - before).toBe(0);
+  });
+
+  it('refuses a rule with a clock, and a rule out of range', () => {
+    const base = { model: 'm', baseURL: 'http://127.0.0.1:1/v1', apiKey: '' };
+    expect(() => troupe.openaiModel({ ...base, thread: { windowMs: 1_000, share: 0.5, calls: 10 }, clock: troupe.systemClock })).toThrow(
+      expect.objectContaining({ code: 'CONFIG_INVALID' }),
+    );
+    for (const thread of [{ windowMs: 1_000, share: 2, calls: 10 }, { windowMs: -1, share: 0.5, calls: 10 }, { share: 0.5, calls: 10 }, 'sometimes']) {
+      expect(() => troupe.openaiModel({ ...base, thread: thread as never }), JSON.stringify(thread)).toThrow(
+        expect.objectContaining({ code: 'CONFIG_INVALID' }),
+      );
+    }
   });
 });

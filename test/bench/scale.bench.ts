@@ -69,6 +69,7 @@ import { startServerProcess, type ServerProcess } from './serverProcess.js';
 import { runs } from './runs.js';
 
 const troupe = await compiled<typeof import('../../src/index.js')>('src/index.js');
+const { modelThreadCalls } = await compiled<typeof import('../../src/model/threadedModel.js')>('src/model/threadedModel.js');
 
 const K = Number(process.env.SCALE_K ?? 1_000);
 const CHILD_TURNS = 10;
@@ -81,8 +82,11 @@ type StoreKind = 'memory' | 'NORMAL' | 'FULL';
 const STORES = (process.env.SCALE_STORES ?? 'memory,NORMAL,FULL').split(',') as StoreKind[];
 /** With `concurrency.adaptive` too (host/calls/admission.ts): each store off and on, in the order asked. */
 const ADAPTIVE = process.env.SCALE_ADAPTIVE === undefined ? [false] : process.env.SCALE_ADAPTIVE === 'first' ? [true, false] : [false, true];
-/** With the model thread too (`openaiModel({ thread: true })`): each store off, then on. */
-const THREAD = process.env.SCALE_THREAD === '1' ? [false, true] : [false];
+/** `openaiModel`'s `thread` settings to run, in order (default: nothing set, which is 'auto'; SCALE_THREAD=1 is off,on). */
+type ThreadSetting = 'off' | 'auto' | 'on';
+const THREAD = (process.env.SCALE_THREAD === '1' ? 'off,on' : (process.env.SCALE_THREAD ?? 'auto')).split(',') as ThreadSetting[];
+const THREAD_KEY: Record<ThreadSetting, string> = { auto: '', off: '+threadOff', on: '+thread' };
+const THREAD_OPTION = { auto: {}, off: { thread: false }, on: { thread: true } } as const;
 /** A file store's `commitThread` settings to run, in order (default: nothing set, which is 'auto'). */
 type CommitThreadSetting = 'off' | 'auto' | 'on';
 const COMMIT_THREAD = (process.env.SCALE_COMMIT_THREAD === '1' ? 'off,on' : (process.env.SCALE_COMMIT_THREAD ?? 'auto')).split(',') as CommitThreadSetting[];
@@ -91,6 +95,10 @@ const COMMIT_OPTION = { auto: {}, off: { commitThread: false }, on: { commitThre
 
 interface Figures {
   ms: number;
+  /** The model calls made in the model thread, and when the first was (null: none). */
+  thread: { calls: number; firstAtMs: number | null };
+  /** Second by second: the event loop's busy share and the model calls in flight at its end. */
+  seconds: { busy: number; inFlight: number }[];
   /** When the last child's last model call answered (the root's wake-up turns aside). */
   lastChildMs: number;
   /** `coordinator.shutdown()` once the team is done, and closing the store after it. */
@@ -210,7 +218,7 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   return { ms, lastChildMs };
 }
 
-async function team(store: StoreKind, adaptive: boolean, thread: boolean, commitThread: CommitThreadSetting): Promise<Figures> {
+async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, commitThread: CommitThreadSetting): Promise<Figures> {
   const dir = mkdtempSync(join(tmpdir(), 'troupe-scale-'));
   const opened = store === 'memory' ? undefined : troupe.openStore({ path: join(dir, 's.db'), synchronous: store, ...COMMIT_OPTION[commitThread] });
   // Timed from outside: on the main thread the group committer commits through the store's
@@ -241,24 +249,32 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, commit
       }
     };
   }
-  const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '', thread });
+  const model = troupe.openaiModel({ model: 'fake-model', baseURL: server.url, apiKey: '', ...THREAD_OPTION[thread] });
   let turns = 0;
   let lastRoot: Parameters<typeof model.complete>[0] | null = null;
   let t0 = Number.NaN;
   let lastChildMs = 0;
+  const threadCalls0 = modelThreadCalls();
+  let inFlight = 0;
+  let threadFirstAtMs: number | null = null;
   const counted = {
     ...model,
     complete: (...args: Parameters<typeof model.complete>) => {
       turns++;
+      inFlight++;
+      const out = (): void => void inFlight--;
       if (args[0].agent.parentId === null) {
         lastRoot = args[0];
-        return model.complete(...args);
+        const asked = model.complete(...args);
+        void asked.then(out, out);
+        return asked;
       }
       const answered = model.complete(...args);
-      void answered.then(
-        () => void (lastChildMs = Math.max(lastChildMs, performance.now() - t0)),
-        () => {},
-      );
+      if (threadFirstAtMs === null && modelThreadCalls() > threadCalls0) threadFirstAtMs = performance.now() - t0;
+      void answered.then(() => {
+        out();
+        lastChildMs = Math.max(lastChildMs, performance.now() - t0);
+      }, out);
       return answered;
     },
   };
@@ -303,6 +319,13 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, commit
     rssPeak = Math.max(rssPeak, mem.rss);
     minConcurrency = Math.min(minConcurrency, coordinator.health().modelQueue.concurrency);
   }, 250);
+  const seconds: Figures['seconds'] = [];
+  let second = performance.eventLoopUtilization();
+  const perSecond = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    seconds.push({ busy: performance.eventLoopUtilization(now, second).utilization, inFlight });
+    second = now;
+  }, 1_000);
   const eld = monitorEventLoopDelay({ resolution: 10 });
   eld.enable();
   const cpu0 = process.cpuUsage();
@@ -318,6 +341,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, commit
   const elu = performance.eventLoopUtilization(elu0);
   eld.disable();
   clearInterval(sampler);
+  clearInterval(perSecond);
   majors.disconnect();
   // The memory store's rows only grow: the live heap at the end (the team done, a full GC after
   // the measured time) may exceed what any major GC during the run saw.
@@ -340,6 +364,8 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, commit
   if (root.status !== 'completed') throw new Error(`root ended ${root.status}: ${root.error?.message}`);
   return {
     ms,
+    thread: { calls: modelThreadCalls() - threadCalls0, firstAtMs: threadFirstAtMs },
+    seconds,
     lastChildMs,
     shutdownMs,
     closeMs,
@@ -361,6 +387,20 @@ async function team(store: StoreKind, adaptive: boolean, thread: boolean, commit
   };
 }
 
+/** The per-second loop shares and calls in flight, summarised: what `thread: 'auto'`'s rule sees. */
+function perSecondLine(seconds: Figures['seconds']): string {
+  const q = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(p * values.length))] ?? 0;
+  const busy = seconds.map((s) => s.busy);
+  const streak = (min: number) => {
+    let best = 0;
+    let run = 0;
+    for (const b of busy) best = Math.max(best, (run = b >= min ? run + 1 : 0));
+    return best;
+  };
+  const inFlight = seconds.map((s) => s.inFlight);
+  return `${seconds.length} s: loop busy p50 ${q(busy, 0.5).toFixed(2)}, p90 ${q(busy, 0.9).toFixed(2)}, max ${q(busy, 1).toFixed(2)}; longest run of seconds ≥ 0.6 busy ${streak(0.6)}, ≥ 0.7 ${streak(0.7)}, ≥ 0.8 ${streak(0.8)}; calls in flight p50 ${q(inFlight, 0.5)}, max ${q(inFlight, 1)}`;
+}
+
 beforeAll(async () => {
   server = await startServerProcess(MIN_MS, MAX_MS);
 });
@@ -376,8 +416,8 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
     for (const adaptive of ADAPTIVE) {
       for (const thread of THREAD) {
         for (const commitThread of store === 'memory' ? (['auto'] as const) : COMMIT_THREAD) {
-          const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread ? ', model thread' : ''}${store === 'memory' || commitThread === 'auto' ? '' : `, commit thread ${commitThread}`}`;
-          const key = `${store}${adaptive ? '+adaptive' : ''}${thread ? '+thread' : ''}${store === 'memory' ? '' : COMMIT_KEY[commitThread]}`;
+          const name = `${store === 'memory' ? 'in memory' : `SQLite ${store}`}${adaptive ? ', adaptive admission' : ''}${thread === 'auto' ? '' : `, model thread ${thread}`}${store === 'memory' || commitThread === 'auto' ? '' : `, commit thread ${commitThread}`}`;
+          const key = `${store}${adaptive ? '+adaptive' : ''}${THREAD_KEY[thread]}${store === 'memory' ? '' : COMMIT_KEY[commitThread]}`;
           bench(name, async () => void results.set(key, await team(store, adaptive, thread, commitThread)), once);
         }
       }
@@ -408,6 +448,11 @@ afterAll(async () => {
       `${store.padEnd(15)} commits: ${f.commits.n + f.commits.posted} (${(f.turns / (f.commits.n + f.commits.posted)).toFixed(1)} turns each); ${f.commits.n} on the main thread, ${(f.commits.ms / 1000).toFixed(1)} s in them (${((1000 * f.commits.ms) / f.turns).toFixed(0)} µs/turn, ${((100 * f.commits.ms) / f.ms).toFixed(1)} % of the run); ${f.commits.posted} on the commit thread${f.commits.movedAtMs === null ? '' : ` (moved there ${(f.commits.movedAtMs / 1000).toFixed(1)} s into the run)`}; ${(f.diskBytes / 1024 / f.turns).toFixed(1)} KB/turn sent to the disk`,
     );
   }
+  for (const [store, f] of results) {
+    lines.push(
+      `${store.padEnd(15)} model calls in the model thread: ${f.thread.calls} of ${f.turns}${f.thread.firstAtMs === null ? '' : ` (the first ${(f.thread.firstAtMs / 1000).toFixed(1)} s into the run)`}; ${perSecondLine(f.seconds)}`,
+    );
+  }
   const memory = results.get('memory');
   const full = results.get('FULL');
   if (memory && full) lines.push(`FULL ÷ memory: ${(full.ms / memory.ms).toFixed(2)}`);
@@ -434,10 +479,14 @@ afterAll(async () => {
     }
   }
   for (const [key, off] of results) {
-    const on = results.get(`${key}+thread`);
-    if (on) {
+    if (!key.includes(THREAD_KEY.off)) continue;
+    for (const [setting, on] of [
+      ['on', results.get(key.replace(THREAD_KEY.off, THREAD_KEY.on))],
+      ['auto', results.get(key.replace(THREAD_KEY.off, ''))],
+    ] as const) {
+      if (!on) continue;
       lines.push(
-        `${key} thread on ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}, live heap ${(on.livePerAgentKb / off.livePerAgentKb).toFixed(2)} (main thread's), peak RSS ${(on.rssPeakMb / off.rssPeakMb).toFixed(2)} (all threads)`,
+        `${key.replace(THREAD_KEY.off, '')} thread ${setting} ÷ off: time ${(on.ms / off.ms).toFixed(2)}, event-loop delay p99 ${(on.eldP99Ms / off.eldP99Ms).toFixed(2)}, main thread busy/turn ${(on.mainBusyPerTurnUs / off.mainBusyPerTurnUs).toFixed(2)}, CPU/turn ${(on.cpuPerTurnUs / off.cpuPerTurnUs).toFixed(2)}, live heap ${(on.livePerAgentKb / off.livePerAgentKb).toFixed(2)} (main thread's), peak RSS ${(on.rssPeakMb / off.rssPeakMb).toFixed(2)} (all threads)`,
       );
     }
   }

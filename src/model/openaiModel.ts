@@ -23,7 +23,7 @@ import { checkPrice } from './prices.js';
 import type { ThreadModelOptions } from './modelThreadWire.js';
 import { classifyHttpFailure } from './providerErrors.js';
 import { modelThreadAvailable, threadedComplete } from './threadedModel.js';
-import { AUTO_MODEL_THREAD, threadRouter, type ModelThreadRule } from './threadRoute.js';
+import { AUTO_MODEL_THREAD, isModelThreadRule, threadRouter, type ModelThreadRule } from './threadRoute.js';
 import type { Model, ModelCallOptions, ModelDelta, ModelPrice, ModelRequest, ModelTurn, SessionItem, ToolSpec } from './types.js';
 
 export interface OpenAIModelOptions {
@@ -108,18 +108,12 @@ function validate(options: OpenAIModelOptions): void {
     }
   }
   if (options.price !== undefined) checkPrice('openaiModel price', options.price);
-  if (options.thread !== undefined && typeof options.thread !== 'boolean' && options.thread !== 'auto' && !isRule(options.thread)) {
+  if (options.thread !== undefined && typeof options.thread !== 'boolean' && options.thread !== 'auto' && !isModelThreadRule(options.thread)) {
     throw new ConfigError(`Expected openaiModel thread to be true, false, 'auto' or { windowMs, share (0..1), calls }, got ${JSON.stringify(options.thread)}`);
   }
-  if (options.clock !== undefined && (options.thread === true || isRule(options.thread))) {
+  if (options.clock !== undefined && (options.thread === true || isModelThreadRule(options.thread))) {
     throw new ConfigError('openaiModel thread runs its timers in the model thread, on the system clock: it takes no clock');
   }
-}
-
-function isRule(value: unknown): value is ModelThreadRule {
-  const rule = value as Partial<Record<keyof ModelThreadRule, unknown>> | null;
-  const number = (v: unknown, max: number) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= max;
-  return typeof rule === 'object' && rule !== null && number(rule.windowMs, 3_600_000) && number(rule.share, 1) && number(rule.calls, 1e9);
 }
 
 /** Where the calls run: always here, always in the thread, or routed call by call under a rule. */

@@ -31,6 +31,13 @@ export interface ModelThreadRule {
  */
 export const AUTO_MODEL_THREAD: ModelThreadRule = { windowMs: 1_000, share: 0.6, calls: 1_200 };
 
+/** Whether `value` is a rule: finite, non-negative numbers, `share` at most 1. */
+export function isModelThreadRule(value: unknown): value is ModelThreadRule {
+  const rule = value as Partial<Record<keyof ModelThreadRule, unknown>> | null;
+  const number = (v: unknown, max: number) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= max;
+  return typeof rule === 'object' && rule !== null && number(rule.windowMs, 3_600_000) && number(rule.share, 1) && number(rule.calls, 1e9);
+}
+
 /** The time (ms) and the event loop's cumulative busy time (ms): two readings give its busy share in between. */
 export interface LoopClock {
   now(): number;

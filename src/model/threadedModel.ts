@@ -44,8 +44,8 @@ function workerArgv(): string[] {
 
 const ENTRY = new URL('./modelThread.js', import.meta.url);
 
-/** Whether the worker's compiled entry is there (not when troupe runs from its TypeScript sources). */
 let available: boolean | undefined;
+/** Whether the worker's compiled entry is there (not when troupe runs from its TypeScript sources). */
 export const modelThreadAvailable = (): boolean => (available ??= existsSync(fileURLToPath(ENTRY)));
 
 /** The process's model thread: the worker, the calls in flight on it, and its generation (one per worker started). */

@@ -12,8 +12,8 @@
  * whole batch: nothing after it is applied and nothing before it is kept.
  * @module
  */
-import pg from 'pg';
 import { TroupeError } from '../../errors.js';
+import { pgDriver } from './driver.js';
 
 /** The SQLSTATE `troupe_require` raises (migration 15): its message is one of `RequiredCode`. */
 export const REQUIRE_SQLSTATE = 'TRP01';
@@ -43,7 +43,7 @@ function text(value: unknown): string {
 }
 
 /** `value` as an SQL literal: NULL, or its text quoted (untyped, as a bound parameter is). */
-const sqlLiteral = (value: unknown): string => (value === null || value === undefined ? 'NULL' : pg.escapeLiteral(text(value)));
+const sqlLiteral = (value: unknown): string => (value === null || value === undefined ? 'NULL' : pgDriver().escapeLiteral(text(value)));
 
 /** `sql` with each `$n` replaced by `values[n-1]` as a literal (one pass: a value's own text is never read as a placeholder). */
 export function inline(sql: string, values: readonly unknown[]): string {

@@ -6,15 +6,16 @@
  * advisory lock (so workers opening a fresh database together migrate it once).
  * @module
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { TroupeError } from '../../errors.js';
+import { pgDriver } from './driver.js';
 import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from './migrations.js';
 
 /** BIGINT columns hold times and counters well inside 2^53: read them as numbers. */
 const parseInt8 = (value: string) => Number(value);
 const PG_TYPES = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === 20 ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+    oid === 20 ? parseInt8 : pgDriver().types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;

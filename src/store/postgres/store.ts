@@ -9,11 +9,12 @@
  * const coordinator = createCoordinator({ store: lease.port, runId, model });
  * @module
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { TroupeError } from '../../errors.js';
 import { createRedactor, type Redactor } from '../../logging/redact.js';
 import { checkOptions, checkReadable, connectError, describeUrl, migrate, poolConfig, type PgConnectOptions } from './connect.js';
 import { performance } from 'node:perf_hooks';
+import { pgDriver } from './driver.js';
 import { DB_NOW, heldLease, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease } from './lease.js';
 import { pgReads, type PortReads } from './reads.js';
 
@@ -73,7 +74,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const checked = checkOptions(options);
   const schema = checked.schema;
   options = { ...options, url: checked.url };
-  const pool = new pg.Pool(poolConfig(options, schema, options.maxConnections ?? 10));
+  const pool = new (pgDriver().Pool)(poolConfig(options, schema, options.maxConnections ?? 10));
   // An idle pooled connection that drops must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   try {
@@ -139,7 +140,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       await db.query('SELECT pg_notify($1, $2)', [channel, runId]);
     },
     async connectDedicated() {
-      const client = new pg.Client(poolConfig(options, schema, 1));
+      const client = new (pgDriver().Client)(poolConfig(options, schema, 1));
       client.on('error', () => undefined);
       try {
         await client.connect();

@@ -242,7 +242,8 @@ export interface CoordinatorOptions<S extends Store | StorePort = Store> {
   inspect?: InspectOption;
   /**
    * OpenTelemetry GenAI spans and metrics (README "Traces and metrics"). troupe uses the global
-   * providers of `@opentelemetry/api` unless given others here; with no SDK registered it is a no-op.
+   * providers of `@opentelemetry/api` unless given others here, as registered when the coordinator
+   * is created or resumed; with no SDK registered then it is a no-op (the API is not even loaded).
    * `false`: no OpenTelemetry call at all.
    */
   telemetry?: TelemetryOptions | false;

@@ -23,23 +23,8 @@
  * keys never reach this module.
  * @module
  */
-import {
-  context,
-  createNoopMeter,
-  metrics,
-  ProxyTracerProvider,
-  ROOT_CONTEXT,
-  SpanKind,
-  SpanStatusCode,
-  trace,
-  type Attributes,
-  type Context,
-  type Histogram,
-  type Link,
-  type Span,
-  type SpanContext,
-  type Tracer,
-} from '@opentelemetry/api';
+import { createRequire } from 'node:module';
+import type { Attributes, Context, Histogram, Link, Span, SpanContext, Tracer } from '@opentelemetry/api';
 import type { ModelRequest, ToolCall, UsagePurpose } from '../model/types.js';
 import type { WriteOp } from '../store/port.js';
 import * as A from './attributes.js';
@@ -49,8 +34,20 @@ import type { TelemetryOptions, TracedAgent, ChatSpan, ToolSpan, TurnTrace, Stin
 
 const NOOP_TOOL: ToolSpan = { end: () => undefined };
 const NOOP_CHAT: ChatSpan = { retry: () => undefined, end: () => undefined };
-/** The API's no-op histogram (a singleton): a meter that returns it records nothing. */
-const NOOP_HISTOGRAM = createNoopMeter().createHistogram('troupe.noop');
+
+/**
+ * `@opentelemetry/api`, loaded for the first run that can record: its 44 CommonJS files cost a
+ * process ~35 ms, which every run without an SDK (a crash-harness child, `troupe run`) paid for
+ * nothing.
+ */
+let api: typeof import('@opentelemetry/api') | undefined;
+const otel = () => (api ??= createRequire(import.meta.url)('@opentelemetry/api') as typeof import('@opentelemetry/api'));
+/**
+ * Where the API keeps what is registered globally (its versioned key, the one our copy of the
+ * 1.x API reads; tracer.test pins it): with nothing there, every global provider is a no-op.
+ */
+const OTEL_GLOBAL = Symbol.for('opentelemetry.js.api.1');
+const globalRegistered = (): boolean => (globalThis as Record<symbol, unknown>)[OTEL_GLOBAL] !== undefined;
 
 /** What the host calls: the tracer of a run. */
 export type RunTrace = Pick<RunTracer, keyof RunTracer>;
@@ -74,17 +71,18 @@ const spanContextOf = (data: unknown): SpanContext | null => {
   const d = data as { traceId?: unknown; spanId?: unknown; traceFlags?: unknown } | null;
   if (typeof d?.traceId !== 'string' || typeof d.spanId !== 'string') return null;
   const ctx: SpanContext = { traceId: d.traceId, spanId: d.spanId, traceFlags: typeof d.traceFlags === 'number' ? d.traceFlags : 1, isRemote: true };
-  return trace.isSpanContextValid(ctx) ? ctx : null;
+  return otel().trace.isSpanContextValid(ctx) ? ctx : null;
 };
 
 const errorStatus = (span: Span, code: string) => {
   span.setAttribute(A.ERROR_TYPE, code);
-  span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+  span.setStatus({ code: otel().SpanStatusCode.ERROR, message: code });
 };
 
 /** Whether spans can record at all: a provider was given, or an SDK is registered globally. */
 export function tracingRegistered(options?: TelemetryOptions | false): boolean {
-  if (options === false) return false;
+  if (options === false || (options?.tracerProvider === undefined && !globalRegistered())) return false;
+  const { trace, ProxyTracerProvider } = otel();
   const provider = options?.tracerProvider ?? trace.getTracerProvider();
   return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(TRACER_NAME) !== undefined;
 }
@@ -101,9 +99,15 @@ export interface RunTracerDeps {
   agent(id: string): TracedAgent | undefined;
 }
 
-/** The run's tracer: `telemetry: false` calls nothing at all. */
+/**
+ * The run's tracer: `telemetry: false` calls nothing at all, and neither does a run with no
+ * provider given and nothing registered globally when it is created or resumed (the global
+ * providers are read then; a meter provider always was).
+ */
 export const runTrace = (options: TelemetryOptions | false | undefined, deps: Omit<RunTracerDeps, 'options'>): RunTrace =>
-  options === false ? NO_TRACE : new RunTracer({ ...deps, options });
+  options === false || (options?.tracerProvider === undefined && options?.meterProvider === undefined && !globalRegistered())
+    ? NO_TRACE
+    : new RunTracer({ ...deps, options });
 
 class RunTracer implements TurnTrace {
   readonly #tracer: Tracer;
@@ -128,11 +132,13 @@ class RunTracer implements TurnTrace {
   constructor(deps: RunTracerDeps) {
     this.#deps = deps;
     this.#content = deps.options?.recordContent === true;
+    const { trace, metrics, createNoopMeter } = otel();
     this.#tracer = (deps.options?.tracerProvider ?? trace.getTracerProvider()).getTracer(TRACER_NAME);
     const meter = (deps.options?.meterProvider ?? metrics.getMeterProvider()).getMeter(TRACER_NAME);
     this.#tokens = meter.createHistogram(A.METRIC_TOKEN_USAGE, { description: 'Number of input and output tokens used', unit: '{token}' });
     this.#duration = meter.createHistogram(A.METRIC_OPERATION_DURATION, { description: 'GenAI operation duration', unit: 's' });
-    this.#metered = this.#tokens !== NOOP_HISTOGRAM;
+    // The API's no-op histogram is a singleton: a meter that returns it records nothing.
+    this.#metered = this.#tokens !== createNoopMeter().createHistogram('troupe.noop');
   }
 
   /** After a restart: the stints the earlier process started (rows of type `trace.stint`, oldest first). */
@@ -173,6 +179,7 @@ class RunTracer implements TurnTrace {
     const first = !parent;
     if (!parent) {
       const by = agent.parentId === null ? undefined : (this.#tools.get(agent.parentId) ?? this.#stints.get(agent.parentId));
+      const { trace, context, ROOT_CONTEXT } = otel();
       parent = by ? trace.setSpan(ROOT_CONTEXT, by) : context.active();
       this.#parents.set(agent.id, parent);
     }
@@ -186,6 +193,7 @@ class RunTracer implements TurnTrace {
       [A.TROUPE_DEPTH]: agent.depth,
     };
     if (agent.parentId !== null) attributes[A.TROUPE_PARENT_ID] = agent.parentId;
+    const { trace, ROOT_CONTEXT, SpanKind } = otel();
     const span = this.#tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes, ...(links ? { links } : {}) }, parent);
     // An agent with nothing above it here (the root; an agent restored while its parent is not
     // running): its later spans sit under this first one, so the process's run stays one trace.
@@ -247,6 +255,7 @@ class RunTracer implements TurnTrace {
     const started = performance.now();
     let span: Span | null = null;
     if (stint?.isRecording()) {
+      const { trace, ROOT_CONTEXT, SpanKind } = otel();
       span = this.#tracer.startSpan(
         `${A.OP_CHAT} ${model}`,
         {
@@ -320,6 +329,7 @@ class RunTracer implements TurnTrace {
       [A.GEN_AI_TOOL_TYPE]: 'function',
     };
     if (this.#content) attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = call.arguments;
+    const { trace, ROOT_CONTEXT, SpanKind } = otel();
     const span = this.#tracer.startSpan(`${A.OP_EXECUTE_TOOL} ${call.name}`, { kind: SpanKind.INTERNAL, attributes }, trace.setSpan(ROOT_CONTEXT, stint));
     this.#tools.set(agent.id, span);
     const tools = this.#tools;

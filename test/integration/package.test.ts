@@ -130,6 +130,24 @@ describe('the package', () => {
     expect(property.stderr).toContain("Cannot find package 'fast-check'");
   });
 
+  it('a run on SQLite with no OpenTelemetry SDK loads neither pg nor @opentelemetry/api: each loads at its first use', () => {
+    // Each cost every process ~70 and ~35 ms (a crash-harness child, every `troupe run`) for nothing.
+    const dir = join(ROOT, 'dist', 'lazy-load');
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const script = `
+      import { createRequire } from 'node:module';
+      const { createCoordinator, openStore, scriptedModel } = await import(${JSON.stringify(join(ROOT, 'dist/src/index.js'))});
+      const model = scriptedModel({ agents: { lead: [{ tool: 'finish', args: { summary: 'done' } }] } });
+      const c = createCoordinator({ model, store: openStore({ path: ${JSON.stringify(join(dir, 'run.db'))} }) });
+      const root = await c.waitFor(await c.start({ name: 'lead', task: 't' }), ['completed']);
+      await c.shutdown();
+      const loaded = Object.keys(createRequire(import.meta.url).cache);
+      console.log(JSON.stringify({ status: root.status, pg: loaded.some((p) => p.includes('/node_modules/pg/')), otel: loaded.some((p) => p.includes('/@opentelemetry/api/')) }));`;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}'), run.stderr).toEqual({ status: 'completed', pg: false, otel: false });
+  });
+
   it('npm pack ships dist, LICENSE and the config schema, not the tests; prepack builds', () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; exports: Record<string, unknown> };
     expect(pkg.scripts.prepack).toBeDefined();

@@ -126,6 +126,31 @@ describe('the run tracer', () => {
     expect(stints[1]!.links[0]!.context.spanId).toBe(stints[0]!.spanContext().spanId);
   });
 
+  it('with no provider given: a global SDK registered when the run starts records; with nothing registered the tracer is NO_TRACE', async () => {
+    const { trace } = await import('@opentelemetry/api');
+    // Where the API registers globals (its major version in the key): cleared for this test, restored after.
+    const key = Symbol.for('opentelemetry.js.api.1');
+    const registry = globalThis as Record<symbol, unknown>;
+    const saved = registry[key];
+    delete registry[key];
+    try {
+      expect(runTrace(undefined, deps())).toBe(NO_TRACE);
+      expect(runTrace({ recordContent: true }, deps())).toBe(NO_TRACE);
+      expect(tracingRegistered(undefined)).toBe(false);
+      const exporter = new InMemorySpanExporter();
+      expect(trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }))).toBe(true);
+      expect(tracingRegistered(undefined)).toBe(true);
+      const tracer = runTrace(undefined, deps());
+      tracer.stintStarted(agent);
+      tracer.stintEnded('a1', { status: 'completed' });
+      expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(['invoke_agent lead']);
+    } finally {
+      trace.disable();
+      if (saved === undefined) delete registry[key];
+      else registry[key] = saved;
+    }
+  });
+
   it('telemetry: false is the tracer that calls nothing; tracingRegistered says when links can be read', () => {
     const staged: WriteOp[] = [];
     expect(runTrace(false, deps(staged))).toBe(NO_TRACE);

@@ -27,7 +27,8 @@
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { silentLogger } from '../logging/createLogger.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError } from '../errors.js';
 import type { ApprovalGate } from './approvalGate.js';
@@ -90,7 +91,7 @@ export class ProactiveManager {
     }
     this.#pollIntervalMs = Math.min(MAX_POLL_INTERVAL_MS, Math.max(MIN_POLL_INTERVAL_MS, poll));
     this.#clock = options.clock ?? systemClock;
-    this.#logger = options.logger ?? pino({ level: 'silent' });
+    this.#logger = options.logger ?? silentLogger();
     this.#diskProbe = options.probes?.disk ?? defaultDiskProbe;
     this.#loadProbe = options.probes?.load ?? defaultLoadProbe;
     this.#pipeline = new TriggerPipeline({

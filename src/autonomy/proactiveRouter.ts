@@ -21,7 +21,8 @@
  * @module
  */
 import { isProactiveRunId, PROACTIVE_MESSAGE_TYPE, PROACTIVE_RUN_PREFIX } from './proactiveIds.js';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { silentLogger } from '../logging/createLogger.js';
 import type { Coordinator } from '../host/createCoordinator.js';
 import { createCoordinator, resumeCoordinator } from '../worker/library.js';
 import { isValidAgentName, type CoordinatorOptions } from '../host/options.js';
@@ -86,7 +87,7 @@ export class ProactiveRouter {
     this.#store = options.store;
     this.#model = options.model;
     this.#main = options.main;
-    this.#logger = options.logger ?? pino({ level: 'silent' });
+    this.#logger = options.logger ?? silentLogger();
     this.#options = { logger: this.#logger, ...options.coordinatorOptions };
     this.#onHost = options.onHost;
   }

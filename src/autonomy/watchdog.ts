@@ -16,7 +16,8 @@
  *   has its result discarded: nothing is recorded, logged or emitted for it.
  * @module
  */
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { silentLogger } from '../logging/createLogger.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ConfigError, errorMessage } from '../errors.js';
 import type { AuditEvent, EventBus } from './eventBus.js';
@@ -99,7 +100,7 @@ export class Watchdog {
     }
     this.#failureThreshold = threshold;
     this.#clock = options.clock ?? systemClock;
-    this.#logger = options.logger ?? pino({ level: 'silent' });
+    this.#logger = options.logger ?? silentLogger();
     this.#bus = options.bus;
   }
 

@@ -20,7 +20,8 @@
  * @module
  */
 import PQueue from 'p-queue';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { silentLogger } from '../logging/createLogger.js';
 import { createActor, type Actor } from 'xstate';
 import { coordinatorMachine, type BudgetFlags } from '../../machines/coordinatorMachine.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -131,7 +132,7 @@ export class Runtime {
     this.store = options.store ?? memoryStore();
     const port = isStorePort(this.store) ? this.store : portOf(this.store);
     const clock = (this.clock = options.clock ?? systemClock);
-    const logger = (this.#logger = options.logger ?? pino({ level: 'silent' }));
+    const logger = (this.#logger = options.logger ?? silentLogger());
     const runId = (this.runId = restore?.run.id ?? options.runId ?? `run_${newId()}`);
     const ids = options.ids ?? randomIds;
     const embedded = isStorePort(this.store) ? null : this.store;

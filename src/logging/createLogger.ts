@@ -34,3 +34,7 @@ export function createLogger(options: TroupeLoggerOptions = {}, destination?: De
   };
   return destination ? pino(config, destination) : pino(config);
 }
+
+/** What a part logs to when its user gave no logger: nothing. One logger, made at the first need. */
+let silent: Logger | undefined;
+export const silentLogger = (): Logger => (silent ??= pino({ level: 'silent' }));

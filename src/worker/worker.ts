@@ -21,7 +21,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { silentLogger } from '../logging/createLogger.js';
 import type { Coordinator } from '../host/createCoordinator.js';
 import type { StorePort } from '../store/port.js';
 import type { Store } from '../store/types.js';
@@ -99,7 +100,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     breakerStore === null || breaker === false ? {} : { breaker: { store: breakerStore, ...breaker } };
   const id = options.id ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const concurrency = options.concurrency ?? 10;
-  const logger = options.logger ?? pino({ level: 'silent' });
+  const logger = options.logger ?? silentLogger();
   const lease = { owner: id, ttlMs: options.ttlMs ?? 15_000, ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}) };
   const hosted = new Map<string, Hosted>();
   const kept = new Set<string>();

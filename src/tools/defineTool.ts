@@ -3,12 +3,12 @@
  * optional timeout and risk level, and an `execute` that receives the agent's AbortSignal.
  * @module
  */
-import { createRequire } from 'node:module';
 import type { Ajv, ValidateFunction } from 'ajv';
 import type { Logger } from 'pino';
 import type { JsonSchema, ToolSpec } from '../model/types.js';
 import type { FromSchema } from './fromSchema.js';
 import { ConfigError, TroupeError } from '../errors.js';
+import { loadedWhenUsed } from '../whenUsed.js';
 
 export type ToolRisk = 'read_only' | 'mutation' | 'destructive';
 
@@ -59,7 +59,8 @@ export const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/;
  * import of the coordinator: 213 → 177 ms), which every library import, CLI command and crash
  * harness child paid before any schema was compiled.
  */
-export const loadAjv = (): typeof Ajv => (createRequire(import.meta.url)('ajv') as typeof import('ajv')).Ajv;
+const ajvPackage = loadedWhenUsed<typeof import('ajv')>('ajv');
+export const loadAjv = (): typeof Ajv => ajvPackage().Ajv;
 
 let ajvInstance: Ajv | undefined;
 /**

@@ -23,11 +23,11 @@
  * keys never reach this module.
  * @module
  */
-import { createRequire } from 'node:module';
 import type { Attributes, Context, Histogram, Link, Span, SpanContext, Tracer } from '@opentelemetry/api';
 import type { ModelRequest, ToolCall, UsagePurpose } from '../model/types.js';
 import type { WriteOp } from '../store/port.js';
 import * as A from './attributes.js';
+import { loadedWhenUsed } from '../whenUsed.js';
 
 export type { TelemetryOptions, ChatSpan, TurnTrace } from './types.js';
 import type { TelemetryOptions, TracedAgent, ChatSpan, ToolSpan, TurnTrace, StintRecord } from './types.js';
@@ -40,8 +40,7 @@ const NOOP_CHAT: ChatSpan = { retry: () => undefined, end: () => undefined };
  * process ~35 ms, which every run without an SDK (a crash-harness child, `troupe run`) paid for
  * nothing.
  */
-let api: typeof import('@opentelemetry/api') | undefined;
-const otel = () => (api ??= createRequire(import.meta.url)('@opentelemetry/api') as typeof import('@opentelemetry/api'));
+const otel = loadedWhenUsed<typeof import('@opentelemetry/api')>('@opentelemetry/api');
 /**
  * Where the API keeps what is registered globally (its versioned key, the one our copy of the
  * 1.x API reads; tracer.test pins it): with nothing there, every global provider is a no-op.

@@ -4,9 +4,7 @@
  * command on SQLite paid for nothing.
  * @module
  */
-import { createRequire } from 'node:module';
 import type pg from 'pg';
+import { loadedWhenUsed } from '../../whenUsed.js';
 
-let driver: typeof pg | undefined;
-
-export const pgDriver = (): typeof pg => (driver ??= createRequire(import.meta.url)('pg') as typeof pg);
+export const pgDriver = loadedWhenUsed<typeof pg>('pg');

@@ -149,13 +149,13 @@ export class ToolResults {
   }
 }
 
-/** The tool call's id: its key is `<run>:<agent>:<turn>:<call id>` (toolCalls.ts). */
+/** The tool call's id: its key is `<run>:<agent>:<turn>:<call id>` (turn/toolCall.ts). */
 function callIdOf(context: ToolContext): string {
   const rest = context.idempotencyKey.slice(`${context.runId}:${context.agentId}:`.length);
   return rest.slice(rest.indexOf(':') + 1);
 }
 
-/** A failed tool's recorded result is `{ success: false, error: { code, message } }` (toolCalls.ts). */
+/** A failed tool's recorded result is `{ success: false, error: { code, message } }` (turn/toolCall.ts). */
 function parseError(content: string): { code: ErrorCode; message: string } {
   try {
     const parsed = JSON.parse(content) as { error?: { code?: unknown; message?: unknown } };

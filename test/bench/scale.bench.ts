@@ -56,8 +56,9 @@
  * young generation's size.
  * @module
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
@@ -328,6 +329,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   }, 1_000);
   const eld = monitorEventLoopDelay({ resolution: 10 });
   eld.enable();
+  const profile = await startProfile();
   const cpu0 = process.cpuUsage();
   const disk0 = diskWriteBytes();
   const elu0 = performance.eventLoopUtilization();
@@ -336,6 +338,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   const root = await coordinator.waitFor(rootId, TERMINAL, { timeoutMs: 3_600_000 });
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  await profile?.(`${store}-${thread}-${K}`);
   const diskBytes = diskWriteBytes() - disk0;
   const committed = commits === null ? null : { ...commits };
   const elu = performance.eventLoopUtilization(elu0);
@@ -388,6 +391,24 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
 }
 
 /** The per-second loop shares and calls in flight, summarised: what `thread: 'auto'`'s rule sees. */
+/**
+ * SCALE_CPU_PROFILE=dir: a V8 CPU profile of the main thread over each team's run, written to
+ * dir/<store>-<thread>-<K>.cpuprofile (open it in Chrome's DevTools). Off by default: it costs CPU.
+ */
+async function startProfile(): Promise<((name: string) => Promise<void>) | null> {
+  const dir = process.env.SCALE_CPU_PROFILE;
+  if (!dir) return null;
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return async (name) => {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 function perSecondLine(seconds: Figures['seconds']): string {
   const q = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(p * values.length))] ?? 0;
   const busy = seconds.map((s) => s.busy);

@@ -63,9 +63,17 @@ export const isOverLimit = (err: unknown): boolean => err instanceof ProviderErr
 /**
  * One keep-alive pool per protocol for the whole process: every call to a server reuses the
  * connections its earlier calls opened, however many models point at it. Most recently used
- * first, so that connections a quieter moment no longer needs go idle and are closed.
+ * first, so that connections a quieter moment no longer needs go idle and are closed: by the
+ * server, or by Node at the server's `Keep-Alive: timeout` hint.
+ *
+ * Every connection a burst opened stays pooled until then (the model queue bounds how many calls,
+ * hence connections, are ever out at once). Node's default keeps 256 idle and closes the rest, so
+ * each burst past 256 calls (a parent's fan-out, a team of 1,000) opened them again: a TCP connect
+ * each, a TLS handshake each on https. Measured, 1,000 calls at once to the fake server in rounds:
+ * 212 → 160 µs of CPU per `openaiModel.complete` (loopback http; a handshake costs far more).
  */
-const agents = { http: new HttpAgent({ keepAlive: true, scheduling: 'lifo' }), https: new HttpsAgent({ keepAlive: true, scheduling: 'lifo' }) };
+const POOL = { keepAlive: true, scheduling: 'lifo', maxFreeSockets: Number.POSITIVE_INFINITY } as const;
+const agents = { http: new HttpAgent(POOL), https: new HttpsAgent(POOL) };
 
 const LF = 0x0a;
 const CR = 0x0d;

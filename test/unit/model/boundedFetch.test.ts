@@ -136,6 +136,33 @@ describe('boundedFetch on node:http', () => {
     }
   });
 
+  it("keeps every connection a burst opened for the next burst (Node's default keeps 256 and closes the rest)", async () => {
+    // 300 calls held until all 300 are out (so each has its own connection), twice.
+    const BURST = 300;
+    let connections = 0;
+    let waiting: (() => void)[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        waiting.push(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'));
+        if (waiting.length === BURST) for (const answer of waiting.splice(0)) answer();
+      });
+    });
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/chat/completions`;
+    try {
+      for (let round = 0; round < 2; round++) {
+        const answers = await Promise.all(Array.from({ length: BURST }, () => boundedFetch(false)(url, { method: 'POST', body: '{}' }).then((r) => r.json())));
+        expect(answers).toHaveLength(BURST);
+        waiting = [];
+      }
+      expect(connections).toBe(BURST);
+    } finally {
+      await new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve())));
+    }
+  });
+
   it('a connection dropped before any answer on a fresh connection fails the call (never sent twice)', async () => {
     const fake = await createFakeOpenAIServer([{ drop: true }, { message: { content: 'x' } }]);
     open.push(fake);

@@ -18,7 +18,7 @@ import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { errorMessage, isTroupeError, TroupeError } from '../errors.js';
-import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from '../inspect/guard.js';
+import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, listenOnLoopback, newToken } from '../inspect/guard.js';
 import { act, isLive, type ActionSource } from './actions.js';
 import { pickRun, readAgent, readApprovals, readTeam, readTimeline } from './readModel.js';
 import { rootActive } from '../stream/follow.js';
@@ -225,18 +225,7 @@ export async function startDashboard(source: DashboardSource, options: Dashboard
     api(req, res, url).catch((err: unknown) => fail(res, err));
   });
 
-  await new Promise<void>((resolve, reject) => {
-    const onError = (err: Error) =>
-      reject(new TroupeError('CONFIG_INVALID', `Dashboard: cannot listen on 127.0.0.1:${requested}: ${err.message}`, { cause: err }));
-    server.once('error', onError);
-    server.listen({ port: requested, host: '127.0.0.1' }, () => {
-      server.off('error', onError);
-      resolve();
-    });
-  });
-  server.on('error', () => {});
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : requested;
+  const port = await listenOnLoopback(server, requested, 'Dashboard');
   const unwatch = source.watch(changed);
 
   let closing: Promise<void> | null = null;

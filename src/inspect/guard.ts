@@ -2,11 +2,11 @@
  * What keeps a local web server (the inspector's bridge, the dashboard) to the person who started
  * it: bound to 127.0.0.1 by its caller, it refuses requests whose Host is not a loopback name (DNS
  * rebinding), requests from a page of another origin, and any request without the random token
- * that only the printed URL carries (compared in constant time).
+ * that only the printed URL carries (compared in constant time). `listenOnLoopback` binds it.
  * @module
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import { ConfigError } from '../errors.js';
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
@@ -55,4 +55,27 @@ export function checkPort(port: unknown, what: string): number {
     throw new ConfigError(`Expected the ${what} port to be an integer from 0 to 65535, got ${String(port)}`);
   }
   return port;
+}
+
+/**
+ * Listen on 127.0.0.1:`port` (0: any free port) and resolve with the port bound. A busy or
+ * forbidden port is the user's to fix: one line of `CONFIG_INVALID` (`what` names the server,
+ * `hint` may say how to pick another), not a crash. Once listening, a failing socket cannot take
+ * the process down: clients are told nothing else.
+ */
+export async function listenOnLoopback(server: Server, port: number, what: string, hint = ''): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      const why = err.code === 'EADDRINUSE' ? 'the port is in use' : err.code === 'EACCES' ? 'permission denied' : err.message;
+      reject(new ConfigError(`${what}: cannot listen on 127.0.0.1:${port}: ${why}${hint}`, { cause: err }));
+    };
+    server.once('error', onError);
+    server.listen({ port, host: '127.0.0.1' }, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  server.on('error', () => {});
+  const address = server.address();
+  return typeof address === 'object' && address !== null ? address.port : port;
 }

@@ -36,7 +36,7 @@ import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AnyEventObject, InspectionEvent, MachineContext, Observer } from 'xstate';
 import { ConfigError, errorMessage } from '../errors.js';
-import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, newToken } from './guard.js';
+import { checkPort, hasToken, isAllowedOrigin, isLoopbackHost, listenOnLoopback, newToken } from './guard.js';
 import { sanitizeContext, sanitizeEvent, toWire } from './wire.js';
 
 export { sanitizeContext, sanitizeEvent };
@@ -346,28 +346,12 @@ export async function startInspector(options: InspectorOptions = {}): Promise<In
     });
   });
 
-  await new Promise<void>((resolve, reject) => {
-    const onError = (err: Error) => {
+  const port = await listenOnLoopback(server, requested, 'XState inspector', ' (--inspect=<port> picks another, --inspect=0 any free one)').catch(
+    (err: unknown) => {
       wss.close();
-      // A busy or forbidden port is the user's to fix: a one-line configuration error, not a crash.
-      const code = (err as NodeJS.ErrnoException).code;
-      const why = code === 'EADDRINUSE' ? 'the port is in use' : code === 'EACCES' ? 'permission denied' : err.message;
-      reject(
-        new ConfigError(`XState inspector: cannot listen on 127.0.0.1:${requested}: ${why} (--inspect=<port> picks another, --inspect=0 any free one)`, {
-          cause: err,
-        }),
-      );
-    };
-    server.once('error', onError);
-    server.listen({ port: requested, host: '127.0.0.1' }, () => {
-      server.off('error', onError);
-      resolve();
-    });
-  });
-  // A failing socket must not take the process down; clients are told nothing else.
-  server.on('error', () => {});
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : requested;
+      throw err;
+    },
+  );
   const url = `http://127.0.0.1:${port}/?token=${token}`;
   // In the background: the caller has its handle (and the run starts) without waiting for it.
   const probing = new AbortController();

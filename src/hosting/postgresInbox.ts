@@ -7,78 +7,25 @@
  * commit that applies it, and answered by that commit.
  * @module
  */
+import type pg from 'pg';
 import { toInboxRequest } from '../store/decode.js';
 import type { InboxDbRow } from '../store/dbRows.js';
-import type { FireClaim, FireClaimed, FireKey, InboxKind, InboxPost, InboxRequest } from '../store/types.js';
+import type { FireClaim, FireClaimed, FireKey, InboxPost, InboxRequest } from '../store/types.js';
 import type { PostgresStore } from '../store/postgres/store.js';
 
-/** From any machine: post a request to a run and wake it; resolves with the request id. */
-export async function postRequest(
-  store: PostgresStore,
-  request: { runId: string; kind: InboxKind; payload: Record<string, unknown>; at: number },
-): Promise<number> {
-  const client = await store.pool.connect();
-  let broken: Error | undefined;
-  const onError = (err: Error) => (broken = err);
-  client.on('error', onError);
-  try {
-    // READ WRITE: a posting is the one write a read-only store (`troupe ui`'s) makes, deliberately.
-    await client.query('BEGIN READ WRITE');
-    const { rows } = await client.query<{ id: number }>('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4) RETURNING id', [
-      request.runId,
-      request.kind,
-      JSON.stringify(request.payload),
-      request.at,
-    ]);
-    await store.wake(request.runId, client);
-    await client.query('COMMIT');
-    return rows[0]!.id;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.off('error', onError);
-    client.release(broken);
-  }
-}
-
 /**
- * From any machine: claim a proactive fire (one row per scope, trigger and tick; a second insert is
- * ignored) and, claimed, post `request` and wake its run in the same transaction: a tick is posted
- * once, or not at all, whichever process sees it and whenever one crashes.
+ * `work` in one read-write transaction on a connection of the pool: committed if it resolves,
+ * rolled back if it throws. READ WRITE: a posting is the one write a read-only store (`troupe
+ * ui`'s) makes, deliberately. A connection that failed meanwhile is not returned to the pool.
  */
-export async function claimFire(store: PostgresStore, claim: FireClaim, request?: InboxPost): Promise<FireClaimed> {
+async function inTransaction<T>(store: PostgresStore, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await store.pool.connect();
   let broken: Error | undefined;
   const onError = (err: Error) => (broken = err);
   client.on('error', onError);
   try {
     await client.query('BEGIN READ WRITE');
-    const { rowCount } = await client.query(
-      'INSERT INTO proactive_fires (scope, trigger_name, tick, claimed_at) VALUES ($1, $2, $3, $4) ON CONFLICT (scope, trigger_name, tick) DO NOTHING',
-      [claim.scope, claim.trigger, claim.tick, claim.at],
-    );
-    let result: FireClaimed = { claimed: false };
-    if (rowCount === 1) {
-      let requestId: number | null = null;
-      if (request) {
-        const { rows } = await client.query<{ id: number }>('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4) RETURNING id', [
-          request.runId,
-          request.kind,
-          JSON.stringify(request.payload),
-          request.at,
-        ]);
-        requestId = rows[0]!.id;
-        await client.query('UPDATE proactive_fires SET request_id = $1 WHERE scope = $2 AND trigger_name = $3 AND tick = $4', [
-          requestId,
-          claim.scope,
-          claim.trigger,
-          claim.tick,
-        ]);
-        await store.wake(request.runId, client);
-      }
-      result = { claimed: true, requestId };
-    }
+    const result = await work(client);
     await client.query('COMMIT');
     return result;
   } catch (err) {
@@ -88,6 +35,47 @@ export async function claimFire(store: PostgresStore, claim: FireClaim, request?
     client.off('error', onError);
     client.release(broken);
   }
+}
+
+/** Insert a request and wake its run (NOTIFY, sent when the transaction commits); its id. */
+async function insertRequest(store: PostgresStore, client: pg.PoolClient, request: InboxPost): Promise<number> {
+  const { rows } = await client.query<{ id: number }>('INSERT INTO inbox (run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4) RETURNING id', [
+    request.runId,
+    request.kind,
+    JSON.stringify(request.payload),
+    request.at,
+  ]);
+  await store.wake(request.runId, client);
+  return rows[0]!.id;
+}
+
+/** From any machine: post a request to a run and wake it; resolves with the request id. */
+export function postRequest(store: PostgresStore, request: InboxPost): Promise<number> {
+  return inTransaction(store, (client) => insertRequest(store, client, request));
+}
+
+/**
+ * From any machine: claim a proactive fire (one row per scope, trigger and tick; a second insert is
+ * ignored) and, claimed, post `request` and wake its run in the same transaction: a tick is posted
+ * once, or not at all, whichever process sees it and whenever one crashes.
+ */
+export function claimFire(store: PostgresStore, claim: FireClaim, request?: InboxPost): Promise<FireClaimed> {
+  return inTransaction(store, async (client): Promise<FireClaimed> => {
+    const { rowCount } = await client.query(
+      'INSERT INTO proactive_fires (scope, trigger_name, tick, claimed_at) VALUES ($1, $2, $3, $4) ON CONFLICT (scope, trigger_name, tick) DO NOTHING',
+      [claim.scope, claim.trigger, claim.tick, claim.at],
+    );
+    if (rowCount !== 1) return { claimed: false };
+    if (!request) return { claimed: true, requestId: null };
+    const requestId = await insertRequest(store, client, request);
+    await client.query('UPDATE proactive_fires SET request_id = $1 WHERE scope = $2 AND trigger_name = $3 AND tick = $4', [
+      requestId,
+      claim.scope,
+      claim.trigger,
+      claim.tick,
+    ]);
+    return { claimed: true, requestId };
+  });
 }
 
 /** Forget the fire claims made before `before`; how many. */

@@ -291,6 +291,22 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE type = 'agent.status' AND agent_id IS NOT NULL GROUP BY run_id, agent_id;
     `,
   },
+  {
+    // Fewer pages per commit (issue 36): events_by_type holds only the types read by type through
+    // it (types.ts BY_TYPE_EVENTS, rare ones), not the 3-4 rows of the journal, the call log and
+    // tool.call each turn writes; their reads by type go over the run's events in order. And the
+    // in-doubt ledger's reads (an agent's started calls, at a re-entered turn) go by the primary
+    // key's agent prefix: the partial index was written twice per tool call (start, finish) to
+    // serve a read that happens only after a crash. Measured, 120 agents x 10 tool turns on NORMAL:
+    // 13.9 -> 9.6 pages per commit, 98 -> 68 KB per turn sent to the disk.
+    version: 13,
+    sql: `
+      DROP INDEX events_by_type;
+      CREATE INDEX events_by_type ON events(run_id, type, id)
+        WHERE type IN ('cli.run', 'approval', 'review.note', 'review.turn', 'trace.stint', 'fork.origin');
+      DROP INDEX tool_calls_started;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -6,7 +6,7 @@
  * @module
  */
 import type Database from 'better-sqlite3';
-import { NOT_RECORDING } from './types.js';
+import { BY_TYPE, NOT_RECORDING } from './types.js';
 
 /** The SQL of every statement, by name. */
 const SQL = {
@@ -64,6 +64,8 @@ const SQL = {
   getExecution: 'SELECT * FROM executions WHERE id = ?',
   allExecutions: 'SELECT * FROM executions ORDER BY linked_at, id',
   allReentry: 'SELECT * FROM reentry_budgets',
+  // A type of BY_TYPE_EVENTS through the partial index that holds them, any other over the run's events (types.ts).
+  eventsByType: `SELECT * FROM events WHERE run_id = ? AND type = ? AND ${BY_TYPE} ORDER BY id`,
   eventsOf: 'SELECT * FROM events WHERE run_id = ? AND type = ? ORDER BY id',
   startToolCall: `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
        ON CONFLICT (agent_id, turn, call_id) DO UPDATE SET status = 'started', started_at = excluded.started_at, finished_at = NULL, boot = excluded.boot`,

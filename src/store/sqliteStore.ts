@@ -44,7 +44,17 @@ import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
 import { commitMeter, commitThread, commitThreadMode, type CommitThreadRule } from './sqliteWriter.js';
 import { applyOps, type WriteOp } from './port.js';
-import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, SqliteInbox, Store, StreamRow, UsageRow } from './types.js';
+import {
+  BY_TYPE_EVENTS,
+  type DelegationRow,
+  type EventRow,
+  type NewMessage,
+  type ReentryBudgetRow,
+  type SqliteInbox,
+  type Store,
+  type StreamRow,
+  type UsageRow,
+} from './types.js';
 import { verifyRows } from './verifyRows.js';
 
 /** The store's promoted notes, newest promotion first (notes/notes.ts). */
@@ -445,7 +455,7 @@ function createSqliteStore(
       const ids = new Set(agentIds);
       return rows.filter((r) => ids.has(r.sessionId));
     },
-    eventsOf: (runId, type) => (q.eventsOf.all(runId, type) as EventDbRow[]).map(toEvent),
+    eventsOf: (runId, type) => ((BY_TYPE_EVENTS.includes(type) ? q.eventsByType : q.eventsOf).all(runId, type) as EventDbRow[]).map(toEvent),
     promotedNotes() {
       // Prepared at first use, not at open: a reader of a file from before migration 11 has no notes table (and no notes).
       promoted ??= (db.pragma('user_version', { simple: true }) as number) >= 11 ? db.prepare(PROMOTED_NOTES) : null;

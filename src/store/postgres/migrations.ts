@@ -335,6 +335,18 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       DROP FUNCTION troupe_streamed_to(text);
     `,
   },
+  {
+    // SQLite's migration 13: events_by_type holds only the types read by type through it (rare
+    // ones), not the journal, call log and tool.call rows each turn writes; an agent's started
+    // tool calls are read by the primary key's agent prefix.
+    version: 18,
+    sql: `
+      DROP INDEX events_by_type;
+      CREATE INDEX events_by_type ON events(run_id, type, id)
+        WHERE type IN ('cli.run', 'approval', 'review.note', 'review.turn', 'trace.stint', 'fork.origin');
+      DROP INDEX tool_calls_started;
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.at(-1)!.version;

@@ -5,7 +5,7 @@
  * @module
  */
 import type pg from 'pg';
-import { NOT_RECORDING } from '../types.js';
+import { BY_TYPE, BY_TYPE_EVENTS, NOT_RECORDING } from '../types.js';
 import type { SessionItem } from '../../model/types.js';
 import {
   toAgent,
@@ -86,7 +86,14 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
       (await all<ExecutionDbRow>('SELECT * FROM executions WHERE agent_id = ANY($1::text[]) ORDER BY linked_at, id', [[...agentIds]])).map(toExecution),
     reentryBudgetsOf: async (agentIds) =>
       (await all<ReentryDbRow>('SELECT * FROM reentry_budgets WHERE session_id = ANY($1::text[]) ORDER BY session_id', [[...agentIds]])).map(toReentry),
-    eventsOf: async (runId, type) => (await all<EventDbRow>('SELECT * FROM events WHERE run_id = $1 AND type = $2 ORDER BY id', [runId, type])).map(toEvent),
+    // A type of BY_TYPE_EVENTS names the partial index's predicate, so that a generic plan may use it too (types.ts).
+    eventsOf: async (runId, type) =>
+      (
+        await all<EventDbRow>(`SELECT * FROM events WHERE run_id = $1 AND type = $2${BY_TYPE_EVENTS.includes(type) ? ` AND ${BY_TYPE}` : ''} ORDER BY id`, [
+          runId,
+          type,
+        ])
+      ).map(toEvent),
     promotedNotes: async () => (await all<NoteDbRow>("SELECT * FROM notes WHERE state = 'promoted' ORDER BY decided_at DESC, id", [])).map(toNote),
     getExecution: async (id) => {
       const [row] = await all<ExecutionDbRow>('SELECT * FROM executions WHERE id = $1', [id]);

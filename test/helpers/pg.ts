@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
+import { PG_MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { openPostgresStore, type PostgresStore } from '../../src/store/postgres/store.js';
 
 export const PG_URL = process.env.TROUPE_PG_URL ?? 'postgres://root@127.0.0.1:5432/test';
@@ -60,6 +61,15 @@ export async function adminQuery(sql: string, params: unknown[] = []): Promise<p
   } finally {
     await client.end();
   }
+}
+
+/** Create `schema` as a troupe of schema `version` left it: its migrations up to that one, and its version row. */
+export async function schemaAt(schema: string, version: number): Promise<void> {
+  const older = PG_MIGRATIONS.filter((m) => m.version <= version);
+  if (older.at(-1)?.version !== version) throw new Error(`there is no PostgreSQL migration ${version}`);
+  await adminQuery(
+    `CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${older.map((m) => m.sql).join(';\n')}; INSERT INTO ${schema}.troupe_schema (only_row, version) VALUES (TRUE, ${version})`,
+  );
 }
 
 /**

@@ -13,7 +13,7 @@ import { PG_MIGRATIONS } from '../../../src/store/postgres/migrations.js';
 import { openPostgresStore } from '../../../src/store/postgres/store.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { workdir } from '../../helpers/cli.js';
-import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../../helpers/pg.js';
+import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle, schemaAt } from '../../helpers/pg.js';
 
 /** A file as a troupe of schema `version` left it, with one run. */
 function fileAt(version: number): string {
@@ -94,9 +94,7 @@ describe.skipIf(!available)(pgTitle(available, 'the PostgreSQL inbox kinds'), ()
   it('a schema of version 1 is migrated; then the kinds are checked by the database', async () => {
     const { schema, drop } = freshSchema();
     try {
-      await adminQuery(
-        `CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${PG_MIGRATIONS[0]!.sql}; INSERT INTO ${schema}.troupe_schema (only_row, version) VALUES (TRUE, 1)`,
-      );
+      await schemaAt(schema, 1);
       await adminQuery(`INSERT INTO ${schema}.inbox (run_id, kind, payload, created_at) VALUES ('r', 'send', '{}', 1)`);
       const store = await openPostgresStore({ url: PG_URL, schema });
       await store.close();

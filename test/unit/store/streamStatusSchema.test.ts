@@ -13,7 +13,7 @@ import { openPostgresStore } from '../../../src/store/postgres/store.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import type { StreamRow } from '../../../src/store/types.js';
 import { workdir } from '../../helpers/cli.js';
-import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle } from '../../helpers/pg.js';
+import { adminQuery, freshSchema, PG_URL, pgAvailable, pgTitle, schemaAt } from '../../helpers/pg.js';
 
 const BUDGET = JSON.stringify({ limitUsd: null, budgetStopped: false, reserveStopped: false, paused: false, resumeEpoch: 0, reserveNoticeClaimed: false });
 
@@ -154,11 +154,7 @@ describe.skipIf(!available)(pgTitle(available, 'stream_status on PostgreSQL: sch
   it('a schema of version 16 reads the same statuses after the migration as its stream showed before it; then the append keeps them', async () => {
     const { schema, drop } = freshSchema();
     try {
-      const older = PG_MIGRATIONS.filter((m) => m.version <= 16);
-      expect(older.at(-1)!.version).toBe(16);
-      await adminQuery(
-        `CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${older.map((m) => m.sql).join(';\n')}; INSERT INTO ${schema}.troupe_schema (only_row, version) VALUES (TRUE, 16)`,
-      );
+      await schemaAt(schema, 16);
       for (const [runId, rows] of Object.entries(STREAMS)) {
         for (const [seq, agentId, type, data] of rows) {
           await adminQuery(`INSERT INTO ${schema}.stream (run_id, seq, agent_id, type, data, at) VALUES ($1, $2, $3, $4, $5, $2)`, [
@@ -213,10 +209,7 @@ describe.skipIf(!available)(pgTitle(available, 'stream_status on PostgreSQL: sch
   it('a status row whose data is not JSON does not stop the migration: that agent is left out (announced again)', async () => {
     const { schema, drop } = freshSchema();
     try {
-      const older = PG_MIGRATIONS.filter((m) => m.version <= 16);
-      await adminQuery(
-        `CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${older.map((m) => m.sql).join(';\n')}; INSERT INTO ${schema}.troupe_schema (only_row, version) VALUES (TRUE, 16)`,
-      );
+      await schemaAt(schema, 16);
       for (const [seq, agentId, type, data] of STREAMS.run_a!) {
         await adminQuery(`INSERT INTO ${schema}.stream (run_id, seq, agent_id, type, data, at) VALUES ('run_a', $1, $2, $3, $4, $1)`, [
           seq,

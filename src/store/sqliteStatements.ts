@@ -6,7 +6,7 @@
  * @module
  */
 import type Database from 'better-sqlite3';
-import { BY_TYPE, NOT_RECORDING } from './types.js';
+import { BY_TYPE, BY_TYPE_EVENTS, NOT_RECORDING } from './types.js';
 
 /** The SQL of every statement, by name. */
 const SQL = {
@@ -64,7 +64,7 @@ const SQL = {
   getExecution: 'SELECT * FROM executions WHERE id = ?',
   allExecutions: 'SELECT * FROM executions ORDER BY linked_at, id',
   allReentry: 'SELECT * FROM reentry_budgets',
-  // A type of BY_TYPE_EVENTS through the partial index that holds them, any other over the run's events (types.ts).
+  // eventsOfType picks one of these two.
   eventsByType: `SELECT * FROM events WHERE run_id = ? AND type = ? AND ${BY_TYPE} ORDER BY id`,
   eventsOf: 'SELECT * FROM events WHERE run_id = ? AND type = ? ORDER BY id',
   startToolCall: `INSERT INTO tool_calls (agent_id, turn, call_id, tool, args_hash, status, started_at, boot) VALUES (?, ?, ?, ?, ?, 'started', ?, ?)
@@ -92,3 +92,6 @@ export function prepareStatements(db: Database.Database): Statements {
   }
   return out;
 }
+
+/** The statement that reads a run's events of `type`: a type of BY_TYPE_EVENTS through the partial index that holds them, any other over the run's events in order (types.ts). */
+export const eventsOfType = (q: Statements, type: string): Database.Statement => (BY_TYPE_EVENTS.includes(type) ? q.eventsByType : q.eventsOf);

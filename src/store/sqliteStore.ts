@@ -39,22 +39,12 @@ import { acquireOwnerLock, type OwnerLock } from './ownerLock.js';
 import { ensureParentDir, identityOf } from './files.js';
 import { createOwnerCache } from './sqliteCache.js';
 import { inboxOf } from './sqliteInbox.js';
-import { prepareStatements } from './sqliteStatements.js';
+import { eventsOfType, prepareStatements } from './sqliteStatements.js';
 import { streamStatusesOf } from './sqliteStreamStatus.js';
 import { createTransactor } from './sqliteTransaction.js';
 import { commitMeter, commitThread, commitThreadMode, type CommitThreadRule } from './sqliteWriter.js';
 import { applyOps, type WriteOp } from './port.js';
-import {
-  BY_TYPE_EVENTS,
-  type DelegationRow,
-  type EventRow,
-  type NewMessage,
-  type ReentryBudgetRow,
-  type SqliteInbox,
-  type Store,
-  type StreamRow,
-  type UsageRow,
-} from './types.js';
+import type { DelegationRow, EventRow, NewMessage, ReentryBudgetRow, SqliteInbox, Store, StreamRow, UsageRow } from './types.js';
 import { verifyRows } from './verifyRows.js';
 
 /** The store's promoted notes, newest promotion first (notes/notes.ts). */
@@ -455,7 +445,7 @@ function createSqliteStore(
       const ids = new Set(agentIds);
       return rows.filter((r) => ids.has(r.sessionId));
     },
-    eventsOf: (runId, type) => ((BY_TYPE_EVENTS.includes(type) ? q.eventsByType : q.eventsOf).all(runId, type) as EventDbRow[]).map(toEvent),
+    eventsOf: (runId, type) => (eventsOfType(q, type).all(runId, type) as EventDbRow[]).map(toEvent),
     promotedNotes() {
       // Prepared at first use, not at open: a reader of a file from before migration 11 has no notes table (and no notes).
       promoted ??= (db.pragma('user_version', { simple: true }) as number) >= 11 ? db.prepare(PROMOTED_NOTES) : null;

@@ -45,6 +45,10 @@ export type PortReads = Omit<StorePort, 'boot' | 'commit'>;
 
 type Queryable = Pick<pg.Pool, 'query'>;
 
+/** A run's events of one type: a type of BY_TYPE_EVENTS names the partial index's predicate, so a generic plan may use it too (types.ts). */
+const EVENTS_BY_TYPE = `SELECT * FROM events WHERE run_id = $1 AND type = $2 AND ${BY_TYPE} ORDER BY id`;
+const EVENTS_OF = 'SELECT * FROM events WHERE run_id = $1 AND type = $2 ORDER BY id';
+
 /** The port's reads over `db`; `seen` is told what the owner may cache (agent rows, session lengths). */
 export function pgReads(db: Queryable, seen?: { session(agentId: string, length: number): void }): PortReads {
   const all = async <R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> => {
@@ -86,14 +90,7 @@ export function pgReads(db: Queryable, seen?: { session(agentId: string, length:
       (await all<ExecutionDbRow>('SELECT * FROM executions WHERE agent_id = ANY($1::text[]) ORDER BY linked_at, id', [[...agentIds]])).map(toExecution),
     reentryBudgetsOf: async (agentIds) =>
       (await all<ReentryDbRow>('SELECT * FROM reentry_budgets WHERE session_id = ANY($1::text[]) ORDER BY session_id', [[...agentIds]])).map(toReentry),
-    // A type of BY_TYPE_EVENTS names the partial index's predicate, so that a generic plan may use it too (types.ts).
-    eventsOf: async (runId, type) =>
-      (
-        await all<EventDbRow>(`SELECT * FROM events WHERE run_id = $1 AND type = $2${BY_TYPE_EVENTS.includes(type) ? ` AND ${BY_TYPE}` : ''} ORDER BY id`, [
-          runId,
-          type,
-        ])
-      ).map(toEvent),
+    eventsOf: async (runId, type) => (await all<EventDbRow>(BY_TYPE_EVENTS.includes(type) ? EVENTS_BY_TYPE : EVENTS_OF, [runId, type])).map(toEvent),
     promotedNotes: async () => (await all<NoteDbRow>("SELECT * FROM notes WHERE state = 'promoted' ORDER BY decided_at DESC, id", [])).map(toNote),
     getExecution: async (id) => {
       const [row] = await all<ExecutionDbRow>('SELECT * FROM executions WHERE id = $1', [id]);

@@ -161,7 +161,7 @@ pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest:
   return (clientQuery as (...args: unknown[]) => unknown).call(this, config, ...rest);
 } as typeof clientQuery;
 /** Statements in one simple-query text (troupe's statements start with one of these words; the bench's data holds no `;`). */
-const statementsIn = (text: string) => text.split(/;\s*(?=WITH|INSERT|UPDATE|DELETE|SELECT|SET|BEGIN|COMMIT|ROLLBACK)/i).length;
+const statementsIn = (text: string) => text.split(/;\s*(?=WITH|INSERT|UPDATE|DELETE|SELECT|SET|BEGIN|COMMIT|ROLLBACK|EXECUTE|PREPARE)/i).length;
 const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))] ?? Number.NaN;
 const walLsn = async (pool: pg.Pool) => (await pool.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]!.lsn;
 const walBytes = async (pool: pg.Pool, from: string) =>

@@ -122,7 +122,7 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
    * Make the pool's next connections misbehave as a commit is sent: `how` is called with the client
    * when the query that commits goes out (a commit is one query: its fence, its rows, all in one).
    */
-  function atCommit(store: PostgresStore, how: (client: pg.PoolClient, send: () => Promise<unknown>) => Promise<unknown>): () => void {
+  function atCommit(store: PostgresStore, how: (client: pg.PoolClient, send: () => Promise<unknown>, text: string) => Promise<unknown>): () => void {
     const connect = store.pool.connect.bind(store.pool) as () => Promise<pg.PoolClient>;
     store.pool.connect = (async () => {
       const client = await connect();
@@ -131,7 +131,8 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
       (client as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = (...args) => {
         const config = args[0];
         const text = typeof config === 'string' ? config : (config as { text: string }).text;
-        return text.includes('UPDATE run_leases SET commit_seq') ? how(client, () => query(...args)) : query(...args);
+        // A commit's query sets its statement timeout (its fence is an EXECUTE once prepared).
+        return text.includes('SET LOCAL statement_timeout') ? how(client, () => query(...args), text) : query(...args);
       };
       return client;
     }) as typeof store.pool.connect;
@@ -214,11 +215,22 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task', 'two', 'three', 'four']);
     expect((await a.reads.listMessages(runId)).filter((m) => m.content === 'once')).toHaveLength(1);
     // No read in between: the next commit numbers session rows and merges the agent's row from the
-    // cache, which holds what committed (not the failed batch's turns: 7).
-    await held.port.commit([
-      { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'kept' }] },
-      { op: 'updateAgent', id: 'x', patch: { stint: 2 } },
-    ]);
+    // cache, which holds what committed (not the failed batch's turns: 7). It goes out on the retry's
+    // connection, whose PREPAREs ran before its fence refused the batch: they are known, and used
+    // (the session rows' insert was among them; the agent's update was not).
+    const kept: string[] = [];
+    restore = atCommit(a, (_, send, text) => (kept.push(text), send()));
+    try {
+      await held.port.commit([
+        { op: 'appendSession', agentId: 'x', items: [{ role: 'assistant', content: 'kept' }] },
+        { op: 'updateAgent', id: 'x', patch: { stint: 2 } },
+      ]);
+    } finally {
+      restore();
+    }
+    expect(kept).toHaveLength(1);
+    expect(kept[0]).toMatch(/^EXECUTE /m);
+    expect(kept[0]).not.toMatch(/^PREPARE \w+ AS INSERT INTO session_items/m);
     const seqs = await adminQuery(`SELECT seq FROM ${schema}.session_items WHERE agent_id = 'x' ORDER BY seq`);
     expect(seqs.rows.map((r: { seq: number }) => r.seq)).toEqual([0, 1, 2, 3, 4]);
     expect((await a.reads.loadSession('x')).map((i) => i.content)).toEqual(['task', 'two', 'three', 'four', 'kept']);
@@ -382,9 +394,10 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     const ttl = 600;
     const { child, waitFor } = leaseChild(runId, ttl);
     await waitFor(/WROTE 4\n/);
-    // Stopped while the server sleeps inside its insert (a condition polled on the server).
+    // Stopped while the server sleeps inside its insert (a condition polled on the server; the
+    // commit's text names its rows' type, its statements are EXECUTEs).
     for (;;) {
-      const { rows } = await adminQuery("SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%INSERT INTO events%'");
+      const { rows } = await adminQuery("SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%child.write%'");
       if (rows.length > 0) break;
     }
     child.kill('SIGSTOP');

@@ -10,6 +10,11 @@
  * `$n` placeholders. A statement that must touch one row (the fence, a new run, an updated run)
  * raises through `troupe_require` (PostgreSQL migration 15) when it does not, which aborts the
  * whole batch: nothing after it is applied and nothing before it is kept.
+ *
+ * The statements with values go as EXECUTEs of statements prepared on the connection (`on`): the
+ * same one-query batch, without parsing and planning each statement again. On the local server a
+ * commit's p50 went from 1.22 to 0.84 ms (three alternating runs of 1,100 commits each); its p99
+ * (4.1-5.1 ms) is the disk's. A connection that turns out not to hold them sends plain text (lease.ts).
  * @module
  */
 import { TroupeError } from '../../errors.js';
@@ -54,13 +59,32 @@ export function inline(sql: string, values: readonly unknown[]): string {
   });
 }
 
+/** A statement of a batch: its text with `$n` placeholders and their values (none: sent as it is). */
+interface Statement {
+  sql: string;
+  values?: readonly unknown[];
+}
+
+/** This process's name for each statement it prepares (a few dozen texts: the ops' statements). */
+const names = new Map<string, string>();
+/** The names each connection has prepared (a connection that fails is destroyed, and its set with it). */
+const preparedOn = new WeakMap<object, Set<string>>();
+
+/**
+ * SQLSTATEs of a connection whose prepared statements are not what this process recorded: one does
+ * not exist (26000) or already does (42P05). A pooler between (PgBouncer in transaction mode) hands
+ * each transaction another server connection; the commit then sends plain statements (lease.ts).
+ */
+const PREPARED_STATES: ReadonlySet<string> = new Set(['26000', '42P05']);
+export const preparedStatementsLost = (err: unknown): boolean => PREPARED_STATES.has(String((err as { code?: unknown } | null)?.code));
+
 /** The statements of one commit, in order, sent together by `text()`. */
 export class StatementBatch {
-  private readonly statements: string[] = [];
+  private readonly statements: Statement[] = [];
 
   /** Add a statement, its `$n` placeholders filled from `values`. */
   add(sql: string, values?: readonly unknown[]): void {
-    this.statements.push(values ? inline(sql, values) : sql);
+    this.statements.push(values ? { sql, values } : { sql });
   }
 
   /**
@@ -68,18 +92,45 @@ export class StatementBatch {
    * row: else the batch fails with `code` and `message` (see `requiredFailure`).
    */
   require(dml: string, values: readonly unknown[], code: RequiredCode, message: string): void {
-    this.statements.push(
-      `WITH touched AS (${inline(dml, values)} RETURNING 1) SELECT troupe_require(count(*) = 1, ${sqlLiteral(code)}, ${sqlLiteral(message)}) FROM touched`,
-    );
+    const n = values.length;
+    this.statements.push({
+      sql: `WITH touched AS (${dml} RETURNING 1) SELECT troupe_require(count(*) = 1, $${n + 1}, $${n + 2}) FROM touched`,
+      values: [...values, code, message],
+    });
   }
 
   get length(): number {
     return this.statements.length;
   }
 
-  /** One query text: the statements in order (a simple-protocol query runs them as one transaction). */
+  /** One query text: the statements in order, values written in (a simple-protocol query runs them as one transaction). */
   text(): string {
-    return this.statements.join(';\n');
+    return this.statements.map((s) => (s.values ? inline(s.sql, s.values) : s.sql)).join(';\n');
+  }
+
+  /**
+   * The batch as one query on `connection`: each statement with values as an EXECUTE of a statement
+   * prepared on that connection, the PREPAREs it lacks first, in the same text (one round trip still).
+   * `prepared()` records the PREPAREs as done: call it once the text ran past them (it committed, or
+   * a statement after them raised). A rollback does not undo a PREPARE.
+   */
+  on(connection: object): { text: string; prepared: () => void } {
+    const known = preparedOn.get(connection) ?? new Set<string>();
+    const prepare = new Map<string, string>();
+    const body = this.statements.map(({ sql, values }) => {
+      if (!values) return sql;
+      let name = names.get(sql);
+      if (name === undefined) names.set(sql, (name = `troupe_${names.size + 1}`));
+      if (!known.has(name)) prepare.set(name, `PREPARE ${name} AS ${sql}`);
+      return values.length === 0 ? `EXECUTE ${name}` : `EXECUTE ${name}(${values.map(sqlLiteral).join(', ')})`;
+    });
+    return {
+      text: [...prepare.values(), ...body].join(';\n'),
+      prepared: () => {
+        for (const name of prepare.keys()) known.add(name);
+        preparedOn.set(connection, known);
+      },
+    };
   }
 }
 

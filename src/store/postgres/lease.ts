@@ -28,7 +28,7 @@ import { TroupeError } from '../../errors.js';
 import type { Redactor } from '../../logging/redact.js';
 import type { LeaseGuard, StorePort } from '../port.js';
 import { operationError, transientStoreError } from './connect.js';
-import { requiredFailure, StatementBatch } from './batch.js';
+import { preparedStatementsLost, requiredFailure, StatementBatch } from './batch.js';
 import { applyPgOp, flushPgOps, Pending, StagedCache, type OwnerCache } from './ops.js';
 import { pgReads } from './reads.js';
 
@@ -172,6 +172,26 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
     return Promise.race([promise, whenLost]);
   };
 
+  /** Whether commits use prepared statements: until a connection shows they do not hold (a pooler between). */
+  let prepare = true;
+  /** Send `sql` on `client` as one query: its statements prepared on the connection while that holds. */
+  async function send(client: pg.PoolClient, sql: StatementBatch, q: (text: string) => Promise<unknown>): Promise<void> {
+    if (!prepare) return void (await q(sql.text()));
+    const batch = sql.on(client);
+    try {
+      await q(batch.text);
+      batch.prepared();
+    } catch (err) {
+      // A statement that raised ran after the PREPAREs; a batch that failed on one applied nothing.
+      if (requiredFailure(err)) batch.prepared();
+      else if (preparedStatementsLost(err)) {
+        prepare = false;
+        return send(client, sql, q);
+      }
+      throw err;
+    }
+  }
+
   /** The cache changes of the last attempt whose batch was sent (it may have committed unanswered). */
   let sent: StagedCache | null = null;
   /** One attempt at a commit: resolves once committed (now or by an earlier attempt of the same batch). */
@@ -221,7 +241,7 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
       const earlier = sent;
       sent = staged;
       try {
-        await q(sql.text());
+        await send(client, sql, q);
       } catch (err) {
         const failed = requiredFailure(err);
         if (failed?.code !== 'LEASE_LOST') throw failed ?? err;

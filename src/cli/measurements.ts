@@ -95,9 +95,9 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
       [
         'commit',
         'p50 1.50× and p99 1.30× a one-row durable write (2.43× and 2.30× before), which took 7.8 / 21.7 ms in that run. On a quiet ' +
-          'server (2026-12-07), its statements prepared once per connection: p50 0.84 ms against 1.22 ms sent as text (three ' +
-          'alternating runs of 1,100 commits; planning and parsing were ~0.3 ms of it), p99 4.1-5.1 ms either way (the flush); the ' +
-          'bench: p50 0.85 ms, p99 3.76 ms, against 1.28 / 4.01 ms the session before',
+          'server (2026-12-07), its statements prepared once per connection: p50 0.78 and 0.88 ms against 1.68 and 1.31 ms sent as ' +
+          'text (the bench, builds alternating), 0.84 against 1.22 ms in three alternating runs of 1,100 commits of one agent; p99 ' +
+          '4.1-6.0 ms either way (the flush). Turns/s of 1-3 workers unchanged (the workers, not the server, were busy)',
       ],
       ['1 worker process', 'each hosting at most 4 runs of 16 turns: instant model 39 turns/s; 200 ms model latency 27 turns/s'],
       ['2 worker processes', 'instant model 49 turns/s (1.25×); 200 ms model 29 turns/s (1.10×)'],

@@ -13,8 +13,9 @@
  *
  * The statements with values go as EXECUTEs of statements prepared on the connection (`on`): the
  * same one-query batch, without parsing and planning each statement again. On the local server a
- * commit's p50 went from 1.22 to 0.84 ms (three alternating runs of 1,100 commits each); its p99
- * (4.1-5.1 ms) is the disk's. A connection that turns out not to hold them sends plain text (lease.ts).
+ * commit's p50 went from 1.22 to 0.84 ms (three alternating runs of 1,100 commits each; in the
+ * bench 1.31-1.68 to 0.78-0.88); its p99 (4-6 ms) is the disk's. A connection that turns out not to
+ * hold them sends plain text (lease.ts).
  * @module
  */
 import { TroupeError } from '../../errors.js';

@@ -149,10 +149,15 @@ describe.skipIf(!available)(pgTitle(available, 'the endpoint quota of two troupe
     expect(new Set(seen.slice(0, 2).map((s) => s.run)).size).toBe(2);
     expect(seen).toHaveLength(4);
     for (const { at } of seen.slice(2)) expect(at).toBeGreaterThanOrEqual(paused);
-    // At most N a minute (troupe's windows are clock minutes), in total.
-    const perMinute = new Map<number, number>();
-    for (const { at } of seen) perMinute.set(Math.floor(at / 60_000), (perMinute.get(Math.floor(at / 60_000)) ?? 0) + 1);
-    expect(Math.max(...perMinute.values())).toBeLessThanOrEqual(N);
+    // At most N a minute (troupe's windows are clock minutes), in total. A call takes its slot by the
+    // worker's clock a moment before the server sees it: one seen within LATE ms of a minute's start
+    // may have been taken in the minute before (a full suite's load once put a first call's connect
+    // across the boundary, and the four calls seemed to fall in one minute).
+    const LATE = 2_000;
+    const minutesOf = (at: number) => [...new Set([Math.floor(at / 60_000), Math.floor((at - LATE) / 60_000)])];
+    const fits = (i: number, taken: ReadonlyMap<number, number>): boolean =>
+      i === seen.length || minutesOf(seen[i]!.at).some((m) => (taken.get(m) ?? 0) < N && fits(i + 1, new Map(taken).set(m, (taken.get(m) ?? 0) + 1)));
+    expect(fits(0, new Map()), JSON.stringify(seen)).toBe(true);
     // (Up to a minute for the next window.)
   }, 150_000);
 });

@@ -164,7 +164,8 @@ empty PostgreSQL schema they say there is no troupe run there (RUN_NOT_FOUND, ex
 file does) and leave it empty.`;
 
 const WORKER = `Hosts runs of a shared PostgreSQL database until Ctrl-C, which releases them to the other
-workers. Point it at the server, not a transaction-mode PgBouncer.
+workers. Point it at the server, not a transaction-mode PgBouncer (its commits would then go as
+plain statements, slower, after one warning in the log).
 
 A run carries the settings it was submitted with (model, base URL, budget, limits; never an API
 key): this worker's config file and environment are defaults, the run's settings override them,

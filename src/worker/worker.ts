@@ -101,7 +101,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const id = options.id ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const concurrency = options.concurrency ?? 10;
   const logger = options.logger ?? silentLogger();
-  const lease = { owner: id, ttlMs: options.ttlMs ?? 15_000, ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}) };
+  const ttlMs = options.ttlMs ?? 15_000;
+  const lease: LeaseOptions = { owner: id, ttlMs, logger, ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}) };
   const hosted = new Map<string, Hosted>();
   const kept = new Set<string>();
   let stopping = false;
@@ -135,7 +136,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     store,
     options,
     logger,
-    ttlMs: lease.ttlMs,
+    ttlMs,
     stopping: () => stopping,
     kept,
     wake,

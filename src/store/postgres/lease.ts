@@ -24,6 +24,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
+import type { Logger } from 'pino';
 import { TroupeError } from '../../errors.js';
 import type { Redactor } from '../../logging/redact.js';
 import type { LeaseGuard, StorePort } from '../port.js';
@@ -44,6 +45,18 @@ export interface LeaseOptions {
   heartbeatMs?: number;
   /** A monotonic clock in ms (default `performance.now`): the local expiry is measured on it. */
   now?: () => number;
+  /** Told once per store when its commits stop using prepared statements (see {@link StatementMode}). */
+  logger?: Pick<Logger, 'warn'>;
+}
+
+/**
+ * Whether a store's commits use statements prepared on their connection: one per store, shared by
+ * its leases. A connection that turns out not to hold them (a pooler in transaction mode between)
+ * switches every lease of the store to plain statements for good, so each later lease does not
+ * pay a failed attempt of its own.
+ */
+export interface StatementMode {
+  prepare: boolean;
 }
 
 /** Why a run is let go: runnable (someone else should host it), parked until `wakeAt`, or done. */
@@ -108,7 +121,7 @@ const RETRY_BASE_MS = 25;
  * A claimed lease over `pool`: fenced port, local expiry, heartbeat, release. `sentAt` is when the
  * claim statement was sent (on `options.now`'s clock): the local expiry counts from it.
  */
-export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions, redactor: Redactor, sentAt: number): RunLease {
+export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions, redactor: Redactor, sentAt: number, mode: StatementMode): RunLease {
   const runId = row.run_id;
   const epoch = row.epoch;
   const owner = options.owner;
@@ -172,11 +185,9 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
     return Promise.race([promise, whenLost]);
   };
 
-  /** Whether commits use prepared statements: until a connection shows they do not hold (a pooler between). */
-  let prepare = true;
-  /** Send `sql` on `client` as one query: its statements prepared on the connection while that holds. */
+  /** Send `sql` on `client` as one query: its statements prepared on the connection while the store's mode says so. */
   async function send(client: pg.PoolClient, sql: StatementBatch, q: (text: string) => Promise<unknown>): Promise<void> {
-    if (!prepare) return void (await q(sql.text()));
+    if (!mode.prepare) return void (await q(sql.text()));
     const batch = sql.on(client);
     try {
       await q(batch.text);
@@ -185,7 +196,13 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
       // A statement that raised ran after the PREPAREs; a batch that failed on one applied nothing.
       if (requiredFailure(err)) batch.prepared();
       else if (preparedStatementsLost(err)) {
-        prepare = false;
+        if (mode.prepare) {
+          mode.prepare = false;
+          options.logger?.warn(
+            { runId, code: (err as { code?: unknown }).code },
+            'PostgreSQL: a connection lacked the statements prepared on it (a pooler in transaction mode between?); commits go as plain statements from now on',
+          );
+        }
         return send(client, sql, q);
       }
       throw err;

@@ -15,7 +15,7 @@ import { createRedactor, type Redactor } from '../../logging/redact.js';
 import { checkOptions, checkReadable, connectError, describeUrl, migrate, poolConfig, type PgConnectOptions } from './connect.js';
 import { performance } from 'node:perf_hooks';
 import { pgDriver } from './driver.js';
-import { DB_NOW, heldLease, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease } from './lease.js';
+import { DB_NOW, heldLease, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease, type StatementMode } from './lease.js';
 import { pgReads, type PortReads } from './reads.js';
 
 export interface PostgresStoreOptions extends PgConnectOptions {
@@ -87,7 +87,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const redactor = options.redactor ?? createRedactor();
   const channel = schema === 'public' ? WAKE_CHANNEL : `${WAKE_CHANNEL}_${schema}`;
 
-  const claimed = (rows: ClaimedRow[], lease: LeaseOptions, sentAt: number) => heldLease(pool, rows[0]!, lease, redactor, sentAt);
+  const statements: StatementMode = { prepare: true };
+  const claimed = (rows: ClaimedRow[], lease: LeaseOptions, sentAt: number) => heldLease(pool, rows[0]!, lease, redactor, sentAt, statements);
   const clock = (lease: LeaseOptions) => lease.now ?? (() => performance.now());
 
   return {

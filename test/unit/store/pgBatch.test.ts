@@ -250,7 +250,9 @@ describe.skipIf(!available)(pgTitle(available, 'PostgreSQL: one round trip per c
   });
 
   it('a connection without the statements this process prepared on it (a pooler between) commits with plain statements from then on, applied once', async () => {
-    const lease = await store.claim('pooled', { owner: 'A', heartbeatMs: 0 });
+    const warned: unknown[] = [];
+    const logger = { warn: (...args: unknown[]) => void warned.push(args) };
+    const lease = await store.claim('pooled', { owner: 'A', heartbeatMs: 0, logger });
     await lease.port.commit([
       { op: 'insertRun', run: { ...RUN, id: 'pooled' } },
       { op: 'registerAgent', agent: agentRow('q', { runId: 'pooled' }), firstInput: [{ role: 'user', content: 'task' }] },
@@ -276,5 +278,24 @@ describe.skipIf(!available)(pgTitle(available, 'PostgreSQL: one round trip per c
     expect((await store.reads.loadSession('q')).map((i) => i.content)).toEqual(['task', 'a1', 'a2', 'a3']);
     expect((await store.reads.listEvents('pooled')).filter((e) => e.type === 'turn').map((e) => e.data)).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
     await lease.release({ state: 'done' });
+    // The switch is the store's: a later lease of it sends plain statements from its first commit (no failed attempt of its own).
+    const next = await store.claim('pooled2', { owner: 'A', heartbeatMs: 0, logger });
+    const later = tally(store);
+    try {
+      await next.port.commit([
+        { op: 'insertRun', run: { ...RUN, id: 'pooled2' } },
+        { op: 'registerAgent', agent: agentRow('r', { runId: 'pooled2' }), firstInput: [{ role: 'user', content: 'task' }] },
+      ]);
+      await next.port.commit(everyOp('pooled2', 'r', 1));
+    } finally {
+      later.stop();
+    }
+    const nextCommits = later.texts.filter((text) => text.includes('SET LOCAL statement_timeout'));
+    expect(nextCommits).toHaveLength(2);
+    expect(nextCommits.some((text) => /^(EXECUTE|PREPARE) /m.test(text))).toBe(false);
+    await next.release({ state: 'done' });
+    // Told once, by the lease that found it out.
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toEqual([{ runId: 'pooled', code: '26000' }, expect.stringMatching(/pooler/)]);
   });
 });

@@ -97,7 +97,12 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
         'p50 1.50× and p99 1.30× a one-row durable write (2.43× and 2.30× before), which took 7.8 / 21.7 ms in that run. On a quiet ' +
           'server (2026-12-07), its statements prepared once per connection: p50 0.78 and 0.88 ms against 1.68 and 1.31 ms sent as ' +
           'text (the bench, builds alternating), 0.84 against 1.22 ms in three alternating runs of 1,100 commits of one agent; p99 ' +
-          '4.1-6.0 ms either way (the flush). Turns/s of 1-3 workers unchanged (the workers, not the server, were busy)',
+          '4.1-6.0 ms either way (the flush). Turns/s of 1-3 workers unchanged (the workers, not the server, were busy). Where the ' +
+          "tail waits (a faster machine, 2026-12-07, 1,950 commits of one agent: p50 0.72-0.88 ms, p99 3.4-4.5 ms): the server's " +
+          'wait events, sampled every ~0.3 ms, were the WAL flush (WALSync) in 83 % of the samples inside commits over 2.5 ms and ' +
+          '43 % inside commits under 1 ms; auto_explain found one statement over 1 ms in the run. Bare transactions with ~2 KB of ' +
+          'WAL: p99 0.7-1.4 ms, 2.3 ms while another session dirtied pages. So the tail waits on the disk flush, which other dirty ' +
+          'pages slow (likely, not proven; the server runs on its defaults, untuned)',
       ],
       ['1 worker process', 'each hosting at most 4 runs of 16 turns: instant model 39 turns/s; 200 ms model latency 27 turns/s'],
       ['2 worker processes', 'instant model 49 turns/s (1.25×); 200 ms model 29 turns/s (1.10×)'],

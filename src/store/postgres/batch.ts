@@ -15,7 +15,7 @@
  * same one-query batch, without parsing and planning each statement again. On the local server a
  * commit's p50 went from 1.22 to 0.84 ms (three alternating runs of 1,100 commits each; in the
  * bench 1.31-1.68 to 0.78-0.88); its p99 (4-6 ms) is the disk's. A connection that turns out not to
- * hold them sends plain text (lease.ts).
+ * hold them switches its store to plain text (lease.ts).
  * @module
  */
 import { TroupeError } from '../../errors.js';
@@ -74,7 +74,7 @@ const preparedOn = new WeakMap<object, Set<string>>();
 /**
  * SQLSTATEs of a connection whose prepared statements are not what this process recorded: one does
  * not exist (26000) or already does (42P05). A pooler between (PgBouncer in transaction mode) hands
- * each transaction another server connection; the commit then sends plain statements (lease.ts).
+ * each transaction another server connection; the store then sends plain statements (lease.ts).
  */
 const PREPARED_STATES: ReadonlySet<string> = new Set(['26000', '42P05']);
 export const preparedStatementsLost = (err: unknown): boolean => PREPARED_STATES.has(String((err as { code?: unknown } | null)?.code));

@@ -43,7 +43,11 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
           "set (openaiModel thread 'auto': the model calls moved to the model thread 13-14 s in): memory 94.2 %, p99 44 ms; NORMAL " +
           '90.5 %, 43 ms; FULL 90.9 %, 46 ms, against 92.9-94.4 % and 64-109 ms, 89.3 % and 83 ms, 88.1-90.2 % and 75-90 ms with ' +
           'the calls on the main thread (CPU per turn 1.03-1.12×). On a faster machine (2026-12-07), nothing set: memory 98.3 %, ' +
-          'p99 22 ms; NORMAL 97.6 %, 28 ms; FULL 97.5 %, 27 ms; FULL ÷ memory 1.01; CPU per turn, all threads, 594 / 799 / 877 µs',
+          'p99 22 ms; NORMAL 97.6 %, 28 ms; FULL 97.5 %, 27 ms; FULL ÷ memory 1.01; CPU per turn, all threads, 594 / 799 / 877 µs. ' +
+          'Live heap per agent, sessions aside (memory, nothing set, a slower machine, 2026-12-07): 27.1 KB, of which the main ' +
+          "thread's 18.8 and the model thread's 8.3 (its whole heap: code, pool, calls in flight, last requests); at K = 1,000 " +
+          "with the calls in the thread 43.8 (2.3 + 41.5: the worker's own base and an in-flight call's ~18 KB weigh more per " +
+          'agent), with them on the main thread 52.1',
       ],
       [
         'disk per SQLite turn',

@@ -11,9 +11,10 @@
  * (`forget`, `drop`: threadedModel.ts posts them as those are collected).
  * @module
  */
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { parentPort } from 'node:worker_threads';
 import { openaiModel } from './openaiModel.js';
-import { toWire, type CallMessage, type FromWorker, type ToWorker } from './modelThreadWire.js';
+import { toWire, type CallMessage, type FromWorker, type ModelThreadStats, type ToWorker } from './modelThreadWire.js';
 import type { Model, ModelDelta, SessionItem, ToolSpec, UsagePurpose } from './types.js';
 
 interface Last {
@@ -80,6 +81,29 @@ function call(msg: CallMessage): void {
     .finally(() => calls.delete(msg.id));
 }
 
+/** The worker's major GCs since the last `stats` ask, and its largest heap right after one; watched from the first ask on. */
+const majors = { watch: null as PerformanceObserver | null, n: 0, heap: 0 };
+
+function stats(): ModelThreadStats {
+  majors.watch ??= observeMajors();
+  let requests = 0;
+  for (const { last } of models.values()) for (const map of Object.values(last)) requests += map.size;
+  const out = { requests, heapUsed: process.memoryUsage().heapUsed, heapAfterMajorGc: majors.n > 0 ? majors.heap : null, majorGcs: majors.n };
+  majors.n = majors.heap = 0;
+  return out;
+}
+
+function observeMajors(): PerformanceObserver {
+  const watch = new PerformanceObserver((list) => {
+    const n = list.getEntries().filter((e) => (e as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR).length;
+    if (n === 0) return;
+    majors.n += n;
+    majors.heap = Math.max(majors.heap, process.memoryUsage().heapUsed);
+  });
+  watch.observe({ entryTypes: ['gc'] });
+  return watch;
+}
+
 port.on('message', (msg: ToWorker) => {
   if (msg.t === 'call') {
     try {
@@ -90,11 +114,8 @@ port.on('message', (msg: ToWorker) => {
   } else if (msg.t === 'abort') calls.get(msg.id)?.abort();
   else if (msg.t === 'forget') models.get(msg.model)?.last[msg.purpose].delete(msg.agent);
   else if (msg.t === 'drop') models.delete(msg.model);
-  else if (msg.t === 'count') {
-    let requests = 0;
-    for (const { last } of models.values()) for (const map of Object.values(last)) requests += map.size;
-    post({ t: 'count', id: msg.id, requests });
-  } else {
+  else if (msg.t === 'stats') post({ t: 'stats', id: msg.id, ...stats() });
+  else {
     models.set(msg.model, {
       // Never routed again from here: under 'auto' a busy thread would start a thread of its own
       // (measured: 10,000 agents took 4× the time, with 10 GB more RSS).

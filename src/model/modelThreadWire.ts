@@ -51,8 +51,8 @@ export type ToWorker =
   | { t: 'forget'; model: number; purpose: UsagePurpose; agent: string }
   /** The model is gone: everything kept for it goes. */
   | { t: 'drop'; model: number }
-  /** Test hook: how many last requests the worker keeps, answered as `count` with this id. */
-  | { t: 'count'; id: number };
+  /** Test and bench hook: the worker's figures (`ModelThreadStats`), answered as `stats` with this id. */
+  | { t: 'stats'; id: number };
 
 /** A failure as data: a ProviderError's fields, or (a bug) an error's name and message. */
 export type WireError =
@@ -72,7 +72,26 @@ export type FromWorker =
   | { t: 'ok'; id: number; turn: ModelTurn }
   | { t: 'err'; id: number; error: WireError }
   | { t: 'delta'; id: number; delta: ModelDelta }
-  | { t: 'count'; id: number; requests: number };
+  | ({ t: 'stats'; id: number } & ModelThreadStats);
+
+/**
+ * The model thread's own figures, for tests and benches (its heap is not in the main thread's
+ * `process.memoryUsage().heapUsed`): what it keeps, and its heap.
+ */
+export interface ModelThreadStats {
+  /** Last requests kept (every model's, every agent's). */
+  requests: number;
+  /** The worker's `heapUsed` now, garbage included. */
+  heapUsed: number;
+  /**
+   * The largest `heapUsed` right after one of the worker's major GCs since the previous ask (its
+   * live heap, garbage aside, as the main thread's is read); null if none ran. Watched from the
+   * first ask on.
+   */
+  heapAfterMajorGc: number | null;
+  /** Major GCs since the previous ask. */
+  majorGcs: number;
+}
 
 const causeOf = (cause: unknown): { name: string; message: string } | undefined =>
   cause instanceof Error ? { name: cause.name, message: cause.message } : undefined;

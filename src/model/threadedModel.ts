@@ -18,7 +18,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ProviderError } from '../errors.js';
-import { fromWire, type CallMessage, type FromWorker, type ThreadModelOptions, type ToWorker } from './modelThreadWire.js';
+import { fromWire, type CallMessage, type FromWorker, type ModelThreadStats, type ThreadModelOptions, type ToWorker } from './modelThreadWire.js';
 import type { ModelCallOptions, ModelDelta, ModelRequest, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from './types.js';
 
 interface Pending {
@@ -87,6 +87,8 @@ class ModelThread {
       const why = this.#failure ? `: ${this.#failure.message}` : ` with code ${code}`;
       const failed = [...this.#pending.values()];
       this.#pending.clear();
+      for (const ask of this.#asks.values()) ask(null);
+      this.#asks.clear();
       for (const call of failed) {
         call.settle();
         call.reject(new ProviderError('PROVIDER_CONNECTION', `The model thread exited during the call${why}`, { retryable: true }));
@@ -104,14 +106,14 @@ class ModelThread {
     if (this.#worker !== null && this.generation === generation) this.#worker.postMessage(msg);
   }
 
-  readonly #counts = new Map<number, (requests: number) => void>();
+  readonly #asks = new Map<number, (stats: ModelThreadStats | null) => void>();
 
-  /** Test hook: how many last requests the running worker keeps (0 if none runs). */
-  count(): Promise<number> {
-    if (this.#worker === null) return Promise.resolve(0);
+  /** Test and bench hook: the running worker's figures (null if none runs). */
+  stats(): Promise<ModelThreadStats | null> {
+    if (this.#worker === null) return Promise.resolve(null);
     const id = this.#nextId++;
-    this.#worker.postMessage({ t: 'count', id } satisfies ToWorker);
-    return new Promise((resolve) => this.#counts.set(id, resolve));
+    this.#worker.postMessage({ t: 'stats', id } satisfies ToWorker);
+    return new Promise((resolve) => this.#asks.set(id, resolve));
   }
 
   /**
@@ -153,9 +155,10 @@ class ModelThread {
   }
 
   #receive(msg: FromWorker): void {
-    if (msg.t === 'count') {
-      this.#counts.get(msg.id)?.(msg.requests);
-      this.#counts.delete(msg.id);
+    if (msg.t === 'stats') {
+      const { t: _, id, ...stats } = msg;
+      this.#asks.get(id)?.(stats);
+      this.#asks.delete(id);
       return;
     }
     const call = this.#pending.get(msg.id);
@@ -182,8 +185,11 @@ export const modelThreadWorker = (): Worker | null => thread.worker;
 /** @public Test hook (as modelThreadWorker; the scale bench reads it too): how many calls the model thread was given, over the process's life. Not part of the package's API. */
 export const modelThreadCalls = (): number => thread.calls;
 
-/** @public Test hook (as modelThreadWorker): how many last requests the model thread keeps (every model's, every agent's). Not part of the package's API. */
-export const modelThreadRequests = (): Promise<number> => thread.count();
+/**
+ * @public Test hook (as modelThreadWorker; the scale bench reads the worker's heap through it): the
+ * model thread's figures, or null while none runs. Not part of the package's API.
+ */
+export const modelThreadStats = (): Promise<ModelThreadStats | null> => thread.stats();
 
 interface Last {
   items: WeakRef<readonly SessionItem[]>;

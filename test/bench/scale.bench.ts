@@ -24,8 +24,10 @@
  * `openaiModel({ thread: true })` off then on (the model calls in a worker thread) and prints the
  * ratios on ÷ off. Besides the process's CPU per turn (all threads), every run reports the main
  * thread's busy time per turn (its event-loop utilisation's active time ÷ turns): with the thread
- * on, the worker's CPU is in the first and not in the second. The heap figures are the main
- * thread's only (the worker's heap, with its copy of every agent's last request, is not counted).
+ * on, the worker's CPU is in the first and not in the second. The main thread's heap figures leave
+ * out the model thread's (an isolate of its own, holding every call in flight and each agent's last
+ * request): it is sampled apart (`modelThreadStats`) and printed beside them, whole, and added to the
+ * live figure aside from the sessions.
  * A file store runs with nothing set (`commitThread: 'auto'`: its commits move to a worker thread
  * once they outgrow the main thread; the run says whether and when). SCALE_COMMIT_THREAD=off,auto,on
  * (or 1: off,on) runs each file store with those settings, in that order, and prints the ratios
@@ -70,7 +72,7 @@ import { startServerProcess, type ServerProcess } from './serverProcess.js';
 import { runs } from './runs.js';
 
 const troupe = await compiled<typeof import('../../src/index.js')>('src/index.js');
-const { modelThreadCalls } = await compiled<typeof import('../../src/model/threadedModel.js')>('src/model/threadedModel.js');
+const { modelThreadCalls, modelThreadStats } = await compiled<typeof import('../../src/model/threadedModel.js')>('src/model/threadedModel.js');
 
 const K = Number(process.env.SCALE_K ?? 1_000);
 const CHILD_TURNS = 10;
@@ -112,6 +114,13 @@ interface Figures {
   livePerAgentKb: number;
   /** V8's major GCs during the run (the live peak is read after each). */
   majorGcs: number;
+  /**
+   * The model thread's heap, which `process.memoryUsage()` on the main thread does not include (null:
+   * no model thread ran): its peak `heapUsed` sampled every 250 ms and its largest right after one
+   * of its own major GCs (null: none seen), per agent — its whole heap, no baseline taken (its code
+   * and the connection pool included, so it leans high).
+   */
+  worker: { heapPerAgentKb: number; livePerAgentKb: number | null; majorGcs: number } | null;
   /** The run's GC pauses on the main thread by kind (scavenge, mark-compact, incremental marking steps, weak callbacks). */
   gc: Record<GcKind, GcPauses>;
   /** The agents' session content (memory store: JSON of every session at the end; 0 on disk). */
@@ -314,7 +323,20 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   });
   majors.observe({ entryTypes: ['gc'] });
   let minConcurrency = K + 1;
+  // The model thread's heap (its own isolate): asked every 250 ms; the first ask starts its count of major GCs.
+  const worker = { ran: false, heapPeak: 0, livePeak: null as number | null, majorGcs: 0 };
+  const askWorker = () =>
+    modelThreadStats().then((w) => {
+      if (w === null) return;
+      worker.ran = true;
+      worker.heapPeak = Math.max(worker.heapPeak, w.heapUsed);
+      if (w.heapAfterMajorGc !== null) worker.livePeak = Math.max(worker.livePeak ?? 0, w.heapAfterMajorGc);
+      worker.majorGcs += w.majorGcs;
+    });
+  // A worker left from an earlier run: its major GCs before this one are not this run's.
+  await modelThreadStats();
   const sampler = setInterval(() => {
+    void askWorker();
     const mem = process.memoryUsage();
     heapPeak = Math.max(heapPeak, mem.heapUsed);
     rssPeak = Math.max(rssPeak, mem.rss);
@@ -338,6 +360,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   const root = await coordinator.waitFor(rootId, TERMINAL, { timeoutMs: 3_600_000 });
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  await askWorker();
   await profile?.(`${store}-${thread}-${K}`);
   const diskBytes = diskWriteBytes() - disk0;
   const committed = commits === null ? null : { ...commits };
@@ -377,6 +400,13 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
     heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
     livePerAgentKb: (livePeak - heap0) / 1024 / (K + 1),
     majorGcs,
+    worker: worker.ran
+      ? {
+          heapPerAgentKb: worker.heapPeak / 1024 / (K + 1),
+          livePerAgentKb: worker.livePeak === null ? null : worker.livePeak / 1024 / (K + 1),
+          majorGcs: worker.majorGcs,
+        }
+      : null,
     gc,
     sessionPerAgentKb: sessionBytes / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
@@ -448,13 +478,24 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
 
 afterAll(async () => {
   await server?.close();
+  /** The model thread's heap beside the main thread's, and the two live figures added up. */
+  const workerHeap = (f: Figures): string => {
+    const w = f.worker;
+    if (w === null) return '';
+    const live = w.livePerAgentKb === null ? 'no major GC seen' : `live ${w.livePerAgentKb.toFixed(1)} after ${w.majorGcs} major GCs`;
+    const both =
+      w.livePerAgentKb === null
+        ? ''
+        : `; main + model thread live ${(f.livePerAgentKb - f.sessionPerAgentKb + w.livePerAgentKb).toFixed(1)} KB/agent aside from the sessions`;
+    return `, model thread's heap peak ${w.heapPerAgentKb.toFixed(0)} KB/agent (${live}, its whole heap)${both}`;
+  };
   const lines = [
     '',
     `scale, K = ${K}: ideal (node:http, same calls, same latencies) ${(idealMs / 1000).toFixed(1)} s, its last child ${(idealLastChildMs / 1000).toFixed(1)} s`,
   ];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it), CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it)${workerHeap(f)}, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
     );
   }
   for (const [store, f] of results) {

@@ -13,7 +13,7 @@ import { until } from '../helpers/cli.js';
 
 const dist = (path: string) => new URL(`../../dist/${path}`, import.meta.url);
 const troupe = (await import(dist('src/index.js').href)) as typeof import('../../src/index.js');
-const { modelThreadCalls, modelThreadRequests, modelThreadWorker } = (await import(
+const { modelThreadCalls, modelThreadStats, modelThreadWorker } = (await import(
   dist('src/model/threadedModel.js').href
 )) as typeof import('../../src/model/threadedModel.js');
 type Model = import('../../src/index.js').Model;
@@ -276,6 +276,9 @@ describe('openaiModel thread: true', () => {
     expect((server.requests[2]!.body as { tools: unknown }).tools).toEqual((server.requests[0]!.body as { tools: unknown }).tools);
   });
 
+  /** How many last requests the worker keeps (0 when none runs). */
+  const kept = async () => (await modelThreadStats())?.requests ?? 0;
+
   it("the worker forgets an agent's request once the main thread lets its session go, and all of a model's once the model goes", async () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
@@ -287,13 +290,13 @@ describe('openaiModel thread: true', () => {
     const held: SessionItem[] = [{ role: 'user', content: 'held' }];
     await model.complete(req('a', 's', dropped, TOOLS_A), { signal: signal() });
     await model.complete(req('b', 's', held, TOOLS_A), { signal: signal() });
-    expect(await modelThreadRequests()).toBe(2);
+    expect(await kept()).toBe(2);
     dropped = null;
     const collect = async () => {
       gc();
       // Finalizers run in a later task; the worker answers after it handled the forget.
       await new Promise((resolve) => setImmediate(resolve));
-      return modelThreadRequests();
+      return kept();
     };
     expect(await until('a forgotten', collect, (n) => n === 1, 10_000)).toBe(1);
     // b's session is still held, and so is its request in the worker: its next call builds on it.
@@ -302,6 +305,21 @@ describe('openaiModel thread: true', () => {
     expect((server.requests.at(-1)!.body as { messages: unknown[] }).messages).toHaveLength(4);
     model = null;
     expect(await until('the model dropped', collect, (n) => n === 0, 10_000)).toBe(0);
+  });
+
+  it("the worker's figures are its own: its heap, not the main thread's", async () => {
+    await using server = await createFakeOpenAIServer(() => ({ message: { content: 'ok' } }));
+    const model = troupe.openaiModel({ model: 'm', baseURL: server.url, apiKey: '', thread: true });
+    await model.complete(req('a', 's', [{ role: 'user', content: 'hi' }], TOOLS_A), { signal: signal() });
+    // ~100 MB held on the main thread only.
+    const ballast = Array.from({ length: 1_000_000 }, (_, i) => ({ i, s: `item ${i}` }));
+    const stats = await modelThreadStats();
+    expect(stats).not.toBeNull();
+    expect(stats!.heapUsed).toBeGreaterThan(0);
+    expect(stats!.heapUsed).toBeLessThan(process.memoryUsage().heapUsed - 50 * 2 ** 20);
+    expect(ballast).toHaveLength(1_000_000);
+    expect(stats!.majorGcs).toBeGreaterThanOrEqual(0);
+    if (stats!.majorGcs === 0) expect(stats!.heapAfterMajorGc).toBeNull();
   });
 
   it('an idle worker does not keep the process alive', async () => {

@@ -198,9 +198,14 @@ function post(agent: Agent, url: URL, name: string, turn: number | 'final'): Pro
   });
 }
 
+/** The baseline's keep-alive pool: as troupe's. */
+const IDEAL_POOL = { keepAlive: true, maxFreeSockets: Number.POSITIVE_INFINITY, scheduling: 'lifo' } as const;
+
 /** The ideal: the team's calls, in the same order and dependency, with nothing but node:http. */
 async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
-  const agent = new Agent({ keepAlive: true });
+  // The pool troupe's own (boundedFetch.ts): every connection kept. Node's default keeps 256 idle,
+  // so a team's bursts reconnected the rest, which cost the ideal CPU troupe does not pay.
+  const agent = new Agent(IDEAL_POOL);
   const url = new URL(`${server.url}/chat/completions`);
   const t0 = performance.now();
   const children: Promise<void>[] = [];

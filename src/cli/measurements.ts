@@ -58,9 +58,12 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
       ],
       [
         'a model call',
-        'openaiModel.complete against the fake server, 500 and 1,000 calls at once in rounds (modelCall.bench.ts): 1.83× and 1.62× ' +
-          'the CPU of plain node:http in the same run (202 and 195 µs), 92 KB allocated per call (3.1-3.3×); the rest is the openai ' +
-          "client's own work per call. Keeping every pooled connection (not Node's 256 idle) took it from 2.29× and 2.25×",
+        'openaiModel.complete against the fake server (modelCall.bench.ts; a slower machine, 2026-12-07), beside plain node:http ' +
+          "with a pool like troupe's (every connection kept): 500 and 1,000 calls at once in rounds, 2.12× and 2.22× node:http's " +
+          'CPU (427 and 363 µs), 92-94 KB allocated per call (3.9-4.1×); steady, 1,000 agents × 10 calls in turn answered one at ' +
+          'a time (how a team calls), 649 against 359 µs, 1.83×: answers one at a time cost node:http itself about twice its rounds ' +
+          "figure. The rest is the openai client's own work per call. Earlier figures (1.62-1.89×) were against a node:http " +
+          "that kept Node's default 256 idle connections and reconnected the rest each round",
       ],
     ],
     after:

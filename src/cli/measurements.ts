@@ -59,9 +59,10 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
       [
         'a model call',
         'openaiModel.complete against the fake server (modelCall.bench.ts; a slower machine, 2026-12-07), beside plain node:http ' +
-          "with a pool like troupe's (every connection kept): 500 and 1,000 calls at once in rounds, 2.12× and 2.22× node:http's " +
-          'CPU (427 and 363 µs), 92-94 KB allocated per call (3.9-4.1×); steady, 1,000 agents × 10 calls in turn answered one at ' +
-          'a time (how a team calls), 649 against 359 µs, 1.83×: answers one at a time cost node:http itself about twice its rounds ' +
+          "with a pool like troupe's (every connection kept), two runs: 500 and 1,000 calls at once in rounds, 2.1-2.8× and " +
+          "2.2-2.6× node:http's CPU (337-427 µs), 92-94 KB allocated per call (3.9-4.1×); steady, 1,000 agents × 10 calls in " +
+          'turn answered one at a time (how a team calls), 649-698 against 359-367 µs, 1.83-1.90×: answers one at a time cost ' +
+          'node:http itself about twice its rounds ' +
           "figure. The rest is the openai client's own work per call. Earlier figures (1.62-1.89×) were against a node:http " +
           "that kept Node's default 256 idle connections and reconnected the rest each round",
       ],

@@ -55,25 +55,29 @@ const REQUEST: ModelRequest = {
   turn: 3,
 };
 
-/** The same request as the Chat Completions body the `openai` client sends. */
-const WIRE_BODY = JSON.stringify({
-  model: 'fake-model',
-  messages: [
-    { role: 'system', content: REQUEST.system },
-    ...REQUEST.messages.map((m) =>
-      m.role === 'tool'
-        ? { role: 'tool', tool_call_id: m.toolCallId, content: m.content }
-        : m.role === 'user'
-          ? { role: 'user', content: m.content }
-          : {
-              role: 'assistant',
-              content: m.content,
-              tool_calls: m.toolCalls?.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
-            },
-    ),
-  ],
-  tools: REQUEST.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } })),
-});
+/** A request as the Chat Completions body the `openai` client sends (written here, as plain code would). */
+const wireBody = (system: string, messages: readonly SessionItem[]): string =>
+  JSON.stringify({
+    model: 'fake-model',
+    messages: [
+      { role: 'system', content: system },
+      ...messages.map((m) =>
+        m.role === 'tool'
+          ? { role: 'tool', tool_call_id: m.toolCallId, content: m.content }
+          : m.role === 'user'
+            ? { role: 'user', content: m.content }
+            : {
+                role: 'assistant',
+                content: m.content,
+                tool_calls: m.toolCalls?.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+              },
+      ),
+    ],
+    tools: REQUEST.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } })),
+  });
+
+/** REQUEST as the `openai` client sends it. */
+const WIRE_BODY = wireBody(REQUEST.system, REQUEST.messages);
 
 /**
  * node:http's keep-alive pool: as troupe's (boundedFetch.ts), every connection kept. Node's default
@@ -156,7 +160,6 @@ type Turn = (agent: number, turn: number, messages: SessionItem[]) => Promise<re
 function steadyClients(agent: Agent): Record<'openaiModel.complete' | 'node:http', Turn> {
   const model = openaiModel({ model: 'fake-model', baseURL: slow.url, apiKey: '' });
   const url = new URL(`${slow.url}/chat/completions`);
-  const tools = REQUEST.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } }));
   // The server names the caller by its system prompt (fakeServerChild.ts keyOf).
   const system = (i: number) => `You are agent w${i} (a worker of the steady figure).`;
   return {
@@ -168,19 +171,9 @@ function steadyClients(agent: Agent): Record<'openaiModel.complete' | 'node:http
       return answer.toolCalls;
     },
     'node:http': async (i, _turn, messages) => {
-      const wire = messages.map((m) =>
-        m.role === 'tool'
-          ? { role: 'tool', tool_call_id: m.toolCallId, content: m.content }
-          : m.role === 'user'
-            ? { role: 'user', content: m.content }
-            : {
-                role: 'assistant',
-                content: m.content,
-                tool_calls: m.toolCalls?.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
-              },
-      );
-      const body = JSON.stringify({ model: 'fake-model', messages: [{ role: 'system', content: system(i) }, ...wire], tools });
-      const res = (await nodeHttpCall(agent, url, body)) as { choices: { message: { tool_calls?: { id: string; function: { name: string } }[] } }[] };
+      const res = (await nodeHttpCall(agent, url, wireBody(system(i), messages))) as {
+        choices: { message: { tool_calls?: { id: string; function: { name: string } }[] } }[];
+      };
       return (res.choices[0]?.message.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name }));
     },
   };

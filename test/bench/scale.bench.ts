@@ -15,7 +15,9 @@
  * the baseline's, drawing the same latency (fakeServerChild.ts keyOf); the root's turns queue
  * among its children's, though. Hence a second figure: when the last child's last call answered,
  * against the same in the ideal. Figures per
- * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99, peak heap
+ * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99 (over the run, and
+ * once the root has spawned every child, with its spawn turns' times from answer to next request:
+ * the ideal sends that request at once; at K = 10,000 the spawning is ~85 % of the run), peak heap
  * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
  * FULL ÷ memory; for a file, its commits (turns per commit), the main thread's time in them and the
  * bytes sent to the disk per turn (Linux's /proc/self/io). SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
@@ -109,6 +111,8 @@ interface Figures {
   closeMs: number;
   turns: number;
   eldP99Ms: number;
+  /** The same once the root has spawned every child (its request after its last spawn turn), and when that was. */
+  afterSpawns: { eldP99Ms: number; atMs: number; spawnTurnMs: number[] } | null;
   heapPerAgentKb: number;
   /** The largest heap right after a major GC (the live heap, garbage aside). */
   livePerAgentKb: number;
@@ -272,6 +276,12 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   const threadCalls0 = modelThreadCalls();
   let inFlight = 0;
   let threadFirstAtMs: number | null = null;
+  let rootCalls = 0;
+  let spawnsDoneMs: number | null = null;
+  /** The root's spawn turns: from its answer to its next request (the children's registration, their first turns). */
+  const spawnTurnMs: number[] = [];
+  let rootAnsweredAt: number | null = null;
+  const eldAfterSpawns = monitorEventLoopDelay({ resolution: 10 });
   const counted = {
     ...model,
     complete: (...args: Parameters<typeof model.complete>) => {
@@ -280,8 +290,18 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
       const out = (): void => void inFlight--;
       if (args[0].agent.parentId === null) {
         lastRoot = args[0];
+        const now = performance.now();
+        // Its request after its last spawn turn (the first asks for the first batch).
+        if (++rootCalls === Math.ceil(K / BATCH) + 1) {
+          spawnsDoneMs = now - t0;
+          eldAfterSpawns.enable();
+        }
+        if (rootAnsweredAt !== null && rootCalls <= Math.ceil(K / BATCH) + 1) spawnTurnMs.push(now - rootAnsweredAt);
         const asked = model.complete(...args);
-        void asked.then(out, out);
+        void asked.then(() => {
+          out();
+          rootAnsweredAt = performance.now();
+        }, out);
         return asked;
       }
       const answered = model.complete(...args);
@@ -371,6 +391,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   const committed = commits === null ? null : { ...commits };
   const elu = performance.eventLoopUtilization(elu0);
   eld.disable();
+  eldAfterSpawns.disable();
   clearInterval(sampler);
   clearInterval(perSecond);
   majors.disconnect();
@@ -402,6 +423,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
     closeMs,
     turns,
     eldP99Ms: eld.percentile(99) / 1e6,
+    afterSpawns: spawnsDoneMs === null ? null : { eldP99Ms: eldAfterSpawns.percentile(99) / 1e6, atMs: spawnsDoneMs, spawnTurnMs },
     heapPerAgentKb: (heapPeak - heap0) / 1024 / (K + 1),
     livePerAgentKb: (livePeak - heap0) / 1024 / (K + 1),
     majorGcs,
@@ -483,6 +505,12 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
 
 afterAll(async () => {
   await server?.close();
+  /** Median, p90 and max of `ms`. */
+  const spread = (ms: readonly number[]): string => {
+    const sorted = [...ms].sort((a, b) => a - b);
+    const at = (q: number) => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN).toFixed(0);
+    return `median ${at(0.5)}, p90 ${at(0.9)}, max ${at(1)}`;
+  };
   /** The model thread's heap beside the main thread's, and the two live figures added up. */
   const workerHeap = (f: Figures): string => {
     const w = f.worker;
@@ -500,7 +528,7 @@ afterAll(async () => {
   ];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it)${workerHeap(f)}, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms${f.afterSpawns === null ? '' : ` (${f.afterSpawns.eldP99Ms.toFixed(0)} once the root had spawned every child, ${(f.afterSpawns.atMs / 1000).toFixed(1)} s in; its spawn turns ${spread(f.afterSpawns.spawnTurnMs)} ms)`}, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it)${workerHeap(f)}, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
     );
   }
   for (const [store, f] of results) {

@@ -18,7 +18,8 @@
  * store (memory, SQLite NORMAL, FULL): % of the ideal, turns/s, event-loop delay p99 (over the run, and
  * once the root has spawned every child, with its spawn turns' times from answer to next request:
  * the ideal sends that request at once; at K = 10,000 the spawning is ~85 % of the run), peak heap
- * per agent, CPU per turn (process, all included), the root's last request (bytes per child),
+ * per agent, CPU per turn (process, all included; and against the ideal's CPU per call, whose requests
+ * are one line where troupe's carry the conversation), the root's last request (bytes per child),
  * FULL ÷ memory; for a file, its commits (turns per commit), the main thread's time in them and the
  * bytes sent to the disk per turn (Linux's /proc/self/io). SCALE_STORES=memory,FULL picks stores. SCALE_ADAPTIVE=1 runs each store twice,
  * with `concurrency.adaptive` off then on (SCALE_ADAPTIVE=first: on then off), and reports the
@@ -176,6 +177,8 @@ let server: ServerProcess;
 let idealMs = Number.NaN;
 /** The ideal's last child's last answer. */
 let idealLastChildMs = Number.NaN;
+/** The ideal's process CPU per call (all threads): the baseline of troupe's CPU per turn. */
+let idealCpuPerCallUs = Number.NaN;
 const results = new Map<string, Figures>();
 
 /** A full GC: `gc` exposed to a fresh context (vitest's workers run without --expose-gc). */
@@ -206,11 +209,12 @@ function post(agent: Agent, url: URL, name: string, turn: number | 'final'): Pro
 const IDEAL_POOL = { keepAlive: true, maxFreeSockets: Number.POSITIVE_INFINITY, scheduling: 'lifo' } as const;
 
 /** The ideal: the team's calls, in the same order and dependency, with nothing but node:http. */
-async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
+async function baseline(): Promise<{ ms: number; lastChildMs: number; cpuPerCallUs: number }> {
   // The pool troupe's own (boundedFetch.ts): every connection kept. Node's default keeps 256 idle,
   // so a team's bursts reconnected the rest, which cost the ideal CPU troupe does not pay.
   const agent = new Agent(IDEAL_POOL);
   const url = new URL(`${server.url}/chat/completions`);
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const children: Promise<void>[] = [];
   let rootTurn = 0;
@@ -233,8 +237,11 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number }> {
   const lastChildMs = performance.now() - t0;
   await post(agent, url, 'lead', 'final'); // the root's finish (fakeServerChild.ts keyOf)
   const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
   agent.destroy();
-  return { ms, lastChildMs };
+  // Every call: each child's turns and its finish, the root's spawn turns, its wait and its finish.
+  const calls = K * (CHILD_TURNS + 1) + rootTurn + 1;
+  return { ms, lastChildMs, cpuPerCallUs: (cpu.user + cpu.system) / calls };
 }
 
 async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, commitThread: CommitThreadSetting): Promise<Figures> {
@@ -487,7 +494,7 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
   const once = runs(1);
   bench(
     'baseline: the same calls on node:http, no troupe (the ideal)',
-    async () => void ({ ms: idealMs, lastChildMs: idealLastChildMs } = await baseline()),
+    async () => void ({ ms: idealMs, lastChildMs: idealLastChildMs, cpuPerCallUs: idealCpuPerCallUs } = await baseline()),
     once,
   );
   for (const store of STORES) {
@@ -524,11 +531,11 @@ afterAll(async () => {
   };
   const lines = [
     '',
-    `scale, K = ${K}: ideal (node:http, same calls, same latencies) ${(idealMs / 1000).toFixed(1)} s, its last child ${(idealLastChildMs / 1000).toFixed(1)} s`,
+    `scale, K = ${K}: ideal (node:http, same calls, same latencies) ${(idealMs / 1000).toFixed(1)} s, its last child ${(idealLastChildMs / 1000).toFixed(1)} s, CPU ${idealCpuPerCallUs.toFixed(0)} µs per call (the process, with a one-line request each: troupe's carry the conversation)`,
   ];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms${f.afterSpawns === null ? '' : ` (${f.afterSpawns.eldP99Ms.toFixed(0)} once the root had spawned every child, ${(f.afterSpawns.atMs / 1000).toFixed(1)} s in; its spawn turns ${spread(f.afterSpawns.spawnTurnMs)} ms)`}, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it)${workerHeap(f)}, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms${f.afterSpawns === null ? '' : ` (${f.afterSpawns.eldP99Ms.toFixed(0)} once the root had spawned every child, ${(f.afterSpawns.atMs / 1000).toFixed(1)} s in; its spawn turns ${spread(f.afterSpawns.spawnTurnMs)} ms)`}, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it)${workerHeap(f)}, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn = ${(f.cpuPerTurnUs / idealCpuPerCallUs).toFixed(2)}x the ideal's per call (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
     );
   }
   for (const [store, f] of results) {

@@ -14,7 +14,7 @@
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { parentPort } from 'node:worker_threads';
 import { openaiModel } from './openaiModel.js';
-import { toWire, type CallMessage, type FromWorker, type ModelThreadStats, type ToWorker } from './modelThreadWire.js';
+import { threadCpuMs, toWire, type CallMessage, type FromWorker, type ModelThreadStats, type ToWorker } from './modelThreadWire.js';
 import type { Model, ModelDelta, SessionItem, ToolSpec, UsagePurpose } from './types.js';
 
 interface Last {
@@ -88,7 +88,13 @@ function stats(): ModelThreadStats {
   majors.watch ??= observeMajors();
   let requests = 0;
   for (const { last } of models.values()) for (const map of Object.values(last)) requests += map.size;
-  const out = { requests, heapUsed: process.memoryUsage().heapUsed, heapAfterMajorGc: majors.n > 0 ? majors.heap : null, majorGcs: majors.n };
+  const out = {
+    requests,
+    heapUsed: process.memoryUsage().heapUsed,
+    heapAfterMajorGc: majors.n > 0 ? majors.heap : null,
+    majorGcs: majors.n,
+    cpuMs: threadCpuMs(),
+  };
   majors.n = majors.heap = 0;
   return out;
 }

@@ -4,6 +4,7 @@
  * boundary), rebuilt on the main thread as the same `ProviderError`.
  * @module
  */
+import { readFileSync } from 'node:fs';
 import { ProviderError, toError, type ErrorCode } from '../errors.js';
 import type { ModelDelta, ModelTurn, SessionItem, ToolSpec, UsagePurpose } from './types.js';
 
@@ -91,6 +92,27 @@ export interface ModelThreadStats {
   heapAfterMajorGc: number | null;
   /** Major GCs since the previous ask. */
   majorGcs: number;
+  /** The worker's own CPU time so far, user + system, in ms (`threadCpuMs`); null off Linux. */
+  cpuMs: number | null;
+}
+
+/**
+ * The calling thread's CPU time so far (user + system, ms), from Linux's /proc/thread-self/stat; null
+ * where there is none. Node 20 has no per-thread CPU figure (`process.cpuUsage()` is the process's,
+ * every thread's; the event loop's utilisation counts time the thread waited for a core as busy).
+ * Clock ticks of 10 ms (Linux's USER_HZ is 100): a figure for runs of seconds, not for one call.
+ */
+export function threadCpuMs(): number | null {
+  let stat: string;
+  try {
+    stat = readFileSync('/proc/thread-self/stat', 'utf8');
+  } catch {
+    return null;
+  }
+  // Fields after the command's closing parenthesis (the command may hold spaces): state is the
+  // first, utime the 12th, stime the 13th (proc(5)'s fields 14 and 15).
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 const causeOf = (cause: unknown): { name: string; message: string } | undefined =>

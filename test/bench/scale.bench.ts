@@ -25,9 +25,12 @@
  * with `concurrency.adaptive` off then on (SCALE_ADAPTIVE=first: on then off), and reports the
  * ratios and the lowest model concurrency the admission set. SCALE_THREAD=1 runs each store with
  * `openaiModel({ thread: true })` off then on (the model calls in a worker thread) and prints the
- * ratios on ÷ off. Besides the process's CPU per turn (all threads), every run reports the main
- * thread's busy time per turn (its event-loop utilisation's active time ÷ turns): with the thread
- * on, the worker's CPU is in the first and not in the second. The main thread's heap figures leave
+ * ratios on ÷ off. Besides the process's CPU per turn (all threads), every run reports it by thread
+ * on Linux (/proc: the main thread's, the model thread's, the rest), the first two against the
+ * ideal's main thread per call, and the main thread's busy time per turn (its event-loop
+ * utilisation's active time ÷ turns), which counts a thread waiting for a core: at K = 3,000 with
+ * the model thread on, 380 µs busy per turn against 289 of the main thread's own CPU (and 589 busy
+ * against ~320 in a run beside another busy process). The main thread's heap figures leave
  * out the model thread's (an isolate of its own, holding every call in flight and each agent's last
  * request): it is sampled apart (`modelThreadStats`) and printed beside them, whole, and added to the
  * live figure aside from the sessions.
@@ -76,6 +79,7 @@ import { runs } from './runs.js';
 
 const troupe = await compiled<typeof import('../../src/index.js')>('src/index.js');
 const { modelThreadCalls, modelThreadStats } = await compiled<typeof import('../../src/model/threadedModel.js')>('src/model/threadedModel.js');
+const { threadCpuMs } = await compiled<typeof import('../../src/model/modelThreadWire.js')>('src/model/modelThreadWire.js');
 
 const K = Number(process.env.SCALE_K ?? 1_000);
 const CHILD_TURNS = 10;
@@ -131,6 +135,12 @@ interface Figures {
   /** The agents' session content (memory store: JSON of every session at the end; 0 on disk). */
   sessionPerAgentKb: number;
   cpuPerTurnUs: number;
+  /**
+   * The same by thread (Linux; null elsewhere): the main thread's own CPU and the model thread's (null:
+   * none ran), per turn; the rest of the process's is V8's helper threads (GC, compiler), the commit
+   * thread and libuv's pool. Unlike the busy figure below, a thread waiting for a core counts nothing.
+   */
+  threadCpu: { mainUs: number; modelUs: number | null } | null;
   /** The process's resident memory at its peak over its value at the start, in MB (every thread's heap: the model thread's too). */
   rssPeakMb: number;
   /** The main thread's busy time per turn (event-loop utilisation's active time ÷ turns). */
@@ -179,6 +189,8 @@ let idealMs = Number.NaN;
 let idealLastChildMs = Number.NaN;
 /** The ideal's process CPU per call (all threads): the baseline of troupe's CPU per turn. */
 let idealCpuPerCallUs = Number.NaN;
+/** The same, its main thread's alone (Linux; NaN elsewhere): the baseline of troupe's main and model threads'. */
+let idealMainCpuPerCallUs = Number.NaN;
 const results = new Map<string, Figures>();
 
 /** A full GC: `gc` exposed to a fresh context (vitest's workers run without --expose-gc). */
@@ -209,12 +221,13 @@ function post(agent: Agent, url: URL, name: string, turn: number | 'final'): Pro
 const IDEAL_POOL = { keepAlive: true, maxFreeSockets: Number.POSITIVE_INFINITY, scheduling: 'lifo' } as const;
 
 /** The ideal: the team's calls, in the same order and dependency, with nothing but node:http. */
-async function baseline(): Promise<{ ms: number; lastChildMs: number; cpuPerCallUs: number }> {
+async function baseline(): Promise<{ ms: number; lastChildMs: number; cpuPerCallUs: number; mainCpuPerCallUs: number }> {
   // The pool troupe's own (boundedFetch.ts): every connection kept. Node's default keeps 256 idle,
   // so a team's bursts reconnected the rest, which cost the ideal CPU troupe does not pay.
   const agent = new Agent(IDEAL_POOL);
   const url = new URL(`${server.url}/chat/completions`);
   const cpu0 = process.cpuUsage();
+  const main0 = threadCpuMs();
   const t0 = performance.now();
   const children: Promise<void>[] = [];
   let rootTurn = 0;
@@ -238,10 +251,12 @@ async function baseline(): Promise<{ ms: number; lastChildMs: number; cpuPerCall
   await post(agent, url, 'lead', 'final'); // the root's finish (fakeServerChild.ts keyOf)
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const main = threadCpuMs();
   agent.destroy();
   // Every call: each child's turns and its finish, the root's spawn turns, its wait and its finish.
   const calls = K * (CHILD_TURNS + 1) + rootTurn + 1;
-  return { ms, lastChildMs, cpuPerCallUs: (cpu.user + cpu.system) / calls };
+  const mainCpuPerCallUs = main === null || main0 === null ? Number.NaN : ((main - main0) * 1000) / calls;
+  return { ms, lastChildMs, cpuPerCallUs: (cpu.user + cpu.system) / calls, mainCpuPerCallUs };
 }
 
 async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, commitThread: CommitThreadSetting): Promise<Figures> {
@@ -356,7 +371,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   majors.observe({ entryTypes: ['gc'] });
   let minConcurrency = K + 1;
   // The model thread's heap (its own isolate): asked every 250 ms; the first ask starts its count of major GCs.
-  const worker = { ran: false, heapPeak: 0, livePeak: null as number | null, majorGcs: 0 };
+  const worker = { ran: false, heapPeak: 0, livePeak: null as number | null, majorGcs: 0, cpuMs: null as number | null };
   const askWorker = () =>
     modelThreadStats().then((w) => {
       if (w === null) return;
@@ -364,9 +379,10 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
       worker.heapPeak = Math.max(worker.heapPeak, w.heapUsed);
       if (w.heapAfterMajorGc !== null) worker.livePeak = Math.max(worker.livePeak ?? 0, w.heapAfterMajorGc);
       worker.majorGcs += w.majorGcs;
+      worker.cpuMs = w.cpuMs;
     });
-  // A worker left from an earlier run: its major GCs before this one are not this run's.
-  await modelThreadStats();
+  // A worker left from an earlier run: its major GCs and CPU before this one are not this run's.
+  const modelCpu0 = (await modelThreadStats())?.cpuMs ?? 0;
   const sampler = setInterval(() => {
     void askWorker();
     const mem = process.memoryUsage();
@@ -385,6 +401,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   eld.enable();
   const profile = await startProfile();
   const cpu0 = process.cpuUsage();
+  const main0 = threadCpuMs();
   const disk0 = diskWriteBytes();
   const elu0 = performance.eventLoopUtilization();
   t0 = performance.now();
@@ -392,6 +409,7 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
   const root = await coordinator.waitFor(rootId, TERMINAL, { timeoutMs: 3_600_000 });
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const main = threadCpuMs();
   await askWorker();
   await profile?.(`${store}-${thread}-${K}`);
   const diskBytes = diskWriteBytes() - disk0;
@@ -444,6 +462,10 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
     gc,
     sessionPerAgentKb: sessionBytes / 1024 / (K + 1),
     cpuPerTurnUs: (cpu.user + cpu.system) / turns,
+    threadCpu:
+      main === null || main0 === null
+        ? null
+        : { mainUs: ((main - main0) * 1000) / turns, modelUs: worker.cpuMs === null ? null : ((worker.cpuMs - modelCpu0) * 1000) / turns },
     commits: committed,
     diskBytes,
     mainBusyPerTurnUs: (elu.active * 1000) / turns,
@@ -452,6 +474,15 @@ async function team(store: StoreKind, adaptive: boolean, thread: ThreadSetting, 
     minConcurrency,
     rootRequestKb: lastRoot === null ? Number.NaN : Buffer.byteLength(JSON.stringify((lastRoot as { messages: unknown }).messages)) / 1024,
   };
+}
+
+/** The CPU per turn by thread, against the ideal's main thread per call (empty off Linux). */
+function byThread(f: Figures): string {
+  if (f.threadCpu === null) return '';
+  const { mainUs, modelUs } = f.threadCpu;
+  const rest = f.cpuPerTurnUs - mainUs - (modelUs ?? 0);
+  const model = modelUs === null ? '' : `, model thread ${modelUs.toFixed(0)}`;
+  return `main thread ${mainUs.toFixed(0)}${model} (together ${((mainUs + (modelUs ?? 0)) / idealMainCpuPerCallUs).toFixed(2)}x the ideal's main thread), the rest ${rest.toFixed(0)}; `;
 }
 
 /** The per-second loop shares and calls in flight, summarised: what `thread: 'auto'`'s rule sees. */
@@ -494,7 +525,8 @@ describe(`scale: a root and ${K} children x ${CHILD_TURNS} tool turns, model ans
   const once = runs(1);
   bench(
     'baseline: the same calls on node:http, no troupe (the ideal)',
-    async () => void ({ ms: idealMs, lastChildMs: idealLastChildMs, cpuPerCallUs: idealCpuPerCallUs } = await baseline()),
+    async () =>
+      void ({ ms: idealMs, lastChildMs: idealLastChildMs, cpuPerCallUs: idealCpuPerCallUs, mainCpuPerCallUs: idealMainCpuPerCallUs } = await baseline()),
     once,
   );
   for (const store of STORES) {
@@ -531,11 +563,11 @@ afterAll(async () => {
   };
   const lines = [
     '',
-    `scale, K = ${K}: ideal (node:http, same calls, same latencies) ${(idealMs / 1000).toFixed(1)} s, its last child ${(idealLastChildMs / 1000).toFixed(1)} s, CPU ${idealCpuPerCallUs.toFixed(0)} µs per call (the process, with a one-line request each: troupe's carry the conversation)`,
+    `scale, K = ${K}: ideal (node:http, same calls, same latencies) ${(idealMs / 1000).toFixed(1)} s, its last child ${(idealLastChildMs / 1000).toFixed(1)} s, CPU ${idealCpuPerCallUs.toFixed(0)} µs per call (the process; its main thread ${idealMainCpuPerCallUs.toFixed(0)}; with a one-line request each: troupe's carry the conversation)`,
   ];
   for (const [store, f] of results) {
     lines.push(
-      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms${f.afterSpawns === null ? '' : ` (${f.afterSpawns.eldP99Ms.toFixed(0)} once the root had spawned every child, ${(f.afterSpawns.atMs / 1000).toFixed(1)} s in; its spawn turns ${spread(f.afterSpawns.spawnTurnMs)} ms)`}, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it)${workerHeap(f)}, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn = ${(f.cpuPerTurnUs / idealCpuPerCallUs).toFixed(2)}x the ideal's per call (main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
+      `${store.padEnd(15)} ${(f.ms / 1000).toFixed(1)} s = ${((100 * idealMs) / f.ms).toFixed(1)} % of ideal (last child ${(f.lastChildMs / 1000).toFixed(1)} s = ${((100 * idealLastChildMs) / f.lastChildMs).toFixed(1)} % of the ideal's), ${(f.turns / (f.ms / 1000)).toFixed(0)} turns/s (${f.turns} turns), event-loop delay p99 ${f.eldP99Ms.toFixed(0)} ms${f.afterSpawns === null ? '' : ` (${f.afterSpawns.eldP99Ms.toFixed(0)} once the root had spawned every child, ${(f.afterSpawns.atMs / 1000).toFixed(1)} s in; its spawn turns ${spread(f.afterSpawns.spawnTurnMs)} ms)`}, peak heap ${f.heapPerAgentKb.toFixed(0)} KB/agent (live ${f.livePerAgentKb.toFixed(1)} after ${f.majorGcs} major GCs, of which session content ${f.sessionPerAgentKb.toFixed(1)}: ${(f.livePerAgentKb - f.sessionPerAgentKb).toFixed(1)} KB/agent aside from it)${workerHeap(f)}, CPU ${f.cpuPerTurnUs.toFixed(0)} µs/turn = ${(f.cpuPerTurnUs / idealCpuPerCallUs).toFixed(2)}x the ideal's per call (${byThread(f)}main thread busy ${f.mainBusyPerTurnUs.toFixed(0)}), peak RSS +${f.rssPeakMb.toFixed(0)} MB, root's last request ${f.rootRequestKb.toFixed(0)} KB (${((f.rootRequestKb * 1024) / K).toFixed(0)} B/child), lowest model concurrency ${f.minConcurrency}, then shutdown() ${(f.shutdownMs / 1000).toFixed(1)} s and the store's close ${(f.closeMs / 1000).toFixed(1)} s`,
     );
   }
   for (const [store, f] of results) {

@@ -9,6 +9,7 @@ import { runInNewContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it, vi } from 'vitest';
 import { createFakeOpenAIServer, type FakeReply, type FakeRequest } from '../../src/testing/fakeOpenAIServer.js';
+import { threadCpuMs } from '../../src/model/modelThreadWire.js';
 import { until } from '../helpers/cli.js';
 
 const dist = (path: string) => new URL(`../../dist/${path}`, import.meta.url);
@@ -320,6 +321,23 @@ describe('openaiModel thread: true', () => {
     expect(ballast).toHaveLength(1_000_000);
     expect(stats!.majorGcs).toBeGreaterThanOrEqual(0);
     if (stats!.majorGcs === 0) expect(stats!.heapAfterMajorGc).toBeNull();
+  });
+
+  it("the worker's CPU figure is its own thread's, not the process's", async () => {
+    await using server = await createFakeOpenAIServer(() => ({ message: { content: 'ok' } }));
+    const model = troupe.openaiModel({ model: 'm', baseURL: server.url, apiKey: '', thread: true });
+    await model.complete(req('a', 's', [{ role: 'user', content: 'hi' }], TOOLS_A), { signal: signal() });
+    const before = await modelThreadStats();
+    const main0 = threadCpuMs();
+    if (process.platform !== 'linux') {
+      expect(before!.cpuMs).toBeNull();
+      return;
+    }
+    expect(before!.cpuMs).toBeGreaterThan(0);
+    // 300 ms of the main thread's own CPU, while the worker idles.
+    while (threadCpuMs()! - main0! < 300);
+    const after = await modelThreadStats();
+    expect(after!.cpuMs! - before!.cpuMs!).toBeLessThan(100);
   });
 
   it('an idle worker does not keep the process alive', async () => {

@@ -50,7 +50,7 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
           "agent), with them on the main thread 52.1. CPU per turn against the ideal's per call, same run (memory, nothing set, " +
           '2026-12-07): 1,075 against 220 µs (4.9×; 933 µs in an earlier run); at K = 1,000, 1,287 against 332 µs (3.9×). The ideal sends one line ' +
           "per call where troupe's requests carry the conversation; node:http alone is 73 % of a 300 µs turn at K = 10,000. " +
-          'By thread (Linux /proc, same run, a faster machine, 2026-12-07): K = 10,000, nothing set, 1,045 µs per turn = main thread 330, ' +
+          'By thread (Linux /proc, same run, another machine, 2026-12-07): K = 10,000, nothing set, 1,045 µs per turn = main thread 330, ' +
           "model thread 467 (93 % of the calls; the rest were on the main thread), V8's helper threads (GC, compiler) 249, against the " +
           "ideal's 169 per call, of which its main thread 143; K = 3,000, model thread on: 1,078 = 289 + 526 + 263 against 237, main 199",
       ],

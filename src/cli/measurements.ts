@@ -52,7 +52,9 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
           "per call where troupe's requests carry the conversation; node:http alone is 73 % of a 300 µs turn at K = 10,000. " +
           'By thread (Linux /proc, same run, another machine, 2026-12-07): K = 10,000, nothing set, 1,045 µs per turn = main thread 330, ' +
           "model thread 467 (93 % of the calls; the rest were on the main thread), V8's helper threads (GC, compiler) 249, against the " +
-          "ideal's 169 per call, of which its main thread 143; K = 3,000, model thread on: 1,078 = 289 + 526 + 263 against 237, main 199",
+          "ideal's 169 per call, of which its main thread 143; K = 3,000, model thread on: 1,078 = 289 + 526 + 263 against 237, main 199. " +
+          'A third machine (2026-12-07), memory, nothing set: 97.3 % of the ideal, p99 27 ms (21 once the spawns were done), 805 µs ' +
+          "per turn = 243 + 374 + 188 against the ideal's 164, main 146",
       ],
       [
         'disk per SQLite turn',
@@ -115,7 +117,11 @@ export const MEASUREMENTS: readonly MeasurementSection[] = [
           'wait events, sampled every ~0.3 ms, were the WAL flush (WALSync) in 83 % of the samples inside commits over 2.5 ms and ' +
           '43 % inside commits under 1 ms; auto_explain found one statement over 1 ms in the run. Bare transactions with ~2 KB of ' +
           'WAL: p99 0.7-1.4 ms, 2.3 ms while another session dirtied pages. So the tail waits on the disk flush, which other dirty ' +
-          'pages slow (likely, not proven; the server runs on its defaults, untuned)',
+          'pages slow (likely, not proven; the server runs on its defaults, untuned). Another machine (2026-12-07), the bench at ' +
+          '1,000 turns a run (~1,950 commits past the first 50, where 300 turns made the p99 the sixth slowest commit): p50 0.67 ms, ' +
+          'p99 1.44-2.23 ms in its four runs; 16 runs of 1,000 turns in all, p99 1.44-4.62 ms, median 2.8, one over 4. Of the ' +
+          "commits above a run's p99, a fifth to two-thirds found the client's event loop busy for half their time or more (GC, " +
+          "building and writing the batch's own text); the rest waited on the socket",
       ],
       ['1 worker process', 'each hosting at most 4 runs of 16 turns: instant model 39 turns/s; 200 ms model latency 27 turns/s'],
       ['2 worker processes', 'instant model 49 turns/s (1.25×); 200 ms model 29 turns/s (1.10×)'],

@@ -9,7 +9,7 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inline, StatementBatch } from '../../../src/store/postgres/batch.js';
+import { inline, quoteLiteral, StatementBatch } from '../../../src/store/postgres/batch.js';
 import { openPostgresStore, type PostgresStore } from '../../../src/store/postgres/store.js';
 import type { WriteOp } from '../../../src/store/port.js';
 import type { RunRow } from '../../../src/store/types.js';
@@ -65,6 +65,19 @@ function tally(store: PostgresStore): { texts: string[]; byConnection: Map<numbe
   };
   return { texts, byConnection, stop };
 }
+
+describe('a value quoted as a literal', () => {
+  it("is quoted as pg's escapeLiteral quotes it, whatever its quotes and backslashes", () => {
+    // Any string, and strings made mostly of the characters that need escaping.
+    const tricky = fc.string({ unit: fc.constantFrom("'", '\\', '"', 'a', 'é', '\n', '$', '😀'), maxLength: 40 });
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: 'binary' }), tricky), (s) => {
+        expect(quoteLiteral(s)).toBe(pg.escapeLiteral(s));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+});
 
 describe.skipIf(!available)(pgTitle(available, 'PostgreSQL: one round trip per commit'), () => {
   const { schema, drop } = freshSchema();

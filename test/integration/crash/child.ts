@@ -35,6 +35,7 @@ import { recoverRun, resumeCoordinator } from '../../../src/host/resumeCoordinat
 import { portOf, type StorePort, type WriteOp } from '../../../src/store/port.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { team as teamOf, type TeamName } from './teams.js';
+import { effectsFile } from './effects.js';
 
 const [path, mode, seedText, sync, teamArg] = process.argv.slice(2) as [string, string, string, string | undefined, string | undefined];
 let seed = Number(seedText) >>> 0 || 1;
@@ -47,7 +48,7 @@ const teamName = (teamArg ?? 'default') as TeamName;
 /** The live coordinator (the delegate tool dispatches through it). */
 let coordinator: Coordinator<StorePort> | undefined;
 
-const team = teamOf(teamName, { random, pause, print, coordinator: () => coordinator!, effectsPath: `${path}.effects` }, Number(seedText));
+const team = teamOf(teamName, { random, pause, print, coordinator: () => coordinator!, effectsPath: effectsFile(path) }, Number(seedText));
 const options = { model: team.model, tools: team.tools, limits: team.limits, idleResumeMs: 60_000 };
 
 /** The agents whose rows a write touches. */

@@ -13,31 +13,16 @@
  * - the ledger holds no `started` row at the end.
  */
 import Database from 'better-sqlite3';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { SessionItem } from '../../../src/model/types.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import type { CrashCounts, Violation } from './counts.js';
-import type { EffectLine } from './teams.js';
+import { effectsFile, readEffects } from './effects.js';
 
 /** Calls found in doubt after some child died, by `<agent>/<call id>`. */
 export type InDoubtSeen = Map<string, { tool: string; withEffect: boolean }>;
 
 const APPEND_TOOLS = new Set(['append', 'append_idem']);
-
-function effectLines(dbPath: string): EffectLine[] {
-  const file = `${dbPath}.effects`;
-  if (!existsSync(file)) return [];
-  // A line cut by the kill (never seen in practice: one small write) is not an execution.
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .flatMap((line) => {
-      try {
-        return line === '' ? [] : [JSON.parse(line) as EffectLine];
-      } catch {
-        return [];
-      }
-    });
-}
 
 interface LedgerRow {
   agent_id: string;
@@ -61,7 +46,7 @@ function ledger(path: string): LedgerRow[] {
 
 /** After a child died: note the calls its kill left in doubt. */
 export function observeInDoubt(path: string, seen: InDoubtSeen, counts: CrashCounts): void {
-  const made = new Set(effectLines(path).map((l) => l.call));
+  const made = new Set(readEffects(effectsFile(path)).map((l) => l.call));
   for (const row of ledger(path)) {
     const key = `${row.agent_id}/${row.call_id}`;
     if (row.status !== 'started' || seen.has(key)) continue;
@@ -99,7 +84,7 @@ export function verifyInDoubt(path: string, seen: InDoubtSeen, counts: CrashCoun
     violations += 1;
     noted.push(what);
   };
-  const lines = effectLines(path);
+  const lines = readEffects(effectsFile(path));
   counts.effects += lines.length;
   const rows = ledger(path);
   const turnOf = new Map(rows.map((r) => [`${r.agent_id}/${r.call_id}`, r.turn]));

@@ -13,13 +13,13 @@
  * - `group`: 24–40 workers take 4 quick turns at once, so that each commit carries the writes of
  *   many agents (the group boundaries the kills aim at).
  */
-import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import type { Coordinator } from '../../../src/host/createCoordinator.js';
 import type { StorePort } from '../../../src/store/port.js';
 import type { Model, ModelRequest, ModelTurn, SessionItem, ToolCall } from '../../../src/model/types.js';
 import { fileURLToPath } from 'node:url';
 import { mcpServer, type McpServer } from '../../../src/mcp/config.js';
 import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
+import { appendEffect, type EffectLine } from './effects.js';
 
 export type TeamName = 'default' | 'in-doubt' | 'group';
 
@@ -42,16 +42,6 @@ export interface Team {
   /** Pause between two user messages of one sender, at most (ms). */
   sendGapMs: number;
   limits: { maxTurns: number; maxChildren?: number };
-}
-
-/** The side-effect file's line: one per execution of an append tool. */
-export interface EffectLine {
-  tool: 'append' | 'append_idem';
-  call: string;
-  op: string;
-  key: string;
-  agent: string;
-  pid: number;
 }
 
 /** The default team's work is an MCP server's tool (CRASH_MCP=1; the crash test's MCP variant). */
@@ -134,17 +124,6 @@ const work = (io: TeamIO, maxMs: number) =>
       return { ok: true };
     },
   });
-
-/** Append one line and make it durable: the side effect whose count the harness checks. */
-function appendEffect(path: string, line: EffectLine): void {
-  const fd = openSync(path, 'a');
-  try {
-    writeSync(fd, `${JSON.stringify(line)}\n`);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 const hash = (text: string) => [...text].reduce((h, ch) => (h * 31 + ch.charCodeAt(0)) >>> 0, 7);
 

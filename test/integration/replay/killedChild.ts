@@ -17,6 +17,7 @@ import { resumeCoordinator } from '../../../src/host/resumeCoordinator.js';
 import { portOf, type StorePort } from '../../../src/store/port.js';
 import { openStore } from '../../../src/store/sqliteStore.js';
 import { killedTeam, type KilledTeamName } from './killedTeam.js';
+import { effectsFile } from '../crash/effects.js';
 
 const [path, mode, seedText, teamName, freeze] = process.argv.slice(2) as [string, string, string, KilledTeamName, string | undefined];
 const [freezeLine, freezeCount] = (freeze ?? ':0').split(':') as [string, string];
@@ -33,7 +34,7 @@ const print = (line: string) => {
 const pause = (ms: number) => (frozen ? new Promise<void>(() => {}) : new Promise<void>((resolve) => setTimeout(resolve, ms)));
 
 let coordinator: Coordinator<StorePort> | undefined;
-const { senders, sendGapMs, ...options } = killedTeam({ random, pause, print, coordinator: () => coordinator!, effectsPath: `${path}.effects` }, teamName);
+const { senders, sendGapMs, ...options } = killedTeam({ random, pause, print, coordinator: () => coordinator!, effectsPath: effectsFile(path) }, teamName);
 
 /** One sender: a user message to a running worker (its tools under way), a pause, again, until none is running. */
 async function sendUserMessages(c: Coordinator<StorePort>, sender: number): Promise<void> {

@@ -3,7 +3,7 @@
  * readable line per record on stderr.
  * @module
  */
-import { chmodSync } from 'node:fs';
+import { chmodSync, closeSync, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { createLogger } from '../logging/createLogger.js';
@@ -36,6 +36,27 @@ function prettyStream(out: NodeJS.WritableStream): Writable {
 }
 
 /**
+ * End a record a kill cut short. Linux stops a write at a page boundary once SIGKILL is pending,
+ * so a process killed while logging can leave its last record without its newline; this
+ * process's first record would then join that fragment, and neither would parse as JSON (the
+ * crash harness lost a line of its own file that way). A newline first keeps them apart.
+ * Best effort: a file this process cannot open to read is left as it is.
+ */
+function endCutRecord(file: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'a+');
+    const size = fstatSync(fd).size;
+    const last = Buffer.alloc(1);
+    if (size > 0 && readSync(fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a) writeSync(fd, '\n');
+  } catch {
+    // Not readable here: nothing to repair.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
  * The log file is created 0600, like the database (an existing one is tightened to 0600 too): it
  * holds what agents did and said. Secret values known to `redactor` are scrubbed from every record.
  */
@@ -47,6 +68,7 @@ export function cliLogger(file: string, verbose: boolean, redactor?: Redactor): 
   } catch {
     // Not ours to change (another owner): leave it as it is.
   }
+  endCutRecord(file);
   const streams: pino.StreamEntry[] = [{ level: 'info', stream: pino.destination({ dest: file, sync: true, mode: 0o600 }) }];
   if (verbose) streams.push({ level: 'info', stream: prettyStream(process.stderr) });
   return createLogger({ level: 'info', ...(redactor ? { redactor } : {}) }, pino.multistream(streams));

@@ -214,6 +214,12 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       const tableBox = (await page.locator('#team-scroll').boundingBox())!;
       const graphBox = (await page.locator('#graph').boundingBox())!;
       expect(graphBox.x).toBeGreaterThanOrEqual(tableBox.x + tableBox.width);
+      // A 1280 px window (a common laptop's) shows every column, the graph still beside the table.
+      await page.setViewportSize({ width: 1280, height: 800 });
+      const team = page.locator('#team-scroll');
+      expect(await team.evaluate((el) => el.scrollWidth - el.clientWidth)).toBe(0);
+      expect((await page.locator('#graph').boundingBox())!.x).toBeGreaterThanOrEqual((await team.boundingBox())!.x + (await team.boundingBox())!.width);
+      await page.setViewportSize({ width: 1400, height: 900 });
       // The run has finished: its actions are disabled, and say why.
       for (const id of ['pause', 'resume']) {
         expect(await page.locator(`#${id}`).isDisabled()).toBe(true);

@@ -218,7 +218,8 @@ describe.skipIf(!BROWSER)('the dashboard in Chromium', () => {
       await page.setViewportSize({ width: 1280, height: 800 });
       const team = page.locator('#team-scroll');
       expect(await team.evaluate((el) => el.scrollWidth - el.clientWidth)).toBe(0);
-      expect((await page.locator('#graph').boundingBox())!.x).toBeGreaterThanOrEqual((await team.boundingBox())!.x + (await team.boundingBox())!.width);
+      const narrow = (await team.boundingBox())!;
+      expect((await page.locator('#graph').boundingBox())!.x).toBeGreaterThanOrEqual(narrow.x + narrow.width);
       await page.setViewportSize({ width: 1400, height: 900 });
       // The run has finished: its actions are disabled, and say why.
       for (const id of ['pause', 'resume']) {

@@ -70,7 +70,8 @@ export type WriteOp =
 export interface LeaseGuard {
   /**
    * Null while the lease is surely held: renewed within its time-to-live by this process's own
-   * monotonic clock. Otherwise the error; from then on the lease counts as lost (told once to
+   * monotonic clock and by its wall clock (the database's clock is a wall clock: a step forward of
+   * it expires the lease early). Otherwise the error; from then on the lease counts as lost (told once to
    * `onLost`), even if no other host has claimed the run yet.
    */
   check(): TroupeError | null;

@@ -2,12 +2,14 @@
  * Failover on PostgreSQL under the faults real deployments have: three worker processes, the host
  * of each run struck at random — SIGKILL, SIGSTOP until another worker took the run over (then
  * SIGCONT: a zombie), a network partition through a fault proxy (healed after the takeover), its
- * connections reset mid-commit — and, on a private cluster the test starts, the database server
+ * connections reset mid-commit, its machine's wall clock stepped forward (the database's with
+ * it) — and, on a private cluster the test starts, the database server
  * restarted. Nothing acknowledged is lost, nothing is told or queued twice, every run completes,
  * every request sent from outside is answered, and no model or tool call is allowed (its lease
  * check passed) on a host after another one took its run over; a host SIGSTOPped between a check
  * and the call it allowed makes that one call late, at most one per stop. Negative controls:
- * acknowledging before the commit, and hosting without the lease's local check, are both caught.
+ * acknowledging before the commit, hosting without the lease's local check, and a local check on
+ * the monotonic clock alone (blind to the wall-clock step), are each caught.
  *
  * `npm test` runs a share (PG_FAILOVER_TRIALS=8, PG_RESTART_TRIALS=4); `.ci/run` runs the full
  * count (`npm run test:pg-failover`: 200 and 40).
@@ -36,8 +38,8 @@ const noViolations = (counts: FailoverCounts) =>
   expect(Object.fromEntries(VIOLATIONS.map((v) => [v, counts[v]]))).toEqual(Object.fromEntries(VIOLATIONS.map((v) => [v, 0])));
 
 describe.skipIf(!available)(pgTitle(available, 'failover on PostgreSQL'), () => {
-  it(`${TRIALS} trials, the host struck by SIGKILL, SIGSTOP/SIGCONT, a partition or reset connections: nothing lost, nothing twice, no call without a lease`, async () => {
-    const counts = await runFailoverTrials({ trials: TRIALS, seed: SEED, faults: ['kill', 'stop', 'partition', 'connkill'] });
+  it(`${TRIALS} trials, the host struck by SIGKILL, SIGSTOP/SIGCONT, a partition, reset connections or a wall-clock step: nothing lost, nothing twice, no call without a lease`, async () => {
+    const counts = await runFailoverTrials({ trials: TRIALS, seed: SEED, faults: ['kill', 'stop', 'partition', 'connkill', 'clockstep'] });
     report('pg failover', counts);
     noViolations(counts);
     // A host SIGSTOPped between a lease check and the call it allowed makes that one call late: at
@@ -61,6 +63,13 @@ describe.skipIf(!available)(pgTitle(available, 'failover on PostgreSQL'), () => 
   it('negative control: a host without a local lease expiry (its lease clock frozen) makes calls for runs it lost', async () => {
     const counts = await runFailoverTrials({ trials: 16, seed: SEED + 200_000, buggy: 'unguarded', faults: ['stop'], inboxSends: 0 });
     process.stderr.write(`\npg failover negative control (unguarded): ${counts.callsWithoutLease} calls without a lease of ${counts.calls}\n`);
+    expect(counts.callsWithoutLease).toBeGreaterThan(0);
+  }, 600_000);
+
+  it("negative control: a host whose lease expiry misses a step of the wall clock (the database's) makes calls for runs it lost", async () => {
+    const counts = await runFailoverTrials({ trials: 12, seed: SEED + 400_000, buggy: 'monotonic', faults: ['clockstep'], inboxSends: 0 });
+    process.stderr.write(`\npg failover negative control (monotonic): ${counts.callsWithoutLease} calls without a lease of ${counts.calls}\n`);
+    expect(counts.faults.clockstep).toBeGreaterThan(0);
     expect(counts.callsWithoutLease).toBeGreaterThan(0);
   }, 600_000);
 });

@@ -304,6 +304,46 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
     expect((await leaseOf('local')).owner).toBe('A');
   });
 
+  it("a step forward of the database's clock expires a lease early: the host sees the step on its wall clock and stops before another worker can claim the run", async () => {
+    let mono = 0;
+    let wall = 1_000_000;
+    const held = await a.claim('stepped', { owner: 'A', ttlMs: 2_000, heartbeatMs: 0, now: () => mono, wallClock: () => wall });
+    mono += 100;
+    wall += 100;
+    expect(held.check()).toBeNull();
+    // The machine's wall clock steps forward by the TTL (NTP, a VM resumed), and with it the
+    // database's: the row's lease is over at once. The monotonic clock does not step.
+    wall += 2_000;
+    await a.pool.query("UPDATE run_leases SET lease_until = lease_until - 2000 WHERE run_id = 'stepped'");
+    const next = await b.claim('stepped', { owner: 'B', ttlMs: 2_000, heartbeatMs: 0 });
+    expect(next.epoch).toBe(held.epoch + 1);
+    expect(held.check()).toMatchObject({ code: 'LEASE_LOST' });
+    await next.release({ state: 'done' });
+
+    // A step backward gives no extra time: the monotonic clock still ends the lease at its TTL less the margin.
+    mono = 0;
+    wall = 1_000_000;
+    const back = await a.claim('stepped-back', { owner: 'A', ttlMs: 2_000, heartbeatMs: 0, now: () => mono, wallClock: () => wall });
+    wall -= 600_000;
+    mono = 1_799;
+    expect(back.check()).toBeNull();
+    mono = 1_800;
+    expect(back.check()).toMatchObject({ code: 'LEASE_LOST' });
+
+    // A renewal sent after a forward step counts from the stepped time: the lease goes on.
+    mono = 0;
+    wall = 1_000_000;
+    const renewed = await a.claim('stepped-renewed', { owner: 'A', ttlMs: 2_000, heartbeatMs: 0, now: () => mono, wallClock: () => wall });
+    wall += 1_000;
+    mono += 10;
+    expect(await renewed.renew()).toBe(true);
+    wall += 1_700;
+    mono += 1_700;
+    expect(renewed.check()).toBeNull();
+    wall += 100;
+    expect(renewed.check()).toMatchObject({ code: 'LEASE_LOST' });
+  });
+
   /** The lease child (pg/leaseChild.ts) committing rows of `runId` one after another, and a wait on its output. */
   function leaseChild(runId: string, ttl: number) {
     const child = spawn(process.execPath, [CHILD, PG_URL, schema, runId, String(ttl)], { stdio: ['ignore', 'pipe', 'inherit'] });

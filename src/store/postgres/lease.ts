@@ -7,10 +7,15 @@
  * on when a lease expired.
  *
  * The host also keeps a local expiry (`guard`): the time its last claim or renewal was *sent*, plus
- * the time-to-live, on this process's monotonic clock. The database's `lease_until` is at least
- * that late, so once the local expiry passes another worker may be about to claim the run: the
- * lease then counts as lost, before any model or tool call, commit or read (a process that was
- * SIGSTOPped or partitioned past its lease learns it at its first step after waking).
+ * the time-to-live. The database's `lease_until` is at least that late, so once the local expiry
+ * passes another worker may be about to claim the run: the lease then counts as lost, before any
+ * model or tool call, commit or read (a process that was SIGSTOPped or partitioned past its lease
+ * learns it at its first step after waking). The time is counted on two clocks, and the lease is
+ * lost when either says so: this process's monotonic clock (immune to steps of the wall clock), and
+ * the wall clock, because the database's clock is a wall clock: a step forward of it (NTP, a VM
+ * resumed from a pause) expires every lease early by the step. CI's failover trials met one at the
+ * hour (a call allowed 150 ms after another worker had claimed the run); a host whose clock is the
+ * database's, or synchronised with it, sees the same step and stops in time.
  *
  * A commit or a read is retried (backoff, a new connection each time) while the lease is locally
  * valid, so a dropped connection or a database restart costs a delay, not the hosting. Each commit of an epoch
@@ -45,6 +50,8 @@ export interface LeaseOptions {
   heartbeatMs?: number;
   /** A monotonic clock in ms (default `performance.now`): the local expiry is measured on it. */
   now?: () => number;
+  /** The wall clock in ms (default `Date.now`): the local expiry is measured on it too (see the module). */
+  wallClock?: () => number;
   /** Told once per store when its commits stop using prepared statements (see {@link StatementMode}). */
   logger?: Pick<Logger, 'warn'>;
 }
@@ -114,6 +121,18 @@ const expiredError = (runId: string, epoch: number, ttl: number, cause?: unknown
     cause === undefined ? {} : { cause },
   );
 
+/** When a claim or renewal was sent, on both clocks the local expiry is counted on. */
+export interface SentAt {
+  mono: number;
+  wall: number;
+}
+
+/** The moment now on `options`' two clocks. */
+export const sentNow = (options: LeaseOptions): SentAt => ({
+  mono: options.now ? options.now() : performance.now(),
+  wall: options.wallClock ? options.wallClock() : Date.now(),
+});
+
 /** First retry of a failed commit; doubles up to a quarter of the TTL. */
 const RETRY_BASE_MS = 25;
 
@@ -121,16 +140,21 @@ const RETRY_BASE_MS = 25;
  * A claimed lease over `pool`: fenced port, local expiry, heartbeat, release. `sentAt` is when the
  * claim statement was sent (on `options.now`'s clock): the local expiry counts from it.
  */
-export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions, redactor: Redactor, sentAt: number, mode: StatementMode): RunLease {
+export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions, redactor: Redactor, sentAt: SentAt, mode: StatementMode): RunLease {
   const runId = row.run_id;
   const epoch = row.epoch;
   const owner = options.owner;
   const ttl = options.ttlMs ?? 15_000;
-  const now = options.now ?? (() => performance.now());
   // Clock rates differ by parts per million; the margin also covers the time between a check and
   // the call it allows.
   const margin = Math.min(Math.floor(ttl / 10), 1_000);
-  let validUntil = sentAt + ttl - margin;
+  /** The local expiry on each clock: the latest send that extended the lease, plus the TTL, less the margin. */
+  const until: SentAt = { mono: sentAt.mono + ttl - margin, wall: sentAt.wall + ttl - margin };
+  /** Milliseconds left of the local lease: the lesser on the two clocks (negative once past). */
+  const remaining = (): number => {
+    const at = sentNow(options);
+    return Math.min(until.mono - at.mono, until.wall - at.wall);
+  };
   // The number of the last commit of this epoch. A lease's commits run one at a time (the group
   // committer has one in flight; a resume's recovery commit comes before it), so one counter will do.
   let seq = row.commit_seq;
@@ -161,7 +185,7 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
   };
   const check = (): TroupeError | null => {
     if (lost) return lost;
-    if (now() >= validUntil) return loseIt(expiredError(runId, epoch, ttl));
+    if (remaining() <= 0) return loseIt(expiredError(runId, epoch, ttl));
     return null;
   };
   /** Arm the timer that declares the lease lost at its local expiry (re-armed by every renewal). */
@@ -172,13 +196,13 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
       () => {
         if (check() === null) armExpiry();
       },
-      Math.max(1, Math.ceil(validUntil - now())),
+      Math.max(1, Math.ceil(remaining())),
     );
     expiry.unref();
   };
   armExpiry();
   /** Milliseconds left of the local lease (at least 1: pg treats 0 as no timeout). */
-  const left = () => Math.max(1, Math.floor(validUntil - now()));
+  const left = () => Math.max(1, Math.floor(remaining()));
   /** `promise`, unless the lease is lost first (its rejection is then handled, never thrown). */
   const raced = <T>(promise: Promise<T>): Promise<T> => {
     promise.catch(() => undefined);
@@ -301,7 +325,7 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
         if (err instanceof TroupeError && err.code === 'LEASE_LOST') throw err;
         if (!transientStoreError(err)) throw err;
         const delay = Math.min(RETRY_BASE_MS * 2 ** retry, Math.floor(ttl / 4));
-        if (now() + delay >= validUntil) throw loseIt(expiredError(runId, epoch, ttl, err));
+        if (delay >= remaining()) throw loseIt(expiredError(runId, epoch, ttl, err));
         await raced(new Promise((resolve) => setTimeout(resolve, delay)));
       }
     }
@@ -328,7 +352,7 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
 
   async function renewOnce(): Promise<boolean> {
     if (check()) return false;
-    const at = now();
+    const at = sentNow(options);
     try {
       const { rowCount } = await raced(
         pool.query({
@@ -343,7 +367,8 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
         return false;
       }
       if (lost) return false;
-      validUntil = Math.max(validUntil, at + ttl - margin);
+      until.mono = Math.max(until.mono, at.mono + ttl - margin);
+      until.wall = Math.max(until.wall, at.wall + ttl - margin);
       armExpiry();
       return true;
     } catch {

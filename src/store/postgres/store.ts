@@ -13,9 +13,8 @@ import type pg from 'pg';
 import { TroupeError } from '../../errors.js';
 import { createRedactor, type Redactor } from '../../logging/redact.js';
 import { checkOptions, checkReadable, connectError, describeUrl, migrate, poolConfig, type PgConnectOptions } from './connect.js';
-import { performance } from 'node:perf_hooks';
 import { pgDriver } from './driver.js';
-import { DB_NOW, heldLease, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease, type StatementMode } from './lease.js';
+import { DB_NOW, heldLease, sentNow, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease, type SentAt, type StatementMode } from './lease.js';
 import { pgReads, type PortReads } from './reads.js';
 
 export interface PostgresStoreOptions extends PgConnectOptions {
@@ -88,8 +87,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const channel = schema === 'public' ? WAKE_CHANNEL : `${WAKE_CHANNEL}_${schema}`;
 
   const statements: StatementMode = { prepare: true };
-  const claimed = (rows: ClaimedRow[], lease: LeaseOptions, sentAt: number) => heldLease(pool, rows[0]!, lease, redactor, sentAt, statements);
-  const clock = (lease: LeaseOptions) => lease.now ?? (() => performance.now());
+  const claimed = (rows: ClaimedRow[], lease: LeaseOptions, sentAt: SentAt) => heldLease(pool, rows[0]!, lease, redactor, sentAt, statements);
 
   return {
     url: describeUrl(options.url),
@@ -98,7 +96,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     reads: pgReads(pool),
     async claim(runId, lease) {
       const ttl = lease.ttlMs ?? 15_000;
-      const sentAt = clock(lease)();
+      const sentAt = sentNow(lease);
       let rows: ClaimedRow[];
       try {
         ({ rows } = await pool.query({
@@ -118,7 +116,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     },
     async claimNext(lease) {
       const ttl = lease.ttlMs ?? 15_000;
-      const sentAt = clock(lease)();
+      const sentAt = sentNow(lease);
       const { rows } = await pool.query<ClaimedRow>({
         query_timeout: ttl,
         text: `UPDATE run_leases SET owner = $1, epoch = epoch + 1, lease_until = ${DB_NOW} + $2, state = 'runnable', wake_at = NULL

@@ -8,7 +8,11 @@
  * - `partition`: its proxy black-holes every connection until the run was taken over, then heals;
  * - `connkill`: its proxy resets every connection it has open (mid-commit, mid-read, LISTEN);
  * - `restart`: the database server is restarted (`pg_ctl stop -m immediate`, start): a private
- *   cluster the test started (test/helpers/pgCluster.ts).
+ *   cluster the test started (test/helpers/pgCluster.ts);
+ * - `clockstep`: the machine's wall clock steps forward by the TTL (NTP, a VM resumed; CI met one
+ *   at the hour): the host's lease clock (SIGUSR2), then, with the host SIGSTOPped so it cannot
+ *   renew first, the database's for the leases it holds, which end at once; SIGCONT after the
+ *   takeover. The monotonic clock does not step.
  * From outside, the harness also posts `send` requests to each run's inbox (as `troupe send` does)
  * and waits for their answers.
  *
@@ -39,7 +43,7 @@ const CHILD = fileURLToPath(
   new URL(import.meta.url.endsWith('.js') ? './workerChild.js' : '../../../dist/test/integration/pg/workerChild.js', import.meta.url),
 );
 
-type Fault = 'kill' | 'stop' | 'partition' | 'connkill' | 'restart';
+type Fault = 'kill' | 'stop' | 'partition' | 'connkill' | 'restart' | 'clockstep';
 
 export interface FailoverCounts {
   trials: number;
@@ -88,8 +92,11 @@ export const VIOLATIONS = [
 export interface FailoverOptions {
   trials: number;
   seed: number;
-  /** A negative control: `ack-early` ACKs sends before they commit; `unguarded` hosts with no local lease expiry (a frozen lease clock). */
-  buggy?: 'ack-early' | 'unguarded';
+  /**
+   * A negative control: `ack-early` ACKs sends before they commit; `unguarded` hosts with no local
+   * lease expiry (frozen lease clocks); `monotonic` with a lease expiry that misses a wall-clock step.
+   */
+  buggy?: 'ack-early' | 'unguarded' | 'monotonic';
   /** Runs in flight at once (default 3). */
   parallel?: number;
   ttlMs?: number;
@@ -114,6 +121,8 @@ interface Worker {
   faulted: boolean;
   /** Each SIGSTOP it got: when sent, when SIGCONT was sent, and whether a call checked before it was made after it. */
   stops: { from: number; to: number; caught: boolean }[];
+  /** Told when the process says its lease clock stepped (`STEPPED`). */
+  stepped: (() => void) | null;
   ready: Promise<void>;
   stderr: string;
 }
@@ -137,7 +146,7 @@ interface Trial {
   done: boolean;
 }
 
-const counted = (): Record<Fault, number> => ({ kill: 0, stop: 0, partition: 0, connkill: 0, restart: 0 });
+const counted = (): Record<Fault, number> => ({ kill: 0, stop: 0, partition: 0, connkill: 0, restart: 0, clockstep: 0 });
 
 export async function runFailoverTrials(options: FailoverOptions): Promise<FailoverCounts> {
   const started = Date.now();
@@ -163,7 +172,7 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
     calls: 0,
     childErrors: 0,
     errors: [],
-    takeoverMs: { kill: [], stop: [], partition: [], connkill: [], restart: [] },
+    takeoverMs: { kill: [], stop: [], partition: [], connkill: [], restart: [], clockstep: [] },
     seconds: 0,
   };
   const serverUrl = options.cluster?.url ?? PG_URL;
@@ -196,7 +205,16 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
     });
     let out = '';
     let readyResolve!: () => void;
-    const w: Worker = { proc, proxy, killed: false, faulted: false, stops: [], ready: new Promise((resolve) => (readyResolve = resolve)), stderr: '' };
+    const w: Worker = {
+      proc,
+      proxy,
+      killed: false,
+      faulted: false,
+      stops: [],
+      stepped: null,
+      ready: new Promise((resolve) => (readyResolve = resolve)),
+      stderr: '',
+    };
     proc.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       for (let i = out.indexOf('\n'); i >= 0; i = out.indexOf('\n')) {
@@ -205,6 +223,7 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
         const [kind, runId, ...rest] = line.split(' ');
         const trial = runId === undefined ? undefined : trials.get(runId);
         if (kind === 'READY') readyResolve();
+        else if (kind === 'STEPPED') w.stepped?.();
         else if (kind === 'TICK') tick(w, runId!);
         else if (kind === 'ACK') trial?.acks.add(rest.join(' '));
         else if (kind === 'NACK') trial?.acks.delete(rest.join(' '));
@@ -269,15 +288,35 @@ export async function runFailoverTrials(options: FailoverOptions): Promise<Failo
       return;
     }
     w.faulted = true;
+    if (kind === 'clockstep') {
+      // The host's lease clock first (SIGUSR2, told back once done), as the machine's clock steps
+      // for every process on it at once.
+      await new Promise<void>((resolve) => {
+        w.stepped = resolve;
+        w.proc.once('exit', () => resolve());
+        w.proc.kill('SIGUSR2');
+      });
+      w.stepped = null;
+    }
     const stop = { from: Date.now(), to: Infinity, caught: false };
-    if (kind === 'stop') {
+    if (kind === 'stop' || kind === 'clockstep') {
       w.stops.push(stop);
       w.proc.kill('SIGSTOP');
     } else w.proxy.blackhole();
-    // Held until another worker took the run over (the zombie's moment), then a little longer.
+    if (kind === 'clockstep') {
+      // Then the database's clock, for the leases the host holds: they end at once (by the TTL,
+      // the longest one can have left). Stopped, the host cannot renew them first; it wakes after
+      // the takeover, as a paused VM's processes would.
+      await store.pool.query('UPDATE run_leases SET lease_until = lease_until - $2 WHERE owner = (SELECT owner FROM run_leases WHERE run_id = $1)', [
+        trial.runId,
+        ttlMs,
+      ]);
+    }
+    // Held until another worker took the run over (the zombie's moment), then a little longer; a
+    // stepped host wakes at once, while its monotonic clock says most of its lease is left.
     await takenOver(trial.runId, epoch, 20 * ttlMs);
-    await pause(random() * ttlMs);
-    if (kind === 'stop') {
+    if (kind !== 'clockstep') await pause(random() * ttlMs);
+    if (kind === 'stop' || kind === 'clockstep') {
       stop.to = Date.now();
       w.proc.kill('SIGCONT');
     } else w.proxy.pass();

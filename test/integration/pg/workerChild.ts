@@ -16,9 +16,13 @@
  * before the call). A call allowed after another process started hosting the run at a later epoch
  * was allowed without a lease: the parent counts those.
  *
+ * SIGUSR2 steps the wall clock its leases read forward by the TTL (the harness's `clockstep` fault;
+ * it then steps the database's clock for this host's leases): `STEPPED` once done.
+ *
  * Negative controls: BUGGY=ack-early prints the ACK before the send; BUGGY=unguarded hosts with
- * leases whose local expiry never comes (their clock is frozen): only the database's epoch fence
- * stops a zombie, as before the guard.
+ * leases whose local expiry never comes (both their clocks are frozen): only the database's epoch
+ * fence stops a zombie, as before the guard; BUGGY=monotonic hosts with leases whose wall clock
+ * misses the step (as a guard on the monotonic clock alone would).
  */
 import type { Coordinator } from '../../../src/host/createCoordinator.js';
 import type { Model, ModelRequest, ModelTurn } from '../../../src/model/types.js';
@@ -131,8 +135,19 @@ const claimed = (lease: RunLease): RunLease => {
   return lease;
 };
 
-/** The negative control's leases measure their local expiry on a clock that never moves: only the database's fence stops a zombie. */
-const leaseOptions = (options: LeaseOptions): LeaseOptions => (process.env.BUGGY === 'unguarded' ? { ...options, now: () => 0 } : options);
+/** How far this machine's wall clock has stepped forward (SIGUSR2, the harness's `clockstep`). */
+let stepped = 0;
+process.on('SIGUSR2', () => {
+  stepped += ttlMs;
+  process.stdout.write('STEPPED\n');
+});
+
+/** The leases' clocks: the wall clock with its steps; the negative controls' as they say. */
+const leaseOptions = (options: LeaseOptions): LeaseOptions => {
+  if (process.env.BUGGY === 'unguarded') return { ...options, now: () => 0, wallClock: () => 0 };
+  if (process.env.BUGGY === 'monotonic') return options;
+  return { ...options, wallClock: () => Date.now() + stepped };
+};
 
 async function main(): Promise<void> {
   const opened = await openPostgresStore({ url, schema });

@@ -241,7 +241,7 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
   it('a commit is retried only while the lease holds locally: past its local expiry it is LEASE_LOST, and nothing more leaves the host', async () => {
     const runId = 'expiring';
     let clock = 0;
-    const held = await a.claim(runId, { owner: 'A', ttlMs: 1_000, heartbeatMs: 0, now: () => clock });
+    const held = await a.claim(runId, { owner: 'A', ttlMs: 1_000, heartbeatMs: 0, now: () => clock, wallClock: () => clock });
     const lostWith: string[] = [];
     held.port.guard!.onLost((err) => lostWith.push(err.code));
     expect(held.port.guard!.check()).toBeNull();
@@ -289,7 +289,7 @@ describe.skipIf(!available)(pgTitle(available, 'run leases on PostgreSQL'), () =
 
   it('the guard counts from when the claim was sent: a lease unrenewed for its TTL is lost locally before any other worker could claim it', async () => {
     let clock = 0;
-    const held = await a.claim('local', { owner: 'A', ttlMs: 2_000, heartbeatMs: 0, now: () => clock });
+    const held = await a.claim('local', { owner: 'A', ttlMs: 2_000, heartbeatMs: 0, now: () => clock, wallClock: () => clock });
     clock = 1_799;
     expect(held.check()).toBeNull();
     // Renewal moves the local expiry to when the renewal was sent, plus the TTL, less the margin.

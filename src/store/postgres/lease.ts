@@ -13,8 +13,8 @@
  * learns it at its first step after waking). The time is counted on two clocks, and the lease is
  * lost when either says so: this process's monotonic clock (immune to steps of the wall clock), and
  * the wall clock, because the database's clock is a wall clock: a step forward of it (NTP, a VM
- * resumed from a pause) expires every lease early by the step. CI's failover trials met one at the
- * hour (a call allowed 150 ms after another worker had claimed the run); a host whose clock is the
+ * resumed from a pause) expires every lease early by the step. CI's failover trials met one (a call
+ * allowed 150 ms after another worker had claimed the run); a host whose clock is the
  * database's, or synchronised with it, sees the same step and stops in time.
  *
  * A commit or a read is retried (backoff, a new connection each time) while the lease is locally

@@ -9,8 +9,8 @@
  * - `connkill`: its proxy resets every connection it has open (mid-commit, mid-read, LISTEN);
  * - `restart`: the database server is restarted (`pg_ctl stop -m immediate`, start): a private
  *   cluster the test started (test/helpers/pgCluster.ts);
- * - `clockstep`: the machine's wall clock steps forward by the TTL (NTP, a VM resumed; CI met one
- *   at the hour): the host's lease clock (SIGUSR2), then, with the host SIGSTOPped so it cannot
+ * - `clockstep`: the machine's wall clock steps forward by the TTL (NTP, a VM resumed; CI met one,
+ *   cause unknown): the host's lease clock (SIGUSR2), then, with the host SIGSTOPped so it cannot
  *   renew first, the database's for the leases it holds, which end at once; SIGCONT after the
  *   takeover. The monotonic clock does not step.
  * From outside, the harness also posts `send` requests to each run's inbox (as `troupe send` does)

@@ -6,16 +6,11 @@
  * Lease times in the row are the database's clock, so workers on machines with skewed clocks agree
  * on when a lease expired.
  *
- * The host also keeps a local expiry (`guard`): the time its last claim or renewal was *sent*, plus
- * the time-to-live. The database's `lease_until` is at least that late, so once the local expiry
- * passes another worker may be about to claim the run: the lease then counts as lost, before any
- * model or tool call, commit or read (a process that was SIGSTOPped or partitioned past its lease
- * learns it at its first step after waking). The time is counted on two clocks, and the lease is
- * lost when either says so: this process's monotonic clock (immune to steps of the wall clock), and
- * the wall clock, because the database's clock is a wall clock: a step forward of it (NTP, a VM
- * resumed from a pause) expires every lease early by the step. CI's failover trials met one (a call
- * allowed 150 ms after another worker had claimed the run); a host whose clock is the
- * database's, or synchronised with it, sees the same step and stops in time.
+ * The host also keeps a local expiry (`guard`, localExpiry.ts: on its monotonic and its wall
+ * clock). The database's `lease_until` is at least that late, so once the local expiry passes
+ * another worker may be about to claim the run: the lease then counts as lost, before any model or
+ * tool call, commit or read (a process that was SIGSTOPped or partitioned past its lease learns it
+ * at its first step after waking).
  *
  * A commit or a read is retried (backoff, a new connection each time) while the lease is locally
  * valid, so a dropped connection or a database restart costs a delay, not the hosting. Each commit of an epoch
@@ -27,7 +22,6 @@
  * the lease row, and failover takes the TTL plus one claim interval whatever the old host was doing.
  * @module
  */
-import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { TroupeError } from '../../errors.js';
@@ -36,22 +30,19 @@ import type { LeaseGuard, StorePort } from '../port.js';
 import { operationError, transientStoreError } from './connect.js';
 import { preparedStatementsLost, requiredFailure, StatementBatch } from './batch.js';
 import { applyPgOp, flushPgOps, Pending, StagedCache, type OwnerCache } from './ops.js';
+import { localExpiry, sentNow, type LeaseClocks, type SentAt } from './localExpiry.js';
 import { pgReads } from './reads.js';
 
 /** The database's clock in milliseconds (one expression, used by every lease statement). */
 export const DB_NOW = '(extract(epoch from clock_timestamp()) * 1000)::bigint';
 
-export interface LeaseOptions {
+export interface LeaseOptions extends LeaseClocks {
   /** Who claims (a worker id); shown in status and written on the lease row. */
   owner: string;
   /** How long a claim or renewal holds without a heartbeat (default 15 s). */
   ttlMs?: number;
   /** Heartbeat period (default ttlMs / 3); 0 turns the heartbeat off (tests, a short submit). */
   heartbeatMs?: number;
-  /** A monotonic clock in ms (default `performance.now`): the local expiry is measured on it. */
-  now?: () => number;
-  /** The wall clock in ms (default `Date.now`): the local expiry is measured on it too (see the module). */
-  wallClock?: () => number;
   /** Told once per store when its commits stop using prepared statements (see {@link StatementMode}). */
   logger?: Pick<Logger, 'warn'>;
 }
@@ -121,40 +112,19 @@ const expiredError = (runId: string, epoch: number, ttl: number, cause?: unknown
     cause === undefined ? {} : { cause },
   );
 
-/** When a claim or renewal was sent, on both clocks the local expiry is counted on. */
-export interface SentAt {
-  mono: number;
-  wall: number;
-}
-
-/** The moment now on `options`' two clocks. */
-export const sentNow = (options: LeaseOptions): SentAt => ({
-  mono: options.now ? options.now() : performance.now(),
-  wall: options.wallClock ? options.wallClock() : Date.now(),
-});
-
 /** First retry of a failed commit; doubles up to a quarter of the TTL. */
 const RETRY_BASE_MS = 25;
 
 /**
  * A claimed lease over `pool`: fenced port, local expiry, heartbeat, release. `sentAt` is when the
- * claim statement was sent (on `options.now`'s clock): the local expiry counts from it.
+ * claim statement was sent (on both of `options`' clocks): the local expiry counts from it.
  */
 export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions, redactor: Redactor, sentAt: SentAt, mode: StatementMode): RunLease {
   const runId = row.run_id;
   const epoch = row.epoch;
   const owner = options.owner;
   const ttl = options.ttlMs ?? 15_000;
-  // Clock rates differ by parts per million; the margin also covers the time between a check and
-  // the call it allows.
-  const margin = Math.min(Math.floor(ttl / 10), 1_000);
-  /** The local expiry on each clock: the latest send that extended the lease, plus the TTL, less the margin. */
-  const until: SentAt = { mono: sentAt.mono + ttl - margin, wall: sentAt.wall + ttl - margin };
-  /** Milliseconds left of the local lease: the lesser on the two clocks (negative once past). */
-  const remaining = (): number => {
-    const at = sentNow(options);
-    return Math.min(until.mono - at.mono, until.wall - at.wall);
-  };
+  const { remaining, extend } = localExpiry(options, ttl, sentAt);
   // The number of the last commit of this epoch. A lease's commits run one at a time (the group
   // committer has one in flight; a resume's recovery commit comes before it), so one counter will do.
   let seq = row.commit_seq;
@@ -367,8 +337,7 @@ export function heldLease(pool: pg.Pool, row: ClaimedRow, options: LeaseOptions,
         return false;
       }
       if (lost) return false;
-      until.mono = Math.max(until.mono, at.mono + ttl - margin);
-      until.wall = Math.max(until.wall, at.wall + ttl - margin);
+      extend(at);
       armExpiry();
       return true;
     } catch {

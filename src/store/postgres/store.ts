@@ -14,7 +14,8 @@ import { TroupeError } from '../../errors.js';
 import { createRedactor, type Redactor } from '../../logging/redact.js';
 import { checkOptions, checkReadable, connectError, describeUrl, migrate, poolConfig, type PgConnectOptions } from './connect.js';
 import { pgDriver } from './driver.js';
-import { DB_NOW, heldLease, sentNow, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease, type SentAt, type StatementMode } from './lease.js';
+import { DB_NOW, heldLease, type ClaimedRow, type LeaseOptions, type LeaseRow, type RunLease, type StatementMode } from './lease.js';
+import { sentNow, type SentAt } from './localExpiry.js';
 import { pgReads, type PortReads } from './reads.js';
 
 export interface PostgresStoreOptions extends PgConnectOptions {

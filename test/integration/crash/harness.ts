@@ -32,6 +32,7 @@ import { observeInDoubt, verifyInDoubt, type InDoubtSeen } from './inDoubtCheck.
 import { runChild, type ChildRun, type KillPlan, type Progress } from './runChild.js';
 import type { TeamName } from './teams.js';
 import { verify, verifyGroupAtomic } from './verify.js';
+import { seededRandom } from '../../helpers/random.js';
 
 export { VIOLATIONS, type CrashCounts } from './counts.js';
 
@@ -63,11 +64,6 @@ export interface CrashOptions {
 /** The compiled child: beside this file when it runs compiled (npm run crash), else in dist/. */
 const defaultChild = () =>
   fileURLToPath(new URL(import.meta.url.endsWith('.js') ? './child.js' : '../../../dist/test/integration/crash/child.js', import.meta.url));
-
-function lcg(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => (s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32;
-}
 
 /** The steady-state event each mode's kills are counted in. */
 const STEADY: Record<TeamName, Progress> = { default: 'TICK', 'in-doubt': 'TOOL', group: 'GROUP' };
@@ -132,7 +128,7 @@ export async function runCrashTrials(options: CrashOptions): Promise<CrashCounts
 
   async function trial(index: number): Promise<void> {
     const trialSeed = options.seed + index;
-    const random = lcg(trialSeed);
+    const random = seededRandom(trialSeed);
     const dir = mkdtempSync(join(tmpdir(), 'troupe-crash-'));
     const path = join(dir, 'run.db');
     const args = (role: string) => [path, role, String(trialSeed), sync, mode];

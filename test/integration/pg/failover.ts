@@ -37,6 +37,7 @@ import { submitRun } from '../../../src/worker/submit.js';
 import { startFaultProxy, type FaultProxy } from '../../helpers/faultProxy.js';
 import type { PgCluster } from '../../helpers/pgCluster.js';
 import { freshSchema, PG_URL } from '../../helpers/pg.js';
+import { seededRandom } from '../../helpers/random.js';
 
 const STINT_TYPES = new Set(['completion', 'completed', 'failed', 'crashed', 'stopped']);
 const CHILD = fileURLToPath(
@@ -108,11 +109,6 @@ export interface FailoverOptions {
   inboxSends?: number;
 }
 
-function lcg(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => (s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32;
-}
-
 interface Worker {
   proc: ChildProcess;
   proxy: FaultProxy;
@@ -150,7 +146,7 @@ const counted = (): Record<Fault, number> => ({ kill: 0, stop: 0, partition: 0, 
 
 export async function runFailoverTrials(options: FailoverOptions): Promise<FailoverCounts> {
   const started = Date.now();
-  const random = lcg(options.seed);
+  const random = seededRandom(options.seed);
   const ttlMs = options.ttlMs ?? 600;
   const parallel = options.parallel ?? 3;
   const faults = options.faults ?? ['kill'];

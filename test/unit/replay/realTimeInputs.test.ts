@@ -34,6 +34,7 @@ import { replayRun } from '../../../src/replay/replayRun.js';
 import { memoryStore } from '../../../src/store/memoryStore.js';
 import { INPUT_EVENT } from '../../../src/store/types.js';
 import { defineTool, type Tool } from '../../../src/tools/defineTool.js';
+import { seededRandom } from '../../helpers/random.js';
 
 const WORKERS = 4;
 const TURNS = 8;
@@ -51,12 +52,6 @@ function noteTool(random: () => number): Tool {
 }
 /** What the replay is given: the tool as declared (its execute is never called there). */
 const note = noteTool(() => 0);
-
-/** A seeded generator (each trial's timings differ, and are the same on a rerun of its seed). */
-function lcg(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
-}
 
 /** The root spawns the workers and waits for their reports; each worker takes notes for TURNS turns, then finishes. */
 function latentTeam(random: () => number): Model {
@@ -85,7 +80,7 @@ function latentTeam(random: () => number): Model {
 
 /** Record one run: the team on a memory store, the senders noting running workers until the root ends. */
 async function record(seed: number) {
-  const random = lcg(seed);
+  const random = seededRandom(seed);
   const store = memoryStore();
   const c = createCoordinator({ store, model: latentTeam(random), tools: [noteTool(random)], limits });
   const root = await c.start({ name: 'lead', task: 'split the job' });

@@ -29,11 +29,14 @@ export interface SentAt {
   wall: number;
 }
 
+/** `clocks` with their defaults: the one place they are chosen. */
+const clocksOf = (clocks: LeaseClocks) => ({ mono: clocks.now ?? (() => performance.now()), wall: clocks.wallClock ?? Date.now });
+
 /** The moment now on both of `clocks`. */
-export const sentNow = (clocks: LeaseClocks): SentAt => ({
-  mono: clocks.now ? clocks.now() : performance.now(),
-  wall: clocks.wallClock ? clocks.wallClock() : Date.now(),
-});
+export const sentNow = (clocks: LeaseClocks): SentAt => {
+  const { mono, wall } = clocksOf(clocks);
+  return { mono: mono(), wall: wall() };
+};
 
 export interface LocalExpiry {
   /** Milliseconds left: the lesser on the two clocks (zero or less once past). */
@@ -44,8 +47,7 @@ export interface LocalExpiry {
 
 /** The local expiry of a lease of `ttl` ms claimed by a statement sent at `sentAt`. */
 export function localExpiry(clocks: LeaseClocks, ttl: number, sentAt: SentAt): LocalExpiry {
-  const mono = clocks.now ?? (() => performance.now());
-  const wall = clocks.wallClock ?? Date.now;
+  const { mono, wall } = clocksOf(clocks);
   // Clock rates differ by parts per million; the margin also covers the time between a check and
   // the call it allows.
   const margin = Math.min(Math.floor(ttl / 10), 1_000);

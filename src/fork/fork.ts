@@ -6,7 +6,7 @@
  *
  * The point is a prefix of the run's commit journal (journal.ts): turn N of agent A is the commit
  * that recorded it (the turn's session items, its tool results and A's counter going to N are one
- * group, turn/cycle.ts), and everything any agent committed in that same group. Turn 0 is the
+ * group, turn/turn.ts), and everything any agent committed in that same group. Turn 0 is the
  * commit that registered A. The fork re-applies that prefix, renamed (remap.ts), in one
  * transaction: a crash while forking leaves no fork.
  *

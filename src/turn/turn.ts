@@ -1,18 +1,24 @@
 /**
- * One turn of one agent (DESIGN §4): answer tool calls left open (the lifecycle wait that parked
+ * The turns of one agent: the cycle that runs one after another while the agent is `running`, and
+ * one turn (DESIGN §4): answer tool calls left open (the lifecycle wait that parked
  * the agent, or calls a crash cut off) → the plain-text nudge → drain the mailbox into the session
  * → budget admission → model call through the gateway, recovered as `decideRecovery` says → tools
  * in order → everything appended to the session. It returns a `TurnOutcome`; the agent machine
  * decides what it means.
+ *
+ * The cycle reports each turn as `turn.done`. The agent machine handles the event synchronously; if
+ * it decided to leave `running`, XState has already stopped the cycle (aborting its scope) by the
+ * time `sendBack` returns, and the loop ends. Nothing escapes: a throw becomes a `crashed` outcome.
  *
  * Writes are staged and committed in groups by the host; a turn waits for durability only where
  * something leaves the process: before the model call (what the model sees is committed) and before
  * a tool with effects runs (toolCalls.ts).
  * @module
  */
-import type { TurnInput } from '../../machines/agentMachine.js';
+import { fromCallback } from 'xstate';
+import { turnInputOf, type AgentContext, type AgentEvent, type CycleInput, type TurnInput } from '../../machines/agentMachine.js';
 import type { RecoveryAttempts, TurnOutcome, WakeReason } from '../../machines/types.js';
-import type { CycleScope } from '../cancel.js';
+import { CycleScope } from '../cancel.js';
 import { sleep } from '../clock.js';
 import { errorMessage, isTroupeError, serializeError, TroupeError } from '../errors.js';
 import type { ModelRequest, ModelTurn, SessionItem, ToolCall } from '../model/types.js';
@@ -91,19 +97,64 @@ export interface TurnResult {
 }
 
 /** What the turn tells its agent's machine while it runs. */
-export interface TurnReports {
+interface TurnReports {
   /** The model call is being recovered: persist how far (a restart continues the count). */
   recovering(attempts: RecoveryAttempts): void;
 }
 
 const only = (outcome: TurnOutcome): TurnResult => ({ outcome, items: [] });
 
+/** The abort reason of a stopped cycle: one instance (an Error per stop captured a stack each time). */
+const CYCLE_STOPPED = new Error('the cycle was stopped');
+
+/**
+ * @param hostOf the turns' host, read when a cycle starts (the host is built of parts that are built after the agents).
+ * @param contextOf the agent machine's context now (the cycle reads it before every turn).
+ */
+export function createCycleLogic(hostOf: () => TurnHost, contextOf: (agentId: string) => AgentContext) {
+  return fromCallback<AgentEvent, CycleInput>(({ input, sendBack }) => {
+    const host = hostOf();
+    // The cycle's scope: its turns' operations get their AbortSignals from it (cancel.ts).
+    const cycle = new CycleScope();
+    const reports = { recovering: (attempts: RecoveryAttempts) => sendBack({ type: 'turn.recovering', attempts }) };
+    const loop = async () => {
+      // Never run inside the transition that started the cycle.
+      await Promise.resolve();
+      const agent = host.agent(input.agentId);
+      for (let first = true; !cycle.aborted; first = false) {
+        let result: TurnResult;
+        const turn = turnInputOf(contextOf(input.agentId));
+        try {
+          result = host.options.holdTurns ? await heldTurn(host, agent, cycle) : await runTurn(host, turn, cycle, first, reports);
+        } catch (err) {
+          if (cycle.aborted) return;
+          agent.logger.error({ err }, 'turn crashed');
+          result = { outcome: { kind: 'crashed', error: serializeError(err) }, items: [] };
+        }
+        if (cycle.aborted || host.failure) return;
+        // The tool results, the machine's decision and the writes it causes (status, counters,
+        // notices) are staged together, so they commit in one group.
+        if (result.items.length > 0) host.sessions.append(agent, result.items);
+        // The in-doubt ledger: these calls' results are in this very group.
+        if (result.started && result.started.length > 0) host.ledger.finish(agent, turn.turn, result.started);
+        sendBack({ type: 'turn.done', outcome: result.outcome });
+        host.afterTurn(agent, result.outcome);
+      }
+    };
+    // A failed commit has already stopped the host (host.failure); nothing else escapes.
+    loop().catch((err: unknown) => {
+      if (!host.failure) host.logger.error({ err }, 'a cycle ended unexpectedly');
+    });
+    return () => cycle.abort(CYCLE_STOPPED);
+  });
+}
+
 /**
  * One turn.
  * @param firstOfCycle only the first turn after the agent (re)starts running can find tool calls
  * left open (the wait that parked it, calls a crash cut off): later turns skip that scan.
  */
-export async function runTurn(host: TurnHost, input: TurnInput, cycle: CycleScope, firstOfCycle: boolean, reports: TurnReports): Promise<TurnResult> {
+async function runTurn(host: TurnHost, input: TurnInput, cycle: CycleScope, firstOfCycle: boolean, reports: TurnReports): Promise<TurnResult> {
   const live = () => {
     if (cycle.aborted) throw cycle.reason ?? new TroupeError('COORDINATOR_SHUT_DOWN', 'the agent was stopped');
   };
@@ -191,7 +242,7 @@ export async function runTurn(host: TurnHost, input: TurnInput, cycle: CycleScop
  * called; it waits as a model call would, until a stop (the agent stops: `stopped`), an
  * interrupting message (`interrupted`: the next held turn begins) or the end of the hosting.
  */
-export async function heldTurn(host: Pick<TurnHost, 'stopRequested'>, agent: AgentRef, cycle: CycleScope): Promise<TurnResult> {
+async function heldTurn(host: Pick<TurnHost, 'stopRequested'>, agent: AgentRef, cycle: CycleScope): Promise<TurnResult> {
   const call = cycle.operation();
   agent.inFlight = call;
   if (host.stopRequested(agent)) call.abort(STOP_REQUESTED);

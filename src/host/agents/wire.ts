@@ -12,7 +12,7 @@ import { getAgentRecord, type coordinatorMachine } from '../../../machines/coord
 import type { SerializedError } from '../../../machines/types.js';
 import type { Clock } from '../../clock.js';
 import { TroupeError } from '../../errors.js';
-import { createCycleLogic } from '../../turn/cycle.js';
+import { createCycleLogic } from '../../turn/turn.js';
 import type { TurnHost } from '../../turn/ports.js';
 import type { InspectOption, ResolvedOptions } from '../options.js';
 import { Agents, type AgentHandle, type AgentSnapshot } from './agents.js';

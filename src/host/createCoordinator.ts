@@ -12,28 +12,15 @@ import { TERMINAL_STATUSES, type AgentStatus } from '../../machines/types.js';
 import { isErrorCode, TroupeError } from '../errors.js';
 import type { StorePort } from '../store/port.js';
 import type { ReviewNote } from '../turn/review.js';
-import type { ExecutionRow, InboxRequest, InboxResult, MessagePriority, MessageRow, Store } from '../store/types.js';
+import type { ExecutionRow, InboxRequest, InboxResult, Store } from '../store/types.js';
 import type { Delegations, ReentryBudgets } from './async/delegations.js';
 import type { Registry, TreeNode } from './views/registry.js';
 import { Runtime, type AgentInfo, type CoordinatorHealth, type TroupeEvent } from './runtime.js';
 import type { CoordinatorOptions } from './options.js';
+import type { SendOptions, SentMessage } from './mail/messaging.js';
 import type { McpServerStatus } from '../mcp/connection.js';
 import type { OutputSchema } from '../tools/outputSchema.js';
 import { resultOf, rootOutput, type AgentId, type AgentIdOf, type AgentResult } from './results.js';
-
-export interface SendOptions {
-  content: string;
-  /** Messages from the API come from `user` (default) or `system`; agents message through tools. */
-  from?: 'user' | 'system';
-  type?: string;
-  priority?: MessagePriority;
-  /**
-   * An idempotency key: a message is queued at most once per key and run, across restarts. A
-   * repeat queues nothing and resolves with the first message's id (the inbox keys each request's
-   * message by the request, so a request applied twice delivers one message).
-   */
-  key?: string;
-}
 
 export interface BudgetState {
   spentUsd: number;
@@ -96,7 +83,7 @@ export interface Coordinator<S extends Store | StorePort = Store> extends AsyncD
    */
   result<T>(id: AgentId<T>): Promise<AgentResult<T>>;
   /** Queue a message; resolves once it is committed to the agent's mailbox. */
-  send(to: string, message: SendOptions): Promise<Pick<MessageRow, 'id' | 'to' | 'from' | 'createdAt'>>;
+  send(to: string, message: SendOptions): Promise<SentMessage>;
   get(id: string): AgentInfo;
   list(): AgentInfo[];
   tree(): TreeNode[];
@@ -237,16 +224,8 @@ export function coordinatorOf<S extends Store | StorePort = Store>(rt: Runtime):
       await waitFor(rt, h.id, [...TERMINAL_STATUSES]);
       return resultOf(rt.views.info(h.id));
     },
-    send: async (to, message) => {
-      rt.assertUsable();
-      if (typeof message !== 'object' || message === null) {
-        throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
-      }
-      const mail = rt.messaging.sendExternal(to, message);
-      // Acknowledged only once committed (a repeat's first send may still be in the commit under way).
-      await rt.committer.durable();
-      return { id: mail.id, to: mail.to, from: mail.from, createdAt: mail.createdAt };
-    },
+    // Messaging's own: the path from here to the agent is the commit and the wake (test/unit/host/sendPath.test.ts).
+    send: rt.messaging.send.bind(rt.messaging),
     get: (id) => rt.views.info(id),
     list: () => rt.views.list(),
     tree: () => rt.views.tree(),

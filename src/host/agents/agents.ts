@@ -279,14 +279,19 @@ export class Agents {
   }
 
   /**
-   * Deliver an event, waking a dormant agent first. An actor already in a final state would ignore
-   * it (and XState warn): it is not sent, as a message to an agent that ended changes nothing.
+   * The agent's actor, ready for an event: woken first if dormant; null once the host stopped or
+   * if the actor is in a final state (it would ignore the event, and XState warn: a message to an
+   * agent that ended changes nothing).
    */
-  send(h: AgentHandle, event: AgentEvent): void {
-    if (this.#stopped) return;
+  awake(h: AgentHandle): Actor<AgentLogic> | null {
+    if (this.#stopped) return null;
     const actor = this.materialize(h);
-    if (actor.getSnapshot().status !== 'active') return;
-    actor.send(event);
+    return actor.getSnapshot().status === 'active' ? actor : null;
+  }
+
+  /** Deliver an event, waking a dormant agent first (see `awake`). */
+  send(h: AgentHandle, event: AgentEvent): void {
+    this.awake(h)?.send(event);
   }
 
   /**

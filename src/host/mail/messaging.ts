@@ -12,7 +12,7 @@ import { isReport } from '../../../machines/notices.js';
 import type { Clock } from '../../clock.js';
 import { TroupeError } from '../../errors.js';
 import type { Logger } from 'pino';
-import type { MessagePriority } from '../../store/types.js';
+import type { MessagePriority, MessageRow } from '../../store/types.js';
 import { INTERRUPTED } from '../../turn/turn.js';
 import type { AgentHandle, Agents } from '../agents/agents.js';
 import type { Mail, Mailboxes } from './mailbox.js';
@@ -43,6 +43,24 @@ function sendKey(runId: string, key: string): { key: string; id: string } {
 const notAllowed = (target: { id: string; name: string }) =>
   new TroupeError('RECIPIENT_NOT_ALLOWED', `You may message only your parent, children and siblings; ${target.name} (${target.id}) is none of them.`);
 
+/** A message from outside the team: what `send` takes (the API's, the inbox's). */
+export interface SendOptions {
+  content: string;
+  /** Messages from the API come from `user` (default) or `system`; agents message through tools. */
+  from?: 'user' | 'system';
+  type?: string;
+  priority?: MessagePriority;
+  /**
+   * An idempotency key: a message is queued at most once per key and run, across restarts. A
+   * repeat queues nothing and resolves with the first message's id (the inbox keys each request's
+   * message by the request, so a request applied twice delivers one message).
+   */
+  key?: string;
+}
+
+/** What `send` answers once its message is committed. */
+export type SentMessage = Pick<MessageRow, 'id' | 'to' | 'from' | 'createdAt'>;
+
 /** The message type stamped on every message a proactive trigger sends (`[Message from user … | type=proactive …]`). */
 export const PROACTIVE_MESSAGE_TYPE = 'proactive';
 
@@ -57,8 +75,10 @@ export interface MessagingHost {
   readonly agents: Agents;
   readonly mailboxes: Mailboxes;
   readonly coordinator: Actor<typeof coordinatorMachine>;
-  /** A wake waits for the commit of its message (commit.ts). */
-  readonly commit: { after(effect: () => void): void };
+  /** A wake waits for the commit of its message (commit.ts); `send` answers once it is durable. */
+  readonly commit: { after(effect: () => void): void; durable(): Promise<void> };
+  /** Throws if the run can take no more input (shut down, or a commit failed). */
+  assertUsable(): void;
   /** A message from the user reached this agent (its self-wake count starts again). */
   userSpoke(agentId: string): void;
   /**
@@ -122,7 +142,7 @@ export class Messaging {
     const report = isReport(mail);
     return () => {
       const more = report && activeChildren(coordinator.getSnapshot().context, target.id) > 0;
-      agents.send(target, { type: 'agent.message', from: mail.from, user: mail.from === 'user', notice: mail.noticeKey !== null, more });
+      agents.awake(target)?.send({ type: 'agent.message', from: mail.from, user: mail.from === 'user', notice: mail.noticeKey !== null, more });
       if (mail.interrupt && options.interruptOnMessage) target.inFlight?.abort(INTERRUPTED);
     };
   }
@@ -183,11 +203,36 @@ export class Messaging {
   }
 
   /**
-   * A message from outside the team (`user` by default). With `key`, at most once per run: a send
-   * whose key was already used queues nothing and returns the first one's id, so
+   * The API's `send`: a message from outside, answered once it is committed (a repeat's first send
+   * may still be in the commit under way). It registers its wake itself, like `sendExternal`: from
+   * here the message's way to its agent is the commit and the wake, nothing between.
+   */
+  async send(to: string, message: SendOptions): Promise<SentMessage> {
+    const host = this.#host;
+    host.assertUsable();
+    if (typeof message !== 'object' || message === null) {
+      throw new TroupeError('CONFIG_INVALID', `Expected a message object, got ${String(message)}`);
+    }
+    const { mail, wake } = this.#external(to, message);
+    if (wake) host.commit.after(wake);
+    await host.commit.durable();
+    return { id: mail.id, to: mail.to, from: mail.from, createdAt: mail.createdAt };
+  }
+
+  /** A message from outside, staged with the change that applies it (the inbox's request); its wake follows the commit. */
+  sendExternal(to: string, msg: SendOptions): Mail {
+    const { mail, wake } = this.#external(to, msg);
+    if (wake) this.#host.commit.after(wake);
+    return mail;
+  }
+
+  /**
+   * A message from outside the team (`user` by default), checked, queued and recorded; its wake is
+   * the caller's to register once everything is staged. With `key`, at most once per run: a send
+   * whose key was already used queues nothing (no wake) and returns the first one's id, so
    * applying the same outside request twice (a host that died before answering it) is a no-op.
    */
-  sendExternal(to: string, msg: { content: string; from?: 'user' | 'system'; type?: string; priority?: MessagePriority; key?: string }): Mail {
+  #external(to: string, msg: SendOptions): { mail: Mail; wake: (() => void) | null } {
     const host = this.#host;
     const target = host.agents.resolve(to);
     const from = msg.from ?? 'user';
@@ -197,7 +242,10 @@ export class Messaging {
     const keyed = msg.key === undefined ? undefined : sendKey(host.runId, msg.key);
     const message = { to: target.id, from, fromName: from, type: msg.type ?? 'instruction', priority: msg.priority ?? 'normal', interrupt: true } as const;
     if (keyed && host.mailboxes.used(keyed.key)) {
-      return { ...message, content: String(msg.content), id: keyed.id, runId: host.runId, createdAt: host.clock.now(), noticeKey: keyed.key };
+      return {
+        mail: { ...message, content: String(msg.content), id: keyed.id, runId: host.runId, createdAt: host.clock.now(), noticeKey: keyed.key },
+        wake: null,
+      };
     }
     const content = this.#check(target, msg.content, from === 'user');
     const proactive = from === 'user' && message.type === PROACTIVE_MESSAGE_TYPE;
@@ -206,14 +254,13 @@ export class Messaging {
       throw new TroupeError('REENTRY_SPENT', `${target.name} (${target.id}) has spent its self-wake budget: the proactive message was not delivered`);
     }
     const mail = this.#queue({ ...message, content }, keyed);
-    host.commit.after(this.#wakeOf(target, mail));
     const { type, priority } = message;
     host.callLog.input(
       { kind: 'send', payload: { agent: target.id, content, from, type, priority, ...(msg.key === undefined ? {} : { key: msg.key }) } },
       target.id,
     );
     if (from === 'user' && !proactive) host.userSpoke(target.id);
-    return mail;
+    return { mail, wake: this.#wakeOf(target, mail) };
   }
 
   /** Agents an agent may message: parent, children and siblings (or everyone with messagePolicy "any"). */

@@ -28,7 +28,8 @@ export interface MailFamilyPorts {
   readonly port: StorePort;
   readonly agents: Agents;
   readonly coordinator: Actor<typeof coordinatorMachine>;
-  readonly commit: Pick<CommitPort, 'stage' | 'after'>;
+  readonly commit: Pick<CommitPort, 'stage' | 'after' | 'durable'>;
+  assertUsable(): void;
   /** The re-entry budget's gate on self-wakes. */
   selfWakes(): Pick<SelfWakes, 'userSpoke' | 'admit'>;
 }
@@ -48,6 +49,7 @@ export function wireMail(p: MailFamilyPorts) {
     mailboxes,
     coordinator: p.coordinator,
     commit,
+    assertUsable: p.assertUsable,
     userSpoke: (id) => p.selfWakes().userSpoke(id),
     // A proactive message is a self-wake, counted and never put off: false when the budget refuses it.
     proactiveWake: (id) => p.selfWakes().admit(agents.get(id), 'proactive', () => undefined) !== 'refused',
